@@ -1,0 +1,316 @@
+// ir/graph: shape and dtype inference, and the Graph container; see graph.h.
+#include "ir/graph.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fusejit/error.h"
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace fusejit::ir {
+
+namespace {
+
+void check_dims(const Shape& shape, std::string_view op) {
+  for (int64_t d : shape) {
+    if (d < 1) {
+      throw Error(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
+                              "least 1 (empty tensors are not supported)",
+                              op, shape_str(shape), d));
+    }
+  }
+}
+
+void reject_bool(std::string_view op, DType d) {
+  if (d == DType::boolean) {
+    throw Error(fmt::format("{}: bool operands are not supported; cast to an integer or float "
+                            "type first",
+                            op));
+  }
+}
+
+void infer_elementwise(const Graph& g, const NodeSpec& spec, Node& n) {
+  const std::string_view name = op_name(spec.op);
+  const Node& a = g.node(spec.inputs[0]);
+  switch (op_kind(spec.op)) {
+    case OpKind::unary:
+      n.shape = a.shape;
+      if (spec.op != Op::abs && spec.op != Op::relu && spec.op != Op::neg) {
+        n.dtype = is_floating(a.dtype) ? a.dtype : kDefaultFloat;
+      } else {
+        reject_bool(name, a.dtype);
+        n.dtype = a.dtype;
+      }
+      return;
+    case OpKind::binary: {
+      const Node& b = g.node(spec.inputs[1]);
+      n.shape = broadcast_shapes(a.shape, b.shape, name);
+      const DType t = promote(a.dtype, b.dtype);
+      if (op_has(spec.op, kFloatResult)) {
+        n.dtype = is_floating(t) ? t : kDefaultFloat;
+      } else {
+        reject_bool(name, t);
+        n.dtype = t;
+      }
+      return;
+    }
+    case OpKind::compare: {
+      const Node& b = g.node(spec.inputs[1]);
+      n.shape = broadcast_shapes(a.shape, b.shape, name);
+      n.dtype = DType::boolean;
+      return;
+    }
+    case OpKind::select: {
+      const Node& x = g.node(spec.inputs[1]);
+      const Node& y = g.node(spec.inputs[2]);
+      if (a.dtype != DType::boolean) {
+        throw Error(fmt::format("where: the condition must be bool, got {}; make it with a "
+                                "comparison such as gt(x, 0)",
+                                type_str(a)));
+      }
+      n.shape = broadcast_shapes(broadcast_shapes(a.shape, x.shape, name), y.shape, name);
+      n.dtype = promote(x.dtype, y.dtype);
+      return;
+    }
+    case OpKind::cast:
+      n.shape = a.shape;
+      n.dtype = spec.dtype;
+      return;
+    default:
+      throw InternalError(fmt::format("infer_elementwise called for {}", name));
+  }
+}
+
+void infer_reduce(const Graph& g, const NodeSpec& spec, Node& n) {
+  const std::string_view name = op_name(spec.op);
+  const Node& x = g.node(spec.inputs[0]);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (spec.axes.empty()) {
+    throw Error(fmt::format("{}: no axes given for an operand of type {}; name the axes to reduce "
+                            "(all of them for a full reduction)",
+                            name, type_str(x)));
+  }
+  for (int64_t axis : spec.axes) n.axes.push_back(normalize_axis(axis, rank, name));
+  std::sort(n.axes.begin(), n.axes.end());
+  if (std::adjacent_find(n.axes.begin(), n.axes.end()) != n.axes.end()) {
+    throw Error(fmt::format("{}: axes [{}] name an axis twice", name, fmt::join(spec.axes, ",")));
+  }
+  n.keepdim = spec.keepdim;
+  for (int64_t i = 0; i < rank; ++i) {
+    const bool reduced = std::binary_search(n.axes.begin(), n.axes.end(), i);
+    if (!reduced) n.shape.push_back(x.shape[i]);
+    else if (spec.keepdim) n.shape.push_back(1);
+  }
+  if (op_has(spec.op, kFloatOnly) && !is_floating(x.dtype)) {
+    throw Error(fmt::format("{}: the operand is {}, but {} needs a floating-point operand; cast it "
+                            "to f32 first",
+                            name, type_str(x), name));
+  }
+  if (spec.op == Op::sum && !is_floating(x.dtype)) {
+    n.dtype = DType::i64;  // as PyTorch: integer and bool sums accumulate in i64
+  } else {
+    n.dtype = x.dtype;
+  }
+}
+
+void infer_view(const Graph& g, const NodeSpec& spec, Node& n) {
+  const Node& x = g.node(spec.inputs[0]);
+  n.dtype = x.dtype;
+  switch (spec.op) {
+    case Op::reshape:
+      check_dims(spec.shape, "reshape");
+      if (numel(spec.shape) != numel(x.shape)) {
+        throw Error(fmt::format("reshape: cannot reshape {} ({} elements) to {} ({} elements); the "
+                                "element counts must match",
+                                type_str(x), numel(x.shape), shape_str(spec.shape),
+                                numel(spec.shape)));
+      }
+      n.shape = spec.shape;
+      return;
+    case Op::permute: {
+      const size_t rank = x.shape.size();
+      std::vector<int64_t> perm;
+      for (int64_t a : spec.axes) perm.push_back(normalize_axis(a, static_cast<int64_t>(rank), "permute"));
+      std::vector<int64_t> sorted = perm;
+      std::sort(sorted.begin(), sorted.end());
+      bool ok = perm.size() == rank;
+      for (size_t i = 0; ok && i < rank; ++i) ok = sorted[i] == static_cast<int64_t>(i);
+      if (!ok) {
+        throw Error(fmt::format("permute: [{}] is not a permutation of the {} axes of {}",
+                                fmt::join(spec.axes, ","), rank, type_str(x)));
+      }
+      n.axes = perm;
+      for (int64_t a : perm) n.shape.push_back(x.shape[a]);
+      return;
+    }
+    case Op::expand:
+      check_dims(spec.shape, "expand");
+      if (!broadcasts_to(x.shape, spec.shape)) {
+        throw Error(fmt::format("expand: {} cannot be expanded to {}; each dimension, aligned from "
+                                "the right, must be 1 or equal to the target",
+                                type_str(x), shape_str(spec.shape)));
+      }
+      n.shape = spec.shape;
+      return;
+    default:
+      throw InternalError(fmt::format("infer_view called for {}", op_name(spec.op)));
+  }
+}
+
+void infer_matmul(const Graph& g, const NodeSpec& spec, Node& n) {
+  const Node& a = g.node(spec.inputs[0]);
+  const Node& b = g.node(spec.inputs[1]);
+  if (a.shape.size() < 2 || b.shape.size() < 2) {
+    throw Error(fmt::format("matmul: operands {} and {} must both have rank 2 or more; reshape a "
+                            "vector to [1,K] or [K,1]",
+                            type_str(a), type_str(b)));
+  }
+  if (a.dtype != b.dtype) {
+    throw Error(fmt::format("matmul: operand dtypes differ ({} and {}); cast one operand so both "
+                            "are f32, f16 or bf16",
+                            type_str(a), type_str(b)));
+  }
+  if (!is_floating(a.dtype)) {
+    throw Error(fmt::format("matmul: {} operands are not supported ({} and {}); use f32, f16 or "
+                            "bf16",
+                            dtype_name(a.dtype), type_str(a), type_str(b)));
+  }
+  const int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back();
+  const int64_t kb = b.shape[b.shape.size() - 2], nn = b.shape.back();
+  if (k != kb) {
+    throw Error(fmt::format("matmul: inner dimensions differ: {} @ {} (K = {} vs {}); the last "
+                            "dimension of the left operand must equal the second-to-last of the "
+                            "right",
+                            type_str(a), type_str(b), k, kb));
+  }
+  const Shape batch_a(a.shape.begin(), a.shape.end() - 2);
+  const Shape batch_b(b.shape.begin(), b.shape.end() - 2);
+  n.shape = broadcast_shapes(batch_a, batch_b, "matmul (batch dimensions)");
+  n.shape.push_back(m);
+  n.shape.push_back(nn);
+  n.dtype = a.dtype;
+}
+
+}  // namespace
+
+std::string type_str(const Node& node) {
+  return fmt::format("{}{}", dtype_name(node.dtype), shape_str(node.shape));
+}
+
+Node infer_node(const Graph& g, const NodeSpec& spec) {
+  const std::string_view name = op_name(spec.op);
+  if (static_cast<int>(spec.inputs.size()) != op_arity(spec.op)) {
+    throw Error(fmt::format("{}: takes {} operand(s), got {}", name, op_arity(spec.op),
+                            spec.inputs.size()));
+  }
+  for (NodeId id : spec.inputs) {
+    if (id < 0 || static_cast<size_t>(id) >= g.size()) {
+      throw Error(fmt::format("{}: operand %{} does not exist (the trace has {} nodes so far; an "
+                              "operand must be defined before its use)",
+                              name, id, g.size()));
+    }
+  }
+  Node n;
+  n.op = spec.op;
+  n.inputs = spec.inputs;
+  switch (op_kind(spec.op)) {
+    case OpKind::source:
+      n.dtype = spec.dtype;
+      if (spec.op == Op::input) {
+        check_dims(spec.shape, "input");
+        n.shape = spec.shape;
+      } else {
+        if (!std::isfinite(spec.value) && !is_floating(spec.dtype)) {
+          throw Error(fmt::format("const: {} is not a valid {} value", spec.value,
+                                  dtype_name(spec.dtype)));
+        }
+        n.value = spec.value;
+        if (spec.dtype == DType::boolean) n.value = spec.value != 0.0 ? 1.0 : 0.0;
+        else if (is_integral(spec.dtype)) n.value = std::trunc(spec.value);
+      }
+      return n;
+    case OpKind::reduce:
+      infer_reduce(g, spec, n);
+      return n;
+    case OpKind::view:
+      infer_view(g, spec, n);
+      return n;
+    case OpKind::matmul:
+      infer_matmul(g, spec, n);
+      return n;
+    default:
+      infer_elementwise(g, spec, n);
+      return n;
+  }
+}
+
+NodeId Graph::add(const NodeSpec& spec) {
+  nodes_.push_back(infer_node(*this, spec));
+  return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+void Graph::add_output(NodeId id) {
+  if (id < 0 || static_cast<size_t>(id) >= nodes_.size()) {
+    throw Error(fmt::format("output: %{} does not exist (the trace has {} nodes)", id,
+                            nodes_.size()));
+  }
+  outputs_.push_back(id);
+}
+
+void Graph::set_outputs(std::vector<NodeId> ids) {
+  outputs_.clear();
+  for (NodeId id : ids) add_output(id);
+}
+
+std::vector<NodeId> Graph::inputs() const {
+  std::vector<NodeId> ids;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].op == Op::input) ids.push_back(static_cast<NodeId>(i));
+  }
+  return ids;
+}
+
+NodeId add_input(Graph& g, DType dtype, Shape shape) {
+  return g.add({.op = Op::input, .dtype = dtype, .shape = std::move(shape)});
+}
+NodeId add_constant(Graph& g, DType dtype, double value) {
+  return g.add({.op = Op::constant, .dtype = dtype, .value = value});
+}
+NodeId add_unary(Graph& g, Op op, NodeId x) { return g.add({.op = op, .inputs = {x}}); }
+NodeId add_binary(Graph& g, Op op, NodeId a, NodeId b) {
+  return g.add({.op = op, .inputs = {a, b}});
+}
+NodeId add_where(Graph& g, NodeId cond, NodeId a, NodeId b) {
+  return g.add({.op = Op::where, .inputs = {cond, a, b}});
+}
+NodeId add_cast(Graph& g, NodeId x, DType dtype) {
+  return g.add({.op = Op::cast, .inputs = {x}, .dtype = dtype});
+}
+NodeId add_reduce(Graph& g, Op op, NodeId x, std::vector<int64_t> axes, bool keepdim) {
+  return g.add({.op = op, .inputs = {x}, .axes = std::move(axes), .keepdim = keepdim});
+}
+NodeId add_reshape(Graph& g, NodeId x, Shape shape) {
+  return g.add({.op = Op::reshape, .inputs = {x}, .shape = std::move(shape)});
+}
+NodeId add_permute(Graph& g, NodeId x, std::vector<int64_t> perm) {
+  return g.add({.op = Op::permute, .inputs = {x}, .axes = std::move(perm)});
+}
+NodeId add_expand(Graph& g, NodeId x, Shape shape) {
+  return g.add({.op = Op::expand, .inputs = {x}, .shape = std::move(shape)});
+}
+NodeId add_matmul(Graph& g, NodeId a, NodeId b) {
+  return g.add({.op = Op::matmul, .inputs = {a, b}});
+}
+
+std::optional<Op> parse_op(std::string_view name) {
+  for (int i = 0; i < kNumOps; ++i) {
+    if (kOpTable[i].name == name) return static_cast<Op>(i);
+  }
+  return std::nullopt;
+}
+
+}  // namespace fusejit::ir

@@ -1,0 +1,2 @@
+// ir/hash: see hash.h.
+#include "ir/hash.h"

@@ -1,0 +1,14 @@
+// ir/hash: the structural hash of a graph. It depends on the ops, dtypes, shapes, attributes and
+// the shape of the dataflow, never on node numbering, pointer values or the order in which
+// independent nodes were recorded. Nodes that do not reach an output do not count.
+#pragma once
+
+#include <cstdint>
+
+#include "ir/graph.h"
+
+namespace fusejit::ir {
+
+uint64_t structural_hash(const Graph& g);
+
+}  // namespace fusejit::ir

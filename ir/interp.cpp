@@ -1,0 +1,2 @@
+// ir/interp: see interp.h.
+#include "ir/interp.h"

@@ -1,0 +1,2 @@
+// ir/text: see text.h.
+#include "ir/text.h"

@@ -1,0 +1,2 @@
+// ir/verify: see verify.h.
+#include "ir/verify.h"
