@@ -248,6 +248,11 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
   }
 }
 
+NodeSpec spec_of(const Node& n) {
+  return NodeSpec{.op = n.op, .inputs = n.inputs, .dtype = n.dtype, .shape = n.shape,
+                  .axes = n.axes, .keepdim = n.keepdim, .value = n.value};
+}
+
 NodeId Graph::add(const NodeSpec& spec) {
   nodes_.push_back(infer_node(*this, spec));
   return static_cast<NodeId>(nodes_.size() - 1);

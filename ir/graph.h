@@ -71,6 +71,9 @@ class Graph {
   std::vector<NodeId> outputs_;
 };
 
+// The spec that recreates `node` (with the same operand ids): for rebuilding graphs.
+NodeSpec spec_of(const Node& node);
+
 // Shape and dtype inference for one node of `g`; throws fusejit::Error when ill-formed.
 Node infer_node(const Graph& g, const NodeSpec& spec);
 

@@ -1,2 +1,82 @@
-// ir/hash: see hash.h.
+// ir/hash: the structural hash; see hash.h.
+//
+// Merkle style: a node's hash mixes its own fields (op, dtype, shape, axes, keepdim, constant
+// bits) with the hashes of its operands in operand order, so ids never enter it, only the shape
+// of the dataflow. An input node has no operands; it mixes in its position among the inputs
+// instead (the k-th input binds the k-th buffer), which is what tells two inputs apart. The graph
+// hash mixes the output hashes in output order, so only nodes that reach an output count.
+//
+// Everything is fixed-width integer arithmetic on values, never std::hash or addresses, so the
+// hash is the same across runs, builds and platforms.
 #include "ir/hash.h"
+
+#include <bit>
+#include <cmath>
+#include <vector>
+
+namespace fusejit::ir {
+
+namespace {
+
+// The splitmix64 finalizer: a bijection on 64 bits with full avalanche.
+constexpr uint64_t finalize(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// An order-sensitive accumulator: add(a); add(b) differs from add(b); add(a).
+class Mixer {
+ public:
+  explicit Mixer(uint64_t seed) : state_(finalize(seed)) {}
+  void add(uint64_t v) { state_ = finalize(state_ ^ finalize(v + 0x9e3779b97f4a7c15ull)); }
+  // Lists carry their length, so [1,2],[3] and [1],[2,3] differ.
+  template <class T>
+  void add_list(const std::vector<T>& values) {
+    add(values.size());
+    for (const T& v : values) add(static_cast<uint64_t>(v));
+  }
+  uint64_t value() const { return state_; }
+
+ private:
+  uint64_t state_;
+};
+
+// Distinct seeds keep a node's hash and the graph's hash in separate domains.
+constexpr uint64_t kNodeSeed = 0x66757365'6a69746eull;   // "fusejitn"
+constexpr uint64_t kGraphSeed = 0x66757365'6a697467ull;  // "fusejitg"
+
+uint64_t value_bits(double v) {
+  // Every NaN prints as "nan" and parses back as one NaN, so all NaNs hash alike. -0.0 and 0.0
+  // stay distinct: 1/x tells them apart.
+  if (std::isnan(v)) return 0x7ff8000000000000ull;
+  return std::bit_cast<uint64_t>(v);
+}
+
+}  // namespace
+
+uint64_t structural_hash(const Graph& g) {
+  std::vector<uint64_t> hashes(g.size());
+  uint64_t input_position = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes()[i];
+    Mixer m(kNodeSeed);
+    m.add(static_cast<uint64_t>(n.op));
+    m.add(static_cast<uint64_t>(n.dtype));
+    m.add_list(n.shape);
+    m.add_list(n.axes);
+    m.add(n.keepdim ? 1 : 0);
+    m.add(n.op == Op::constant ? value_bits(n.value) : 0);
+    if (n.op == Op::input) m.add(input_position++);
+    m.add(n.inputs.size());
+    // Operands always precede their node in a valid graph; verify() checks that.
+    for (NodeId id : n.inputs) m.add(hashes.at(static_cast<size_t>(id)));
+    hashes[i] = m.value();
+  }
+  Mixer graph(kGraphSeed);
+  graph.add(g.outputs().size());
+  for (NodeId id : g.outputs()) graph.add(hashes.at(static_cast<size_t>(id)));
+  return graph.value();
+}
+
+}  // namespace fusejit::ir

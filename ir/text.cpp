@@ -1,2 +1,437 @@
-// ir/text: see text.h.
+// ir/text: the trace printer and parser; docs/trace-format.md is the grammar, text.h the API.
+//
+// The printer writes the canonical form: dense ids, one space between tokens, shortest
+// round-trip numbers. The parser is a little more forgiving about spaces (runs of spaces or tabs
+// between tokens), but every node goes through Graph::add and its stated type is checked against
+// the inferred one, so what it accepts is always a well-formed graph. Parsing does not verify
+// anything else (verify.h does).
 #include "ir/text.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fusejit/error.h"
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace fusejit::ir {
+
+namespace {
+
+constexpr std::string_view kHeader = "fusejit-trace";
+
+// Shortest decimal that reads back to the same double, independent of the locale.
+std::string number_str(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, end);
+}
+
+void print_node(std::string& out, size_t id, const Node& n) {
+  fmt::format_to(std::back_inserter(out), "%{} : {} = {}", id, type_str(n), op_name(n.op));
+  if (n.op == Op::constant) {
+    out += ' ';
+    out += number_str(n.value);
+  }
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    fmt::format_to(std::back_inserter(out), "{}%{}", i == 0 ? " " : ", ", n.inputs[i]);
+  }
+  // A scalar's permutation is empty and prints as nothing; parsing no axes gives it back.
+  if (!n.axes.empty()) {
+    fmt::format_to(std::back_inserter(out), " axes=[{}]", fmt::join(n.axes, ","));
+  }
+  if (n.keepdim) out += " keepdim";
+  out += '\n';
+}
+
+bool is_word_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// What "found '...'" quotes: a run of word characters and the punctuation of ids and numbers.
+bool continues_token(char c) {
+  return is_word_char(c) || c == '%' || c == '.' || c == '+' || c == '-';
+}
+
+// A cursor over one line. Every error it raises names the source, the line and the column
+// (1-based, in bytes) and what was found there.
+class Cursor {
+ public:
+  Cursor(std::string_view line, int line_no, std::string_view source)
+      : line_(line), line_no_(line_no), source_(source) {}
+
+  // Skips spaces and returns where the next token starts, for errors that point at it.
+  size_t mark() {
+    while (pos_ < line_.size() && (line_[pos_] == ' ' || line_[pos_] == '\t')) ++pos_;
+    return pos_;
+  }
+  bool at_end() { return mark() == line_.size(); }
+  bool peek(char c) { return !at_end() && line_[pos_] == c; }
+  bool accept(char c) {
+    if (!peek(c)) return false;
+    ++pos_;
+    return true;
+  }
+  void expect(char c, std::string_view context) {
+    if (!accept(c)) fail(fmt::format("expected '{}' {}, found {}", c, context, found()));
+  }
+
+  // A run of letters, digits and underscores; empty when there is none.
+  std::string_view word() {
+    const size_t start = mark();
+    while (pos_ < line_.size() && is_word_char(line_[pos_])) ++pos_;
+    return line_.substr(start, pos_ - start);
+  }
+  // A run of anything but spaces, for numbers.
+  std::string_view token() {
+    const size_t start = mark();
+    while (pos_ < line_.size() && line_[pos_] != ' ' && line_[pos_] != '\t') ++pos_;
+    return line_.substr(start, pos_ - start);
+  }
+
+  // A decimal integer, optionally negative; `what` names it in errors.
+  int64_t integer(std::string_view what, bool allow_negative) {
+    const size_t start = mark();
+    if (allow_negative && pos_ < line_.size() && line_[pos_] == '-') ++pos_;
+    while (pos_ < line_.size() && line_[pos_] >= '0' && line_[pos_] <= '9') ++pos_;
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(line_.data() + start, line_.data() + pos_, v);
+    if (ec == std::errc::result_out_of_range) {
+      fail_at(start,
+              fmt::format("{} '{}' is out of range", what, line_.substr(start, pos_ - start)));
+    }
+    if (ec != std::errc() || end != line_.data() + pos_) {
+      pos_ = start;
+      fail(fmt::format("expected {}, found {}", what, found()));
+    }
+    return v;
+  }
+
+  // "%" DIGITS: a node label.
+  int64_t label() {
+    const size_t start = mark();
+    if (start + 1 >= line_.size() || line_[start] != '%' || line_[start + 1] < '0' ||
+        line_[start + 1] > '9') {
+      fail(fmt::format("expected an id such as %0, found {}", found()));
+    }
+    ++pos_;
+    return integer("an id", false);
+  }
+
+  // What the next token is, quoted, for "expected X, found Y".
+  std::string found() {
+    if (at_end()) return "end of line";
+    size_t end = pos_;
+    while (end < line_.size() && continues_token(line_[end])) ++end;
+    if (end == pos_) ++end;
+    return fmt::format("'{}'", line_.substr(pos_, std::min<size_t>(end - pos_, 32)));
+  }
+
+  [[noreturn]] void fail(const std::string& what) { fail_at(pos_, what); }
+  [[noreturn]] void fail_at(size_t pos, const std::string& what) const {
+    throw Error(fmt::format("{}:{}:{}: {}", source_, line_no_, pos + 1, what));
+  }
+  void seek(size_t pos) { pos_ = pos; }
+
+ private:
+  std::string_view line_;
+  int line_no_;
+  std::string_view source_;
+  size_t pos_ = 0;
+};
+
+struct Type {
+  DType dtype = DType::f32;
+  Shape shape;
+};
+
+// DTYPE "[" (DIM ("," DIM)*)? "]"
+Type parse_type(Cursor& c) {
+  const size_t start = c.mark();
+  const std::string_view name = c.word();
+  if (name.empty()) c.fail(fmt::format("expected a type such as f32[4,8], found {}", c.found()));
+  const std::optional<DType> dtype = parse_dtype(name);
+  if (!dtype) c.fail_at(start, fmt::format("unknown dtype '{}'; valid: {}", name, dtype_names()));
+  Type t{*dtype, {}};
+  c.expect('[', fmt::format("after the dtype {}", name));
+  if (c.accept(']')) return t;
+  do {
+    t.shape.push_back(c.integer("a dimension (a positive integer)", false));
+  } while (c.accept(','));
+  c.expect(']', "or ',' in the shape");
+  return t;
+}
+
+// A constant's value: the shortest round-trip decimal, or inf, -inf, nan.
+double parse_number(Cursor& c) {
+  const size_t start = c.mark();
+  const std::string_view tok = c.token();
+  if (tok == "inf") return std::numeric_limits<double>::infinity();
+  if (tok == "-inf") return -std::numeric_limits<double>::infinity();
+  if (tok == "nan") return std::numeric_limits<double>::quiet_NaN();
+  double v = 0;
+  const auto [end, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    c.fail_at(start, fmt::format("number '{}' is out of range for a double", tok));
+  }
+  if (tok.empty() || ec != std::errc() || end != tok.data() + tok.size() || std::isnan(v) ||
+      std::isinf(v)) {
+    c.fail_at(start, fmt::format("expected a number (such as 1.5, -2, 1e-30, inf, -inf or nan), "
+                                 "found {}",
+                                 tok.empty() ? "end of line" : fmt::format("'{}'", tok)));
+  }
+  return v;
+}
+
+// Builds the graph line by line. Labels map to dense ids in file order.
+class Parser {
+ public:
+  explicit Parser(std::string_view source) : source_(source) {}
+
+  Graph run(std::string_view text) {
+    int line_no = 0;
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string_view::npos) end = text.size();
+      std::string_view line = text.substr(start, end - start);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      parse_line(line, ++line_no);
+      start = end + 1;
+    }
+    if (line_no == 0) parse_line("", ++line_no);  // empty text: report the missing header
+    if (output_line_ == 0) {
+      throw Error(
+          fmt::format("{}:{}:1: missing output line; a trace ends with 'output %id, ...' "
+                      "naming its results",
+                      source_, line_no + 1));
+    }
+    return std::move(graph_);
+  }
+
+ private:
+  void parse_line(std::string_view line, int line_no) {
+    Cursor c(line, line_no, source_);
+    current_line_ = line_no;
+    if (line_no == 1) return parse_header(c);
+    if (c.at_end() || c.peek('#')) return;  // blank line or whole-line comment
+    if (output_line_ != 0) {
+      c.fail(
+          fmt::format("unexpected {} after the output line (line {}); the output line comes "
+                      "last",
+                      c.found(), output_line_));
+    }
+    if (c.peek('%')) return parse_node(c);
+    const size_t start = c.mark();
+    if (c.word() == "output") return parse_output(c);
+    c.seek(start);
+    c.fail(fmt::format("expected a node ('%id : type = op ...') or the output line, found {}",
+                       c.found()));
+  }
+
+  void parse_header(Cursor& c) {
+    const std::string expected =
+        fmt::format("expected '{} {}' as the first line", kHeader, kTraceFormatVersion);
+    const size_t start = c.mark();
+    const std::string_view magic = c.token();
+    if (magic != kHeader) {
+      c.fail_at(start, fmt::format("{}, found {}", expected,
+                                   magic.empty() ? "an empty line" : fmt::format("'{}'", magic)));
+    }
+    const size_t vpos = c.mark();
+    const std::string_view version = c.token();
+    if (version != std::to_string(kTraceFormatVersion)) {
+      c.fail_at(vpos, fmt::format("unsupported trace format version {}; {} (this build reads "
+                                  "version {} only)",
+                                  version.empty() ? "(none)" : fmt::format("'{}'", version),
+                                  expected, kTraceFormatVersion));
+    }
+    if (!c.at_end()) c.fail(fmt::format("unexpected {} after the header", c.found()));
+  }
+
+  // ID ":" TYPE "=" OP operands attrs
+  void parse_node(Cursor& c) {
+    const size_t label_pos = c.mark();
+    const int64_t label = c.label();
+    if (auto it = ids_.find(label); it != ids_.end()) {
+      c.fail_at(label_pos, fmt::format("duplicate id %{}: it is already defined on line {}", label,
+                                       it->second.line));
+    }
+    c.expect(':', "after the id");
+    const size_t type_pos = c.mark();
+    const Type stated = parse_type(c);
+    c.expect('=', "after the type");
+    const size_t op_pos = c.mark();
+    const std::string_view name = c.word();
+    if (name.empty()) c.fail(fmt::format("expected an op name, found {}", c.found()));
+    const std::optional<Op> op = parse_op(name);
+    if (!op) {
+      c.fail_at(op_pos, fmt::format("unknown op '{}' (docs/trace-format.md lists the ops)", name));
+    }
+
+    NodeSpec spec{.op = *op};
+    switch (*op) {
+      case Op::input:
+        spec.dtype = stated.dtype;
+        spec.shape = stated.shape;
+        break;
+      case Op::constant:
+        spec.dtype = stated.dtype;
+        spec.value = parse_constant(c, stated.dtype);
+        break;
+      case Op::cast:
+        spec.dtype = stated.dtype;
+        break;
+      case Op::reshape:
+      case Op::expand:
+        spec.shape = stated.shape;
+        break;
+      default:
+        break;
+    }
+    parse_operands(c, spec.inputs);
+    parse_attrs(c, spec);
+    if (!c.at_end()) c.fail(fmt::format("unexpected {} at the end of the node", c.found()));
+
+    NodeId id = 0;
+    try {
+      id = graph_.add(spec);
+    } catch (const Error& e) {
+      c.fail_at(op_pos, e.what());
+    }
+    const Node& n = graph_.node(id);
+    if (n.dtype != stated.dtype || n.shape != stated.shape) {
+      c.fail_at(type_pos,
+                fmt::format("the stated type {}{} differs from the type inferred for "
+                            "{}: {}",
+                            dtype_name(stated.dtype), shape_str(stated.shape), name, type_str(n)));
+    }
+    ids_.emplace(label, Label{id, current_line_});
+  }
+
+  double parse_constant(Cursor& c, DType dtype) {
+    const size_t pos = c.mark();
+    const double v = parse_number(c);
+    const bool ok = dtype == DType::boolean ? (v == 0.0 || v == 1.0)
+                    : is_integral(dtype)    ? std::isfinite(v) && std::trunc(v) == v
+                                            : true;
+    if (!ok) {
+      c.fail_at(pos, fmt::format("const: {} is not a valid {} value ({})", number_str(v),
+                                 dtype_name(dtype),
+                                 dtype == DType::boolean ? "use 0 or 1" : "expected an integer"));
+    }
+    return v;
+  }
+
+  // (ID ("," ID)*)?
+  void parse_operands(Cursor& c, std::vector<NodeId>& inputs) {
+    if (!c.peek('%')) return;
+    do {
+      inputs.push_back(resolve(c));
+    } while (c.accept(','));
+  }
+
+  // ("axes=[" INT ("," INT)* "]")? ("keepdim")?
+  void parse_attrs(Cursor& c, NodeSpec& spec) {
+    const OpKind kind = op_kind(spec.op);
+    const std::string_view name = op_name(spec.op);
+    size_t pos = c.mark();
+    std::string_view attr = c.word();
+    if (attr == "axes") {
+      if (kind != OpKind::reduce && spec.op != Op::permute) {
+        c.fail_at(pos,
+                  fmt::format("'{}' takes no axes=[...]; only reductions and permute do", name));
+      }
+      c.expect('=', "after axes");
+      c.expect('[', "after axes=");
+      if (!c.accept(']')) {
+        do {
+          spec.axes.push_back(c.integer("an axis (an integer)", true));
+        } while (c.accept(','));
+        c.expect(']', "or ',' in the axes");
+      }
+      pos = c.mark();
+      attr = c.word();
+    }
+    if (attr == "keepdim") {
+      if (kind != OpKind::reduce) {
+        c.fail_at(pos, fmt::format("'{}' takes no keepdim; only reductions do", name));
+      }
+      spec.keepdim = true;
+    } else if (!attr.empty()) {
+      c.fail_at(pos, fmt::format("unexpected '{}' after the operands of {}", attr, name));
+    }
+  }
+
+  // "output" ID ("," ID)*
+  void parse_output(Cursor& c) {
+    std::vector<NodeId> outputs;
+    do {
+      outputs.push_back(resolve(c));
+    } while (c.accept(','));
+    if (!c.at_end()) c.fail(fmt::format("unexpected {} at the end of the output line", c.found()));
+    graph_.set_outputs(std::move(outputs));
+    output_line_ = current_line_;
+  }
+
+  NodeId resolve(Cursor& c) {
+    const size_t pos = c.mark();
+    const int64_t label = c.label();
+    const auto it = ids_.find(label);
+    if (it == ids_.end()) {
+      c.fail_at(pos,
+                fmt::format("undefined id %{}; an id must be defined on an earlier line", label));
+    }
+    return it->second.id;
+  }
+
+  struct Label {
+    NodeId id;
+    int line;
+  };
+  std::string_view source_;
+  Graph graph_;
+  std::unordered_map<int64_t, Label> ids_;
+  int output_line_ = 0;
+  int current_line_ = 0;
+};
+
+}  // namespace
+
+std::string print(const Graph& g) {
+  std::string out = fmt::format("{} {}\n", kHeader, kTraceFormatVersion);
+  for (size_t i = 0; i < g.size(); ++i) print_node(out, i, g.nodes()[i]);
+  out += "output";
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    fmt::format_to(std::back_inserter(out), "{}%{}", i == 0 ? " " : ", ", g.outputs()[i]);
+  }
+  out += '\n';
+  return out;
+}
+
+Graph parse(std::string_view text, std::string_view source) { return Parser(source).run(text); }
+
+Graph parse_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw Error(fmt::format("cannot read trace file '{}': {}", path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(fmt::format("cannot read trace file '{}': read failed", path));
+  return parse(text.str(), path);
+}
+
+}  // namespace fusejit::ir

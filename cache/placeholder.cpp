@@ -1,0 +1,1 @@
+// cache layer (filled in by step 4).

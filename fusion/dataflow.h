@@ -1,0 +1,59 @@
+// fusion/dataflow: what the partitioner knows about each node before it cuts the graph: which
+// nodes need a home region ("compute" nodes), which are free to replicate (views, constants),
+// and who reads whom once free nodes are looked through. Internal to the partitioner.
+#pragma once
+
+#include <vector>
+
+#include "fusion/plan.h"
+#include "ir/graph.h"
+
+namespace fusejit::fusion::detail {
+
+enum class NodeRole {
+  dead,     // no output needs it
+  input,    // a graph input: read from memory, never in a region
+  free,     // a view or constant: replicated into every region that reads it
+  compute,  // elementwise, reduce, or a view/constant that must be written to memory
+  gemm,     // a matmul: a library call of its own
+};
+
+// A matmul's operands as cuBLASLt reads them: the buffers, and whether each is a transpose
+// (a permute of the last two axes, folded into a layout flag).
+struct GemmOperands {
+  NodeId a = -1, b = -1;
+  NodeId permute_a = -1, permute_b = -1;  // the folded permute nodes, or -1
+};
+
+struct Dataflow {
+  const ir::Graph* graph = nullptr;
+  std::vector<NodeRole> role;
+  std::vector<bool> graph_output;
+  // Why a view or constant is compute: "" when it is not (or is not a view/constant).
+  std::vector<std::string> materialized;
+  // For compute and gemm nodes: the inputs and compute/gemm nodes they read, looking through
+  // free nodes; sorted, unique.
+  std::vector<std::vector<NodeId>> reads;
+  // For input, compute and gemm nodes: the compute and gemm nodes that read them; sorted.
+  std::vector<std::vector<NodeId>> readers;
+  std::vector<GemmOperands> gemm;  // indexed by node id; meaningful for gemm nodes
+
+  const ir::Node& node(NodeId id) const { return graph->node(id); }
+  NodeRole role_of(NodeId id) const { return role[static_cast<size_t>(id)]; }
+  bool is_free(NodeId id) const { return role_of(id) == NodeRole::free; }
+};
+
+Dataflow analyze(const ir::Graph& g);
+
+// True when `perm` swaps the last two axes and keeps the others.
+bool is_last_two_swap(const std::vector<int64_t>& perm);
+
+// The nodes a region made of `members` (compute nodes, sorted) evaluates: the members and the
+// free nodes they read, ascending.
+std::vector<NodeId> region_nodes(const Dataflow& df, const std::vector<NodeId>& members);
+// The members written to memory: graph outputs and values read by non-members; ascending.
+std::vector<NodeId> region_outputs(const Dataflow& df, const std::vector<NodeId>& members);
+// What the members read from memory: non-member inputs and compute/gemm nodes; ascending.
+std::vector<NodeId> region_inputs(const Dataflow& df, const std::vector<NodeId>& members);
+
+}  // namespace fusejit::fusion::detail

@@ -1,0 +1,449 @@
+// fusion/partition: see partition.h.
+//
+// The cut is made in three steps over the compute nodes (dataflow.h: elementwise ops,
+// reductions, and views/constants that must be written), visited in topological order:
+//   1. vertical: each node joins the regions of the values it reads, one producer region at a
+//      time, when check_region accepts the union and no path leaves the union and comes back
+//      (that would make the region depend on itself); a matmul is always a region of its own;
+//   2. horizontal: regions that read the same value merge on the same terms, until none does;
+//   3. the surviving regions are ordered topologically and filled in: their nodes (with the free
+//      views and constants they read), inputs and outputs.
+// Every producer/consumer pair considered gets a Decision with its reason.
+#include "fusion/partition.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <queue>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fusejit/error.h"
+#include "fusion/dataflow.h"
+#include "fusion/region_check.h"
+#include "ir/shape.h"
+
+namespace fusejit::fusion {
+
+namespace {
+
+using detail::Dataflow;
+using detail::NodeRole;
+using detail::RegionVerdict;
+using ir::Node;
+using ir::shape_str;
+
+struct Group {
+  // Unordered while groups grow (the smaller group is appended to the larger); sorted before
+  // regions are filled in.
+  std::vector<NodeId> members;
+  std::vector<NodeId> outputs;   // the members written to memory (region_outputs), ascending
+  NodeId first = -1, last = -1;  // smallest and largest member
+  bool alive = true;
+  bool gemm = false;
+  bool reduces = false;   // has a reduce member
+  int generation = 0;     // bumped when the group grows
+  RegionVerdict verdict;  // the latest accepted one (not for gemm)
+};
+
+struct Note {
+  bool fused = false;
+  std::string reason;
+};
+
+struct State {
+  const Dataflow& df;
+  std::vector<Group> groups;
+  std::vector<int> group_of;                           // per node; -1 for nodes in no group
+  std::map<std::pair<NodeId, NodeId>, Note> vertical;  // (producer, consumer)
+  std::map<std::pair<NodeId, NodeId>, Note> siblings;  // (member of one, member of other)
+
+  Group& group(int gi) { return groups[static_cast<size_t>(gi)]; }
+  const Group& group(int gi) const { return groups[static_cast<size_t>(gi)]; }
+  int group_of_node(NodeId id) const { return group_of[static_cast<size_t>(id)]; }
+};
+
+int new_group(State& s, NodeId id, bool gemm) {
+  Group g;
+  g.members = {id};
+  g.outputs = detail::region_outputs(s.df, g.members);
+  g.first = g.last = id;
+  g.gemm = gemm;
+  g.reduces = ir::op_kind(s.df.node(id).op) == ir::OpKind::reduce;
+  s.groups.push_back(std::move(g));
+  const int gi = static_cast<int>(s.groups.size()) - 1;
+  s.group_of[static_cast<size_t>(id)] = gi;
+  return gi;
+}
+
+// What the union of groups a and b writes: their outputs, less those only the other one reads.
+// (A group's outputs change only when it merges, so each group keeps its own.)
+std::vector<NodeId> united_outputs(const State& s, int a, int b) {
+  std::vector<NodeId> candidates;
+  const Group& ga = s.group(a);
+  const Group& gb = s.group(b);
+  std::merge(ga.outputs.begin(), ga.outputs.end(), gb.outputs.begin(), gb.outputs.end(),
+             std::back_inserter(candidates));
+  std::vector<NodeId> out;
+  for (NodeId o : candidates) {
+    bool written = s.df.graph_output[static_cast<size_t>(o)];
+    for (NodeId r : s.df.readers[static_cast<size_t>(o)]) {
+      const int g = s.group_of_node(r);
+      written = written || (g != a && g != b);
+    }
+    if (written) out.push_back(o);
+  }
+  return out;
+}
+
+// The verdict on merging groups a and b. Without reductions only the outputs matter, which
+// keeps long elementwise chains linear.
+RegionVerdict check_union(const State& s, int a, int b) {
+  const std::vector<NodeId> outputs = united_outputs(s, a, b);
+  if (!s.group(a).reduces && !s.group(b).reduces) return detail::check_pointwise(s.df, outputs);
+  std::vector<NodeId> members = s.group(a).members;
+  members.insert(members.end(), s.group(b).members.begin(), s.group(b).members.end());
+  std::sort(members.begin(), members.end());
+  return detail::check_region(s.df, members, outputs);
+}
+
+// Merges the smaller of groups a and b into the larger; returns the one kept.
+int merge_groups(State& s, int a, int b, RegionVerdict verdict) {
+  if (s.group(a).members.size() < s.group(b).members.size()) std::swap(a, b);
+  std::vector<NodeId> outputs = united_outputs(s, a, b);
+  Group& k = s.group(a);
+  Group& g = s.group(b);
+  k.members.insert(k.members.end(), g.members.begin(), g.members.end());
+  for (NodeId m : g.members) s.group_of[static_cast<size_t>(m)] = a;
+  k.outputs = std::move(outputs);
+  k.first = std::min(k.first, g.first);
+  k.last = std::max(k.last, g.last);
+  k.reduces = k.reduces || g.reduces;
+  ++k.generation;
+  k.verdict = std::move(verdict);
+  g = Group{};
+  g.alive = false;
+  return a;
+}
+
+// The groups that read what group gi writes (only outputs are read by other groups).
+std::set<int> successors(const State& s, int gi) {
+  std::set<int> succ;
+  for (NodeId o : s.group(gi).outputs) {
+    for (NodeId r : s.df.readers[static_cast<size_t>(o)]) {
+      const int g = s.group_of[static_cast<size_t>(r)];
+      if (g >= 0 && g != gi) succ.insert(g);
+    }
+  }
+  return succ;
+}
+
+// A region on a path from x to y or from y to x other than x and y themselves: merging x and y
+// would then make the merged region both before and after it. Returns its first member.
+std::optional<NodeId> cycle_through(const State& s, int x, int y) {
+  for (auto [from, to] : {std::pair{x, y}, std::pair{y, x}}) {
+    // Operands precede their readers, so a group on a path into `to` starts before `to` ends.
+    const NodeId last = s.group(to).last;
+    std::vector<bool> seen(s.groups.size(), false);
+    std::vector<std::pair<int, int>> stack;  // (group, first hop)
+    for (int n : successors(s, from)) {
+      if (n != to) stack.push_back({n, n});
+    }
+    while (!stack.empty()) {
+      auto [gi, hop] = stack.back();
+      stack.pop_back();
+      if (gi == to) return s.group(hop).first;
+      if (seen[static_cast<size_t>(gi)]) continue;
+      seen[static_cast<size_t>(gi)] = true;
+      if (s.group(gi).first > last) continue;
+      for (int n : successors(s, gi)) stack.push_back({n, hop});
+    }
+  }
+  return std::nullopt;
+}
+
+std::string fused_reason(const Dataflow& df, const RegionVerdict& v, NodeId producer,
+                         NodeId consumer) {
+  const Node& p = df.node(producer);
+  const Node& c = df.node(consumer);
+  const std::string axes =
+      fmt::format("axes [{}] of {}", fmt::join(v.reduce_axes, ","), shape_str(v.shape));
+  switch (v.kind) {
+    case RegionKind::pointwise:
+      if (p.shape != c.shape) {
+        return fmt::format("elementwise chain over {} ({} broadcast to {})", shape_str(v.shape),
+                           shape_str(p.shape), shape_str(c.shape));
+      }
+      return fmt::format("elementwise chain over {}", shape_str(v.shape));
+    case RegionKind::reduction:
+      if (ir::op_kind(c.op) == ir::OpKind::reduce) return "prologue of the reduction over " + axes;
+      if (ir::numel(c.shape) < ir::numel(v.shape)) return "epilogue of the reduction over " + axes;
+      return "prologue of the reduction over " + axes;
+    case RegionKind::normalization:
+      return "normalization over " + axes + ": each row is read once";
+    case RegionKind::gemm:
+      break;
+  }
+  return "fused";
+}
+
+std::string gemm_cut_reason(NodeId matmul, const PartitionOptions& options) {
+  return options.epilogue ? fmt::format(
+                                "matmul %{} is a library call: what follows starts a new region "
+                                "(epilogue folding is not implemented yet)",
+                                matmul)
+                          : fmt::format(
+                                "matmul %{} is a library call: what follows starts a new region "
+                                "(epilogue folding disabled)",
+                                matmul);
+}
+
+// Step 1: each compute node joins the regions of what it reads, where it may.
+void fuse_vertically(State& s, const PartitionOptions& options) {
+  const Dataflow& df = s.df;
+  for (size_t i = 0; i < df.role.size(); ++i) {
+    const NodeId id = static_cast<NodeId>(i);
+    const NodeRole role = df.role[i];
+    if (role != NodeRole::compute && role != NodeRole::gemm) continue;
+    new_group(s, id, role == NodeRole::gemm);
+    const std::vector<NodeId>& reads = df.reads[i];
+    if (role == NodeRole::gemm) {
+      for (NodeId r : reads) {
+        if (df.role_of(r) == NodeRole::input) continue;
+        s.vertical[{r, id}] = {false, fmt::format("matmul %{} is a library call: it reads %{} "
+                                                  "from memory",
+                                                  id, r)};
+      }
+      continue;
+    }
+    for (auto it = reads.rbegin(); it != reads.rend(); ++it) {
+      const NodeId r = *it;
+      const NodeRole rr = df.role_of(r);
+      if (rr == NodeRole::input) continue;
+      if (rr == NodeRole::gemm) {
+        s.vertical[{r, id}] = {false, gemm_cut_reason(r, options)};
+        continue;
+      }
+      if (!options.fusion) {
+        s.vertical[{r, id}] = {false, "fusion disabled"};
+        continue;
+      }
+      const int cur = s.group_of_node(id);
+      const int p = s.group_of_node(r);
+      if (p == cur) {
+        s.vertical[{r, id}] = {true, fused_reason(df, s.group(cur).verdict, r, id)};
+        continue;
+      }
+      if (const std::optional<NodeId> via = cycle_through(s, p, cur)) {
+        s.vertical[{r, id}] = {false, fmt::format("fusing would create a cycle through the "
+                                                  "region of %{}",
+                                                  *via)};
+        continue;
+      }
+      RegionVerdict v = check_union(s, p, cur);
+      if (!v.ok) {
+        s.vertical[{r, id}] = {false, v.reason};
+        continue;
+      }
+      s.vertical[{r, id}] = {true, fused_reason(df, v, r, id)};
+      merge_groups(s, cur, p, std::move(v));
+    }
+  }
+}
+
+// Step 2: regions that read the same value merge, until none can. A refusal stands as long as
+// neither region grows (merging others only adds paths, never removes one).
+void fuse_horizontally(State& s) {
+  const Dataflow& df = s.df;
+  std::set<std::tuple<int, int, int, int>> refused;  // (group, generation, group, generation)
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (size_t u = 0; u < df.role.size(); ++u) {
+      // One reading member per region, in order of the readers.
+      std::vector<NodeId> readers;
+      std::set<int> seen;
+      for (NodeId r : df.readers[u]) {
+        if (df.role_of(r) != NodeRole::compute) continue;
+        const int g = s.group_of_node(r);
+        if (g == s.group_of[u] || !seen.insert(g).second) continue;
+        readers.push_back(r);
+      }
+      for (size_t a = 0; a < readers.size(); ++a) {
+        for (size_t b = a + 1; b < readers.size(); ++b) {
+          const NodeId ra = readers[a], rb = readers[b];
+          const int ga = s.group_of_node(ra);
+          const int gb = s.group_of_node(rb);
+          if (ga == gb) continue;
+          const auto key = std::tuple{std::min(ga, gb), s.group(std::min(ga, gb)).generation,
+                                      std::max(ga, gb), s.group(std::max(ga, gb)).generation};
+          if (refused.count(key) != 0) continue;
+          if (const std::optional<NodeId> via = cycle_through(s, ga, gb)) {
+            refused.insert(key);
+            s.siblings[{ra, rb}] = {false, fmt::format("siblings reading %{}: fusing would create "
+                                                       "a cycle through the region of %{}",
+                                                       u, *via)};
+            continue;
+          }
+          RegionVerdict v = check_union(s, ga, gb);
+          if (!v.ok) {
+            refused.insert(key);
+            s.siblings[{ra, rb}] = {false, fmt::format("siblings reading %{}: {}", u, v.reason)};
+            continue;
+          }
+          s.siblings[{ra, rb}] = {
+              true, fmt::format("siblings read %{} over {}: one kernel with several outputs", u,
+                                shape_str(v.shape))};
+          merge_groups(s, std::min(ga, gb), std::max(ga, gb), std::move(v));
+          changed = true;
+        }
+      }
+    }
+  }
+}
+
+// Alive groups in a valid execution order; among ready ones, the earliest first member first.
+std::vector<int> execution_order(const State& s) {
+  std::vector<std::set<int>> succ(s.groups.size());
+  std::vector<int> indegree(s.groups.size(), 0);
+  for (size_t gi = 0; gi < s.groups.size(); ++gi) {
+    if (!s.groups[gi].alive) continue;
+    succ[gi] = successors(s, static_cast<int>(gi));
+    for (int n : succ[gi]) ++indegree[static_cast<size_t>(n)];
+  }
+  using Ready = std::pair<NodeId, int>;  // (first member, group)
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
+  size_t alive = 0;
+  for (size_t gi = 0; gi < s.groups.size(); ++gi) {
+    if (!s.groups[gi].alive) continue;
+    ++alive;
+    if (indegree[gi] == 0) ready.push({s.groups[gi].first, static_cast<int>(gi)});
+  }
+  std::vector<int> order;
+  while (!ready.empty()) {
+    const int gi = ready.top().second;
+    ready.pop();
+    order.push_back(gi);
+    for (int n : succ[static_cast<size_t>(gi)]) {
+      if (--indegree[static_cast<size_t>(n)] == 0) {
+        ready.push({s.group(n).first, n});
+      }
+    }
+  }
+  if (order.size() != alive) {
+    throw InternalError(
+        fmt::format("partition: the regions form a cycle ({} of {} ordered)", order.size(), alive));
+  }
+  return order;
+}
+
+Region gemm_region(const Dataflow& df, NodeId m) {
+  const detail::GemmOperands& ops = df.gemm[static_cast<size_t>(m)];
+  Region r;
+  r.kind = RegionKind::gemm;
+  r.shape = df.node(m).shape;
+  for (NodeId p : {ops.permute_a, ops.permute_b}) {
+    if (p >= 0) r.nodes.push_back(p);
+  }
+  r.nodes.push_back(m);
+  std::sort(r.nodes.begin(), r.nodes.end());
+  r.nodes.erase(std::unique(r.nodes.begin(), r.nodes.end()), r.nodes.end());
+  r.inputs = {ops.a, ops.b};
+  r.outputs = detail::region_outputs(df, {m});
+  r.epilogue.transpose_a = ops.permute_a >= 0;
+  r.epilogue.transpose_b = ops.permute_b >= 0;
+  return r;
+}
+
+Region kernel_region(const Dataflow& df, const std::vector<NodeId>& members) {
+  const std::vector<NodeId> outputs = detail::region_outputs(df, members);
+  const RegionVerdict v = detail::check_region(df, members, outputs);
+  if (!v.ok) {
+    throw InternalError(
+        fmt::format("partition: the region of nodes [{}] was accepted and is now "
+                    "refused: {}",
+                    fmt::join(members, ","), v.reason));
+  }
+  Region r;
+  r.kind = v.kind;
+  r.shape = v.shape;
+  r.reduce_axes = v.reduce_axes;
+  r.nodes = detail::region_nodes(df, members);
+  r.inputs = detail::region_inputs(df, members);
+  r.outputs = outputs;
+  return r;
+}
+
+std::vector<Decision> decisions(const State& s) {
+  const Dataflow& df = s.df;
+  std::vector<Decision> out;
+  auto same_region = [&](NodeId a, NodeId b) {
+    return s.group_of[static_cast<size_t>(a)] == s.group_of[static_cast<size_t>(b)];
+  };
+  for (size_t i = 0; i < df.role.size(); ++i) {
+    const NodeId id = static_cast<NodeId>(i);
+    if (!df.materialized[i].empty()) out.push_back({id, -1, false, df.materialized[i]});
+    if (df.role[i] == NodeRole::input && df.graph_output[i]) {
+      out.push_back(
+          {id, -1, false,
+           fmt::format("output %{} is a graph input: no kernel, the executor copies it", id)});
+    }
+    if (df.role[i] == NodeRole::gemm) {
+      const detail::GemmOperands& ops = df.gemm[i];
+      if (ops.permute_a >= 0) {
+        out.push_back({ops.permute_a, id, true,
+                       "transpose of the last two axes folded into the GEMM as transpose_a (a "
+                       "layout flag, no copy)"});
+      }
+      if (ops.permute_b >= 0) {
+        out.push_back({ops.permute_b, id, true,
+                       "transpose of the last two axes folded into the GEMM as transpose_b (a "
+                       "layout flag, no copy)"});
+      }
+    }
+    for (NodeId r : df.reads[i]) {
+      auto it = s.vertical.find({r, id});
+      if (it == s.vertical.end()) continue;
+      const bool fused = same_region(r, id);
+      std::string reason = it->second.reason;
+      if (fused && !it->second.fused) reason = "fused when sibling regions merged (" + reason + ")";
+      out.push_back({r, id, fused, std::move(reason)});
+    }
+  }
+  for (const auto& [pair, note] : s.siblings) {
+    // A pair that is also producer and consumer was explained above.
+    if (s.vertical.count(pair) != 0 || s.vertical.count({pair.second, pair.first}) != 0) continue;
+    const bool fused = same_region(pair.first, pair.second);
+    std::string reason = note.reason;
+    if (fused && !note.fused) reason = "fused when other regions merged (" + reason + ")";
+    out.push_back({pair.first, pair.second, fused, std::move(reason)});
+  }
+  return out;
+}
+
+}  // namespace
+
+Plan partition(const ir::Graph& g, const PartitionOptions& options) {
+  Plan plan;
+  plan.graph = g;
+  const Dataflow df = detail::analyze(plan.graph);
+  State s{df, {}, std::vector<int>(plan.graph.size(), -1), {}, {}};
+
+  fuse_vertically(s, options);
+  if (options.fusion) fuse_horizontally(s);
+
+  for (int gi : execution_order(s)) {
+    std::vector<NodeId> members = s.group(gi).members;
+    std::sort(members.begin(), members.end());
+    plan.regions.push_back(s.group(gi).gemm ? gemm_region(df, members.front())
+                                            : kernel_region(df, members));
+  }
+  plan.decisions = decisions(s);
+  return plan;
+}
+
+}  // namespace fusejit::fusion

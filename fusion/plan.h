@@ -1,0 +1,112 @@
+// fusion/plan: what the partitioner produces. A Plan is the optimized graph plus the regions it
+// is cut into, in execution order; each region becomes one generated kernel or one library call.
+// Every region says what it is, and every cut says why (FUSEJIT_DUMP=decisions prints them).
+//
+// What a region of each kind guarantees to code generation (D = `shape`, A = `reduce_axes`):
+//
+// pointwise      No reductions. Every output has exactly the shape D. `nodes` are elementwise
+//                ops, views and constants; every node reaches an output inside the region, so
+//                a node has at most numel(D) elements. A node of fewer elements (a [C] bias
+//                term in a [R,C] region) is evaluated inline at the broadcast index.
+// reduction      Every reduce node in the region reduces an operand of shape exactly D over
+//                exactly the axes A (sorted; leading, middle, trailing or all). Nodes are the
+//                prologue (evaluated at points of D, feeding the reductions), the reduce nodes,
+//                and the epilogue (elementwise/view nodes of the reduced values, evaluated once
+//                per reduced point). Every output is reduced-shaped: D with the axes A set to 1
+//                (keepdim) or removed. No value is computed from a reduction and then broadcast
+//                back over A, and no reduction reads another's result.
+// normalization  A is trailing: A = {rank-k, ..., rank-1}, so a "row" is one point of the
+//                leading axes. As `reduction`, plus: values computed from reduce results may be
+//                broadcast back over the row and combined with values at points of D, and
+//                reductions may be chained (layer norm's mean, then variance); outputs are of
+//                shape D or reduced-shaped. Every use of a reduced value reads the value of its
+//                own row (checked): one block per row can read each row once. Between a reduce
+//                and its uses there are only elementwise ops, broadcasts (implicit or expand),
+//                reshapes that add or drop size-1 axes, and permutes that stay within the row.
+// gemm           One matmul: a cuBLASLt call. `inputs` are [A, B] in that order (the same id
+//                twice for x @ x). A permute that swaps the last two axes of an operand is not a
+//                copy: the input is the permute's operand and epilogue.transpose_a/b is set; the
+//                permute appears in `nodes` before the matmul.
+//
+// Constants and views are never inputs or outputs of their own accord: they are replicated into
+// every region that reads them (index arithmetic, free to recompute). A view or constant that is
+// itself a graph output, or a non-transpose view feeding a matmul, is materialized by a region
+// like any other value. A graph output that is a graph input is in no region: the executor copies
+// the input (a decision records it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fusejit::fusion {
+
+using ir::NodeId;
+
+enum class RegionKind {
+  pointwise,      // elementwise ops and views over one iteration space, possibly several outputs
+  reduction,      // one or more reductions over the same axes, with prologue and epilogue
+  normalization,  // a reduction broadcast back against its own input: one pass over each row
+  gemm,           // a cuBLASLt call (matmul plus what its epilogue absorbs)
+};
+
+// "pointwise", "reduction", "normalization", "gemm".
+std::string_view region_kind_name(RegionKind kind);
+
+// What a cuBLASLt epilogue absorbs of a GEMM's elementwise tail:
+//   D = act(alpha * (A @ B) + beta * C + bias)
+struct GemmEpilogue {
+  NodeId bias = -1;      // a vector along the output's last dim, or -1
+  NodeId residual = -1;  // C, added through beta, or -1
+  double alpha = 1.0;
+  double beta = 0.0;
+  enum class Activation { none, relu, gelu_tanh } activation = Activation::none;
+  bool transpose_a = false;  // a permute feeding the GEMM, folded into a layout flag
+  bool transpose_b = false;
+  std::vector<std::string> refusals;  // what was considered and why it could not fold
+};
+
+// "none", "relu", "gelu_tanh".
+std::string_view activation_name(GemmEpilogue::Activation activation);
+
+struct Region {
+  RegionKind kind = RegionKind::pointwise;
+  // Nodes computed by this region, in topological order (ascending ids). Constants and views
+  // that a region reads are included in every region that uses them (they cost nothing to
+  // recompute). Inputs of the graph are never in `nodes`.
+  std::vector<NodeId> nodes;
+  // Values read from device memory: graph inputs and other regions' outputs. Ascending ids,
+  // except for gemm regions (see above).
+  std::vector<NodeId> inputs;
+  // Values written to device memory: graph outputs and values later regions read. Ascending ids.
+  std::vector<NodeId> outputs;
+  // The iteration space D: the outputs' shape (pointwise), the reduced operands' shape
+  // (reduction, normalization), the matmul's result shape (gemm).
+  Shape shape;
+  // reduction, normalization: the reduced axes of `shape`, sorted; empty otherwise.
+  std::vector<int64_t> reduce_axes;
+  GemmEpilogue epilogue;  // gemm regions only
+};
+
+// One "why": a cut between regions, a fusion that was refused, or one that was made. Producer
+// and consumer are node ids of the plan's graph (-1 where there is none).
+struct Decision {
+  NodeId producer = -1;
+  NodeId consumer = -1;
+  bool fused = false;
+  std::string reason;
+};
+
+struct Plan {
+  ir::Graph graph;              // the optimized graph; regions index into it
+  std::vector<Region> regions;  // in a valid execution order
+  std::vector<Decision> decisions;
+
+  int kernel_count() const;        // regions that are generated kernels
+  int library_call_count() const;  // gemm regions
+};
+
+}  // namespace fusejit::fusion

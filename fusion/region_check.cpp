@@ -1,0 +1,321 @@
+// fusion/region_check: see region_check.h.
+//
+// Regions with reductions are checked by labelling: every node the kernel evaluates gets, for
+// each of its axes, the axis of the domain D whose coordinate indexes it (or "none" for a
+// size-1 axis, always index 0). Labels flow from the outputs (D-shaped outputs: the identity;
+// reduced-shaped outputs: D's kept axes) back to the operands through broadcasts, permutes and
+// reshapes that only add or drop size-1 axes. A reduce node must end up labelled exactly as
+// "its own row" (kept axes in place, reduced axes none), and then its operand is evaluated at
+// the identity. A value computed from a reduction must have one labelling: computed once per
+// point, never needed at a second position. Values that do not depend on a reduction may be
+// evaluated at several positions (that is index arithmetic on inputs, as in any pointwise
+// kernel), and a reshape that regroups their axes just stops the labelling.
+#include "fusion/region_check.h"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ir/shape.h"
+
+namespace fusejit::fusion::detail {
+
+namespace {
+
+using ir::Node;
+using ir::Op;
+using ir::OpKind;
+using ir::shape_str;
+
+constexpr int kNone = -1;
+using Labels = std::vector<int>;
+
+struct Domain {
+  Shape shape;
+  std::vector<int64_t> axes;  // reduced, sorted
+
+  bool reduced(int axis) const {
+    return std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(axis));
+  }
+  int64_t row_length() const {
+    int64_t n = 1;
+    for (int64_t a : axes) n *= shape[static_cast<size_t>(a)];
+    return n;
+  }
+  bool trailing() const {
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    const int64_t k = static_cast<int64_t>(axes.size());
+    for (int64_t i = 0; i < k; ++i) {
+      if (axes[static_cast<size_t>(i)] != rank - k + i) return false;
+    }
+    return true;
+  }
+  std::string str() const {
+    return fmt::format("axes [{}] of {}", fmt::join(axes, ","), shape_str(shape));
+  }
+};
+
+Labels identity_labels(const Shape& shape) {
+  Labels l;
+  for (size_t t = 0; t < shape.size(); ++t)
+    l.push_back(shape[t] == 1 ? kNone : static_cast<int>(t));
+  return l;
+}
+
+// A reduced value read at its own row: kept axes in place, reduced axes none (or dropped).
+Labels row_labels(const Domain& d, bool keepdim) {
+  Labels l;
+  for (size_t t = 0; t < d.shape.size(); ++t) {
+    const bool red = d.reduced(static_cast<int>(t));
+    if (red && !keepdim) continue;
+    l.push_back(red || d.shape[t] == 1 ? kNone : static_cast<int>(t));
+  }
+  return l;
+}
+
+Shape reduced_shape(const Domain& d, bool keepdim) {
+  Shape s;
+  for (size_t t = 0; t < d.shape.size(); ++t) {
+    const bool red = d.reduced(static_cast<int>(t));
+    if (!red)
+      s.push_back(d.shape[t]);
+    else if (keepdim)
+      s.push_back(1);
+  }
+  return s;
+}
+
+std::optional<Labels> output_labels(const Domain& d, const Shape& s) {
+  if (s == d.shape) return identity_labels(s);
+  if (s == reduced_shape(d, true)) return row_labels(d, true);
+  if (s == reduced_shape(d, false)) return row_labels(d, false);
+  return std::nullopt;
+}
+
+// The labels of `operand` when `consumer` is evaluated with labels `l`; nothing when the
+// operand's position is not a relabelling of the consumer's (a reshape that regroups axes).
+std::optional<Labels> operand_labels(const Node& consumer, const Node& operand, const Labels& l) {
+  const Shape& so = operand.shape;
+  Labels out(so.size(), kNone);
+  if (ir::is_elementwise(consumer.op) || consumer.op == Op::expand) {
+    const size_t off = consumer.shape.size() - so.size();
+    for (size_t j = 0; j < so.size(); ++j) out[j] = so[j] == 1 ? kNone : l[j + off];
+    return out;
+  }
+  if (consumer.op == Op::permute) {
+    for (size_t i = 0; i < consumer.axes.size(); ++i)
+      out[static_cast<size_t>(consumer.axes[i])] = l[i];
+    return out;
+  }
+  if (consumer.op == Op::reshape) {
+    std::vector<size_t> co, oo;  // the non-1 axes of consumer and operand
+    for (size_t i = 0; i < consumer.shape.size(); ++i) {
+      if (consumer.shape[i] != 1) co.push_back(i);
+    }
+    for (size_t j = 0; j < so.size(); ++j) {
+      if (so[j] != 1) oo.push_back(j);
+    }
+    if (co.size() != oo.size()) return std::nullopt;
+    for (size_t k = 0; k < co.size(); ++k) {
+      if (consumer.shape[co[k]] != so[oo[k]]) return std::nullopt;
+      out[oo[k]] = l[co[k]];
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+RegionVerdict refuse(std::string reason) {
+  RegionVerdict v;
+  v.reason = std::move(reason);
+  return v;
+}
+
+RegionVerdict pointwise_verdict(const Dataflow& df, const std::vector<NodeId>& outputs) {
+  RegionVerdict v;
+  v.shape = df.node(outputs.front()).shape;
+  for (NodeId o : outputs) {
+    const Shape& s = df.node(o).shape;
+    if (s != v.shape) {
+      return refuse(fmt::format("different iteration space {} vs {} (outputs %{} and %{})",
+                                shape_str(v.shape), shape_str(s), outputs.front(), o));
+    }
+  }
+  v.ok = true;
+  v.kind = RegionKind::pointwise;
+  return v;
+}
+
+// Per evaluated node: its labellings, or "opaque" once a reshape regrouped its axes.
+struct Labelling {
+  std::vector<Labels> sets;
+  bool opaque = false;
+
+  void add(const Labels& l) {
+    if (std::find(sets.begin(), sets.end(), l) == sets.end()) sets.push_back(l);
+  }
+  bool touches(const Domain& d) const {
+    if (opaque) return true;
+    for (const Labels& l : sets) {
+      for (int t : l) {
+        if (t != kNone && d.reduced(t)) return true;
+      }
+    }
+    return false;
+  }
+};
+
+RegionVerdict check_reducing(const Dataflow& df, const std::vector<NodeId>& members,
+                             const std::vector<NodeId>& outputs,
+                             const std::vector<NodeId>& reduces) {
+  const Node& first = df.node(reduces.front());
+  const Domain d{df.node(first.inputs[0]).shape, first.axes};
+  for (NodeId r : reduces) {
+    const Node& n = df.node(r);
+    const Shape& s = df.node(n.inputs[0]).shape;
+    if (s != d.shape) {
+      return refuse(fmt::format("different iteration space {} vs {} (reductions %{} and %{})",
+                                shape_str(d.shape), shape_str(s), reduces.front(), r));
+    }
+    if (n.axes != d.axes) {
+      return refuse(fmt::format("reduction over other axes [{}] vs [{}] of {} (%{} and %{})",
+                                fmt::join(d.axes, ","), fmt::join(n.axes, ","), shape_str(d.shape),
+                                reduces.front(), r));
+    }
+  }
+
+  const std::vector<NodeId> nodes = region_nodes(df, members);
+  auto index_of = [&](NodeId id) -> std::optional<size_t> {
+    auto it = std::lower_bound(nodes.begin(), nodes.end(), id);
+    if (it == nodes.end() || *it != id) return std::nullopt;
+    return static_cast<size_t>(it - nodes.begin());
+  };
+  auto is_reduce = [&](NodeId id) { return ir::op_kind(df.node(id).op) == OpKind::reduce; };
+
+  // from_reduction[k]: nodes[k] is a reduce or is computed from one inside the region.
+  std::vector<bool> from_reduction(nodes.size(), false);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (is_reduce(nodes[k])) {
+      from_reduction[k] = true;
+      continue;
+    }
+    for (NodeId in : df.node(nodes[k]).inputs) {
+      if (auto j = index_of(in)) from_reduction[k] = from_reduction[k] || from_reduction[*j];
+    }
+  }
+
+  std::vector<Labelling> labels(nodes.size());
+  for (NodeId o : outputs) {
+    const std::optional<Labels> l = output_labels(d, df.node(o).shape);
+    if (!l) {
+      return refuse(fmt::format(
+          "output %{} {} is neither the iteration space {} nor the reduced shape {} of the "
+          "reduction over {}",
+          o, shape_str(df.node(o).shape), shape_str(d.shape), shape_str(reduced_shape(d, true)),
+          d.str()));
+    }
+    labels[*index_of(o)].add(*l);
+  }
+  for (size_t k = nodes.size(); k-- > 0;) {
+    const NodeId id = nodes[k];
+    const Node& n = df.node(id);
+    Labelling& mine = labels[k];
+    if (from_reduction[k] && (mine.opaque || mine.sets.size() > 1)) {
+      return refuse(fmt::format(
+          "%{} ({}), computed from a reduction over {}, would be needed at {} positions", id,
+          ir::op_name(n.op), d.str(), mine.opaque ? "regrouped (reshaped)" : "several different"));
+    }
+    if (is_reduce(id)) {
+      if (mine.sets.empty() || mine.sets.front() != row_labels(d, n.keepdim)) {
+        return refuse(
+            fmt::format("the result of %{} ({} over {}) would be read at other rows than its own",
+                        id, ir::op_name(n.op), d.str()));
+      }
+      if (auto j = index_of(n.inputs[0])) labels[*j].add(identity_labels(d.shape));
+      continue;
+    }
+    for (NodeId in : n.inputs) {
+      const std::optional<size_t> j = index_of(in);
+      if (!j) continue;
+      if (mine.opaque) {
+        labels[*j].opaque = true;
+        continue;
+      }
+      for (const Labels& l : mine.sets) {
+        if (auto ol = operand_labels(n, df.node(in), l))
+          labels[*j].add(*ol);
+        else
+          labels[*j].opaque = true;
+      }
+    }
+  }
+
+  // Does a value of the whole domain depend on a reduction (broadcast back, or a chained
+  // reduction's operand), or is one written out?
+  std::optional<NodeId> broadcast_back, domain_output;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (from_reduction[k] && !is_reduce(nodes[k]) && labels[k].touches(d) && !broadcast_back) {
+      broadcast_back = nodes[k];
+    }
+  }
+  for (NodeId o : outputs) {
+    if (labels[*index_of(o)].touches(d) && !domain_output) domain_output = o;
+  }
+
+  RegionVerdict v;
+  v.shape = d.shape;
+  v.reduce_axes = d.axes;
+  if (!broadcast_back && !domain_output) {
+    v.ok = true;
+    v.kind = RegionKind::reduction;
+    return v;
+  }
+  if (!d.trailing()) {
+    if (broadcast_back) {
+      return refuse(fmt::format(
+          "reduction over non-trailing {}: its result cannot be broadcast back (%{}) in one pass "
+          "over rows",
+          d.str(), *broadcast_back));
+    }
+    return refuse(fmt::format(
+        "reduction over non-trailing {}: it cannot also write values of the whole domain (%{})",
+        d.str(), *domain_output));
+  }
+  const int64_t row = d.row_length();
+  const int64_t rows = ir::numel(d.shape) / row;
+  if (row > kLongRow && rows < kFewRows) {
+    return refuse(fmt::format(
+        "a normalization over {} runs one block per row: {} row(s) of {} elements would leave "
+        "the GPU idle",
+        d.str(), rows, row));
+  }
+  v.ok = true;
+  v.kind = RegionKind::normalization;
+  return v;
+}
+
+}  // namespace
+
+RegionVerdict check_region(const Dataflow& df, const std::vector<NodeId>& members,
+                           const std::vector<NodeId>& outputs) {
+  std::vector<NodeId> reduces;
+  for (NodeId m : members) {
+    const OpKind kind = ir::op_kind(df.node(m).op);
+    if (kind == OpKind::matmul) return refuse("matmul is a library call");
+    if (kind == OpKind::reduce) reduces.push_back(m);
+  }
+  if (outputs.empty()) {
+    return refuse(fmt::format("internal: region of %{} has no outputs", members.front()));
+  }
+  if (reduces.empty()) return pointwise_verdict(df, outputs);
+  return check_reducing(df, members, outputs, reduces);
+}
+
+RegionVerdict check_pointwise(const Dataflow& df, const std::vector<NodeId>& outputs) {
+  if (outputs.empty()) return refuse("internal: a region has no outputs");
+  return pointwise_verdict(df, outputs);
+}
+
+}  // namespace fusejit::fusion::detail

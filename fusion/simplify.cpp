@@ -1,0 +1,152 @@
+// fusion/simplify: see simplify.h.
+#include "fusion/simplify.h"
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "ir/host_tensor.h"
+
+namespace fusejit::fusion {
+
+namespace {
+
+using ir::Graph;
+using ir::Node;
+using ir::NodeId;
+using ir::NodeSpec;
+using ir::Op;
+
+// The value a constant node stands for (as the reference rounds it), or nothing.
+std::optional<double> constant_value(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (n.op != Op::constant) return std::nullopt;
+  return ir::round_to(n.dtype, n.value);
+}
+
+// x when `spec` applied in `g` would give exactly x's dtype and shape, else nothing.
+std::optional<NodeId> if_same_type(const Graph& g, const NodeSpec& spec, NodeId x) {
+  const Node n = ir::infer_node(g, spec);
+  const Node& xn = g.node(x);
+  if (n.dtype != xn.dtype || n.shape != xn.shape) return std::nullopt;
+  return x;
+}
+
+bool is_one(const std::optional<double>& c) { return c && *c == 1.0; }
+
+// x + c == x for every x: c is -0.0, or the sum is an integer and c is 0.
+bool is_additive_identity(const std::optional<double>& c, DType result) {
+  return c && *c == 0.0 && (std::signbit(*c) || !is_floating(result));
+}
+
+// x - c == x for every x: c is +0.0, or the difference is an integer and c is 0.
+bool is_subtractive_identity(const std::optional<double>& c, DType result) {
+  return c && *c == 0.0 && (!std::signbit(*c) || !is_floating(result));
+}
+
+std::optional<NodeId> simplify_binary(const Graph& g, const NodeSpec& spec) {
+  const NodeId a = spec.inputs[0], b = spec.inputs[1];
+  const std::optional<double> ca = constant_value(g, a), cb = constant_value(g, b);
+  const DType result = ir::infer_node(g, spec).dtype;
+  switch (spec.op) {
+    case Op::mul:
+      if (is_one(cb)) return if_same_type(g, spec, a);
+      if (is_one(ca)) return if_same_type(g, spec, b);
+      return std::nullopt;
+    case Op::div:
+      if (is_one(cb)) return if_same_type(g, spec, a);
+      return std::nullopt;
+    case Op::add:
+      if (is_additive_identity(cb, result)) return if_same_type(g, spec, a);
+      if (is_additive_identity(ca, result)) return if_same_type(g, spec, b);
+      return std::nullopt;
+    case Op::sub:
+      if (is_subtractive_identity(cb, result)) return if_same_type(g, spec, a);
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+bool is_identity_permutation(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
+// What `spec` becomes: an existing node (returned), or a cheaper spec (rewritten in place).
+// Returns nothing when the node is to be added, possibly rewritten.
+std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec, bool& rewritten) {
+  if (ir::op_kind(spec.op) == ir::OpKind::binary) return simplify_binary(g, spec);
+  switch (spec.op) {
+    case Op::neg: {
+      const Node& x = g.node(spec.inputs[0]);
+      if (x.op == Op::neg) return x.inputs[0];
+      return std::nullopt;
+    }
+    case Op::cast:
+      if (g.node(spec.inputs[0]).dtype == spec.dtype) return spec.inputs[0];
+      return std::nullopt;
+    case Op::reshape: {
+      const Node& x = g.node(spec.inputs[0]);
+      if (x.op == Op::reshape) {
+        spec.inputs[0] = x.inputs[0];
+        rewritten = true;
+      }
+      if (g.node(spec.inputs[0]).shape == spec.shape) return spec.inputs[0];
+      return std::nullopt;
+    }
+    case Op::expand:
+      if (g.node(spec.inputs[0]).shape == spec.shape) return spec.inputs[0];
+      return std::nullopt;
+    case Op::permute: {
+      const Node& x = g.node(spec.inputs[0]);
+      if (x.op == Op::permute) {
+        // Result axis i is x's axis spec.axes[i], which is x's operand's axis x.axes[...].
+        std::vector<int64_t> composed;
+        for (int64_t a : spec.axes) composed.push_back(x.axes[static_cast<size_t>(a)]);
+        spec.axes = std::move(composed);
+        spec.inputs[0] = x.inputs[0];
+        rewritten = true;
+      }
+      // Normalize negative axes before testing for the identity.
+      const Node& operand = g.node(spec.inputs[0]);
+      std::vector<int64_t> perm = spec.axes;
+      for (int64_t& a : perm) {
+        if (a < 0) a += static_cast<int64_t>(operand.shape.size());
+      }
+      if (is_identity_permutation(perm)) return spec.inputs[0];
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
+ir::Graph simplify(ir::Graph g) {
+  Graph out;
+  std::vector<NodeId> renamed(g.size(), -1);
+  bool changed = false;
+  for (size_t i = 0; i < g.size(); ++i) {
+    NodeSpec spec = ir::spec_of(g.nodes()[i]);
+    for (NodeId& in : spec.inputs) in = renamed[static_cast<size_t>(in)];
+    bool rewritten = false;
+    if (const std::optional<NodeId> same = simplify_node(out, spec, rewritten)) {
+      renamed[i] = *same;
+      changed = true;
+      continue;
+    }
+    changed = changed || rewritten;
+    renamed[i] = out.add(spec);
+  }
+  if (!changed) return g;
+  std::vector<NodeId> outputs;
+  for (NodeId id : g.outputs()) outputs.push_back(renamed[static_cast<size_t>(id)]);
+  out.set_outputs(std::move(outputs));
+  return out;
+}
+
+}  // namespace fusejit::fusion

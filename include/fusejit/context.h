@@ -1,0 +1,72 @@
+// Context: owns the options, the current trace, the device, stream, memory pool and caches.
+// Tensors belong to one Context; a program may create several.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusejit/dtype.h"
+#include "fusejit/options.h"
+#include "fusejit/tensor.h"
+
+namespace fusejit {
+
+namespace detail {
+struct ContextImpl;
+}
+
+class Context {
+ public:
+  Context();  // options from the environment (Options::from_env)
+  explicit Context(Options options);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Options& options() const;
+
+  // A tensor holding a copy of host data. `from_vector` converts the values to `dtype`
+  // (rounding to nearest even for f16/bf16); `from_host` copies bytes already in the dtype's
+  // native format. Throws fusejit::Error when the element count does not match the shape.
+  Tensor from_vector(const std::vector<double>& values, Shape shape, DType dtype = DType::f32);
+  Tensor from_vector(const std::vector<float>& values, Shape shape, DType dtype = DType::f32);
+  Tensor from_host(const void* data, size_t bytes, Shape shape, DType dtype);
+  // A tensor of one value broadcast to `shape` (recorded, not materialized).
+  Tensor full(Shape shape, double value, DType dtype = DType::f32);
+  // A rank-0 constant.
+  Tensor scalar(double value, DType dtype = DType::f32);
+
+  // A stand-in for data: it records like any tensor but holds no values, so a trace can be
+  // built and written (trace_text) without allocating inputs. Evaluating a result that depends
+  // on a placeholder throws fusejit::Error.
+  Tensor placeholder(Shape shape, DType dtype = DType::f32);
+
+  // The trace that computes `outputs` (pending tensors of this Context), in the text format of
+  // docs/trace-format.md, holding only the nodes the outputs need.
+  std::string trace_text(const std::vector<Tensor>& outputs);
+
+  // Evaluates every pending tensor still held by the program.
+  void eval_all();
+
+  // Counters of what this Context has done, for tests and tuning.
+  struct Stats {
+    int64_t traces_evaluated = 0;  // eval calls that computed something
+    int64_t outputs_computed = 0;  // tensors materialized by those evals
+    int64_t plans_built = 0;       // traces planned (a trace-memo hit builds none)
+    int64_t trace_memo_hits = 0;
+    int64_t kernels_compiled = 0;  // NVRTC compiles
+    int64_t kernel_cache_hits = 0; // kernels found in the memory or disk cache
+  };
+  Stats stats() const;
+
+  // Whether eval runs on a GPU (false: the CPU reference runs instead).
+  bool has_gpu() const;
+
+  detail::ContextImpl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<detail::ContextImpl> impl_;
+};
+
+}  // namespace fusejit

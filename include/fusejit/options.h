@@ -1,0 +1,50 @@
+// Options: every FUSEJIT_* environment variable, read and validated once into a value that is
+// passed down. A Context owns its Options; two Contexts in one process may differ.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fusejit {
+
+enum class LogLevel { off, error, warn, info, debug, trace };
+enum class CacheMode { on, memory, off };
+
+struct Options {
+  // FUSEJIT_DUMP: what to dump. `all` sets every flag.
+  struct Dump {
+    bool ir = false;
+    bool plan = false;
+    bool decisions = false;
+    bool cuda = false;
+    bool ptx = false;
+    bool any() const { return ir || plan || decisions || cuda || ptx; }
+  } dump;
+  std::string dump_dir = "./fusejit_dump";            // FUSEJIT_DUMP_DIR
+  LogLevel log_level = LogLevel::warn;                // FUSEJIT_LOG
+  std::string cache_dir;                              // FUSEJIT_CACHE_DIR (default: XDG/home)
+  CacheMode cache = CacheMode::on;                    // FUSEJIT_CACHE
+  std::optional<int64_t> cache_max_mb;                // FUSEJIT_CACHE_MAX_MB
+  std::string record_dir;                             // FUSEJIT_RECORD_DIR ("" = off)
+  bool require_warm = false;                          // FUSEJIT_REQUIRE_WARM
+  // FUSEJIT_DISABLE: features turned off for bisecting.
+  struct Disable {
+    bool fusion = false;     // every op its own kernel
+    bool epilogue = false;   // no cuBLASLt epilogue folding
+    bool vectorize = false;  // no 16-byte accesses
+    bool passes = false;     // no DCE/CSE/folding/simplification
+    bool memo = false;       // no trace-level memo: plan and generate on every eval
+  } disable;
+  std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
+  bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32
+
+  // Reads every FUSEJIT_* variable from the environment. Throws fusejit::Error naming the
+  // variable, the bad value and the valid values; an unknown FUSEJIT_* name is an error too.
+  static Options from_env();
+  // The same from explicit (name, value) pairs, for tests and tools.
+  static Options parse(const std::vector<std::pair<std::string, std::string>>& vars);
+};
+
+}  // namespace fusejit

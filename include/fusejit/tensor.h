@@ -1,0 +1,136 @@
+// The lazy tensor API. Ops on Tensors record nodes into their Context's trace; nothing runs
+// until a result is needed (eval, to_host). Shape and dtype errors are thrown when an op is
+// recorded, naming the op and the shapes.
+//
+//   fusejit::Context ctx;
+//   auto x = ctx.from_vector(data, {rows, cols});
+//   auto y = fusejit::relu(x * w + b);
+//   std::vector<double> out = y.to_host();
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fusejit/dtype.h"
+
+namespace fusejit {
+
+class Context;
+namespace detail {
+struct TensorImpl;
+}
+
+class Tensor {
+ public:
+  Tensor() = default;  // an empty handle; any op on it throws
+
+  const Shape& shape() const;
+  DType dtype() const;
+  int64_t rank() const { return static_cast<int64_t>(shape().size()); }
+  int64_t numel() const;
+  Context& context() const;
+  bool defined() const { return impl_ != nullptr; }
+
+  // Computes this tensor (and every other pending tensor still held) now.
+  Tensor& eval();
+  // Computes if needed and copies the values out, converted to double.
+  std::vector<double> to_host() const;
+  // Computes if needed and copies the values out in the dtype's native format (f16/bf16 as
+  // their 16-bit patterns, bool as bytes); `bytes` must be numel() * dtype_size(dtype()).
+  void copy_to_host(void* dst, size_t bytes) const;
+
+  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+  const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+// Evaluates several tensors together (they may share one fused kernel).
+void eval(const std::vector<Tensor>& tensors);
+
+// Elementwise, unary.
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+enum class GeluApprox { none, tanh };
+Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::none);
+Tensor silu(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+
+// Elementwise, binary, with numpy broadcasting and PyTorch type promotion. A scalar operand
+// takes the tensor's dtype category, as a Python scalar does in PyTorch.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor cast(const Tensor& x, DType dtype);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// Reductions over `axes` (negative axes count from the end; empty means all axes).
+Tensor sum(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+Tensor max(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+Tensor min(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+
+// Views: index arithmetic inside kernels, never copies. reshape accepts one -1.
+Tensor reshape(const Tensor& x, Shape shape);
+Tensor permute(const Tensor& x, std::vector<int64_t> perm);
+Tensor transpose(const Tensor& x, int64_t axis0, int64_t axis1);
+Tensor expand(const Tensor& x, Shape shape);  // -1 keeps a dimension
+Tensor squeeze(const Tensor& x, int64_t axis);
+Tensor unsqueeze(const Tensor& x, int64_t axis);
+
+// Matrix product: 2-D, or batched with broadcast batch dimensions.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// Composites, decomposed into the primitives above when recorded. Half-precision inputs are
+// computed in f32 and the result cast back, as PyTorch does.
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+// Normalizes over the last `normalized_rank` axes; weight and bias may be empty handles.
+Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5, int64_t normalized_rank = 1);
+Tensor rms_norm(const Tensor& x, const Tensor& weight = {}, double eps = 1e-6,
+                int64_t normalized_rank = 1);
+Tensor var(const Tensor& x, std::vector<int64_t> axes = {}, double correction = 1.0,
+           bool keepdim = false);
+// x @ weight^T + bias, with weight [out_features, in_features] (PyTorch's convention).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// x + value * a * b
+Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, double value = 1.0);
+
+}  // namespace fusejit

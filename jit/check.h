@@ -1,0 +1,27 @@
+// jit/check: comparing GPU results with the CPU reference, as DESIGN.md's correctness section
+// says: ||out - ref|| / ||ref|| on fresh random inputs, with a bound per dtype; NaN never
+// passes. Used by `fusejit run --check` and the GPU tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+
+namespace fusejit::jit {
+
+// Fresh random inputs for every input node of `g`: floats normal(0, 1), integers uniform in
+// [-8, 8], bools fair coins.
+std::vector<ir::HostTensor> random_inputs(const ir::Graph& g, uint64_t seed);
+
+// The error bound for `g`'s outputs: 1e-2 when any value passes through f16/bf16 storage,
+// otherwise 1e-5 (fp32 pointwise, reductions and GEMMs without TF32).
+double error_bound(const ir::Graph& g);
+
+// ||out - ref||_2 / ||ref||_2 (or ||out||_2 when ref is all zeros); +inf when out holds a NaN
+// that ref does not, or the shapes differ.
+double relative_error(const ir::HostTensor& out, const ir::HostTensor& ref);
+
+}  // namespace fusejit::jit

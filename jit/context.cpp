@@ -1,0 +1,227 @@
+// jit/context: the Context, recording and eval; see context_impl.h.
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "fusejit/context.h"
+#include "fusejit/error.h"
+#include "ir/interp.h"
+#include "ir/prune.h"
+#include "ir/text.h"
+#include "ir/shape.h"
+#include "jit/context_impl.h"
+#include "jit/log.h"
+
+namespace fusejit {
+
+namespace detail {
+
+ContextImpl::ContextImpl(Options opts)
+    : options(std::move(opts)), log(jit::make_logger(options.log_level)) {}
+
+const ir::HostTensor& ContextImpl::host_of(Storage& s) {
+  if (!s.host_valid) {
+    runtime->download(*s.device, s.host);
+    s.host_valid = true;
+  }
+  return s.host;
+}
+
+ir::NodeId ContextImpl::node_of(TensorImpl& t) {
+  if (t.ctx != this) {
+    throw Error("fusejit: an op mixes tensors of two different Contexts; create all operands of "
+                "an op in the same Context");
+  }
+  if (!t.storage) {
+    if (t.epoch != epoch) {
+      throw InternalError(fmt::format("pending tensor from trace epoch {} seen in epoch {}",
+                                      t.epoch, epoch));
+    }
+    return t.node;
+  }
+  if (auto it = bound_node.find(t.storage.get()); it != bound_node.end()) return it->second;
+  const ir::NodeId id = ir::add_input(trace, t.dtype, t.shape);
+  bound.push_back(t.storage);
+  bound_node.emplace(t.storage.get(), id);
+  return id;
+}
+
+std::shared_ptr<TensorImpl> ContextImpl::record(const ir::NodeSpec& spec) {
+  const ir::NodeId id = trace.add(spec);
+  auto t = std::make_shared<TensorImpl>();
+  t->ctx = this;
+  t->dtype = trace.node(id).dtype;
+  t->shape = trace.node(id).shape;
+  t->node = id;
+  t->epoch = epoch;
+  pending.push_back(t);
+  return t;
+}
+
+void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra) {
+  // Outputs: every pending tensor still alive, plus the ones asked for.
+  std::vector<std::shared_ptr<TensorImpl>> outs;
+  for (const auto& weak : pending) {
+    if (auto t = weak.lock(); t && !t->storage) outs.push_back(std::move(t));
+  }
+  for (const auto& t : extra) {
+    if (!t->storage && std::find(outs.begin(), outs.end(), t) == outs.end()) outs.push_back(t);
+  }
+  if (outs.empty()) return;
+
+  ir::Graph g = trace;
+  std::vector<ir::NodeId> ids;
+  for (const auto& t : outs) ids.push_back(t->node);
+  g.set_outputs(ids);
+  const std::vector<ir::NodeId> input_ids = g.inputs();
+  for (size_t k = 0; k < bound.size(); ++k) {
+    if (!bound[k]) {
+      throw Error(fmt::format("eval: the trace reads placeholder %{} ({}), which holds no data; "
+                              "placeholders are for building traces (Context::trace_text), create "
+                              "the tensor with from_vector or from_host to evaluate it",
+                              input_ids[k], ir::type_str(g.node(input_ids[k]))));
+    }
+  }
+
+  std::vector<std::shared_ptr<Storage>> results(outs.size());
+  if (runtime) {
+    std::vector<std::shared_ptr<jit::DeviceBuffer>> inputs;
+    inputs.reserve(bound.size());
+    for (const auto& s : bound) {
+      if (!s->device) s->device = runtime->upload(s->host);
+      inputs.push_back(s->device);
+    }
+    std::vector<std::shared_ptr<jit::DeviceBuffer>> buffers = runtime->run(g, inputs);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      results[i] = std::make_shared<Storage>();
+      results[i]->host = ir::HostTensor();
+      results[i]->host.dtype = outs[i]->dtype;
+      results[i]->host.shape = outs[i]->shape;
+      results[i]->device = std::move(buffers[i]);
+    }
+  } else {
+    std::vector<ir::HostTensor> inputs;
+    inputs.reserve(bound.size());
+    for (const auto& s : bound) inputs.push_back(s->host);
+    std::vector<ir::HostTensor> values = ir::interpret(g, inputs);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      results[i] = std::make_shared<Storage>(Storage{std::move(values[i]), true, nullptr});
+    }
+  }
+
+  ++stats.traces_evaluated;
+  stats.outputs_computed += static_cast<int64_t>(outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    outs[i]->storage = std::move(results[i]);
+    outs[i]->node = -1;
+  }
+  trace = ir::Graph();
+  bound.clear();
+  bound_node.clear();
+  pending.clear();
+  ++epoch;
+}
+
+}  // namespace detail
+
+Context::Context() : Context(Options::from_env()) {}
+Context::Context(Options options)
+    : impl_(std::make_unique<detail::ContextImpl>(std::move(options))) {
+  impl_->owner = this;
+  std::string why;
+  if (auto info = jit::probe_device(&why)) {
+    impl_->runtime = std::make_unique<jit::Runtime>(*info, impl_->options, *impl_->log, impl_->stats);
+  } else {
+    impl_->log->info("no GPU ({}): eval runs the CPU reference", why);
+  }
+}
+Context::~Context() = default;
+
+const Options& Context::options() const { return impl_->options; }
+
+bool Context::has_gpu() const { return impl_->runtime != nullptr; }
+
+Context::Stats Context::stats() const { return impl_->stats; }
+
+void Context::eval_all() { impl_->eval({}); }
+
+namespace {
+
+Tensor materialized(detail::ContextImpl& ctx, ir::HostTensor host) {
+  auto t = std::make_shared<detail::TensorImpl>();
+  t->ctx = &ctx;
+  t->dtype = host.dtype;
+  t->shape = host.shape;
+  t->storage = std::make_shared<detail::Storage>(detail::Storage{std::move(host), true, nullptr});
+  return Tensor(std::move(t));
+}
+
+void check_count(size_t count, const Shape& shape, std::string_view what) {
+  for (int64_t d : shape) {
+    if (d < 1) {
+      throw Error(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
+                              "least 1",
+                              what, ir::shape_str(shape), d));
+    }
+  }
+  if (static_cast<int64_t>(count) != ir::numel(shape)) {
+    throw Error(fmt::format("{}: {} values given for shape {}, which holds {}", what, count,
+                            ir::shape_str(shape), ir::numel(shape)));
+  }
+}
+
+}  // namespace
+
+Tensor Context::from_vector(const std::vector<double>& values, Shape shape, DType dtype) {
+  check_count(values.size(), shape, "from_vector");
+  ir::HostTensor host(dtype, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i) host.set(static_cast<int64_t>(i), values[i]);
+  return materialized(*impl_, std::move(host));
+}
+
+Tensor Context::from_vector(const std::vector<float>& values, Shape shape, DType dtype) {
+  return from_vector(std::vector<double>(values.begin(), values.end()), std::move(shape), dtype);
+}
+
+Tensor Context::from_host(const void* data, size_t bytes, Shape shape, DType dtype) {
+  const size_t elem = static_cast<size_t>(dtype_size(dtype));
+  if (bytes % elem != 0) {
+    throw Error(fmt::format("from_host: {} bytes is not a whole number of {} elements ({} bytes "
+                            "each)",
+                            bytes, dtype_name(dtype), elem));
+  }
+  check_count(bytes / elem, shape, "from_host");
+  ir::HostTensor host(dtype, std::move(shape));
+  std::memcpy(host.bytes.data(), data, bytes);
+  return materialized(*impl_, std::move(host));
+}
+
+Tensor Context::placeholder(Shape shape, DType dtype) {
+  Tensor t(impl_->record({.op = ir::Op::input, .dtype = dtype, .shape = std::move(shape)}));
+  impl_->bound.push_back(nullptr);
+  return t;
+}
+
+std::string Context::trace_text(const std::vector<Tensor>& outputs) {
+  std::vector<ir::NodeId> ids;
+  for (const Tensor& t : outputs) {
+    if (!t.defined() || t.impl()->ctx != impl_.get()) {
+      throw Error("trace_text: every output must be a tensor of this Context");
+    }
+    ids.push_back(impl_->node_of(*t.impl()));
+  }
+  return ir::print(ir::prune(impl_->trace, ids));
+}
+
+Tensor Context::scalar(double value, DType dtype) {
+  return Tensor(impl_->record({.op = ir::Op::constant, .dtype = dtype, .value = value}));
+}
+
+Tensor Context::full(Shape shape, double value, DType dtype) {
+  Tensor s = scalar(value, dtype);
+  if (shape.empty()) return s;
+  return expand(s, std::move(shape));
+}
+
+}  // namespace fusejit

@@ -1,0 +1,71 @@
+// jit/context_impl: what a Context and a Tensor handle hold, and how recording works.
+//
+// A Tensor is either pending (a node of its Context's current trace) or materialized (a
+// Storage holding its values). Recording an op appends a node to the trace; a materialized
+// operand enters the trace as an `input` node bound to its storage (once per trace). eval()
+// computes, in one trace, every pending tensor the program still holds, so that nothing is
+// computed twice because of the order in which results are asked for; then every such tensor
+// is materialized and a new, empty trace begins.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include <spdlog/logger.h>
+
+#include "fusejit/context.h"
+#include "fusejit/options.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+#include "jit/runtime.h"
+
+namespace fusejit::detail {
+
+// A materialized value: in host memory, on the device, or both. `host` always carries the
+// dtype and shape; its bytes are valid when host_valid.
+struct Storage {
+  ir::HostTensor host;
+  bool host_valid = false;
+  std::shared_ptr<jit::DeviceBuffer> device;
+};
+
+struct ContextImpl;
+
+struct TensorImpl {
+  ContextImpl* ctx = nullptr;
+  DType dtype = DType::f32;
+  Shape shape;
+  ir::NodeId node = -1;  // pending: its node in ctx->trace, recorded in epoch `epoch`
+  uint64_t epoch = 0;
+  std::shared_ptr<Storage> storage;  // materialized: its values
+};
+
+struct ContextImpl {
+  Context* owner = nullptr;
+  Options options;
+  std::shared_ptr<spdlog::logger> log;
+
+  // The current trace and what its inputs are bound to (bound[k] feeds input node k).
+  ir::Graph trace;
+  uint64_t epoch = 1;
+  std::vector<std::shared_ptr<Storage>> bound;
+  std::unordered_map<const Storage*, ir::NodeId> bound_node;
+  std::vector<std::weak_ptr<TensorImpl>> pending;
+  Context::Stats stats;
+  std::unique_ptr<jit::Runtime> runtime;  // null: no GPU, the CPU reference evaluates
+
+  explicit ContextImpl(Options opts);
+
+  // The node of `t` in the current trace, binding it as an input if it is materialized.
+  ir::NodeId node_of(TensorImpl& t);
+  // Appends a node and returns a pending tensor for it.
+  std::shared_ptr<TensorImpl> record(const ir::NodeSpec& spec);
+  // Materializes every pending tensor still held (and `extra`, held or not).
+  void eval(const std::vector<std::shared_ptr<TensorImpl>>& extra);
+  // The host copy of a materialized tensor, downloading it if needed.
+  const ir::HostTensor& host_of(Storage& s);
+};
+
+}  // namespace fusejit::detail

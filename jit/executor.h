@@ -1,0 +1,81 @@
+// jit/executor: turns a Plan into an Executable (kernels generated, compiled and loaded; GEMMs
+// described for cuBLASLt) and runs it on the Context's stream. An Executable is what the
+// trace-level memo keeps, so that a repeated eval of the same trace does no planning, codegen
+// or compiling: only the launches.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda.h>
+
+#include "fusion/plan.h"
+#include "jit/blas.h"
+#include "jit/device.h"
+#include "templates/kernel.h"
+
+namespace fusejit::jit {
+
+// A compiled kernel loaded into the Context's device.
+struct LoadedKernel {
+  templates::Kernel kernel;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  const Driver* driver = nullptr;
+  ~LoadedKernel();
+};
+
+// How the executor obtains a loaded kernel for generated source (the kernel caches sit behind
+// this: memory, then disk, then NVRTC).
+using KernelLoader = std::function<std::shared_ptr<LoadedKernel>(const templates::Kernel&)>;
+
+struct Step {
+  const fusion::Region* region = nullptr;
+  std::shared_ptr<LoadedKernel> kernel;  // generated regions
+  GemmProblem gemm;                      // gemm regions
+  // gemm: operands as node ids of the plan graph (-1 when absent).
+  ir::NodeId a = -1, b = -1, bias = -1, residual = -1;
+  // gemm with batch dims that one strided-batched call cannot express: one call per batch,
+  // at these element offsets (a, b, d).
+  std::vector<std::array<int64_t, 3>> batch_offsets;
+  // Node ids whose buffers can be released after this step.
+  std::vector<ir::NodeId> release;
+};
+
+struct Executable {
+  fusion::Plan plan;
+  std::vector<Step> steps;
+};
+
+struct BuildOptions {
+  templates::CodegenOptions codegen;
+  bool allow_tf32 = false;
+};
+
+Executable build_executable(fusion::Plan plan, const KernelLoader& load,
+                            const BuildOptions& options);
+
+// What a run can do besides running, for `fusejit run` and the GPU tests.
+struct RunOptions {
+  bool poison_outputs = false;  // fill every region output with 0xFF bytes (NaN) first
+  // When set: one pair of events per step, recorded around it (created by the caller or here).
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>>* step_events = nullptr;
+};
+
+// Runs `exe` with its graph's inputs bound to `inputs` (in input order); returns one buffer per
+// graph output. Work is queued on the device's stream; nothing synchronizes.
+std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
+    const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+    Device& device, Blas& blas, const RunOptions& options = {});
+
+// Bytes a step must move at least (each region input read once, each output written once), and
+// for gemm steps the flops (2*M*N*K per batch); for `fusejit run` and the benchmark.
+int64_t step_bytes(const Executable& exe, const Step& step);
+double step_flops(const Step& step);
+// "pointwise fj_pointwise_3f2a..." or "gemm 8192x8192x8192 bf16 bias+relu".
+std::string step_label(const Executable& exe, const Step& step);
+
+}  // namespace fusejit::jit

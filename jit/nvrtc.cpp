@@ -1,0 +1,164 @@
+// jit/nvrtc: the NVRTC wrapper; see nvrtc.h.
+#include "jit/nvrtc.h"
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+
+// Every NVRTC call, named in the error it throws.
+#define FJ_NVRTC(call) ::fusejit::jit::check_nvrtc((call), #call)
+
+namespace fusejit::jit {
+
+namespace {
+
+// Destroys the program however compile() leaves.
+class Program {
+ public:
+  Program(const std::string& source, const std::string& name) {
+    FJ_NVRTC(nvrtcCreateProgram(&prog_, source.c_str(), name.c_str(), 0, nullptr, nullptr));
+  }
+  ~Program() {
+    if (prog_ != nullptr) nvrtcDestroyProgram(&prog_);
+  }
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  nvrtcProgram get() const { return prog_; }
+
+ private:
+  nvrtcProgram prog_ = nullptr;
+};
+
+// "sm_90" -> {true, 90}; "compute_90" -> {false, 90}.
+std::pair<bool, int> parse_arch(std::string_view arch) {
+  auto number = [&](std::string_view digits) {
+    if (digits.empty() || digits.size() > 4) return -1;
+    int n = 0;
+    for (char c : digits) {
+      if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
+      n = n * 10 + (c - '0');
+    }
+    return n;
+  };
+  // Arch suffixes such as sm_90a are accepted as written.
+  auto strip = [](std::string_view s) {
+    while (!s.empty() && std::isalpha(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+    return s;
+  };
+  if (arch.substr(0, 3) == "sm_") {
+    const int n = number(strip(arch.substr(3)));
+    if (n > 0) return {true, n};
+  } else if (arch.substr(0, 8) == "compute_") {
+    const int n = number(strip(arch.substr(8)));
+    if (n > 0) return {false, n};
+  }
+  throw Error(fmt::format("unknown GPU arch '{}'; name it as sm_XX (for example sm_90) or "
+                          "compute_XX for PTX only",
+                          arch));
+}
+
+std::string program_log(nvrtcProgram prog) {
+  size_t size = 0;
+  FJ_NVRTC(nvrtcGetProgramLogSize(prog, &size));
+  std::string log(size, '\0');
+  if (size > 0) FJ_NVRTC(nvrtcGetProgramLog(prog, log.data()));
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+// Writes the source that failed where a person can find it; returns the path, or a note
+// saying why it could not be written.
+std::string dump_failed_source(const templates::Kernel& k) {
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+  if (ec) return fmt::format("(not written: no temporary directory: {})", ec.message());
+  const std::filesystem::path path = dir / fmt::format("fusejit-failed-{}.cu", k.name);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << k.source;
+  out.close();
+  if (!out) return fmt::format("(not written: cannot write {})", path.string());
+  return path.string();
+}
+
+}  // namespace
+
+void check_nvrtc(nvrtcResult result, std::string_view call) {
+  if (result == NVRTC_SUCCESS) return;
+  throw Error(fmt::format("NVRTC call {} failed: {} ({})", call, nvrtcGetErrorString(result),
+                          static_cast<int>(result)));
+}
+
+std::vector<std::string> compile_flags(std::string_view arch, const CompileOptions& options) {
+  parse_arch(arch);
+  std::vector<std::string> flags = {
+      fmt::format("--gpu-architecture={}", arch),
+      "-std=c++17",
+      "-default-device",
+      "--prec-div=true",
+      "--prec-sqrt=true",
+      "--ftz=false",
+      "--fmad=true",
+  };
+  if (options.line_info) flags.push_back("-lineinfo");
+  flags.insert(flags.end(), options.extra.begin(), options.extra.end());
+  return flags;
+}
+
+CompiledKernel compile(const templates::Kernel& k, std::string_view arch, const CompileOptions& options) {
+  const bool real = parse_arch(arch).first;
+  const std::vector<std::string> flags = compile_flags(arch, options);
+  std::vector<const char*> argv;
+  for (const std::string& f : flags) argv.push_back(f.c_str());
+
+  Program prog(k.source, k.name + ".cu");
+  const nvrtcResult result = nvrtcCompileProgram(prog.get(), static_cast<int>(argv.size()), argv.data());
+  CompiledKernel out;
+  out.name = k.name;
+  out.log = program_log(prog.get());
+  if (result == NVRTC_ERROR_COMPILATION) {
+    const std::string path = dump_failed_source(k);
+    throw Error(fmt::format("NVRTC could not compile kernel {} for {}; the source is in {}\n{}",
+                            k.name, arch, path, out.log));
+  }
+  FJ_NVRTC(result);  // any other failure (bad option, out of memory): named, with its string
+
+  size_t size = 0;
+  FJ_NVRTC(nvrtcGetPTXSize(prog.get(), &size));
+  out.ptx.assign(size, '\0');
+  FJ_NVRTC(nvrtcGetPTX(prog.get(), out.ptx.data()));
+  while (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
+  if (real) {
+    FJ_NVRTC(nvrtcGetCUBINSize(prog.get(), &size));
+    out.cubin.assign(size, '\0');
+    FJ_NVRTC(nvrtcGetCUBIN(prog.get(), out.cubin.data()));
+  }
+  return out;
+}
+
+int nvrtc_version() {
+  int major = 0, minor = 0;
+  FJ_NVRTC(nvrtcVersion(&major, &minor));
+  return major * 1000 + minor * 10;
+}
+
+std::string nvrtc_version_string() {
+  int major = 0, minor = 0;
+  FJ_NVRTC(nvrtcVersion(&major, &minor));
+  return fmt::format("{}.{}", major, minor);
+}
+
+std::vector<std::string> supported_archs() {
+  int count = 0;
+  FJ_NVRTC(nvrtcGetNumSupportedArchs(&count));
+  std::vector<int> archs(static_cast<size_t>(count));
+  if (count > 0) FJ_NVRTC(nvrtcGetSupportedArchs(archs.data()));
+  std::vector<std::string> out;
+  for (int a : archs) out.push_back(fmt::format("sm_{}", a));
+  return out;
+}
+
+}  // namespace fusejit::jit

@@ -1,0 +1,131 @@
+// jit/ops: composite ops, decomposed into primitives when recorded, so that the fuser sees one
+// language and hand-written versions fuse the same way. f16/bf16 inputs are computed in f32 and
+// the result cast back, as PyTorch does; integer inputs are computed in f32.
+#include <fmt/format.h>
+
+#include "fusejit/context.h"
+#include "fusejit/error.h"
+#include "ir/shape.h"
+
+namespace fusejit {
+
+namespace {
+
+bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
+
+// x in the dtype the composite computes in.
+Tensor upcast(const Tensor& x) { return x.dtype() == DType::f32 ? x : cast(x, DType::f32); }
+
+// The result, cast back to the input's dtype when that was a half type.
+Tensor downcast(const Tensor& y, DType original) { return is_half(original) ? cast(y, original) : y; }
+
+std::vector<int64_t> trailing_axes(const Tensor& x, int64_t count, std::string_view op) {
+  if (count < 1 || count > x.rank()) {
+    throw Error(fmt::format("{}: cannot normalize over the last {} axes of {}{} (rank {})", op,
+                            count, dtype_name(x.dtype()), ir::shape_str(x.shape()), x.rank()));
+  }
+  std::vector<int64_t> axes;
+  for (int64_t i = x.rank() - count; i < x.rank(); ++i) axes.push_back(i);
+  return axes;
+}
+
+void check_param(const Tensor& x, const Tensor& p, int64_t count, std::string_view op,
+                 std::string_view what) {
+  if (!p.defined()) return;
+  const Shape expected(x.shape().end() - count, x.shape().end());
+  if (p.shape() != expected) {
+    throw Error(fmt::format("{}: {} has shape {} but must have shape {} (the normalized dimensions "
+                            "of the input {}{})",
+                            op, what, ir::shape_str(p.shape()), ir::shape_str(expected),
+                            dtype_name(x.dtype()), ir::shape_str(x.shape())));
+  }
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t axis) {
+  const Tensor t = upcast(x);
+  const Tensor shifted = t - max(t, {axis}, true);
+  const Tensor e = exp(shifted);
+  return downcast(e / sum(e, {axis}, true), x.dtype());
+}
+
+Tensor log_softmax(const Tensor& x, int64_t axis) {
+  const Tensor t = upcast(x);
+  const Tensor shifted = t - max(t, {axis}, true);
+  return downcast(shifted - log(sum(exp(shifted), {axis}, true)), x.dtype());
+}
+
+// y = (x - mean) / sqrt(var + eps) * weight + bias, var the biased variance.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                  int64_t normalized_rank) {
+  const std::vector<int64_t> axes = trailing_axes(x, normalized_rank, "layer_norm");
+  check_param(x, weight, normalized_rank, "layer_norm", "weight");
+  check_param(x, bias, normalized_rank, "layer_norm", "bias");
+  const Tensor t = upcast(x);
+  const Tensor centered = t - mean(t, axes, true);
+  const Tensor variance = mean(centered * centered, axes, true);
+  Tensor y = centered * rsqrt(variance + eps);
+  if (weight.defined()) y = y * upcast(weight);
+  if (bias.defined()) y = y + upcast(bias);
+  return downcast(y, x.dtype());
+}
+
+// y = x / sqrt(mean(x^2) + eps) * weight
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps, int64_t normalized_rank) {
+  const std::vector<int64_t> axes = trailing_axes(x, normalized_rank, "rms_norm");
+  check_param(x, weight, normalized_rank, "rms_norm", "weight");
+  const Tensor t = upcast(x);
+  Tensor y = t * rsqrt(mean(t * t, axes, true) + eps);
+  if (weight.defined()) y = y * upcast(weight);
+  return downcast(y, x.dtype());
+}
+
+// sum((x - mean)^2) / (N - correction) over `axes` (all when empty).
+Tensor var(const Tensor& x, std::vector<int64_t> axes, double correction, bool keepdim) {
+  if (!is_floating(x.dtype())) {
+    throw Error(fmt::format("var: the operand is {}{}, but var needs a floating-point operand; "
+                            "cast it to f32 first",
+                            dtype_name(x.dtype()), ir::shape_str(x.shape())));
+  }
+  if (axes.empty()) {
+    for (int64_t i = 0; i < x.rank(); ++i) axes.push_back(i);
+  }
+  int64_t n = 1;
+  for (int64_t a : axes) n *= x.shape()[static_cast<size_t>(ir::normalize_axis(a, x.rank(), "var"))];
+  const Tensor t = upcast(x);
+  const Tensor centered = t - mean(t, axes, true);
+  const Tensor y = sum(centered * centered, axes, keepdim) / (static_cast<double>(n) - correction);
+  return downcast(y, x.dtype());
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (weight.rank() != 2) {
+    throw Error(fmt::format("linear: weight {}{} must be 2-D [out_features, in_features]",
+                            dtype_name(weight.dtype()), ir::shape_str(weight.shape())));
+  }
+  if (x.rank() < 1 || weight.shape()[1] != x.shape().back()) {
+    throw Error(fmt::format("linear: weight {}{} has {} in_features but the input {}{} has {} (its "
+                            "last dimension); weight is [out_features, in_features]",
+                            dtype_name(weight.dtype()), ir::shape_str(weight.shape()),
+                            weight.shape()[1], dtype_name(x.dtype()), ir::shape_str(x.shape()),
+                            x.rank() ? x.shape().back() : 0));
+  }
+  Tensor y = matmul(x, transpose(weight, 0, 1));
+  if (bias.defined()) {
+    if (bias.shape() != Shape{weight.shape()[0]}) {
+      throw Error(fmt::format("linear: bias {}{} must have shape [{}] (out_features)",
+                              dtype_name(bias.dtype()), ir::shape_str(bias.shape()),
+                              weight.shape()[0]));
+    }
+    y = y + bias;
+  }
+  return y;
+}
+
+Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, double value) {
+  if (value == 1.0) return x + a * b;
+  return x + value * a * b;
+}
+
+}  // namespace fusejit

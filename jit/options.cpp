@@ -1,0 +1,158 @@
+// jit/options: reads and validates every FUSEJIT_* variable once; see fusejit/options.h.
+#include "fusejit/options.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+
+extern char** environ;
+
+namespace fusejit {
+
+namespace {
+
+[[noreturn]] void bad_value(std::string_view var, std::string_view value, std::string_view valid) {
+  throw Error(fmt::format("{}={}: invalid value '{}'; valid values: {}", var, value, value, valid));
+}
+
+// Splits "a,b , c" into trimmed, non-empty items.
+std::vector<std::string> split_list(std::string_view s) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string_view::npos) end = s.size();
+    std::string_view item = s.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) items.emplace_back(item);
+    start = end + 1;
+  }
+  return items;
+}
+
+bool parse_bool(std::string_view var, std::string_view value) {
+  if (value == "1" || value == "on" || value == "true") return true;
+  if (value == "0" || value == "off" || value == "false" || value.empty()) return false;
+  bad_value(var, value, "1, 0 (also on/off, true/false)");
+}
+
+void parse_dump(Options& o, std::string_view value) {
+  constexpr std::string_view kValid = "ir, plan, decisions, cuda, ptx, all (comma-separated)";
+  for (const std::string& item : split_list(value)) {
+    if (item == "ir") o.dump.ir = true;
+    else if (item == "plan") o.dump.plan = true;
+    else if (item == "decisions") o.dump.decisions = true;
+    else if (item == "cuda") o.dump.cuda = true;
+    else if (item == "ptx") o.dump.ptx = true;
+    else if (item == "all") o.dump = {true, true, true, true, true};
+    else bad_value("FUSEJIT_DUMP", item, kValid);
+  }
+}
+
+void parse_disable(Options& o, std::string_view value) {
+  constexpr std::string_view kValid = "fusion, epilogue, vectorize, passes, memo (comma-separated)";
+  for (const std::string& item : split_list(value)) {
+    if (item == "fusion") o.disable.fusion = true;
+    else if (item == "epilogue") o.disable.epilogue = true;
+    else if (item == "vectorize") o.disable.vectorize = true;
+    else if (item == "passes") o.disable.passes = true;
+    else if (item == "memo") o.disable.memo = true;
+    else bad_value("FUSEJIT_DISABLE", item, kValid);
+  }
+}
+
+LogLevel parse_log(std::string_view value) {
+  constexpr std::pair<std::string_view, LogLevel> kLevels[] = {
+      {"off", LogLevel::off},   {"error", LogLevel::error}, {"warn", LogLevel::warn},
+      {"info", LogLevel::info}, {"debug", LogLevel::debug}, {"trace", LogLevel::trace}};
+  for (const auto& [name, level] : kLevels) {
+    if (value == name) return level;
+  }
+  bad_value("FUSEJIT_LOG", value, "off, error, warn, info, debug, trace");
+}
+
+CacheMode parse_cache(std::string_view value) {
+  if (value == "on") return CacheMode::on;
+  if (value == "memory") return CacheMode::memory;
+  if (value == "off") return CacheMode::off;
+  bad_value("FUSEJIT_CACHE", value, "on, memory, off");
+}
+
+int64_t parse_megabytes(std::string_view value) {
+  int64_t mb = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), mb);
+  if (ec != std::errc() || end != value.data() + value.size() || mb < 1) {
+    bad_value("FUSEJIT_CACHE_MAX_MB", value, "a whole number of megabytes, at least 1");
+  }
+  return mb;
+}
+
+std::string parse_arch(std::string_view value) {
+  // sm_XY or sm_XYZ, optionally with an 'a' suffix (sm_90a).
+  std::string_view digits = value.substr(value.rfind('_') + 1);
+  if (!digits.empty() && digits.back() == 'a') digits.remove_suffix(1);
+  const bool ok = value.starts_with("sm_") && digits.size() >= 2 && digits.size() <= 3 &&
+                  digits.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!ok) bad_value("FUSEJIT_ARCH", value, "sm_NN such as sm_80, sm_90, sm_100");
+  return std::string(value);
+}
+
+std::string default_cache_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/fusejit";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::string(home) + "/.cache/fusejit";
+  }
+  return ".fusejit-cache";
+}
+
+constexpr std::string_view kKnownVars =
+    "FUSEJIT_DUMP, FUSEJIT_DUMP_DIR, FUSEJIT_LOG, FUSEJIT_CACHE_DIR, FUSEJIT_CACHE, "
+    "FUSEJIT_CACHE_MAX_MB, FUSEJIT_RECORD_DIR, FUSEJIT_REQUIRE_WARM, FUSEJIT_DISABLE, "
+    "FUSEJIT_ARCH, FUSEJIT_TF32";
+
+}  // namespace
+
+Options Options::parse(const std::vector<std::pair<std::string, std::string>>& vars) {
+  Options o;
+  o.cache_dir = default_cache_dir();
+  for (const auto& [name, value] : vars) {
+    if (name == "FUSEJIT_DUMP") parse_dump(o, value);
+    else if (name == "FUSEJIT_DUMP_DIR") o.dump_dir = value.empty() ? o.dump_dir : value;
+    else if (name == "FUSEJIT_LOG") o.log_level = parse_log(value);
+    else if (name == "FUSEJIT_CACHE_DIR") o.cache_dir = value.empty() ? o.cache_dir : value;
+    else if (name == "FUSEJIT_CACHE") o.cache = parse_cache(value);
+    else if (name == "FUSEJIT_CACHE_MAX_MB") o.cache_max_mb = parse_megabytes(value);
+    else if (name == "FUSEJIT_RECORD_DIR") o.record_dir = value;
+    else if (name == "FUSEJIT_REQUIRE_WARM") o.require_warm = parse_bool(name, value);
+    else if (name == "FUSEJIT_DISABLE") parse_disable(o, value);
+    else if (name == "FUSEJIT_ARCH") o.arch = value.empty() ? "" : parse_arch(value);
+    else if (name == "FUSEJIT_TF32") o.allow_tf32 = parse_bool(name, value);
+    else if (name == "FUSEJIT_UPDATE_GOLDEN") continue;  // read by the golden-kernel tests
+    else if (name.starts_with("FUSEJIT_")) {
+      throw Error(fmt::format("{} is not a fusejit variable (a typo?); known variables: {}", name,
+                              kKnownVars));
+    }
+  }
+  return o;
+}
+
+Options Options::from_env() {
+  std::vector<std::pair<std::string, std::string>> vars;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry(*e);
+    if (!entry.starts_with("FUSEJIT_")) continue;
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    vars.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return parse(vars);
+}
+
+}  // namespace fusejit

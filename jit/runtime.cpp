@@ -1,0 +1,113 @@
+// jit/runtime: see runtime.h.
+#include "jit/runtime.h"
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+#include "fusion/pipeline.h"
+#include "ir/hash.h"
+#include "ir/shape.h"
+#include "jit/cuda_check.h"
+#include "jit/nvrtc.h"
+
+namespace fusejit::jit {
+
+fusion::PlanOptions plan_options(const Options& options) {
+  fusion::PlanOptions p;
+  p.passes = !options.disable.passes;
+  p.fusion = !options.disable.fusion;
+  p.epilogue = !options.disable.epilogue;
+  return p;
+}
+
+BuildOptions build_options(const Options& options) {
+  BuildOptions b;
+  b.codegen.vectorize = !options.disable.vectorize;
+  b.allow_tf32 = options.allow_tf32;
+  return b;
+}
+
+Runtime::Runtime(const DeviceInfo& info, const Options& options, spdlog::logger& log,
+                 Context::Stats& stats)
+    : options_(options), log_(log), stats_(stats), device_(std::make_unique<Device>(info)) {
+  blas_ = std::make_unique<Blas>(*device_);
+  log_.info("running on {} ({}, {} SMs)", info.name, info.arch(), info.sm_count);
+}
+
+Runtime::~Runtime() {
+  memo_.clear();
+  kernels_.clear();
+  blas_.reset();
+  device_.reset();
+}
+
+std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
+  if (auto it = kernels_.find(k.source); it != kernels_.end()) {
+    ++stats_.kernel_cache_hits;
+    return it->second;
+  }
+  if (options_.require_warm) {
+    throw Error(fmt::format("FUSEJIT_REQUIRE_WARM=1, but kernel {} is not in the cache and would "
+                            "be compiled at run time; warm the cache with `fusejit warm` for {}",
+                            k.name, device_->info().arch()));
+  }
+  const CompiledKernel compiled = compile(k, device_->info().arch());
+  ++stats_.kernels_compiled;
+  auto loaded = std::make_shared<LoadedKernel>();
+  loaded->kernel = k;
+  loaded->driver = &device_->driver();
+  const Driver& drv = device_->driver();
+  FUSEJIT_DRIVER(drv, module_load_data, &loaded->module, compiled.cubin.data());
+  FUSEJIT_DRIVER(drv, module_get_function, &loaded->function, loaded->module, k.name.c_str());
+  if (k.shared_bytes > 48 * 1024) {
+    FUSEJIT_DRIVER(drv, func_set_attribute, loaded->function,
+                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.shared_bytes);
+  }
+  log_.debug("compiled and loaded {}", k.name);
+  kernels_.emplace(k.source, loaded);
+  return loaded;
+}
+
+std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g) {
+  const bool memo = !options_.disable.memo;
+  const uint64_t hash = memo ? ir::structural_hash(g) : 0;
+  if (memo) {
+    auto [lo, hi] = memo_.equal_range(hash);
+    for (auto it = lo; it != hi; ++it) {
+      if (it->second.first == g) {
+        ++stats_.trace_memo_hits;
+        return it->second.second;
+      }
+    }
+  }
+  fusion::Plan plan = fusion::make_plan(g, plan_options(options_));
+  ++stats_.plans_built;
+  auto exe = std::make_shared<const Executable>(build_executable(
+      std::move(plan), [this](const templates::Kernel& k) { return load(k); },
+      build_options(options_)));
+  if (memo) memo_.emplace(hash, std::pair{g, exe});
+  return exe;
+}
+
+std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
+    const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs) {
+  const std::shared_ptr<const Executable> exe = executable_for(g);
+  return run_executable(*exe, inputs, *device_, *blas_);
+}
+
+std::shared_ptr<DeviceBuffer> Runtime::upload(const ir::HostTensor& host) {
+  auto buf = device_->allocate(host.bytes.size());
+  FUSEJIT_CUDA(cudaMemcpyAsync(buf->data(), host.bytes.data(), host.bytes.size(),
+                               cudaMemcpyHostToDevice, device_->stream()));
+  return buf;
+}
+
+void Runtime::download(const DeviceBuffer& buffer, ir::HostTensor& host) {
+  host.bytes.resize(static_cast<size_t>(ir::numel(host.shape)) *
+                    static_cast<size_t>(dtype_size(host.dtype)));
+  FUSEJIT_CUDA(cudaMemcpyAsync(host.bytes.data(), buffer.data(), host.bytes.size(),
+                               cudaMemcpyDeviceToHost, device_->stream()));
+  device_->synchronize();
+}
+
+}  // namespace fusejit::jit

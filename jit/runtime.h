@@ -1,0 +1,64 @@
+// jit/runtime: a Context's GPU side: the device, the cuBLASLt handle, the kernel cache (loaded
+// modules by kernel source) and the trace-level memo (ready Executables by structural hash of
+// the trace), so that a repeated eval of a trace costs a hash, a lookup and the launches.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <spdlog/logger.h>
+
+#include "fusejit/context.h"
+#include "fusejit/options.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+#include "jit/blas.h"
+#include "jit/device.h"
+#include "fusion/pipeline.h"
+#include "jit/executor.h"
+
+namespace fusejit::jit {
+
+// The planning and codegen options that FUSEJIT_DISABLE selects.
+fusion::PlanOptions plan_options(const Options& options);
+BuildOptions build_options(const Options& options);
+
+class Runtime {
+ public:
+  Runtime(const DeviceInfo& info, const Options& options, spdlog::logger& log,
+          Context::Stats& stats);
+  ~Runtime();
+
+  Device& device() { return *device_; }
+  Blas& blas() { return *blas_; }
+
+  // The executable for `g` (its outputs set): from the trace memo, or planned, generated,
+  // compiled and loaded now.
+  std::shared_ptr<const Executable> executable_for(const ir::Graph& g);
+
+  // Runs `g` (its outputs set) with its inputs bound to `inputs`; returns one buffer per output.
+  std::vector<std::shared_ptr<DeviceBuffer>> run(
+      const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs);
+
+  std::shared_ptr<DeviceBuffer> upload(const ir::HostTensor& host);
+  // Copies a buffer into `host` (whose dtype and shape are set) and waits for it.
+  void download(const DeviceBuffer& buffer, ir::HostTensor& host);
+
+ private:
+  std::shared_ptr<LoadedKernel> load(const templates::Kernel& k);
+
+  const Options& options_;
+  spdlog::logger& log_;
+  Context::Stats& stats_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Blas> blas_;
+  std::unordered_map<std::string, std::shared_ptr<LoadedKernel>> kernels_;  // by source
+  // Trace memo: structural hash -> (trace, executable); the trace is compared on a hit.
+  std::unordered_multimap<uint64_t, std::pair<ir::Graph, std::shared_ptr<const Executable>>> memo_;
+};
+
+}  // namespace fusejit::jit

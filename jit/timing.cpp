@@ -1,0 +1,114 @@
+// jit/timing: see timing.h.
+#include "jit/timing.h"
+
+#include <algorithm>
+
+#include "jit/cuda_check.h"
+
+namespace fusejit::jit {
+
+namespace {
+
+class Events {
+ public:
+  Events() {
+    FUSEJIT_CUDA(cudaEventCreate(&start));
+    FUSEJIT_CUDA(cudaEventCreate(&stop));
+  }
+  ~Events() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  double ms() const {
+    float t = 0.0f;
+    FUSEJIT_CUDA(cudaEventElapsedTime(&t, start, stop));
+    return t;
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+template <class Body>
+double median_ms(Device& device, int warmup, int iters, Body&& body) {
+  Events ev;
+  std::vector<double> times;
+  for (int i = 0; i < warmup + iters; ++i) {
+    FUSEJIT_CUDA(cudaEventRecord(ev.start, device.stream()));
+    body();
+    FUSEJIT_CUDA(cudaEventRecord(ev.stop, device.stream()));
+    FUSEJIT_CUDA(cudaEventSynchronize(ev.stop));
+    if (i >= warmup) times.push_back(ev.ms());
+  }
+  return median(times);
+}
+
+}  // namespace
+
+double copy_bandwidth(Device& device) {
+  constexpr size_t kBytes = size_t{1} << 30;
+  auto src = device.allocate(kBytes), dst = device.allocate(kBytes);
+  FUSEJIT_CUDA(cudaMemsetAsync(src->data(), 1, kBytes, device.stream()));
+  const double ms = median_ms(device, 3, 20, [&] {
+    FUSEJIT_CUDA(cudaMemcpyAsync(dst->data(), src->data(), kBytes, cudaMemcpyDeviceToDevice,
+                                 device.stream()));
+  });
+  return 2.0 * static_cast<double>(kBytes) / (ms * 1e-3);
+}
+
+double gemm_rate(Device& device, Blas& blas, DType dtype, int64_t m, int64_t n, int64_t k) {
+  const size_t elem = static_cast<size_t>(dtype_size(dtype));
+  auto a = device.allocate(static_cast<size_t>(m * k) * elem);
+  auto b = device.allocate(static_cast<size_t>(k * n) * elem);
+  auto d = device.allocate(static_cast<size_t>(m * n) * elem);
+  // Small non-zero values (0x3c00 is 1.0 in f16, ~1 in bf16 is 0x3f80): timing zeros is
+  // misleadingly fast on tensor cores.
+  FUSEJIT_CUDA(cudaMemsetAsync(a->data(), 0x3c, a->bytes(), device.stream()));
+  FUSEJIT_CUDA(cudaMemsetAsync(b->data(), 0x3b, b->bytes(), device.stream()));
+  GemmProblem p;
+  p.dtype = dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  const double ms = median_ms(device, 3, 10, [&] {
+    blas.gemm(p, a->data(), b->data(), nullptr, nullptr, d->data());
+  });
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) /
+         (ms * 1e-3);
+}
+
+ExecutableTiming time_executable(const Executable& exe,
+                                 const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                                 Device& device, Blas& blas, int iters, int warmup) {
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events;
+  RunOptions options{.step_events = &events};
+  std::vector<std::vector<double>> per_step(exe.steps.size());
+  Events whole;
+  std::vector<double> totals;
+  for (int i = 0; i < warmup + iters; ++i) {
+    FUSEJIT_CUDA(cudaEventRecord(whole.start, device.stream()));
+    run_executable(exe, inputs, device, blas, options);
+    FUSEJIT_CUDA(cudaEventRecord(whole.stop, device.stream()));
+    FUSEJIT_CUDA(cudaEventSynchronize(whole.stop));
+    if (i < warmup) continue;
+    totals.push_back(whole.ms());
+    for (size_t s = 0; s < exe.steps.size(); ++s) {
+      float t = 0.0f;
+      FUSEJIT_CUDA(cudaEventElapsedTime(&t, events[s].first, events[s].second));
+      per_step[s].push_back(t);
+    }
+  }
+  for (auto& [a, b] : events) {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+  ExecutableTiming timing;
+  timing.total_ms = median(totals);
+  for (auto& v : per_step) timing.step_ms.push_back(median(v));
+  return timing;
+}
+
+}  // namespace fusejit::jit

@@ -1,0 +1,43 @@
+// templates/builders: the kernel templates, one per region shape, and what they hand back to
+// generate() (which pastes the device helpers, names the kernel and fills in Kernel).
+#pragma once
+
+#include <string>
+
+#include "templates/emit.h"
+#include "templates/kernel.h"
+#include "templates/printer.h"
+
+namespace fusejit::templates {
+
+struct KernelBody {
+  std::string kind;        // "pointwise", "reduction", "normalization"
+  Printer code;            // comment lines and the __global__ function (name: kKernelNameToken)
+  int block = 256;
+  int64_t work_blocks = 1;
+  int blocks_per_sm = 8;
+  int shared_bytes = 0;    // dynamic shared memory (the templates use static shared memory only)
+  bool reduces = false;    // needs device/fj_reduce.cuh
+};
+
+KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options);
+// Reduction and normalization regions: row-style (one thread group per output row, any axes)
+// or column-style (leading or middle axes, coalesced along the kept inner axes).
+KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options);
+
+// True when `name` occurs in `text` as a whole identifier.
+bool mentions(const std::string& text, const std::string& name);
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t pow2_ceil(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+inline int64_t pow2_floor(int64_t x) {
+  int64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
+}  // namespace fusejit::templates

@@ -1,0 +1,111 @@
+// fusejit device math: one function per elementwise op of the IR (fj_<op name>), overloaded
+// on the arithmetic type (float, int, long long, bool), so that the printer writes
+// fj_add(a, b) whatever the dtype and the table of differences lives here.
+//
+// Semantics follow the CPU reference: precise library functions (no fast math); relu,
+// maximum and minimum propagate NaN; integer arithmetic wraps around (done in unsigned types,
+// where overflow is defined); division is true division (operands arrive as float).
+
+// ---- unary ------------------------------------------------------------------------------
+
+__device__ __forceinline__ float fj_neg(float x) { return -x; }
+__device__ __forceinline__ int fj_neg(int x) { return static_cast<int>(0u - static_cast<unsigned>(x)); }
+__device__ __forceinline__ long long fj_neg(long long x) {
+  return static_cast<long long>(0ull - static_cast<unsigned long long>(x));
+}
+
+__device__ __forceinline__ float fj_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ int fj_abs(int x) { return x < 0 ? fj_neg(x) : x; }
+__device__ __forceinline__ long long fj_abs(long long x) { return x < 0 ? fj_neg(x) : x; }
+
+__device__ __forceinline__ float fj_exp(float x) { return expf(x); }
+__device__ __forceinline__ float fj_log(float x) { return logf(x); }
+__device__ __forceinline__ float fj_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ float fj_rsqrt(float x) { return rsqrtf(x); }
+__device__ __forceinline__ float fj_sin(float x) { return sinf(x); }
+__device__ __forceinline__ float fj_cos(float x) { return cosf(x); }
+__device__ __forceinline__ float fj_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ float fj_reciprocal(float x) { return 1.0f / x; }
+
+// sigmoid(x) = 1 / (1 + e^-x); e^-x overflows to inf for x < -88 and the result is 0.
+__device__ __forceinline__ float fj_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// silu(x) = x * sigmoid(x)
+__device__ __forceinline__ float fj_silu(float x) { return x / (1.0f + expf(-x)); }
+// gelu(x) = x/2 * (1 + erf(x / sqrt(2)))
+__device__ __forceinline__ float fj_gelu(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.707106781186547524f));
+}
+// gelu_tanh(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+__device__ __forceinline__ float fj_gelu_tanh(float x) {
+  const float inner = 0.797884560802865355f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+// relu(x) = x < 0 ? 0 : x, so a NaN passes through.
+template <class T>
+__device__ __forceinline__ T fj_relu(T x) { return x < T(0) ? T(0) : x; }
+
+// ---- binary -----------------------------------------------------------------------------
+
+__device__ __forceinline__ float fj_add(float a, float b) { return a + b; }
+__device__ __forceinline__ int fj_add(int a, int b) {
+  return static_cast<int>(static_cast<unsigned>(a) + static_cast<unsigned>(b));
+}
+__device__ __forceinline__ long long fj_add(long long a, long long b) {
+  return static_cast<long long>(static_cast<unsigned long long>(a) + static_cast<unsigned long long>(b));
+}
+
+__device__ __forceinline__ float fj_sub(float a, float b) { return a - b; }
+__device__ __forceinline__ int fj_sub(int a, int b) {
+  return static_cast<int>(static_cast<unsigned>(a) - static_cast<unsigned>(b));
+}
+__device__ __forceinline__ long long fj_sub(long long a, long long b) {
+  return static_cast<long long>(static_cast<unsigned long long>(a) - static_cast<unsigned long long>(b));
+}
+
+__device__ __forceinline__ float fj_mul(float a, float b) { return a * b; }
+__device__ __forceinline__ int fj_mul(int a, int b) {
+  return static_cast<int>(static_cast<unsigned>(a) * static_cast<unsigned>(b));
+}
+__device__ __forceinline__ long long fj_mul(long long a, long long b) {
+  return static_cast<long long>(static_cast<unsigned long long>(a) * static_cast<unsigned long long>(b));
+}
+
+__device__ __forceinline__ float fj_div(float a, float b) { return a / b; }
+
+// NaN-propagating: a NaN on either side wins (a > b and a < b are false for NaN).
+template <class T>
+__device__ __forceinline__ T fj_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
+template <class T>
+__device__ __forceinline__ T fj_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
+
+__device__ __forceinline__ float fj_pow(float a, float b) { return powf(a, b); }
+// Integer power by squaring, wrapping like repeated multiplication. A negative exponent gives
+// what trunc(a^b) gives: 1 for a == 1, +-1 for a == -1, 0 otherwise (0^-n is inf in the
+// reference, whose integer conversion is 0).
+template <class T, class U>
+__device__ __forceinline__ T fj_ipow(T a, T b) {
+  if (b < 0) return a == 1 ? T(1) : a == -1 ? ((b & 1) ? T(-1) : T(1)) : T(0);
+  U r = 1, base = static_cast<U>(a);
+  for (U e = static_cast<U>(b); e != 0; e >>= 1) {
+    if (e & 1) r *= base;
+    base *= base;
+  }
+  return static_cast<T>(r);
+}
+__device__ __forceinline__ int fj_pow(int a, int b) { return fj_ipow<int, unsigned>(a, b); }
+__device__ __forceinline__ long long fj_pow(long long a, long long b) {
+  return fj_ipow<long long, unsigned long long>(a, b);
+}
+
+// ---- comparison and selection -------------------------------------------------------------
+
+template <class T> __device__ __forceinline__ bool fj_eq(T a, T b) { return a == b; }
+template <class T> __device__ __forceinline__ bool fj_ne(T a, T b) { return a != b; }
+template <class T> __device__ __forceinline__ bool fj_lt(T a, T b) { return a < b; }
+template <class T> __device__ __forceinline__ bool fj_le(T a, T b) { return a <= b; }
+template <class T> __device__ __forceinline__ bool fj_gt(T a, T b) { return a > b; }
+template <class T> __device__ __forceinline__ bool fj_ge(T a, T b) { return a >= b; }
+
+template <class T>
+__device__ __forceinline__ T fj_where(bool c, T a, T b) { return c ? a : b; }

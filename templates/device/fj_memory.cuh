@@ -1,0 +1,33 @@
+// fusejit device memory access: N consecutive elements moved as 16-byte (or smaller) words.
+//
+// The caller guarantees alignment: buffers are 256-byte aligned and the element offset is a
+// multiple of N, so the address is a multiple of N * sizeof(T), which the word size divides.
+
+template <int kBytes> struct fj_word;
+template <> struct fj_word<16> { typedef uint4 type; };
+template <> struct fj_word<8> { typedef uint2 type; };
+template <> struct fj_word<4> { typedef unsigned int type; };
+template <> struct fj_word<2> { typedef unsigned short type; };
+template <> struct fj_word<1> { typedef unsigned char type; };
+
+template <class T, int N>
+__device__ __forceinline__ void fj_load_vec(T (&dst)[N], const T* __restrict__ src) {
+  constexpr int kTotal = N * static_cast<int>(sizeof(T));
+  constexpr int kWord = kTotal >= 16 ? 16 : kTotal;
+  typedef typename fj_word<kWord>::type W;
+  const W* s = reinterpret_cast<const W*>(src);
+  W* d = reinterpret_cast<W*>(dst);
+#pragma unroll
+  for (int w = 0; w < kTotal / kWord; ++w) d[w] = s[w];
+}
+
+template <class T, int N>
+__device__ __forceinline__ void fj_store_vec(T* __restrict__ dst, const T (&src)[N]) {
+  constexpr int kTotal = N * static_cast<int>(sizeof(T));
+  constexpr int kWord = kTotal >= 16 ? 16 : kTotal;
+  typedef typename fj_word<kWord>::type W;
+  const W* s = reinterpret_cast<const W*>(src);
+  W* d = reinterpret_cast<W*>(dst);
+#pragma unroll
+  for (int w = 0; w < kTotal / kWord; ++w) d[w] = s[w];
+}

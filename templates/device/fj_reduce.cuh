@@ -1,0 +1,50 @@
+// fusejit device reductions: the combining functions of sum, max and min, and their warp and
+// block reductions. Pasted into reduction and normalization kernels.
+//
+// Every reduction here is a fixed tree, so a kernel's result does not depend on timing.
+
+struct fj_op_sum {
+  template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return fj_add(a, b); }
+};
+struct fj_op_max {
+  template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return fj_maximum(a, b); }
+};
+struct fj_op_min {
+  template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return fj_minimum(a, b); }
+};
+
+__device__ __forceinline__ float fj_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+__device__ __forceinline__ int fj_shfl_xor(int v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+__device__ __forceinline__ long long fj_shfl_xor(long long v, int m) {
+  return __shfl_xor_sync(0xffffffffu, v, m);
+}
+__device__ __forceinline__ bool fj_shfl_xor(bool v, int m) {
+  return __shfl_xor_sync(0xffffffffu, static_cast<int>(v), m) != 0;
+}
+
+// Butterfly over lanes whose ids differ in the bits kFirst..kLast-1 (powers of two): with
+// kFirst = 1 and kLast = G it reduces aligned groups of G lanes, and every lane of a group
+// gets the group's result. All 32 lanes of the warp must call it.
+template <int kFirst, int kLast, class Op, class T>
+__device__ __forceinline__ T fj_warp_reduce(T v, Op op) {
+#pragma unroll
+  for (int m = kLast / 2; m >= kFirst; m >>= 1) v = op(v, fj_shfl_xor(v, m));
+  return v;
+}
+
+// Reduces over a 1-D block of kThreads threads (a power of two, 64 to 1024); every thread gets
+// the result. Every thread of the block must call it. Each warp reduces its lanes, the warp
+// totals go through shared memory, and every warp then reduces those totals itself, which
+// saves a broadcast step. The second barrier lets the next call reuse the scratch.
+template <int kThreads, class Op, class T>
+__device__ __forceinline__ T fj_block_reduce(T v, Op op) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ T scratch[kWarps];
+  v = fj_warp_reduce<1, 32>(v, op);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = scratch[threadIdx.x & (kWarps - 1)];
+  v = fj_warp_reduce<1, kWarps>(v, op);
+  __syncthreads();
+  return v;
+}

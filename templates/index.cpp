@@ -1,0 +1,244 @@
+// templates/index: digit bookkeeping for views; see index.h.
+#include "templates/index.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+#include "ir/shape.h"
+
+namespace fusejit::templates {
+
+namespace {
+
+// Drops extent-1 digits and merges neighbours that are consecutive pieces of one base:
+// (b / (d*e)) % f followed by (b / d) % e is (b / d) % (f*e).
+Digits normalize(const Digits& in) {
+  Digits out;
+  for (const Digit& d : in) {
+    if (d.ext == 1) continue;
+    if (!out.empty() && out.back().base == d.base && out.back().div == d.div * d.ext) {
+      out.back() = Digit{d.base, d.div, out.back().ext * d.ext};
+    } else {
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
+std::string print_base(const Base& b, bool lane0);
+
+// "(b / d) % e" with the parts that are no-ops left out; parenthesized when compound.
+std::string print_digit(const Digit& d, bool lane0) {
+  std::string s = print_base(*d.base, lane0);
+  bool compound = false;
+  if (d.div > 1) {
+    s = fmt::format("{} / {}", s, d.div);
+    compound = true;
+  }
+  if (d.div * d.ext < d.base->bound) {
+    s = fmt::format("{} % {}", s, d.ext);
+    compound = true;
+  }
+  return compound ? "(" + s + ")" : s;
+}
+
+std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, bool lane0) {
+  if (terms.empty()) return "0";
+  std::string s;
+  for (const auto& [digit, place] : terms) {
+    if (!s.empty()) s += " + ";
+    std::string d = print_digit(digit, lane0);
+    // A lone digit needs no parentheses: * / % bind tighter than +.
+    if (place == 1 && d.front() == '(' && d.back() == ')' && d.find('(', 1) == std::string::npos) {
+      d = d.substr(1, d.size() - 2);
+    }
+    s += d;
+    if (place != 1) s += fmt::format(" * {}", place);
+  }
+  return s;
+}
+
+std::string print_base(const Base& b, bool lane0) {
+  if (!b.name.empty()) return lane0 && b.lane_root ? b.lane0_name : b.name;
+  return "(" + print_terms(b.terms, lane0) + ")";
+}
+
+std::vector<std::pair<Digit, int64_t>> with_places(const Digits& flat) {
+  std::vector<std::pair<Digit, int64_t>> terms(flat.size());
+  int64_t place = 1;
+  for (size_t i = flat.size(); i-- > 0;) {
+    terms[i] = {flat[i], place};
+    place *= flat[i].ext;
+  }
+  return terms;
+}
+
+// How one digit of a lane-moving base moves: with b = b0 + j, b0 % V == 0, j < V,
+// (b / d) is constant when V divides d, and (b % e) moves by one per lane when V divides e.
+Lane digit_lane(const Digit& d) {
+  const Base& b = *d.base;
+  if (b.lane != Lane::unit) return b.lane;
+  const int64_t v = b.vector;
+  if (d.div % v == 0) return Lane::none;
+  if (d.div == 1 && (d.ext % v == 0 || d.ext >= b.bound)) return Lane::unit;
+  return Lane::other;
+}
+
+// A sum of digit * place moves by one per lane when exactly one digit does, with place 1, and
+// every other place is a multiple of V (so the lane-0 offset is a multiple of V too).
+std::pair<Lane, int> terms_lane(const std::vector<std::pair<Digit, int64_t>>& terms) {
+  int units = 0;
+  int vector = 1;
+  bool unit_ok = true;
+  for (const auto& [digit, place] : terms) {
+    const Lane l = digit_lane(digit);
+    if (l == Lane::other) return {Lane::other, digit.base->vector};
+    if (l == Lane::unit) {
+      ++units;
+      vector = digit.base->vector;
+      if (place != 1) unit_ok = false;
+    }
+  }
+  if (units == 0) return {Lane::none, 1};
+  if (units > 1 || !unit_ok) return {Lane::other, vector};
+  for (const auto& [digit, place] : terms) {
+    if (digit_lane(digit) == Lane::none && place % vector != 0) return {Lane::other, vector};
+  }
+  return {Lane::unit, vector};
+}
+
+// Splits the digits at the axis boundaries of `shape`, from the least significant end;
+// false when a boundary falls where no digit can be split exactly.
+bool regroup(Digits flat, const Shape& shape, Index& out) {
+  out.shape = shape;
+  out.axes.assign(shape.size(), {});
+  size_t pos = flat.size();
+  for (size_t axis = shape.size(); axis-- > 0;) {
+    int64_t need = shape[axis];
+    Digits taken;
+    while (need > 1) {
+      if (pos == 0) return false;
+      Digit& d = flat[pos - 1];
+      if (d.ext <= need && need % d.ext == 0) {
+        taken.push_back(d);
+        need /= d.ext;
+        --pos;
+      } else if (d.ext > need && d.ext % need == 0) {
+        taken.push_back(Digit{d.base, d.div, need});
+        d = Digit{d.base, d.div * need, d.ext / need};
+        need = 1;
+      } else {
+        return false;
+      }
+    }
+    std::reverse(taken.begin(), taken.end());
+    out.axes[axis] = std::move(taken);
+  }
+  return pos == 0;
+}
+
+bool uses_digits(const Digits& digits, const BasePtr& root) {
+  for (const Digit& d : digits) {
+    if (d.base == root) return true;
+    for (const auto& [inner, place] : d.base->terms) {
+      if (uses_digits({inner}, root)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+BasePtr make_root(std::string name, int64_t bound) {
+  auto b = std::make_shared<Base>();
+  b->name = std::move(name);
+  b->bound = bound;
+  return b;
+}
+
+BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, int vector) {
+  if (vector < 1 || bound % vector != 0) {
+    throw InternalError(fmt::format("lane root {} of bound {} with vector width {}", name, bound,
+                                    vector));
+  }
+  auto b = std::make_shared<Base>();
+  b->name = std::move(name);
+  b->lane0_name = std::move(lane0_name);
+  b->bound = bound;
+  b->lane_root = true;
+  b->lane = Lane::unit;
+  b->vector = vector;
+  return b;
+}
+
+Index index_from_digits(const Digits& flat_in, const Shape& shape) {
+  const Digits flat = normalize(flat_in);
+  int64_t total = 1;
+  for (const Digit& d : flat) total *= d.ext;
+  if (total != ir::numel(shape)) {
+    throw InternalError(fmt::format("index over {} elements used for shape {}", total,
+                                    ir::shape_str(shape)));
+  }
+  Index out;
+  if (regroup(flat, shape, out)) return out;
+  // The boundaries do not fall between digits: name the linear position as one opaque value.
+  auto opaque = std::make_shared<Base>();
+  opaque->terms = with_places(flat);
+  opaque->bound = total;
+  std::tie(opaque->lane, opaque->vector) = terms_lane(opaque->terms);
+  const bool ok = regroup({Digit{opaque, 1, total}}, shape, out);
+  if (!ok) throw InternalError("index regroup of a single digit failed");
+  return out;
+}
+
+Index index_from_root(const BasePtr& root, const Shape& shape) {
+  return index_from_digits({Digit{root, 1, root->bound}}, shape);
+}
+
+Digits flatten(const Index& at) {
+  Digits flat;
+  for (const Digits& axis : at.axes) flat.insert(flat.end(), axis.begin(), axis.end());
+  return normalize(flat);
+}
+
+Index broadcast_operand(const Index& at, const Shape& operand) {
+  if (operand.size() > at.shape.size()) {
+    throw InternalError(fmt::format("broadcast of {} to {}", ir::shape_str(operand),
+                                    ir::shape_str(at.shape)));
+  }
+  const size_t lead = at.shape.size() - operand.size();
+  Index out{operand, std::vector<Digits>(operand.size())};
+  for (size_t k = 0; k < operand.size(); ++k) {
+    if (operand[k] == 1) continue;
+    if (operand[k] != at.shape[k + lead]) {
+      throw InternalError(fmt::format("broadcast of {} to {}", ir::shape_str(operand),
+                                      ir::shape_str(at.shape)));
+    }
+    out.axes[k] = at.axes[k + lead];
+  }
+  return out;
+}
+
+Index permute_operand(const Index& at, const std::vector<int64_t>& perm, const Shape& operand) {
+  Index out{operand, std::vector<Digits>(operand.size())};
+  for (size_t i = 0; i < perm.size(); ++i) out.axes[static_cast<size_t>(perm[i])] = at.axes[i];
+  return out;
+}
+
+Index reshape_operand(const Index& at, const Shape& operand) {
+  return index_from_digits(flatten(at), operand);
+}
+
+std::string offset(const Digits& flat, bool lane0) {
+  return print_terms(with_places(normalize(flat)), lane0);
+}
+
+std::string offset(const Index& at, bool lane0) { return offset(flatten(at), lane0); }
+
+Lane lane(const Index& at) { return terms_lane(with_places(flatten(at))).first; }
+
+bool uses(const Index& at, const BasePtr& root) { return uses_digits(flatten(at), root); }
+
+}  // namespace fusejit::templates

@@ -1,0 +1,87 @@
+// templates/index: symbolic element indices, the index arithmetic that views compile to.
+//
+// A kernel walks an iteration space with a few loop variables (roots: the element `i`, the
+// row `row` and the position `k` within it, ...). The index of an element of any node is kept
+// as mixed-radix digits over those roots: per axis, a list of digits, most significant
+// first, whose extents multiply to the axis extent; a digit is (base / div) % ext for a root
+// (or an opaque expression) `base`. Views are then digit bookkeeping, never copies:
+//   broadcast / expand: an axis of extent 1 gets no digits (its coordinate is 0);
+//   permute:            the axes' digit lists are reordered;
+//   reshape:            the digits are concatenated and regrouped at the new axis boundaries,
+//                       splitting a digit (b / d) % (e1*e2) into (b / (d*e2)) % e1 and
+//                       (b / d) % e2 where a boundary falls inside it.
+// Printing merges adjacent digits of one base back together, so that a reshape of a reshape,
+// or the row index of a broadcast statistic, prints as the plain root ("row", not
+// "(row * 1000 + k) / 1000"). Two indices of a node that print alike name the same element;
+// the emitter and the reductions rely on that.
+//
+// Vector lanes: one root may be the lane root: it runs over b0 + j, j < V, with b0 a multiple
+// of V. lane() tells whether an index is the same for all lanes, moves by one element per
+// lane (a contiguous, aligned V-element access), or anything else.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusejit/dtype.h"
+
+namespace fusejit::templates {
+
+enum class Lane { none, unit, other };
+
+struct Digit;
+
+// What a digit divides: a loop variable (a root) or an opaque linear expression of digits.
+struct Base {
+  std::string name;        // root: the variable; empty for an opaque expression
+  std::string lane0_name;  // lane root only: the variable holding b0 (the lane-0 value)
+  int64_t bound = 1;       // 0 <= value < bound
+  bool lane_root = false;
+  Lane lane = Lane::none;  // how the value moves over vector lanes (unit for the lane root)
+  int vector = 1;          // V, when lane != none
+  std::vector<std::pair<Digit, int64_t>> terms;  // opaque: sum of digit * place
+};
+using BasePtr = std::shared_ptr<const Base>;
+
+struct Digit {
+  BasePtr base;
+  int64_t div = 1;
+  int64_t ext = 1;
+};
+
+using Digits = std::vector<Digit>;  // most significant first
+
+struct Index {
+  Shape shape;
+  std::vector<Digits> axes;  // one digit list per axis
+};
+
+// A loop variable with 0 <= value < bound.
+BasePtr make_root(std::string name, int64_t bound);
+// The lane root: value = lane0_name + j for lane j < vector; bound % vector == 0.
+BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, int vector);
+
+// The index of `shape` whose linear (row-major) position is given by `flat` (digits whose
+// extents multiply to numel(shape)).
+Index index_from_digits(const Digits& flat, const Shape& shape);
+// One root covering the whole of `shape`.
+Index index_from_root(const BasePtr& root, const Shape& shape);
+// The digits of the linear position, merged and without extent-1 digits.
+Digits flatten(const Index& at);
+
+// The operand's index when `at` indexes the result of a view or a broadcast.
+Index broadcast_operand(const Index& at, const Shape& operand);  // numpy broadcast or expand
+Index permute_operand(const Index& at, const std::vector<int64_t>& perm, const Shape& operand);
+Index reshape_operand(const Index& at, const Shape& operand);
+
+// The row-major offset of the element, as a C expression ("0" for the first). With lane0, the
+// lane root is printed as its lane-0 variable.
+std::string offset(const Index& at, bool lane0 = false);
+std::string offset(const Digits& flat, bool lane0 = false);
+
+Lane lane(const Index& at);
+bool uses(const Index& at, const BasePtr& root);
+
+}  // namespace fusejit::templates

@@ -1,0 +1,73 @@
+// templates/kernel: what code generation produces for one region: the CUDA C source of one
+// kernel, its name, its parameter layout and how to launch it.
+//
+// The source never depends on the device's SM count, so one compiled kernel serves every GPU of
+// an arch; the launcher sizes the grid in waves of the SMs it finds (see launch_grid).
+//
+// Launch contract (every template):
+//   - a 1-D block of exactly `block` threads, a 1-D grid of any size >= 1 (every kernel loops
+//     over its work with a grid stride, so a smaller grid is correct, only slower);
+//   - `shared_bytes` of dynamic shared memory (0 today: the templates use static shared
+//     memory, under 48 KiB);
+//   - arguments: one device pointer per entry of `params`, in order (region inputs, then region
+//     outputs), each buffer dense row-major in its node's dtype and 16-byte aligned (the pool's
+//     256-byte alignment is more than enough); nothing else.
+//   - outputs are written completely (every element, whatever they held before); inputs are
+//     only read. An output buffer must not alias an input buffer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fusion/plan.h"
+
+namespace fusejit::templates {
+
+// Bump when generated code changes in a way the source hash would not show (it is part of the
+// kernel cache key).
+inline constexpr int kCodegenVersion = 1;
+
+// The line that separates the pasted device helpers from the kernel proper in Kernel::source
+// (golden tests and dumps show what follows it).
+inline constexpr std::string_view kKernelMarker = "// ==== kernel ====";
+
+struct Kernel {
+  std::string name;    // e.g. "fj_pointwise_3f2a9c01d4e5b677": kind plus a hash of the source
+  std::string source;  // complete CUDA C, compilable by NVRTC with no include path
+  // Parameters, in order: one pointer per region input, then one per region output (node ids of
+  // the region's graph), then nothing else: shapes are constants in the source.
+  std::vector<ir::NodeId> params;
+  int block = 256;            // threads per block
+  int64_t work_blocks = 1;    // blocks that cover all work with no grid-stride loop
+  int blocks_per_sm = 8;      // residency target for one wave
+  int shared_bytes = 0;       // dynamic shared memory per block
+};
+
+// Grid size: the work's blocks, capped at `waves` full waves of the device (the kernels loop
+// over the rest with a grid stride).
+int64_t launch_grid(const Kernel& k, int sm_count, int waves = 4);
+
+struct CodegenOptions {
+  bool vectorize = true;  // 16-byte accesses where contiguity and alignment allow
+};
+
+// Generates the kernel of a pointwise, reduction or normalization region. Throws
+// fusejit::InternalError for a gemm region or a region it cannot handle.
+//
+// What a region must look like (fusion/plan.h):
+//   pointwise      elementwise ops, constants and views; outputs of any shapes (outputs with
+//                  the same element count share one sweep).
+//   reduction,     one or more reduce nodes, all reducing the same operand shape over the same
+//   normalization  axes (any axes), plus elementwise ops and views before and after them. Each
+//                  output has either one value per element of that shape, or one per reduced
+//                  row. A reduce result may only be read at its own row (broadcast back over the
+//                  reduced axes, as softmax does, is fine). Reductions may read each other's
+//                  results (layer norm's variance reads the mean): each depth is one pass over
+//                  the row held in registers.
+//   Region inputs (loaded from memory) are listed in `inputs` and may be any node; `nodes`
+//   holds the computed nodes (constants and views included).
+Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenOptions& options = {});
+
+}  // namespace fusejit::templates

@@ -1,0 +1,125 @@
+// templates/reduction: analysis shared by the reduction and normalization templates, and the
+// choice between them.
+//
+// A region of kind reduction or normalization holds reduce nodes that all reduce the same
+// shape over the same axes, the elementwise prologue feeding them, and what consumes their
+// results. Pass s of a kernel computes the reductions of depth s (a reduction reading the
+// result of another, like layer norm's variance reading the mean, is one deeper); an output
+// with one value per element is written in the first pass after every reduction it reads.
+//
+// Row-style (rowwise.cpp) handles every case; column-style (column.cpp) is chosen for
+// single-pass reductions over leading or middle axes, where a row-style kernel would read
+// with a stride.
+#include "templates/reduction.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fusejit/error.h"
+#include "ir/shape.h"
+#include "templates/builders.h"
+
+namespace fusejit::templates {
+
+KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& space, const CodegenOptions& options);
+KernelBody build_column(const RegionInfo& info, const ReduceSpace& space, const CodegenOptions& options);
+
+bool is_reduced_axis(const ReduceSpace& space, size_t axis) {
+  return std::binary_search(space.axes.begin(), space.axes.end(), static_cast<int64_t>(axis));
+}
+
+ReduceSpace analyze_reduction(const RegionInfo& info) {
+  ReduceSpace space;
+  const fusion::Region& region = info.region;
+  // Depths, in the region's topological order: reach = deepest reduce a value depends on.
+  std::map<ir::NodeId, int>& reach = space.reach;
+  auto reach_of = [&](ir::NodeId id) {
+    const auto it = reach.find(id);
+    return it == reach.end() ? 0 : it->second;
+  };
+  std::vector<ir::NodeId> order = region.nodes;
+  std::sort(order.begin(), order.end());  // node ids are topological
+  for (ir::NodeId id : order) {
+    if (info.inputs.count(id) != 0) continue;
+    const ir::Node& n = info.node(id);
+    int r = 0;
+    for (ir::NodeId op : n.inputs) r = std::max(r, reach_of(op));
+    if (ir::op_kind(n.op) == ir::OpKind::reduce) {
+      const ir::Node& x = info.node(n.inputs[0]);
+      if (space.reduces.empty()) {
+        space.shape = x.shape;
+        space.axes = n.axes;
+      } else if (x.shape != space.shape || n.axes != space.axes) {
+        throw InternalError(fmt::format(
+            "region reduces {} over axes [{}] and {} over axes [{}] (%{}); one kernel reduces "
+            "one shape over one set of axes",
+            ir::shape_str(space.shape), fmt::join(space.axes, ","), ir::shape_str(x.shape),
+            fmt::join(n.axes, ","), id));
+      }
+      space.reduces.push_back(id);
+      space.depth[id] = r + 1;
+      r += 1;
+    }
+    reach[id] = r;
+  }
+  if (space.reduces.empty()) throw InternalError("reduction region without a reduce node");
+  for (const auto& [id, d] : space.depth) space.passes = std::max(space.passes, d);
+
+  for (size_t a = 0; a < space.shape.size(); ++a) {
+    (is_reduced_axis(space, a) ? space.length : space.rows) *= space.shape[a];
+  }
+  const int64_t total = space.rows * space.length;
+
+  // Layout: the pattern of kept (K) and reduced (R) axes, extent-1 axes ignored and runs
+  // merged.
+  std::string pattern;
+  for (size_t a = 0; a < space.shape.size(); ++a) {
+    if (space.shape[a] == 1) continue;
+    const char c = is_reduced_axis(space, a) ? 'R' : 'K';
+    if (pattern.empty() || pattern.back() != c) pattern.push_back(c);
+  }
+  if (pattern.empty() || pattern == "K" || pattern == "R" || pattern == "KR") {
+    space.layout = ReduceLayout::row;
+  } else if (pattern == "RK" || pattern == "KRK") {
+    space.layout = ReduceLayout::column;
+    bool seen_reduced = false;
+    for (size_t a = 0; a < space.shape.size(); ++a) {
+      if (space.shape[a] == 1) continue;
+      if (is_reduced_axis(space, a)) seen_reduced = true;
+      else (seen_reduced ? space.suffix : space.prefix) *= space.shape[a];
+    }
+  } else {
+    space.layout = ReduceLayout::generic;
+  }
+
+  for (size_t k = 0; k < region.outputs.size(); ++k) {
+    const ir::NodeId id = region.outputs[k];
+    const int64_t count = ir::numel(info.node(id).shape);
+    ReduceOutput out{k, id, false, 0};
+    if (count == total) {
+      out.full = true;
+      out.pass = reach_of(id) + 1;
+    } else if (count != space.rows) {
+      throw InternalError(fmt::format(
+          "output %{} ({}) of a region reducing {} over axes [{}] has neither one value per "
+          "element ({}) nor one per reduced row ({})",
+          id, ir::type_str(info.node(id)), ir::shape_str(space.shape), fmt::join(space.axes, ","),
+          total, space.rows));
+    }
+    space.outputs.push_back(out);
+  }
+  return space;
+}
+
+KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options) {
+  const ReduceSpace space = analyze_reduction(info);
+  const bool single_pass = space.passes == 1 &&
+                           std::all_of(space.outputs.begin(), space.outputs.end(),
+                                       [](const ReduceOutput& o) { return !o.full || o.pass == 1; });
+  if (space.layout == ReduceLayout::column && single_pass) return build_column(info, space, options);
+  return build_rowwise(info, space, options);
+}
+
+}  // namespace fusejit::templates

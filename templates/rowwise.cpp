@@ -1,0 +1,401 @@
+// templates/rowwise: the row-style kernel of reduction and normalization regions.
+//
+// Structure: a group of G threads owns one output row at a time (G <= 32: several rows per
+// block, reduced with warp shuffles; G > 32: one row per block, reduced through shared
+// memory); the block loops over rows with a grid stride. Within a row, thread g handles the
+// vectors c*G + g, c < C, of V consecutive elements (compile-time trip counts), so a warp's
+// accesses are contiguous 16-byte words when the row is contiguous.
+//   row prelude  loads that are the same for the whole row (a per-row scale, ...);
+//   cache pass   (multi-pass kernels) the row's values that later passes read again, held in
+//                registers: each row is read from DRAM once;
+//   pass s       accumulates the reductions of depth s (a layer norm's mean in pass 1, its
+//                variance, which reads the mean, in pass 2), then reduces them over the group;
+//                writes the outputs that need exactly the reductions before it;
+//   row outputs  values with one element per row (the reductions and their epilogue), written
+//                by the group's first thread.
+// The reduced axes may be any set: row and k are split over the kept and the reduced axes
+// (index.h), which for trailing axes makes k the contiguous inner offset.
+// Math: accumulators in f32 for float types (i64 for integer sums); every tree is fixed, so
+// results do not depend on timing.
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+#include "ir/shape.h"
+#include "templates/builders.h"
+#include "templates/reduction.h"
+
+namespace fusejit::templates {
+
+namespace {
+
+constexpr int kElementsPerThread = 32;   // the row share a thread holds, for choosing G
+constexpr int64_t kCacheBudget = 32;     // register-cached values per thread
+constexpr int64_t kMaxUnrolledChunks = 16;
+
+struct RowConfig {
+  int v = 1;
+  int64_t group = 1;
+  int64_t block = 256;
+  int64_t rows_per_block = 1;
+  int64_t chunks = 1;
+};
+
+RowConfig row_config(const ReduceSpace& space, int v) {
+  RowConfig c;
+  c.v = v;
+  const int64_t g = pow2_ceil(ceil_div(space.length, kElementsPerThread));
+  if (g <= 32) {
+    c.group = g;
+    c.block = 256;
+  } else {
+    c.group = std::min<int64_t>(g, 1024);
+    c.block = c.group;
+  }
+  c.rows_per_block = c.block / c.group;
+  c.chunks = ceil_div(space.length / v, c.group);
+  return c;
+}
+
+// Values computed before any reduction and read again after one: what a register cache holds.
+std::set<ir::NodeId> frontier(const RegionInfo& info, const ReduceSpace& space) {
+  std::set<ir::NodeId> out;
+  auto reach = [&](ir::NodeId id) {
+    const auto it = space.reach.find(id);
+    return it == space.reach.end() ? 0 : it->second;
+  };
+  for (ir::NodeId id : info.region.nodes) {
+    if (info.inputs.count(id) != 0 || space.depth.count(id) != 0 || reach(id) == 0) continue;
+    for (ir::NodeId op : info.node(id).inputs) {
+      if (reach(op) == 0 && info.node(op).op != ir::Op::constant) out.insert(op);
+    }
+  }
+  return out;
+}
+
+class RowwiseBuilder {
+ public:
+  RowwiseBuilder(const RegionInfo& info, const ReduceSpace& space, const RowConfig& cfg,
+                 std::set<ir::NodeId> cacheable)
+      : info_(info),
+        space_(space),
+        cfg_(cfg),
+        cacheable_(std::move(cacheable)),
+        emitter_(
+            info,
+            [this](ir::NodeId id, const Index& at, Scope&) { return leaf(id, at); },
+            [this](ir::NodeId id, const Index& at) { return intercept(id, at); }) {
+    row_ = make_root("row", space.rows);
+    k_ = make_lane_root("k", "k0", space.length, cfg.v);
+    x_ = grouped_index(space.shape, {row_, k_},
+                       [&](size_t a) { return is_reduced_axis(space, a) ? size_t{1} : size_t{0}; });
+    row_digits_ = {Digit{row_, 1, space.rows}};
+    canonical_ = offset(row_digits_);
+    guard_row_ = space.rows % cfg.rows_per_block != 0;
+    guard_k_ = cfg.chunks * cfg.group * cfg.v != space.length;
+    slot_ = cfg.v > 1 ? fmt::format("c * {} + j", cfg.v) : "c";
+    max_cache_entries_ =
+        cfg.chunks <= kMaxUnrolledChunks ? kCacheBudget / (cfg.chunks * cfg.v) : 0;
+  }
+
+  KernelBody build();
+  int vector_accesses() const { return vector_accesses_; }
+
+ private:
+  struct Pass {
+    Printer prelude, body, stores;
+    Scope chunk, lane;
+  };
+  struct CacheEntry {
+    ir::NodeId id;
+    Index at;
+    std::string array;
+  };
+
+  std::unique_ptr<Pass> new_pass() {
+    auto p = std::make_unique<Pass>();
+    p->chunk = Scope{&p->prelude, &row_scope_, {}};
+    p->lane = Scope{&p->body, &p->chunk, {}};
+    return p;
+  }
+  std::string leaf(ir::NodeId id, const Index& at);
+  std::optional<std::string> intercept(ir::NodeId id, const Index& at);
+  void store_full(Pass& p, const ReduceOutput& out);
+  void print_chunk_loop(Printer& out, const Pass& p) const;
+
+  const RegionInfo& info_;
+  const ReduceSpace& space_;
+  RowConfig cfg_;
+  std::set<ir::NodeId> cacheable_;
+  ExprEmitter emitter_;
+  BasePtr row_, k_;
+  Index x_;
+  Digits row_digits_;
+  std::string canonical_;
+  bool guard_row_ = false, guard_k_ = false;
+  std::string slot_;
+  int64_t max_cache_entries_ = 0;
+
+  Printer row_prelude_;
+  Scope row_scope_{&row_prelude_, nullptr, {}};
+  Pass* current_ = nullptr;
+  std::map<ir::NodeId, std::string> finished_;
+  std::vector<CacheEntry> cache_;
+  std::map<std::string, std::string> cache_index_;
+  bool filling_cache_ = false;
+  int vector_accesses_ = 0;
+};
+
+std::string RowwiseBuilder::leaf(ir::NodeId id, const Index& at) {
+  const DTypeCode& code = dtype_code(info_.node(id).dtype);
+  const std::string key = ExprEmitter::key(id, at);
+  if (!uses(at, k_)) {  // the same for the whole row: load it once per row
+    if (auto hit = row_scope_.find(key)) return *hit;
+    const std::string var = emitter_.fresh("h");
+    const std::string load = load_expr(info_, id, offset(at));
+    if (guard_row_) {
+      row_prelude_.line("const {0} {1} = live ? {2} : static_cast<{0}>(0);", code.arith, var, load);
+    } else {
+      row_prelude_.line("const {} {} = {};", code.arith, var, load);
+    }
+    row_scope_.memo[key] = var;
+    return var;
+  }
+  Pass& p = *current_;
+  const Lane l = lane(at);
+  if (l == Lane::unit && cfg_.v > 1) {
+    std::string array;
+    if (auto hit = p.chunk.find("vec" + key)) {
+      array = *hit;
+    } else {
+      array = emitter_.fresh("r");
+      p.prelude.line("{} {}[{}];", code.storage, array, cfg_.v);
+      p.prelude.line("fj_load_vec({}, {} + {});", array, info_.input_param(id), offset(at, true));
+      p.chunk.memo["vec" + key] = array;
+      ++vector_accesses_;
+    }
+    const std::string var = emitter_.fresh("x");
+    p.body.line("const {} {} = {};", code.arith, var, wrap(code.load, array + "[j]"));
+    return var;
+  }
+  if (l == Lane::none) {  // the same for every lane of the vector
+    if (auto hit = p.chunk.find(key)) return *hit;
+    const std::string var = emitter_.fresh("h");
+    p.prelude.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at, true)));
+    p.chunk.memo[key] = var;
+    return var;
+  }
+  const std::string var = emitter_.fresh("x");
+  p.body.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at)));
+  return var;
+}
+
+std::optional<std::string> RowwiseBuilder::intercept(ir::NodeId id, const Index& at) {
+  if (space_.depth.count(id) != 0) {
+    const auto it = finished_.find(id);
+    if (it == finished_.end() || offset(at) != canonical_) {
+      throw InternalError(fmt::format("%{} is read at index {} before or outside its row ({})", id,
+                                      offset(at), canonical_));
+    }
+    return it->second;
+  }
+  if (filling_cache_ || cacheable_.count(id) == 0 || !uses(at, row_) || !uses(at, k_)) {
+    return std::nullopt;
+  }
+  const std::string key = ExprEmitter::key(id, at);
+  auto it = cache_index_.find(key);
+  if (it == cache_index_.end()) {
+    if (static_cast<int64_t>(cache_.size()) >= max_cache_entries_) return std::nullopt;
+    const std::string array = emitter_.fresh("cache");
+    cache_.push_back({id, at, array});
+    it = cache_index_.emplace(key, array).first;
+  }
+  return fmt::format("{}[{}]", it->second, slot_);
+}
+
+void RowwiseBuilder::store_full(Pass& p, const ReduceOutput& out) {
+  const ir::Node& n = info_.node(out.id);
+  const DTypeCode& code = dtype_code(n.dtype);
+  const Index at = index_from_digits(flatten(x_), n.shape);
+  const std::string value = wrap(code.store, emitter_.value(out.id, at, p.lane));
+  if (cfg_.v > 1 && lane(at) == Lane::unit) {
+    p.prelude.line("{} s{}[{}];", code.storage, out.position, cfg_.v);
+    p.body.line("s{}[j] = {};", out.position, value);
+    p.stores.line("fj_store_vec(out{} + {}, s{});", out.position, offset(at, true), out.position);
+    ++vector_accesses_;
+  } else {
+    p.body.line("out{}[{}] = {};", out.position, offset(at), value);
+  }
+}
+
+void RowwiseBuilder::print_chunk_loop(Printer& out, const Pass& p) const {
+  const std::string_view idx = info_.index_type();
+  out.raw(cfg_.chunks <= kMaxUnrolledChunks ? "#pragma unroll" : "#pragma unroll 4");
+  out.open("for (int c = 0; c < {}; ++c)", cfg_.chunks);
+  const bool uses_k = mentions(p.body.str(), "k");
+  if (guard_k_ || uses_k || mentions(p.prelude.str() + p.stores.str(), "k0")) {
+    if (cfg_.group > 1) {
+      out.line("const {0} k0 = (static_cast<{0}>(c) * {1} + g) * {2};", idx, cfg_.group, cfg_.v);
+    } else {
+      out.line("const {0} k0 = static_cast<{0}>(c) * {1};", idx, cfg_.v);
+    }
+  }
+  std::string cond;
+  if (guard_row_) cond = "live";
+  if (guard_k_) cond += fmt::format("{}k0 < {}", cond.empty() ? "" : " && ", space_.length);
+  if (!cond.empty()) out.open("if ({})", cond);
+  out.splice(p.prelude);
+  if (cfg_.v > 1) {
+    out.line("#pragma unroll");
+    out.open("for (int j = 0; j < {}; ++j)", cfg_.v);
+    if (uses_k) out.line("const {} k = k0 + j;", idx);
+    out.splice(p.body);
+    out.close();
+  } else {
+    if (uses_k) out.line("const {} k = k0;", idx);
+    out.splice(p.body);
+  }
+  out.splice(p.stores);
+  if (!cond.empty()) out.close();
+  out.close();
+}
+
+KernelBody RowwiseBuilder::build() {
+  const std::string_view idx = info_.index_type();
+  Printer main;  // the row loop's body after the prelude and the cache
+  for (int pass = 1; pass <= space_.passes + 1; ++pass) {
+    auto p = new_pass();
+    current_ = p.get();
+    std::vector<ir::NodeId> here;
+    for (ir::NodeId r : space_.reduces) {
+      if (space_.depth.at(r) == pass) here.push_back(r);
+    }
+    bool writes = false;
+    for (const ReduceOutput& out : space_.outputs) writes = writes || (out.full && out.pass == pass);
+    if (here.empty() && !writes) continue;
+    for (ir::NodeId r : here) {
+      const ir::Node& n = info_.node(r);
+      const DType acc = accumulator_dtype(n);
+      const ir::Node& x = info_.node(n.inputs[0]);
+      main.line("{} a{} = {};", dtype_code(acc).arith, r, reduce_identity(n.op, acc));
+      const std::string v = emitter_.value(n.inputs[0], x_, p->lane);
+      p->body.line("a{0} = {1}()(a{0}, {2});", r, reduce_functor(n.op), convert(acc, x.dtype, v));
+    }
+    for (const ReduceOutput& out : space_.outputs) {
+      if (out.full && out.pass == pass) store_full(*p, out);
+    }
+    main.line("// pass {}", pass);
+    print_chunk_loop(main, *p);
+    for (ir::NodeId r : here) {
+      const ir::Node& n = info_.node(r);
+      if (cfg_.group > 32) {
+        main.line("a{0} = fj_block_reduce<{1}>(a{0}, {2}());", r, cfg_.block, reduce_functor(n.op));
+      } else if (cfg_.group > 1) {
+        main.line("a{0} = fj_warp_reduce<1, {1}>(a{0}, {2}());", r, cfg_.group, reduce_functor(n.op));
+      }
+      const std::string var = emitter_.fresh(fmt::format("v{}", r));
+      main.line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var,
+                reduce_finish(n, fmt::format("a{}", r), space_.length), ir::op_name(n.op));
+      finished_[r] = var;
+    }
+  }
+  // One value per row: written by the group's first thread.
+  Printer row_outputs;
+  Scope row_out_scope{&row_outputs, &row_scope_, {}};
+  for (const ReduceOutput& out : space_.outputs) {
+    if (out.full) continue;
+    const ir::Node& n = info_.node(out.id);
+    const Index at = index_from_digits(row_digits_, n.shape);
+    const std::string value = emitter_.value(out.id, at, row_out_scope);
+    row_outputs.line("out{}[{}] = {};", out.position, offset(at), wrap(dtype_code(n.dtype).store, value));
+  }
+  // The register cache, filled before pass 1 with what the passes asked for.
+  Printer cache;
+  if (!cache_.empty()) {
+    auto p = new_pass();
+    current_ = p.get();
+    filling_cache_ = true;
+    cache.line("// register cache: the row's values that several passes read");
+    for (const CacheEntry& e : cache_) {
+      cache.line("{} {}[{}];", dtype_code(info_.node(e.id).dtype).arith, e.array, cfg_.chunks * cfg_.v);
+      p->body.line("{}[{}] = {};", e.array, slot_, emitter_.value(e.id, e.at, p->lane));
+    }
+    print_chunk_loop(cache, *p);
+    filling_cache_ = false;
+  }
+
+  KernelBody kb;
+  kb.kind = std::string(fusion::region_kind_name(info_.region.kind));
+  kb.reduces = true;
+  kb.block = static_cast<int>(cfg_.block);
+  kb.blocks_per_sm = static_cast<int>(std::max<int64_t>(1, 2048 / cfg_.block));
+  kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block);
+  Printer& out = kb.code;
+  out.line("// {}, row-style: {} rows of {} elements; {} thread(s) per row, {} vector(s) of {} per "
+           "thread; {} pass(es){}",
+           kb.kind, space_.rows, space_.length, cfg_.group, cfg_.chunks, cfg_.v, space_.passes,
+           cache_.empty() ? "" : ", row cached in registers");
+  out.line("// {} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
+  // At least 1024 resident threads: caps registers at 64 per thread (the cache budget fits).
+  const int min_blocks = static_cast<int>(std::max<int64_t>(1, 1024 / cfg_.block));
+  print_signature(out, info_, static_cast<int>(cfg_.block), min_blocks);
+  if (cfg_.group > 1) {
+    if (cfg_.group == cfg_.block) {
+      out.line("const int g = threadIdx.x;");
+    } else {
+      out.line("const int g = threadIdx.x % {};", cfg_.group);
+    }
+  }
+  if (cfg_.rows_per_block > 1) {
+    out.open("for ({0} row0 = static_cast<{0}>(blockIdx.x) * {1}; row0 < {2}; row0 += static_cast<{0}>(gridDim.x) * {1})",
+             idx, cfg_.rows_per_block, space_.rows);
+  } else {
+    out.open("for ({0} row0 = blockIdx.x; row0 < {1}; row0 += gridDim.x)", idx, space_.rows);
+  }
+  Printer row_body;
+  if (guard_row_) row_body.line("const bool live = row < {};", space_.rows);
+  row_body.splice(row_prelude_);
+  row_body.splice(cache);
+  row_body.splice(main);
+  if (!row_outputs.empty()) {
+    std::string cond = guard_row_ ? "live" : "";
+    if (cfg_.group > 1) cond += cond.empty() ? "g == 0" : " && g == 0";
+    if (!cond.empty()) row_body.open("if ({})", cond);
+    row_body.splice(row_outputs);
+    if (!cond.empty()) row_body.close();
+  }
+  if (mentions(row_body.str(), "row")) {
+    if (cfg_.rows_per_block > 1) {
+      out.line("const {} row = row0 + threadIdx.x / {};", idx, cfg_.group);
+    } else {
+      out.line("const {} row = row0;", idx);
+    }
+  }
+  out.splice(row_body);
+  out.close();
+  out.close();
+  return kb;
+}
+
+}  // namespace
+
+KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& space, const CodegenOptions& options) {
+  int v = vector_width(info, options.vectorize, {space.length});
+  for (;;) {
+    const RowConfig cfg = row_config(space, v);
+    std::set<ir::NodeId> cacheable;
+    if (space.passes > 1) cacheable = frontier(info, space);
+    RowwiseBuilder builder(info, space, cfg, cacheable);
+    KernelBody kb = builder.build();
+    // Vectors only pay when some access is contiguous (not so for most generic axis sets).
+    if (v > 1 && builder.vector_accesses() == 0) {
+      v = 1;
+      continue;
+    }
+    return kb;
+  }
+}
+
+}  // namespace fusejit::templates

@@ -1,0 +1,494 @@
+// The partitioner on the seed workloads and on the patterns the playbook names.
+#include <map>
+#include <random>
+#include <string>
+
+#include "fusejit/error.h"
+#include "fusion/partition.h"
+#include "fusion/pipeline.h"
+#include "workloads.h"
+
+using namespace fusejit;
+using namespace fusejit::fusion;
+using namespace fusejit::fusion::test;
+
+namespace {
+
+Plan plan_of(const Graph& g, PlanOptions options = {}) {
+  Plan plan = make_plan(g, options);
+  check_plan(plan);
+  check_plan_computes(g, plan);
+  return plan;
+}
+
+std::vector<std::string> op_names(const Plan& plan, const Region& r) {
+  std::vector<std::string> names;
+  for (NodeId id : r.nodes) {
+    const Op op = plan.graph.node(id).op;
+    if (op != Op::constant) names.emplace_back(ir::op_name(op));
+  }
+  return names;
+}
+
+bool any_decision(const Plan& plan, bool fused, const std::string& reason_part) {
+  for (const Decision& d : plan.decisions) {
+    if (d.fused == fused && d.reason.find(reason_part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("elementwise chains are one pointwise kernel", "[fusion][partition]") {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(dt));
+    for (const Graph& g : {ew_chain(dt), long_chain(dt), bias_gelu(dt)}) {
+      const Plan plan = plan_of(g);
+      REQUIRE(plan.kernel_count() == 1);
+      CHECK(plan.library_call_count() == 0);
+      const Region& r = plan.regions.front();
+      CHECK(r.kind == RegionKind::pointwise);
+      CHECK(r.shape == Shape{R, C});
+      CHECK(r.outputs == plan.graph.outputs());
+      CHECK(r.inputs == plan.graph.inputs());
+      CHECK(any_decision(plan, true, "elementwise chain"));
+    }
+  }
+  const Plan chain = plan_of(ew_chain(DType::f32));
+  CHECK(op_names(chain, chain.regions.front()) == std::vector<std::string>{"mul", "add", "relu"});
+}
+
+TEST_CASE("a smaller value computed in the chain is broadcast inside the kernel",
+          "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C}), b = ir::add_input(g, DType::f32, {C});
+  const NodeId b2 = un(g, Op::exp, b);
+  g.add_output(un(g, Op::gelu, bin(g, Op::add, x, b2)));
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 1);
+  CHECK(plan.regions[0].inputs == std::vector<NodeId>{x, b});
+  CHECK(any_decision(plan, true, "broadcast"));
+}
+
+TEST_CASE("a row reduction with its prologue is one reduction kernel", "[fusion][partition]") {
+  const Plan plan = plan_of(sumsq(DType::f32));
+  REQUIRE(plan.regions.size() == 1);
+  const Region& r = plan.regions.front();
+  CHECK(r.kind == RegionKind::reduction);
+  CHECK(r.shape == Shape{R, C});
+  CHECK(r.reduce_axes == std::vector<int64_t>{1});
+  CHECK(op_names(plan, r) == std::vector<std::string>{"mul", "sum"});
+  CHECK(any_decision(plan, true, "prologue of the reduction"));
+}
+
+TEST_CASE("a reduction fuses its elementwise epilogue", "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  const NodeId bias = ir::add_input(g, DType::f32, {R});
+  const NodeId s = ir::add_reduce(g, Op::sum, un(g, Op::exp, x), {1}, false);
+  g.add_output(un(g, Op::sqrt, bin(g, Op::add, s, bias)));
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 1);
+  CHECK(plan.regions[0].kind == RegionKind::reduction);
+  CHECK(plan.regions[0].inputs == std::vector<NodeId>{x, bias});
+  CHECK(any_decision(plan, true, "epilogue of the reduction"));
+}
+
+TEST_CASE("a column reduction is a reduction region over axis 0", "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  g.add_output(ir::add_reduce(g, Op::sum, x, {0}, false));
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 1);
+  CHECK(plan.regions[0].kind == RegionKind::reduction);
+  CHECK(plan.regions[0].shape == Shape{R, C});
+  CHECK(plan.regions[0].reduce_axes == std::vector<int64_t>{0});
+}
+
+TEST_CASE("softmax, written out or as the API records it, is one normalization kernel",
+          "[fusion][partition]") {
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    INFO(dtype_name(dt));
+    for (const Graph& g : {naive_softmax(dt), api_softmax(dt)}) {
+      const Plan plan = plan_of(g);
+      REQUIRE(plan.regions.size() == 1);
+      const Region& r = plan.regions.front();
+      CHECK(r.kind == RegionKind::normalization);
+      CHECK(r.shape == Shape{R, C});
+      CHECK(r.reduce_axes == std::vector<int64_t>{1});
+      CHECK(r.inputs.size() == 1);
+      CHECK(r.outputs == plan.graph.outputs());
+      CHECK(any_decision(plan, true, "normalization"));
+    }
+  }
+  const Plan bf16 = plan_of(api_softmax(DType::bf16));
+  CHECK(op_names(bf16, bf16.regions[0]) ==
+        std::vector<std::string>{"cast", "max", "sub", "exp", "sum", "div", "cast"});
+}
+
+TEST_CASE("layer norm and RMS norm are one normalization kernel", "[fusion][partition]") {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    for (bool mean_op : {true, false}) {
+      INFO(dtype_name(dt) << (mean_op ? " mean op" : " sum * 1/C"));
+      const Plan plan = plan_of(layernorm(dt, mean_op));
+      REQUIRE(plan.regions.size() == 1);
+      CHECK(plan.regions[0].kind == RegionKind::normalization);
+      CHECK(plan.regions[0].inputs.size() == 3);
+      CHECK(plan.regions[0].outputs.size() == 1);
+    }
+    const Plan rms = plan_of(rmsnorm(dt));
+    REQUIRE(rms.regions.size() == 1);
+    CHECK(rms.regions[0].kind == RegionKind::normalization);
+  }
+  // Over the last axis of a rank-3 tensor: the rows are the first two axes.
+  const Plan plan = plan_of(layernorm(DType::f32, true, {4, 16, C}));
+  REQUIRE(plan.regions.size() == 1);
+  CHECK(plan.regions[0].kind == RegionKind::normalization);
+  CHECK(plan.regions[0].shape == Shape{4, 16, C});
+  CHECK(plan.regions[0].reduce_axes == std::vector<int64_t>{2});
+}
+
+TEST_CASE("add + layer norm with both results is one kernel with two outputs",
+          "[fusion][partition]") {
+  const Plan plan = plan_of(add_layernorm(DType::f32));
+  REQUIRE(plan.regions.size() == 1);
+  const Region& r = plan.regions[0];
+  CHECK(r.kind == RegionKind::normalization);
+  CHECK(r.outputs.size() == 2);
+  CHECK(r.outputs == plan.graph.outputs());
+  CHECK(r.inputs.size() == 4);
+}
+
+TEST_CASE("a reduced value broadcast back through views stays one normalization",
+          "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  // max without keepdim, then unsqueezed by a reshape and expanded explicitly.
+  const NodeId m = ir::add_reduce(g, Op::max, x, {1}, false);
+  const NodeId me = ir::add_expand(g, ir::add_reshape(g, m, {R, 1}), {R, C});
+  g.add_output(un(g, Op::exp, bin(g, Op::sub, x, me)));
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 1);
+  CHECK(plan.regions[0].kind == RegionKind::normalization);
+}
+
+TEST_CASE("a reduced value broadcast along the wrong axis is not a normalization",
+          "[fusion][partition]") {
+  // sum over the last axis gives [64]; numpy broadcasting aligns it with the last axis, so row i
+  // of the result needs the sums of every row: not one pass per row.
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, R});
+  const NodeId s = ir::add_reduce(g, Op::sum, x, {1}, false);
+  g.add_output(bin(g, Op::sub, x, s));
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 2);
+  CHECK(plan.regions[0].kind == RegionKind::reduction);
+  CHECK(plan.regions[1].kind == RegionKind::pointwise);
+  CHECK(plan.regions[1].inputs == std::vector<NodeId>{x, s});
+  CHECK(any_decision(plan, false, "other rows"));
+}
+
+TEST_CASE("a reduction over leading axes broadcast back is cut", "[fusion][partition]") {
+  // softmax over axis 0: a column max, then a column sum over values that need it.
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  const NodeId m = ir::add_reduce(g, Op::max, x, {0}, true);
+  const NodeId e = un(g, Op::exp, bin(g, Op::sub, x, m));
+  const NodeId s = ir::add_reduce(g, Op::sum, e, {0}, true);
+  g.add_output(bin(g, Op::div, e, s));
+  const Plan plan = plan_of(g);
+  CHECK(count_kind(plan, RegionKind::normalization) == 0);
+  CHECK(count_kind(plan, RegionKind::reduction) == 2);
+  CHECK(any_decision(plan, false, "non-trailing"));
+}
+
+TEST_CASE("regions stay acyclic when a value is needed before and after a reduction",
+          "[fusion][partition]") {
+  // a feeds a column sum and a consumer of that sum: a must be written, the sum read back.
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  const NodeId a = un(g, Op::exp, x);
+  const NodeId s = ir::add_reduce(g, Op::sum, a, {0}, false);
+  g.add_output(bin(g, Op::mul, a, s));
+  const Plan plan = plan_of(g);
+  CHECK(plan.regions.size() == 3);
+  CHECK(any_decision(plan, false, "cycle"));
+}
+
+TEST_CASE("a matmul is a library call; what follows is a new kernel", "[fusion][partition]") {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const Plan plan = plan_of(gemm_bias_relu(dt));
+    CHECK(plan.library_call_count() == 1);
+    CHECK(plan.kernel_count() == 1);
+    REQUIRE(plan.regions.size() == 2);
+    CHECK(plan.regions[0].kind == RegionKind::gemm);
+    CHECK(plan.regions[1].kind == RegionKind::pointwise);
+    CHECK(contains(plan.regions[1].inputs, plan.regions[0].outputs.at(0)));
+    CHECK(any_decision(plan, false, "library call"));
+    // Epilogue folding is a later step: the epilogue is the default.
+    CHECK(plan.regions[0].epilogue.bias == -1);
+    CHECK(plan.regions[0].epilogue.activation == GemmEpilogue::Activation::none);
+  }
+  const Plan two = plan_of(two_gemm_mul(DType::bf16));
+  CHECK(two.library_call_count() == 2);
+  CHECK(two.kernel_count() == 1);
+  CHECK(two.regions.back().kind == RegionKind::pointwise);
+  CHECK(two.regions.back().inputs.size() == 2);
+}
+
+TEST_CASE("a transpose feeding a matmul is a layout flag", "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::bf16, {R, 128});
+  const NodeId w = ir::add_input(g, DType::bf16, {C, 128});  // [out, in], as linear takes it
+  g.add_output(ir::add_matmul(g, x, ir::add_permute(g, w, {1, 0})));
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 1);
+  CHECK(plan.kernel_count() == 0);
+  const Region& r = plan.regions[0];
+  CHECK(r.kind == RegionKind::gemm);
+  CHECK(r.inputs == std::vector<NodeId>{x, w});
+  CHECK_FALSE(r.epilogue.transpose_a);
+  CHECK(r.epilogue.transpose_b);
+  CHECK(any_decision(plan, true, "transpose_b"));
+
+  // Batched, transposing A: the batch axis stays.
+  Graph b;
+  const NodeId a3 = ir::add_input(b, DType::f32, {4, 128, R});
+  const NodeId b3 = ir::add_input(b, DType::f32, {4, 128, C});
+  b.add_output(ir::add_matmul(b, ir::add_permute(b, a3, {0, 2, 1}), b3));
+  const Plan batched = plan_of(b);
+  REQUIRE(batched.regions.size() == 1);
+  CHECK(batched.regions[0].epilogue.transpose_a);
+  CHECK(batched.regions[0].inputs == std::vector<NodeId>{a3, b3});
+}
+
+TEST_CASE("a permute that is not a transpose of the last two axes is copied for a matmul",
+          "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, 4, 128});
+  const NodeId w = ir::add_input(g, DType::f32, {128, C});
+  g.add_output(ir::add_matmul(g, ir::add_permute(g, x, {1, 0, 2}), w));
+  const Plan plan = plan_of(g);
+  CHECK(plan.kernel_count() == 1);
+  CHECK(plan.library_call_count() == 1);
+  CHECK(plan.regions[0].kind == RegionKind::pointwise);
+  CHECK(any_decision(plan, false, "reads buffers"));
+}
+
+TEST_CASE("siblings reading the same input are one kernel with several outputs",
+          "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  const NodeId e = un(g, Op::exp, x), l = un(g, Op::log, x);
+  g.set_outputs({e, l});
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 1);
+  CHECK(plan.regions[0].kind == RegionKind::pointwise);
+  CHECK(plan.regions[0].outputs == std::vector<NodeId>{e, l});
+  CHECK(plan.regions[0].inputs == std::vector<NodeId>{x});
+  CHECK(any_decision(plan, true, "siblings"));
+
+  // A row sum of x and an elementwise function of x: one pass over each row writes both.
+  Graph h;
+  const NodeId y = ir::add_input(h, DType::f32, {R, C});
+  h.set_outputs({un(h, Op::exp, y), ir::add_reduce(h, Op::sum, y, {1}, false)});
+  const Plan both = plan_of(h);
+  REQUIRE(both.regions.size() == 1);
+  CHECK(both.regions[0].outputs.size() == 2);
+
+  // Different iteration spaces stay apart, with the reason.
+  Graph k;
+  const NodeId z = ir::add_input(k, DType::f32, {R, C});
+  k.set_outputs({un(k, Op::exp, z), ir::add_reduce(k, Op::sum, z, {0}, false)});
+  const Plan apart = plan_of(k);
+  CHECK(apart.regions.size() == 2);
+  CHECK(any_decision(apart, false, "siblings reading"));
+}
+
+TEST_CASE("a value several consumers need is computed once and written once",
+          "[fusion][partition]") {
+  // e is needed by a pointwise consumer over [R,C] and by a column sum: it is written by one
+  // region and read by the other, never computed twice.
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  const NodeId e = un(g, Op::exp, x);
+  g.set_outputs(
+      {bin(g, Op::mul, e, scalar(g, DType::f32, 2.0)), ir::add_reduce(g, Op::sum, e, {0}, false)});
+  const Plan plan = plan_of(g);
+  CHECK(plan.regions.size() == 2);
+  CHECK(plan.regions[0].outputs.size() == 2);  // e and e * 2
+  CHECK(contains(plan.regions[1].inputs, e));
+}
+
+TEST_CASE("views and constants are replicated, not read", "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  const NodeId t = ir::add_permute(g, x, {1, 0});
+  const NodeId two = scalar(g, DType::f32, 2.0);
+  const NodeId a = bin(g, Op::mul, un(g, Op::exp, t), two);
+  const NodeId s =
+      ir::add_reduce(g, Op::sum, bin(g, Op::add, t, two), {0}, false);  // over R... of [C,R]
+  g.set_outputs({a, s});
+  const Plan plan = plan_of(g);
+  for (const Region& r : plan.regions) {
+    CHECK(r.inputs == std::vector<NodeId>{x});
+    CHECK(contains(r.nodes, t));
+  }
+}
+
+TEST_CASE("a view that is a graph output is written by the kernel that computes it",
+          "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  const NodeId out = ir::add_reshape(g, un(g, Op::exp, x), {R * C});
+  g.add_output(out);
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 1);
+  CHECK(plan.regions[0].outputs == std::vector<NodeId>{out});
+  CHECK(plan.regions[0].shape == Shape{R * C});
+}
+
+TEST_CASE("an output that is an input needs no kernel", "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  g.add_output(bin(g, Op::mul, x, scalar(g, DType::f32, 1.0)));  // simplified to x
+  const Plan plan = plan_of(g);
+  CHECK(plan.regions.empty());
+  CHECK(plan.graph.outputs() == std::vector<NodeId>{x});
+  CHECK(any_decision(plan, false, "graph input"));
+}
+
+TEST_CASE("constants and views of inputs that are outputs are written by a kernel",
+          "[fusion][partition]") {
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  const NodeId two = scalar(g, DType::f32, 2.0);
+  g.set_outputs({bin(g, Op::mul, two, scalar(g, DType::f32, 3.0)),  // folded to a constant
+                 ir::add_permute(g, x, {1, 0})});
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 2);
+  CHECK(plan.regions[0].inputs.empty());
+  CHECK(plan.regions[0].shape == Shape{});
+  CHECK(plan.regions[1].inputs == std::vector<NodeId>{x});
+  CHECK(plan.regions[1].shape == Shape{C, R});
+  CHECK(any_decision(plan, false, "is a graph output: a kernel writes it"));
+}
+
+TEST_CASE("fusion disabled puts every op in its own region", "[fusion][partition]") {
+  const Plan plan = plan_of(layernorm(DType::f32, true), PlanOptions{.fusion = false});
+  int ops = 0;
+  for (const ir::Node& n : plan.graph.nodes()) {
+    if (n.op != Op::input && n.op != Op::constant && ir::op_kind(n.op) != ir::OpKind::view) ++ops;
+  }
+  CHECK(static_cast<int>(plan.regions.size()) == ops);
+  REQUIRE_FALSE(plan.decisions.empty());
+  for (const Decision& d : plan.decisions) {
+    CHECK_FALSE(d.fused);
+    CHECK(d.reason == "fusion disabled");
+  }
+  const Plan gemm = plan_of(gemm_bias_relu(DType::f32), PlanOptions{.fusion = false});
+  CHECK(gemm.library_call_count() == 1);
+  CHECK(gemm.kernel_count() == 2);
+}
+
+TEST_CASE("passes run before partitioning; disabled, dead code is still in no region",
+          "[fusion][partition]") {
+  // x * w computed twice by the user is computed once.
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C}), w = ir::add_input(g, DType::f32, {R, C});
+  const NodeId dead = un(g, Op::exp, x);
+  g.add_output(bin(g, Op::add, bin(g, Op::mul, x, w), bin(g, Op::mul, w, x)));
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 1);
+  CHECK(op_names(plan, plan.regions[0]) == std::vector<std::string>{"mul", "add"});
+
+  const Plan raw = plan_of(g, PlanOptions{.passes = false});
+  REQUIRE(raw.regions.size() == 1);
+  CHECK_FALSE(contains(raw.regions[0].nodes, dead));
+
+  std::vector<std::string> seen;
+  make_plan(g, PlanOptions{.after_pass = [&](std::string_view pass, const ir::Graph&) {
+              seen.emplace_back(pass);
+            }});
+  CHECK(seen.front() == "eliminate_dead_code");
+  CHECK(seen.size() == 6);
+}
+
+TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partition]") {
+  // Shapes from one small family so that most random pairs broadcast; ill-formed picks are
+  // skipped (Graph::add refuses them).
+  std::mt19937 rng(20240611);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  const std::vector<Op> unary = {Op::exp, Op::neg, Op::relu, Op::tanh, Op::abs};
+  const std::vector<Op> binary = {Op::add, Op::mul, Op::sub, Op::maximum, Op::div};
+  int plans = 0;
+  std::map<RegionKind, int> kinds;
+  for (int trial = 0; trial < 300; ++trial) {
+    Graph g;
+    std::vector<NodeId> values = {ir::add_input(g, DType::f32, {8, 16}),
+                                  ir::add_input(g, DType::f32, {16}),
+                                  ir::add_input(g, DType::f32, {8, 1})};
+    const int steps = 4 + static_cast<int>(pick(14));
+    for (int k = 0; k < steps; ++k) {
+      const NodeId a = values[pick(values.size())], b = values[pick(values.size())];
+      const int64_t rank = static_cast<int64_t>(g.node(a).shape.size());
+      try {
+        switch (pick(11)) {
+          case 0:
+          case 1:
+            values.push_back(un(g, unary[pick(unary.size())], a));
+            break;
+          case 2:
+          case 3:
+          case 4:
+            values.push_back(bin(g, binary[pick(binary.size())], a, b));
+            break;
+          case 5:
+            if (rank == 0) break;
+            values.push_back(ir::add_reduce(g, pick(2) ? Op::sum : Op::max, a,
+                                            {static_cast<int64_t>(pick(static_cast<size_t>(rank)))},
+                                            pick(2) == 0));
+            break;
+          case 6:
+            if (rank == 2)
+              values.push_back(ir::add_permute(g, a, {1, 0}));
+            else
+              values.push_back(ir::add_reshape(g, a, {ir::numel(g.node(a).shape), 1}));
+            break;
+          case 7:
+            values.push_back(ir::add_expand(g, a, {8, 16}));
+            break;
+          case 9:
+          case 10:  // the normalization pattern: a value against its own row's reduction
+            if (rank == 0) break;
+            values.push_back(bin(g, pick(2) ? Op::sub : Op::div, a,
+                                 ir::add_reduce(g, pick(2) ? Op::sum : Op::max, a, {-1}, true)));
+            break;
+          case 8:
+            if (g.node(a).shape == Shape{8, 16}) {
+              values.push_back(ir::add_matmul(g, a, ir::add_input(g, DType::f32, {16, 16})));
+            }
+            break;
+        }
+      } catch (const Error&) {
+      }
+    }
+    g.add_output(values.back());
+    if (pick(2)) g.add_output(values[pick(values.size())]);
+    for (bool fusion : {true, false}) {
+      INFO("trial " << trial << (fusion ? "" : " without fusion"));
+      const Plan plan = make_plan(g, PlanOptions{.fusion = fusion});
+      check_plan(plan);
+      check_plan_computes(g, plan);
+      for (const Region& r : plan.regions) ++kinds[r.kind];
+      ++plans;
+    }
+  }
+  CHECK(plans == 600);
+  // The generator reaches every kind of region.
+  for (RegionKind kind : {RegionKind::pointwise, RegionKind::reduction, RegionKind::normalization,
+                          RegionKind::gemm}) {
+    INFO(region_kind_name(kind) << ": " << kinds[kind]);
+    CHECK(kinds[kind] > 10);
+  }
+}

@@ -1,0 +1,312 @@
+// The seed workloads of the bench suite, built with the ir builders as the API records them, at
+// test sizes; and a checker of the invariants every plan must satisfy.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "fusion/plan.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+#include "ir/interp.h"
+#include "ir/shape.h"
+#include "support/catch.h"
+
+namespace fusejit::fusion::test {
+
+using ir::Graph;
+using ir::NodeId;
+using ir::Op;
+
+inline constexpr int64_t R = 64, C = 256;
+
+inline NodeId scalar(Graph& g, DType dt, double v) { return ir::add_constant(g, dt, v); }
+inline NodeId bin(Graph& g, Op op, NodeId a, NodeId b) { return ir::add_binary(g, op, a, b); }
+inline NodeId un(Graph& g, Op op, NodeId a) { return ir::add_unary(g, op, a); }
+
+// relu(x * w + b), b a row vector.
+inline Graph ew_chain(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, C}), w = ir::add_input(g, dt, {R, C});
+  const NodeId b = ir::add_input(g, dt, {C});
+  g.add_output(un(g, Op::relu, bin(g, Op::add, bin(g, Op::mul, x, w), b)));
+  return g;
+}
+
+// tanh(sigmoid(x * w + b) * x) * 0.5 + sqrt(abs(w - b))
+inline Graph long_chain(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, C}), w = ir::add_input(g, dt, {R, C});
+  const NodeId b = ir::add_input(g, dt, {R, C});
+  const NodeId s = un(g, Op::sigmoid, bin(g, Op::add, bin(g, Op::mul, x, w), b));
+  const NodeId left = bin(g, Op::mul, un(g, Op::tanh, bin(g, Op::mul, s, x)), scalar(g, dt, 0.5));
+  const NodeId right = un(g, Op::sqrt, un(g, Op::abs, bin(g, Op::sub, w, b)));
+  g.add_output(bin(g, Op::add, left, right));
+  return g;
+}
+
+// gelu(x + b) * w, b a row vector.
+inline Graph bias_gelu(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, C}), b = ir::add_input(g, dt, {C});
+  const NodeId w = ir::add_input(g, dt, {R, C});
+  g.add_output(bin(g, Op::mul, un(g, Op::gelu, bin(g, Op::add, x, b)), w));
+  return g;
+}
+
+// sum(x * x, axis -1)
+inline Graph sumsq(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, C});
+  g.add_output(ir::add_reduce(g, Op::sum, bin(g, Op::mul, x, x), {-1}, false));
+  return g;
+}
+
+// exp(x - max(x)) / sum(exp(x - max(x))), written out by hand; `x` an existing node.
+inline NodeId softmax_of(Graph& g, NodeId x) {
+  const NodeId m = ir::add_reduce(g, Op::max, x, {-1}, true);
+  const NodeId e = un(g, Op::exp, bin(g, Op::sub, x, m));
+  const NodeId s = ir::add_reduce(g, Op::sum, e, {-1}, true);
+  return bin(g, Op::div, e, s);
+}
+
+inline Graph naive_softmax(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, C});
+  g.add_output(softmax_of(g, x));
+  return g;
+}
+
+// softmax as the API decomposes it: half types are computed in f32 and cast back.
+inline Graph api_softmax(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, C});
+  const bool half = dt != DType::f32;
+  const NodeId y = softmax_of(g, half ? ir::add_cast(g, x, DType::f32) : x);
+  g.add_output(half ? ir::add_cast(g, y, dt) : y);
+  return g;
+}
+
+// Mean over the last axis with keepdim: the mean op, or sum * (1/C).
+inline NodeId mean_last(Graph& g, NodeId x, bool with_mean_op) {
+  if (with_mean_op) return ir::add_reduce(g, Op::mean, x, {-1}, true);
+  const ir::Node& n = g.node(x);
+  const double inv = 1.0 / static_cast<double>(n.shape.back());
+  return bin(g, Op::mul, ir::add_reduce(g, Op::sum, x, {-1}, true), scalar(g, n.dtype, inv));
+}
+
+// (x - mean) * rsqrt(mean((x - mean)^2) + eps) * weight + bias, over the last axis.
+inline NodeId layer_norm_of(Graph& g, NodeId x, NodeId weight, NodeId bias, bool with_mean_op) {
+  const DType dt = g.node(x).dtype;
+  const NodeId xc = bin(g, Op::sub, x, mean_last(g, x, with_mean_op));
+  const NodeId var = mean_last(g, bin(g, Op::mul, xc, xc), with_mean_op);
+  const NodeId rstd = un(g, Op::rsqrt, bin(g, Op::add, var, scalar(g, dt, 1e-5)));
+  return bin(g, Op::add, bin(g, Op::mul, bin(g, Op::mul, xc, rstd), weight), bias);
+}
+
+inline Graph layernorm(DType dt, bool with_mean_op, Shape shape = {R, C}) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, shape);
+  const NodeId w = ir::add_input(g, dt, {shape.back()}), b = ir::add_input(g, dt, {shape.back()});
+  g.add_output(layer_norm_of(g, x, w, b, with_mean_op));
+  return g;
+}
+
+// x * rsqrt(mean(x * x) + eps) * weight
+inline Graph rmsnorm(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, C}), w = ir::add_input(g, dt, {C});
+  const NodeId ms = mean_last(g, bin(g, Op::mul, x, x), true);
+  const NodeId r = un(g, Op::rsqrt, bin(g, Op::add, ms, scalar(g, dt, 1e-6)));
+  g.add_output(bin(g, Op::mul, bin(g, Op::mul, x, r), w));
+  return g;
+}
+
+// s = x + y; out = layer_norm(s); both are outputs.
+inline Graph add_layernorm(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, C}), y = ir::add_input(g, dt, {R, C});
+  const NodeId w = ir::add_input(g, dt, {C}), b = ir::add_input(g, dt, {C});
+  const NodeId s = bin(g, Op::add, x, y);
+  g.add_output(s);
+  g.add_output(layer_norm_of(g, s, w, b, true));
+  return g;
+}
+
+// relu(x @ w + b)
+inline Graph gemm_bias_relu(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, 128}), w = ir::add_input(g, dt, {128, C});
+  const NodeId b = ir::add_input(g, dt, {C});
+  g.add_output(un(g, Op::relu, bin(g, Op::add, ir::add_matmul(g, x, w), b)));
+  return g;
+}
+
+// (x @ w1) * (x @ w2)
+inline Graph two_gemm_mul(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, 128}), w1 = ir::add_input(g, dt, {128, C});
+  const NodeId w2 = ir::add_input(g, dt, {128, C});
+  g.add_output(bin(g, Op::mul, ir::add_matmul(g, x, w1), ir::add_matmul(g, x, w2)));
+  return g;
+}
+
+inline bool contains(const std::vector<NodeId>& v, NodeId id) {
+  return std::find(v.begin(), v.end(), id) != v.end();
+}
+
+// What every plan must satisfy: regions in execution order, each input available when read,
+// every graph output written exactly once, nothing but views and constants in two regions,
+// constants never read from memory, every decision explained.
+inline void check_plan(const Plan& plan) {
+  const Graph& g = plan.graph;
+  std::set<NodeId> available;
+  for (NodeId in : g.inputs()) available.insert(in);
+  std::vector<int> computed_in(g.size(), 0), written_by(g.size(), 0);
+  for (const Region& r : plan.regions) {
+    INFO("region of kind " << region_kind_name(r.kind) << " ending at %" << r.nodes.back());
+    // Closed: every operand of a node the region evaluates is evaluated there or read.
+    for (NodeId id : r.nodes) {
+      const ir::Node& n = g.node(id);
+      for (NodeId in : n.inputs) {
+        const bool transposed = n.op == Op::permute && r.kind == RegionKind::gemm;
+        if (!transposed) CHECK((contains(r.nodes, in) || contains(r.inputs, in)));
+      }
+      if (ir::op_kind(n.op) == ir::OpKind::reduce) {
+        CHECK((r.kind == RegionKind::reduction || r.kind == RegionKind::normalization));
+        CHECK(g.node(n.inputs[0]).shape == r.shape);
+        CHECK(n.axes == r.reduce_axes);
+      }
+      if (n.op == Op::matmul) CHECK(r.kind == RegionKind::gemm);
+    }
+    if (r.kind == RegionKind::normalization) {
+      const int64_t rank = static_cast<int64_t>(r.shape.size());
+      const int64_t k = static_cast<int64_t>(r.reduce_axes.size());
+      for (int64_t i = 0; i < k; ++i) CHECK(r.reduce_axes[static_cast<size_t>(i)] == rank - k + i);
+    }
+    if (r.kind == RegionKind::reduction) {
+      for (NodeId out : r.outputs)
+        CHECK(ir::numel(g.node(out).shape) * [&] {
+          int64_t n = 1;
+          for (int64_t a : r.reduce_axes) n *= r.shape[static_cast<size_t>(a)];
+          return n;
+        }() == ir::numel(r.shape));
+    }
+    for (NodeId in : r.inputs) {
+      INFO("region input %" << in);
+      CHECK(available.count(in) == 1);
+      CHECK(g.node(in).op != Op::constant);
+      if (r.kind != RegionKind::gemm) CHECK_FALSE(contains(r.nodes, in));
+    }
+    CHECK(std::is_sorted(r.nodes.begin(), r.nodes.end()));
+    for (NodeId id : r.nodes) {
+      const ir::Node& n = g.node(id);
+      CHECK(n.op != Op::input);
+      if (n.op != Op::constant && ir::op_kind(n.op) != ir::OpKind::view)
+        ++computed_in[static_cast<size_t>(id)];
+    }
+    CHECK_FALSE(r.outputs.empty());
+    for (NodeId out : r.outputs) {
+      INFO("region output %" << out);
+      CHECK(contains(r.nodes, out));
+      ++written_by[static_cast<size_t>(out)];
+      available.insert(out);
+    }
+    if (r.kind == RegionKind::pointwise) {
+      for (NodeId out : r.outputs) CHECK(g.node(out).shape == r.shape);
+    }
+  }
+  for (size_t i = 0; i < g.size(); ++i) {
+    INFO("node %" << i);
+    CHECK(computed_in[i] <= 1);
+    CHECK(written_by[i] <= 1);
+  }
+  for (NodeId out : g.outputs()) {
+    INFO("graph output %" << out);
+    if (g.node(out).op != Op::input) CHECK(written_by[static_cast<size_t>(out)] == 1);
+  }
+  for (const Decision& d : plan.decisions) CHECK_FALSE(d.reason.empty());
+}
+
+inline int count_kind(const Plan& plan, RegionKind kind) {
+  return static_cast<int>(std::count_if(plan.regions.begin(), plan.regions.end(),
+                                        [&](const Region& r) { return r.kind == kind; }));
+}
+
+// Runs the plan region by region on the CPU reference: each region becomes a graph of its own
+// whose inputs are the region's inputs, fed from what earlier regions wrote. Returns the graph
+// outputs. A region that reads something not yet written, or computes with something it
+// neither evaluates nor reads, fails here.
+inline std::vector<ir::HostTensor> run_plan(const Plan& plan,
+                                            const std::vector<ir::HostTensor>& inputs) {
+  const Graph& g = plan.graph;
+  std::map<NodeId, ir::HostTensor> memory;
+  const std::vector<NodeId> input_ids = g.inputs();
+  for (size_t k = 0; k < input_ids.size(); ++k) memory[input_ids[k]] = inputs[k];
+  for (const Region& r : plan.regions) {
+    Graph sub;
+    std::map<NodeId, NodeId> local;
+    std::vector<ir::HostTensor> feed;
+    for (NodeId in : r.inputs) {
+      if (local.count(in) != 0) continue;
+      REQUIRE(memory.count(in) == 1);
+      local[in] = ir::add_input(sub, g.node(in).dtype, g.node(in).shape);
+      feed.push_back(memory.at(in));
+    }
+    for (NodeId id : r.nodes) {
+      ir::NodeSpec spec = ir::spec_of(g.node(id));
+      for (NodeId& in : spec.inputs) {
+        REQUIRE(local.count(in) == 1);
+        in = local.at(in);
+      }
+      local[id] = sub.add(spec);
+    }
+    for (NodeId out : r.outputs) sub.add_output(local.at(out));
+    const std::vector<ir::HostTensor> results = ir::interpret(sub, feed);
+    for (size_t k = 0; k < r.outputs.size(); ++k) memory[r.outputs[k]] = results[k];
+  }
+  std::vector<ir::HostTensor> outputs;
+  for (NodeId out : g.outputs()) {
+    REQUIRE(memory.count(out) == 1);
+    outputs.push_back(memory.at(out));
+  }
+  return outputs;
+}
+
+inline std::vector<ir::HostTensor> random_inputs(const Graph& g, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(-2.0, 2.0);
+  std::vector<ir::HostTensor> inputs;
+  for (NodeId id : g.inputs()) {
+    ir::HostTensor t(g.node(id).dtype, g.node(id).shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, dist(rng));
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+// The plan, run region by region, gives exactly what the reference gives for the original
+// graph (the passes are exact, and each region computes the same nodes in the same dtypes).
+inline void check_plan_computes(const Graph& original, const Plan& plan) {
+  const std::vector<ir::HostTensor> inputs = random_inputs(original, 7);
+  const std::vector<ir::HostTensor> want = ir::interpret(original, inputs);
+  const std::vector<ir::HostTensor> got = run_plan(plan, inputs);
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    INFO("output " << k);
+    REQUIRE(got[k].shape == want[k].shape);
+    REQUIRE(got[k].dtype == want[k].dtype);
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < want[k].numel(); ++i) {
+      const double a = got[k].get(i), b = want[k].get(i);
+      if (!(a == b || (std::isnan(a) && std::isnan(b)))) ++mismatches;
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
+}  // namespace fusejit::fusion::test

@@ -1,0 +1,147 @@
+// The lazy tensor API: recording, evaluation, composites against hand-computed values, and the
+// errors thrown at record time.
+#include <cmath>
+
+#include "fusejit/fusejit.h"
+#include "ir/text.h"
+#include "support/catch.h"
+
+namespace fj = fusejit;
+using fj::DType;
+using fj::Shape;
+
+namespace {
+fj::Options quiet() { return fj::Options::parse({{"FUSEJIT_LOG", "error"}}); }
+
+void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(want[i]).margin(tol).epsilon(tol));
+  }
+}
+}  // namespace
+
+TEST_CASE("ops record and evaluate lazily", "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>{1, -2, 3, -4, 5, -6}, {2, 3});
+  const auto b = ctx.from_vector(std::vector<double>{10, 20, 30}, {3});
+  auto y = fj::relu(x * 2.0 + b);
+  CHECK(y.shape() == Shape{2, 3});
+  CHECK(y.dtype() == DType::f32);
+  CHECK(ctx.stats().traces_evaluated == 0);  // nothing ran yet
+  check_close(y.to_host(), {12, 16, 36, 2, 30, 18}, 0);
+  CHECK(ctx.stats().traces_evaluated == 1);
+  y.to_host();  // already materialized
+  CHECK(ctx.stats().traces_evaluated == 1);
+}
+
+TEST_CASE("a held intermediate is computed in the same eval, never twice", "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2});
+  const auto y = ctx.from_vector(std::vector<double>{4, 3, 2, 1}, {2, 2});
+  const auto s = x + y;
+  const auto out = fj::layer_norm(s);
+  out.to_host();
+  CHECK(ctx.stats().traces_evaluated == 1);
+  CHECK(ctx.stats().outputs_computed == 2);  // s was computed with out
+  check_close(s.to_host(), {5, 5, 5, 5}, 0);
+  CHECK(ctx.stats().traces_evaluated == 1);
+  // Work recorded on a materialized tensor starts a new trace that reads it.
+  const auto z = s * 2.0;
+  check_close(z.to_host(), {10, 10, 10, 10}, 0);
+  CHECK(ctx.stats().traces_evaluated == 2);
+}
+
+TEST_CASE("scalars take the tensor's dtype category", "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto h = ctx.from_vector(std::vector<double>{1, 2}, {2}, DType::bf16);
+  CHECK((h * 0.5).dtype() == DType::bf16);
+  const auto i = ctx.from_vector(std::vector<double>{1, 2}, {2}, DType::i32);
+  CHECK((i + 3.0).dtype() == DType::i32);
+  CHECK((i + 0.5).dtype() == DType::f32);
+  CHECK((i / 2.0).dtype() == DType::f32);
+  check_close((i / 2.0).to_host(), {0.5, 1.0}, 0);
+}
+
+TEST_CASE("composites against hand-computed values", "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>{1, 2, 3, 0, 0, 0}, {2, 3});
+
+  const double e = std::exp(1.0), s = 1 + e + e * e;
+  check_close(fj::softmax(x).to_host(), {1 / s, e / s, e * e / s, 1. / 3, 1. / 3, 1. / 3}, 1e-6);
+  check_close(fj::log_softmax(x).to_host(),
+              {-std::log(s), 1 - std::log(s), 2 - std::log(s), -std::log(3.), -std::log(3.),
+               -std::log(3.)},
+              1e-6);
+
+  // Row 0: mean 2, biased variance 2/3.
+  const double inv = 1 / std::sqrt(2.0 / 3 + 1e-5);
+  const auto w = ctx.from_vector(std::vector<double>{1, 2, 3}, {3});
+  const auto b = ctx.from_vector(std::vector<double>{0, 1, 0}, {3});
+  check_close(fj::layer_norm(x, w, b).to_host(), {-inv, 1, 3 * inv, 0, 1, 0}, 1e-5);
+
+  const double rms = 1 / std::sqrt(14.0 / 3 + 1e-6);
+  check_close(fj::rms_norm(x, w).to_host(), {rms, 4 * rms, 9 * rms, 0, 0, 0}, 1e-5);
+
+  check_close(fj::var(x, {1}).to_host(), {1.0, 0.0}, 1e-6);
+  check_close(fj::var(x, {1}, 0.0).to_host(), {2.0 / 3, 0.0}, 1e-6);
+
+  const auto wt = ctx.from_vector(std::vector<double>{1, 0, 0, 0, 1, 1}, {2, 3});  // [out=2, in=3]
+  const auto bias = ctx.from_vector(std::vector<double>{100, 200}, {2});
+  check_close(fj::linear(x, wt, bias).to_host(), {101, 205, 100, 200}, 0);
+
+  check_close(fj::addcmul(x, x, x, 0.5).to_host(), {1.5, 4, 7.5, 0, 0, 0}, 0);
+  check_close(fj::gelu(x, fj::GeluApprox::none).to_host(),
+              {0.8413447460685429, 1.9544997361036416, 2.9959502000696, 0, 0, 0}, 1e-6);
+}
+
+TEST_CASE("views", "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>{0, 1, 2, 3, 4, 5}, {2, 3});
+  check_close(fj::transpose(x, 0, 1).to_host(), {0, 3, 1, 4, 2, 5}, 0);
+  CHECK(fj::reshape(x, {3, -1}).shape() == Shape{3, 2});
+  CHECK(fj::unsqueeze(x, 1).shape() == Shape{2, 1, 3});
+  CHECK(fj::squeeze(fj::unsqueeze(x, -1), -1).shape() == Shape{2, 3});
+  CHECK(fj::expand(fj::unsqueeze(x, 0), {4, -1, -1}).shape() == Shape{4, 2, 3});
+  check_close(fj::sum(x).to_host(), {15}, 0);
+  check_close(fj::max(x, {0}).to_host(), {3, 4, 5}, 0);
+  check_close(fj::mean(x, {-1}, true).to_host(), {1, 4}, 0);
+  check_close(fj::matmul(x, fj::transpose(x, 0, 1)).to_host(), {5, 14, 14, 50}, 0);
+}
+
+TEST_CASE("errors are thrown at record time and name the op and shapes", "[jit][api][errors]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>(6, 1.0), {2, 3});
+  const auto y = ctx.from_vector(std::vector<double>(8, 1.0), {2, 4});
+  REQUIRE_THROWS_WITH(x + y, ContainsSubstring("add: shapes [2,3] and [2,4] do not broadcast"));
+  REQUIRE_THROWS_WITH(fj::sum(x, {5}), ContainsSubstring("sum: axis 5 is out of range"));
+  REQUIRE_THROWS_WITH(fj::matmul(x, x), ContainsSubstring("matmul: inner dimensions differ"));
+  REQUIRE_THROWS_WITH(fj::squeeze(x, 0), ContainsSubstring("squeeze: dimension 0 of f32[2,3] is 2"));
+  REQUIRE_THROWS_WITH(fj::reshape(x, {4, -1}), ContainsSubstring("cannot infer the -1"));
+  REQUIRE_THROWS_WITH(fj::layer_norm(x, y), ContainsSubstring("layer_norm: weight has shape [2,4]"));
+  REQUIRE_THROWS_WITH(fj::linear(x, y),
+                      ContainsSubstring("linear: weight f32[2,4] has 4 in_features but the input "
+                                        "f32[2,3] has 3"));
+  REQUIRE_THROWS_WITH(ctx.from_vector(std::vector<double>(5, 1.0), {2, 3}),
+                      ContainsSubstring("from_vector: 5 values given for shape [2,3]"));
+  REQUIRE_THROWS_WITH(fj::relu(fj::Tensor()), ContainsSubstring("empty Tensor handle"));
+  fj::Context other(quiet());
+  const auto z = other.from_vector(std::vector<double>(6, 1.0), {2, 3});
+  REQUIRE_THROWS_WITH(x + z, ContainsSubstring("two different Contexts"));
+}
+
+TEST_CASE("placeholders build traces without data", "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.placeholder({4, 8}, DType::bf16);
+  const auto b = ctx.placeholder({8}, DType::bf16);
+  const auto y = fj::relu(x + b);
+  const std::string text = ctx.trace_text({y});
+  CHECK(text == "fusejit-trace 1\n"
+                "%0 : bf16[4,8] = input\n"
+                "%1 : bf16[8] = input\n"
+                "%2 : bf16[4,8] = add %0, %1\n"
+                "%3 : bf16[4,8] = relu %2\n"
+                "output %3\n");
+  REQUIRE_THROWS_WITH(y.to_host(), ContainsSubstring("placeholder %0"));
+}

@@ -1,0 +1,162 @@
+// GPU differential tests: every op x dtype, 200+ random graphs, the seed workloads and GEMMs,
+// each run on the GPU with poisoned outputs and compared with the CPU reference on fresh random
+// inputs. Tagged [gpu]: they skip, saying so, when no GPU is present.
+#include <random>
+
+#include "fusejit/error.h"
+#include "fusejit/fusejit.h"
+#include "ir/graph.h"
+#include "ir/text.h"
+#include "support/catch.h"
+#include "support/gpu.h"
+#include "support/random_graph.h"
+
+using namespace fusejit;
+using ir::NodeId;
+using ir::Op;
+
+namespace {
+
+uint64_t fresh_seed() { return std::random_device{}(); }
+
+void require_match(const ir::Graph& g) {
+  const testing::GpuCheck c = testing::check_on_gpu(g, fresh_seed());
+  INFO(c.detail);
+  CHECK(c.pass);
+}
+
+// A small graph exercising `op` on operands of `dtype`, or nothing when inference rejects it.
+std::optional<ir::Graph> op_graph(Op op, DType dtype) {
+  ir::Graph g;
+  try {
+    const NodeId x = ir::add_input(g, dtype, {37, 129});
+    const NodeId y = ir::add_input(g, dtype, {129});
+    NodeId out = -1;
+    switch (ir::op_kind(op)) {
+      case ir::OpKind::unary: out = ir::add_unary(g, op, x); break;
+      case ir::OpKind::binary:
+      case ir::OpKind::compare: out = ir::add_binary(g, op, x, y); break;
+      case ir::OpKind::select: {
+        const NodeId c = ir::add_binary(g, Op::gt, x, y);
+        out = ir::add_where(g, c, x, y);
+        break;
+      }
+      case ir::OpKind::cast:
+        out = ir::add_cast(g, x, dtype == DType::f32 ? DType::bf16 : DType::f32);
+        break;
+      case ir::OpKind::reduce: out = ir::add_reduce(g, op, x, {1}, false); break;
+      case ir::OpKind::view:
+        out = op == Op::reshape ? ir::add_reshape(g, x, {129, 37})
+              : op == Op::permute ? ir::add_permute(g, x, {1, 0})
+                                  : ir::add_expand(g, y, {5, 129});
+        break;
+      default: return std::nullopt;
+    }
+    g.set_outputs({out});
+    return g;
+  } catch (const Error&) {
+    return std::nullopt;  // the op does not take this dtype
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every op and dtype matches the reference on the GPU", "[gpu][jit]") {
+  FUSEJIT_REQUIRE_GPU();
+  int checked = 0;
+  for (int o = 0; o < ir::kNumOps; ++o) {
+    const Op op = static_cast<Op>(o);
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64,
+                        DType::boolean}) {
+      const auto g = op_graph(op, dtype);
+      if (!g) continue;
+      INFO(ir::op_name(op) << " " << dtype_name(dtype));
+      require_match(*g);
+      ++checked;
+    }
+  }
+  CHECK(checked > 150);
+}
+
+TEST_CASE("reductions over leading, middle and all axes match on the GPU", "[gpu][jit]") {
+  FUSEJIT_REQUIRE_GPU();
+  const std::vector<std::vector<int64_t>> axis_sets = {{0}, {1}, {2}, {0, 1}, {1, 2}, {0, 2}, {0, 1, 2}};
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (Op op : {Op::sum, Op::mean, Op::max, Op::min}) {
+      for (const auto& axes : axis_sets) {
+        ir::Graph g;
+        const NodeId x = ir::add_input(g, dtype, {19, 67, 301});
+        g.set_outputs({ir::add_reduce(g, op, ir::add_unary(g, Op::sin, x), axes, false)});
+        require_match(g);
+      }
+    }
+  }
+}
+
+TEST_CASE("200+ random graphs match the reference on the GPU", "[gpu][jit][random]") {
+  FUSEJIT_REQUIRE_GPU();
+  for (uint64_t seed = 1; seed <= 240; ++seed) {
+    INFO("random graph seed " << seed);
+    require_match(testing::random_graph(seed));
+  }
+}
+
+TEST_CASE("normalizations over long rows match on the GPU", "[gpu][jit]") {
+  FUSEJIT_REQUIRE_GPU();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t cols : {1000, 4096, 16384, 32768}) {
+      Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}}));
+      const auto x = ctx.placeholder({8, cols}, dtype);
+      const auto w = ctx.placeholder({cols}, dtype);
+      const auto b = ctx.placeholder({cols}, dtype);
+      for (const auto& text : {ctx.trace_text({softmax(x)}), ctx.trace_text({layer_norm(x, w, b)}),
+                               ctx.trace_text({rms_norm(x, w)}), ctx.trace_text({log_softmax(x)})}) {
+        require_match(ir::parse(text));
+      }
+    }
+  }
+}
+
+TEST_CASE("GEMMs through cuBLASLt match the reference", "[gpu][jit][gemm]") {
+  FUSEJIT_REQUIRE_GPU();
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    ir::Graph g;
+    const NodeId a = ir::add_input(g, dtype, {96, 200});
+    const NodeId b = ir::add_input(g, dtype, {200, 72});
+    const NodeId w = ir::add_input(g, dtype, {72, 200});
+    const NodeId a3 = ir::add_input(g, dtype, {3, 1, 40, 200});
+    const NodeId b3 = ir::add_input(g, dtype, {4, 200, 24});
+    g.set_outputs({ir::add_matmul(g, a, b),                              // plain
+                   ir::add_matmul(g, a, ir::add_permute(g, w, {1, 0})),  // transposed operand
+                   ir::add_matmul(g, a3, b3)});                          // broadcast batch
+    require_match(g);
+  }
+}
+
+TEST_CASE("a repeated eval reuses the planned and compiled trace", "[gpu][jit][memo]") {
+  FUSEJIT_REQUIRE_GPU();
+  Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}}));
+  std::vector<double> values(64 * 256);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i % 17) - 8.0;
+  for (int i = 0; i < 3; ++i) {
+    const auto x = ctx.from_vector(values, {64, 256});
+    const auto y = relu(x * 2.0 + 1.0);
+    const std::vector<double> out = y.to_host();
+    CHECK(out[3] == std::max(0.0, values[3] * 2 + 1));
+  }
+  CHECK(ctx.stats().plans_built == 1);
+  CHECK(ctx.stats().trace_memo_hits == 2);
+  CHECK(ctx.stats().kernels_compiled == 1);
+}
+
+TEST_CASE("running out of GPU memory is a clear error", "[gpu][jit][errors]") {
+  FUSEJIT_REQUIRE_GPU();
+  jit::Runtime& rt = *testing::gpu_runtime();
+  REQUIRE_THROWS_WITH(rt.device().allocate(size_t{1} << 50),
+                      ContainsSubstring("out of GPU memory: allocating"));
+  // The device stays usable.
+  ir::Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {1024});
+  g.set_outputs({ir::add_unary(g, Op::exp, x)});
+  require_match(g);
+}

@@ -1,0 +1,76 @@
+// Every FUSEJIT_* variable: valid values parse, invalid ones throw an error that names the
+// variable and lists the valid values.
+#include "fusejit/error.h"
+#include "fusejit/options.h"
+#include "support/catch.h"
+
+using fusejit::CacheMode;
+using fusejit::LogLevel;
+using fusejit::Options;
+
+namespace {
+Options parse1(const std::string& name, const std::string& value) {
+  return Options::parse({{name, value}});
+}
+}  // namespace
+
+TEST_CASE("defaults", "[jit][options]") {
+  const Options o = Options::parse({});
+  CHECK(o.log_level == LogLevel::warn);
+  CHECK(o.cache == CacheMode::on);
+  CHECK(o.dump_dir == "./fusejit_dump");
+  CHECK_FALSE(o.dump.any());
+  CHECK_FALSE(o.require_warm);
+  CHECK_FALSE(o.cache_max_mb.has_value());
+  CHECK(o.arch.empty());
+  CHECK_FALSE(o.cache_dir.empty());
+}
+
+TEST_CASE("valid values", "[jit][options]") {
+  CHECK(parse1("FUSEJIT_LOG", "debug").log_level == LogLevel::debug);
+  CHECK(parse1("FUSEJIT_LOG", "off").log_level == LogLevel::off);
+  const Options d = parse1("FUSEJIT_DUMP", "cuda, ptx");
+  CHECK(d.dump.cuda);
+  CHECK(d.dump.ptx);
+  CHECK_FALSE(d.dump.ir);
+  const Options all = parse1("FUSEJIT_DUMP", "all");
+  CHECK((all.dump.ir && all.dump.plan && all.dump.decisions && all.dump.cuda && all.dump.ptx));
+  CHECK(parse1("FUSEJIT_DUMP_DIR", "/tmp/d").dump_dir == "/tmp/d");
+  CHECK(parse1("FUSEJIT_CACHE_DIR", "/tmp/c").cache_dir == "/tmp/c");
+  CHECK(parse1("FUSEJIT_CACHE", "memory").cache == CacheMode::memory);
+  CHECK(parse1("FUSEJIT_CACHE", "off").cache == CacheMode::off);
+  CHECK(parse1("FUSEJIT_CACHE_MAX_MB", "512").cache_max_mb == 512);
+  CHECK(parse1("FUSEJIT_RECORD_DIR", "/tmp/r").record_dir == "/tmp/r");
+  CHECK(parse1("FUSEJIT_REQUIRE_WARM", "1").require_warm);
+  CHECK_FALSE(parse1("FUSEJIT_REQUIRE_WARM", "0").require_warm);
+  const Options dis = parse1("FUSEJIT_DISABLE", "fusion,vectorize");
+  CHECK(dis.disable.fusion);
+  CHECK(dis.disable.vectorize);
+  CHECK_FALSE(dis.disable.epilogue);
+  CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
+  CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
+  CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);
+}
+
+TEST_CASE("invalid values name the variable and list the valid ones", "[jit][options]") {
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_LOG", "loud"),
+                      ContainsSubstring("FUSEJIT_LOG=loud: invalid value 'loud'; valid values: "
+                                        "off, error, warn, info, debug, trace"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_DUMP", "ir,asm"),
+                      ContainsSubstring("FUSEJIT_DUMP=asm: invalid value 'asm'; valid values: ir, "
+                                        "plan, decisions, cuda, ptx, all"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_CACHE", "disk"),
+                      ContainsSubstring("valid values: on, memory, off"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_CACHE_MAX_MB", "10GB"),
+                      ContainsSubstring("FUSEJIT_CACHE_MAX_MB=10GB"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_CACHE_MAX_MB", "0"),
+                      ContainsSubstring("a whole number of megabytes, at least 1"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_REQUIRE_WARM", "yes"),
+                      ContainsSubstring("FUSEJIT_REQUIRE_WARM=yes"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_DISABLE", "fusoin"),
+                      ContainsSubstring("valid values: fusion, epilogue, vectorize"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_ARCH", "hopper"), ContainsSubstring("sm_NN"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_TF32", "maybe"), ContainsSubstring("FUSEJIT_TF32=maybe"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_DUMPDIR", "x"),
+                      ContainsSubstring("FUSEJIT_DUMPDIR is not a fusejit variable"));
+}

@@ -1,0 +1,59 @@
+// See gpu.h.
+#include "support/gpu.h"
+
+#include <fmt/format.h>
+
+#include "ir/interp.h"
+#include "ir/text.h"
+#include "jit/check.h"
+#include "jit/log.h"
+
+namespace fusejit::testing {
+
+jit::Runtime* gpu_runtime(std::string* why) {
+  struct Holder {
+    Options options = Options::parse({{"FUSEJIT_LOG", "warn"}, {"FUSEJIT_CACHE", "memory"}});
+    std::shared_ptr<spdlog::logger> log = jit::make_logger(options.log_level);
+    Context::Stats stats;
+    std::unique_ptr<jit::Runtime> runtime;
+    std::string why;
+    Holder() {
+      if (auto info = jit::probe_device(&why)) {
+        runtime = std::make_unique<jit::Runtime>(*info, options, *log, stats);
+      }
+    }
+  };
+  static Holder holder;
+  if (why) *why = holder.why;
+  return holder.runtime.get();
+}
+
+GpuCheck check_on_gpu(const ir::Graph& g, uint64_t seed) {
+  jit::Runtime& rt = *gpu_runtime();
+  const std::vector<ir::HostTensor> host = jit::random_inputs(g, seed);
+  std::vector<std::shared_ptr<jit::DeviceBuffer>> inputs;
+  for (const auto& t : host) inputs.push_back(rt.upload(t));
+  const auto exe = rt.executable_for(g);
+  jit::RunOptions poison{.poison_outputs = true};
+  const auto outs = jit::run_executable(*exe, inputs, rt.device(), rt.blas(), poison);
+  rt.device().synchronize();
+  const std::vector<ir::HostTensor> ref = ir::interpret(g, host);
+
+  GpuCheck result;
+  result.bound = jit::error_bound(g);
+  result.pass = true;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    ir::HostTensor got;
+    got.dtype = ref[i].dtype;
+    got.shape = ref[i].shape;
+    rt.download(*outs[i], got);
+    const double err = jit::relative_error(got, ref[i]);
+    result.worst_error = std::max(result.worst_error, err);
+    if (!(err <= result.bound)) result.pass = false;
+    result.detail += fmt::format("output {}: rel_err {:.3e}\n", i, err);
+  }
+  result.detail += fmt::format("bound {:.0e}, seed {}\n{}", result.bound, seed, ir::print(g));
+  return result;
+}
+
+}  // namespace fusejit::testing

@@ -1,0 +1,38 @@
+// GPU test support: a shared Runtime when a GPU is present, and the differential check of a
+// graph (GPU with poisoned outputs against the CPU reference on fresh random inputs).
+// Tests tagged [gpu] begin with FUSEJIT_REQUIRE_GPU(), which skips them, saying so, when no GPU
+// is present.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ir/graph.h"
+#include "jit/runtime.h"
+
+namespace fusejit::testing {
+
+// The process-wide test runtime, or null (with the reason) when there is no GPU.
+jit::Runtime* gpu_runtime(std::string* why = nullptr);
+
+struct GpuCheck {
+  bool pass = false;
+  double worst_error = 0.0;
+  double bound = 0.0;
+  std::string detail;  // per-output errors, the seed and the trace, for failure messages
+};
+
+// Runs `g` on the GPU (outputs poisoned with NaN first) and compares each output with the CPU
+// reference within jit::error_bound(g).
+GpuCheck check_on_gpu(const ir::Graph& g, uint64_t seed);
+
+}  // namespace fusejit::testing
+
+#define FUSEJIT_REQUIRE_GPU()                                                \
+  do {                                                                       \
+    std::string fusejit_why;                                                 \
+    if (!::fusejit::testing::gpu_runtime(&fusejit_why)) {                    \
+      WARN("skipped: no GPU (" << fusejit_why << ")");                       \
+      return;                                                                \
+    }                                                                        \
+  } while (0)

@@ -1,0 +1,159 @@
+// See random_graph.h. Values stay finite on normal(0, 1) inputs: log and sqrt see abs(x) + 1,
+// div sees a divisor of at least 1 in magnitude, exp sees tanh(x); so the reference and the
+// GPU can be compared by relative error without NaN or overflow noise.
+#include "support/random_graph.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "ir/shape.h"
+
+namespace fusejit::testing {
+
+namespace {
+
+using ir::NodeId;
+using ir::Op;
+
+class Builder {
+ public:
+  explicit Builder(uint64_t seed) : rng_(seed) {}
+
+  ir::Graph build() {
+    const DType dtype = pick<DType>({DType::f32, DType::f32, DType::f32, DType::bf16, DType::f16});
+    const int rank = uniform(1, 3);
+    Shape shape;
+    for (int i = 0; i < rank; ++i) shape.push_back(pick<int64_t>({1, 3, 8, 33, 64, 130, 256, 1000}));
+    if (ir::numel(shape) > 300000) shape.back() = 7;
+
+    values_.push_back(ir::add_input(g_, dtype, shape));
+    if (coin()) values_.push_back(ir::add_input(g_, dtype, shape));
+    if (coin()) {  // a broadcast operand: drop leading dims or set some to 1
+      Shape b = shape;
+      if (b.size() > 1 && coin()) b.erase(b.begin());
+      else for (auto& d : b) if (coin()) d = 1;
+      values_.push_back(ir::add_input(g_, coin() ? dtype : DType::f32, b));
+    }
+    const int ops = uniform(2, 9);
+    for (int i = 0; i < ops; ++i) step();
+    std::vector<NodeId> outs{values_.back()};
+    if (values_.size() > 3 && coin()) {
+      const NodeId other = values_[static_cast<size_t>(uniform(1, static_cast<int>(values_.size()) - 2))];
+      if (g_.node(other).op != Op::input) outs.push_back(other);
+    }
+    g_.set_outputs(outs);
+    return std::move(g_);
+  }
+
+ private:
+  int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  bool coin() { return uniform(0, 1) == 1; }
+  template <class T>
+  T pick(std::initializer_list<T> items) {
+    return *(items.begin() + uniform(0, static_cast<int>(items.size()) - 1));
+  }
+  NodeId any() { return values_[static_cast<size_t>(uniform(0, static_cast<int>(values_.size()) - 1))]; }
+  NodeId last() { return values_.back(); }
+  const ir::Node& node(NodeId id) { return g_.node(id); }
+
+  // A value that broadcasts with `x` (same shape, or x's shape broadcasts with it).
+  NodeId partner(NodeId x) {
+    std::vector<NodeId> ok;
+    for (NodeId v : values_) {
+      const Shape& a = node(x).shape;
+      const Shape& b = node(v).shape;
+      if (ir::broadcasts_to(b, a) || ir::broadcasts_to(a, b)) ok.push_back(v);
+    }
+    return ok[static_cast<size_t>(uniform(0, static_cast<int>(ok.size()) - 1))];
+  }
+
+  NodeId safe_unary(NodeId x) {
+    const Op op = pick<Op>({Op::neg, Op::abs, Op::exp, Op::log, Op::sqrt, Op::rsqrt, Op::sin,
+                            Op::cos, Op::tanh, Op::sigmoid, Op::relu, Op::gelu, Op::gelu_tanh,
+                            Op::silu, Op::reciprocal});
+    const DType t = node(x).dtype;
+    auto one = [&] { return ir::add_constant(g_, t, 1.0); };
+    switch (op) {
+      case Op::log: case Op::sqrt: case Op::rsqrt: case Op::reciprocal:
+        return ir::add_unary(g_, op, ir::add_binary(g_, Op::add, ir::add_unary(g_, Op::abs, x), one()));
+      case Op::exp:
+        return ir::add_unary(g_, op, ir::add_unary(g_, Op::tanh, x));
+      default:
+        return ir::add_unary(g_, op, x);
+    }
+  }
+
+  void step() {
+    const NodeId x = coin() ? last() : any();
+    const int kind = uniform(0, 9);
+    NodeId y = -1;
+    if (kind <= 2) {
+      y = safe_unary(x);
+    } else if (kind <= 5) {
+      const NodeId p = partner(x);
+      const Op op = pick<Op>({Op::add, Op::sub, Op::mul, Op::maximum, Op::minimum, Op::div});
+      if (op == Op::div) {
+        const NodeId den = ir::add_binary(g_, Op::add, ir::add_unary(g_, Op::abs, p),
+                                          ir::add_constant(g_, node(p).dtype, 1.0));
+        y = ir::add_binary(g_, op, x, den);
+      } else {
+        y = ir::add_binary(g_, op, x, p);
+      }
+    } else if (kind == 6) {
+      const NodeId p = partner(x);
+      const NodeId c = ir::add_binary(g_, pick<Op>({Op::lt, Op::ge, Op::ne}), x, p);
+      y = ir::add_where(g_, c, x, p);
+    } else if (kind == 7) {
+      y = view(x);
+    } else if (kind == 8) {
+      y = ir::add_cast(g_, x, pick<DType>({DType::f32, DType::bf16, DType::f16}));
+    } else {
+      y = reduce(x);
+    }
+    values_.push_back(y);
+  }
+
+  NodeId view(NodeId x) {
+    const Shape s = node(x).shape;
+    if (s.size() >= 2 && coin()) {
+      std::vector<int64_t> perm(s.size());
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng_);
+      return ir::add_permute(g_, x, perm);
+    }
+    if (s.size() >= 2 && coin()) {  // merge the first two dims
+      Shape r(s.begin() + 1, s.end());
+      r[0] *= s[0];
+      return ir::add_reshape(g_, x, r);
+    }
+    Shape e = s;
+    e.insert(e.begin(), 2);
+    return ir::add_expand(g_, x, e);
+  }
+
+  NodeId reduce(NodeId x) {
+    const Shape s = node(x).shape;
+    const Op op = pick<Op>({Op::sum, Op::mean, Op::max, Op::min});
+    std::vector<int64_t> axes;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (coin()) axes.push_back(static_cast<int64_t>(i));
+    }
+    if (axes.empty()) axes.push_back(static_cast<int64_t>(s.size()) - 1);
+    const bool keepdim = coin();
+    const NodeId r = ir::add_reduce(g_, op, x, axes, keepdim);
+    // The normalization pattern: broadcast the result back against its input.
+    if (keepdim && coin()) return ir::add_binary(g_, pick<Op>({Op::sub, Op::mul}), x, r);
+    return r;
+  }
+
+  std::mt19937_64 rng_;
+  ir::Graph g_;
+  std::vector<NodeId> values_;
+};
+
+}  // namespace
+
+ir::Graph random_graph(uint64_t seed) { return Builder(seed).build(); }
+
+}  // namespace fusejit::testing

@@ -1,0 +1,153 @@
+// Normalization kernels: softmax, layer norm (weight and bias), RMS norm and log-softmax, as
+// the API decomposes them into primitives, in f32 and bf16, over rows of 1000, 4096 and
+// 16384 elements; each row is read from memory once (a register cache) where it fits. Every
+// kernel is compiled by NVRTC.
+#include <fmt/format.h>
+
+#include "test/templates/support.h"
+
+using namespace fusejit;
+using namespace fusejit::ir;
+using fusejit::test::compile_graph;
+using fusejit::test::kernel_text;
+using fusion::RegionKind;
+
+namespace {
+
+NodeId scalar(Graph& g, double v) { return add_constant(g, DType::f32, v); }
+
+// Results keep x's dtype, as the API's composites do: statistics in f32, cast back at the end.
+NodeId softmax(Graph& g, NodeId x) {
+  const NodeId m = add_reduce(g, Op::max, x, {-1}, true);
+  const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+  const NodeId s = add_reduce(g, Op::sum, e, {-1}, true);
+  return add_binary(g, Op::div, e, s);
+}
+
+NodeId log_softmax(Graph& g, NodeId x) {
+  const NodeId m = add_reduce(g, Op::max, x, {-1}, true);
+  const NodeId d = add_binary(g, Op::sub, x, m);
+  const NodeId s = add_reduce(g, Op::sum, add_unary(g, Op::exp, d), {-1}, true);
+  return add_binary(g, Op::sub, d, add_unary(g, Op::log, s));
+}
+
+NodeId layer_norm(Graph& g, NodeId x, NodeId w, NodeId b) {
+  const DType d = g.node(x).dtype;
+  const NodeId xf = add_cast(g, x, DType::f32);
+  const NodeId mu = add_reduce(g, Op::mean, xf, {-1}, true);
+  const NodeId c = add_binary(g, Op::sub, xf, mu);
+  const NodeId var = add_reduce(g, Op::mean, add_binary(g, Op::mul, c, c), {-1}, true);
+  const NodeId r = add_unary(g, Op::rsqrt, add_binary(g, Op::add, var, scalar(g, 1e-5)));
+  const NodeId y = add_binary(g, Op::add, add_binary(g, Op::mul, add_binary(g, Op::mul, c, r), w), b);
+  return add_cast(g, y, d);
+}
+
+NodeId rms_norm(Graph& g, NodeId x, NodeId w) {
+  const DType d = g.node(x).dtype;
+  const NodeId xf = add_cast(g, x, DType::f32);
+  const NodeId ms = add_reduce(g, Op::mean, add_binary(g, Op::mul, xf, xf), {-1}, true);
+  const NodeId r = add_unary(g, Op::rsqrt, add_binary(g, Op::add, ms, scalar(g, 1e-6)));
+  return add_cast(g, add_binary(g, Op::mul, add_binary(g, Op::mul, xf, r), w), d);
+}
+
+}  // namespace
+
+TEST_CASE("softmax, layer norm, RMS norm and log-softmax compile", "[templates][normalization]") {
+  for (DType d : {DType::f32, DType::bf16}) {
+    for (int64_t n : {1000, 4096, 16384}) {
+      const Shape shape = {64, n};
+      SECTION(fmt::format("{} rows of {}", dtype_name(d), n)) {
+        {
+          Graph g;
+          g.add_output(softmax(g, add_input(g, d, shape)));
+          INFO("softmax");
+          const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+          CHECK(text.find("2 pass(es), row cached in registers") != std::string::npos);
+        }
+        {
+          Graph g;
+          g.add_output(log_softmax(g, add_input(g, d, shape)));
+          INFO("log_softmax");
+          const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+          CHECK(text.find("row cached in registers") != std::string::npos);
+        }
+        {
+          Graph g;
+          const NodeId x = add_input(g, d, shape);
+          const NodeId w = add_input(g, d, {n});
+          const NodeId b = add_input(g, d, {n});
+          g.add_output(layer_norm(g, x, w, b));
+          INFO("layer_norm");
+          const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+          CHECK(text.find("2 pass(es), row cached in registers") != std::string::npos);
+          CHECK(text.find("// pass 3") != std::string::npos);  // the outputs
+        }
+        {
+          Graph g;
+          const NodeId x = add_input(g, d, shape);
+          g.add_output(rms_norm(g, x, add_input(g, d, {n})));
+          INFO("rms_norm");
+          compile_graph(g, RegionKind::normalization);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("normalization variants", "[templates][normalization]") {
+  SECTION("residual add, layer norm, and both outputs") {
+    Graph g;
+    const NodeId x = add_input(g, DType::bf16, {128, 4096});
+    const NodeId res = add_input(g, DType::bf16, {128, 4096});
+    const NodeId h = add_binary(g, Op::add, x, res);
+    g.add_output(h);  // the residual stream continues
+    g.add_output(layer_norm(g, h, add_input(g, DType::bf16, {4096}), add_input(g, DType::bf16, {4096})));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    CHECK(text.find("row cached in registers") != std::string::npos);
+  }
+  SECTION("statistics as outputs (one value per row)") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {32, 2048});
+    const NodeId mu = add_reduce(g, Op::mean, x, {1}, false);
+    const NodeId c = add_binary(g, Op::sub, x, add_reshape(g, mu, {32, 1}));
+    const NodeId var = add_reduce(g, Op::mean, add_binary(g, Op::mul, c, c), {1}, false);
+    const NodeId rstd = add_unary(g, Op::rsqrt, add_binary(g, Op::add, var, scalar(g, 1e-5)));
+    g.add_output(add_binary(g, Op::mul, c, add_expand(g, add_reshape(g, rstd, {32, 1}), {32, 2048})));
+    g.add_output(mu);
+    g.add_output(rstd);
+    compile_graph(g, RegionKind::normalization);
+  }
+  SECTION("rows too long for registers are read again from L2") {
+    Graph g;
+    g.add_output(softmax(g, add_input(g, DType::f32, {8, 131072})));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    CHECK(text.find("row cached") == std::string::npos);
+    CHECK(text.find("1024 thread(s) per row") != std::string::npos);
+  }
+  SECTION("a row of 32768 elements still fits") {
+    Graph g;
+    g.add_output(softmax(g, add_input(g, DType::bf16, {8, 32768})));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    CHECK(text.find("row cached in registers") != std::string::npos);
+  }
+  SECTION("softmax over the first axis") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {512, 96});
+    const NodeId m = add_reduce(g, Op::max, x, {0}, true);
+    const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+    g.add_output(add_binary(g, Op::div, e, add_reduce(g, Op::sum, e, {0}, true)));
+    compile_graph(g, RegionKind::normalization);
+  }
+  SECTION("short rows share a warp") {
+    Graph g;
+    g.add_output(softmax(g, add_input(g, DType::f16, {4096, 40})));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    CHECK(text.find("fj_warp_reduce<1, 2>") != std::string::npos);
+  }
+  SECTION("not vectorized") {
+    Graph g;
+    g.add_output(softmax(g, add_input(g, DType::bf16, {64, 4096})));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization, {.vectorize = false}));
+    CHECK(text.find("fj_load_vec") == std::string::npos);
+  }
+}

@@ -1,0 +1,249 @@
+// Pointwise kernels: every elementwise op of the op table in every dtype inference accepts,
+// views, broadcasts, several outputs, vectorized and not. Each kernel is compiled by NVRTC.
+#include <algorithm>
+
+#include "ir/op.h"
+#include "test/templates/support.h"
+
+using namespace fusejit;
+using namespace fusejit::ir;
+using fusejit::test::all_dtypes;
+using fusejit::test::compile_graph;
+using fusejit::test::kernel_text;
+using fusion::RegionKind;
+
+namespace {
+
+std::vector<Op> ops_of_kind(std::initializer_list<OpKind> kinds) {
+  std::vector<Op> ops;
+  for (int i = 0; i < kNumOps; ++i) {
+    const Op op = static_cast<Op>(i);
+    if (std::find(kinds.begin(), kinds.end(), op_kind(op)) != kinds.end()) ops.push_back(op);
+  }
+  return ops;
+}
+
+}  // namespace
+
+TEST_CASE("every unary op in every dtype compiles", "[templates][pointwise]") {
+  int compiled = 0, rejected = 0;
+  for (Op op : ops_of_kind({OpKind::unary})) {
+    for (DType d : all_dtypes()) {
+      Graph g;
+      const NodeId x = add_input(g, d, {64, 256});
+      NodeId y;
+      try {
+        y = add_unary(g, op, x);
+      } catch (const Error&) {
+        ++rejected;  // inference rejects it (e.g. neg of bool)
+        continue;
+      }
+      g.add_output(y);
+      INFO(op_name(op) << " " << dtype_name(d));
+      compile_graph(g, RegionKind::pointwise);
+      ++compiled;
+    }
+  }
+  CHECK(compiled == 15 * 6 - rejected);
+  CHECK(rejected == 3);  // neg, abs, relu of bool
+}
+
+TEST_CASE("every binary and comparison op in every dtype compiles", "[templates][pointwise]") {
+  int compiled = 0;
+  for (Op op : ops_of_kind({OpKind::binary, OpKind::compare})) {
+    for (DType d : all_dtypes()) {
+      Graph g;
+      const NodeId a = add_input(g, d, {64, 256});
+      const NodeId b = add_input(g, d, {256});  // broadcast along the rows
+      NodeId y;
+      try {
+        y = add_binary(g, op, a, b);
+      } catch (const Error&) {
+        continue;  // arithmetic on bool
+      }
+      g.add_output(y);
+      INFO(op_name(op) << " " << dtype_name(d));
+      compile_graph(g, RegionKind::pointwise);
+      ++compiled;
+    }
+  }
+  CHECK(compiled == 7 * 6 - 6 + 6 * 6);  // bool arithmetic is rejected, except div
+}
+
+TEST_CASE("mixed dtypes promote", "[templates][pointwise]") {
+  const std::vector<std::pair<DType, DType>> pairs = {
+      {DType::i32, DType::f32}, {DType::f16, DType::bf16}, {DType::boolean, DType::i64},
+      {DType::i32, DType::i64}, {DType::bf16, DType::f32}, {DType::boolean, DType::f16}};
+  for (const auto& [da, db] : pairs) {
+    for (Op op : {Op::add, Op::div, Op::pow, Op::maximum, Op::lt}) {
+      Graph g;
+      const NodeId a = add_input(g, da, {32, 64});
+      const NodeId b = add_input(g, db, {32, 1});
+      g.add_output(add_binary(g, op, a, b));
+      INFO(op_name(op) << " " << dtype_name(da) << " " << dtype_name(db));
+      compile_graph(g, RegionKind::pointwise);
+    }
+  }
+}
+
+TEST_CASE("where and cast in every dtype compile", "[templates][pointwise]") {
+  for (DType d : all_dtypes()) {
+    Graph g;
+    const NodeId c = add_input(g, DType::boolean, {64, 1});
+    const NodeId a = add_input(g, d, {64, 256});
+    const NodeId b = add_input(g, d, {256});
+    g.add_output(add_where(g, c, a, b));
+    INFO("where " << dtype_name(d));
+    compile_graph(g, RegionKind::pointwise);
+  }
+  for (DType from : all_dtypes()) {
+    Graph g;
+    const NodeId x = add_input(g, from, {64, 256});
+    for (DType to : all_dtypes()) g.add_output(add_cast(g, x, to));
+    INFO("cast from " << dtype_name(from));
+    const auto k = compile_graph(g, RegionKind::pointwise);
+    CHECK(k.params.size() == 7);
+  }
+}
+
+TEST_CASE("constants of every dtype, including non-finite ones", "[templates][pointwise]") {
+  Graph g;
+  const NodeId x = add_input(g, DType::f32, {1000});
+  NodeId y = add_binary(g, Op::add, x, add_constant(g, DType::f32, 0.1));
+  y = add_binary(g, Op::maximum, y, add_constant(g, DType::f32, -std::numeric_limits<double>::infinity()));
+  y = add_binary(g, Op::minimum, y, add_constant(g, DType::f32, std::numeric_limits<double>::quiet_NaN()));
+  y = add_binary(g, Op::mul, y, add_constant(g, DType::bf16, 3.14159));
+  g.add_output(y);
+  const NodeId i = add_input(g, DType::i32, {1000});
+  g.add_output(add_binary(g, Op::add, i, add_constant(g, DType::i32, -2147483648.0)));
+  const NodeId l = add_input(g, DType::i64, {1000});
+  g.add_output(add_binary(g, Op::mul, l, add_constant(g, DType::i64, -9e18)));
+  g.add_output(add_where(g, add_constant(g, DType::boolean, 1), i, l));
+  const auto k = compile_graph(g, RegionKind::pointwise);
+  const std::string text = kernel_text(k);
+  CHECK(text.find("0x1.99999ap-4f") != std::string::npos);       // 0.1f, exactly
+  CHECK(text.find("__uint_as_float(0xff800000u)") != std::string::npos);
+  CHECK(text.find("__uint_as_float(0x7fffffffu)") != std::string::npos);
+  CHECK(text.find("(-2147483647 - 1)") != std::string::npos);
+}
+
+TEST_CASE("f16 and bf16 nodes are rounded where the reference rounds", "[templates][pointwise]") {
+  Graph g;
+  const NodeId a = add_input(g, DType::bf16, {128});
+  const NodeId b = add_input(g, DType::bf16, {128});
+  const NodeId s = add_binary(g, Op::add, a, b);       // rounded to bf16
+  const NodeId m = add_binary(g, Op::maximum, s, a);   // exact: no rounding
+  g.add_output(add_unary(g, Op::exp, m));              // rounded
+  const auto k = compile_graph(g, RegionKind::pointwise);
+  const std::string text = kernel_text(k);
+  CHECK(text.find("fj_round_bf16(fj_add(") != std::string::npos);
+  CHECK(text.find("fj_round_bf16(fj_maximum(") == std::string::npos);
+  CHECK(text.find("fj_round_bf16(fj_exp(") != std::string::npos);
+}
+
+TEST_CASE("views are index arithmetic", "[templates][pointwise][views]") {
+  SECTION("permute then add reads the transposed input per lane") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {256, 64});
+    const NodeId y = add_input(g, DType::f32, {64, 256});
+    g.add_output(add_binary(g, Op::add, add_permute(g, x, {1, 0}), y));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+    CHECK(text.find("fj_load_vec(r") != std::string::npos);  // y: contiguous
+    CHECK(text.find("in0[") != std::string::npos);           // x: strided, per lane
+  }
+  SECTION("expand") {
+    Graph g;
+    const NodeId x = add_input(g, DType::bf16, {64, 1});
+    const NodeId y = add_input(g, DType::bf16, {64, 256});
+    g.add_output(add_binary(g, Op::mul, add_expand(g, x, {64, 256}), y));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+    CHECK(text.find("in0[i0 / 256]") != std::string::npos);  // once per vector, hoisted
+  }
+  SECTION("reshape keeps the linear index") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {64, 256});
+    const NodeId y = add_input(g, DType::f32, {16384});
+    g.add_output(add_binary(g, Op::sub, add_reshape(g, x, {16384}), y));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+    CHECK(text.find(", in0 + i0);") != std::string::npos);
+    CHECK(text.find(", in1 + i0);") != std::string::npos);
+  }
+  SECTION("reshape across a permute simplifies to one expression") {
+    Graph g;
+    const NodeId x = add_input(g, DType::i32, {6, 4, 5});
+    const NodeId p = add_permute(g, x, {2, 0, 1});       // [5, 6, 4]
+    const NodeId r = add_reshape(g, p, {10, 12});         // regroups across axes
+    const NodeId q = add_permute(g, r, {1, 0});           // [12, 10]
+    g.add_output(add_binary(g, Op::add, q, add_input(g, DType::i32, {12, 10})));
+    // x[c0, c1, c2] with (c0, c1, c2) worked out by hand: 60 * (i % 2) + i / 2.
+    CHECK(kernel_text(compile_graph(g, RegionKind::pointwise)).find("in0[(i % 2) * 60 + i / 2]") !=
+          std::string::npos);
+  }
+  SECTION("broadcast of a scalar input and a rank-0 output") {
+    Graph g;
+    const NodeId s = add_input(g, DType::f32, {});
+    const NodeId x = add_input(g, DType::f32, {3, 5});
+    g.add_output(add_binary(g, Op::mul, s, x));
+    g.add_output(add_unary(g, Op::neg, s));
+    compile_graph(g, RegionKind::pointwise);
+  }
+}
+
+TEST_CASE("vectorized and scalar pointwise kernels", "[templates][pointwise]") {
+  for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+    Graph g;
+    const NodeId x = add_input(g, d, {64, 256});
+    const NodeId w = add_input(g, d, {64, 256});
+    const NodeId b = add_input(g, d, {256});
+    g.add_output(add_unary(g, Op::relu, add_binary(g, Op::add, add_binary(g, Op::mul, x, w), b)));
+    const std::string vec = kernel_text(compile_graph(g, RegionKind::pointwise));
+    CHECK(vec.find("fj_load_vec") != std::string::npos);
+    CHECK(vec.find("fj_store_vec") != std::string::npos);
+    const std::string scalar = kernel_text(compile_graph(g, RegionKind::pointwise, {.vectorize = false}));
+    CHECK(scalar.find("fj_load_vec") == std::string::npos);
+    CHECK(scalar.find("fj_store_vec") == std::string::npos);
+  }
+  SECTION("an odd inner extent falls back to narrower vectors") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {7, 6});
+    const NodeId b = add_input(g, DType::f32, {6});
+    g.add_output(add_binary(g, Op::add, x, b));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+    CHECK(text.find("2 per thread") != std::string::npos);
+  }
+}
+
+TEST_CASE("outputs of different sizes get one sweep each", "[templates][pointwise]") {
+  Graph g;
+  const NodeId a = add_input(g, DType::f32, {256});
+  const NodeId x = add_input(g, DType::f32, {64, 256});
+  const NodeId e = add_unary(g, Op::exp, a);
+  g.add_output(e);
+  g.add_output(add_binary(g, Op::mul, x, e));
+  const auto k = compile_graph(g, RegionKind::pointwise);
+  const std::string text = kernel_text(k);
+  CHECK(text.find("sweep over 256 elements") != std::string::npos);
+  CHECK(text.find("sweep over 16384 elements") != std::string::npos);
+  CHECK(k.work_blocks == 16);  // 16384 / 4 per thread / 256 threads
+}
+
+TEST_CASE("large tensors use 64-bit indices", "[templates][pointwise]") {
+  Graph g;
+  const NodeId x = add_input(g, DType::bf16, {65536, 32768});
+  g.add_output(add_unary(g, Op::silu, x));
+  const auto k = compile_graph(g, RegionKind::pointwise);
+  CHECK(kernel_text(k).find("long long t =") != std::string::npos);
+  Graph small;
+  small.add_output(add_unary(small, Op::silu, add_input(small, DType::bf16, {16384, 16384})));
+  CHECK(kernel_text(compile_graph(small, RegionKind::pointwise)).find("int t =") != std::string::npos);
+}
+
+TEST_CASE("launch_grid caps the grid at whole waves", "[templates]") {
+  templates::Kernel k;
+  k.work_blocks = 100000;
+  k.blocks_per_sm = 8;
+  CHECK(templates::launch_grid(k, 132) == 4 * 132 * 8);
+  CHECK(templates::launch_grid(k, 132, 1) == 132 * 8);
+  k.work_blocks = 10;
+  CHECK(templates::launch_grid(k, 132) == 10);
+}

@@ -1,0 +1,182 @@
+// Reduction kernels: row (trailing axes), column (leading or middle axes) and generic axis sets,
+// x sum/mean/max/min x f32/bf16/i32, with prologues, epilogues and several outputs. Every
+// kernel is compiled by NVRTC.
+#include "test/templates/support.h"
+
+using namespace fusejit;
+using namespace fusejit::ir;
+using fusejit::test::compile_graph;
+using fusejit::test::kernel_text;
+using fusion::RegionKind;
+
+namespace {
+
+struct Layout {
+  const char* name;
+  Shape shape;
+  std::vector<int64_t> axes;
+  const char* style;  // what the kernel's header says
+};
+
+const std::vector<Layout>& layouts() {
+  static const std::vector<Layout> l = {
+      {"row", {64, 1000}, {1}, "row-style"},
+      {"row of a rank-3 tensor", {8, 16, 512}, {1, 2}, "row-style"},
+      {"column", {1000, 256}, {0}, "column-style"},
+      {"middle axis", {8, 100, 64}, {1}, "column-style"},
+      {"generic {0,2}", {16, 32, 24}, {0, 2}, "row-style"},
+      {"full", {64, 64}, {0, 1}, "row-style"},
+  };
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("reductions over every layout, op and dtype compile", "[templates][reduction]") {
+  int compiled = 0;
+  for (const Layout& layout : layouts()) {
+    for (Op op : {Op::sum, Op::mean, Op::max, Op::min}) {
+      for (DType d : {DType::f32, DType::bf16, DType::i32}) {
+        for (bool keepdim : {false, true}) {
+          Graph g;
+          const NodeId x = add_input(g, d, layout.shape);
+          NodeId r;
+          try {
+            r = add_reduce(g, op, x, layout.axes, keepdim);
+          } catch (const Error&) {
+            continue;  // mean of an integer tensor
+          }
+          g.add_output(r);
+          INFO(layout.name << " " << op_name(op) << " " << dtype_name(d) << " keepdim " << keepdim);
+          const auto k = compile_graph(g, RegionKind::reduction);
+          CHECK(kernel_text(k).find(layout.style) != std::string::npos);
+          ++compiled;
+        }
+      }
+    }
+  }
+  CHECK(compiled == 6 * (4 * 3 - 1) * 2);
+}
+
+TEST_CASE("reductions of bool and i64", "[templates][reduction]") {
+  for (DType d : {DType::boolean, DType::i64, DType::f16}) {
+    for (Op op : {Op::sum, Op::max, Op::min}) {
+      Graph g;
+      const NodeId x = add_input(g, d, {32, 96});
+      g.add_output(add_reduce(g, op, x, {1}, false));
+      g.add_output(add_reduce(g, op, x, {0}, false));
+      INFO(op_name(op) << " " << dtype_name(d));
+      // Two regions: the row and the column reduction of the same input.
+      for (size_t out = 0; out < 2; ++out) {
+        fusion::Region r;
+        r.kind = RegionKind::reduction;
+        r.inputs = {x};
+        r.nodes = {g.outputs()[out]};
+        r.outputs = {g.outputs()[out]};
+        fusejit::test::generate_and_compile(g, r);
+      }
+    }
+  }
+}
+
+TEST_CASE("a reduction fuses its prologue and epilogue", "[templates][reduction]") {
+  for (const Layout& layout : layouts()) {
+    Graph g;
+    const NodeId x = add_input(g, DType::bf16, layout.shape);
+    const NodeId w = add_input(g, DType::bf16, {layout.shape.back()});
+    const NodeId xw = add_binary(g, Op::mul, x, w);
+    const NodeId s = add_reduce(g, Op::sum, xw, layout.axes, false);
+    const NodeId m = add_reduce(g, Op::max, add_unary(g, Op::abs, xw), layout.axes, false);
+    const NodeId e = add_binary(g, Op::div, s, add_binary(g, Op::add, m, add_constant(g, DType::f32, 1e-6)));
+    g.add_output(xw);  // a prologue value, written while it is reduced
+    g.add_output(e);   // the epilogue
+    g.add_output(m);
+    INFO(layout.name);
+    const auto k = compile_graph(g, RegionKind::reduction);
+    CHECK(kernel_text(k).find(layout.style) != std::string::npos);
+  }
+}
+
+TEST_CASE("the epilogue reads inputs at its row", "[templates][reduction]") {
+  Graph g;
+  const NodeId x = add_input(g, DType::f32, {256, 128, 32});
+  const NodeId scale = add_input(g, DType::f32, {128, 1});
+  const NodeId s = add_reduce(g, Op::sum, x, {0}, true);  // [1, 128, 32]
+  g.add_output(add_binary(g, Op::mul, s, scale));
+  const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
+  CHECK(text.find("column-style") != std::string::npos);
+}
+
+TEST_CASE("row reductions choose their group from the row length", "[templates][reduction]") {
+  struct Case {
+    int64_t length;
+    const char* threads;
+  };
+  for (const Case& c : {Case{4, "1 thread(s) per row"}, Case{1000, "32 thread(s) per row"},
+                        Case{16384, "512 thread(s) per row"}, Case{1 << 20, "1024 thread(s) per row"}}) {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {8, c.length});
+    g.add_output(add_reduce(g, Op::sum, x, {1}, false));
+    INFO(c.length);
+    const auto k = compile_graph(g, RegionKind::reduction);
+    CHECK(kernel_text(k).find(c.threads) != std::string::npos);
+  }
+}
+
+TEST_CASE("vectorized and scalar reductions", "[templates][reduction]") {
+  for (const Layout& layout : layouts()) {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, layout.shape);
+    g.add_output(add_reduce(g, Op::sum, x, layout.axes, false));
+    INFO(layout.name);
+    const std::string scalar = kernel_text(compile_graph(g, RegionKind::reduction, {.vectorize = false}));
+    CHECK(scalar.find("fj_load_vec") == std::string::npos);
+    const std::string vec = kernel_text(compile_graph(g, RegionKind::reduction));
+    if (std::string(layout.name) != "generic {0,2}") CHECK(vec.find("fj_load_vec") != std::string::npos);
+  }
+}
+
+TEST_CASE("reductions that read each other take one pass each", "[templates][reduction]") {
+  // sum((x - mean(x))^2) over rows, written by hand: a two-pass row kernel.
+  Graph g;
+  const NodeId x = add_input(g, DType::f32, {128, 2048});
+  const NodeId mu = add_reduce(g, Op::mean, x, {1}, true);
+  const NodeId d = add_binary(g, Op::sub, x, mu);
+  g.add_output(add_reduce(g, Op::sum, add_binary(g, Op::mul, d, d), {1}, false));
+  const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
+  CHECK(text.find("2 pass(es)") != std::string::npos);
+  CHECK(text.find("// pass 2") != std::string::npos);
+}
+
+TEST_CASE("regions a reduction kernel cannot compute are internal errors", "[templates][reduction]") {
+  SECTION("two different reduced shapes") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {8, 16});
+    g.add_output(add_reduce(g, Op::sum, x, {1}, false));
+    g.add_output(add_reduce(g, Op::sum, x, {0}, false));
+    REQUIRE_THROWS_AS(templates::generate(g, test::whole_graph_region(g, RegionKind::reduction)),
+                      InternalError);
+  }
+  SECTION("a reduction read at another row") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {8, 8});
+    const NodeId s = add_reduce(g, Op::sum, x, {1}, false);         // [8]
+    g.add_output(add_binary(g, Op::add, add_permute(g, add_reshape(g, s, {2, 4}), {1, 0}),
+                            add_input(g, DType::f32, {4, 2})));     // s read transposed
+    REQUIRE_THROWS_AS(templates::generate(g, test::whole_graph_region(g, RegionKind::reduction)),
+                      InternalError);
+  }
+  SECTION("a gemm region") {
+    Graph g;
+    const NodeId a = add_input(g, DType::f32, {8, 8});
+    g.add_output(add_matmul(g, a, a));
+    REQUIRE_THROWS_AS(templates::generate(g, test::whole_graph_region(g, RegionKind::gemm)),
+                      InternalError);
+  }
+  SECTION("a reduce node in a pointwise region") {
+    Graph g;
+    g.add_output(add_reduce(g, Op::sum, add_input(g, DType::f32, {8, 8}), {1}, false));
+    REQUIRE_THROWS_AS(templates::generate(g, test::whole_graph_region(g, RegionKind::pointwise)),
+                      InternalError);
+  }
+}

@@ -1,0 +1,72 @@
+// Helpers of the templates tests: regions built by hand (the partitioner is tested elsewhere)
+// and the NVRTC check every generated kernel goes through.
+#pragma once
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "fusejit/error.h"
+#include "ir/graph.h"
+#include "jit/nvrtc.h"
+#include "support/catch.h"
+#include "templates/kernel.h"
+
+namespace fusejit::test {
+
+// A region computing every non-input node of `g`, reading its input nodes and writing its
+// outputs.
+inline fusion::Region whole_graph_region(const ir::Graph& g, fusion::RegionKind kind) {
+  fusion::Region r;
+  r.kind = kind;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto id = static_cast<ir::NodeId>(i);
+    if (g.node(id).op == ir::Op::input) r.inputs.push_back(id);
+    else r.nodes.push_back(id);
+  }
+  r.outputs = g.outputs();
+  return r;
+}
+
+// Generates the region's kernel and compiles it for sm_90; checks what every kernel must
+// satisfy. Returns the kernel.
+inline templates::Kernel generate_and_compile(const ir::Graph& g, const fusion::Region& region,
+                                              const templates::CodegenOptions& options = {}) {
+  const templates::Kernel k = templates::generate(g, region, options);
+  if (const char* show = std::getenv("FUSEJIT_TEST_SHOW_KERNELS"); show != nullptr && *show == '1') {
+    std::cout << k.source.substr(k.source.find(templates::kKernelMarker)) << "\n";
+  }
+  INFO("kernel " << k.name << "\n" << k.source.substr(k.source.find(templates::kKernelMarker)));
+  jit::CompiledKernel c;
+  REQUIRE_NOTHROW(c = jit::compile(k, "sm_90"));
+  CHECK(c.name == k.name);
+  INFO("NVRTC log:\n" << c.log);
+  CHECK(c.log.find("warning") == std::string::npos);  // generated code compiles cleanly
+  CHECK(!c.cubin.empty());
+  CHECK(c.ptx.find(k.name) != std::string::npos);
+  REQUIRE(k.params.size() == region.inputs.size() + region.outputs.size());
+  CHECK(k.block >= 32);
+  CHECK(k.block <= 1024);
+  CHECK(k.block % 32 == 0);
+  CHECK(k.work_blocks >= 1);
+  return k;
+}
+
+inline templates::Kernel compile_graph(const ir::Graph& g, fusion::RegionKind kind,
+                                       const templates::CodegenOptions& options = {}) {
+  return generate_and_compile(g, whole_graph_region(g, kind), options);
+}
+
+// The kernel proper, without the pasted device helpers.
+inline std::string kernel_text(const templates::Kernel& k) {
+  return k.source.substr(k.source.find(templates::kKernelMarker));
+}
+
+inline const std::vector<DType>& all_dtypes() {
+  static const std::vector<DType> d = {DType::f32, DType::f16, DType::bf16,
+                                       DType::i32, DType::i64, DType::boolean};
+  return d;
+}
+
+}  // namespace fusejit::test

@@ -1,0 +1,106 @@
+// The fusejit CLI, run as a user runs it: `plan --json` on the seed traces (the fusion
+// contract: kernels, library calls, outputs per region), and clear errors for bad input.
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "support/catch.h"
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+Result run(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " FUSEJIT_CLI " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string trace(const std::string& name) {
+  return std::string(FUSEJIT_SOURCE_DIR) + "/examples/traces/" + name + ".trace";
+}
+
+int json_int(const std::string& json, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\": *([0-9]+)");
+  REQUIRE(std::regex_search(json, m, re));
+  return std::stoi(m[1]);
+}
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("plan --json: each memory-bound seed workload is one kernel", "[tools][plan]") {
+  for (const char* name : {"ew_chain", "long_chain", "bias_gelu", "naive_softmax", "softmax",
+                           "layernorm", "rmsnorm", "sumsq", "add_layernorm"}) {
+    for (const char* dtype : {"f32", "bf16"}) {
+      const std::string file = std::string(name) + "_" + dtype;
+      INFO(file);
+      const Result r = run("plan --json " + trace(file));
+      INFO(r.out);
+      REQUIRE(r.status == 0);
+      CHECK(json_int(r.out, "kernels") == 1);
+      CHECK(json_int(r.out, "library_calls") == 0);
+    }
+  }
+}
+
+TEST_CASE("plan --json: add_layernorm writes both outputs from one kernel", "[tools][plan]") {
+  const Result r = run("plan --json " + trace("add_layernorm_f32"));
+  REQUIRE(r.status == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex("\"outputs\": *\\[([^\\]]*)\\]")));
+  CHECK(count(m[1], "%") == 2);
+  CHECK(count(r.out, "\"normalization\"") == 1);
+}
+
+TEST_CASE("plan: the plain-text plan names regions and reasons", "[tools][plan]") {
+  const Result r = run("plan " + trace("two_gemm_mul_bf16"));
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("gemm") != std::string::npos);
+  CHECK(r.out.find("pointwise") != std::string::npos);
+}
+
+TEST_CASE("CLI errors are clear", "[tools][errors]") {
+  Result r = run("plan /nonexistent/x.trace");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("/nonexistent/x.trace") != std::string::npos);
+
+  const std::string bad = "fusejit_cli_test_bad.trace";
+  std::ofstream(bad) << "fusejit-trace 1\n%0 : f32[4] = input\n%1 : f32[4] = mull %0, %0\noutput %1\n";
+  r = run("plan " + bad);
+  CHECK(r.status == 1);
+  CHECK(r.out.find(bad + ":3:") != std::string::npos);
+  CHECK(r.out.find("mull") != std::string::npos);
+
+  r = run("frobnicate");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("unknown command 'frobnicate'") != std::string::npos);
+
+  r = run("plan " + trace("ew_chain_f32"), "FUSEJIT_LOG=loud");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("FUSEJIT_LOG=loud") != std::string::npos);
+}
+
+TEST_CASE("run without a GPU says so instead of crashing", "[tools][errors]") {
+  const Result r = run("run " + trace("ew_chain_f32"), "CUDA_VISIBLE_DEVICES=");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("run: no GPU") != std::string::npos);
+}
