@@ -1,10 +1,12 @@
 // fusion/partition: see partition.h.
 //
-// The cut is made in three steps over the compute nodes (dataflow.h: elementwise ops,
+// The cut is made in these steps over the compute nodes (dataflow.h: elementwise ops,
 // reductions, and views/constants that must be written), visited in topological order:
+//   0. epilogues (epilogue.h): each matmul, with the chain of its readers that its cuBLASLt
+//      epilogue computes, is one gemm region, decided up front; nothing else joins it;
 //   1. vertical: each node joins the regions of the values it reads, one producer region at a
 //      time, when check_region accepts the union and no path leaves the union and comes back
-//      (that would make the region depend on itself); a matmul is always a region of its own;
+//      (that would make the region depend on itself);
 //   2. horizontal: regions that read the same value merge on the same terms, until none does;
 //   3. the surviving regions are ordered topologically and filled in: their nodes (with the free
 //      views and constants they read), inputs and outputs.
@@ -24,6 +26,7 @@
 
 #include "fusejit/error.h"
 #include "fusion/dataflow.h"
+#include "fusion/epilogue.h"
 #include "fusion/region_check.h"
 #include "ir/shape.h"
 
@@ -32,6 +35,7 @@ namespace fusejit::fusion {
 namespace {
 
 using detail::Dataflow;
+using detail::EpilogueMatch;
 using detail::NodeRole;
 using detail::RegionVerdict;
 using ir::Node;
@@ -44,7 +48,7 @@ struct Group {
   std::vector<NodeId> outputs;   // the members written to memory (region_outputs), ascending
   NodeId first = -1, last = -1;  // smallest and largest member
   bool alive = true;
-  bool gemm = false;
+  bool gemm = false;      // a matmul and what its epilogue folds: never merges
   bool reduces = false;   // has a reduce member
   int generation = 0;     // bumped when the group grows
   RegionVerdict verdict;  // the latest accepted one (not for gemm)
@@ -57,6 +61,8 @@ struct Note {
 
 struct State {
   const Dataflow& df;
+  const std::vector<EpilogueMatch>& epilogues;  // per matmul
+  std::vector<NodeId> folded_into;              // per node: its matmul, or -1
   std::vector<Group> groups;
   std::vector<int> group_of;                           // per node; -1 for nodes in no group
   std::map<std::pair<NodeId, NodeId>, Note> vertical;  // (producer, consumer)
@@ -191,15 +197,24 @@ std::string fused_reason(const Dataflow& df, const RegionVerdict& v, NodeId prod
   return "fused";
 }
 
-std::string gemm_cut_reason(NodeId matmul, const PartitionOptions& options) {
-  return options.epilogue ? fmt::format(
-                                "matmul %{} is a library call: what follows starts a new region "
-                                "(epilogue folding is not implemented yet)",
-                                matmul)
-                          : fmt::format(
-                                "matmul %{} is a library call: what follows starts a new region "
-                                "(epilogue folding disabled)",
-                                matmul);
+// A matmul's region: the matmul and the nodes its epilogue folds, written as one value.
+void new_gemm_group(State& s, NodeId m) {
+  const int gi = new_group(s, m, true);
+  Group& g = s.group(gi);
+  const EpilogueMatch& match = s.epilogues[static_cast<size_t>(m)];
+  for (NodeId f : match.folded) {
+    g.members.push_back(f);
+    s.group_of[static_cast<size_t>(f)] = gi;
+  }
+  std::sort(g.members.begin(), g.members.end());
+  g.first = g.members.front();
+  g.last = g.members.back();
+  g.outputs = detail::region_outputs(s.df, g.members);
+  if (g.outputs != std::vector<NodeId>{match.output}) {
+    throw InternalError(fmt::format(
+        "partition: the epilogue of matmul %{} ends at %{}, but its region [{}] writes [{}]", m,
+        match.output, fmt::join(g.members, ","), fmt::join(g.outputs, ",")));
+  }
 }
 
 // Step 1: each compute node joins the regions of what it reads, where it may.
@@ -209,9 +224,10 @@ void fuse_vertically(State& s, const PartitionOptions& options) {
     const NodeId id = static_cast<NodeId>(i);
     const NodeRole role = df.role[i];
     if (role != NodeRole::compute && role != NodeRole::gemm) continue;
-    new_group(s, id, role == NodeRole::gemm);
+    if (s.folded_into[i] >= 0) continue;  // in its matmul's region already
     const std::vector<NodeId>& reads = df.reads[i];
     if (role == NodeRole::gemm) {
+      new_gemm_group(s, id);
       for (NodeId r : reads) {
         if (df.role_of(r) == NodeRole::input) continue;
         s.vertical[{r, id}] = {false, fmt::format("matmul %{} is a library call: it reads %{} "
@@ -220,12 +236,21 @@ void fuse_vertically(State& s, const PartitionOptions& options) {
       }
       continue;
     }
+    new_group(s, id, false);
     for (auto it = reads.rbegin(); it != reads.rend(); ++it) {
       const NodeId r = *it;
       const NodeRole rr = df.role_of(r);
       if (rr == NodeRole::input) continue;
-      if (rr == NodeRole::gemm) {
-        s.vertical[{r, id}] = {false, gemm_cut_reason(r, options)};
+      const int p = s.group_of_node(r);
+      if (p < 0) throw InternalError(fmt::format("partition: %{} is read before its region", r));
+      if (s.group(p).gemm) {
+        // The epilogue match explained why the chain stopped before this reader.
+        s.vertical.try_emplace(
+            {r, id},
+            Note{false,
+                 fmt::format("matmul %{} is a library call: what follows starts a new "
+                             "region",
+                             rr == NodeRole::gemm ? r : s.folded_into[static_cast<size_t>(r)])});
         continue;
       }
       if (!options.fusion) {
@@ -233,7 +258,6 @@ void fuse_vertically(State& s, const PartitionOptions& options) {
         continue;
       }
       const int cur = s.group_of_node(id);
-      const int p = s.group_of_node(r);
       if (p == cur) {
         s.vertical[{r, id}] = {true, fused_reason(df, s.group(cur).verdict, r, id)};
         continue;
@@ -270,6 +294,7 @@ void fuse_horizontally(State& s) {
       for (NodeId r : df.readers[u]) {
         if (df.role_of(r) != NodeRole::compute) continue;
         const int g = s.group_of_node(r);
+        if (s.group(g).gemm) continue;  // folded into an epilogue
         if (g == s.group_of[u] || !seen.insert(g).second) continue;
         readers.push_back(r);
       }
@@ -341,21 +366,25 @@ std::vector<int> execution_order(const State& s) {
   return order;
 }
 
-Region gemm_region(const Dataflow& df, NodeId m) {
+// members: the matmul and the nodes its epilogue folds, sorted.
+Region gemm_region(const State& s, const std::vector<NodeId>& members) {
+  const Dataflow& df = s.df;
+  NodeId m = -1;
+  for (NodeId id : members) {
+    if (df.role_of(id) == NodeRole::gemm) m = id;
+  }
+  const EpilogueMatch& match = s.epilogues[static_cast<size_t>(m)];
   const detail::GemmOperands& ops = df.gemm[static_cast<size_t>(m)];
   Region r;
   r.kind = RegionKind::gemm;
   r.shape = df.node(m).shape;
-  for (NodeId p : {ops.permute_a, ops.permute_b}) {
-    if (p >= 0) r.nodes.push_back(p);
-  }
-  r.nodes.push_back(m);
-  std::sort(r.nodes.begin(), r.nodes.end());
-  r.nodes.erase(std::unique(r.nodes.begin(), r.nodes.end()), r.nodes.end());
+  // The folded transposes, the matmul, the folded nodes, and the constants and views they read.
+  r.nodes = detail::region_nodes(df, members);
   r.inputs = {ops.a, ops.b};
-  r.outputs = detail::region_outputs(df, {m});
-  r.epilogue.transpose_a = ops.permute_a >= 0;
-  r.epilogue.transpose_b = ops.permute_b >= 0;
+  if (match.epilogue.bias >= 0) r.inputs.push_back(match.epilogue.bias);
+  if (match.epilogue.residual >= 0) r.inputs.push_back(match.epilogue.residual);
+  r.outputs = {match.output};
+  r.epilogue = match.epilogue;
   return r;
 }
 
@@ -431,7 +460,22 @@ Plan partition(const ir::Graph& g, const PartitionOptions& options) {
   Plan plan;
   plan.graph = g;
   const Dataflow df = detail::analyze(plan.graph);
-  State s{df, {}, std::vector<int>(plan.graph.size(), -1), {}, {}};
+  const std::vector<EpilogueMatch> epilogues = detail::match_epilogues(df, options);
+  State s{df,
+          epilogues,
+          std::vector<NodeId>(plan.graph.size(), -1),
+          {},
+          std::vector<int>(plan.graph.size(), -1),
+          {},
+          {}};
+  for (size_t m = 0; m < epilogues.size(); ++m) {
+    const EpilogueMatch& match = epilogues[m];
+    for (NodeId f : match.folded) s.folded_into[static_cast<size_t>(f)] = static_cast<NodeId>(m);
+    // Matched in ascending order: where two chains name a pair, the first explains it.
+    for (const Decision& d : match.decisions) {
+      s.vertical.try_emplace({d.producer, d.consumer}, Note{d.fused, d.reason});
+    }
+  }
 
   fuse_vertically(s, options);
   if (options.fusion) fuse_horizontally(s);
@@ -439,8 +483,7 @@ Plan partition(const ir::Graph& g, const PartitionOptions& options) {
   for (int gi : execution_order(s)) {
     std::vector<NodeId> members = s.group(gi).members;
     std::sort(members.begin(), members.end());
-    plan.regions.push_back(s.group(gi).gemm ? gemm_region(df, members.front())
-                                            : kernel_region(df, members));
+    plan.regions.push_back(s.group(gi).gemm ? gemm_region(s, members) : kernel_region(df, members));
   }
   plan.decisions = decisions(s);
   return plan;

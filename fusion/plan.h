@@ -23,10 +23,18 @@
 //                own row (checked): one block per row can read each row once. Between a reduce
 //                and its uses there are only elementwise ops, broadcasts (implicit or expand),
 //                reshapes that add or drop size-1 axes, and permutes that stay within the row.
-// gemm           One matmul: a cuBLASLt call. `inputs` are [A, B] in that order (the same id
-//                twice for x @ x). A permute that swaps the last two axes of an operand is not a
-//                copy: the input is the permute's operand and epilogue.transpose_a/b is set; the
-//                permute appears in `nodes` before the matmul.
+// gemm           One matmul and what its epilogue folds: one cuBLASLt call computing
+//                D = act(alpha * (A @ B) + beta * C + bias), f32 inside, rounded once to D's dtype.
+//                `inputs` are [A, B, then the bias if any, then the residual C if any], in that
+//                order (an id may repeat: x @ x). A permute that swaps the last two axes of an
+//                operand is not a copy: the input is the permute's operand, epilogue.transpose_a/b
+//                is set, and the permute appears in `nodes` before the matmul. `nodes` also hold
+//                the folded nodes (muls by constants, adds, relu or gelu_tanh; a mul scaling C may
+//                come before the matmul) and the constants and views they read; every folded
+//                node has the matmul's dtype and shape. `outputs` is exactly one value: the last
+//                folded node, or the matmul. The bias is a buffer of N elements (N = shape's last
+//                dim, shape [N] or [1,..,1,N]) broadcast over all rows and batches; C has the
+//                full output shape and dtype. epilogue.refusals says why the chain stopped.
 //
 // Constants and views are never inputs or outputs of their own accord: they are replicated into
 // every region that reads them (index arithmetic, free to recompute). A view or constant that is
@@ -56,11 +64,11 @@ enum class RegionKind {
 // "pointwise", "reduction", "normalization", "gemm".
 std::string_view region_kind_name(RegionKind kind);
 
-// What a cuBLASLt epilogue absorbs of a GEMM's elementwise tail:
+// What a cuBLASLt epilogue absorbs of a GEMM's elementwise tail (fusion/epilogue.h):
 //   D = act(alpha * (A @ B) + beta * C + bias)
 struct GemmEpilogue {
-  NodeId bias = -1;      // a vector along the output's last dim, or -1
-  NodeId residual = -1;  // C, added through beta, or -1
+  NodeId bias = -1;      // a buffer of N elements along the output's last dim, or -1
+  NodeId residual = -1;  // C, a buffer of the output's shape, added through beta, or -1
   double alpha = 1.0;
   double beta = 0.0;
   enum class Activation { none, relu, gelu_tanh } activation = Activation::none;

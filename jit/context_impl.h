@@ -46,6 +46,9 @@ struct ContextImpl {
   Context* owner = nullptr;
   Options options;
   std::shared_ptr<spdlog::logger> log;
+  // Null: no GPU, the CPU reference evaluates. Declared before everything that can hold device
+  // buffers (the trace's bound inputs), so that it is destroyed after them.
+  std::unique_ptr<jit::Runtime> runtime;
 
   // The current trace and what its inputs are bound to (bound[k] feeds input node k).
   ir::Graph trace;
@@ -54,7 +57,6 @@ struct ContextImpl {
   std::unordered_map<const Storage*, ir::NodeId> bound_node;
   std::vector<std::weak_ptr<TensorImpl>> pending;
   Context::Stats stats;
-  std::unique_ptr<jit::Runtime> runtime;  // null: no GPU, the CPU reference evaluates
 
   explicit ContextImpl(Options opts);
 

@@ -56,9 +56,10 @@ std::pair<bool, int> parse_arch(std::string_view arch) {
     const int n = number(strip(arch.substr(8)));
     if (n > 0) return {false, n};
   }
-  throw Error(fmt::format("unknown GPU arch '{}'; name it as sm_XX (for example sm_90) or "
-                          "compute_XX for PTX only",
-                          arch));
+  throw Error(
+      fmt::format("unknown GPU arch '{}'; name it as sm_XX (for example sm_90) or "
+                  "compute_XX for PTX only",
+                  arch));
 }
 
 std::string program_log(nvrtcProgram prog) {
@@ -108,14 +109,16 @@ std::vector<std::string> compile_flags(std::string_view arch, const CompileOptio
   return flags;
 }
 
-CompiledKernel compile(const templates::Kernel& k, std::string_view arch, const CompileOptions& options) {
+CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
+                       const CompileOptions& options) {
   const bool real = parse_arch(arch).first;
   const std::vector<std::string> flags = compile_flags(arch, options);
   std::vector<const char*> argv;
   for (const std::string& f : flags) argv.push_back(f.c_str());
 
   Program prog(k.source, k.name + ".cu");
-  const nvrtcResult result = nvrtcCompileProgram(prog.get(), static_cast<int>(argv.size()), argv.data());
+  const nvrtcResult result =
+      nvrtcCompileProgram(prog.get(), static_cast<int>(argv.size()), argv.data());
   CompiledKernel out;
   out.name = k.name;
   out.log = program_log(prog.get());
@@ -124,7 +127,14 @@ CompiledKernel compile(const templates::Kernel& k, std::string_view arch, const 
     throw Error(fmt::format("NVRTC could not compile kernel {} for {}; the source is in {}\n{}",
                             k.name, arch, path, out.log));
   }
-  FJ_NVRTC(result);  // any other failure (bad option, out of memory): named, with its string
+  if (result != NVRTC_SUCCESS) {  // a bad option, out of memory, ...: named, with its string
+    std::string joined;
+    for (const std::string& f : flags) joined += (joined.empty() ? "" : " ") + f;
+    throw Error(fmt::format(
+        "NVRTC call nvrtcCompileProgram failed for kernel {}: {} ({}); options: "
+        "{}\n{}",
+        k.name, nvrtcGetErrorString(result), static_cast<int>(result), joined, out.log));
+  }
 
   size_t size = 0;
   FJ_NVRTC(nvrtcGetPTXSize(prog.get(), &size));

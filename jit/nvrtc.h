@@ -24,21 +24,22 @@
 namespace fusejit::jit {
 
 struct CompileOptions {
-  bool line_info = false;           // -lineinfo, for profilers (not in the CUBIN otherwise)
-  std::vector<std::string> extra;   // appended verbatim, after fusejit's own options
+  bool line_info = false;          // -lineinfo, for profilers (not in the CUBIN otherwise)
+  std::vector<std::string> extra;  // appended verbatim, after fusejit's own options
 };
 
 struct CompiledKernel {
   std::string name;   // the kernel's name: extern "C", so also its symbol in the CUBIN/PTX
   std::string cubin;  // empty for a virtual arch (compute_XX)
   std::string ptx;
-  std::string log;    // NVRTC's log (warnings), possibly empty
+  std::string log;  // NVRTC's log (warnings), possibly empty
 };
 
 // Compiles k for `arch` ("sm_90", or "compute_90" for PTX only). Throws fusejit::Error when the
 // source does not compile: the message holds the kernel name, NVRTC's log, and the path where
 // the failing source was written (temp_directory_path()/fusejit-failed-<name>.cu).
-CompiledKernel compile(const templates::Kernel& k, std::string_view arch, const CompileOptions& options = {});
+CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
+                       const CompileOptions& options = {});
 
 // The options compile() passes for `arch` (they are part of the kernel cache key).
 std::vector<std::string> compile_flags(std::string_view arch, const CompileOptions& options = {});

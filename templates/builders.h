@@ -11,13 +11,14 @@
 namespace fusejit::templates {
 
 struct KernelBody {
-  std::string kind;        // "pointwise", "reduction", "normalization"
-  Printer code;            // comment lines and the __global__ function (name: kKernelNameToken)
+  std::string kind;  // "pointwise", "reduction", "normalization"
+  Printer code;      // comment lines and the __global__ function (name: kKernelNameToken)
   int block = 256;
   int64_t work_blocks = 1;
   int blocks_per_sm = 8;
-  int shared_bytes = 0;    // dynamic shared memory (the templates use static shared memory only)
-  bool reduces = false;    // needs device/fj_reduce.cuh
+  int shared_bytes = 0;  // dynamic shared memory (the templates use static shared memory only)
+  bool reduces = false;  // needs device/fj_reduce.cuh
+  bool serial_launches = false;  // uses module-scope scratch (see Kernel::serial_launches)
 };
 
 KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options);

@@ -36,9 +36,14 @@ ColumnConfig column_config(const RegionInfo& info, const ReduceSpace& space, int
   ColumnConfig c;
   c.v = v;
   const int64_t columns = space.suffix / v;  // vectors of V columns per p
-  // TX * V elements of the narrowest type make a 128-byte row segment per warp row.
-  const int64_t segment = std::max<int64_t>(1, 128 / (v * info.min_element_size()));
-  c.tx = std::min<int64_t>({32, pow2_ceil(columns), segment});
+  // A row of the tile spans TX * V columns: up to 128 bytes (a full line per warp row), down
+  // to 32 bytes (one whole sector) when narrower tiles are needed to give every SM a block.
+  const int64_t vector_bytes = v * info.min_element_size();
+  const int64_t widest = std::max<int64_t>(1, 128 / vector_bytes);
+  const int64_t narrowest = std::max<int64_t>(1, 32 / vector_bytes);
+  c.tx = std::min<int64_t>({32, pow2_ceil(columns), widest});
+  while (c.tx > narrowest && space.prefix * ceil_div(columns, c.tx) * 1024 < kTargetThreads)
+    c.tx /= 2;
   c.tiles_n = ceil_div(columns, c.tx);
   c.tiles = space.prefix * c.tiles_n;
   c.ty = pow2_floor(std::max<int64_t>(1, kTargetThreads / (c.tiles * c.tx)));
@@ -47,7 +52,8 @@ ColumnConfig column_config(const RegionInfo& info, const ReduceSpace& space, int
   c.ty = std::min(c.ty, 1024 / c.tx);
   int64_t acc_bytes = 0;
   for (ir::NodeId r : space.reduces) acc_bytes += dtype_size(accumulator_dtype(info.node(r)));
-  while (c.ty > 1 && c.tx * c.ty > 32 && (c.tx * c.ty / 32) * c.tx * v * acc_bytes > kMaxSharedBytes) {
+  while (c.ty > 1 && c.tx * c.ty > 32 &&
+         (c.tx * c.ty / 32) * c.tx * v * acc_bytes > kMaxSharedBytes) {
     c.ty /= 2;
   }
   return c;
@@ -55,7 +61,20 @@ ColumnConfig column_config(const RegionInfo& info, const ReduceSpace& space, int
 
 }  // namespace
 
-KernelBody build_column(const RegionInfo& info, const ReduceSpace& space, const CodegenOptions& options) {
+bool column_worthwhile(const RegionInfo& info, const ReduceSpace& space,
+                       const CodegenOptions& options) {
+  // A column kernel's parallelism is its tiles; with a handful of them and long columns, one
+  // block would stream most of the tensor: a row-style kernel (strided, but split over blocks)
+  // does better.
+  constexpr int64_t kFewTiles = 16;
+  constexpr int64_t kLongColumn = 65536;
+  const int v = vector_width(info, options.vectorize, {space.suffix});
+  const ColumnConfig cfg = column_config(info, space, v);
+  return cfg.tiles >= kFewTiles || space.length < kLongColumn;
+}
+
+KernelBody build_column(const RegionInfo& info, const ReduceSpace& space,
+                        const CodegenOptions& options) {
   const int v = vector_width(info, options.vectorize, {space.suffix});
   const ColumnConfig cfg = column_config(info, space, v);
   const std::string_view idx = info.index_type();
@@ -147,11 +166,13 @@ KernelBody build_column(const RegionInfo& info, const ReduceSpace& space, const 
     acc_init.line("for (int j = 0; j < {}; ++j) a{}[j] = {};", v, r, reduce_identity(n.op, acc));
     const ir::Node& operand = info.node(n.inputs[0]);
     const std::string value = emitter.value(n.inputs[0], x, inner);
-    body.line("a{0}[{1}] = {2}()(a{0}[{1}], {3});", r, lane_j, op, convert(acc, operand.dtype, value));
+    body.line("a{0}[{1}] = {2}()(a{0}[{1}], {3});", r, lane_j, op,
+              convert(acc, operand.dtype, value));
     if (cfg.tx < 32 && block > cfg.tx) {
       combine.line("#pragma unroll");
-      combine.line("for (int j = 0; j < {0}; ++j) a{1}[j] = fj_warp_reduce<{2}, {3}>(a{1}[j], {4}());", v,
-                   r, cfg.tx, std::min<int64_t>(32, block), op);
+      combine.line(
+          "for (int j = 0; j < {0}; ++j) a{1}[j] = fj_warp_reduce<{2}, {3}>(a{1}[j], {4}());", v, r,
+          cfg.tx, std::min<int64_t>(32, block), op);
     }
     if (warps > 1) {
       shared.line("__shared__ {} part{}[{}][{}];", type, r, warps, cfg.tx * v);
@@ -188,7 +209,8 @@ KernelBody build_column(const RegionInfo& info, const ReduceSpace& space, const 
     if (v > 1 && lane(at) == Lane::unit) {
       epi_prelude.line("{} s{}[{}];", dtype_code(n.dtype).storage, out.position, v);
       epi.line("s{}[j] = {};", out.position, value);
-      epi_stores.line("fj_store_vec(out{} + {}, s{});", out.position, offset(at, true), out.position);
+      epi_stores.line("fj_store_vec(out{} + {}, s{});", out.position, offset(at, true),
+                      out.position);
     } else {
       epi.line("out{}[{}] = {};", out.position, offset(at), value);
     }
@@ -201,9 +223,10 @@ KernelBody build_column(const RegionInfo& info, const ReduceSpace& space, const 
   kb.blocks_per_sm = static_cast<int>(std::max<int64_t>(1, 2048 / block));
   kb.work_blocks = cfg.tiles;
   Printer& o = kb.code;
-  o.line("// {}, column-style: [{}, {}, {}] reduced over the middle; tiles of {} x {} columns, {} "
-         "rows of threads",
-         kb.kind, space.prefix, space.length, space.suffix, cfg.tx, v, cfg.ty);
+  o.line(
+      "// {}, column-style: [{}, {}, {}] reduced over the middle; tiles of {} x {} columns, {} "
+      "rows of threads",
+      kb.kind, space.prefix, space.length, space.suffix, cfg.tx, v, cfg.ty);
   o.line("// {} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
   print_signature(o, info, kb.block);
   o.splice(shared);
@@ -244,7 +267,8 @@ KernelBody build_column(const RegionInfo& info, const ReduceSpace& space, const 
     o.open("if ((threadIdx.x & 31) < {})", cfg.tx);
     for (ir::NodeId r : space.reduces) {
       o.line("#pragma unroll");
-      o.line("for (int j = 0; j < {0}; ++j) part{1}[threadIdx.x >> 5][tx * {0} + j] = a{1}[j];", v, r);
+      o.line("for (int j = 0; j < {0}; ++j) part{1}[threadIdx.x >> 5][tx * {0} + j] = a{1}[j];", v,
+             r);
     }
     o.close();
     o.line("__syncthreads();");
@@ -253,8 +277,8 @@ KernelBody build_column(const RegionInfo& info, const ReduceSpace& space, const 
       o.line("#pragma unroll");
       o.open("for (int w = 1; w < {}; ++w)", warps);
       o.line("#pragma unroll");
-      o.line("for (int j = 0; j < {0}; ++j) a{1}[j] = {2}()(a{1}[j], part{1}[w][tx * {0} + j]);", v, r,
-             reduce_functor(info.node(r).op));
+      o.line("for (int j = 0; j < {0}; ++j) a{1}[j] = {2}()(a{1}[j], part{1}[w][tx * {0} + j]);", v,
+             r, reduce_functor(info.node(r).op));
       o.close();
     }
     o.close();

@@ -65,7 +65,8 @@ std::string literal(DType dtype, double value) {
     case DType::bf16: {
       const float f = static_cast<float>(v);
       if (std::isnan(f)) return "__uint_as_float(0x7fffffffu)";
-      if (std::isinf(f)) return f > 0 ? "__uint_as_float(0x7f800000u)" : "__uint_as_float(0xff800000u)";
+      if (std::isinf(f))
+        return f > 0 ? "__uint_as_float(0x7f800000u)" : "__uint_as_float(0xff800000u)";
       const std::string s = fmt::format("{:a}f", f);
       return std::signbit(f) ? "(" + s + ")" : s;
     }
@@ -115,17 +116,25 @@ std::string reduce_identity(ir::Op op, DType acc) {
       return literal(acc, 0.0);
     case ir::Op::max:
       switch (acc) {
-        case DType::i32: return "(-2147483647 - 1)";
-        case DType::i64: return "(-9223372036854775807LL - 1)";
-        case DType::boolean: return "false";
-        default: return literal(DType::f32, -inf);
+        case DType::i32:
+          return "(-2147483647 - 1)";
+        case DType::i64:
+          return "(-9223372036854775807LL - 1)";
+        case DType::boolean:
+          return "false";
+        default:
+          return literal(DType::f32, -inf);
       }
     case ir::Op::min:
       switch (acc) {
-        case DType::i32: return "2147483647";
-        case DType::i64: return "9223372036854775807LL";
-        case DType::boolean: return "true";
-        default: return literal(DType::f32, inf);
+        case DType::i32:
+          return "2147483647";
+        case DType::i64:
+          return "9223372036854775807LL";
+        case DType::boolean:
+          return "true";
+        default:
+          return literal(DType::f32, inf);
       }
     default:
       throw InternalError(fmt::format("{} is not a reduction", ir::op_name(op)));
@@ -141,12 +150,15 @@ std::string reduce_finish(const ir::Node& reduce, const std::string& acc, int64_
 }
 
 RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r)
-    : graph(g), region(r), inputs(r.inputs.begin(), r.inputs.end()), nodes(r.nodes.begin(), r.nodes.end()) {
+    : graph(g),
+      region(r),
+      inputs(r.inputs.begin(), r.inputs.end()),
+      nodes(r.nodes.begin(), r.nodes.end()) {
   int64_t biggest = 1;
   auto see = [&](ir::NodeId id) {
     if (id < 0 || static_cast<size_t>(id) >= g.size()) {
-      throw InternalError(fmt::format("region names node %{}, which the graph ({} nodes) lacks",
-                                      id, g.size()));
+      throw InternalError(
+          fmt::format("region names node %{}, which the graph ({} nodes) lacks", id, g.size()));
     }
     biggest = std::max(biggest, ir::numel(g.node(id).shape));
     for (ir::NodeId op : g.node(id).inputs) {
@@ -175,7 +187,8 @@ int RegionInfo::min_element_size() const {
 }
 
 void print_signature(Printer& p, const RegionInfo& info, int block, int min_blocks) {
-  const std::string bounds = min_blocks > 0 ? fmt::format("{}, {}", block, min_blocks) : fmt::format("{}", block);
+  const std::string bounds =
+      min_blocks > 0 ? fmt::format("{}, {}", block, min_blocks) : fmt::format("{}", block);
   p.line("extern \"C\" __global__ void __launch_bounds__({}) {}(", bounds, kKernelNameToken);
   std::vector<std::string> params;
   for (size_t k = 0; k < info.region.inputs.size(); ++k) {
@@ -256,9 +269,10 @@ std::string ExprEmitter::value(ir::NodeId id, const Index& at, Scope& scope) {
   }
   const ir::Node& n = info_.node(id);
   if (info_.nodes.count(id) == 0) {
-    throw InternalError(fmt::format("region reads %{} ({} {}), which is neither one of its "
-                                    "nodes nor one of its inputs",
-                                    id, ir::op_name(n.op), ir::type_str(n)));
+    throw InternalError(
+        fmt::format("region reads %{} ({} {}), which is neither one of its "
+                    "nodes nor one of its inputs",
+                    id, ir::op_name(n.op), ir::type_str(n)));
   }
   switch (ir::op_kind(n.op)) {
     case ir::OpKind::source:
@@ -267,13 +281,15 @@ std::string ExprEmitter::value(ir::NodeId id, const Index& at, Scope& scope) {
     case ir::OpKind::view: {
       const ir::Node& x = info_.node(n.inputs[0]);
       if (n.op == ir::Op::reshape) return value(n.inputs[0], reshape_operand(at, x.shape), scope);
-      if (n.op == ir::Op::permute) return value(n.inputs[0], permute_operand(at, n.axes, x.shape), scope);
+      if (n.op == ir::Op::permute)
+        return value(n.inputs[0], permute_operand(at, n.axes, x.shape), scope);
       return value(n.inputs[0], broadcast_operand(at, x.shape), scope);
     }
     case ir::OpKind::reduce:
-      throw InternalError(fmt::format("%{} ({}) is read at an element its kernel does not reduce "
-                                      "(index {})",
-                                      id, ir::op_name(n.op), offset(at)));
+      throw InternalError(
+          fmt::format("%{} ({}) is read at an element its kernel does not reduce "
+                      "(index {})",
+                      id, ir::op_name(n.op), offset(at)));
     case ir::OpKind::matmul:
       throw InternalError(fmt::format("matmul %{} inside a generated kernel", id));
     default: {
@@ -312,9 +328,11 @@ std::string ExprEmitter::elementwise(ir::NodeId id, const Index& at, Scope& scop
   } else {
     expr = fmt::format("fj_{}({})", ir::op_name(n.op), args);
   }
-  if (!(keeps_representable(n.op) && operands_in_dtype)) expr = wrap(dtype_code(n.dtype).round, expr);
+  if (!(keeps_representable(n.op) && operands_in_dtype))
+    expr = wrap(dtype_code(n.dtype).round, expr);
   const std::string var = fresh(fmt::format("v{}", id));
-  scope.out->line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var, expr, ir::op_name(n.op));
+  scope.out->line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var, expr,
+                  ir::op_name(n.op));
   return var;
 }
 

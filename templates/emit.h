@@ -64,9 +64,9 @@ struct RegionInfo {
   std::string_view index_type() const { return wide_index ? "long long" : "int"; }
 };
 
-// `extern "C" __global__ void __launch_bounds__(block[, min_blocks]) NAME(const float* __restrict__ in0, ...)`
-// ending in `{`, after which the printer is one level deeper (close() ends the function). The
-// name is the placeholder kKernelNameToken.
+// `extern "C" __global__ void __launch_bounds__(block[, min_blocks]) NAME(const float* __restrict__
+// in0, ...)` ending in `{`, after which the printer is one level deeper (close() ends the
+// function). The name is the placeholder kKernelNameToken.
 inline constexpr std::string_view kKernelNameToken = "FJ_KERNEL_NAME";
 void print_signature(Printer& p, const RegionInfo& info, int block, int min_blocks = 0);
 

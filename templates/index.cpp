@@ -29,10 +29,11 @@ Digits normalize(const Digits& in) {
 
 std::string print_base(const Base& b, bool lane0);
 
-// "(b / d) % e" with the parts that are no-ops left out; parenthesized when compound.
-std::string print_digit(const Digit& d, bool lane0) {
+// "b / d % e" with the parts that are no-ops left out; `compound` tells whether it has an
+// operator (and needs parentheses before a multiplication).
+std::string print_digit(const Digit& d, bool lane0, bool& compound) {
   std::string s = print_base(*d.base, lane0);
-  bool compound = false;
+  compound = false;
   if (d.div > 1) {
     s = fmt::format("{} / {}", s, d.div);
     compound = true;
@@ -41,7 +42,7 @@ std::string print_digit(const Digit& d, bool lane0) {
     s = fmt::format("{} % {}", s, d.ext);
     compound = true;
   }
-  return compound ? "(" + s + ")" : s;
+  return s;
 }
 
 std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, bool lane0) {
@@ -49,20 +50,21 @@ std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, boo
   std::string s;
   for (const auto& [digit, place] : terms) {
     if (!s.empty()) s += " + ";
-    std::string d = print_digit(digit, lane0);
-    // A lone digit needs no parentheses: * / % bind tighter than +.
-    if (place == 1 && d.front() == '(' && d.back() == ')' && d.find('(', 1) == std::string::npos) {
-      d = d.substr(1, d.size() - 2);
+    bool compound = false;
+    const std::string d = print_digit(digit, lane0, compound);
+    // * / % bind tighter than +: a digit needs parentheses only before its place value.
+    if (place == 1) {
+      s += d;
+    } else {
+      s += compound ? fmt::format("({}) * {}", d, place) : fmt::format("{} * {}", d, place);
     }
-    s += d;
-    if (place != 1) s += fmt::format(" * {}", place);
   }
   return s;
 }
 
 std::string print_base(const Base& b, bool lane0) {
   if (!b.name.empty()) return lane0 && b.lane_root ? b.lane0_name : b.name;
-  return "(" + print_terms(b.terms, lane0) + ")";
+  return fmt::format("({})", print_terms(b.terms, lane0));
 }
 
 std::vector<std::pair<Digit, int64_t>> with_places(const Digits& flat) {
@@ -160,8 +162,8 @@ BasePtr make_root(std::string name, int64_t bound) {
 
 BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, int vector) {
   if (vector < 1 || bound % vector != 0) {
-    throw InternalError(fmt::format("lane root {} of bound {} with vector width {}", name, bound,
-                                    vector));
+    throw InternalError(
+        fmt::format("lane root {} of bound {} with vector width {}", name, bound, vector));
   }
   auto b = std::make_shared<Base>();
   b->name = std::move(name);
@@ -178,8 +180,8 @@ Index index_from_digits(const Digits& flat_in, const Shape& shape) {
   int64_t total = 1;
   for (const Digit& d : flat) total *= d.ext;
   if (total != ir::numel(shape)) {
-    throw InternalError(fmt::format("index over {} elements used for shape {}", total,
-                                    ir::shape_str(shape)));
+    throw InternalError(
+        fmt::format("index over {} elements used for shape {}", total, ir::shape_str(shape)));
   }
   Index out;
   if (regroup(flat, shape, out)) return out;
@@ -205,16 +207,16 @@ Digits flatten(const Index& at) {
 
 Index broadcast_operand(const Index& at, const Shape& operand) {
   if (operand.size() > at.shape.size()) {
-    throw InternalError(fmt::format("broadcast of {} to {}", ir::shape_str(operand),
-                                    ir::shape_str(at.shape)));
+    throw InternalError(
+        fmt::format("broadcast of {} to {}", ir::shape_str(operand), ir::shape_str(at.shape)));
   }
   const size_t lead = at.shape.size() - operand.size();
   Index out{operand, std::vector<Digits>(operand.size())};
   for (size_t k = 0; k < operand.size(); ++k) {
     if (operand[k] == 1) continue;
     if (operand[k] != at.shape[k + lead]) {
-      throw InternalError(fmt::format("broadcast of {} to {}", ir::shape_str(operand),
-                                      ir::shape_str(at.shape)));
+      throw InternalError(
+          fmt::format("broadcast of {} to {}", ir::shape_str(operand), ir::shape_str(at.shape)));
     }
     out.axes[k] = at.axes[k + lead];
   }

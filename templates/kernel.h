@@ -12,6 +12,7 @@
 //   - arguments: one device pointer per entry of `params`, in order (region inputs, then region
 //     outputs), each buffer dense row-major in its node's dtype and 16-byte aligned (the pool's
 //     256-byte alignment is more than enough); nothing else.
+//   - a kernel with serial_launches set must not run concurrently with itself (same module);
 //   - outputs are written completely (every element, whatever they held before); inputs are
 //     only read. An output buffer must not alias an input buffer.
 #pragma once
@@ -39,10 +40,14 @@ struct Kernel {
   // Parameters, in order: one pointer per region input, then one per region output (node ids of
   // the region's graph), then nothing else: shapes are constants in the source.
   std::vector<ir::NodeId> params;
-  int block = 256;            // threads per block
-  int64_t work_blocks = 1;    // blocks that cover all work with no grid-stride loop
-  int blocks_per_sm = 8;      // residency target for one wave
-  int shared_bytes = 0;       // dynamic shared memory per block
+  int block = 256;          // threads per block
+  int64_t work_blocks = 1;  // blocks that cover all work with no grid-stride loop
+  int blocks_per_sm = 8;    // residency target for one wave
+  int shared_bytes = 0;     // dynamic shared memory per block
+  // The kernel keeps scratch in module-scope device memory (reductions whose few long rows are
+  // split over several blocks): launches of one loaded module must not overlap in time (one
+  // stream at a time; a second stream needs its own loaded copy of the module).
+  bool serial_launches = false;
 };
 
 // Grid size: the work's blocks, capped at `waves` full waves of the device (the kernels loop
@@ -68,6 +73,7 @@ struct CodegenOptions {
 //                  the row held in registers.
 //   Region inputs (loaded from memory) are listed in `inputs` and may be any node; `nodes`
 //   holds the computed nodes (constants and views included).
-Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenOptions& options = {});
+Kernel generate(const ir::Graph& g, const fusion::Region& region,
+                const CodegenOptions& options = {});
 
 }  // namespace fusejit::templates

@@ -34,7 +34,8 @@ struct Sweep {
 int64_t print_sweep(Printer& p, const RegionInfo& info, const Sweep& sweep, int v) {
   const std::string_view idx = info.index_type();
   const int64_t vectors = sweep.count / v;
-  const BasePtr root = v > 1 ? make_lane_root("i", "i0", sweep.count, v) : make_root("i", sweep.count);
+  const BasePtr root =
+      v > 1 ? make_lane_root("i", "i0", sweep.count, v) : make_root("i", sweep.count);
 
   Printer prelude, body, stores;
   Scope outer{&prelude, nullptr, {}};
@@ -64,7 +65,8 @@ int64_t print_sweep(Printer& p, const RegionInfo& info, const Sweep& sweep, int 
           outer.memo["vec" + key] = array;
         }
         const std::string var = fmt::format("x{}", arrays++);
-        body.line("const {} {} = {};", code.arith, var, wrap(code.load, fmt::format("{}[j]", array)));
+        body.line("const {} {} = {};", code.arith, var,
+                  wrap(code.load, fmt::format("{}[j]", array)));
         return var;
       }
       case Lane::none: {
@@ -81,7 +83,9 @@ int64_t print_sweep(Printer& p, const RegionInfo& info, const Sweep& sweep, int 
     body.line("const {} {} = {};", code.arith, var, load_expr(info, id, offset(at)));
     return var;
   };
-  auto no_reductions = [](ir::NodeId, const Index&) -> std::optional<std::string> { return std::nullopt; };
+  auto no_reductions = [](ir::NodeId, const Index&) -> std::optional<std::string> {
+    return std::nullopt;
+  };
   ExprEmitter emitter(info, leaf, no_reductions);
 
   for (size_t k : sweep.outputs) {
@@ -136,7 +140,8 @@ KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options
   kb.block = kBlock;
   kb.blocks_per_sm = 2048 / kBlock;
   std::vector<std::pair<int64_t, int>> plan;
-  for (int64_t count : order) plan.emplace_back(count, vector_width(info, options.vectorize, {count}));
+  for (int64_t count : order)
+    plan.emplace_back(count, vector_width(info, options.vectorize, {count}));
   Printer fn;
   int64_t work = 1;
   for (const auto& [count, v] : plan) {

@@ -23,8 +23,12 @@
 
 namespace fusejit::templates {
 
-KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& space, const CodegenOptions& options);
-KernelBody build_column(const RegionInfo& info, const ReduceSpace& space, const CodegenOptions& options);
+KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& space,
+                         const CodegenOptions& options);
+KernelBody build_column(const RegionInfo& info, const ReduceSpace& space,
+                        const CodegenOptions& options);
+bool column_worthwhile(const RegionInfo& info, const ReduceSpace& space,
+                       const CodegenOptions& options);
 
 bool is_reduced_axis(const ReduceSpace& space, size_t axis) {
   return std::binary_search(space.axes.begin(), space.axes.end(), static_cast<int64_t>(axis));
@@ -87,8 +91,10 @@ ReduceSpace analyze_reduction(const RegionInfo& info) {
     bool seen_reduced = false;
     for (size_t a = 0; a < space.shape.size(); ++a) {
       if (space.shape[a] == 1) continue;
-      if (is_reduced_axis(space, a)) seen_reduced = true;
-      else (seen_reduced ? space.suffix : space.prefix) *= space.shape[a];
+      if (is_reduced_axis(space, a))
+        seen_reduced = true;
+      else
+        (seen_reduced ? space.suffix : space.prefix) *= space.shape[a];
     }
   } else {
     space.layout = ReduceLayout::generic;
@@ -115,10 +121,14 @@ ReduceSpace analyze_reduction(const RegionInfo& info) {
 
 KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options) {
   const ReduceSpace space = analyze_reduction(info);
-  const bool single_pass = space.passes == 1 &&
-                           std::all_of(space.outputs.begin(), space.outputs.end(),
-                                       [](const ReduceOutput& o) { return !o.full || o.pass == 1; });
-  if (space.layout == ReduceLayout::column && single_pass) return build_column(info, space, options);
+  const bool single_pass =
+      space.passes == 1 &&
+      std::all_of(space.outputs.begin(), space.outputs.end(),
+                  [](const ReduceOutput& o) { return !o.full || o.pass == 1; });
+  if (space.layout == ReduceLayout::column && single_pass &&
+      column_worthwhile(info, space, options)) {
+    return build_column(info, space, options);
+  }
   return build_rowwise(info, space, options);
 }
 

@@ -20,13 +20,13 @@ enum class ReduceLayout {
 struct ReduceOutput {
   size_t position = 0;  // in region.outputs
   ir::NodeId id = -1;
-  bool full = false;    // one value per element of the reduced tensor (else one per output row)
-  int pass = 0;         // full outputs: the element pass that writes it (1 .. passes + 1)
+  bool full = false;  // one value per element of the reduced tensor (else one per output row)
+  int pass = 0;       // full outputs: the element pass that writes it (1 .. passes + 1)
 };
 
 struct ReduceSpace {
-  Shape shape;                     // the operand shape of every reduce node
-  std::vector<int64_t> axes;       // reduced axes, ascending
+  Shape shape;                // the operand shape of every reduce node
+  std::vector<int64_t> axes;  // reduced axes, ascending
   std::vector<ir::NodeId> reduces;
   std::map<ir::NodeId, int> depth;  // 1 + the deepest reduce its operand reads
   std::map<ir::NodeId, int> reach;  // per region node: the deepest reduce it depends on (0: none)

@@ -31,22 +31,41 @@ namespace fusejit::templates {
 
 namespace {
 
-constexpr int kElementsPerThread = 32;   // the row share a thread holds, for choosing G
-constexpr int64_t kCacheBudget = 32;     // register-cached values per thread
+// The row share of a thread, for choosing G: single-pass kernels stream (32 elements in flight
+// per thread); multi-pass kernels hold the row in registers, under a 64-register cap.
+constexpr int64_t kStreamElementsPerThread = 32;
+constexpr int64_t kCachedElementsPerThread = 16;
+constexpr int64_t kCacheBudget = 32;  // register-cached values per thread
 constexpr int64_t kMaxUnrolledChunks = 16;
+// Split rows: when a single-pass kernel has too few rows to give the device (about 1024 blocks
+// in flight) work, each row is cut into S pieces, one block each.
+constexpr int64_t kSplitTargetBlocks = 1024;
 
 struct RowConfig {
   int v = 1;
   int64_t group = 1;
   int64_t block = 256;
   int64_t rows_per_block = 1;
-  int64_t chunks = 1;
+  int64_t split = 1;   // S: blocks per row
+  int64_t piece = 1;   // elements of a row per block: length / S
+  int64_t chunks = 1;  // vectors per thread per piece
 };
 
-RowConfig row_config(const ReduceSpace& space, int v) {
+// Passes over the row's elements: one per reduction depth, plus one for outputs that need the
+// deepest reductions.
+int element_passes(const ReduceSpace& space) {
+  int passes = space.passes;
+  for (const ReduceOutput& out : space.outputs) {
+    if (out.full) passes = std::max(passes, out.pass);
+  }
+  return passes;
+}
+
+RowConfig row_config(const ReduceSpace& space, int v, bool multi_pass) {
   RowConfig c;
   c.v = v;
-  const int64_t g = pow2_ceil(ceil_div(space.length, kElementsPerThread));
+  const int64_t share = multi_pass ? kCachedElementsPerThread : kStreamElementsPerThread;
+  const int64_t g = pow2_ceil(ceil_div(space.length, share));
   if (g <= 32) {
     c.group = g;
     c.block = 256;
@@ -55,7 +74,16 @@ RowConfig row_config(const ReduceSpace& space, int v) {
     c.block = c.group;
   }
   c.rows_per_block = c.block / c.group;
-  c.chunks = ceil_div(space.length / v, c.group);
+  if (!multi_pass && c.group == c.block && space.rows < kSplitTargetBlocks) {
+    // Each piece keeps at least 4 vectors per thread (64 bytes in flight per thread, the block
+    // reduction amortized over 16 KiB or more); S divides the row into whole vectors.
+    int64_t s = pow2_floor(std::min(kSplitTargetBlocks / space.rows,
+                                    std::max<int64_t>(1, space.length / (4 * c.block * v))));
+    while (s > 1 && (space.length / v) % s != 0) s /= 2;
+    c.split = s;
+  }
+  c.piece = space.length / c.split;
+  c.chunks = ceil_div(c.piece / v, c.group);
   return c;
 }
 
@@ -84,8 +112,7 @@ class RowwiseBuilder {
         cfg_(cfg),
         cacheable_(std::move(cacheable)),
         emitter_(
-            info,
-            [this](ir::NodeId id, const Index& at, Scope&) { return leaf(id, at); },
+            info, [this](ir::NodeId id, const Index& at, Scope&) { return leaf(id, at); },
             [this](ir::NodeId id, const Index& at) { return intercept(id, at); }) {
     row_ = make_root("row", space.rows);
     k_ = make_lane_root("k", "k0", space.length, cfg.v);
@@ -94,10 +121,9 @@ class RowwiseBuilder {
     row_digits_ = {Digit{row_, 1, space.rows}};
     canonical_ = offset(row_digits_);
     guard_row_ = space.rows % cfg.rows_per_block != 0;
-    guard_k_ = cfg.chunks * cfg.group * cfg.v != space.length;
+    guard_k_ = cfg.chunks * cfg.group * cfg.v != cfg.piece;
     slot_ = cfg.v > 1 ? fmt::format("c * {} + j", cfg.v) : "c";
-    max_cache_entries_ =
-        cfg.chunks <= kMaxUnrolledChunks ? kCacheBudget / (cfg.chunks * cfg.v) : 0;
+    max_cache_entries_ = cfg.chunks <= kMaxUnrolledChunks ? kCacheBudget / (cfg.chunks * cfg.v) : 0;
   }
 
   KernelBody build();
@@ -124,6 +150,7 @@ class RowwiseBuilder {
   std::optional<std::string> intercept(ir::NodeId id, const Index& at);
   void store_full(Pass& p, const ReduceOutput& out);
   void print_chunk_loop(Printer& out, const Pass& p) const;
+  void print_split_combine(Printer& out, const std::vector<ir::NodeId>& reduces) const;
 
   const RegionInfo& info_;
   const ReduceSpace& space_;
@@ -235,16 +262,24 @@ void RowwiseBuilder::print_chunk_loop(Printer& out, const Pass& p) const {
   out.raw(cfg_.chunks <= kMaxUnrolledChunks ? "#pragma unroll" : "#pragma unroll 4");
   out.open("for (int c = 0; c < {}; ++c)", cfg_.chunks);
   const bool uses_k = mentions(p.body.str(), "k");
+  // The position in the row's piece (the whole row unless rows are split).
+  const std::string within =
+      cfg_.group > 1 ? fmt::format("(static_cast<{}>(c) * {} + g) * {}", idx, cfg_.group, cfg_.v)
+                     : fmt::format("static_cast<{}>(c) * {}", idx, cfg_.v);
   if (guard_k_ || uses_k || mentions(p.prelude.str() + p.stores.str(), "k0")) {
-    if (cfg_.group > 1) {
-      out.line("const {0} k0 = (static_cast<{0}>(c) * {1} + g) * {2};", idx, cfg_.group, cfg_.v);
+    if (cfg_.split > 1) {
+      out.line("const {} k0 = s * {} + {};", idx, cfg_.piece, within);
     } else {
-      out.line("const {0} k0 = static_cast<{0}>(c) * {1};", idx, cfg_.v);
+      out.line("const {} k0 = {};", idx, within);
     }
   }
   std::string cond;
   if (guard_row_) cond = "live";
-  if (guard_k_) cond += fmt::format("{}k0 < {}", cond.empty() ? "" : " && ", space_.length);
+  if (guard_k_) {
+    cond += cond.empty() ? "" : " && ";
+    cond += cfg_.split > 1 ? fmt::format("{} < {}", within, cfg_.piece)
+                           : fmt::format("k0 < {}", cfg_.piece);
+  }
   if (!cond.empty()) out.open("if ({})", cond);
   out.splice(p.prelude);
   if (cfg_.v > 1) {
@@ -262,6 +297,34 @@ void RowwiseBuilder::print_chunk_loop(Printer& out, const Pass& p) const {
   out.close();
 }
 
+// Split rows: every block of a row publishes its partial result (slot row * S + s); the last
+// to arrive combines the S partials in order (so the result does not depend on timing) and,
+// inside the `if` this leaves open, finishes the row. Release: the partial is stored and fenced
+// before the arrival is counted; acquire: the last block fences after seeing the count and
+// reads the partials with volatile loads (from L2, never a stale L1 line).
+void RowwiseBuilder::print_split_combine(Printer& out,
+                                         const std::vector<ir::NodeId>& reduces) const {
+  const int64_t s = cfg_.split;
+  out.open("if (threadIdx.x == 0)");
+  for (ir::NodeId r : reduces) out.line("fj_partial{0}[row * {1} + s] = a{0};", r, s);
+  out.line("__threadfence();");
+  out.line("fj_last = atomicAdd(&fj_arrivals[row], 1u) == {}u;", s - 1);
+  out.close();
+  out.line("__syncthreads();");
+  out.open("if (fj_last && threadIdx.x == 0)");
+  out.line("__threadfence();");
+  for (ir::NodeId r : reduces) {
+    const ir::Node& n = info_.node(r);
+    const DType acc = accumulator_dtype(n);
+    out.line("a{} = {};", r, reduce_identity(n.op, acc));
+    out.open("for (int q = 0; q < {}; ++q)", s);
+    out.line("a{0} = {1}()(a{0}, *static_cast<volatile {2}*>(&fj_partial{0}[row * {3} + q]));", r,
+             reduce_functor(n.op), dtype_code(acc).arith, s);
+    out.close();
+  }
+  out.line("fj_arrivals[row] = 0;");
+}
+
 KernelBody RowwiseBuilder::build() {
   const std::string_view idx = info_.index_type();
   Printer main;  // the row loop's body after the prelude and the cache
@@ -273,7 +336,8 @@ KernelBody RowwiseBuilder::build() {
       if (space_.depth.at(r) == pass) here.push_back(r);
     }
     bool writes = false;
-    for (const ReduceOutput& out : space_.outputs) writes = writes || (out.full && out.pass == pass);
+    for (const ReduceOutput& out : space_.outputs)
+      writes = writes || (out.full && out.pass == pass);
     if (here.empty() && !writes) continue;
     for (ir::NodeId r : here) {
       const ir::Node& n = info_.node(r);
@@ -293,8 +357,13 @@ KernelBody RowwiseBuilder::build() {
       if (cfg_.group > 32) {
         main.line("a{0} = fj_block_reduce<{1}>(a{0}, {2}());", r, cfg_.block, reduce_functor(n.op));
       } else if (cfg_.group > 1) {
-        main.line("a{0} = fj_warp_reduce<1, {1}>(a{0}, {2}());", r, cfg_.group, reduce_functor(n.op));
+        main.line("a{0} = fj_warp_reduce<1, {1}>(a{0}, {2}());", r, cfg_.group,
+                  reduce_functor(n.op));
       }
+    }
+    if (cfg_.split > 1) print_split_combine(main, here);
+    for (ir::NodeId r : here) {
+      const ir::Node& n = info_.node(r);
       const std::string var = emitter_.fresh(fmt::format("v{}", r));
       main.line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var,
                 reduce_finish(n, fmt::format("a{}", r), space_.length), ir::op_name(n.op));
@@ -309,7 +378,12 @@ KernelBody RowwiseBuilder::build() {
     const ir::Node& n = info_.node(out.id);
     const Index at = index_from_digits(row_digits_, n.shape);
     const std::string value = emitter_.value(out.id, at, row_out_scope);
-    row_outputs.line("out{}[{}] = {};", out.position, offset(at), wrap(dtype_code(n.dtype).store, value));
+    row_outputs.line("out{}[{}] = {};", out.position, offset(at),
+                     wrap(dtype_code(n.dtype).store, value));
+  }
+  if (cfg_.split > 1) {
+    main.splice(row_outputs);
+    main.close();
   }
   // The register cache, filled before pass 1 with what the passes asked for.
   Printer cache;
@@ -319,7 +393,8 @@ KernelBody RowwiseBuilder::build() {
     filling_cache_ = true;
     cache.line("// register cache: the row's values that several passes read");
     for (const CacheEntry& e : cache_) {
-      cache.line("{} {}[{}];", dtype_code(info_.node(e.id).dtype).arith, e.array, cfg_.chunks * cfg_.v);
+      cache.line("{} {}[{}];", dtype_code(info_.node(e.id).dtype).arith, e.array,
+                 cfg_.chunks * cfg_.v);
       p->body.line("{}[{}] = {};", e.array, slot_, emitter_.value(e.id, e.at, p->lane));
     }
     print_chunk_loop(cache, *p);
@@ -331,13 +406,29 @@ KernelBody RowwiseBuilder::build() {
   kb.reduces = true;
   kb.block = static_cast<int>(cfg_.block);
   kb.blocks_per_sm = static_cast<int>(std::max<int64_t>(1, 2048 / cfg_.block));
-  kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block);
+  kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.split;
+  kb.serial_launches = cfg_.split > 1;
   Printer& out = kb.code;
-  out.line("// {}, row-style: {} rows of {} elements; {} thread(s) per row, {} vector(s) of {} per "
-           "thread; {} pass(es){}",
-           kb.kind, space_.rows, space_.length, cfg_.group, cfg_.chunks, cfg_.v, space_.passes,
-           cache_.empty() ? "" : ", row cached in registers");
+  out.line(
+      "// {}, row-style: {} rows of {} elements; {} thread(s) per row, {} vector(s) of {} per "
+      "thread; {} pass(es) over the row{}",
+      kb.kind, space_.rows, space_.length, cfg_.group, cfg_.chunks, cfg_.v, element_passes(space_),
+      cache_.empty() ? "" : ", row cached in registers");
   out.line("// {} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
+  if (cfg_.split > 1) {
+    out.line(
+        "// rows split in {} pieces of {} elements, one block each; the partial results meet in",
+        cfg_.split, cfg_.piece);
+    out.line(
+        "// module-scope scratch, and the last block of a row to arrive (counted atomically) "
+        "combines");
+    out.line("// them in a fixed order and resets the count for the next launch");
+    for (ir::NodeId r : space_.reduces) {
+      out.line("__device__ {} fj_partial{}[{}];",
+               dtype_code(accumulator_dtype(info_.node(r))).arith, r, space_.rows * cfg_.split);
+    }
+    out.line("__device__ unsigned int fj_arrivals[{}];", space_.rows);
+  }
   // At least 1024 resident threads: caps registers at 64 per thread (the cache budget fits).
   const int min_blocks = static_cast<int>(std::max<int64_t>(1, 1024 / cfg_.block));
   print_signature(out, info_, static_cast<int>(cfg_.block), min_blocks);
@@ -348,9 +439,14 @@ KernelBody RowwiseBuilder::build() {
       out.line("const int g = threadIdx.x % {};", cfg_.group);
     }
   }
-  if (cfg_.rows_per_block > 1) {
-    out.open("for ({0} row0 = static_cast<{0}>(blockIdx.x) * {1}; row0 < {2}; row0 += static_cast<{0}>(gridDim.x) * {1})",
-             idx, cfg_.rows_per_block, space_.rows);
+  if (cfg_.split > 1) {
+    out.line("__shared__ bool fj_last;");
+    out.open("for ({0} u = blockIdx.x; u < {1}; u += gridDim.x)", idx, space_.rows * cfg_.split);
+  } else if (cfg_.rows_per_block > 1) {
+    out.open(
+        "for ({0} row0 = static_cast<{0}>(blockIdx.x) * {1}; row0 < {2}; row0 += "
+        "static_cast<{0}>(gridDim.x) * {1})",
+        idx, cfg_.rows_per_block, space_.rows);
   } else {
     out.open("for ({0} row0 = blockIdx.x; row0 < {1}; row0 += gridDim.x)", idx, space_.rows);
   }
@@ -359,14 +455,21 @@ KernelBody RowwiseBuilder::build() {
   row_body.splice(row_prelude_);
   row_body.splice(cache);
   row_body.splice(main);
-  if (!row_outputs.empty()) {
+  if (cfg_.split > 1) {
+    // Written inside the last block's combination, which print_split_combine left open.
+  } else if (!row_outputs.empty()) {
     std::string cond = guard_row_ ? "live" : "";
     if (cfg_.group > 1) cond += cond.empty() ? "g == 0" : " && g == 0";
     if (!cond.empty()) row_body.open("if ({})", cond);
     row_body.splice(row_outputs);
     if (!cond.empty()) row_body.close();
   }
-  if (mentions(row_body.str(), "row")) {
+  if (cfg_.split > 1) {
+    // Piece-major: the blocks running together read the same piece of every row (one region
+    // of memory when the reduced axes are not the inner ones).
+    if (mentions(row_body.str(), "row")) out.line("const {} row = u % {};", idx, space_.rows);
+    if (mentions(row_body.str(), "s")) out.line("const {} s = u / {};", idx, space_.rows);
+  } else if (mentions(row_body.str(), "row")) {
     if (cfg_.rows_per_block > 1) {
       out.line("const {} row = row0 + threadIdx.x / {};", idx, cfg_.group);
     } else {
@@ -381,12 +484,14 @@ KernelBody RowwiseBuilder::build() {
 
 }  // namespace
 
-KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& space, const CodegenOptions& options) {
+KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& space,
+                         const CodegenOptions& options) {
   int v = vector_width(info, options.vectorize, {space.length});
   for (;;) {
-    const RowConfig cfg = row_config(space, v);
+    const bool multi_pass = element_passes(space) > 1;
+    const RowConfig cfg = row_config(space, v, multi_pass);
     std::set<ir::NodeId> cacheable;
-    if (space.passes > 1) cacheable = frontier(info, space);
+    if (multi_pass) cacheable = frontier(info, space);
     RowwiseBuilder builder(info, space, cfg, cacheable);
     KernelBody kb = builder.build();
     // Vectors only pay when some access is contiguous (not so for most generic axis sets).

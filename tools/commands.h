@@ -10,5 +10,7 @@ using Args = std::vector<std::string>;
 
 int plan_command(const Args& args);
 int run_command(const Args& args);
+int warm_command(const Args& args);
+int cache_command(const Args& args);
 
 }  // namespace fusejit::tools

@@ -14,10 +14,18 @@ constexpr const char* kUsage = R"(usage: fusejit COMMAND [ARGS]
 commands:
   plan [--json] TRACE     print the fusion plan: regions, ops, kernels, library calls, and why
                           each cut was made (no GPU needed)
-  run [--check] [--iters N] TRACE
+  run [--check] [--check-rows R] [--iters N] TRACE
                           run a trace on the GPU on fresh random inputs; print each kernel's
                           time and achieved GB/s or TFLOP/s next to the device-to-device copy
                           bandwidth; --check compares every output with the CPU reference
+                          (large row-separable traces on R sampled rows, default 64)
+  warm [--arch sm_90,...] [--cache-dir D] [--jobs N] PATH...
+                          compile every kernel of the traces (files, or folders of *.trace)
+                          into the disk cache, with or without a GPU; ends with
+                          `compiled: N  cached: M  failed: K`
+  cache stats|verify|prune|clear [--cache-dir D]
+                          inspect and maintain the disk kernel cache: counts per arch, check
+                          every entry, remove unsound ones and evict to the cap, empty it
   version                 print the version
 
 Environment: FUSEJIT_LOG, FUSEJIT_DUMP, FUSEJIT_DISABLE, ... (see README.md).
@@ -36,6 +44,8 @@ int main(int argc, char** argv) {
   try {
     if (command == "plan") return fusejit::tools::plan_command(args);
     if (command == "run") return fusejit::tools::run_command(args);
+    if (command == "warm") return fusejit::tools::warm_command(args);
+    if (command == "cache") return fusejit::tools::cache_command(args);
     if (command == "version") {
       std::printf("fusejit %s\n", FUSEJIT_VERSION_STRING);
       return 0;

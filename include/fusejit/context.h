@@ -1,5 +1,5 @@
 // Context: owns the options, the current trace, the device, stream, memory pool and caches.
-// Tensors belong to one Context; a program may create several.
+// Tensors belong to one Context and must not outlive it; a program may create several.
 #pragma once
 
 #include <memory>

@@ -73,11 +73,12 @@ __device__ __forceinline__ long long fj_mul(long long a, long long b) {
 
 __device__ __forceinline__ float fj_div(float a, float b) { return a / b; }
 
-// NaN-propagating: a NaN on either side wins (a > b and a < b are false for NaN).
+// NaN-propagating (a NaN on either side wins); between equal values (+0 and -0) the first.
+// For integers the NaN tests fold away.
 template <class T>
-__device__ __forceinline__ T fj_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
+__device__ __forceinline__ T fj_maximum(T a, T b) { return a != a ? a : b != b ? b : a < b ? b : a; }
 template <class T>
-__device__ __forceinline__ T fj_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
+__device__ __forceinline__ T fj_minimum(T a, T b) { return a != a ? a : b != b ? b : b < a ? b : a; }
 
 __device__ __forceinline__ float fj_pow(float a, float b) { return powf(a, b); }
 // Integer power by squaring, wrapping like repeated multiplication. A negative exponent gives

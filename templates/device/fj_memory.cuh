@@ -1,7 +1,10 @@
 // fusejit device memory access: N consecutive elements moved as 16-byte (or smaller) words.
 //
-// The caller guarantees alignment: buffers are 256-byte aligned and the element offset is a
-// multiple of N, so the address is a multiple of N * sizeof(T), which the word size divides.
+// The caller guarantees alignment of the global address: buffers are 256-byte aligned and the
+// element offset is a multiple of N, so the address is a multiple of N * sizeof(T), which the
+// word size divides. The words go through a word array and memcpy into the element array, so
+// no local array is accessed through a type (or alignment) it does not have; the copies become
+// register moves.
 
 template <int kBytes> struct fj_word;
 template <> struct fj_word<16> { typedef uint4 type; };
@@ -15,10 +18,11 @@ __device__ __forceinline__ void fj_load_vec(T (&dst)[N], const T* __restrict__ s
   constexpr int kTotal = N * static_cast<int>(sizeof(T));
   constexpr int kWord = kTotal >= 16 ? 16 : kTotal;
   typedef typename fj_word<kWord>::type W;
+  W words[kTotal / kWord];
   const W* s = reinterpret_cast<const W*>(src);
-  W* d = reinterpret_cast<W*>(dst);
 #pragma unroll
-  for (int w = 0; w < kTotal / kWord; ++w) d[w] = s[w];
+  for (int w = 0; w < kTotal / kWord; ++w) words[w] = s[w];
+  memcpy(dst, words, kTotal);
 }
 
 template <class T, int N>
@@ -26,8 +30,9 @@ __device__ __forceinline__ void fj_store_vec(T* __restrict__ dst, const T (&src)
   constexpr int kTotal = N * static_cast<int>(sizeof(T));
   constexpr int kWord = kTotal >= 16 ? 16 : kTotal;
   typedef typename fj_word<kWord>::type W;
-  const W* s = reinterpret_cast<const W*>(src);
+  W words[kTotal / kWord];
+  memcpy(words, src, kTotal);
   W* d = reinterpret_cast<W*>(dst);
 #pragma unroll
-  for (int w = 0; w < kTotal / kWord; ++w) d[w] = s[w];
+  for (int w = 0; w < kTotal / kWord; ++w) d[w] = words[w];
 }

@@ -215,19 +215,26 @@ TEST_CASE("regions stay acyclic when a value is needed before and after a reduct
   CHECK(any_decision(plan, false, "cycle"));
 }
 
-TEST_CASE("a matmul is a library call; what follows is a new kernel", "[fusion][partition]") {
+TEST_CASE("a matmul is a library call; what its epilogue cannot fold is a new kernel",
+          "[fusion][partition]") {
   for (DType dt : {DType::f32, DType::bf16}) {
-    const Plan plan = plan_of(gemm_bias_relu(dt));
+    Graph g;
+    const NodeId x = ir::add_input(g, dt, {R, 128}), w = ir::add_input(g, dt, {128, C});
+    const NodeId mm = ir::add_matmul(g, x, w);
+    g.add_output(un(g, Op::sigmoid, un(g, Op::exp, mm)));
+    const Plan plan = plan_of(g);
     CHECK(plan.library_call_count() == 1);
     CHECK(plan.kernel_count() == 1);
     REQUIRE(plan.regions.size() == 2);
     CHECK(plan.regions[0].kind == RegionKind::gemm);
+    CHECK(plan.regions[0].outputs == std::vector<NodeId>{mm});
     CHECK(plan.regions[1].kind == RegionKind::pointwise);
-    CHECK(contains(plan.regions[1].inputs, plan.regions[0].outputs.at(0)));
+    CHECK(plan.regions[1].inputs == std::vector<NodeId>{mm});
     CHECK(any_decision(plan, false, "library call"));
-    // Epilogue folding is a later step: the epilogue is the default.
     CHECK(plan.regions[0].epilogue.bias == -1);
     CHECK(plan.regions[0].epilogue.activation == GemmEpilogue::Activation::none);
+    REQUIRE(plan.regions[0].epilogue.refusals.size() == 1);
+    CHECK(plan.regions[0].epilogue.refusals[0].find("exp %") == 0);
   }
   const Plan two = plan_of(two_gemm_mul(DType::bf16));
   CHECK(two.library_call_count() == 2);
@@ -421,7 +428,7 @@ TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partit
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
   const std::vector<Op> unary = {Op::exp, Op::neg, Op::relu, Op::tanh, Op::abs};
   const std::vector<Op> binary = {Op::add, Op::mul, Op::sub, Op::maximum, Op::div};
-  int plans = 0;
+  int plans = 0, epilogues = 0;  // gemm regions that folded something
   std::map<RegionKind, int> kinds;
   for (int trial = 0; trial < 300; ++trial) {
     Graph g;
@@ -464,9 +471,26 @@ TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partit
             values.push_back(bin(g, pick(2) ? Op::sub : Op::div, a,
                                  ir::add_reduce(g, pick(2) ? Op::sum : Op::max, a, {-1}, true)));
             break;
-          case 8:
+          case 8:  // a matmul, often with a tail its epilogue may fold
             if (g.node(a).shape == Shape{8, 16}) {
-              values.push_back(ir::add_matmul(g, a, ir::add_input(g, DType::f32, {16, 16})));
+              NodeId y = ir::add_matmul(g, a, ir::add_input(g, DType::f32, {16, 16}));
+              values.push_back(y);
+              for (size_t t = pick(4); t > 0; --t) {
+                switch (pick(5)) {
+                  case 0:
+                    y = bin(g, Op::mul, y, scalar(g, DType::f32, 0.5));
+                    break;
+                  case 1:
+                    y = bin(g, Op::add, y, values[1]);  // a bias
+                    break;
+                  case 2:
+                    y = bin(g, Op::add, values[0], y);  // a residual
+                    break;
+                  default:
+                    y = un(g, pick(2) ? Op::relu : Op::gelu_tanh, y);
+                }
+                values.push_back(y);
+              }
             }
             break;
         }
@@ -480,7 +504,11 @@ TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partit
       const Plan plan = make_plan(g, PlanOptions{.fusion = fusion});
       check_plan(plan);
       check_plan_computes(g, plan);
-      for (const Region& r : plan.regions) ++kinds[r.kind];
+      for (const Region& r : plan.regions) {
+        ++kinds[r.kind];
+        if (r.kind == RegionKind::gemm && plan.graph.node(r.outputs.at(0)).op != Op::matmul)
+          ++epilogues;
+      }
       ++plans;
     }
   }
@@ -491,4 +519,6 @@ TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partit
     INFO(region_kind_name(kind) << ": " << kinds[kind]);
     CHECK(kinds[kind] > 10);
   }
+  INFO("gemm regions with a folded epilogue: " << epilogues);
+  CHECK(epilogues > 10);
 }

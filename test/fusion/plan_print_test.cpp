@@ -133,21 +133,49 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   const std::string json = plan_to_json(plan);
   INFO(json);
   REQUIRE(valid_json(json));
-  CHECK(json.rfind(R"({"kernels":1,"library_calls":1,"regions":[)", 0) == 0);
+  CHECK(json.rfind(R"({"kernels":0,"library_calls":1,"regions":[)", 0) == 0);
   CHECK(count_of(json, R"("kind":)") == plan.regions.size());
   CHECK(count_of(json, R"("kind":"gemm")") == 1);
-  CHECK(count_of(json, R"("kind":"pointwise")") == 1);
   CHECK(
       json.find(
-          R"("kind":"gemm","ops":["matmul"],"inputs":["%0","%1"],"outputs":["%3"],"shape":[64,256],"epilogue":{"bias":null,"activation":"none","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"refusals":[]}})") !=
+          R"("kind":"gemm","ops":["matmul","add","relu"],"inputs":["%0","%1","%2"],"outputs":["%5"],"shape":[64,256],"epilogue":{"bias":"%2","activation":"relu","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"refusals":[]}})") !=
       std::string::npos);
-  CHECK(json.find(R"("ops":["add","relu"])") != std::string::npos);
   CHECK(count_of(json, R"("producer":)") == plan.decisions.size());
   CHECK(
       json.find(
-          R"({"producer":"%3","consumer":"%4","fused":false,"reason":"matmul %3 is a library call)") !=
+          R"({"producer":"%3","consumer":"%4","fused":true,"reason":"folded into the cuBLASLt epilogue of matmul %3: bias %2)") !=
       std::string::npos);
   CHECK(json.find(R"("decisions":[)") > json.find(R"("regions":[)"));
+
+  // Folding disabled: the add and relu are a kernel, and the epilogue says why.
+  const std::string off =
+      plan_to_json(make_plan(gemm_bias_relu(DType::bf16), PlanOptions{.epilogue = false}));
+  INFO(off);
+  REQUIRE(valid_json(off));
+  CHECK(off.rfind(R"({"kernels":1,"library_calls":1,"regions":[)", 0) == 0);
+  CHECK(
+      off.find(
+          R"js("kind":"gemm","ops":["matmul"],"inputs":["%0","%1"],"outputs":["%3"],"shape":[64,256],"epilogue":{"bias":null,"activation":"none","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"refusals":["epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"]}})js") !=
+      std::string::npos);
+  CHECK(off.find(R"("ops":["add","relu"])") != std::string::npos);
+  CHECK(
+      off.find(
+          R"js({"producer":"%3","consumer":"%4","fused":false,"reason":"matmul %3 is a library call: what follows starts a new region (epilogue folding disabled (FUSEJIT_DISABLE=epilogue))"})js") !=
+      std::string::npos);
+
+  // Alpha, beta and the residual, as numbers and ids.
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, 128}),
+               w = ir::add_input(g, DType::f32, {128, C});
+  const NodeId r = ir::add_input(g, DType::f32, {R, C});
+  const NodeId ax = bin(g, Op::mul, ir::add_matmul(g, x, w), scalar(g, DType::f32, 0.5));
+  g.add_output(bin(g, Op::add, ax, bin(g, Op::mul, r, scalar(g, DType::f32, 2.0))));
+  const std::string res = plan_to_json(make_plan(g));
+  INFO(res);
+  REQUIRE(valid_json(res));
+  CHECK(res.find(R"("inputs":["%0","%1","%2"])") != std::string::npos);
+  CHECK(res.find(R"("bias":null,"activation":"none","alpha":0.5,"beta":2,"residual":"%2")") !=
+        std::string::npos);
 
   const std::string norm = plan_to_json(make_plan(layernorm(DType::f32, true)));
   REQUIRE(valid_json(norm));
@@ -184,4 +212,13 @@ TEST_CASE("plan and decisions print as text", "[fusion][json]") {
   CHECK(gemm.rfind("plan: 1 kernel, 2 library calls\n", 0) == 0);
   CHECK(gemm.find("gemm [64,256] (library call)") != std::string::npos);
   CHECK(gemm.find("epilogue: none") != std::string::npos);
+  CHECK(gemm.find("  not folded: mul %5 multiplies by %4, not a scalar constant") !=
+        std::string::npos);
+
+  const std::string folded = plan_to_text(make_plan(gemm_bias_gelu(DType::bf16)));
+  INFO(folded);
+  CHECK(folded.rfind("plan: 0 kernels, 1 library call\n", 0) == 0);
+  CHECK(folded.find("  inputs:  %0 %1 %2\n  outputs: %5\n  epilogue: bias %2, gelu_tanh\n") !=
+        std::string::npos);
+  CHECK(folded.find("%5 : bf16[64,256] = gelu_tanh %4") != std::string::npos);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numbers>
 #include <random>
 #include <set>
 #include <vector>
@@ -146,12 +147,49 @@ inline Graph gemm_bias_relu(DType dt) {
   return g;
 }
 
+// gelu_tanh(x @ w + b)
+inline Graph gemm_bias_gelu(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, 128}), w = ir::add_input(g, dt, {128, C});
+  const NodeId b = ir::add_input(g, dt, {C});
+  g.add_output(un(g, Op::gelu_tanh, bin(g, Op::add, ir::add_matmul(g, x, w), b)));
+  return g;
+}
+
 // (x @ w1) * (x @ w2)
 inline Graph two_gemm_mul(DType dt) {
   Graph g;
   const NodeId x = ir::add_input(g, dt, {R, 128}), w1 = ir::add_input(g, dt, {128, C});
   const NodeId w2 = ir::add_input(g, dt, {128, C});
   g.add_output(bin(g, Op::mul, ir::add_matmul(g, x, w1), ir::add_matmul(g, x, w2)));
+  return g;
+}
+
+// layer_norm(x @ w + b) without weight and bias, as the API records it: half types are
+// normalized in f32 and cast back.
+inline Graph gemm_layernorm(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, 128}), w = ir::add_input(g, dt, {128, C});
+  const NodeId b = ir::add_input(g, dt, {C});
+  const NodeId y = bin(g, Op::add, ir::add_matmul(g, x, w), b);
+  const bool half = dt != DType::f32;
+  const NodeId t = half ? ir::add_cast(g, y, DType::f32) : y;
+  const NodeId xc = bin(g, Op::sub, t, mean_last(g, t, true));
+  const NodeId var = mean_last(g, bin(g, Op::mul, xc, xc), true);
+  const NodeId rstd = un(g, Op::rsqrt, bin(g, Op::add, var, scalar(g, DType::f32, 1e-5)));
+  const NodeId out = bin(g, Op::mul, xc, rstd);
+  g.add_output(half ? ir::add_cast(g, out, dt) : out);
+  return g;
+}
+
+// gelu_tanh(x @ w1 + b1) @ w2 + b2
+inline Graph mlp(DType dt) {
+  Graph g;
+  const NodeId x = ir::add_input(g, dt, {R, 128}), w1 = ir::add_input(g, dt, {128, C});
+  const NodeId b1 = ir::add_input(g, dt, {C});
+  const NodeId w2 = ir::add_input(g, dt, {C, 128}), b2 = ir::add_input(g, dt, {128});
+  const NodeId h = un(g, Op::gelu_tanh, bin(g, Op::add, ir::add_matmul(g, x, w1), b1));
+  g.add_output(bin(g, Op::add, ir::add_matmul(g, h, w2), b2));
   return g;
 }
 
@@ -237,14 +275,160 @@ inline int count_kind(const Plan& plan, RegionKind kind) {
                                         [&](const Region& r) { return r.kind == kind; }));
 }
 
+using Memory = std::map<NodeId, ir::HostTensor>;
+
+inline ir::HostTensor as_f32(const ir::HostTensor& t) {
+  ir::HostTensor f(DType::f32, t.shape);
+  for (int64_t i = 0; i < t.numel(); ++i) f.set(i, t.get(i));
+  return f;
+}
+
+// What the executor makes of a gemm region, computed from its description alone, never from the
+// nodes it folded: the buffers inputs[0] and inputs[1] (transposed where the flags say), the bias
+// and residual buffers the epilogue names, and
+//   D = act(alpha * (A @ B) + beta * C + bias)
+// with A @ B accumulated in f32 (the reference's matmul in f32) and the epilogue in double,
+// rounded once to D's dtype: what cuBLASLt does with its f32 compute type. It also checks the
+// layout the executor relies on: exactly one matmul, inputs [A, B, bias?, residual?], one output
+// of the matmul's dtype and shape, a bias of N elements, a residual of the output's shape.
+// `magnitude`, when given, receives per element |alpha * acc| + |beta * C| + |bias|.
+inline ir::HostTensor gemm_call(const Plan& plan, const Region& r, const Memory& memory,
+                                std::vector<double>* magnitude = nullptr) {
+  const Graph& g = plan.graph;
+  const GemmEpilogue& e = r.epilogue;
+  std::vector<NodeId> matmuls;
+  for (NodeId id : r.nodes) {
+    if (g.node(id).op == Op::matmul) matmuls.push_back(id);
+  }
+  REQUIRE(matmuls.size() == 1);
+  const ir::Node& mm = g.node(matmuls[0]);
+  std::vector<NodeId> want_inputs;
+  for (int k = 0; k < 2; ++k) {
+    const NodeId operand = mm.inputs[static_cast<size_t>(k)];
+    const bool transposed = k == 0 ? e.transpose_a : e.transpose_b;
+    const ir::Node& on = g.node(operand);
+    if (transposed) {
+      REQUIRE(on.op == Op::permute);
+      REQUIRE(contains(r.nodes, operand));
+    }
+    want_inputs.push_back(transposed ? on.inputs[0] : operand);
+  }
+  if (e.bias >= 0) want_inputs.push_back(e.bias);
+  if (e.residual >= 0) want_inputs.push_back(e.residual);
+  REQUIRE(r.inputs == want_inputs);
+  REQUIRE(r.outputs.size() == 1);
+  const ir::Node& out = g.node(r.outputs[0]);
+  REQUIRE(out.shape == mm.shape);
+  REQUIRE(out.dtype == mm.dtype);
+  if (e.residual < 0) REQUIRE(e.beta == 0.0);
+
+  // A @ B in f32.
+  Graph sub;
+  std::vector<NodeId> operands;
+  std::vector<ir::HostTensor> feed;
+  for (int k = 0; k < 2; ++k) {
+    const ir::HostTensor& buf = memory.at(r.inputs[static_cast<size_t>(k)]);
+    NodeId v = ir::add_input(sub, DType::f32, buf.shape);
+    if (k == 0 ? e.transpose_a : e.transpose_b) {
+      std::vector<int64_t> perm;
+      for (size_t a = 0; a < buf.shape.size(); ++a) perm.push_back(static_cast<int64_t>(a));
+      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+      v = ir::add_permute(sub, v, perm);
+    }
+    operands.push_back(v);
+    feed.push_back(as_f32(buf));
+  }
+  sub.add_output(ir::add_matmul(sub, operands[0], operands[1]));
+  const ir::HostTensor acc = ir::interpret(sub, feed).at(0);
+  REQUIRE(acc.shape == out.shape);
+
+  const int64_t n = out.shape.back();
+  const ir::HostTensor* bias = e.bias >= 0 ? &memory.at(e.bias) : nullptr;
+  const ir::HostTensor* c = e.residual >= 0 ? &memory.at(e.residual) : nullptr;
+  if (bias) {
+    REQUIRE(bias->numel() == n);
+    REQUIRE(bias->dtype == out.dtype);
+  }
+  if (c) {
+    REQUIRE(c->shape == out.shape);
+    REQUIRE(c->dtype == out.dtype);
+  }
+  ir::HostTensor d(out.dtype, out.shape);
+  if (magnitude) magnitude->assign(static_cast<size_t>(d.numel()), 0.0);
+  for (int64_t i = 0; i < d.numel(); ++i) {
+    double v = e.alpha * acc.get(i);
+    double mag = std::abs(v);
+    if (c) v += e.beta * c->get(i), mag += std::abs(e.beta * c->get(i));
+    if (bias) v += bias->get(i % n), mag += std::abs(bias->get(i % n));
+    if (magnitude) (*magnitude)[static_cast<size_t>(i)] = mag;
+    switch (e.activation) {
+      case GemmEpilogue::Activation::none:
+        break;
+      case GemmEpilogue::Activation::relu:
+        v = v < 0 ? 0.0 : v;
+        break;
+      case GemmEpilogue::Activation::gelu_tanh:
+        v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v)));
+        break;
+    }
+    d.set(i, v);
+  }
+  return d;
+}
+
+// The machine epsilon of a floating dtype (the gap between 1 and the next value).
+inline double epsilon(DType dt) {
+  switch (dt) {
+    case DType::bf16:
+      return 0x1p-7;
+    case DType::f16:
+      return 0x1p-10;
+    default:
+      return 0x1p-23;
+  }
+}
+
+// How far a gemm region's call (gemm_call) is from what its folded nodes computed (`nodes`, the
+// region's output), as the largest |call - nodes| over the elements in units of
+// epsilon(dtype) * (|alpha * acc| + |beta * C| + |bias| + |nodes|). Both sum the same terms; the
+// nodes round after each step (at most ~5 roundings of half an epsilon each, through an activation
+// whose slope is at most 1.13) and the call once, so a correct description stays under 4 units
+// everywhere, including where the sum nearly cancels (where a norm-wise error would hide a wrong
+// activation or sign). A NaN or an infinity in one and not the other is infinitely far.
+inline double epilogue_error(const Plan& plan, const Region& r, const Memory& memory) {
+  const ir::HostTensor& nodes = memory.at(r.outputs.at(0));
+  std::vector<double> magnitude;
+  const ir::HostTensor call = gemm_call(plan, r, memory, &magnitude);
+  const double eps = epsilon(nodes.dtype);
+  double worst = 0;
+  for (int64_t i = 0; i < nodes.numel(); ++i) {
+    const double a = call.get(i), b = nodes.get(i);
+    if (a == b || (std::isnan(a) && std::isnan(b))) continue;
+    if (!std::isfinite(a) || !std::isfinite(b)) return INFINITY;
+    const double scale = eps * (magnitude[static_cast<size_t>(i)] + std::abs(b));
+    worst = std::max(worst, std::abs(a - b) / std::max(scale, 1e-300));
+  }
+  return worst;
+}
+inline constexpr double kEpilogueUnits = 4.0;
+
 // Runs the plan region by region on the CPU reference: each region becomes a graph of its own
 // whose inputs are the region's inputs, fed from what earlier regions wrote. Returns the graph
-// outputs. A region that reads something not yet written, or computes with something it
-// neither evaluates nor reads, fails here.
+// outputs (and, when asked, every value written). A region that reads something not yet written,
+// or computes with something it neither evaluates nor reads, fails here.
+//
+// Gemm regions are run twice on the same inputs. The nodes they hold are run by the reference
+// like any region's (each node rounded to its dtype, as the original graph is), which is what
+// flows on, so the plan's results are compared exactly with the graph's. And gemm_call computes
+// what the executor computes from the region's description (one rounding at the end), which must
+// agree with the nodes element by element to within a few roundings (epilogue_error): this is
+// what checks that the epilogue (bias, residual, alpha, beta, activation, transposes, the order
+// of the inputs) says what the folded nodes do.
 inline std::vector<ir::HostTensor> run_plan(const Plan& plan,
-                                            const std::vector<ir::HostTensor>& inputs) {
+                                            const std::vector<ir::HostTensor>& inputs,
+                                            Memory* written = nullptr) {
   const Graph& g = plan.graph;
-  std::map<NodeId, ir::HostTensor> memory;
+  Memory memory;
   const std::vector<NodeId> input_ids = g.inputs();
   for (size_t k = 0; k < input_ids.size(); ++k) memory[input_ids[k]] = inputs[k];
   for (const Region& r : plan.regions) {
@@ -268,7 +452,12 @@ inline std::vector<ir::HostTensor> run_plan(const Plan& plan,
     for (NodeId out : r.outputs) sub.add_output(local.at(out));
     const std::vector<ir::HostTensor> results = ir::interpret(sub, feed);
     for (size_t k = 0; k < r.outputs.size(); ++k) memory[r.outputs[k]] = results[k];
+    if (r.kind == RegionKind::gemm) {
+      INFO("gemm region writing %" << r.outputs.at(0));
+      CHECK(epilogue_error(plan, r, memory) <= kEpilogueUnits);
+    }
   }
+  if (written) *written = memory;
   std::vector<ir::HostTensor> outputs;
   for (NodeId out : g.outputs()) {
     REQUIRE(memory.count(out) == 1);

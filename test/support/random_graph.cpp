@@ -134,6 +134,7 @@ class Builder {
 
   NodeId reduce(NodeId x) {
     const Shape s = node(x).shape;
+    if (s.empty()) return safe_unary(x);  // nothing left to reduce
     const Op op = pick<Op>({Op::sum, Op::mean, Op::max, Op::min});
     std::vector<int64_t> axes;
     for (size_t i = 0; i < s.size(); ++i) {

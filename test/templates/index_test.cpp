@@ -1,1 +1,73 @@
+// Index arithmetic for views (templates/index.h): what offsets print as, and how they move over
+// vector lanes.
+#include "templates/index.h"
+#include "fusejit/error.h"
 #include "support/catch.h"
+
+using namespace fusejit;
+using namespace fusejit::templates;
+
+TEST_CASE("a root splits over a shape and prints back as itself", "[templates][index]") {
+  const BasePtr i = make_root("i", 24);
+  const Index at = index_from_root(i, {2, 3, 4});
+  CHECK(offset(at) == "i");
+  CHECK(offset(reshape_operand(at, {6, 4})) == "i");
+  CHECK(offset(reshape_operand(reshape_operand(at, {24}), {4, 6})) == "i");
+  // The middle coordinate alone: (i / 4) % 3.
+  const Index middle = broadcast_operand(at, {1, 3, 1});
+  CHECK(offset(middle) == "i / 4 % 3");
+  CHECK(offset(broadcast_operand(at, {4})) == "i % 4");
+  CHECK(offset(broadcast_operand(at, {2, 1, 1})) == "i / 12");
+  CHECK(offset(broadcast_operand(at, {1})) == "0");
+}
+
+TEST_CASE("permutes reorder digits", "[templates][index]") {
+  const BasePtr i = make_root("i", 6);
+  const Index at = index_from_root(i, {2, 3});          // result of permute([3,2], {1,0})
+  const Index x = permute_operand(at, {1, 0}, {3, 2});  // the operand, [3,2]
+  CHECK(offset(x) == "(i % 3) * 2 + i / 3");
+  // Permuting back restores the plain index.
+  CHECK(offset(permute_operand(x, {1, 0}, {2, 3})) == "i");
+}
+
+TEST_CASE("a reshape that cuts through digits names the position opaquely", "[templates][index]") {
+  const BasePtr i = make_root("i", 24);
+  const Index at = index_from_root(i, {4, 6});
+  const Index x = permute_operand(at, {1, 0}, {6, 4});  // digits (i % 6), (i / 6)
+  const Index r = reshape_operand(x, {4, 6});           // 6 * 4 regrouped as 4 * 6: opaque
+  CHECK(offset(r) == "((i % 6) * 4 + i / 6)");
+  CHECK(offset(broadcast_operand(r, {6})) == "((i % 6) * 4 + i / 6) % 6");
+}
+
+TEST_CASE("row and element roots", "[templates][index]") {
+  const BasePtr row = make_root("row", 32);
+  const BasePtr k = make_root("k", 1000);
+  // x: [4, 8, 1000], rows over the first two axes.
+  Index at{{4, 8, 1000}, {}};
+  const Index rows = index_from_root(row, {4, 8});
+  at.axes = {rows.axes[0], rows.axes[1], index_from_root(k, {1000}).axes[0]};
+  CHECK(offset(at) == "row * 1000 + k");
+  // A statistic broadcast back over the row, [4, 8, 1], reads element `row`.
+  CHECK(offset(broadcast_operand(at, {4, 8, 1})) == "row");
+  CHECK(offset(reshape_operand(broadcast_operand(at, {4, 8, 1}), {32})) == "row");
+  CHECK(uses(at, k));
+  CHECK_FALSE(uses(broadcast_operand(at, {4, 8, 1}), k));
+}
+
+TEST_CASE("lanes: contiguous or broadcast or strided", "[templates][index]") {
+  const BasePtr i = make_lane_root("i", "i0", 64 * 256, 4);
+  const Index at = index_from_root(i, {64, 256});
+  CHECK(lane(at) == Lane::unit);
+  CHECK(offset(at, true) == "i0");
+  CHECK(lane(broadcast_operand(at, {256})) == Lane::unit);  // a bias along the rows
+  CHECK(offset(broadcast_operand(at, {256}), true) == "i0 % 256");
+  CHECK(lane(broadcast_operand(at, {64, 1})) == Lane::none);           // one value per row
+  CHECK(lane(permute_operand(at, {1, 0}, {256, 64})) == Lane::other);  // transposed
+  CHECK(lane(reshape_operand(at, {16384})) == Lane::unit);
+  // Rows of 6 with vectors of 4 would cross rows: a broadcast along them is not contiguous.
+  const BasePtr j = make_lane_root("i", "i0", 48, 4);
+  const Index odd = index_from_root(j, {8, 6});
+  CHECK(lane(odd) == Lane::unit);
+  CHECK(lane(broadcast_operand(odd, {6})) == Lane::other);
+  CHECK_THROWS_AS(make_lane_root("i", "i0", 6, 4), InternalError);
+}

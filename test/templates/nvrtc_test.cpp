@@ -1,1 +1,120 @@
-#include "support/catch.h"
+// The NVRTC wrapper: versions, archs, PTX-only compiles, and what a compile failure says.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "templates/device_sources.h"
+#include "test/templates/support.h"
+
+using namespace fusejit;
+
+TEST_CASE("NVRTC version and archs", "[templates][nvrtc]") {
+  CHECK(jit::nvrtc_version() >= 12000);
+  const std::string v = jit::nvrtc_version_string();
+  CHECK(v == std::to_string(jit::nvrtc_version() / 1000) + "." +
+                 std::to_string(jit::nvrtc_version() % 1000 / 10));
+  const auto archs = jit::supported_archs();
+  CHECK(std::find(archs.begin(), archs.end(), "sm_90") != archs.end());
+}
+
+TEST_CASE("compile flags: precise math and C++17 and the arch", "[templates][nvrtc]") {
+  const auto flags = jit::compile_flags("sm_90");
+  auto has = [&](const std::string& f) {
+    return std::find(flags.begin(), flags.end(), f) != flags.end();
+  };
+  CHECK(has("--gpu-architecture=sm_90"));
+  CHECK(has("-std=c++17"));
+  CHECK(has("--prec-div=true"));
+  CHECK(has("--prec-sqrt=true"));
+  CHECK(has("--ftz=false"));
+  for (const std::string& f : flags) CHECK(f.find("fast_math") == std::string::npos);
+  CHECK_FALSE(has("-lineinfo"));
+  const auto with_lines = jit::compile_flags("sm_90", {.line_info = true});
+  CHECK(std::find(with_lines.begin(), with_lines.end(), "-lineinfo") != with_lines.end());
+  REQUIRE_THROWS_WITH(jit::compile_flags("gfx90a"), ContainsSubstring("unknown GPU arch 'gfx90a'"));
+}
+
+namespace {
+
+templates::Kernel tiny_kernel(const std::string& name, const std::string& body) {
+  templates::Kernel k;
+  k.name = name;
+  k.source = "extern \"C\" __global__ void " + name + "(float* p) {" + body + "}\n";
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("one compile gives the CUBIN and the PTX", "[templates][nvrtc]") {
+  const auto k = tiny_kernel("fj_test_tiny", "p[threadIdx.x] *= 2.0f;");
+  const jit::CompiledKernel c = jit::compile(k, "sm_90");
+  CHECK(c.name == "fj_test_tiny");
+  CHECK(c.cubin.size() > 100);
+  CHECK(c.cubin.substr(1, 3) == "ELF");
+  CHECK(c.ptx.find(".entry fj_test_tiny") != std::string::npos);  // extern "C": no mangling
+  CHECK(c.ptx.find(".target sm_90") != std::string::npos);
+  CHECK(c.ptx.back() != '\0');
+
+  const jit::CompiledKernel ptx_only = jit::compile(k, "compute_90");
+  CHECK(ptx_only.cubin.empty());
+  CHECK(ptx_only.ptx.find(".entry fj_test_tiny") != std::string::npos);
+}
+
+TEST_CASE("a compile failure names the kernel and shows the log and keeps the source",
+          "[templates][nvrtc]") {
+  const auto k =
+      tiny_kernel("fj_test_broken_0123456789abcdef", "p[threadIdx.x] = undeclared_name +;");
+  const std::filesystem::path dumped =
+      std::filesystem::temp_directory_path() / "fusejit-failed-fj_test_broken_0123456789abcdef.cu";
+  std::filesystem::remove(dumped);
+  std::string message;
+  try {
+    jit::compile(k, "sm_90");
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.find("fj_test_broken_0123456789abcdef") != std::string::npos);
+  CHECK(message.find("undeclared_name") != std::string::npos);  // from NVRTC's log
+  CHECK(message.find("error") != std::string::npos);
+  CHECK(message.find(dumped.string()) != std::string::npos);
+  REQUIRE(std::filesystem::exists(dumped));
+  std::ifstream in(dumped);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str() == k.source);
+  std::filesystem::remove(dumped);
+}
+
+TEST_CASE("a bad option is an NVRTC error naming the call", "[templates][nvrtc]") {
+  const auto k = tiny_kernel("fj_test_options", "");
+  REQUIRE_THROWS_WITH(jit::compile(k, "sm_90", {.extra = {"--no-such-option"}}),
+                      ContainsSubstring("nvrtcCompileProgram failed for kernel fj_test_options") &&
+                          ContainsSubstring("NVRTC_ERROR_INVALID_OPTION"));
+}
+
+TEST_CASE("every device helper compiles on its own", "[templates][nvrtc]") {
+  // The helpers are pasted in this order into every kernel; check them as a unit, with a
+  // kernel that instantiates the templates the generated code uses.
+  templates::Kernel k;
+  k.name = "fj_test_helpers";
+  for (const char* f : {"fj_core.cuh", "fj_math.cuh", "fj_memory.cuh", "fj_reduce.cuh"}) {
+    k.source += templates::device_source(f);
+  }
+  k.source += R"(
+extern "C" __global__ void fj_test_helpers(const unsigned short* in, float* out, long long* li) {
+  unsigned short r[8];
+  fj_load_vec(r, in + threadIdx.x * 8);
+  float acc = 0.0f;
+  for (int j = 0; j < 8; ++j) acc = fj_op_sum()(acc, fj_bf16_to_f32(r[j]) + fj_f16_to_f32(r[j]));
+  acc = fj_block_reduce<256>(acc, fj_op_max());
+  long long l = fj_warp_reduce<1, 32>(fj_to_i64(acc), fj_op_sum());
+  float s[4] = {fj_gelu(acc), fj_gelu_tanh(acc), fj_silu(acc), fj_sigmoid(acc)};
+  fj_store_vec(out + threadIdx.x * 4, s);
+  li[threadIdx.x] = fj_pow(l, 3LL) + fj_pow(fj_to_i32(acc), 2) + fj_to_i32(l);
+}
+)";
+  const jit::CompiledKernel c = jit::compile(k, "sm_90");
+  CHECK(!c.cubin.empty());
+  CHECK(c.log.find("warning") == std::string::npos);
+}

@@ -106,12 +106,14 @@ TEST_CASE("where and cast in every dtype compile", "[templates][pointwise]") {
   }
 }
 
-TEST_CASE("constants of every dtype, including non-finite ones", "[templates][pointwise]") {
+TEST_CASE("constants of every dtype including non-finite ones", "[templates][pointwise]") {
   Graph g;
   const NodeId x = add_input(g, DType::f32, {1000});
   NodeId y = add_binary(g, Op::add, x, add_constant(g, DType::f32, 0.1));
-  y = add_binary(g, Op::maximum, y, add_constant(g, DType::f32, -std::numeric_limits<double>::infinity()));
-  y = add_binary(g, Op::minimum, y, add_constant(g, DType::f32, std::numeric_limits<double>::quiet_NaN()));
+  y = add_binary(g, Op::maximum, y,
+                 add_constant(g, DType::f32, -std::numeric_limits<double>::infinity()));
+  y = add_binary(g, Op::minimum, y,
+                 add_constant(g, DType::f32, std::numeric_limits<double>::quiet_NaN()));
   y = add_binary(g, Op::mul, y, add_constant(g, DType::bf16, 3.14159));
   g.add_output(y);
   const NodeId i = add_input(g, DType::i32, {1000});
@@ -121,7 +123,7 @@ TEST_CASE("constants of every dtype, including non-finite ones", "[templates][po
   g.add_output(add_where(g, add_constant(g, DType::boolean, 1), i, l));
   const auto k = compile_graph(g, RegionKind::pointwise);
   const std::string text = kernel_text(k);
-  CHECK(text.find("0x1.99999ap-4f") != std::string::npos);       // 0.1f, exactly
+  CHECK(text.find("0x1.99999ap-4f") != std::string::npos);  // 0.1f, exactly
   CHECK(text.find("__uint_as_float(0xff800000u)") != std::string::npos);
   CHECK(text.find("__uint_as_float(0x7fffffffu)") != std::string::npos);
   CHECK(text.find("(-2147483647 - 1)") != std::string::npos);
@@ -131,9 +133,9 @@ TEST_CASE("f16 and bf16 nodes are rounded where the reference rounds", "[templat
   Graph g;
   const NodeId a = add_input(g, DType::bf16, {128});
   const NodeId b = add_input(g, DType::bf16, {128});
-  const NodeId s = add_binary(g, Op::add, a, b);       // rounded to bf16
-  const NodeId m = add_binary(g, Op::maximum, s, a);   // exact: no rounding
-  g.add_output(add_unary(g, Op::exp, m));              // rounded
+  const NodeId s = add_binary(g, Op::add, a, b);      // rounded to bf16
+  const NodeId m = add_binary(g, Op::maximum, s, a);  // exact: no rounding
+  g.add_output(add_unary(g, Op::exp, m));             // rounded
   const auto k = compile_graph(g, RegionKind::pointwise);
   const std::string text = kernel_text(k);
   CHECK(text.find("fj_round_bf16(fj_add(") != std::string::npos);
@@ -171,9 +173,9 @@ TEST_CASE("views are index arithmetic", "[templates][pointwise][views]") {
   SECTION("reshape across a permute simplifies to one expression") {
     Graph g;
     const NodeId x = add_input(g, DType::i32, {6, 4, 5});
-    const NodeId p = add_permute(g, x, {2, 0, 1});       // [5, 6, 4]
-    const NodeId r = add_reshape(g, p, {10, 12});         // regroups across axes
-    const NodeId q = add_permute(g, r, {1, 0});           // [12, 10]
+    const NodeId p = add_permute(g, x, {2, 0, 1});  // [5, 6, 4]
+    const NodeId r = add_reshape(g, p, {10, 12});   // regroups across axes
+    const NodeId q = add_permute(g, r, {1, 0});     // [12, 10]
     g.add_output(add_binary(g, Op::add, q, add_input(g, DType::i32, {12, 10})));
     // x[c0, c1, c2] with (c0, c1, c2) worked out by hand: 60 * (i % 2) + i / 2.
     CHECK(kernel_text(compile_graph(g, RegionKind::pointwise)).find("in0[(i % 2) * 60 + i / 2]") !=
@@ -199,7 +201,8 @@ TEST_CASE("vectorized and scalar pointwise kernels", "[templates][pointwise]") {
     const std::string vec = kernel_text(compile_graph(g, RegionKind::pointwise));
     CHECK(vec.find("fj_load_vec") != std::string::npos);
     CHECK(vec.find("fj_store_vec") != std::string::npos);
-    const std::string scalar = kernel_text(compile_graph(g, RegionKind::pointwise, {.vectorize = false}));
+    const std::string scalar =
+        kernel_text(compile_graph(g, RegionKind::pointwise, {.vectorize = false}));
     CHECK(scalar.find("fj_load_vec") == std::string::npos);
     CHECK(scalar.find("fj_store_vec") == std::string::npos);
   }
@@ -235,7 +238,8 @@ TEST_CASE("large tensors use 64-bit indices", "[templates][pointwise]") {
   CHECK(kernel_text(k).find("long long t =") != std::string::npos);
   Graph small;
   small.add_output(add_unary(small, Op::silu, add_input(small, DType::bf16, {16384, 16384})));
-  CHECK(kernel_text(compile_graph(small, RegionKind::pointwise)).find("int t =") != std::string::npos);
+  CHECK(kernel_text(compile_graph(small, RegionKind::pointwise)).find("int t =") !=
+        std::string::npos);
 }
 
 TEST_CASE("launch_grid caps the grid at whole waves", "[templates]") {
@@ -246,4 +250,20 @@ TEST_CASE("launch_grid caps the grid at whole waves", "[templates]") {
   CHECK(templates::launch_grid(k, 132, 1) == 132 * 8);
   k.work_blocks = 10;
   CHECK(templates::launch_grid(k, 132) == 10);
+}
+
+TEST_CASE("kernel names are a deterministic hash of the source", "[templates]") {
+  auto make = [](int64_t n) {
+    Graph g;
+    g.add_output(add_unary(g, Op::exp, add_input(g, DType::f32, {n})));
+    return templates::generate(g, test::whole_graph_region(g, RegionKind::pointwise));
+  };
+  const auto a = make(1024), b = make(1024), c = make(2048);
+  CHECK(a.name == b.name);
+  CHECK(a.source == b.source);
+  CHECK(a.name != c.name);
+  CHECK(a.name.rfind("fj_pointwise_", 0) == 0);
+  CHECK(a.name.size() == std::string("fj_pointwise_").size() + 16);
+  CHECK(a.source.find("extern \"C\" __global__") != std::string::npos);
+  CHECK(a.source.find("#include") == std::string::npos);  // self-contained: no headers
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -22,8 +23,10 @@ inline fusion::Region whole_graph_region(const ir::Graph& g, fusion::RegionKind 
   r.kind = kind;
   for (size_t i = 0; i < g.size(); ++i) {
     const auto id = static_cast<ir::NodeId>(i);
-    if (g.node(id).op == ir::Op::input) r.inputs.push_back(id);
-    else r.nodes.push_back(id);
+    if (g.node(id).op == ir::Op::input)
+      r.inputs.push_back(id);
+    else
+      r.nodes.push_back(id);
   }
   r.outputs = g.outputs();
   return r;
@@ -34,7 +37,8 @@ inline fusion::Region whole_graph_region(const ir::Graph& g, fusion::RegionKind 
 inline templates::Kernel generate_and_compile(const ir::Graph& g, const fusion::Region& region,
                                               const templates::CodegenOptions& options = {}) {
   const templates::Kernel k = templates::generate(g, region, options);
-  if (const char* show = std::getenv("FUSEJIT_TEST_SHOW_KERNELS"); show != nullptr && *show == '1') {
+  if (const char* show = std::getenv("FUSEJIT_TEST_SHOW_KERNELS");
+      show != nullptr && *show == '1') {
     std::cout << k.source.substr(k.source.find(templates::kKernelMarker)) << "\n";
   }
   INFO("kernel " << k.name << "\n" << k.source.substr(k.source.find(templates::kKernelMarker)));
@@ -45,6 +49,11 @@ inline templates::Kernel generate_and_compile(const ir::Graph& g, const fusion::
   CHECK(c.log.find("warning") == std::string::npos);  // generated code compiles cleanly
   CHECK(!c.cubin.empty());
   CHECK(c.ptx.find(k.name) != std::string::npos);
+  // For looking at register use and spills: ptxas -v on the dumped PTX.
+  if (const char* dir = std::getenv("FUSEJIT_TEST_DUMP_DIR"); dir != nullptr && *dir != '\0') {
+    std::ofstream(std::string(dir) + "/" + k.name + ".ptx") << c.ptx;
+    std::ofstream(std::string(dir) + "/" + k.name + ".cu") << k.source;
+  }
   REQUIRE(k.params.size() == region.inputs.size() + region.outputs.size());
   CHECK(k.block >= 32);
   CHECK(k.block <= 1024);

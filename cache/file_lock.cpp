@@ -1,0 +1,73 @@
+// cache/file_lock: see file_lock.h.
+#include "cache/file_lock.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fusejit::cache {
+
+FileLock::FileLock(FileLock&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+
+FileLock& FileLock::operator=(FileLock&& other) noexcept {
+  if (this != &other) {
+    release();
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+FileLock::Result FileLock::acquire(const std::string& path, Wait wait,
+                                   std::chrono::milliseconds timeout, std::string* why) {
+  release();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (why) *why = std::strerror(errno);
+    return Result::failed;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (false) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) {
+      if (why) *why = std::strerror(errno);
+      ::close(fd);
+      return Result::failed;
+    }
+    if (wait == Wait::no || std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      return Result::busy;
+    }
+    // Polling rather than a blocking flock keeps the timeout; a compile takes ~0.1-1 s, so
+    // backing off to 20 ms costs little.
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+  fd_ = fd;
+  path_ = path;
+  return Result::locked;
+}
+
+void FileLock::release() {
+  if (fd_ < 0) return;
+  // Unlink only the file we hold: after an earlier unlink the path may name someone else's.
+  struct stat held {}, named {};
+  if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 &&
+      held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
+    ::unlink(path_.c_str());
+  }
+  ::flock(fd_, LOCK_UN);
+  ::close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace fusejit::cache

@@ -1,1 +1,0 @@
-// cache layer (filled in by step 4).

@@ -1,0 +1,88 @@
+// jit/kernel_cache: how fusejit obtains a compiled kernel, for the runtime and `fusejit warm`
+// alike:
+//
+//   memory (this process) -> disk store (FUSEJIT_CACHE_DIR) -> lock the key across processes
+//   -> look on disk again -> NVRTC compile -> store on disk and in memory -> unlock
+//
+// FUSEJIT_CACHE=memory skips the disk, =off caches nothing (every get compiles).
+// FUSEJIT_REQUIRE_WARM=1 turns a would-be compile into a fusejit::Error that names the kernel
+// and says how to warm the cache. FUSEJIT_DUMP=cuda,ptx writes <dump_dir>/<kernel name>.cu and
+// <dump_dir>/<kernel name>.ptx whenever a kernel is compiled or loaded from disk (the .ptx is
+// that of the last arch obtained; its .target line says which).
+//
+// The key's ingredients are listed in cache/key.h; this file supplies the NVRTC-specific ones
+// (compiler_identity(), compile_flags()). Thread-safe: threads may get() concurrently.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <spdlog/logger.h>
+
+#include "cache/disk_store.h"
+#include "cache/key.h"
+#include "cache/memory_cache.h"
+#include "fusejit/options.h"
+#include "jit/nvrtc.h"
+#include "templates/kernel.h"
+
+namespace fusejit::jit {
+
+// The NVRTC in use, as the cache key names it: "nvrtc 13.0 build-id 65be0db3...". The build id
+// is the GNU build id of the loaded libnvrtc (read from memory, no file access); with a static
+// NVRTC it is "build-id unknown", and then only the version tells two NVRTCs apart.
+const std::string& compiler_identity();
+
+class KernelCache {
+ public:
+  enum class Outcome { memory_hit, disk_hit, compiled };
+  // What compiles a kernel; jit::compile unless a test substitutes one.
+  using Compiler = std::function<CompiledKernel(const templates::Kernel&, std::string_view arch)>;
+
+  // Opens the disk store when options.cache is `on` (an unusable directory degrades to memory
+  // only, with one warning).
+  KernelCache(const Options& options, spdlog::logger& log, Compiler compiler = {});
+
+  // The compiled kernel for `arch` ("sm_90"); `outcome` says where it came from. Throws
+  // fusejit::Error when NVRTC fails, or when a compile is needed under FUSEJIT_REQUIRE_WARM.
+  CompiledKernel get(const templates::Kernel& k, std::string_view arch,
+                     Outcome* outcome = nullptr);
+  // As get(), but nullopt instead of waiting when another process is compiling the kernel
+  // right now (`fusejit warm` does other kernels meanwhile, then comes back with get()).
+  std::optional<CompiledKernel> try_get(const templates::Kernel& k, std::string_view arch,
+                                        Outcome* outcome = nullptr);
+
+  cache::KernelKey key(const templates::Kernel& k, std::string_view arch) const;
+  // The disk store, or nullptr under FUSEJIT_CACHE=memory|off.
+  const cache::DiskStore* disk() const { return disk_.get(); }
+
+  struct Counts {
+    int64_t memory_hits = 0, disk_hits = 0, compiled = 0;
+  };
+  Counts counts() const { return {memory_hits_.load(), disk_hits_.load(), compiled_.load()}; }
+
+ private:
+  std::optional<CompiledKernel> obtain(const templates::Kernel& k, std::string_view arch,
+                                       bool wait, Outcome* outcome);
+  CompiledKernel compile_now(const templates::Kernel& k, std::string_view arch);
+  CompiledKernel finish(const templates::Kernel& k, const cache::Entry& e, Outcome how,
+                        Outcome* outcome);
+  void dump(const templates::Kernel& k, const CompiledKernel& c);
+
+  Options options_;
+  spdlog::logger& log_;
+  Compiler compiler_;
+  std::unique_ptr<cache::DiskStore> disk_;
+  cache::MemoryCache memory_;
+  std::atomic<int64_t> memory_hits_{0}, disk_hits_{0}, compiled_{0};
+  std::once_flag dump_warning_;
+};
+
+std::string_view outcome_name(KernelCache::Outcome outcome);
+
+}  // namespace fusejit::jit

@@ -1,0 +1,232 @@
+// `fusejit warm` and `fusejit cache`, run as a user runs them: the seed traces warmed into an
+// empty directory, warmed again, damaged, verified and repaired; several archs; errors; dumps;
+// eight warms at once into one directory.
+#include <regex>
+
+#include "support.h"
+
+using namespace fusejit;
+using test::CliResult;
+using test::run_cli;
+using test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTraces = std::string(FUSEJIT_SOURCE_DIR) + "/examples/traces";
+
+std::string trace(const std::string& name) { return kTraces + "/" + name + ".trace"; }
+
+struct Summary {
+  int compiled = -1, cached = -1, failed = -1;
+};
+
+// The last line must be exactly `compiled: N  cached: M  failed: K`.
+Summary summary(const CliResult& r) {
+  std::string out = r.out;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  const std::string last = out.substr(out.rfind('\n') + 1);
+  std::smatch m;
+  INFO(r.out);
+  REQUIRE(std::regex_match(last, m, std::regex(R"(compiled: (\d+)  cached: (\d+)  failed: (\d+))")));
+  return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
+}
+
+std::vector<fs::path> entries_in(const std::string& dir) {
+  std::vector<fs::path> out;
+  for (const auto& f : fs::recursive_directory_iterator(dir)) {
+    if (f.path().extension() == ".fjk") out.push_back(f.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool has_line_starting(const std::string& text, const std::string& start) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(start, 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("warm: the seed traces, again, damaged, verified, repaired, dumped, cleared",
+          "[cache][cli]") {
+  TempDir dir("cli");
+  const std::string cache_dir = dir.str("cache");
+  const std::string warm = "warm --arch sm_90 --cache-dir " + cache_dir + " " + kTraces;
+  int traces = 0;
+  for (const auto& f : fs::directory_iterator(kTraces)) traces += f.path().extension() == ".trace";
+  REQUIRE(traces > 0);
+
+  // Into an empty directory: everything compiles; one line per trace.
+  CliResult r = run_cli(warm);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const Summary first = summary(r);
+  CHECK(first.compiled > 0);
+  CHECK(first.cached == 0);
+  CHECK(first.failed == 0);
+  CHECK(test::count(r.out, ".trace: ") == traces);
+  const int n = first.compiled;
+  REQUIRE(entries_in(cache_dir).size() == static_cast<size_t>(n));
+
+  // Again: nothing compiles.
+  r = run_cli(warm);
+  REQUIRE(r.status == 0);
+  const Summary second = summary(r);
+  CHECK(second.compiled == 0);
+  CHECK(second.cached == n);
+  CHECK(second.failed == 0);
+
+  r = run_cli("cache verify --cache-dir " + cache_dir);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, ContainsSubstring("0 unsound"));
+
+  r = run_cli("cache stats --cache-dir " + cache_dir);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, ContainsSubstring(fmt::format("entries: {} ", n)));
+  CHECK_THAT(r.out, ContainsSubstring(fmt::format("sm_90: {} entries", n)));
+
+  // Damage two entries: verify names each on its own line and fails.
+  const std::vector<fs::path> entries = entries_in(cache_dir);
+  REQUIRE(entries.size() >= 2);
+  const fs::path truncated = entries.front(), flipped = entries.back();
+  test::truncate_file(truncated);
+  test::flip_byte(flipped, 1000);
+  r = run_cli("cache verify --cache-dir " + cache_dir);
+  CHECK(r.status != 0);
+  CHECK(has_line_starting(r.out, truncated.string() + ": truncated"));
+  CHECK(has_line_starting(r.out, flipped.string() + ": payload checksum mismatch"));
+  CHECK_THAT(r.out, ContainsSubstring("2 unsound"));
+
+  // The next warm recompiles exactly those two, warning about each.
+  r = run_cli(warm);
+  CHECK(r.status == 0);
+  const Summary repaired = summary(r);
+  CHECK(repaired.compiled == 2);
+  CHECK(repaired.cached == n - 2);
+  CHECK(repaired.failed == 0);
+  CHECK_THAT(r.out, ContainsSubstring(truncated.string()));
+  CHECK_THAT(r.out, ContainsSubstring(flipped.string()));
+  r = run_cli("cache verify --cache-dir " + cache_dir);
+  CHECK(r.status == 0);
+
+  // FUSEJIT_DUMP=cuda,ptx: a .cu and a .ptx per kernel, for kernels loaded from disk too.
+  const std::string dump = dir.str("dump");
+  r = run_cli(warm, "FUSEJIT_DUMP=cuda,ptx FUSEJIT_DUMP_DIR=" + dump);
+  CHECK(r.status == 0);
+  CHECK(summary(r).cached == n);
+  CHECK(test::files_named(dump, ".cu") == n);
+  CHECK(test::files_named(dump, ".ptx") == n);
+  for (const auto& f : fs::directory_iterator(dump)) {
+    CHECK(f.path().filename().string().rfind("fj_", 0) == 0);  // named by the kernel
+  }
+
+  r = run_cli("cache prune --cache-dir " + cache_dir);
+  CHECK(r.status == 0);
+  CHECK(entries_in(cache_dir).size() == static_cast<size_t>(n));
+  r = run_cli("cache clear --cache-dir " + cache_dir);
+  CHECK(r.status == 0);
+  CHECK(entries_in(cache_dir).empty());
+  r = run_cli("cache stats --cache-dir " + cache_dir);
+  CHECK_THAT(r.out, ContainsSubstring("entries: 0 "));
+}
+
+TEST_CASE("warm: several archs, FUSEJIT_ARCH, failures and bad arguments", "[cache][cli]") {
+  TempDir dir("cli-args");
+  const std::string cache_dir = dir.str("cache");
+  const std::string one = trace("softmax_f32");  // one kernel
+
+  CliResult r = run_cli("warm --arch sm_80,sm_90 --cache-dir " + cache_dir + " " + one);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(summary(r).compiled == 2);
+  r = run_cli("warm --cache-dir " + cache_dir + " " + one, "FUSEJIT_ARCH=sm_86");
+  CHECK(summary(r).compiled == 1);
+  r = run_cli("cache stats --cache-dir " + cache_dir);
+  for (const char* arch : {"sm_80: 1 entries", "sm_86: 1 entries", "sm_90: 1 entries"}) {
+    CHECK_THAT(r.out, ContainsSubstring(arch));
+  }
+  // The cache directory from the environment, as a run would use it.
+  r = run_cli("warm --arch sm_90 " + one, "FUSEJIT_CACHE_DIR=" + cache_dir);
+  CHECK(summary(r).cached == 1);
+
+  // A trace that does not parse fails, the others still warm, the exit status says so.
+  const std::string bad = dir.str("bad.trace");
+  test::write_bytes(bad, "fusejit-trace 1\n%0 : f32[4] = input\n%1 : f32[4] = mull %0, %0\noutput %1\n");
+  r = run_cli("warm --arch sm_90 --cache-dir " + cache_dir + " " + bad + " " + trace("rmsnorm_f32"));
+  CHECK(r.status == 1);
+  const Summary s = summary(r);
+  CHECK(s.failed == 1);
+  CHECK(s.compiled == 1);
+  CHECK(has_line_starting(r.out, bad + ": failed"));
+
+  r = run_cli("warm --arch bogus --cache-dir " + cache_dir + " " + one);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, ContainsSubstring("bogus"));
+  r = run_cli("warm --arch sm_1 --cache-dir " + cache_dir + " " + one);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, ContainsSubstring("cannot target sm_1"));
+  r = run_cli("warm --cache-dir " + cache_dir + " " + dir.str("nothing-here"));
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, ContainsSubstring("nothing-here"));
+  r = run_cli("warm --arch sm_90 " + one, "FUSEJIT_CACHE=off");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, ContainsSubstring("FUSEJIT_CACHE=off"));
+  test::write_bytes(dir.path() / "afile", "x");
+  r = run_cli("warm --arch sm_90 --cache-dir " + dir.str("afile/cache") + " " + one);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, ContainsSubstring("afile/cache"));
+  r = run_cli("warm");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, ContainsSubstring("usage: fusejit warm"));
+
+  r = run_cli("cache frobnicate --cache-dir " + cache_dir);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, ContainsSubstring("unknown action 'frobnicate'"));
+  r = run_cli("cache verify --cache-dir " + dir.str("never-made"));
+  CHECK(r.status == 0);
+  CHECK_FALSE(fs::exists(dir.str("never-made")));
+}
+
+TEST_CASE("warm: eight warms at once into one directory", "[cache][cli]") {
+  TempDir dir("cli-concurrent");
+  const std::string cache_dir = dir.str("cache");
+  std::string traces;
+  for (const char* name : {"ew_chain_f32", "bias_gelu_bf16", "softmax_bf16", "layernorm_f32",
+                           "sumsq_f32", "mlp_bf16"}) {
+    traces += fmt::format(" {}", trace(name));
+  }
+  const std::string cmd = std::string(FUSEJIT_CLI) + " warm --arch sm_90 --cache-dir " + cache_dir + traces + " 2>&1";
+  std::vector<FILE*> running;
+  for (int i = 0; i < 8; ++i) {
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    running.push_back(p);
+  }
+  int compiled = 0;
+  for (FILE* p : running) {
+    CliResult r;
+    std::array<char, 4096> buf{};
+    size_t got = 0;
+    while ((got = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), got);
+    const int status = ::pclose(p);
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    INFO(r.out);
+    CHECK(r.status == 0);
+    const Summary s = summary(r);
+    CHECK(s.failed == 0);
+    compiled += s.compiled;
+  }
+  const CliResult after = run_cli("warm --arch sm_90 --cache-dir " + cache_dir + traces);
+  const Summary s = summary(after);
+  CHECK(s.compiled == 0);
+  // Every kernel compiled once over all eight processes.
+  CHECK(compiled == s.cached);
+  const CliResult verify = run_cli("cache verify --cache-dir " + cache_dir);
+  CHECK(verify.status == 0);
+  CHECK(test::files_named(cache_dir, ".lock") == 0);
+  CHECK(test::files_named(cache_dir, ".tmp-") == 0);
+}

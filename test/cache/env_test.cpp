@@ -1,0 +1,51 @@
+// The cache's environment variables as the CLI meets them (test/jit/options_test.cpp checks
+// their parsing): bad values stop `warm` and `cache` with the variable named, the default
+// directory follows XDG_CACHE_HOME, and FUSEJIT_REQUIRE_WARM does not stop warming.
+#include "support.h"
+
+using namespace fusejit;
+using test::CliResult;
+using test::run_cli;
+using test::TempDir;
+
+namespace {
+const std::string kTrace = std::string(FUSEJIT_SOURCE_DIR) + "/examples/traces/sumsq_f32.trace";
+}
+
+TEST_CASE("env: bad cache variables stop warm and cache, naming the variable", "[cache][env]") {
+  TempDir dir("env-bad");
+  const std::string at = " --cache-dir " + dir.str("cache") + " ";
+  struct Case {
+    const char* env;
+    const char* says;
+  };
+  for (const Case& c : {Case{"FUSEJIT_CACHE=disk", "valid values: on, memory, off"},
+                        Case{"FUSEJIT_CACHE_MAX_MB=lots", "FUSEJIT_CACHE_MAX_MB=lots"},
+                        Case{"FUSEJIT_ARCH=hopper", "sm_NN"},
+                        Case{"FUSEJIT_CACHE_DIRECTORY=/tmp", "not a fusejit variable"}}) {
+    for (const std::string& command : {"warm --arch sm_90" + at + kTrace, "cache stats" + at}) {
+      INFO(c.env << " fusejit " << command);
+      const CliResult r = run_cli(command, c.env);
+      CHECK(r.status == 1);
+      CHECK_THAT(r.out, ContainsSubstring(c.says));
+    }
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.str("cache")));
+}
+
+TEST_CASE("env: the default cache directory, FUSEJIT_CACHE_DIR, FUSEJIT_REQUIRE_WARM",
+          "[cache][env]") {
+  TempDir dir("env-dirs");
+  // No FUSEJIT_CACHE_DIR: $XDG_CACHE_HOME/fusejit.
+  CliResult r = run_cli("cache stats", "XDG_CACHE_HOME=" + dir.str("xdg"));
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, ContainsSubstring(dir.str("xdg") + "/fusejit"));
+  // Warming is compiling: FUSEJIT_REQUIRE_WARM=1 in the environment does not stop it.
+  r = run_cli("warm --arch sm_90 " + kTrace,
+              "FUSEJIT_REQUIRE_WARM=1 FUSEJIT_CACHE_DIR=" + dir.str("cache"));
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, ContainsSubstring("compiled: 1  cached: 0  failed: 0"));
+  r = run_cli("cache stats", "FUSEJIT_CACHE_DIR=" + dir.str("cache"));
+  CHECK_THAT(r.out, ContainsSubstring("entries: 1 "));
+}

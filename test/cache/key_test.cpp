@@ -1,0 +1,143 @@
+// The kernel key: every ingredient (cache/key.h) changes it; the hash is stable, streams, and
+// renders as 32 hex digits; jit::KernelCache feeds it NVRTC's identity and flags.
+#include <set>
+
+#include "cache/hash.h"
+#include "cache/key.h"
+#include "jit/kernel_cache.h"
+#include "jit/nvrtc.h"
+#include "support.h"
+
+using namespace fusejit;
+
+namespace {
+
+cache::KeyIngredients base() {
+  cache::KeyIngredients in;
+  in.source = "extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }";
+  in.arch = "sm_90";
+  in.compiler = "nvrtc 13.0 build-id 0123";
+  in.codegen_version = 1;
+  in.compile_flags = {"--gpu-architecture=sm_90", "-std=c++17"};
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("key: every ingredient changes it", "[cache][key]") {
+  const cache::KernelKey k0 = cache::make_key(base());
+  CHECK(cache::make_key(base()) == k0);  // deterministic
+
+  std::set<std::string> keys = {k0.hex()};
+  auto differs = [&](const cache::KeyIngredients& in) {
+    const std::string hex = cache::make_key(in).hex();
+    CHECK(keys.insert(hex).second);
+  };
+  cache::KeyIngredients in = base();
+  const std::string other_source = std::string(in.source) + " ";
+  in.source = other_source;
+  differs(in);
+  in = base();
+  in.arch = "sm_80";
+  differs(in);
+  in = base();
+  in.compiler = "nvrtc 13.1 build-id 0123";  // NVRTC version
+  differs(in);
+  in = base();
+  in.compiler = "nvrtc 13.0 build-id 4567";  // same version, another build
+  differs(in);
+  in = base();
+  in.codegen_version = 2;
+  differs(in);
+  in = base();
+  in.compile_flags.push_back("-lineinfo");
+  differs(in);
+  in = base();
+  in.compile_flags = {"-std=c++17", "--gpu-architecture=sm_90"};  // order matters
+  differs(in);
+  // Framing: moving bytes from one field to the next is another key.
+  in = base();
+  in.compile_flags = {"--gpu-architecture=sm_90-std=c++17"};
+  differs(in);
+  in = base();
+  in.arch = "sm_9";
+  in.compiler = "0nvrtc 13.0 build-id 0123";
+  differs(in);
+}
+
+TEST_CASE("key: 32 lowercase hex digits that parse back", "[cache][key]") {
+  const cache::KernelKey k = cache::make_key(base());
+  const std::string hex = k.hex();
+  REQUIRE(hex.size() == 32);
+  CHECK(hex.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(k.shard() == hex.substr(0, 2));
+  const auto parsed = cache::KernelKey::from_hex(hex);
+  REQUIRE(parsed);
+  CHECK(*parsed == k);
+  CHECK_FALSE(cache::KernelKey::from_hex(hex.substr(1)));
+  std::string upper = hex;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper != hex) CHECK_FALSE(cache::KernelKey::from_hex(upper));
+  CHECK_FALSE(cache::KernelKey::from_hex(std::string(31, '0') + "g"));
+}
+
+TEST_CASE("hash: streaming equals one shot; values are pinned", "[cache][key]") {
+  const std::string text = "The quick brown fox jumps over the lazy dog, 0123456789 times.";
+  const cache::Digest128 whole = cache::Hash128().update(text).digest();
+  for (size_t split = 0; split <= text.size(); ++split) {
+    cache::Hash128 h;
+    h.update(std::string_view(text).substr(0, split));
+    h.update(std::string_view(text).substr(split));
+    CHECK(h.digest() == whole);
+  }
+  // Lengths and trailing zeros matter; both lanes move.
+  const cache::Digest128 a = cache::Hash128().update("ab").digest();
+  const cache::Digest128 b = cache::Hash128().update(std::string_view("ab\0", 3)).digest();
+  CHECK(a.hi != b.hi);
+  CHECK(a.lo != b.lo);
+  CHECK_FALSE(cache::Hash128().digest() == a);
+
+  // Pinned values: keys name files other fusejit builds read, so the hash must never drift
+  // (change kKeyScheme if it has to).
+  CHECK(cache::Hash128().update(text).digest().hex() == "0743354843380a4305320d76a4b56896");
+  CHECK(cache::fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);  // FNV-1a's published test vector
+  CHECK(cache::fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
+}
+
+TEST_CASE("hash: no collisions among many similar inputs", "[cache][key]") {
+  std::set<std::string> his, los;
+  for (int i = 0; i < 20000; ++i) {
+    const cache::Digest128 d = cache::Hash128().update(std::to_string(i)).digest();
+    his.insert(fmt::format("{:016x}", d.hi));
+    los.insert(fmt::format("{:016x}", d.lo));
+  }
+  CHECK(his.size() == 20000);
+  CHECK(los.size() == 20000);
+}
+
+TEST_CASE("KernelCache::key: NVRTC identity, arch, flags and source", "[cache][key]") {
+  const std::string& id = jit::compiler_identity();
+  CHECK_THAT(id, ContainsSubstring("nvrtc " + jit::nvrtc_version_string()));
+  CHECK_THAT(id, ContainsSubstring("build-id "));
+  INFO(id);
+  // The toolkit's libnvrtc is shared and carries a GNU build id.
+  CHECK(id.find("build-id unknown") == std::string::npos);
+
+  Options options = Options::parse({{"FUSEJIT_CACHE", "off"}});
+  test::CapturedLog log;
+  jit::KernelCache kc(options, *log.logger);
+  const templates::Kernel k = test::tiny_kernel(1);
+  CHECK(kc.key(k, "sm_90") == kc.key(k, "sm_90"));
+  CHECK_FALSE(kc.key(k, "sm_90") == kc.key(k, "sm_80"));
+  CHECK_FALSE(kc.key(k, "sm_90") == kc.key(test::tiny_kernel(2), "sm_90"));
+
+  cache::KeyIngredients in;
+  in.source = k.source;
+  in.arch = "sm_90";
+  in.compiler = id;
+  in.codegen_version = templates::kCodegenVersion;
+  in.compile_flags = jit::compile_flags("sm_90");
+  CHECK(cache::make_key(in) == kc.key(k, "sm_90"));
+  in.codegen_version = templates::kCodegenVersion + 1;
+  CHECK_FALSE(cache::make_key(in) == kc.key(k, "sm_90"));
+}

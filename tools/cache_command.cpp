@@ -1,0 +1,96 @@
+// fusejit cache stats|verify|prune|clear [--cache-dir D]: looks after the disk kernel cache
+// (FUSEJIT_CACHE_DIR unless --cache-dir names another; the cap is FUSEJIT_CACHE_MAX_MB).
+//   stats   entries, bytes, the cap, and entries per arch
+//   verify  reads every entry in full; prints each unsound one on a line of its own
+//           ("PATH: what is wrong") and exits 1 when there is any
+//   prune   removes unsound entries and stale temporary/lock files, then evicts least recently
+//           used entries down to the cap
+//   clear   removes every entry (and only what fusejit wrote)
+#include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "cache/disk_store.h"
+#include "fusejit/error.h"
+#include "fusejit/options.h"
+#include "jit/log.h"
+#include "tools/commands.h"
+
+namespace fusejit::tools {
+
+namespace {
+
+constexpr const char* kCacheUsage = "usage: fusejit cache stats|verify|prune|clear [--cache-dir D]";
+
+std::string megabytes(uint64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+
+}  // namespace
+
+int cache_command(const Args& args) {
+  std::string action, dir;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--cache-dir") {
+      if (i + 1 >= args.size()) throw Error(fmt::format("cache: --cache-dir needs a value; {}", kCacheUsage));
+      dir = args[++i];
+    } else if (!args[i].empty() && args[i][0] == '-') {
+      throw Error(fmt::format("cache: unknown option {}; {}", args[i], kCacheUsage));
+    } else if (action.empty()) {
+      action = args[i];
+    } else {
+      throw Error(fmt::format("cache: one action at a time; {}", kCacheUsage));
+    }
+  }
+  if (action != "stats" && action != "verify" && action != "prune" && action != "clear") {
+    throw Error(action.empty() ? fmt::format("cache: no action given; {}", kCacheUsage)
+                               : fmt::format("cache: unknown action '{}'; {}", action, kCacheUsage));
+  }
+  const Options options = Options::from_env();
+  auto log = jit::make_logger(options.log_level);
+  cache::DiskStore::Config config;
+  config.dir = dir.empty() ? options.cache_dir : dir;
+  if (options.cache_max_mb) config.max_bytes = static_cast<uint64_t>(*options.cache_max_mb) << 20;
+  config.create = false;  // looking is no reason to create it
+  cache::DiskStore store(config, *log);
+  const bool exists = std::filesystem::exists(config.dir);
+
+  if (action == "stats") {
+    const cache::DiskStore::Stats s = store.stats();
+    fmt::print("cache directory: {} ({})\n", config.dir,
+               exists ? cache::access_name(store.access()) : "does not exist");
+    fmt::print("entries: {}  bytes: {} ({})  cap: {}\n", s.entries, s.bytes, megabytes(s.bytes),
+               megabytes(config.max_bytes));
+    for (const auto& [arch, count] : s.per_arch) {
+      fmt::print("  {}: {} entries, {} bytes\n", arch, count.entries, count.bytes);
+    }
+    if (s.temp_files + s.lock_files > 0) {
+      fmt::print("temporary files: {}  lock files: {}\n", s.temp_files, s.lock_files);
+    }
+    return 0;
+  }
+  if (action == "verify") {
+    const std::vector<cache::DiskStore::Problem> problems = store.verify();
+    for (const auto& p : problems) fmt::print("{}: {}\n", p.path.string(), p.what);
+    const cache::DiskStore::Stats s = store.stats();
+    fmt::print("verified {} entries in {}: {} unsound\n", s.entries, config.dir, problems.size());
+    return problems.empty() ? 0 : 1;
+  }
+  if (!exists) {
+    fmt::print("{}: nothing there (no cache directory {})\n", action, config.dir);
+    return 0;
+  }
+  if (action == "prune") {
+    const cache::DiskStore::PruneResult r = store.prune();
+    for (const auto& p : r.removed_unsound) fmt::print("removed {}: {}\n", p.path.string(), p.what);
+    fmt::print("pruned {}: {} unsound entries removed, {} evicted ({}) to stay under {}, {} stale "
+               "temporary or lock files removed\n",
+               config.dir, r.removed_unsound.size(), r.evicted, megabytes(r.evicted_bytes),
+               megabytes(config.max_bytes), r.removed_leftovers);
+    return 0;
+  }
+  const int64_t removed = store.clear();
+  fmt::print("cleared {}: {} entries removed\n", config.dir, removed);
+  return 0;
+}
+
+}  // namespace fusejit::tools

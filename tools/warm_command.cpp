@@ -1,0 +1,291 @@
+// fusejit warm [--arch sm_90,sm_80] [--cache-dir D] [--jobs N] PATH...: compiles every kernel
+// of the traces (files, or folders searched recursively for *.trace) into the disk cache, with
+// or without a GPU, so that a run (FUSEJIT_REQUIRE_WARM=1, say) finds them all.
+//
+// Each trace is planned and its kernels generated exactly as a run would (the same
+// FUSEJIT_DISABLE options); kernels shared by several traces are compiled once. Kernels run
+// through jit::KernelCache, so concurrent warms into one directory compile each kernel once;
+// one whose lock another process holds is put off until the rest are done.
+//
+// Output: one line per trace, then exactly one line `compiled: N  cached: M  failed: K` over
+// distinct (kernel, arch) pairs; K also counts traces that could not be read or planned. The
+// exit status is 1 when K > 0.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+#include "fusejit/options.h"
+#include "fusion/pipeline.h"
+#include "ir/text.h"
+#include "jit/device.h"
+#include "jit/kernel_cache.h"
+#include "jit/log.h"
+#include "jit/nvrtc.h"
+#include "jit/runtime.h"
+#include "templates/kernel.h"
+#include "tools/commands.h"
+
+namespace fusejit::tools {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kWarmUsage =
+    "usage: fusejit warm [--arch sm_90,sm_80] [--cache-dir D] [--jobs N] PATH...";
+
+struct WarmArgs {
+  std::vector<std::string> archs;
+  std::string cache_dir;
+  int jobs = 0;  // 0: one per hardware thread
+  std::vector<std::string> paths;
+};
+
+WarmArgs parse_args(const Args& args) {
+  WarmArgs w;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw Error(fmt::format("warm: {} needs a value; {}", a, kWarmUsage));
+      return args[++i];
+    };
+    if (a == "--arch") {
+      std::string list = value();
+      for (size_t start = 0; start <= list.size();) {
+        size_t end = std::min(list.find(',', start), list.size());
+        if (end > start) w.archs.push_back(list.substr(start, end - start));
+        start = end + 1;
+      }
+    } else if (a == "--cache-dir") {
+      w.cache_dir = value();
+    } else if (a == "--jobs" || a == "-j") {
+      const std::string& n = value();
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1) {
+        throw Error(fmt::format("warm: --jobs {}: expected a whole number, at least 1", n));
+      }
+      w.jobs = std::stoi(n);
+    } else if (!a.empty() && a[0] == '-') {
+      throw Error(fmt::format("warm: unknown option {}; {}", a, kWarmUsage));
+    } else {
+      w.paths.push_back(a);
+    }
+  }
+  if (w.paths.empty()) throw Error(fmt::format("warm: no traces given; {}", kWarmUsage));
+  return w;
+}
+
+// --arch, else FUSEJIT_ARCH, else the GPU's, else sm_90. Each must be one this NVRTC targets.
+std::vector<std::string> target_archs(const WarmArgs& w, const Options& options) {
+  std::vector<std::string> archs = w.archs;
+  if (archs.empty() && !options.arch.empty()) archs.push_back(options.arch);
+  if (archs.empty()) {
+    const auto device = jit::probe_device();
+    archs.push_back(device ? device->arch() : "sm_90");
+  }
+  const std::vector<std::string> supported = jit::supported_archs();
+  for (const std::string& arch : archs) {
+    jit::compile_flags(arch);  // throws for a malformed name
+    std::string real = arch.starts_with("compute_") ? "sm_" + arch.substr(8) : arch;
+    while (!real.empty() && std::isalpha(static_cast<unsigned char>(real.back()))) real.pop_back();
+    if (std::find(supported.begin(), supported.end(), real) == supported.end()) {
+      std::string list;
+      for (const std::string& s : supported) list += (list.empty() ? "" : ", ") + s;
+      throw Error(fmt::format("warm: NVRTC {} cannot target {}; it targets {}",
+                              jit::nvrtc_version_string(), arch, list));
+    }
+  }
+  return archs;
+}
+
+// The trace files named: files as given, folders searched recursively for *.trace (sorted).
+std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> found;
+      for (auto it = fs::recursive_directory_iterator(p, ec); !ec && it != fs::recursive_directory_iterator();
+           it.increment(ec)) {
+        if (it->path().extension() == ".trace" && it->is_regular_file(ec)) found.push_back(it->path().string());
+      }
+      if (ec) throw Error(fmt::format("warm: cannot read folder {}: {}", p, ec.message()));
+      if (found.empty()) throw Error(fmt::format("warm: no *.trace files under {}", p));
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::exists(p, ec)) {
+      files.push_back(p);
+    } else {
+      throw Error(fmt::format("warm: {}: no such file or folder", p));
+    }
+  }
+  // A trace named twice (a file and its folder, say) is warmed once.
+  std::vector<std::string> unique;
+  std::vector<fs::path> seen;
+  for (const std::string& f : files) {
+    std::error_code ec;
+    fs::path canonical = fs::weakly_canonical(f, ec);
+    if (ec) canonical = f;
+    if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) continue;
+    seen.push_back(std::move(canonical));
+    unique.push_back(f);
+  }
+  return unique;
+}
+
+// One (kernel, arch) to obtain; traces that share it share the job.
+struct Job {
+  templates::Kernel kernel;
+  std::string arch;
+  enum class State { pending, compiled, cached, failed } state = State::pending;
+  std::string error;
+};
+
+struct TraceWork {
+  std::string path;
+  int kernels = 0;
+  int library_calls = 0;
+  std::vector<size_t> jobs;
+  std::string error;  // could not be read, planned or generated
+};
+
+// Runs every job on `threads` threads: first without waiting on other processes' locks, then
+// the put-off ones, waiting.
+void run_jobs(std::vector<Job>& jobs, jit::KernelCache& cache, int threads) {
+  std::vector<size_t> order(jobs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (const bool wait : {false, true}) {
+    std::atomic<size_t> next{0};
+    std::mutex deferred_mutex;
+    std::vector<size_t> deferred;
+    auto worker = [&] {
+      for (size_t n = next++; n < order.size(); n = next++) {
+        Job& job = jobs[order[n]];
+        try {
+          jit::KernelCache::Outcome how{};
+          std::optional<jit::CompiledKernel> got;
+          if (wait) got = cache.get(job.kernel, job.arch, &how);
+          else got = cache.try_get(job.kernel, job.arch, &how);
+          if (!got) {
+            std::lock_guard lock(deferred_mutex);
+            deferred.push_back(order[n]);
+            continue;
+          }
+          job.state = how == jit::KernelCache::Outcome::compiled ? Job::State::compiled : Job::State::cached;
+        } catch (const std::exception& e) {
+          job.state = Job::State::failed;
+          job.error = e.what();
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    const size_t count = std::min<size_t>(static_cast<size_t>(threads), order.size());
+    for (size_t t = 1; t < count; ++t) pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
+    std::sort(deferred.begin(), deferred.end());
+    order = std::move(deferred);
+  }
+}
+
+}  // namespace
+
+int warm_command(const Args& args) {
+  const auto start = std::chrono::steady_clock::now();
+  const WarmArgs w = parse_args(args);
+  Options options = Options::from_env();
+  options.require_warm = false;  // compiling is the point
+  if (!w.cache_dir.empty()) options.cache_dir = w.cache_dir;
+  if (options.cache != CacheMode::on) {
+    throw Error(fmt::format("warm: FUSEJIT_CACHE={} keeps nothing on disk, so there is nothing to "
+                            "warm; unset it or set it to on",
+                            options.cache == CacheMode::off ? "off" : "memory"));
+  }
+  const std::vector<std::string> archs = target_archs(w, options);
+  const std::vector<std::string> files = trace_files(w.paths);
+
+  auto log = jit::make_logger(options.log_level);
+  jit::KernelCache cache(options, *log);
+  if (!cache.disk()->writable()) {
+    throw Error(fmt::format("warm: the cache directory '{}' is {}; name a writable one with "
+                            "--cache-dir or FUSEJIT_CACHE_DIR",
+                            options.cache_dir, cache::access_name(cache.disk()->access())));
+  }
+
+  // Plan and generate everything first (fast), keeping one job per distinct (kernel, arch).
+  std::vector<Job> jobs;
+  std::map<std::string, size_t> job_by_key;
+  std::vector<TraceWork> traces;
+  const jit::BuildOptions build = jit::build_options(options);
+  for (const std::string& file : files) {
+    TraceWork t{file};
+    try {
+      const fusion::Plan plan = fusion::make_plan(ir::parse_file(file), jit::plan_options(options));
+      for (const fusion::Region& region : plan.regions) {
+        if (region.kind == fusion::RegionKind::gemm) {  // cuBLASLt: nothing to compile
+          ++t.library_calls;
+          continue;
+        }
+        templates::Kernel k = templates::generate(plan.graph, region, build.codegen);
+        ++t.kernels;
+        for (const std::string& arch : archs) {
+          const std::string key = cache.key(k, arch).hex();
+          auto [it, fresh] = job_by_key.emplace(key, jobs.size());
+          if (fresh) jobs.push_back(Job{k, arch});
+          if (std::find(t.jobs.begin(), t.jobs.end(), it->second) == t.jobs.end()) t.jobs.push_back(it->second);
+        }
+      }
+    } catch (const std::exception& e) {
+      t.error = e.what();
+    }
+    traces.push_back(std::move(t));
+  }
+
+  const int threads = w.jobs > 0 ? w.jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  run_jobs(jobs, cache, threads);
+
+  std::string arch_list;
+  for (const std::string& a : archs) arch_list += (arch_list.empty() ? "" : ",") + a;
+  int failed_traces = 0;
+  for (const TraceWork& t : traces) {
+    if (!t.error.empty()) {
+      ++failed_traces;
+      fmt::print("{}: failed: {}\n", t.path, t.error);
+      continue;
+    }
+    int compiled = 0, cached = 0, failed = 0;
+    for (size_t j : t.jobs) {
+      compiled += jobs[j].state == Job::State::compiled;
+      cached += jobs[j].state == Job::State::cached;
+      failed += jobs[j].state == Job::State::failed;
+    }
+    fmt::print("{}: {} kernel{}, {} library call{}; {}: {} compiled, {} cached, {} failed\n",
+               t.path, t.kernels, t.kernels == 1 ? "" : "s", t.library_calls,
+               t.library_calls == 1 ? "" : "s", arch_list, compiled, cached, failed);
+  }
+  int compiled = 0, cached = 0, failed = failed_traces;
+  for (const Job& job : jobs) {
+    compiled += job.state == Job::State::compiled;
+    cached += job.state == Job::State::cached;
+    if (job.state == Job::State::failed) {
+      ++failed;
+      fmt::print(stderr, "fusejit warm: kernel {} for {} failed: {}\n", job.kernel.name, job.arch, job.error);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("{} traces, {} distinct kernels for {} into {} in {:.1f} s ({} threads)\n",
+             files.size(), jobs.size() / archs.size(), arch_list, options.cache_dir, seconds,
+             threads);
+  fmt::print("compiled: {}  cached: {}  failed: {}\n", compiled, cached, failed);
+  std::fflush(stdout);
+  return failed > 0 ? 1 : 0;
+}
+
+}  // namespace fusejit::tools
