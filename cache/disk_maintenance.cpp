@@ -58,9 +58,10 @@ std::string check_entry(const fs::path& path) {
 
 void require_writable(const DiskStore& store, std::string_view what) {
   if (store.writable()) return;
-  throw Error(fmt::format("cache {}: the cache directory '{}' is {}; nothing can be removed "
-                          "(FUSEJIT_CACHE_DIR or --cache-dir names another)",
-                          what, store.config().dir, access_name(store.access())));
+  throw Error(
+      fmt::format("cache {}: the cache directory '{}' is {}; nothing can be removed "
+                  "(FUSEJIT_CACHE_DIR or --cache-dir names another)",
+                  what, store.config().dir, access_name(store.access())));
 }
 
 }  // namespace
@@ -143,7 +144,8 @@ int64_t DiskStore::clear() {
   for (const fs::path& path : doomed) {
     std::error_code ec;
     fs::remove(path, ec);
-    if (ec) throw Error(fmt::format("cache clear: cannot remove {}: {}", path.string(), ec.message()));
+    if (ec)
+      throw Error(fmt::format("cache clear: cannot remove {}: {}", path.string(), ec.message()));
   }
   // Shard directories that are now empty go too (fs::remove leaves a non-empty one alone).
   std::error_code ec;

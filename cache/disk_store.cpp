@@ -33,7 +33,7 @@ bool read_file(const fs::path& path, std::string& bytes, std::string* why, bool*
   if (missing) *missing = false;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (missing) *missing = errno == ENOENT;
+    if (missing) *missing = errno == ENOENT || errno == ENOTDIR;  // no such entry
     if (why) *why = std::strerror(errno);
     return false;
   }
@@ -94,9 +94,12 @@ bool write_new_file(const fs::path& path, std::string_view bytes, std::string* w
 
 const char* access_name(DiskStore::Access access) {
   switch (access) {
-    case DiskStore::Access::none: return "unusable";
-    case DiskStore::Access::read_only: return "read-only";
-    case DiskStore::Access::read_write: return "read-write";
+    case DiskStore::Access::none:
+      return "unusable";
+    case DiskStore::Access::read_only:
+      return "read-only";
+    case DiskStore::Access::read_write:
+      return "read-write";
   }
   return "?";
 }
@@ -114,18 +117,20 @@ DiskStore::DiskStore(Config config, spdlog::logger& log) : config_(std::move(con
   }
   if (ec) {
     if (config_.create) {
-      log_.warn("kernel cache directory '{}' cannot be created ({}); kernels are cached in "
-                "memory only (set FUSEJIT_CACHE_DIR to a writable directory)",
-                config_.dir, ec.message());
+      log_.warn(
+          "kernel cache directory '{}' cannot be created ({}); kernels are cached in "
+          "memory only (set FUSEJIT_CACHE_DIR to a writable directory)",
+          config_.dir, ec.message());
     }
     access_ = Access::none;
     return;
   }
   if (::access(config_.dir.c_str(), W_OK | X_OK) != 0) {
     if (config_.create) {
-      log_.warn("kernel cache directory '{}' is not writable ({}); cached kernels are used but "
-                "new ones are kept in memory only",
-                config_.dir, std::strerror(errno));
+      log_.warn(
+          "kernel cache directory '{}' is not writable ({}); cached kernels are used but "
+          "new ones are kept in memory only",
+          config_.dir, std::strerror(errno));
     }
     access_ = Access::read_only;
     return;
@@ -140,9 +145,10 @@ void DiskStore::degrade(Access to, const std::string& why) {
   // Only the first failure warns: the exchange succeeds once.
   while (was > to) {
     if (access_.compare_exchange_weak(was, to)) {
-      log_.warn("kernel cache directory '{}': {}; from now on new kernels are kept in memory "
-                "only",
-                config_.dir, why);
+      log_.warn(
+          "kernel cache directory '{}': {}; from now on new kernels are kept in memory "
+          "only",
+          config_.dir, why);
       return;
     }
   }
@@ -159,7 +165,8 @@ std::optional<Entry> DiskStore::load(const KernelKey& key) {
   std::string bytes, why;
   bool missing = false;
   if (!layout::read_file(path, bytes, &why, &missing)) {
-    if (!missing) log_.warn("cannot read kernel cache entry {} ({}); compiling instead", path.string(), why);
+    if (!missing)
+      log_.warn("cannot read kernel cache entry {} ({}); compiling instead", path.string(), why);
     return std::nullopt;
   }
   std::string problem;
@@ -167,9 +174,10 @@ std::optional<Entry> DiskStore::load(const KernelKey& key) {
   if (!entry) {
     std::error_code ec;
     if (writable() && fs::remove(path, ec)) {
-      log_.warn("kernel cache entry {} is unsound ({}); removed it, the kernel is compiled and "
-                "stored again",
-                path.string(), problem);
+      log_.warn(
+          "kernel cache entry {} is unsound ({}); removed it, the kernel is compiled and "
+          "stored again",
+          path.string(), problem);
     } else {
       log_.warn("kernel cache entry {} is unsound ({}) and cannot be removed; compiling instead",
                 path.string(), problem);
@@ -187,12 +195,18 @@ void DiskStore::store(const KernelKey& key, const Entry& entry) {
   std::error_code ec;
   fs::create_directory(path.parent_path(), ec);
   if (ec) {
-    degrade(Access::read_only, fmt::format("cannot create {}: {}", path.parent_path().string(), ec.message()));
+    degrade(Access::read_only,
+            fmt::format("cannot create {}: {}", path.parent_path().string(), ec.message()));
     return;
   }
-  Entry kept = entry;
-  if (!config_.keep_source) kept.source.clear();
-  const std::string bytes = encode_entry(key, kept);
+  std::string bytes;
+  if (config_.keep_source || entry.source.empty()) {
+    bytes = encode_entry(key, entry);
+  } else {
+    Entry without_source = entry;
+    without_source.source.clear();
+    bytes = encode_entry(key, without_source);
+  }
   const fs::path temp = path.string() + fmt::format(".tmp-{}-{}", ::getpid(), temp_counter_++);
   std::string why;
   if (!write_new_file(temp, bytes, &why)) {
@@ -200,7 +214,8 @@ void DiskStore::store(const KernelKey& key, const Entry& entry) {
     return;
   }
   if (::rename(temp.c_str(), path.c_str()) != 0) {
-    why = fmt::format("cannot rename {} to {}: {}", temp.string(), path.string(), std::strerror(errno));
+    why = fmt::format("cannot rename {} to {}: {}", temp.string(), path.string(),
+                      std::strerror(errno));
     ::unlink(temp.c_str());
     degrade(Access::read_only, why);
     return;
@@ -270,10 +285,12 @@ std::optional<FileLock> DiskStore::lock(const KernelKey& key, FileLock::Wait wai
   const fs::path entry = entry_path(key);
   std::error_code ec;
   fs::create_directory(entry.parent_path(), ec);
-  const std::string path = (entry.parent_path() / (key.hex() + std::string(layout::kLockExtension))).string();
+  const std::string path =
+      (entry.parent_path() / (key.hex() + std::string(layout::kLockExtension))).string();
   std::string why;
   switch (lock.acquire(path, wait, std::chrono::minutes(2), &why)) {
-    case FileLock::Result::locked: return lock;
+    case FileLock::Result::locked:
+      return lock;
     case FileLock::Result::busy:
       if (wait == FileLock::Wait::no) return std::nullopt;
       log_.warn("waited 2 minutes for {} (another process compiling?); compiling without it", path);

@@ -80,7 +80,7 @@ class DiskStore {
     int64_t entries = 0;
     uint64_t bytes = 0;
     std::map<std::string, ArchCount> per_arch;  // "?" for entries whose header is unreadable
-    int64_t temp_files = 0;                    // writes in flight, or left by a crash
+    int64_t temp_files = 0;                     // writes in flight, or left by a crash
     int64_t lock_files = 0;
   };
   struct Problem {

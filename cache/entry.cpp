@@ -55,8 +55,8 @@ std::optional<Header> read_header(std::string_view bytes, std::string* problem) 
   Header h;
   h.version = static_cast<uint32_t>(get_le(bytes, 4, 4));
   if (h.version != kFormatVersion) {
-    *problem = fmt::format("format version {} (this fusejit reads version {})", h.version,
-                           kFormatVersion);
+    *problem =
+        fmt::format("format version {} (this fusejit reads version {})", h.version, kFormatVersion);
     return std::nullopt;
   }
   h.key.digest.hi = get_le(bytes, 8, 8);
@@ -95,7 +95,8 @@ std::string encode_entry(const KernelKey& key, const Entry& e) {
     out.append(*part);
   }
   const uint64_t sum = fnv1a64(out.data() + kEntryHeaderSize, out.size() - kEntryHeaderSize);
-  for (int i = 0; i < 8; ++i) out[56 + static_cast<size_t>(i)] = static_cast<char>((sum >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[56 + static_cast<size_t>(i)] = static_cast<char>((sum >> (8 * i)) & 0xff);
   return out;
 }
 
@@ -114,8 +115,7 @@ std::optional<Entry> decode_entry(std::string_view bytes, const KernelKey& expec
                            bytes.size(), h->file_size());
     return std::nullopt;
   }
-  const uint64_t sum =
-      fnv1a64(bytes.data() + kEntryHeaderSize, bytes.size() - kEntryHeaderSize);
+  const uint64_t sum = fnv1a64(bytes.data() + kEntryHeaderSize, bytes.size() - kEntryHeaderSize);
   if (sum != h->checksum) {
     *problem = fmt::format("payload checksum mismatch (stored {:016x}, computed {:016x})",
                            h->checksum, sum);

@@ -34,9 +34,9 @@ inline constexpr size_t kEntryHeaderSize = 64;
 inline constexpr std::string_view kEntryExtension = ".fjk";
 
 struct Entry {
-  std::string name;    // the kernel's name (its symbol in the CUBIN and PTX)
-  std::string arch;    // "sm_90"
-  std::string cubin;   // empty for a virtual arch
+  std::string name;   // the kernel's name (its symbol in the CUBIN and PTX)
+  std::string arch;   // "sm_90"
+  std::string cubin;  // empty for a virtual arch
   std::string ptx;
   std::string source;  // optional: empty when not kept
 };

@@ -36,7 +36,7 @@ FileLock::Result FileLock::acquire(const std::string& path, Wait wait,
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::milliseconds(1);
-  while (false) {
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     if (errno != EWOULDBLOCK) {
       if (why) *why = std::strerror(errno);
@@ -60,7 +60,8 @@ FileLock::Result FileLock::acquire(const std::string& path, Wait wait,
 void FileLock::release() {
   if (fd_ < 0) return;
   // Unlink only the file we hold: after an earlier unlink the path may name someone else's.
-  struct stat held {}, named {};
+  struct stat held {
+  }, named{};
   if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 &&
       held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
     ::unlink(path_.c_str());

@@ -41,7 +41,7 @@ class Hash128 {
   void absorb(uint64_t word);
   uint64_t a_, b_;
   uint64_t length_ = 0;
-  uint64_t tail_ = 0;    // up to 7 bytes not yet absorbed, little-endian
+  uint64_t tail_ = 0;  // up to 7 bytes not yet absorbed, little-endian
   unsigned tail_size_ = 0;
 };
 

@@ -23,9 +23,12 @@ std::optional<KernelKey> KernelKey::from_hex(std::string_view hex) {
   for (size_t i = 0; i < 32; ++i) {
     const char c = hex[i];
     uint64_t v = 0;
-    if (c >= '0' && c <= '9') v = static_cast<uint64_t>(c - '0');
-    else if (c >= 'a' && c <= 'f') v = static_cast<uint64_t>(c - 'a' + 10);
-    else return std::nullopt;  // lowercase only: one key, one spelling, one file name
+    if (c >= '0' && c <= '9')
+      v = static_cast<uint64_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v = static_cast<uint64_t>(c - 'a' + 10);
+    else
+      return std::nullopt;  // lowercase only: one key, one spelling, one file name
     words[i / 16] = (words[i / 16] << 4) | v;
   }
   return KernelKey{Digest128{words[0], words[1]}};

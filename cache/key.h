@@ -44,7 +44,7 @@ struct KeyIngredients {
 struct KernelKey {
   Digest128 digest;
   bool operator==(const KernelKey&) const = default;
-  std::string hex() const { return digest.hex(); }     // 32 hex digits
+  std::string hex() const { return digest.hex(); }          // 32 hex digits
   std::string shard() const { return hex().substr(0, 2); }  // the directory it lives in
   // The key a 32-hex-digit name stands for; nullopt when the text is not one.
   static std::optional<KernelKey> from_hex(std::string_view hex);

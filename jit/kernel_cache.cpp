@@ -70,9 +70,12 @@ const std::string& compiler_identity() {
 
 std::string_view outcome_name(KernelCache::Outcome outcome) {
   switch (outcome) {
-    case KernelCache::Outcome::memory_hit: return "memory hit";
-    case KernelCache::Outcome::disk_hit: return "disk hit";
-    case KernelCache::Outcome::compiled: return "compiled";
+    case KernelCache::Outcome::memory_hit:
+      return "memory hit";
+    case KernelCache::Outcome::disk_hit:
+      return "disk hit";
+    case KernelCache::Outcome::compiled:
+      return "compiled";
   }
   return "?";
 }
@@ -85,7 +88,8 @@ KernelCache::KernelCache(const Options& options, spdlog::logger& log, Compiler c
   if (options_.cache == CacheMode::on) {
     cache::DiskStore::Config config;
     config.dir = options_.cache_dir;
-    if (options_.cache_max_mb) config.max_bytes = static_cast<uint64_t>(*options_.cache_max_mb) << 20;
+    if (options_.cache_max_mb)
+      config.max_bytes = static_cast<uint64_t>(*options_.cache_max_mb) << 20;
     disk_ = std::make_unique<cache::DiskStore>(config, log_);
   }
 }
@@ -110,33 +114,35 @@ std::optional<CompiledKernel> KernelCache::try_get(const templates::Kernel& k,
   return obtain(k, arch, /*wait=*/false, outcome);
 }
 
+Error KernelCache::not_warm(const templates::Kernel& k, std::string_view arch) const {
+  const std::string where = disk_
+                                ? fmt::format("not in the kernel cache at {}", disk_->config().dir)
+                                : fmt::format("not cached (FUSEJIT_CACHE={})",
+                                              options_.cache == CacheMode::off ? "off" : "memory");
+  return Error(fmt::format(
+      "FUSEJIT_REQUIRE_WARM=1, but kernel {} for {} is {} and would be compiled at run time; "
+      "warm the cache first: `fusejit warm --arch {} --cache-dir {} TRACES...` over traces "
+      "recorded with FUSEJIT_RECORD_DIR",
+      k.name, arch, where, arch, options_.cache_dir));
+}
+
 CompiledKernel KernelCache::compile_now(const templates::Kernel& k, std::string_view arch) {
-  if (options_.require_warm) {
-    const std::string where =
-        disk_ ? fmt::format("not in the kernel cache at {}", disk_->config().dir)
-              : fmt::format("not cached (FUSEJIT_CACHE={})",
-                            options_.cache == CacheMode::off ? "off" : "memory");
-    throw Error(fmt::format(
-        "FUSEJIT_REQUIRE_WARM=1, but kernel {} for {} is {} and would be compiled at run time; "
-        "warm the cache first: `fusejit warm --arch {} --cache-dir {} TRACES...` over traces "
-        "recorded with FUSEJIT_RECORD_DIR",
-        k.name, arch, where, arch, options_.cache_dir));
-  }
+  if (options_.require_warm) throw not_warm(k, arch);
   return compiler_(k, arch);
 }
 
-CompiledKernel KernelCache::finish(const templates::Kernel& k, const cache::Entry& e,
-                                   Outcome how, Outcome* outcome) {
-  CompiledKernel c = to_compiled(e);
-  (how == Outcome::disk_hit ? disk_hits_ : compiled_)++;
-  if (outcome) *outcome = how;
+CompiledKernel KernelCache::from_disk(const templates::Kernel& k, const cache::KernelKey& key,
+                                      cache::Entry entry, Outcome* outcome) {
+  auto shared = memory_.insert(key, std::make_shared<const cache::Entry>(std::move(entry)));
+  CompiledKernel c = to_compiled(*shared);
+  ++disk_hits_;
+  if (outcome) *outcome = Outcome::disk_hit;
   dump(k, c);
   return c;
 }
 
-std::optional<CompiledKernel> KernelCache::obtain(const templates::Kernel& k,
-                                                  std::string_view arch, bool wait,
-                                                  Outcome* outcome) {
+std::optional<CompiledKernel> KernelCache::obtain(const templates::Kernel& k, std::string_view arch,
+                                                  bool wait, Outcome* outcome) {
   if (options_.cache == CacheMode::off) {
     CompiledKernel c = compile_now(k, arch);
     ++compiled_;
@@ -152,11 +158,10 @@ std::optional<CompiledKernel> KernelCache::obtain(const templates::Kernel& k,
   }
   if (disk_) {
     if (std::optional<cache::Entry> e = disk_->load(key)) {
-      memory_.insert(key, std::make_shared<const cache::Entry>(*e));
-      return finish(k, *e, Outcome::disk_hit, outcome);
+      return from_disk(k, key, std::move(*e), outcome);
     }
   }
-  if (options_.require_warm) compile_now(k, arch);  // throws, before any lock is taken
+  if (options_.require_warm) throw not_warm(k, arch);  // before any lock is taken
 
   // Another process may be compiling this very kernel: wait for it (or, with !wait, let the
   // caller do something else first), then look again.
@@ -166,8 +171,7 @@ std::optional<CompiledKernel> KernelCache::obtain(const templates::Kernel& k,
     if (!lock) return std::nullopt;
     if (lock->held()) {
       if (std::optional<cache::Entry> e = disk_->load(key)) {
-        memory_.insert(key, std::make_shared<const cache::Entry>(*e));
-        return finish(k, *e, Outcome::disk_hit, outcome);
+        return from_disk(k, key, std::move(*e), outcome);
       }
     }
   }

@@ -27,6 +27,7 @@
 #include "cache/disk_store.h"
 #include "cache/key.h"
 #include "cache/memory_cache.h"
+#include "fusejit/error.h"
 #include "fusejit/options.h"
 #include "jit/nvrtc.h"
 #include "templates/kernel.h"
@@ -50,8 +51,7 @@ class KernelCache {
 
   // The compiled kernel for `arch` ("sm_90"); `outcome` says where it came from. Throws
   // fusejit::Error when NVRTC fails, or when a compile is needed under FUSEJIT_REQUIRE_WARM.
-  CompiledKernel get(const templates::Kernel& k, std::string_view arch,
-                     Outcome* outcome = nullptr);
+  CompiledKernel get(const templates::Kernel& k, std::string_view arch, Outcome* outcome = nullptr);
   // As get(), but nullopt instead of waiting when another process is compiling the kernel
   // right now (`fusejit warm` does other kernels meanwhile, then comes back with get()).
   std::optional<CompiledKernel> try_get(const templates::Kernel& k, std::string_view arch,
@@ -67,11 +67,12 @@ class KernelCache {
   Counts counts() const { return {memory_hits_.load(), disk_hits_.load(), compiled_.load()}; }
 
  private:
-  std::optional<CompiledKernel> obtain(const templates::Kernel& k, std::string_view arch,
-                                       bool wait, Outcome* outcome);
+  std::optional<CompiledKernel> obtain(const templates::Kernel& k, std::string_view arch, bool wait,
+                                       Outcome* outcome);
+  Error not_warm(const templates::Kernel& k, std::string_view arch) const;
   CompiledKernel compile_now(const templates::Kernel& k, std::string_view arch);
-  CompiledKernel finish(const templates::Kernel& k, const cache::Entry& e, Outcome how,
-                        Outcome* outcome);
+  CompiledKernel from_disk(const templates::Kernel& k, const cache::KernelKey& key,
+                           cache::Entry entry, Outcome* outcome);
   void dump(const templates::Kernel& k, const CompiledKernel& c);
 
   Options options_;

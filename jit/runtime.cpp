@@ -1,6 +1,8 @@
 // jit/runtime: see runtime.h.
 #include "jit/runtime.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
@@ -29,8 +31,20 @@ BuildOptions build_options(const Options& options) {
 
 Runtime::Runtime(const DeviceInfo& info, const Options& options, spdlog::logger& log,
                  Context::Stats& stats)
-    : options_(options), log_(log), stats_(stats), device_(std::make_unique<Device>(info)) {
+    : options_(options),
+      log_(log),
+      stats_(stats),
+      kernel_cache_(options, log),
+      device_(std::make_unique<Device>(info)) {
   blas_ = std::make_unique<Blas>(*device_);
+  target_arch_ = info.arch();
+  const std::vector<std::string> known = supported_archs();
+  if (std::find(known.begin(), known.end(), target_arch_) == known.end() && !known.empty()) {
+    target_arch_ = "compute_" + known.back().substr(3);
+    log_.warn("NVRTC {} does not know {}; kernels are compiled to PTX for {} and JIT-compiled by "
+              "the driver",
+              nvrtc_version_string(), info.arch(), target_arch_);
+  }
   log_.info("running on {} ({}, {} SMs)", info.name, info.arch(), info.sm_count);
 }
 
@@ -46,18 +60,19 @@ std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
     ++stats_.kernel_cache_hits;
     return it->second;
   }
-  if (options_.require_warm) {
-    throw Error(fmt::format("FUSEJIT_REQUIRE_WARM=1, but kernel {} is not in the cache and would "
-                            "be compiled at run time; warm the cache with `fusejit warm` for {}",
-                            k.name, device_->info().arch()));
-  }
-  const CompiledKernel compiled = compile(k, device_->info().arch());
-  ++stats_.kernels_compiled;
+  // Memory, then the disk store, then NVRTC (FUSEJIT_REQUIRE_WARM makes that last step an
+  // error). A GPU newer than this NVRTC knows gets PTX for the newest arch NVRTC does know,
+  // which the driver compiles for the GPU when the module loads.
+  KernelCache::Outcome how{};
+  const CompiledKernel compiled = kernel_cache_.get(k, target_arch_, &how);
+  if (how == KernelCache::Outcome::compiled) ++stats_.kernels_compiled;
+  else ++stats_.kernel_cache_hits;
   auto loaded = std::make_shared<LoadedKernel>();
   loaded->kernel = k;
   loaded->driver = &device_->driver();
   const Driver& drv = device_->driver();
-  FUSEJIT_DRIVER(drv, module_load_data, &loaded->module, compiled.cubin.data());
+  const std::string& image = compiled.cubin.empty() ? compiled.ptx : compiled.cubin;
+  FUSEJIT_DRIVER(drv, module_load_data, &loaded->module, image.data());
   FUSEJIT_DRIVER(drv, module_get_function, &loaded->function, loaded->module, k.name.c_str());
   if (k.shared_bytes > 48 * 1024) {
     FUSEJIT_DRIVER(drv, func_set_attribute, loaded->function,

@@ -1,5 +1,5 @@
-// jit/runtime: a Context's GPU side: the device, the cuBLASLt handle, the kernel cache (loaded
-// modules by kernel source) and the trace-level memo (ready Executables by structural hash of
+// jit/runtime: a Context's GPU side: the device, the cuBLASLt handle, the loaded modules (by
+// kernel source, over the persistent KernelCache) and the trace-level memo (ready Executables by structural hash of
 // the trace), so that a repeated eval of a trace costs a hash, a lookup and the launches.
 #pragma once
 
@@ -20,6 +20,7 @@
 #include "jit/device.h"
 #include "fusion/pipeline.h"
 #include "jit/executor.h"
+#include "jit/kernel_cache.h"
 
 namespace fusejit::jit {
 
@@ -54,7 +55,9 @@ class Runtime {
   const Options& options_;
   spdlog::logger& log_;
   Context::Stats& stats_;
+  KernelCache kernel_cache_;  // memory, disk store and NVRTC, shared by every kernel it loads
   std::unique_ptr<Device> device_;
+  std::string target_arch_;  // what NVRTC compiles for: the device's sm_XX, or compute_XX
   std::unique_ptr<Blas> blas_;
   std::unordered_map<std::string, std::shared_ptr<LoadedKernel>> kernels_;  // by source
   // Trace memo: structural hash -> (trace, executable); the trace is compared on a hit.

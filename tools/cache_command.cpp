@@ -23,7 +23,9 @@ namespace {
 
 constexpr const char* kCacheUsage = "usage: fusejit cache stats|verify|prune|clear [--cache-dir D]";
 
-std::string megabytes(uint64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+std::string megabytes(uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
 
 }  // namespace
 
@@ -31,7 +33,8 @@ int cache_command(const Args& args) {
   std::string action, dir;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--cache-dir") {
-      if (i + 1 >= args.size()) throw Error(fmt::format("cache: --cache-dir needs a value; {}", kCacheUsage));
+      if (i + 1 >= args.size())
+        throw Error(fmt::format("cache: --cache-dir needs a value; {}", kCacheUsage));
       dir = args[++i];
     } else if (!args[i].empty() && args[i][0] == '-') {
       throw Error(fmt::format("cache: unknown option {}; {}", args[i], kCacheUsage));
@@ -42,8 +45,9 @@ int cache_command(const Args& args) {
     }
   }
   if (action != "stats" && action != "verify" && action != "prune" && action != "clear") {
-    throw Error(action.empty() ? fmt::format("cache: no action given; {}", kCacheUsage)
-                               : fmt::format("cache: unknown action '{}'; {}", action, kCacheUsage));
+    throw Error(action.empty()
+                    ? fmt::format("cache: no action given; {}", kCacheUsage)
+                    : fmt::format("cache: unknown action '{}'; {}", action, kCacheUsage));
   }
   const Options options = Options::from_env();
   auto log = jit::make_logger(options.log_level);
@@ -82,10 +86,11 @@ int cache_command(const Args& args) {
   if (action == "prune") {
     const cache::DiskStore::PruneResult r = store.prune();
     for (const auto& p : r.removed_unsound) fmt::print("removed {}: {}\n", p.path.string(), p.what);
-    fmt::print("pruned {}: {} unsound entries removed, {} evicted ({}) to stay under {}, {} stale "
-               "temporary or lock files removed\n",
-               config.dir, r.removed_unsound.size(), r.evicted, megabytes(r.evicted_bytes),
-               megabytes(config.max_bytes), r.removed_leftovers);
+    fmt::print(
+        "pruned {}: {} unsound entries removed, {} evicted ({}) to stay under {}, {} stale "
+        "temporary or lock files removed\n",
+        config.dir, r.removed_unsound.size(), r.evicted, megabytes(r.evicted_bytes),
+        megabytes(config.max_bytes), r.removed_leftovers);
     return 0;
   }
   const int64_t removed = store.clear();

@@ -54,7 +54,8 @@ WarmArgs parse_args(const Args& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw Error(fmt::format("warm: {} needs a value; {}", a, kWarmUsage));
+      if (i + 1 >= args.size())
+        throw Error(fmt::format("warm: {} needs a value; {}", a, kWarmUsage));
       return args[++i];
     };
     if (a == "--arch") {
@@ -112,9 +113,10 @@ std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
     std::error_code ec;
     if (fs::is_directory(p, ec)) {
       std::vector<std::string> found;
-      for (auto it = fs::recursive_directory_iterator(p, ec); !ec && it != fs::recursive_directory_iterator();
-           it.increment(ec)) {
-        if (it->path().extension() == ".trace" && it->is_regular_file(ec)) found.push_back(it->path().string());
+      for (auto it = fs::recursive_directory_iterator(p, ec);
+           !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (it->path().extension() == ".trace" && it->is_regular_file(ec))
+          found.push_back(it->path().string());
       }
       if (ec) throw Error(fmt::format("warm: cannot read folder {}: {}", p, ec.message()));
       if (found.empty()) throw Error(fmt::format("warm: no *.trace files under {}", p));
@@ -171,14 +173,17 @@ void run_jobs(std::vector<Job>& jobs, jit::KernelCache& cache, int threads) {
         try {
           jit::KernelCache::Outcome how{};
           std::optional<jit::CompiledKernel> got;
-          if (wait) got = cache.get(job.kernel, job.arch, &how);
-          else got = cache.try_get(job.kernel, job.arch, &how);
+          if (wait)
+            got = cache.get(job.kernel, job.arch, &how);
+          else
+            got = cache.try_get(job.kernel, job.arch, &how);
           if (!got) {
             std::lock_guard lock(deferred_mutex);
             deferred.push_back(order[n]);
             continue;
           }
-          job.state = how == jit::KernelCache::Outcome::compiled ? Job::State::compiled : Job::State::cached;
+          job.state = how == jit::KernelCache::Outcome::compiled ? Job::State::compiled
+                                                                 : Job::State::cached;
         } catch (const std::exception& e) {
           job.state = Job::State::failed;
           job.error = e.what();
@@ -195,32 +200,11 @@ void run_jobs(std::vector<Job>& jobs, jit::KernelCache& cache, int threads) {
   }
 }
 
-}  // namespace
-
-int warm_command(const Args& args) {
-  const auto start = std::chrono::steady_clock::now();
-  const WarmArgs w = parse_args(args);
-  Options options = Options::from_env();
-  options.require_warm = false;  // compiling is the point
-  if (!w.cache_dir.empty()) options.cache_dir = w.cache_dir;
-  if (options.cache != CacheMode::on) {
-    throw Error(fmt::format("warm: FUSEJIT_CACHE={} keeps nothing on disk, so there is nothing to "
-                            "warm; unset it or set it to on",
-                            options.cache == CacheMode::off ? "off" : "memory"));
-  }
-  const std::vector<std::string> archs = target_archs(w, options);
-  const std::vector<std::string> files = trace_files(w.paths);
-
-  auto log = jit::make_logger(options.log_level);
-  jit::KernelCache cache(options, *log);
-  if (!cache.disk()->writable()) {
-    throw Error(fmt::format("warm: the cache directory '{}' is {}; name a writable one with "
-                            "--cache-dir or FUSEJIT_CACHE_DIR",
-                            options.cache_dir, cache::access_name(cache.disk()->access())));
-  }
-
-  // Plan and generate everything first (fast), keeping one job per distinct (kernel, arch).
-  std::vector<Job> jobs;
+// Plans each trace and generates its kernels as a run would, keeping one job per distinct
+// (kernel, arch) in `jobs`; a trace that cannot be read, planned or generated carries its error.
+std::vector<TraceWork> plan_traces(const std::vector<std::string>& files,
+                                   const std::vector<std::string>& archs, const Options& options,
+                                   const jit::KernelCache& cache, std::vector<Job>& jobs) {
   std::map<std::string, size_t> job_by_key;
   std::vector<TraceWork> traces;
   const jit::BuildOptions build = jit::build_options(options);
@@ -236,10 +220,11 @@ int warm_command(const Args& args) {
         templates::Kernel k = templates::generate(plan.graph, region, build.codegen);
         ++t.kernels;
         for (const std::string& arch : archs) {
-          const std::string key = cache.key(k, arch).hex();
-          auto [it, fresh] = job_by_key.emplace(key, jobs.size());
+          auto [it, fresh] = job_by_key.emplace(cache.key(k, arch).hex(), jobs.size());
           if (fresh) jobs.push_back(Job{k, arch});
-          if (std::find(t.jobs.begin(), t.jobs.end(), it->second) == t.jobs.end()) t.jobs.push_back(it->second);
+          if (std::find(t.jobs.begin(), t.jobs.end(), it->second) == t.jobs.end()) {
+            t.jobs.push_back(it->second);
+          }
         }
       }
     } catch (const std::exception& e) {
@@ -247,9 +232,58 @@ int warm_command(const Args& args) {
     }
     traces.push_back(std::move(t));
   }
+  return traces;
+}
 
-  const int threads = w.jobs > 0 ? w.jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+// Warm means on disk at the end: a kernel whose entry is not there (a write failed, or it was
+// evicted because the cap is smaller than what was warmed) did not warm.
+void check_on_disk(std::vector<Job>& jobs, const jit::KernelCache& cache) {
+  for (Job& job : jobs) {
+    if (job.state == Job::State::failed) continue;
+    std::error_code ec;
+    if (!fs::exists(cache.disk()->entry_path(cache.key(job.kernel, job.arch)), ec)) {
+      job.state = Job::State::failed;
+      job.error = fmt::format(
+          "not in {} after warming: writing it failed, or the cache's cap ({} MB, "
+          "FUSEJIT_CACHE_MAX_MB) is too small for what was warmed",
+          cache.disk()->config().dir, cache.disk()->config().max_bytes >> 20);
+    }
+  }
+}
+
+}  // namespace
+
+int warm_command(const Args& args) {
+  const auto start = std::chrono::steady_clock::now();
+  const WarmArgs w = parse_args(args);
+  Options options = Options::from_env();
+  options.require_warm = false;  // compiling is the point
+  if (!w.cache_dir.empty()) options.cache_dir = w.cache_dir;
+  if (options.cache != CacheMode::on) {
+    throw Error(
+        fmt::format("warm: FUSEJIT_CACHE={} keeps nothing on disk, so there is nothing to "
+                    "warm; unset it or set it to on",
+                    options.cache == CacheMode::off ? "off" : "memory"));
+  }
+  const std::vector<std::string> archs = target_archs(w, options);
+  const std::vector<std::string> files = trace_files(w.paths);
+
+  auto log = jit::make_logger(options.log_level);
+  jit::KernelCache cache(options, *log);
+  if (!cache.disk()->writable()) {
+    throw Error(
+        fmt::format("warm: the cache directory '{}' is {}; name a writable one with "
+                    "--cache-dir or FUSEJIT_CACHE_DIR",
+                    options.cache_dir, cache::access_name(cache.disk()->access())));
+  }
+
+  // Plan and generate everything first (fast), then compile what is missing.
+  std::vector<Job> jobs;
+  const std::vector<TraceWork> traces = plan_traces(files, archs, options, cache, jobs);
+  const int threads =
+      w.jobs > 0 ? w.jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   run_jobs(jobs, cache, threads);
+  check_on_disk(jobs, cache);
 
   std::string arch_list;
   for (const std::string& a : archs) arch_list += (arch_list.empty() ? "" : ",") + a;
@@ -276,10 +310,12 @@ int warm_command(const Args& args) {
     cached += job.state == Job::State::cached;
     if (job.state == Job::State::failed) {
       ++failed;
-      fmt::print(stderr, "fusejit warm: kernel {} for {} failed: {}\n", job.kernel.name, job.arch, job.error);
+      fmt::print(stderr, "fusejit warm: kernel {} for {} failed: {}\n", job.kernel.name, job.arch,
+                 job.error);
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("{} traces, {} distinct kernels for {} into {} in {:.1f} s ({} threads)\n",
              files.size(), jobs.size() / archs.size(), arch_list, options.cache_dir, seconds,
              threads);

@@ -28,7 +28,8 @@ Summary summary(const CliResult& r) {
   const std::string last = out.substr(out.rfind('\n') + 1);
   std::smatch m;
   INFO(r.out);
-  REQUIRE(std::regex_match(last, m, std::regex(R"(compiled: (\d+)  cached: (\d+)  failed: (\d+))")));
+  REQUIRE(
+      std::regex_match(last, m, std::regex(R"(compiled: (\d+)  cached: (\d+)  failed: (\d+))")));
   return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
 }
 
@@ -124,9 +125,30 @@ TEST_CASE("warm: the seed traces, again, damaged, verified, repaired, dumped, cl
     CHECK(f.path().filename().string().rfind("fj_", 0) == 0);  // named by the kernel
   }
 
+  // Under a cap (1 MB, and the directory holds ~0.9 MB): the least recently used entries
+  // make room for the new ones, and the directory stays under the cap.
+  std::string five;
+  for (const char* name :
+       {"ew_chain_f32", "softmax_f32", "layernorm_f32", "rmsnorm_f32", "sumsq_f32"}) {
+    five += fmt::format(" {}", trace(name));
+  }
+  r = run_cli("warm --arch sm_80 --cache-dir " + cache_dir + five, "FUSEJIT_CACHE_MAX_MB=1");
+  CHECK(r.status == 0);
+  CHECK(summary(r).compiled == 5);
+  uint64_t bytes = 0;
+  for (const fs::path& p : entries_in(cache_dir)) bytes += fs::file_size(p);
+  CHECK(bytes <= (1u << 20));
+  CHECK(entries_in(cache_dir).size() < static_cast<size_t>(n + 5));
+  r = run_cli("warm --arch sm_80 --cache-dir " + cache_dir + five, "FUSEJIT_CACHE_MAX_MB=1");
+  CHECK(summary(r).cached == 5);  // the new ones stayed
+  r = run_cli(warm);              // the evicted ones come back
+  CHECK(summary(r).failed == 0);
+  CHECK(summary(r).compiled > 0);
+
+  const size_t before_prune = entries_in(cache_dir).size();
   r = run_cli("cache prune --cache-dir " + cache_dir);
   CHECK(r.status == 0);
-  CHECK(entries_in(cache_dir).size() == static_cast<size_t>(n));
+  CHECK(entries_in(cache_dir).size() == before_prune);
   r = run_cli("cache clear --cache-dir " + cache_dir);
   CHECK(r.status == 0);
   CHECK(entries_in(cache_dir).empty());
@@ -155,8 +177,10 @@ TEST_CASE("warm: several archs, FUSEJIT_ARCH, failures and bad arguments", "[cac
 
   // A trace that does not parse fails, the others still warm, the exit status says so.
   const std::string bad = dir.str("bad.trace");
-  test::write_bytes(bad, "fusejit-trace 1\n%0 : f32[4] = input\n%1 : f32[4] = mull %0, %0\noutput %1\n");
-  r = run_cli("warm --arch sm_90 --cache-dir " + cache_dir + " " + bad + " " + trace("rmsnorm_f32"));
+  test::write_bytes(bad,
+                    "fusejit-trace 1\n%0 : f32[4] = input\n%1 : f32[4] = mull %0, %0\noutput %1\n");
+  r = run_cli("warm --arch sm_90 --cache-dir " + cache_dir + " " + bad + " " +
+              trace("rmsnorm_f32"));
   CHECK(r.status == 1);
   const Summary s = summary(r);
   CHECK(s.failed == 1);
@@ -191,6 +215,24 @@ TEST_CASE("warm: several archs, FUSEJIT_ARCH, failures and bad arguments", "[cac
   CHECK_FALSE(fs::exists(dir.str("never-made")));
 }
 
+TEST_CASE("warm: kernels that could not be written are failures", "[cache][cli]") {
+  TempDir dir("cli-nowrite");
+  const std::string cache_dir = dir.str("cache");
+  // Every shard directory's name taken by a regular file: no entry can be written.
+  std::filesystem::create_directories(cache_dir);
+  const std::string hex = "0123456789abcdef";
+  for (char a : hex) {
+    for (char b : hex) test::write_bytes(fs::path(cache_dir) / std::string{a, b}, "x");
+  }
+  const CliResult r =
+      run_cli("warm --arch sm_90 --cache-dir " + cache_dir + " " + trace("softmax_f32"));
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK(summary(r).failed == 1);
+  CHECK(test::count(r.out, "warning") == 1);
+  CHECK_THAT(r.out, ContainsSubstring("writing it failed"));
+}
+
 TEST_CASE("warm: eight warms at once into one directory", "[cache][cli]") {
   TempDir dir("cli-concurrent");
   const std::string cache_dir = dir.str("cache");
@@ -199,7 +241,8 @@ TEST_CASE("warm: eight warms at once into one directory", "[cache][cli]") {
                            "sumsq_f32", "mlp_bf16"}) {
     traces += fmt::format(" {}", trace(name));
   }
-  const std::string cmd = std::string(FUSEJIT_CLI) + " warm --arch sm_90 --cache-dir " + cache_dir + traces + " 2>&1";
+  const std::string cmd =
+      std::string(FUSEJIT_CLI) + " warm --arch sm_90 --cache-dir " + cache_dir + traces + " 2>&1";
   std::vector<FILE*> running;
   for (int i = 0; i < 8; ++i) {
     FILE* p = ::popen(cmd.c_str(), "r");

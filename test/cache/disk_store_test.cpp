@@ -223,7 +223,8 @@ TEST_CASE("disk store: prune and clear", "[cache][disk]") {
   {
     cache::DiskStore big(c, *log.logger);
     for (int i = 0; i < 6; ++i) big.store(key_of(i), entry_of(i, "sm_90", cubin));
-    for (int i = 0; i < 6; ++i) set_age(big.entry_path(key_of(i)), std::chrono::seconds(600 - i * 10));
+    for (int i = 0; i < 6; ++i)
+      set_age(big.entry_path(key_of(i)), std::chrono::seconds(600 - i * 10));
     test::flip_byte(big.entry_path(key_of(5)));
   }
   // Leftovers: a stale temporary file, a fresh one (a write in flight), a stale lock.

@@ -19,7 +19,10 @@ cache::Entry some_entry() {
   cache::Entry e;
   e.name = "fj_pointwise_0123";
   e.arch = "sm_90";
-  e.cubin = std::string("\x7f" "ELF\0\0\x01binary", 13);
+  e.cubin = std::string(
+      "\x7f"
+      "ELF\0\0\x01binary",
+      13);
   e.ptx = ".version 9.0\n.target sm_90\n";
   e.source = "extern \"C\" __global__ void fj_pointwise_0123() {}\n";
   return e;
@@ -27,7 +30,8 @@ cache::Entry some_entry() {
 
 uint64_t le(const std::string& b, size_t at, int size) {
   uint64_t v = 0;
-  for (int i = size - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + static_cast<size_t>(i)]);
+  for (int i = size - 1; i >= 0; --i)
+    v = (v << 8) | static_cast<unsigned char>(b[at + static_cast<size_t>(i)]);
   return v;
 }
 
@@ -45,7 +49,8 @@ TEST_CASE("entry: round trip, and the layout of the document", "[cache][entry]")
   const cache::Entry e = some_entry();
   const std::string bytes = cache::encode_entry(key, e);
 
-  REQUIRE(bytes.size() == 64 + e.name.size() + e.arch.size() + e.cubin.size() + e.ptx.size() + e.source.size());
+  REQUIRE(bytes.size() ==
+          64 + e.name.size() + e.arch.size() + e.cubin.size() + e.ptx.size() + e.source.size());
   CHECK(bytes.substr(0, 4) == "FJKC");
   CHECK(le(bytes, 4, 4) == cache::kFormatVersion);
   CHECK(le(bytes, 8, 8) == key.digest.hi);

@@ -112,7 +112,8 @@ TEST_CASE("KernelCache: FUSEJIT_REQUIRE_WARM fails loudly on a would-be compile"
   TempDir dir("warm");
   test::CapturedLog log;
   const templates::Kernel k = test::tiny_kernel(3);
-  jit::KernelCache strict(options_for(dir.str("cache"), {{"FUSEJIT_REQUIRE_WARM", "1"}}), *log.logger);
+  jit::KernelCache strict(options_for(dir.str("cache"), {{"FUSEJIT_REQUIRE_WARM", "1"}}),
+                          *log.logger);
   try {
     strict.get(k, "sm_90");
     FAIL("a compile under FUSEJIT_REQUIRE_WARM=1 did not throw");
@@ -149,7 +150,8 @@ TEST_CASE("KernelCache: FUSEJIT_DUMP=cuda,ptx writes each kernel's source and PT
   jit::KernelCache compiling(options, *log.logger);
   compiling.get(k, "sm_90");
   CHECK(test::read_bytes(dir.path() / "dump" / (k.name + ".cu")) == k.source);
-  CHECK_THAT(test::read_bytes(dir.path() / "dump" / (k.name + ".ptx")), ContainsSubstring(".entry " + k.name));
+  CHECK_THAT(test::read_bytes(dir.path() / "dump" / (k.name + ".ptx")),
+             ContainsSubstring(".entry " + k.name));
 
   // A kernel loaded from disk is dumped too.
   fs::remove_all(dir.path() / "dump");
@@ -163,7 +165,8 @@ TEST_CASE("KernelCache: FUSEJIT_DUMP=cuda,ptx writes each kernel's source and PT
   // Only what was asked for.
   TempDir only("dump-ptx");
   jit::KernelCache ptx_only(
-      options_for(only.str("cache"), {{"FUSEJIT_DUMP", "ptx"}, {"FUSEJIT_DUMP_DIR", only.str("dump")}}),
+      options_for(only.str("cache"),
+                  {{"FUSEJIT_DUMP", "ptx"}, {"FUSEJIT_DUMP_DIR", only.str("dump")}}),
       *log.logger);
   ptx_only.get(k, "sm_90");
   CHECK(fs::exists(only.path() / "dump" / (k.name + ".ptx")));

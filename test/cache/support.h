@@ -62,7 +62,8 @@ struct CapturedLog {
   int warnings() const {
     const std::string s = text.str();
     int n = 0;
-    for (size_t at = s.find("warning: "); at != std::string::npos; at = s.find("warning: ", at + 1)) ++n;
+    for (size_t at = s.find("warning: "); at != std::string::npos; at = s.find("warning: ", at + 1))
+      ++n;
     return n;
   }
 };
@@ -91,9 +92,10 @@ struct CliResult {
   std::string out;  // stdout and stderr
 };
 
-// Runs the fusejit binary through the shell: `env` is prepended (VAR=value ...).
+// Runs the fusejit binary through the shell: `env` is prepended (VAR=value ...). Warnings are
+// on whatever the caller's FUSEJIT_LOG says: tests read them.
 inline CliResult run_cli(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " " FUSEJIT_CLI " " + args + " 2>&1";
+  const std::string cmd = "FUSEJIT_LOG=warn " + env + " " FUSEJIT_CLI " " + args + " 2>&1";
   CliResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -118,8 +120,8 @@ inline void write_bytes(const fs::path& path, const std::string& bytes) {
 inline int files_named(const std::string& dir, const std::string& part) {
   int n = 0;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     n += it->path().filename().string().find(part) != std::string::npos;
   }
   return n;

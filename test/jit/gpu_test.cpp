@@ -135,7 +135,7 @@ TEST_CASE("GEMMs through cuBLASLt match the reference", "[gpu][jit][gemm]") {
 
 TEST_CASE("a repeated eval reuses the planned and compiled trace", "[gpu][jit][memo]") {
   FUSEJIT_REQUIRE_GPU();
-  Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}}));
+  Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}, {"FUSEJIT_CACHE", "memory"}}));
   std::vector<double> values(64 * 256);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i % 17) - 8.0;
   for (int i = 0; i < 3; ++i) {

@@ -1,6 +1,7 @@
 // The fusejit CLI, run as a user runs it: `plan --json` on the seed traces (the fusion
 // contract: kernels, library calls, outputs per region), and clear errors for bad input.
 #include <array>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -71,6 +72,32 @@ TEST_CASE("plan --json: add_layernorm writes both outputs from one kernel", "[to
   CHECK(count(r.out, "\"normalization\"") == 1);
 }
 
+TEST_CASE("plan --json: GEMMs are library calls that absorb their epilogues", "[tools][plan]") {
+  struct Expect {
+    const char* name;
+    int kernels, calls;
+    const char* epilogue;  // a substring of the JSON
+  };
+  for (const Expect& e : {Expect{"gemm_bias_relu_bf16", 0, 1, "\"activation\":\"relu\""},
+                          Expect{"gemm_bias_gelu_bf16", 0, 1, "\"activation\":\"gelu_tanh\""},
+                          Expect{"gemm_layernorm_bf16", 1, 1, "\"bias\":\"%"},
+                          Expect{"two_gemm_mul_bf16", 1, 2, "\"epilogue\""},
+                          Expect{"mlp_bf16", 0, 2, "\"activation\":\"gelu_tanh\""}}) {
+    INFO(e.name);
+    const Result r = run("plan --json " + trace(e.name));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK(json_int(r.out, "kernels") == e.kernels);
+    CHECK(json_int(r.out, "library_calls") == e.calls);
+    CHECK(r.out.find(e.epilogue) != std::string::npos);
+  }
+  // gemm_layernorm: the kernel after the GEMM is the normalization.
+  const Result r = run("plan --json " + trace("gemm_layernorm_bf16"));
+  CHECK(count(r.out, "\"normalization\"") == 1);
+  // mlp: both calls carry a bias.
+  CHECK(count(run("plan --json " + trace("mlp_bf16")).out, "\"bias\":\"%") == 2);
+}
+
 TEST_CASE("plan: the plain-text plan names regions and reasons", "[tools][plan]") {
   const Result r = run("plan " + trace("two_gemm_mul_bf16"));
   REQUIRE(r.status == 0);
@@ -83,7 +110,8 @@ TEST_CASE("CLI errors are clear", "[tools][errors]") {
   CHECK(r.status == 1);
   CHECK(r.out.find("/nonexistent/x.trace") != std::string::npos);
 
-  const std::string bad = "fusejit_cli_test_bad.trace";
+  const std::string bad =
+      (std::filesystem::temp_directory_path() / "fusejit_cli_test_bad.trace").string();
   std::ofstream(bad) << "fusejit-trace 1\n%0 : f32[4] = input\n%1 : f32[4] = mull %0, %0\noutput %1\n";
   r = run("plan " + bad);
   CHECK(r.status == 1);
