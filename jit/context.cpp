@@ -6,7 +6,9 @@
 
 #include "fusejit/context.h"
 #include "fusejit/error.h"
+#include "ir/hash.h"
 #include "ir/interp.h"
+#include "jit/dump.h"
 #include "ir/prune.h"
 #include "ir/text.h"
 #include "ir/shape.h"
@@ -82,6 +84,11 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra) {
                               "the tensor with from_vector or from_host to evaluate it",
                               input_ids[k], ir::type_str(g.node(input_ids[k]))));
     }
+  }
+
+  if (!options.record_dir.empty() && recorded.insert(ir::structural_hash(g)).second) {
+    const std::string path = jit::record_trace(options, g);
+    if (!path.empty()) log->debug("recorded {}", path);
   }
 
   std::vector<std::shared_ptr<Storage>> results(outs.size());

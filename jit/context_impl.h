@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <spdlog/logger.h>
@@ -57,6 +58,7 @@ struct ContextImpl {
   std::unordered_map<const Storage*, ir::NodeId> bound_node;
   std::vector<std::weak_ptr<TensorImpl>> pending;
   Context::Stats stats;
+  std::unordered_set<uint64_t> recorded;  // hashes of traces saved to FUSEJIT_RECORD_DIR
 
   explicit ContextImpl(Options opts);
 

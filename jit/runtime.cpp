@@ -10,6 +10,7 @@
 #include "ir/hash.h"
 #include "ir/shape.h"
 #include "jit/cuda_check.h"
+#include "jit/dump.h"
 #include "jit/nvrtc.h"
 
 namespace fusejit::jit {
@@ -100,6 +101,7 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g) {
   auto exe = std::make_shared<const Executable>(build_executable(
       std::move(plan), [this](const templates::Kernel& k) { return load(k); },
       build_options(options_)));
+  dump_eval(options_, g, *exe);
   if (memo) memo_.emplace(hash, std::pair{g, exe});
   return exe;
 }

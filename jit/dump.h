@@ -1,0 +1,29 @@
+// jit/dump: what FUSEJIT_DUMP=ir,plan,decisions and FUSEJIT_RECORD_DIR write.
+//
+// Per planned trace (a trace-memo miss), into FUSEJIT_DUMP_DIR:
+//   eval_<hash>.ir         the trace as recorded, then as optimized (ir)
+//   eval_<hash>.plan       the plan, each region followed by the kernel it became (plan)
+//   eval_<hash>.decisions  one line per fusion decision (decisions)
+// <hash> is the trace's structural hash; kernel names (fj_<kind>_<hash>) are also the names
+// of the .cu/.ptx dumps, which ties each kernel file to its region.
+//
+// FUSEJIT_RECORD_DIR: each evaluated trace once, as <hash>.trace (deduplicated by the hash), for
+// `fusejit warm`.
+#pragma once
+
+#include <string>
+
+#include "fusejit/options.h"
+#include "ir/graph.h"
+#include "jit/executor.h"
+
+namespace fusejit::jit {
+
+// Writes the dumps `options.dump` asks for; a directory that cannot be written is an Error.
+void dump_eval(const Options& options, const ir::Graph& trace, const Executable& exe);
+
+// Saves `trace` (pruned to what its outputs need) under options.record_dir unless a file of
+// the same hash is there; returns the path written, or "" when it was already recorded.
+std::string record_trace(const Options& options, const ir::Graph& trace);
+
+}  // namespace fusejit::jit

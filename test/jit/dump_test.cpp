@@ -1,0 +1,94 @@
+// FUSEJIT_RECORD_DIR and FUSEJIT_DUMP=ir,plan,decisions, with no GPU: the recorded traces parse
+// back and are deduplicated; the per-eval dumps name the kernels each region became.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "fusejit/fusejit.h"
+#include "fusion/pipeline.h"
+#include "ir/text.h"
+#include "jit/dump.h"
+#include "jit/executor.h"
+#include "support/catch.h"
+
+using namespace fusejit;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("fusejit_dump_test_" + name);
+  fs::remove_all(d);
+  return d;
+}
+
+std::vector<fs::path> files_in(const fs::path& d) {
+  std::vector<fs::path> out;
+  if (fs::exists(d)) {
+    for (const auto& e : fs::directory_iterator(d)) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("FUSEJIT_RECORD_DIR saves each evaluated trace once", "[jit][record]") {
+  const fs::path dir = fresh_dir("record");
+  Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}, {"FUSEJIT_RECORD_DIR", dir.string()}}));
+  for (int i = 0; i < 3; ++i) {
+    const auto x = ctx.from_vector(std::vector<double>(12, 1.0 + i), {3, 4});
+    (relu(x) * 2.0).to_host();
+  }
+  REQUIRE(files_in(dir).size() == 1);  // the same trace three times
+  const auto y = ctx.from_vector(std::vector<double>(10, 1.0), {2, 5});
+  softmax(y).to_host();
+  const auto files = files_in(dir);
+  REQUIRE(files.size() == 2);
+  for (const fs::path& f : files) {
+    CHECK(f.extension() == ".trace");
+    const ir::Graph g = ir::parse_file(f.string());  // a recorded trace is a valid trace
+    CHECK_FALSE(g.outputs().empty());
+  }
+}
+
+TEST_CASE("FUSEJIT_DUMP=ir,plan,decisions writes one set of files per planned trace", "[jit][dump]") {
+  const fs::path dir = fresh_dir("eval");
+  const Options options = Options::parse(
+      {{"FUSEJIT_DUMP", "ir,plan,decisions"}, {"FUSEJIT_DUMP_DIR", dir.string()}});
+  ir::Graph g;
+  const ir::NodeId x = ir::add_input(g, DType::f32, {8, 64});
+  const ir::NodeId w = ir::add_input(g, DType::f32, {64, 16});
+  const ir::NodeId h = ir::add_matmul(g, ir::add_unary(g, ir::Op::exp, x), w);
+  g.set_outputs({ir::add_unary(g, ir::Op::sigmoid, h)});
+  // Kernels are generated but not compiled or loaded: no GPU is needed for the dump.
+  const jit::Executable exe = jit::build_executable(
+      fusion::make_plan(g), [](const templates::Kernel& k) {
+        auto loaded = std::make_shared<jit::LoadedKernel>();
+        loaded->kernel = k;
+        return loaded;
+      },
+      {});
+  jit::dump_eval(options, g, exe);
+  const auto files = files_in(dir);
+  REQUIRE(files.size() == 3);
+  const std::string ir_text = read(files[2].extension() == ".ir" ? files[2] : files[1]);
+  std::string plan_text, decisions_text;
+  for (const fs::path& f : files) {
+    if (f.extension() == ".plan") plan_text = read(f);
+    if (f.extension() == ".decisions") decisions_text = read(f);
+  }
+  CHECK(ir_text.find("# as optimized") != std::string::npos);
+  CHECK(plan_text.find("region 0: fj_pointwise_") != std::string::npos);
+  CHECK(plan_text.find("cublasLt 8x16x64") != std::string::npos);
+  CHECK(plan_text.find("region 2: fj_pointwise_") != std::string::npos);
+  CHECK(decisions_text.find("matmul") != std::string::npos);
+}
