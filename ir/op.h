@@ -29,13 +29,16 @@ enum class OpKind : uint8_t {
 inline constexpr uint32_t kCommutative = 1u << 0;   // binary op with f(a,b) == f(b,a)
 inline constexpr uint32_t kFloatResult = 1u << 1;   // integer/bool operands promote to f32
 inline constexpr uint32_t kFloatOnly = 1u << 2;     // integer/bool operands are an error
+// The result is one of the operands, or its exact negation or absolute value: no rounding is
+// needed when the operands already have the result's dtype.
+inline constexpr uint32_t kKeepsValue = 1u << 3;
 
 // X(identifier, text name, arity, kind, flags)
 #define FUSEJIT_OPS(X)                                        \
   X(input, "input", 0, source, 0)                             \
   X(constant, "const", 0, source, 0)                          \
-  X(neg, "neg", 1, unary, 0)                                  \
-  X(abs, "abs", 1, unary, 0)                                  \
+  X(neg, "neg", 1, unary, kKeepsValue)                                  \
+  X(abs, "abs", 1, unary, kKeepsValue)                                  \
   X(exp, "exp", 1, unary, kFloatResult)                       \
   X(log, "log", 1, unary, kFloatResult)                       \
   X(sqrt, "sqrt", 1, unary, kFloatResult)                     \
@@ -44,7 +47,7 @@ inline constexpr uint32_t kFloatOnly = 1u << 2;     // integer/bool operands are
   X(cos, "cos", 1, unary, kFloatResult)                       \
   X(tanh, "tanh", 1, unary, kFloatResult)                     \
   X(sigmoid, "sigmoid", 1, unary, kFloatResult)               \
-  X(relu, "relu", 1, unary, 0)                                \
+  X(relu, "relu", 1, unary, kKeepsValue)                                \
   X(gelu, "gelu", 1, unary, kFloatResult)                     \
   X(gelu_tanh, "gelu_tanh", 1, unary, kFloatResult)           \
   X(silu, "silu", 1, unary, kFloatResult)                     \
@@ -53,8 +56,8 @@ inline constexpr uint32_t kFloatOnly = 1u << 2;     // integer/bool operands are
   X(sub, "sub", 2, binary, 0)                                 \
   X(mul, "mul", 2, binary, kCommutative)                      \
   X(div, "div", 2, binary, kFloatResult)                      \
-  X(maximum, "maximum", 2, binary, kCommutative)              \
-  X(minimum, "minimum", 2, binary, kCommutative)              \
+  X(maximum, "maximum", 2, binary, kCommutative | kKeepsValue)              \
+  X(minimum, "minimum", 2, binary, kCommutative | kKeepsValue)              \
   X(pow, "pow", 2, binary, 0)                                 \
   X(eq, "eq", 2, compare, kCommutative)                       \
   X(ne, "ne", 2, compare, kCommutative)                       \
@@ -62,8 +65,8 @@ inline constexpr uint32_t kFloatOnly = 1u << 2;     // integer/bool operands are
   X(le, "le", 2, compare, 0)                                  \
   X(gt, "gt", 2, compare, 0)                                  \
   X(ge, "ge", 2, compare, 0)                                  \
-  X(where, "where", 3, select, 0)                             \
-  X(cast, "cast", 1, cast, 0)                                 \
+  X(where, "where", 3, select, kKeepsValue)                             \
+  X(cast, "cast", 1, cast, kKeepsValue)                                 \
   X(sum, "sum", 1, reduce, 0)                                 \
   X(mean, "mean", 1, reduce, kFloatOnly)                      \
   X(max, "max", 1, reduce, 0)                                 \

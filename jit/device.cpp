@@ -12,6 +12,14 @@ namespace fusejit::jit {
 
 std::string DeviceInfo::arch() const { return fmt::format("sm_{}{}", cc_major, cc_minor); }
 
+templates::Target DeviceInfo::target() const {
+  templates::Target t = templates::target_for_arch(arch());
+  if (threads_per_sm > 0) t.threads_per_sm = threads_per_sm;
+  if (registers_per_sm > 0) t.registers_per_sm = registers_per_sm;
+  if (shared_per_sm > 0) t.shared_per_sm = shared_per_sm;
+  return t;
+}
+
 std::optional<DeviceInfo> probe_device(std::string* why) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
@@ -33,6 +41,9 @@ std::optional<DeviceInfo> probe_device(std::string* why) {
   info.cc_minor = prop.minor;
   info.sm_count = prop.multiProcessorCount;
   info.total_memory = prop.totalGlobalMem;
+  info.threads_per_sm = prop.maxThreadsPerMultiProcessor;
+  info.registers_per_sm = prop.regsPerMultiprocessor;
+  info.shared_per_sm = static_cast<int>(prop.sharedMemPerMultiprocessor);
   return info;
 }
 

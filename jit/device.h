@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "jit/driver.h"
+#include "templates/target.h"
 
 namespace fusejit::jit {
 
@@ -20,7 +21,10 @@ struct DeviceInfo {
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
   size_t total_memory = 0;
+  int threads_per_sm = 0, registers_per_sm = 0, shared_per_sm = 0;
   std::string arch() const;  // "sm_90"
+  // The per-SM limits code generation sizes kernels for (the device's own figures).
+  templates::Target target() const;
 };
 
 // The first GPU, or nullopt (with the reason in `why`) when none can be used.

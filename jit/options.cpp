@@ -92,6 +92,12 @@ int64_t parse_megabytes(std::string_view value) {
   return mb;
 }
 
+Rounding parse_rounding(std::string_view value) {
+  if (value == "store") return Rounding::store;
+  if (value == "node") return Rounding::node;
+  bad_value("FUSEJIT_ROUNDING", value, "store (f16/bf16 rounded where stored), node (every node)");
+}
+
 std::string parse_arch(std::string_view value) {
   // sm_XY or sm_XYZ, optionally with an 'a' suffix (sm_90a).
   std::string_view digits = value.substr(value.rfind('_') + 1);
@@ -115,7 +121,7 @@ std::string default_cache_dir() {
 constexpr std::string_view kKnownVars =
     "FUSEJIT_DUMP, FUSEJIT_DUMP_DIR, FUSEJIT_LOG, FUSEJIT_CACHE_DIR, FUSEJIT_CACHE, "
     "FUSEJIT_CACHE_MAX_MB, FUSEJIT_RECORD_DIR, FUSEJIT_REQUIRE_WARM, FUSEJIT_DISABLE, "
-    "FUSEJIT_ARCH, FUSEJIT_TF32";
+    "FUSEJIT_ARCH, FUSEJIT_TF32, FUSEJIT_ROUNDING";
 
 }  // namespace
 
@@ -134,6 +140,7 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_DISABLE") parse_disable(o, value);
     else if (name == "FUSEJIT_ARCH") o.arch = value.empty() ? "" : parse_arch(value);
     else if (name == "FUSEJIT_TF32") o.allow_tf32 = parse_bool(name, value);
+    else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
     else if (name == "FUSEJIT_UPDATE_GOLDEN") continue;  // read by the golden-kernel tests
     else if (name.starts_with("FUSEJIT_")) {
       throw Error(fmt::format("{} is not a fusejit variable (a typo?); known variables: {}", name,

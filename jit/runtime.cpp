@@ -23,9 +23,11 @@ fusion::PlanOptions plan_options(const Options& options) {
   return p;
 }
 
-BuildOptions build_options(const Options& options) {
+BuildOptions build_options(const Options& options, const templates::Target& target) {
   BuildOptions b;
   b.codegen.vectorize = !options.disable.vectorize;
+  b.codegen.rounding = options.rounding;
+  b.codegen.target = target;
   b.allow_tf32 = options.allow_tf32;
   return b;
 }
@@ -100,7 +102,7 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g) {
   ++stats_.plans_built;
   auto exe = std::make_shared<const Executable>(build_executable(
       std::move(plan), [this](const templates::Kernel& k) { return load(k); },
-      build_options(options_)));
+      build_options(options_, device_->info().target())));
   dump_eval(options_, g, *exe);
   if (memo) memo_.emplace(hash, std::pair{g, exe});
   return exe;

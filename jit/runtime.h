@@ -24,9 +24,10 @@
 
 namespace fusejit::jit {
 
-// The planning and codegen options that FUSEJIT_DISABLE selects.
+// The planning and codegen options that FUSEJIT_DISABLE and FUSEJIT_ROUNDING select, for
+// kernels that run on `target`.
 fusion::PlanOptions plan_options(const Options& options);
-BuildOptions build_options(const Options& options);
+BuildOptions build_options(const Options& options, const templates::Target& target);
 
 class Runtime {
  public:

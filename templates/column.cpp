@@ -180,7 +180,7 @@ KernelBody build_column(const RegionInfo& info, const ReduceSpace& space,
     finish.line("{} v{}[{}];", dtype_code(n.dtype).arith, r, v);
     finish.line("#pragma unroll");
     finish.line("for (int j = 0; j < {}; ++j) v{}[j] = {};", v, r,
-                reduce_finish(n, fmt::format("a{}[j]", r), space.length));
+                reduce_finish(info, n, fmt::format("a{}[j]", r), space.length));
     finished[r] = fmt::format("v{}", r);
   }
   for (const ReduceOutput& out : space.outputs) {
@@ -220,7 +220,7 @@ KernelBody build_column(const RegionInfo& info, const ReduceSpace& space,
   kb.kind = std::string(fusion::region_kind_name(info.region.kind));
   kb.reduces = true;
   kb.block = static_cast<int>(block);
-  kb.blocks_per_sm = static_cast<int>(std::max<int64_t>(1, 2048 / block));
+  kb.blocks_per_sm = std::max(1, info.target.blocks_per_sm(static_cast<int>(block)));
   kb.work_blocks = cfg.tiles;
   Printer& o = kb.code;
   o.line(

@@ -19,34 +19,57 @@ namespace {
 
 // Indexed by DType: f32, f16, bf16, i32, i64, bool.
 constexpr std::array<DTypeCode, kNumDTypes> kDTypeCodes{{
-    {"float", "float", "", "", "fj_to_f32", ""},
-    {"unsigned short", "float", "fj_f16_to_f32", "fj_f32_to_f16", "fj_to_f32", "fj_round_f16"},
-    {"unsigned short", "float", "fj_bf16_to_f32", "fj_f32_to_bf16", "fj_to_f32", "fj_round_bf16"},
-    {"int", "int", "", "", "fj_to_i32", ""},
-    {"long long", "long long", "", "", "fj_to_i64", ""},
-    {"unsigned char", "bool", "fj_u8_to_bool", "fj_bool_to_u8", "fj_to_bool", ""},
+    {"float", "float", "", "", "fj_to_f32", "", ""},
+    {"unsigned short", "float", "fj_f16_to_f32", "fj_f32_to_f16", "fj_to_f32", "fj_round_f16",
+     "fj_store_f16_vec"},
+    {"unsigned short", "float", "fj_bf16_to_f32", "fj_f32_to_bf16", "fj_to_f32", "fj_round_bf16",
+     "fj_store_bf16_vec"},
+    {"int", "int", "", "", "fj_to_i32", "", ""},
+    {"long long", "long long", "", "", "fj_to_i64", "", ""},
+    {"unsigned char", "bool", "fj_u8_to_bool", "fj_bool_to_u8", "fj_to_bool", "", ""},
 }};
-
-// Ops whose result is one of their operands (or its exact negation/absolute value), so that
-// no rounding is needed when the operands already have the result's dtype.
-bool keeps_representable(ir::Op op) {
-  switch (op) {
-    case ir::Op::neg:
-    case ir::Op::abs:
-    case ir::Op::relu:
-    case ir::Op::maximum:
-    case ir::Op::minimum:
-    case ir::Op::where:
-    case ir::Op::cast:
-      return true;
-    default:
-      return false;
-  }
-}
 
 // Index math fits in int32 when every extent does, with room for a grid stride past the end:
 // loop variables stay below 2 * 2^30.
 constexpr int64_t kNarrowIndexLimit = int64_t{1} << 30;
+
+// Approximate math is allowed when every output is stored as f16 or bf16: their coarse
+// rounding hides the approximations' error (bounds in docs/numerics.md). Any f32, integer or
+// bool output (a comparison could flip) keeps precise math.
+FastMath fast_math_for(const ir::Graph& g, const fusion::Region& r) {
+  FastMath fast = FastMath::bf16;
+  for (ir::NodeId id : r.outputs) {
+    const DType d = g.node(id).dtype;
+    if (d == DType::f16) fast = FastMath::f16;
+    else if (d != DType::bf16) return FastMath::none;
+  }
+  return fast;
+}
+
+// The device function of an elementwise op: its approximate form where the region allows it
+// (device/fj_math.cuh), else the precise one. Columns: op, the finest FastMath level whose
+// stored dtype hides the approximation.
+struct FastForm {
+  ir::Op op;
+  FastMath finest;
+};
+constexpr FastForm kFastForms[] = {
+    {ir::Op::exp, FastMath::f16},           // __expf: relative error < 2^-16 for |x| < 88
+    {ir::Op::sigmoid, FastMath::f16},       // __expf and a fast reciprocal
+    {ir::Op::silu, FastMath::f16},          // x * the fast sigmoid
+    {ir::Op::tanh, FastMath::bf16},         // tanh.approx: relative error < 2^-10.9
+    {ir::Op::gelu_tanh, FastMath::f16},     // x * the fast sigmoid of 2u
+};
+
+std::string function_name(ir::Op op, FastMath fast) {
+  for (const FastForm& f : kFastForms) {
+    // FastMath levels are ordered none < f16 < bf16: a form allowed at f16 is allowed at bf16.
+    if (f.op == op && fast != FastMath::none && fast >= f.finest) {
+      return fmt::format("fj_fast_{}", ir::op_name(op));
+    }
+  }
+  return fmt::format("fj_{}", ir::op_name(op));
+}
 
 }  // namespace
 
@@ -141,19 +164,22 @@ std::string reduce_identity(ir::Op op, DType acc) {
   }
 }
 
-std::string reduce_finish(const ir::Node& reduce, const std::string& acc, int64_t count) {
+std::string reduce_finish(const RegionInfo& info, const ir::Node& reduce, const std::string& acc,
+                          int64_t count) {
   std::string v = acc;
   if (reduce.op == ir::Op::mean) {
     v = fmt::format("{} / {}", acc, literal(DType::f32, static_cast<double>(count)));
   }
-  return wrap(dtype_code(reduce.dtype).round, v);
+  return info.round_every_node ? wrap(dtype_code(reduce.dtype).round, v) : v;
 }
 
-RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r)
+RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r, const CodegenOptions& options)
     : graph(g),
       region(r),
       inputs(r.inputs.begin(), r.inputs.end()),
-      nodes(r.nodes.begin(), r.nodes.end()) {
+      nodes(r.nodes.begin(), r.nodes.end()),
+      round_every_node(options.rounding == Rounding::node),
+      target(options.target) {
   int64_t biggest = 1;
   auto see = [&](ir::NodeId id) {
     if (id < 0 || static_cast<size_t>(id) >= g.size()) {
@@ -171,6 +197,7 @@ RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r)
   for (ir::NodeId id : r.inputs) see(id);
   for (ir::NodeId id : r.outputs) see(id);
   wide_index = biggest > kNarrowIndexLimit;
+  fast = round_every_node ? FastMath::none : fast_math_for(g, r);
 }
 
 std::string RegionInfo::input_param(ir::NodeId id) const {
@@ -224,6 +251,21 @@ std::optional<std::string> Scope::find(const std::string& key) const {
 std::string convert(DType to, DType from, const std::string& value) {
   if (dtype_code(to).arith == dtype_code(from).arith) return value;
   return wrap(dtype_code(to).convert, value);
+}
+
+void print_vector_store(Printer& decl, Printer& body, Printer& stores, DType dtype,
+                        const std::string& array, const std::string& dst, int v,
+                        const std::string& value) {
+  const DTypeCode& code = dtype_code(dtype);
+  if (!code.store_vec.empty() && v % 2 == 0) {  // narrowed in pairs when stored
+    decl.line("{} {}[{}];", code.arith, array, v);
+    body.line("{}[j] = {};", array, value);
+    stores.line("{}({}, {});", code.store_vec, dst, array);
+    return;
+  }
+  decl.line("{} {}[{}];", code.storage, array, v);
+  body.line("{}[j] = {};", array, wrap(code.store, value));
+  stores.line("fj_store_vec({}, {});", dst, array);
 }
 
 std::string load_expr(const RegionInfo& info, ir::NodeId id, const std::string& offset) {
@@ -309,7 +351,7 @@ std::string ExprEmitter::elementwise(ir::NodeId id, const Index& at, Scope& scop
   if (ir::op_kind(n.op) == ir::OpKind::compare) {
     op_type = ir::promote(info_.node(n.inputs[0]).dtype, info_.node(n.inputs[1]).dtype);
   }
-  bool operands_in_dtype = true;
+  bool operands_in_dtype = true;  // every operand already holds a value of the node's dtype
   std::string args;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const ir::Node& x = info_.node(n.inputs[i]);
@@ -326,10 +368,14 @@ std::string ExprEmitter::elementwise(ir::NodeId id, const Index& at, Scope& scop
   if (n.op == ir::Op::cast) {
     expr = args;  // the conversion above is the cast
   } else {
-    expr = fmt::format("fj_{}({})", ir::op_name(n.op), args);
+    expr = fmt::format("{}({})", function_name(n.op, info_.fast), args);
   }
-  if (!(keeps_representable(n.op) && operands_in_dtype))
-    expr = wrap(dtype_code(n.dtype).round, expr);
+  // Rounding::store rounds only at an explicit cast (stores round on their own); Rounding::node
+  // rounds every node whose value its dtype might not hold.
+  const bool round = info_.round_every_node
+                         ? !(ir::op_has(n.op, ir::kKeepsValue) && operands_in_dtype)
+                         : n.op == ir::Op::cast;
+  if (round) expr = wrap(dtype_code(n.dtype).round, expr);
   const std::string var = fresh(fmt::format("v{}", id));
   scope.out->line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var, expr,
                   ir::op_name(n.op));

@@ -17,6 +17,7 @@
 
 #include "fusion/plan.h"
 #include "templates/index.h"
+#include "templates/kernel.h"
 #include "templates/printer.h"
 
 namespace fusejit::templates {
@@ -29,6 +30,7 @@ struct DTypeCode {
   std::string_view store;    // arith -> storage ("" when the same)
   std::string_view convert;  // any arith type -> this arith type
   std::string_view round;    // arith value -> the value the dtype can hold ("" when exact)
+  std::string_view store_vec;  // V arith values -> V stored elements, packed ("" : per lane)
 };
 const DTypeCode& dtype_code(DType dtype);
 
@@ -45,7 +47,13 @@ std::string_view reduce_functor(ir::Op op);  // "fj_op_sum", ...
 std::string reduce_identity(ir::Op op, DType acc);
 // The reduce node's value from its reduced accumulator over `count` elements: mean divides,
 // and the result is rounded to the node's dtype.
-std::string reduce_finish(const ir::Node& reduce, const std::string& acc, int64_t count);
+struct RegionInfo;
+std::string reduce_finish(const RegionInfo& info, const ir::Node& reduce, const std::string& acc,
+                          int64_t count);
+
+// Approximate math a region may use: none, or what the coarsest stored dtype hides
+// (docs/numerics.md has each function's error bound).
+enum class FastMath { none, f16, bf16 };
 
 // Region facts the templates share.
 struct RegionInfo {
@@ -54,8 +62,11 @@ struct RegionInfo {
   std::set<ir::NodeId> inputs;  // leaves: loaded from memory
   std::set<ir::NodeId> nodes;   // computed here
   bool wide_index = false;      // some offset may not fit in int32: index math in 64 bits
+  bool round_every_node = false;  // Rounding::node: f16/bf16 nodes rounded where computed
+  FastMath fast = FastMath::none;
+  Target target;
 
-  RegionInfo(const ir::Graph& g, const fusion::Region& r);
+  RegionInfo(const ir::Graph& g, const fusion::Region& r, const CodegenOptions& options);
   const ir::Node& node(ir::NodeId id) const { return graph.node(id); }
   // Parameter names: in<k> for region.inputs[k], out<k> for region.outputs[k].
   std::string input_param(ir::NodeId id) const;
@@ -110,6 +121,13 @@ class ExprEmitter {
 
 // `value` (in the arithmetic type of `from`) converted to the arithmetic type of `to`.
 std::string convert(DType to, DType from, const std::string& value);
+
+// A V-lane vector store of `value` (one lane's value, in the dtype's arithmetic type) to
+// `dst` (an aligned pointer expression): the lanes' values are collected in `array`, declared
+// in `decl`, set in `body` (inside the lane loop) and stored in `stores`.
+void print_vector_store(Printer& decl, Printer& body, Printer& stores, DType dtype,
+                        const std::string& array, const std::string& dst, int v,
+                        const std::string& value);
 
 // The expression loading element `offset` of a region input, converted to its arithmetic type.
 std::string load_expr(const RegionInfo& info, ir::NodeId id, const std::string& offset);

@@ -98,7 +98,7 @@ std::string_view device_source(std::string_view name) {
 
 Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenOptions& options) {
   check_region(g, region);
-  const RegionInfo info(g, region);
+  const RegionInfo info(g, region, options);
   KernelBody body = region.kind == fusion::RegionKind::pointwise ? build_pointwise(info, options)
                                                                  : build_reduction(info, options);
   std::string source = fmt::format(

@@ -22,7 +22,9 @@
 #include <string_view>
 #include <vector>
 
+#include "fusejit/options.h"
 #include "fusion/plan.h"
+#include "templates/target.h"
 
 namespace fusejit::templates {
 
@@ -56,6 +58,10 @@ int64_t launch_grid(const Kernel& k, int sm_count, int waves = 4);
 
 struct CodegenOptions {
   bool vectorize = true;  // 16-byte accesses where contiguity and alignment allow
+  // Where f16/bf16 values are rounded; with Rounding::store, regions whose every output is
+  // f16/bf16 also use the approximate math of device/fj_math.cuh (docs/numerics.md).
+  Rounding rounding = Rounding::store;
+  Target target;  // per-SM limits of the GPU the kernel is for
 };
 
 // Generates the kernel of a pointwise, reduction or normalization region. Throws

@@ -96,9 +96,8 @@ int64_t print_sweep(Printer& p, const RegionInfo& info, const Sweep& sweep, int 
     if (v == 1) {
       body.line("out{}[i] = {};", k, wrap(code.store, value));
     } else {
-      prelude.line("{} s{}[{}];", code.storage, k, v);
-      body.line("s{}[j] = {};", k, wrap(code.store, value));
-      stores.line("fj_store_vec(out{} + i0, s{});", k, k);
+      print_vector_store(prelude, body, stores, n.dtype, fmt::format("s{}", k),
+                         fmt::format("out{} + i0", k), v, value);
     }
   }
 
@@ -138,7 +137,7 @@ KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options
   KernelBody kb;
   kb.kind = "pointwise";
   kb.block = kBlock;
-  kb.blocks_per_sm = 2048 / kBlock;
+  kb.blocks_per_sm = info.target.blocks_per_sm(kBlock);
   std::vector<std::pair<int64_t, int>> plan;
   for (int64_t count : order)
     plan.emplace_back(count, vector_width(info, options.vectorize, {count}));

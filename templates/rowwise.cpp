@@ -17,6 +17,7 @@
 // (index.h), which for trailing axes makes k the contiguous inner offset.
 // Math: accumulators in f32 for float types (i64 for integer sums); every tree is fixed, so
 // results do not depend on timing.
+#include <algorithm>
 #include <memory>
 #include <set>
 
@@ -32,14 +33,17 @@ namespace fusejit::templates {
 namespace {
 
 // The row share of a thread, for choosing G: single-pass kernels stream (32 elements in flight
-// per thread); multi-pass kernels hold the row in registers, under a 64-register cap.
+// per thread); multi-pass kernels hold the row in registers (kCacheBudget values per thread).
 constexpr int64_t kStreamElementsPerThread = 32;
-constexpr int64_t kCachedElementsPerThread = 16;
+constexpr int64_t kCachedElementsPerThread = 32;
 constexpr int64_t kCacheBudget = 32;  // register-cached values per thread
 constexpr int64_t kMaxUnrolledChunks = 16;
 // Split rows: when a single-pass kernel has too few rows to give the device (about 1024 blocks
 // in flight) work, each row is cut into S pieces, one block each.
 constexpr int64_t kSplitTargetBlocks = 1024;
+// Resident blocks per SM a row kernel is sized for: while one block reduces (barriers, no loads
+// in flight), another streams its row.
+constexpr int kResidentRowBlocks = 2;
 
 struct RowConfig {
   int v = 1;
@@ -61,16 +65,20 @@ int element_passes(const ReduceSpace& space) {
   return passes;
 }
 
-RowConfig row_config(const ReduceSpace& space, int v, bool multi_pass) {
+RowConfig row_config(const ReduceSpace& space, const Target& target, int v, bool multi_pass) {
   RowConfig c;
   c.v = v;
   const int64_t share = multi_pass ? kCachedElementsPerThread : kStreamElementsPerThread;
   const int64_t g = pow2_ceil(ceil_div(space.length, share));
+  // The widest block: kResidentRowBlocks of them fill half the SM's threads, so that each
+  // thread may use 64 registers (the row cache and the loads in flight need them).
+  const int64_t widest = std::clamp<int64_t>(
+      pow2_floor(target.threads_per_sm / (2 * kResidentRowBlocks)), 64, 1024);
   if (g <= 32) {
     c.group = g;
     c.block = 256;
   } else {
-    c.group = std::min<int64_t>(g, 1024);
+    c.group = std::min<int64_t>(g, widest);
     c.block = c.group;
   }
   c.rows_per_block = c.block / c.group;
@@ -246,14 +254,13 @@ void RowwiseBuilder::store_full(Pass& p, const ReduceOutput& out) {
   const ir::Node& n = info_.node(out.id);
   const DTypeCode& code = dtype_code(n.dtype);
   const Index at = index_from_digits(flatten(x_), n.shape);
-  const std::string value = wrap(code.store, emitter_.value(out.id, at, p.lane));
+  const std::string value = emitter_.value(out.id, at, p.lane);
   if (cfg_.v > 1 && lane(at) == Lane::unit) {
-    p.prelude.line("{} s{}[{}];", code.storage, out.position, cfg_.v);
-    p.body.line("s{}[j] = {};", out.position, value);
-    p.stores.line("fj_store_vec(out{} + {}, s{});", out.position, offset(at, true), out.position);
+    print_vector_store(p.prelude, p.body, p.stores, n.dtype, fmt::format("s{}", out.position),
+                       fmt::format("out{} + {}", out.position, offset(at, true)), cfg_.v, value);
     ++vector_accesses_;
   } else {
-    p.body.line("out{}[{}] = {};", out.position, offset(at), value);
+    p.body.line("out{}[{}] = {};", out.position, offset(at), wrap(code.store, value));
   }
 }
 
@@ -366,7 +373,7 @@ KernelBody RowwiseBuilder::build() {
       const ir::Node& n = info_.node(r);
       const std::string var = emitter_.fresh(fmt::format("v{}", r));
       main.line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var,
-                reduce_finish(n, fmt::format("a{}", r), space_.length), ir::op_name(n.op));
+                reduce_finish(info_, n, fmt::format("a{}", r), space_.length), ir::op_name(n.op));
       finished_[r] = var;
     }
   }
@@ -405,7 +412,7 @@ KernelBody RowwiseBuilder::build() {
   kb.kind = std::string(fusion::region_kind_name(info_.region.kind));
   kb.reduces = true;
   kb.block = static_cast<int>(cfg_.block);
-  kb.blocks_per_sm = static_cast<int>(std::max<int64_t>(1, 2048 / cfg_.block));
+  kb.blocks_per_sm = std::max(1, info_.target.blocks_per_sm(static_cast<int>(cfg_.block)));
   kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.split;
   kb.serial_launches = cfg_.split > 1;
   Printer& out = kb.code;
@@ -429,8 +436,10 @@ KernelBody RowwiseBuilder::build() {
     }
     out.line("__device__ unsigned int fj_arrivals[{}];", space_.rows);
   }
-  // At least 1024 resident threads: caps registers at 64 per thread (the cache budget fits).
-  const int min_blocks = static_cast<int>(std::max<int64_t>(1, 1024 / cfg_.block));
+  // At least kResidentRowBlocks blocks and half the SM's threads resident: with 2048 threads
+  // per SM that caps registers at 64 per thread (the cache budget fits).
+  const int min_blocks = std::max(
+      kResidentRowBlocks, info_.target.threads_per_sm / 2 / static_cast<int>(cfg_.block));
   print_signature(out, info_, static_cast<int>(cfg_.block), min_blocks);
   if (cfg_.group > 1) {
     if (cfg_.group == cfg_.block) {
@@ -489,7 +498,7 @@ KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& space,
   int v = vector_width(info, options.vectorize, {space.length});
   for (;;) {
     const bool multi_pass = element_passes(space) > 1;
-    const RowConfig cfg = row_config(space, v, multi_pass);
+    const RowConfig cfg = row_config(space, info.target, v, multi_pass);
     std::set<ir::NodeId> cacheable;
     if (multi_pass) cacheable = frontier(info, space);
     RowwiseBuilder builder(info, space, cfg, cacheable);

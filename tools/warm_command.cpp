@@ -207,7 +207,6 @@ std::vector<TraceWork> plan_traces(const std::vector<std::string>& files,
                                    const jit::KernelCache& cache, std::vector<Job>& jobs) {
   std::map<std::string, size_t> job_by_key;
   std::vector<TraceWork> traces;
-  const jit::BuildOptions build = jit::build_options(options);
   for (const std::string& file : files) {
     TraceWork t{file};
     try {
@@ -217,9 +216,13 @@ std::vector<TraceWork> plan_traces(const std::vector<std::string>& files,
           ++t.library_calls;
           continue;
         }
-        templates::Kernel k = templates::generate(plan.graph, region, build.codegen);
         ++t.kernels;
+        // Kernels are sized for their arch's per-SM limits (the table of known archs, which
+        // holds what those GPUs report), so each arch gets its own source.
         for (const std::string& arch : archs) {
+          const jit::BuildOptions build =
+              jit::build_options(options, templates::target_for_arch(arch));
+          templates::Kernel k = templates::generate(plan.graph, region, build.codegen);
           auto [it, fresh] = job_by_key.emplace(cache.key(k, arch).hex(), jobs.size());
           if (fresh) jobs.push_back(Job{k, arch});
           if (std::find(t.jobs.begin(), t.jobs.end(), it->second) == t.jobs.end()) {

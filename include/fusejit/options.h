@@ -11,6 +11,12 @@ namespace fusejit {
 
 enum class LogLevel { off, error, warn, info, debug, trace };
 enum class CacheMode { on, memory, off };
+// Where a fused kernel rounds f16/bf16 values (FUSEJIT_ROUNDING; docs/numerics.md):
+//   store  intermediates stay f32 inside a kernel and are rounded only where a value is
+//          stored, or where the trace casts explicitly (as torch.compile does); the default.
+//   node   every f16/bf16 node is rounded to its dtype, as eager PyTorch and the CPU reference
+//          do; no approximate math.
+enum class Rounding { store, node };
 
 struct Options {
   // FUSEJIT_DUMP: what to dump. `all` sets every flag.
@@ -39,6 +45,7 @@ struct Options {
   } disable;
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
   bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32
+  Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
 
   // Reads every FUSEJIT_* variable from the environment. Throws fusejit::Error naming the
   // variable, the bad value and the valid values; an unknown FUSEJIT_* name is an error too.

@@ -23,16 +23,44 @@ __device__ __forceinline__ unsigned short fj_f32_to_f16(float f) {
   return h;
 }
 
-// bf16 is the top half of an f32: widening is a shift; narrowing rounds to nearest even on the
-// 16 dropped bits (add just under half, plus one when the kept part is odd; a carry into the
-// exponent lands on infinity, as it should).
+// bf16 is the top half of an f32: widening is a shift. Narrowing rounds to nearest even: one
+// `cvt.rn.bf16.f32` from sm_80 on (NaN becomes the canonical 0x7fff); before that, integer
+// rounding on the 16 dropped bits (add just under half, plus one when the kept part is odd; a
+// carry into the exponent lands on infinity, as it should).
 __device__ __forceinline__ float fj_bf16_to_f32(unsigned short b) {
   return __uint_as_float(static_cast<unsigned>(b) << 16);
 }
 __device__ __forceinline__ unsigned short fj_f32_to_bf16(float f) {
+#if __CUDA_ARCH__ >= 800
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+#else
   const unsigned x = __float_as_uint(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
   return static_cast<unsigned short>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+#endif
+}
+
+// Two values narrowed at once, `lo` in the low half: one packed conversion each
+// (`cvt.rn.f16x2.f32`, and `cvt.rn.bf16x2.f32` from sm_80 on).
+__device__ __forceinline__ unsigned fj_f32x2_to_f16x2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return static_cast<unsigned>(fj_f32_to_f16(lo)) | (static_cast<unsigned>(fj_f32_to_f16(hi)) << 16);
+#endif
+}
+__device__ __forceinline__ unsigned fj_f32x2_to_bf16x2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return static_cast<unsigned>(fj_f32_to_bf16(lo)) | (static_cast<unsigned>(fj_f32_to_bf16(hi)) << 16);
+#endif
 }
 
 // The value an f32 becomes once stored as f16 or bf16 (every f16/bf16 node is rounded so, as

@@ -41,6 +41,33 @@ __device__ __forceinline__ float fj_gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(inner));
 }
 
+// ---- approximate forms ---------------------------------------------------------------------
+// Used only in kernels whose every output is stored as f16 or bf16 (and never with
+// FUSEJIT_ROUNDING=node); the error bounds, checked by the GPU tests, are in docs/numerics.md.
+// __expf computes 2^(x * log2 e) with the hardware ex2: relative error about 2^-21 plus
+// 2^-22.8 * |x| (under 2^-16 for |x| < 88, where e^x is finite), far below f16's 2^-11.
+__device__ __forceinline__ float fj_fast_exp(float x) { return __expf(x); }
+// 1 / (1 + e^-x) with the fast exponential and reciprocal (e^-x = inf gives 0, as it should).
+__device__ __forceinline__ float fj_fast_sigmoid(float x) { return __frcp_rn(1.0f + __expf(-x)); }
+__device__ __forceinline__ float fj_fast_silu(float x) { return x * fj_fast_sigmoid(x); }
+// The hardware tanh (sm_75 on): relative error under 2^-10.9 over the whole range, a quarter of
+// bf16's half ulp (2^-9); not used for f16, whose half ulp (2^-11) it would reach.
+__device__ __forceinline__ float fj_fast_tanh(float x) {
+#if __CUDA_ARCH__ >= 750
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return tanhf(x);
+#endif
+}
+// gelu_tanh(x) = x/2 * (1 + tanh(u)) = x * sigmoid(2u): the sigmoid form has no cancellation
+// where tanh(u) is near -1, so its relative error stays that of the fast sigmoid.
+__device__ __forceinline__ float fj_fast_gelu_tanh(float x) {
+  const float two_u = 1.59576912160573071f * (x + 0.044715f * x * x * x);
+  return x * fj_fast_sigmoid(two_u);
+}
+
 // relu(x) = x < 0 ? 0 : x, so a NaN passes through.
 template <class T>
 __device__ __forceinline__ T fj_relu(T x) { return x < T(0) ? T(0) : x; }

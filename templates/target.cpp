@@ -1,0 +1,66 @@
+// templates/target: the table of known archs; see target.h.
+#include "templates/target.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+
+namespace fusejit::templates {
+
+namespace {
+
+// Per-SM limits by compute capability, from NVIDIA's tables of technical specifications.
+constexpr std::array<Target, 11> kKnownTargets{{
+    {70, 2048, 64 * 1024, 96 * 1024},
+    {75, 1024, 64 * 1024, 64 * 1024},
+    {80, 2048, 64 * 1024, 164 * 1024},
+    {86, 1536, 64 * 1024, 100 * 1024},
+    {87, 1536, 64 * 1024, 164 * 1024},
+    {89, 1536, 64 * 1024, 100 * 1024},
+    {90, 2048, 64 * 1024, 228 * 1024},
+    {100, 2048, 64 * 1024, 228 * 1024},
+    {103, 2048, 64 * 1024, 228 * 1024},
+    {110, 2048, 64 * 1024, 228 * 1024},
+    {120, 1536, 64 * 1024, 100 * 1024},
+}};
+
+}  // namespace
+
+int Target::registers_for(int block, int blocks) const {
+  const int threads = std::max(1, block * std::max(1, blocks));
+  int regs = registers_per_sm / threads;
+  regs -= regs % 8;
+  return std::clamp(regs, 16, 255);
+}
+
+Target target_for_arch(std::string_view arch) {
+  std::string_view digits = arch;
+  if (digits.starts_with("sm_")) digits.remove_prefix(3);
+  else if (digits.starts_with("compute_")) digits.remove_prefix(8);
+  else digits = {};
+  if (!digits.empty() && digits.back() == 'a') digits.remove_suffix(1);
+  int cc = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), cc);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || cc < 10) {
+    throw Error(fmt::format("'{}' is not a GPU arch; use sm_NN such as sm_80, sm_90, sm_100",
+                            arch));
+  }
+  if (cc < kKnownTargets.front().cc) {
+    throw Error(fmt::format("{} is older than the oldest arch fusejit generates code for (sm_{})",
+                            arch, kKnownTargets.front().cc));
+  }
+  Target t = kKnownTargets.front();
+  for (const Target& known : kKnownTargets) {
+    if (known.cc <= cc) t = known;
+  }
+  t.cc = cc;
+  return t;
+}
+
+std::string arch_name(const Target& t) { return fmt::format("sm_{}", t.cc); }
+
+}  // namespace fusejit::templates
