@@ -202,7 +202,8 @@ def torch_program(nodes, outputs):
     # keep a permuted input's strides and skip the transpose); an input returned as is is copied.
     results = "".join(f"{arg(o)}.{'clone' if nodes[o].op == 'input' else 'contiguous'}(), "
                       for o in outputs)
-    made = [f"    {name} = torch.tensor({value!r}, dtype=torch.{TORCH_DTYPE[dt]}, device=DEVICE)"
+    made = [f"    {name} = torch.tensor(float('{value!r}'), dtype=torch.{TORCH_DTYPE[dt]}, "
+            f"device=DEVICE)"
             for name, (value, dt) in consts.items()]
     return "\n".join(["def make_trace_fn(DEVICE):", *made,
                       f"    def trace_fn({', '.join(params)}):", *body,
