@@ -366,14 +366,21 @@ def random_input(node):
     return torch.randint(-8, 9, node.shape, device="cuda", dtype=dt)
 
 
+def out_of_budget(deadline, args, names):
+    """True, saying what is left out, when the time budget is spent."""
+    if time.monotonic() <= deadline:
+        return False
+    print(f"torch_bench: time budget of {args.budget:.0f} s spent; not timed: {' '.join(names)}",
+          file=sys.stderr)
+    return True
+
+
 def bench_traces(paths, args):
     import torch
     import torch.nn.functional as F
     deadline = time.monotonic() + args.budget
     for k, path in enumerate(paths):
-        if time.monotonic() > deadline:
-            print(f"torch_bench: time budget of {args.budget:.0f} s spent; not timed: "
-                  f"{' '.join(stem(p) for p in paths[k:])}", file=sys.stderr)
+        if out_of_budget(deadline, args, [stem(p) for p in paths[k:]]):
             break
         try:
             nodes, _, source = load_trace(path)
@@ -389,9 +396,11 @@ def bench_traces(paths, args):
 
 def bench_seed(only, args):
     import torch
-    for name, fn, shapes, dtype in seed_workloads():
-        if only and name not in only:
-            continue
+    deadline = time.monotonic() + args.budget
+    chosen = [w for w in seed_workloads() if not only or w[0] in only]
+    for k, (name, fn, shapes, dtype) in enumerate(chosen):
+        if out_of_budget(deadline, args, [w[0] for w in chosen[k:]]):
+            break
         time_both(name, fn,
                   lambda: [torch.randn(s, device="cuda", dtype=dtype) for s in shapes], args)
 
