@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     const double copy_bw = jit::copy_bandwidth(rt.device());
     std::map<std::tuple<int, int64_t, int64_t, int64_t>, double> gemm_rates;
 
-    fmt::print("{:<22} {:>10} {:>10} {:>7} {:>10} {:>10}\n", "workload", "ms", "floor_ms",
+    fmt::print("{:<28} {:>10} {:>10} {:>7} {:>10} {:>10}\n", "workload", "ms", "floor_ms",
                "x_floor", "x_eager", "x_compile");
     for (const std::string& path : traces) {
       const ir::Graph g = ir::parse_file(path);
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
         eager = fmt::format("{:.2f}", timing.total_ms / it->second.first);
         compiled = fmt::format("{:.2f}", timing.total_ms / it->second.second);
       }
-      fmt::print("{:<22} {:>10.3f} {:>10.3f} {:>7.2f} {:>10} {:>10}\n", name, timing.total_ms,
+      fmt::print("{:<28} {:>10.3f} {:>10.3f} {:>7.2f} {:>10} {:>10}\n", name, timing.total_ms,
                  floor_ms, timing.total_ms / floor_ms, eager, compiled);
       std::fflush(stdout);
     }

@@ -91,110 +91,186 @@ double relative_error(const ir::HostTensor& out, const ir::HostTensor& ref) {
 
 namespace {
 
-// Row-axis labels for slice_rows: each node either carries the row axis as its axis 0 (Row),
-// does not (Free: broadcast or unrelated), or has not been reached (Unknown).
-enum class Label : uint8_t { unknown, row, free };
+// Which axis of a node carries the sampled axis: one of its axes (>= 0), none (kFree: the node
+// is broadcast along it or does not depend on it), or not reached yet (kUnknown).
+constexpr int64_t kUnknown = -2;
+constexpr int64_t kFree = -1;
 
-}  // namespace
+int64_t product(const Shape& s, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= s[i];
+  return p;
+}
 
-std::optional<RowSlice> slice_rows(const ir::Graph& g, int64_t count) {
-  if (g.outputs().empty()) return std::nullopt;
-  const int64_t m = g.node(g.outputs()[0]).shape.empty() ? 0 : g.node(g.outputs()[0]).shape[0];
-  if (m < 2 || count >= m) return std::nullopt;
-  std::vector<Label> label(g.size(), Label::unknown);
-  bool ok = true;
-  auto mark = [&](ir::NodeId id, Label l) {
-    Label& cur = label[static_cast<size_t>(id)];
-    if (cur == Label::unknown) cur = l;
-    else if (cur != l) ok = false;  // needed both with and without the row axis
-  };
-  for (ir::NodeId id : g.outputs()) {
-    const ir::Node& n = g.node(id);
-    if (n.shape.empty() || n.shape[0] != m) return std::nullopt;
-    mark(id, Label::row);
-  }
-  // Operands before users: walk backwards, pushing each node's label to its operands.
-  for (size_t i = g.size(); i-- > 0 && ok;) {
-    const ir::Node& n = g.node(static_cast<ir::NodeId>(i));
-    const Label l = label[i];
-    if (l == Label::unknown) continue;
-    const size_t rank = n.shape.size();
-    for (size_t k = 0; k < n.inputs.size() && ok; ++k) {
-      const ir::NodeId in = n.inputs[k];
-      const ir::Node& op = g.node(in);
-      if (l == Label::free) {
-        mark(in, Label::free);
-        continue;
+// The operand axis that axis `axis` of a result of rank `rank` reads when the operand is
+// broadcast to it (aligned from the right), or kFree when the operand is broadcast along it.
+int64_t broadcast_axis(const Shape& operand, size_t rank, int64_t axis, int64_t m) {
+  const int64_t k = axis - static_cast<int64_t>(rank - operand.size());
+  return k >= 0 && operand[static_cast<size_t>(k)] == m ? k : kFree;
+}
+
+// The operand axis of `n`'s operand `k` that carries `n`'s axis `axis` (of extent m), kFree, or
+// nullopt when the operand needs the axis mixed with others (reduced, contracted, reshaped away).
+std::optional<int64_t> operand_axis(const ir::Node& n, size_t k, const ir::Node& operand,
+                                    int64_t axis, int64_t m) {
+  const size_t rank = n.shape.size();
+  switch (ir::op_kind(n.op)) {
+    case ir::OpKind::reduce: {
+      // n.axes are the operand's reduced axes, ascending; without keepdim they are gone from n.
+      int64_t a = axis;
+      if (!n.keepdim) {
+        for (int64_t r : n.axes) a += r <= a ? 1 : 0;
       }
-      switch (ir::op_kind(n.op)) {
-        case ir::OpKind::reduce:
-          if (n.axes.front() == 0) ok = false;  // the row axis itself is reduced
-          else mark(in, Label::row);
-          break;
-        case ir::OpKind::view:
-          if (n.op == ir::Op::permute) {
-            if (n.axes[0] != 0) ok = false;
-            else mark(in, Label::row);
-          } else if (n.op == ir::Op::expand) {
-            const bool carries = op.shape.size() == rank && op.shape[0] == m;
-            mark(in, carries ? Label::row : Label::free);
-          } else {  // reshape: only when axis 0 is kept whole
-            if (op.shape.empty() || op.shape[0] != m) ok = false;
-            else mark(in, Label::row);
-          }
-          break;
-        case ir::OpKind::matmul:
-          if (rank != 2) ok = false;  // batched: axis 0 is a batch axis of both operands
-          else mark(in, k == 0 ? Label::row : Label::free);
-          break;
-        default: {  // elementwise, with broadcasting from the right
-          const bool carries = op.shape.size() == rank && op.shape[0] == m;
-          mark(in, carries ? Label::row : Label::free);
+      if (std::binary_search(n.axes.begin(), n.axes.end(), a)) return std::nullopt;
+      return a;
+    }
+    case ir::OpKind::view:
+      if (n.op == ir::Op::permute) return n.axes[static_cast<size_t>(axis)];
+      if (n.op == ir::Op::expand) return broadcast_axis(operand.shape, rank, axis, m);
+      // reshape: the axis survives whole when the operand has an axis of the same extent with
+      // the same number of elements before it (then the same number after it too).
+      for (size_t j = 0; j < operand.shape.size(); ++j) {
+        if (operand.shape[j] == m &&
+            product(operand.shape, 0, j) == product(n.shape, 0, static_cast<size_t>(axis))) {
+          return static_cast<int64_t>(j);
         }
       }
+      return std::nullopt;
+    case ir::OpKind::matmul: {
+      const size_t r = operand.shape.size();
+      if (axis == static_cast<int64_t>(rank) - 2) {  // M: rows of the left operand
+        return k == 0 ? static_cast<int64_t>(r) - 2 : kFree;
+      }
+      if (axis == static_cast<int64_t>(rank) - 1) {  // N: columns of the right operand
+        return k == 1 ? static_cast<int64_t>(r) - 1 : kFree;
+      }
+      // A batch axis: each operand carries it unless broadcast along it.
+      const Shape batch(operand.shape.begin(), operand.shape.end() - 2);
+      return broadcast_axis(batch, rank - 2, axis, m);
+    }
+    default:  // elementwise, broadcasting from the right
+      return broadcast_axis(operand.shape, rank, axis, m);
+  }
+}
+
+// Labels every node with the axis that carries the outputs' axis `axis` (kUnknown: not needed),
+// or nullopt when some node needs it mixed, or needs it along two different axes.
+std::optional<std::vector<int64_t>> label_axis(const ir::Graph& g, int64_t axis, int64_t m) {
+  std::vector<int64_t> label(g.size(), kUnknown);
+  bool ok = true;
+  auto mark = [&](ir::NodeId id, int64_t l) {
+    int64_t& cur = label[static_cast<size_t>(id)];
+    if (cur == kUnknown) cur = l;
+    else if (cur != l) ok = false;
+  };
+  for (ir::NodeId id : g.outputs()) mark(id, axis);
+  // Users before operands: walk backwards, pushing each node's label to its operands.
+  for (size_t i = g.size(); i-- > 0 && ok;) {
+    const ir::Node& n = g.node(static_cast<ir::NodeId>(i));
+    const int64_t l = label[i];
+    if (l == kUnknown) continue;
+    for (size_t k = 0; k < n.inputs.size() && ok; ++k) {
+      const ir::NodeId in = n.inputs[k];
+      if (l == kFree) {
+        mark(in, kFree);
+        continue;
+      }
+      const std::optional<int64_t> a = operand_axis(n, k, g.node(in), l, m);
+      if (a) mark(in, *a);
+      else ok = false;
     }
   }
   if (!ok) return std::nullopt;
+  return label;
+}
 
-  RowSlice slice;
-  for (int64_t r = 0; r < count; ++r) slice.rows.push_back(r * (m - 1) / (count - 1));
-  slice.rows.erase(std::unique(slice.rows.begin(), slice.rows.end()), slice.rows.end());
-  const int64_t k = static_cast<int64_t>(slice.rows.size());
+// The trace with the carrying axis of each input, reshape and expand cut to k indices.
+std::optional<ir::Graph> cut_graph(const ir::Graph& g, const std::vector<int64_t>& label,
+                                   int64_t k, std::vector<int64_t>& input_axis) {
+  ir::Graph out;
   // Dead nodes are dropped (they may not survive the cut); inputs are all kept, in order.
   std::vector<ir::NodeId> remap(g.size(), -1);
   for (size_t i = 0; i < g.size(); ++i) {
     const ir::Node& n = g.node(static_cast<ir::NodeId>(i));
-    if (label[i] == Label::unknown && n.op != ir::Op::input) continue;
+    const int64_t l = label[i];
+    if (l == kUnknown && n.op != ir::Op::input) continue;
     ir::NodeSpec spec = ir::spec_of(n);
     for (ir::NodeId& in : spec.inputs) in = remap[static_cast<size_t>(in)];
-    if (label[i] == Label::row && (n.op == ir::Op::input || n.op == ir::Op::reshape ||
-                                   n.op == ir::Op::expand)) {
-      spec.shape[0] = k;
+    if (l >= 0 && (n.op == ir::Op::input || n.op == ir::Op::reshape || n.op == ir::Op::expand)) {
+      spec.shape[static_cast<size_t>(l)] = k;
     }
-    if (n.op == ir::Op::input) slice.input_sliced.push_back(label[i] == Label::row);
+    if (n.op == ir::Op::input) input_axis.push_back(l >= 0 ? l : -1);
     try {
-      remap[i] = slice.graph.add(spec);
+      remap[i] = out.add(spec);
     } catch (const Error&) {
       return std::nullopt;  // the labels were not enough to keep the slice well-formed
     }
   }
   std::vector<ir::NodeId> outs;
   for (ir::NodeId id : g.outputs()) outs.push_back(remap[static_cast<size_t>(id)]);
-  slice.graph.set_outputs(outs);
-  return slice;
+  out.set_outputs(outs);
+  return out;
+}
+
+}  // namespace
+
+std::optional<RowSlice> slice_rows(const ir::Graph& g, int64_t count) {
+  if (g.outputs().empty() || count < 2) return std::nullopt;
+  const Shape& first = g.node(g.outputs()[0]).shape;
+  for (size_t axis = 0; axis < first.size(); ++axis) {
+    const int64_t m = first[axis];
+    if (m < 2 || count >= m) continue;
+    bool same = true;  // every output has the axis, of the same extent
+    for (ir::NodeId id : g.outputs()) {
+      const Shape& s = g.node(id).shape;
+      same = same && axis < s.size() && s[axis] == m;
+    }
+    if (!same) continue;
+    const auto label = label_axis(g, static_cast<int64_t>(axis), m);
+    if (!label) continue;
+    RowSlice slice;
+    slice.output_axis = static_cast<int64_t>(axis);
+    for (int64_t r = 0; r < count; ++r) slice.rows.push_back(r * (m - 1) / (count - 1));
+    slice.rows.erase(std::unique(slice.rows.begin(), slice.rows.end()), slice.rows.end());
+    auto graph = cut_graph(g, *label, static_cast<int64_t>(slice.rows.size()), slice.input_axis);
+    if (!graph) continue;
+    slice.graph = std::move(*graph);
+    return slice;
+  }
+  return std::nullopt;
+}
+
+ir::HostTensor take_slice(const ir::HostTensor& t, int64_t axis, const std::vector<int64_t>& rows) {
+  const size_t a = static_cast<size_t>(axis);
+  Shape shape = t.shape;
+  const int64_t outer = product(shape, 0, a);
+  const size_t inner_bytes =
+      static_cast<size_t>(product(shape, a + 1, shape.size())) * static_cast<size_t>(dtype_size(t.dtype));
+  const int64_t extent = shape[a];
+  shape[a] = static_cast<int64_t>(rows.size());
+  ir::HostTensor out(t.dtype, shape);
+  std::byte* dst = out.bytes.data();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t r : rows) {
+      std::memcpy(dst, t.bytes.data() + static_cast<size_t>(o * extent + r) * inner_bytes, inner_bytes);
+      dst += inner_bytes;
+    }
+  }
+  return out;
+}
+
+std::vector<ir::HostTensor> slice_inputs(const RowSlice& slice,
+                                         const std::vector<ir::HostTensor>& inputs) {
+  std::vector<ir::HostTensor> out;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const int64_t axis = slice.input_axis[k];
+    out.push_back(axis >= 0 ? take_slice(inputs[k], axis, slice.rows) : inputs[k]);
+  }
+  return out;
 }
 
 ir::HostTensor take_rows(const ir::HostTensor& t, const std::vector<int64_t>& rows) {
-  Shape shape = t.shape;
-  const int64_t row_elems = t.numel() / shape[0];
-  shape[0] = static_cast<int64_t>(rows.size());
-  ir::HostTensor out(t.dtype, shape);
-  const size_t row_bytes = static_cast<size_t>(row_elems) * static_cast<size_t>(dtype_size(t.dtype));
-  for (size_t r = 0; r < rows.size(); ++r) {
-    std::memcpy(out.bytes.data() + r * row_bytes,
-                t.bytes.data() + static_cast<size_t>(rows[r]) * row_bytes, row_bytes);
-  }
-  return out;
+  return take_slice(t, 0, rows);
 }
 
 }  // namespace fusejit::jit

@@ -25,19 +25,31 @@ double error_bound(const ir::Graph& g);
 // that ref does not, or the shapes differ.
 double relative_error(const ir::HostTensor& out, const ir::HostTensor& ref);
 
-// Row sampling, for checking large traces (and GEMMs) without running the reference on every
-// row. A trace is row-separable when every output's axis 0 is one "row" axis that flows back to
-// the inputs without being reduced, permuted, reshaped or contracted: then the reference run on
-// a few rows of the row-carrying inputs gives exactly those rows of the outputs.
+// Sampling, for checking large traces (and GEMMs) without running the reference on all of
+// them. A trace is separable along axis `a` of its outputs when that axis flows back to the
+// inputs without being reduced, contracted, or merged with other axes by a reshape, through
+// any permutes and broadcasts on the way: then the reference run on a few indices of that axis
+// of the inputs that carry it gives exactly those indices of the outputs. Axis 0 is the rows
+// of a row-wise trace; a transpose carries it to axis 1 of its operand; a column reduction or
+// a column softmax is separable along its columns.
 struct RowSlice {
-  ir::Graph graph;                  // the trace with the row axis cut to `rows.size()`
-  std::vector<int64_t> rows;        // the sampled row indices, ascending
-  std::vector<bool> input_sliced;   // per input: whether its axis 0 is the row axis
+  ir::Graph graph;                  // the trace with the sampled axis cut to `rows.size()`
+  std::vector<int64_t> rows;        // the sampled indices, ascending
+  int64_t output_axis = 0;          // the sampled axis of every output
+  std::vector<int64_t> input_axis;  // per input: the axis that carries it, or -1 (taken whole)
 };
 
-// The slice of `g` at `count` rows spread evenly over the row axis (always the first and the
-// last), or nullopt when `g` is not row-separable.
+// The slice of `g` at `count` indices spread evenly over the first output axis (from axis 0) of
+// more than `count` elements along which `g` is separable (always the first and the last
+// index), or nullopt when there is none.
 std::optional<RowSlice> slice_rows(const ir::Graph& g, int64_t count);
+
+// The indices `rows` of axis `axis` of `t`.
+ir::HostTensor take_slice(const ir::HostTensor& t, int64_t axis, const std::vector<int64_t>& rows);
+
+// Each input of a slice cut as the slice's graph wants it.
+std::vector<ir::HostTensor> slice_inputs(const RowSlice& slice,
+                                         const std::vector<ir::HostTensor>& inputs);
 
 // Takes the rows `rows` of axis 0 of `t`.
 ir::HostTensor take_rows(const ir::HostTensor& t, const std::vector<int64_t>& rows);

@@ -18,7 +18,8 @@ commands:
                           run a trace on the GPU on fresh random inputs; print each kernel's
                           time and achieved GB/s or TFLOP/s next to the device-to-device copy
                           bandwidth; --check compares every output with the CPU reference
-                          (large row-separable traces on R sampled rows, default 64)
+                          (large traces on R sampled indices, default 64, of an output
+                          axis they are separable along: rows, columns, a transpose's rows)
   warm [--arch sm_90,...] [--cache-dir D] [--jobs N] PATH...
                           compile every kernel of the traces (files, or folders of *.trace)
                           into the disk cache, with or without a GPU; ends with

@@ -17,14 +17,11 @@ namespace {
 void require_exact_slice(const ir::Graph& g, const jit::RowSlice& slice) {
   const std::vector<ir::HostTensor> inputs = jit::random_inputs(g, 7);
   const std::vector<ir::HostTensor> full = ir::interpret(g, inputs);
-  std::vector<ir::HostTensor> sliced_inputs;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    sliced_inputs.push_back(slice.input_sliced[k] ? jit::take_rows(inputs[k], slice.rows) : inputs[k]);
-  }
-  const std::vector<ir::HostTensor> part = ir::interpret(slice.graph, sliced_inputs);
+  const std::vector<ir::HostTensor> part =
+      ir::interpret(slice.graph, jit::slice_inputs(slice, inputs));
   REQUIRE(part.size() == full.size());
   for (size_t i = 0; i < full.size(); ++i) {
-    CHECK(jit::take_rows(full[i], slice.rows).bytes == part[i].bytes);
+    CHECK(jit::take_slice(full[i], slice.output_axis, slice.rows).bytes == part[i].bytes);
   }
 }
 
@@ -52,13 +49,52 @@ TEST_CASE("row slices of the seed workloads give exactly the sampled rows", "[ji
   }
 }
 
-TEST_CASE("traces that mix rows are not sliced", "[jit][check]") {
+TEST_CASE("transposes, permutes and column reductions are sliced along a kept axis", "[jit][check]") {
+  Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}}));
+  const auto x = ctx.placeholder({40, 24}, DType::bf16);
+  const auto t = ctx.placeholder({24, 40}, DType::bf16);
+  const auto c = ctx.placeholder({6, 10, 8});
+  const auto a = ctx.placeholder({6, 1, 8});
+  const auto b = ctx.placeholder({1, 10, 8});
+  const auto w = ctx.placeholder({6, 8, 12});
+  struct Case {
+    std::string text;
+    int64_t axis;
+  };
+  for (const Case& k : std::vector<Case>{
+           {ctx.trace_text({transpose(t, 0, 1) + x}), 0},           // x^T + z: rows of t's columns
+           {ctx.trace_text({softmax(x, 0)}), 1},                    // column softmax: columns
+           {ctx.trace_text({sum(x, {0})}), 0},                      // column sum: its columns
+           {ctx.trace_text({mean(x, {0}, true)}), 1},               // keepdim: axis 0 is 1 wide
+           {ctx.trace_text({permute(c, {2, 0, 1}) * 0.5}), 0},      // innermost axis outermost
+           {ctx.trace_text({permute(c, {0, 2, 1}) + 1.0}), 0},
+           {ctx.trace_text({sum(c, {1})}), 0},
+           {ctx.trace_text({a * b + c}), 0},                        // 3-D broadcast
+           {ctx.trace_text({reshape(c, {6, 80}) * 2.0}), 0},        // axis 0 kept whole
+           {ctx.trace_text({reshape(permute(c, {1, 0, 2}), {10, 48})}), 0},
+           {ctx.trace_text({matmul(c, w)}), 0}}) {                  // batched GEMM: the batch
+    INFO(k.text);
+    const ir::Graph g = ir::parse(k.text);
+    const auto slice = jit::slice_rows(g, 3);
+    REQUIRE(slice.has_value());
+    CHECK(slice->output_axis == k.axis);
+    require_exact_slice(g, *slice);
+  }
+}
+
+TEST_CASE("traces that mix every output axis are not sliced, or sliced on one that survives", "[jit][check]") {
   Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}}));
   const auto x = ctx.placeholder({40, 24});
   const auto sq = ctx.placeholder({24, 24});
-  CHECK_FALSE(jit::slice_rows(ir::parse(ctx.trace_text({softmax(x, 0)})), 5));  // column softmax
+  const auto c = ctx.placeholder({6, 10, 8});
   CHECK_FALSE(jit::slice_rows(ir::parse(ctx.trace_text({transpose(sq, 0, 1) + sq})), 5));
-  CHECK_FALSE(jit::slice_rows(ir::parse(ctx.trace_text({matmul(sq, sq)})), 5));  // rows and contraction
+  CHECK_FALSE(jit::slice_rows(ir::parse(ctx.trace_text({softmax(x, 0) + softmax(x, 1)})), 5));
+  // Axis 0 of [6,10,8] -> [60,8] merges two axes; axis 1 survives, so that one is sampled.
+  const auto merged = jit::slice_rows(ir::parse(ctx.trace_text({reshape(c, {60, 8}) * 2.0})), 5);
+  REQUIRE(merged.has_value());
+  CHECK(merged->output_axis == 1);
+  CHECK_FALSE(jit::slice_rows(ir::parse(ctx.trace_text({reshape(c, {480})})), 5));
+  CHECK_FALSE(jit::slice_rows(ir::parse(ctx.trace_text({sum(x, {0, 1})})), 5));  // a scalar
 }
 
 TEST_CASE("random graphs: a slice, when there is one, is exact", "[jit][check][random]") {
