@@ -127,13 +127,23 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
     g.add_output(softmax(g, add_input(g, DType::f32, {8, 131072})));
     const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
     CHECK(text.find("row cached") == std::string::npos);
-    CHECK(text.find("1024 thread(s) per row") != std::string::npos);
+    // The widest block that leaves two resident per SM with 64 registers per thread.
+    CHECK(text.find("512 thread(s) per row") != std::string::npos);
   }
-  SECTION("a row of 32768 elements still fits") {
+  SECTION("a row of 16384 elements fits in registers, two blocks per SM") {
     Graph g;
-    g.add_output(softmax(g, add_input(g, DType::bf16, {8, 32768})));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
-    CHECK(text.find("row cached in registers") != std::string::npos);
+    g.add_output(softmax(g, add_input(g, DType::bf16, {8, 16384})));
+    const auto k = compile_graph(g, RegionKind::normalization);
+    CHECK(kernel_text(k).find("row cached in registers") != std::string::npos);
+    CHECK(kernel_text(k).find("__launch_bounds__(512, 2)") != std::string::npos);
+    CHECK(k.blocks_per_sm == 4);
+  }
+  SECTION("a GPU with 1536 threads per SM gets narrower blocks") {
+    Graph g;
+    g.add_output(softmax(g, add_input(g, DType::bf16, {8, 16384})));
+    const auto k = compile_graph(g, RegionKind::normalization,
+                                 {.target = templates::target_for_arch("sm_89")});
+    CHECK(kernel_text(k).find("256 thread(s) per row") != std::string::npos);
   }
   SECTION("softmax over the first axis") {
     Graph g;
@@ -147,7 +157,7 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
     Graph g;
     g.add_output(softmax(g, add_input(g, DType::f16, {4096, 40})));
     const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
-    CHECK(text.find("fj_warp_reduce<1, 4>") != std::string::npos);
+    CHECK(text.find("fj_warp_reduce<1, 2>") != std::string::npos);
   }
   SECTION("not vectorized") {
     Graph g;
