@@ -57,6 +57,7 @@ constexpr FastForm kFastForms[] = {
     {ir::Op::exp, FastMath::f16},           // __expf: relative error < 2^-16 for |x| < 88
     {ir::Op::sigmoid, FastMath::f16},       // __expf and a fast reciprocal
     {ir::Op::silu, FastMath::f16},          // x * the fast sigmoid
+    {ir::Op::div, FastMath::f16},           // a * rcp(b): relative error < 2^-22
     {ir::Op::tanh, FastMath::bf16},         // tanh.approx: relative error < 2^-10.9
     {ir::Op::gelu_tanh, FastMath::f16},     // x * the fast sigmoid of 2u
 };

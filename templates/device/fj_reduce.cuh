@@ -6,11 +6,28 @@
 struct fj_op_sum {
   template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return fj_add(a, b); }
 };
+// max and min reductions propagate NaN. For floats from sm_80 on that is one `max.NaN` /
+// `min.NaN` instruction instead of a chain of compares; which zero wins between +0 and -0 is
+// then the hardware's (the order of a reduction tree is not the reference's either).
 struct fj_op_max {
   template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return fj_maximum(a, b); }
+#if __CUDA_ARCH__ >= 800
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+  }
+#endif
 };
 struct fj_op_min {
   template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return fj_minimum(a, b); }
+#if __CUDA_ARCH__ >= 800
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    float r;
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+  }
+#endif
 };
 
 __device__ __forceinline__ float fj_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
