@@ -1,6 +1,8 @@
 // jit/gemm_call: see gemm_call.h.
 #include "jit/gemm_call.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
@@ -129,6 +131,15 @@ GemmCall describe_gemm_call(const fusion::Plan& plan, const fusion::Region& r, b
   p.stride_b = batches.stride_b;
   p.stride_d = batches.stride_d;
   call.calls = std::move(batches.calls);
+  // Buffers are 256-byte aligned (jit/device.h); a call that starts inside one is aligned to
+  // the largest power of two dividing its offset in bytes.
+  const int64_t elem = dtype_size(p.dtype);
+  for (const GemmOffsets& o : call.calls) {
+    for (int64_t off : {o.a, o.b, o.d}) {
+      const int64_t bytes = off * elem;
+      if (bytes != 0) p.alignment = std::min(p.alignment, bytes & -bytes);
+    }
+  }
   return call;
 }
 

@@ -23,6 +23,8 @@
 //   strided call per outer index, at the offsets each operand's layout gives. So A[8,1,M,K] @
 //   B[1,16,K,N] is 8 calls of batch 16 (A stride 0, B stride K*N, D stride M*N), never a
 //   materialized expand and never 128 separate GEMMs.
+// - A call that starts inside a buffer is only as aligned as its offset: the problem's
+//   alignment says so, so that cuBLASLt's heuristic picks an algorithm that works there.
 #pragma once
 
 #include <cstdint>

@@ -364,3 +364,37 @@ TEST_CASE("batched GEMMs whose batch dims broadcast match the reference on the G
     }
   }
 }
+
+TEST_CASE("a call that starts inside a buffer asks cuBLASLt for that alignment", "[jit][gemm]") {
+  const auto call_of = [](const char* text) {
+    const fusion::Plan plan = fusion::make_plan(ir::parse(text));
+    REQUIRE(plan.regions.size() == 1);
+    return jit::describe_gemm_call(plan, plan.regions[0], false);
+  };
+  // One call: the buffers' own 256 bytes.
+  CHECK(call_of(R"(fusejit-trace 1
+%0 : bf16[3,5,7] = input
+%1 : bf16[7,6] = input
+%2 : bf16[3,5,6] = matmul %0, %1
+output %2
+)")
+            .problem.alignment == 256);
+  // Calls at A offsets of 5*8 bf16 = 80 bytes (16-aligned) and D offsets of 4*5*6 bf16 = 240
+  // bytes (16-aligned): 16.
+  const jit::GemmCall c = call_of(R"(fusejit-trace 1
+%0 : bf16[3,1,5,8] = input
+%1 : bf16[4,8,6] = input
+%2 : bf16[3,4,5,6] = matmul %0, %1
+output %2
+)");
+  CHECK(c.calls.size() == 3);
+  CHECK(c.problem.alignment == 16);
+  // A offsets of 5*7 f32 = 140 bytes: 4.
+  CHECK(call_of(R"(fusejit-trace 1
+%0 : f32[3,1,5,7] = input
+%1 : f32[4,7,8] = input
+%2 : f32[3,4,5,8] = matmul %0, %1
+output %2
+)")
+            .problem.alignment == 4);
+}
