@@ -3,6 +3,7 @@
 // cuBLASLt call against the reference interpreter; on the GPU ([gpu]), the same graphs run for
 // real (outputs poisoned with NaN) against the reference on fresh random inputs.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <numbers>
@@ -202,9 +203,9 @@ jit::GemmCall check_described(const std::string& text) {
 }
 
 // Batched GEMMs whose batch dims broadcast, on one side or both, implicitly or through expand,
-// unsqueeze (reshape) and transposes, with and without an epilogue.
-std::vector<ir::Graph> broadcast_gemms(DType dtype) {
-  const int64_t M = 40, K = 72, N = 24;
+// unsqueeze (reshape) and transposes, with and without an epilogue. With odd M, K and N, calls
+// start at offsets aligned to one element only.
+std::vector<ir::Graph> broadcast_gemms(DType dtype, int64_t M, int64_t K, int64_t N) {
   std::vector<ir::Graph> graphs;
   {  // A[3,1,M,K] @ B[1,4,K,N] and A[3,1,M,K] @ B[4,K,N]: 3 calls of batch 4
     ir::Graph g;
@@ -255,6 +256,9 @@ std::vector<ir::Graph> broadcast_gemms(DType dtype) {
   }
   return graphs;
 }
+
+// M, K, N of broadcast_gemms: 16-byte aligned matrices, and odd sizes.
+constexpr std::array<std::array<int64_t, 3>, 2> kSizes = {{{40, 72, 24}, {5, 7, 3}}};
 
 }  // namespace
 
@@ -343,10 +347,12 @@ output %5
 TEST_CASE("the broadcast GEMMs of the GPU test are calls that compute the reference",
           "[jit][gemm]") {
   for (DType dtype : {DType::f32, DType::bf16}) {
-    for (const ir::Graph& g : broadcast_gemms(dtype)) check_described(g);
+    for (const auto& [m, k, n] : kSizes) {
+      for (const ir::Graph& g : broadcast_gemms(dtype, m, k, n)) check_described(g);
+    }
   }
   // The first graph: 3 calls of batch 4 for each matmul.
-  for (const jit::GemmCall& c : check_described(broadcast_gemms(DType::f32)[0])) {
+  for (const jit::GemmCall& c : check_described(broadcast_gemms(DType::f32, 40, 72, 24)[0])) {
     CHECK(c.calls.size() == 3);
     CHECK(c.problem.batch == 4);
   }
@@ -356,11 +362,13 @@ TEST_CASE("batched GEMMs whose batch dims broadcast match the reference on the G
           "[gpu][jit][gemm]") {
   FUSEJIT_REQUIRE_GPU();
   for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
-    for (const ir::Graph& g : broadcast_gemms(dtype)) {
-      INFO(dtype_name(dtype));
-      const testing::GpuCheck c = testing::check_on_gpu(g, std::random_device{}());
-      INFO(c.detail);
-      CHECK(c.pass);
+    for (const auto& [m, k, n] : kSizes) {
+      for (const ir::Graph& g : broadcast_gemms(dtype, m, k, n)) {
+        INFO(dtype_name(dtype));
+        const testing::GpuCheck c = testing::check_on_gpu(g, std::random_device{}());
+        INFO(c.detail);
+        CHECK(c.pass);
+      }
     }
   }
 }
