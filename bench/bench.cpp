@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
       int64_t gemm_free_bytes = bytes_of(g, g.inputs()) + bytes_of(g, g.outputs());
       for (const jit::Step& step : exe->steps) {
         if (step.kernel) continue;
-        const jit::GemmProblem& p = step.gemm;
+        const jit::GemmProblem& p = step.gemm.problem;
         const auto key = std::tuple(static_cast<int>(p.dtype), p.m, p.n, p.k);
         if (!gemm_rates.count(key)) {
           gemm_rates[key] = jit::gemm_rate(rt.device(), rt.blas(), p.dtype, p.m, p.n, p.k);

@@ -43,19 +43,77 @@ void collect_reads(const Dataflow& df, NodeId id, std::vector<NodeId>& out) {
   }
 }
 
-// A matmul operand as a buffer: the operand itself when it is one; the permute's operand when
-// it is a transpose of the last two axes (then `permute` is set); otherwise the operand, which
-// must then be materialized.
-NodeId gemm_source(const Dataflow& df, NodeId operand, NodeId& permute) {
-  const Node& n = df.node(operand);
-  const bool buffer = n.op == Op::input || !is_view_or_constant(n) ||
-                      !df.materialized[static_cast<size_t>(operand)].empty();
-  if (buffer) return operand;
-  if (n.op == Op::permute && is_last_two_swap(n.axes)) {
-    permute = operand;
-    return n.inputs[0];
+Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+
+// Shape without its 1s.
+Shape without_ones(const Shape& s) {
+  Shape out;
+  for (int64_t d : s) {
+    if (d != 1) out.push_back(d);
   }
-  return operand;
+  return out;
+}
+
+// A view cuBLASLt reads through without a copy (see GemmOperands): it keeps the last two axes
+// (or swaps them) and only broadcasts, adds or drops batch dims.
+bool is_batch_view(const Node& n, const Node& in) {
+  const size_t r = n.shape.size(), ri = in.shape.size();
+  if (r < 2 || ri < 2) return false;
+  const bool same_matrix = n.shape[r - 2] == in.shape[ri - 2] && n.shape[r - 1] == in.shape[ri - 1];
+  switch (n.op) {
+    case Op::permute: return is_last_two_swap(n.axes);
+    case Op::expand: return same_matrix;
+    case Op::reshape:
+      return same_matrix && without_ones(batch_of(n.shape)) == without_ones(batch_of(in.shape));
+    default: return false;
+  }
+}
+
+// `layout`, the buffer's batch dims as the operand of `view` presents them (1 where broadcast),
+// as `view` presents them.
+Shape layout_through(const Node& view, const Node& operand, const Shape& layout) {
+  const Shape vb = batch_of(view.shape), ob = batch_of(operand.shape);
+  Shape out(vb.size(), 1);
+  switch (view.op) {
+    case Op::permute:
+      return layout;
+    case Op::expand:  // aligned from the right; a dim expanded from 1 stays 1
+      for (size_t i = 0; i < layout.size(); ++i) out[vb.size() - layout.size() + i] = layout[i];
+      return out;
+    default: {  // reshape: the dims other than 1 correspond in order
+      size_t j = 0;
+      for (size_t i = 0; i < ob.size(); ++i) {
+        if (ob[i] == 1) continue;
+        while (vb[j] == 1) ++j;
+        out[j++] = layout[i];
+      }
+      return out;
+    }
+  }
+}
+
+// A matmul operand as a buffer: the operand itself when it is one; otherwise the first node
+// under the batch views that fold into the call (listed in `views`, with `transpose` toggled
+// per transpose, and `layout` set to the buffer's batch dims as the operand presents them),
+// which must then be materialized when it is a view or constant.
+NodeId gemm_source(const Dataflow& df, NodeId operand, std::vector<NodeId>& views,
+                   bool& transpose, Shape& layout) {
+  NodeId id = operand;
+  for (;;) {
+    const Node& n = df.node(id);
+    const bool buffer = n.op == Op::input || !is_view_or_constant(n) ||
+                        !df.materialized[static_cast<size_t>(id)].empty();
+    if (buffer || n.op == Op::constant || !is_batch_view(n, df.node(n.inputs[0]))) break;
+    views.push_back(id);
+    if (n.op == Op::permute) transpose = !transpose;
+    id = n.inputs[0];
+  }
+  layout = batch_of(df.node(id).shape);
+  for (size_t v = views.size(); v-- > 0;) {
+    const Node& view = df.node(views[v]);
+    layout = layout_through(view, df.node(view.inputs[0]), layout);
+  }
+  return id;
 }
 
 }  // namespace
@@ -103,14 +161,15 @@ Dataflow analyze(const Graph& g) {
                                        ir::op_name(g.nodes()[i].op));
     }
   }
-  // cuBLASLt reads buffers: a matmul operand that is a view or constant, other than a transpose
-  // of the last two axes of a buffer, is materialized.
+  // cuBLASLt reads buffers: under the batch views it reads through (a transpose of the last two
+  // axes, a broadcast of batch dims), a matmul operand that is a view or constant is
+  // materialized.
   for (size_t i = 0; i < size; ++i) {
     if (df.role[i] != NodeRole::gemm) continue;
     GemmOperands& ops = df.gemm[i];
     const Node& m = g.nodes()[i];
-    ops.a = gemm_source(df, m.inputs[0], ops.permute_a);
-    ops.b = gemm_source(df, m.inputs[1], ops.permute_b);
+    ops.a = gemm_source(df, m.inputs[0], ops.views_a, ops.transpose_a, ops.batch_a);
+    ops.b = gemm_source(df, m.inputs[1], ops.views_b, ops.transpose_b, ops.batch_b);
     for (NodeId src : {ops.a, ops.b}) {
       const size_t s = static_cast<size_t>(src);
       if (df.role[s] == NodeRole::free) {

@@ -18,11 +18,17 @@ enum class NodeRole {
   gemm,     // a matmul: a library call of its own
 };
 
-// A matmul's operands as cuBLASLt reads them: the buffers, and whether each is a transpose
-// (a permute of the last two axes, folded into a layout flag).
+// A matmul's operands as cuBLASLt reads them: the buffers, and the free views between each
+// buffer and the matmul that cost no copy: permutes swapping the last two axes (a transpose,
+// folded into a layout flag), expands of batch dims only (a batch stride of 0), and reshapes
+// that only add or drop 1s among the batch dims (unsqueeze, squeeze).
 struct GemmOperands {
   NodeId a = -1, b = -1;
-  NodeId permute_a = -1, permute_b = -1;  // the folded permute nodes, or -1
+  std::vector<NodeId> views_a, views_b;  // the folded views, from the matmul down to the buffer
+  bool transpose_a = false, transpose_b = false;  // an odd number of folded transposes
+  // The buffer's batch dims as the matmul's operand presents them: the operand's batch dims,
+  // with 1 where a folded expand broadcasts (GemmEpilogue::batch_a/b).
+  Shape batch_a, batch_b;
 };
 
 struct Dataflow {

@@ -88,8 +88,11 @@ class Chain {
 
   void run(const PartitionOptions& options) {
     out_.output = m_;
-    out_.epilogue.transpose_a = df_.gemm[static_cast<size_t>(m_)].permute_a >= 0;
-    out_.epilogue.transpose_b = df_.gemm[static_cast<size_t>(m_)].permute_b >= 0;
+    const GemmOperands& ops = df_.gemm[static_cast<size_t>(m_)];
+    out_.epilogue.transpose_a = ops.transpose_a;
+    out_.epilogue.transpose_b = ops.transpose_b;
+    out_.epilogue.batch_a = ops.batch_a;
+    out_.epilogue.batch_b = ops.batch_b;
     NodeId cur = m_;
     for (;;) {
       const std::vector<NodeId>& readers = df_.readers[static_cast<size_t>(cur)];

@@ -407,6 +407,21 @@ Region kernel_region(const Dataflow& df, const std::vector<NodeId>& members) {
   return r;
 }
 
+// Why a view between a buffer and a matmul costs nothing (detail::GemmOperands).
+std::string folded_view(const ir::Node& view, std::string_view transpose_flag) {
+  switch (view.op) {
+    case ir::Op::permute:
+      return fmt::format(
+          "transpose of the last two axes folded into the GEMM as {} (a layout flag, no copy)",
+          transpose_flag);
+    case ir::Op::expand:
+      return "broadcast of batch dims folded into the GEMM as a batch stride of 0 (no copy)";
+    default:
+      return "reshape adding or dropping 1s among the batch dims folded into the GEMM's batch "
+             "strides (no copy)";
+  }
+}
+
 std::vector<Decision> decisions(const State& s) {
   const Dataflow& df = s.df;
   std::vector<Decision> out;
@@ -423,15 +438,9 @@ std::vector<Decision> decisions(const State& s) {
     }
     if (df.role[i] == NodeRole::gemm) {
       const detail::GemmOperands& ops = df.gemm[i];
-      if (ops.permute_a >= 0) {
-        out.push_back({ops.permute_a, id, true,
-                       "transpose of the last two axes folded into the GEMM as transpose_a (a "
-                       "layout flag, no copy)"});
-      }
-      if (ops.permute_b >= 0) {
-        out.push_back({ops.permute_b, id, true,
-                       "transpose of the last two axes folded into the GEMM as transpose_b (a "
-                       "layout flag, no copy)"});
+      for (const auto& [views, flag] : {std::pair{&ops.views_a, "transpose_a"},
+                                         std::pair{&ops.views_b, "transpose_b"}}) {
+        for (NodeId v : *views) out.push_back({v, id, true, folded_view(df.node(v), flag)});
       }
     }
     for (NodeId r : df.reads[i]) {

@@ -23,18 +23,26 @@
 //                own row (checked): one block per row can read each row once. Between a reduce
 //                and its uses there are only elementwise ops, broadcasts (implicit or expand),
 //                reshapes that add or drop size-1 axes, and permutes that stay within the row.
-// gemm           One matmul and what its epilogue folds: one cuBLASLt call computing
+// gemm           One matmul and what its epilogue folds: one library call (one or more
+//                cuBLASLt calls of one description) computing
 //                D = act(alpha * (A @ B) + beta * C + bias), f32 inside, rounded once to D's dtype.
 //                `inputs` are [A, B, then the bias if any, then the residual C if any], in that
-//                order (an id may repeat: x @ x). A permute that swaps the last two axes of an
-//                operand is not a copy: the input is the permute's operand, epilogue.transpose_a/b
-//                is set, and the permute appears in `nodes` before the matmul. `nodes` also hold
-//                the folded nodes (muls by constants, adds, relu or gelu_tanh; a mul scaling C may
-//                come before the matmul) and the constants and views they read; every folded
-//                node has the matmul's dtype and shape. `outputs` is exactly one value: the last
-//                folded node, or the matmul. The bias is a buffer of N elements (N = shape's last
-//                dim, shape [N] or [1,..,1,N]) broadcast over all rows and batches; C has the
-//                full output shape and dtype. epilogue.refusals says why the chain stopped.
+//                order (an id may repeat: x @ x). Views that only transpose the matrix or
+//                broadcast the batch are not copies: under a matmul operand, permutes swapping
+//                the last two axes (epilogue.transpose_a/b: an odd number of them), expands that
+//                keep the last two dims, and reshapes that only add or drop 1s among the batch
+//                dims are folded; the input is the buffer under them, the views appear in
+//                `nodes` before the matmul, and epilogue.batch_a/b say how the buffer's batch
+//                dims line up with the operand's. Batch dims broadcast as the reference's
+//                matmul does (aligned from the right, 1 against any extent), on one side or both,
+//                without a copy: jit/gemm_call.h turns them into strided-batched calls. `nodes`
+//                also hold the folded nodes (muls by constants, adds, relu or gelu_tanh; a mul
+//                scaling C may come before the matmul) and the constants and views they read;
+//                every folded node has the matmul's dtype and shape. `outputs` is exactly one
+//                value: the last folded node, or the matmul. The bias is a buffer of N elements
+//                (N = shape's last dim, shape [N] or [1,..,1,N]) broadcast over all rows and
+//                batches; C has the full output shape and dtype. epilogue.refusals says why the
+//                chain stopped.
 //
 // Constants and views are never inputs or outputs of their own accord: they are replicated into
 // every region that reads them (index arithmetic, free to recompute). A view or constant that is
@@ -74,6 +82,10 @@ struct GemmEpilogue {
   enum class Activation { none, relu, gelu_tanh } activation = Activation::none;
   bool transpose_a = false;  // a permute feeding the GEMM, folded into a layout flag
   bool transpose_b = false;
+  // The batch dims of the buffers A and B as the matmul's operands present them: the operand's
+  // batch dims (all but the last two), 1 where a folded expand broadcasts the buffer. A dim
+  // other than 1 is the operand's extent, and the buffer holds those dims contiguously in order.
+  Shape batch_a, batch_b;
   std::vector<std::string> refusals;  // what was considered and why it could not fold
 };
 

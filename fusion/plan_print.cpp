@@ -1,6 +1,7 @@
 // fusion/plan_print: see plan_print.h.
 #include "fusion/plan_print.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string_view>
@@ -84,9 +85,10 @@ bool listed_op(const Node& n) { return n.op != ir::Op::input && n.op != ir::Op::
 std::string json_epilogue(const GemmEpilogue& e) {
   return fmt::format(
       "{{\"bias\":{},\"activation\":{},\"alpha\":{},\"beta\":{},\"residual\":{},"
-      "\"transpose_a\":{},\"transpose_b\":{},\"refusals\":{}}}",
+      "\"transpose_a\":{},\"transpose_b\":{},\"batch_a\":{},\"batch_b\":{},\"refusals\":{}}}",
       json_id(e.bias), json_string(activation_name(e.activation)), json_number(e.alpha),
       json_number(e.beta), json_id(e.residual), e.transpose_a, e.transpose_b,
+      json_ints(e.batch_a), json_ints(e.batch_b),
       json_list(e.refusals, [](const std::string& s) { return json_string(s); }));
 }
 
@@ -138,6 +140,12 @@ std::string epilogue_text(const GemmEpilogue& e) {
   std::vector<std::string> parts;
   if (e.transpose_a) parts.emplace_back("transpose_a");
   if (e.transpose_b) parts.emplace_back("transpose_b");
+  const bool broadcast = e.batch_a != e.batch_b ||
+                         std::count(e.batch_a.begin(), e.batch_a.end(), 1) > 0;
+  if (broadcast) {
+    parts.push_back(fmt::format("batch A{} B{}", ir::shape_str(e.batch_a),
+                                ir::shape_str(e.batch_b)));
+  }
   if (e.bias >= 0) parts.push_back(fmt::format("bias %{}", e.bias));
   if (e.activation != GemmEpilogue::Activation::none) {
     parts.emplace_back(activation_name(e.activation));

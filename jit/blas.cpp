@@ -112,6 +112,13 @@ const Blas::Plan& Blas::plan_for(const GemmProblem& p) {
   const uint64_t workspace = kWorkspaceBytes;
   FUSEJIT_CUDA(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+  const uint32_t alignment = static_cast<uint32_t>(p.alignment);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    FUSEJIT_CUDA(cublasLtMatmulPreferenceSetAttribute(pref, attr, &alignment, sizeof(alignment)));
+  }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(

@@ -34,11 +34,14 @@ struct GemmProblem {
   enum class Activation { none, relu, gelu_tanh } activation = Activation::none;
   double alpha = 1.0, beta = 0.0;
   bool allow_tf32 = false;
+  // Bytes to which every A, B, C and D pointer of every call and batch is aligned (a power of
+  // two, at most 256): the heuristic only picks algorithms that work at that alignment.
+  int64_t alignment = 256;
 
   auto key() const {
     return std::tuple(static_cast<int>(dtype), m, n, k, transpose_a, transpose_b, batch, stride_a,
                       stride_b, stride_d, has_bias, has_residual, static_cast<int>(activation),
-                      allow_tf32);
+                      allow_tf32, alignment);
   }
 };
 

@@ -1,9 +1,6 @@
 // jit/executor: see executor.h.
 #include "jit/executor.h"
 
-#include <array>
-#include <optional>
-
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
@@ -18,85 +15,6 @@ using ir::NodeId;
 
 size_t byte_size(const ir::Node& n) {
   return static_cast<size_t>(ir::numel(n.shape)) * static_cast<size_t>(dtype_size(n.dtype));
-}
-
-// Batch dims of `shape` (all but the last two), left-padded with 1 to `rank`.
-Shape batch_dims(const Shape& shape, size_t rank) {
-  Shape b(shape.begin(), shape.end() - 2);
-  b.insert(b.begin(), rank - b.size(), 1);
-  return b;
-}
-
-// Fills the GEMM description of a gemm region.
-void describe_gemm(const fusion::Plan& plan, const fusion::Region& r, Step& step,
-                   const BuildOptions& options) {
-  const ir::Graph& g = plan.graph;
-  const ir::Node* mm = nullptr;
-  for (NodeId id : r.nodes) {
-    if (g.node(id).op == ir::Op::matmul) mm = &g.node(id);
-  }
-  if (!mm || r.outputs.size() != 1) {
-    throw InternalError("gemm region without exactly one matmul and one output");
-  }
-  const fusion::GemmEpilogue& ep = r.epilogue;
-  const ir::Node& a = g.node(mm->inputs[0]);
-  const ir::Node& b = g.node(mm->inputs[1]);
-  const ir::Node& out = g.node(r.outputs[0]);
-  step.a = ep.transpose_a ? a.inputs[0] : mm->inputs[0];
-  step.b = ep.transpose_b ? b.inputs[0] : mm->inputs[1];
-  step.bias = ep.bias;
-  step.residual = ep.residual;
-
-  GemmProblem& p = step.gemm;
-  p.dtype = mm->dtype;
-  p.m = a.shape[a.shape.size() - 2];
-  p.k = a.shape.back();
-  p.n = b.shape.back();
-  p.transpose_a = ep.transpose_a;
-  p.transpose_b = ep.transpose_b;
-  p.has_bias = ep.bias >= 0;
-  p.has_residual = ep.residual >= 0;
-  p.alpha = ep.alpha;
-  p.beta = ep.beta;
-  p.allow_tf32 = options.allow_tf32;
-  using A = fusion::GemmEpilogue::Activation;
-  p.activation = ep.activation == A::relu        ? GemmProblem::Activation::relu
-                 : ep.activation == A::gelu_tanh ? GemmProblem::Activation::gelu_tanh
-                                                 : GemmProblem::Activation::none;
-
-  // Batches: one strided-batched call when each operand's batch dims are either all of the
-  // output's or none (stride 0); otherwise one call per output batch.
-  const size_t rank = out.shape.size() - 2;
-  const Shape ob = batch_dims(out.shape, rank);
-  const Shape ab = batch_dims(a.shape, rank), bb = batch_dims(b.shape, rank);
-  p.batch = ir::numel(ob);
-  const int64_t size_a = p.m * p.k, size_b = p.k * p.n, size_d = p.m * p.n;
-  auto stride_of = [&](const Shape& sb, int64_t size) -> std::optional<int64_t> {
-    if (ir::numel(sb) == 1) return 0;
-    if (sb == ob) return size;
-    return std::nullopt;
-  };
-  const auto sa = stride_of(ab, size_a), sb = stride_of(bb, size_b);
-  p.stride_d = size_d;
-  if (sa && sb) {
-    p.stride_a = *sa;
-    p.stride_b = *sb;
-    return;
-  }
-  const std::vector<int64_t> a_strides = ir::contiguous_strides(ab);
-  const std::vector<int64_t> b_strides = ir::contiguous_strides(bb);
-  for (int64_t i = 0; i < p.batch; ++i) {
-    int64_t rest = i, off_a = 0, off_b = 0;
-    for (size_t d = rank; d-- > 0;) {
-      const int64_t idx = rest % ob[d];
-      rest /= ob[d];
-      if (ab[d] != 1) off_a += idx * a_strides[d];
-      if (bb[d] != 1) off_b += idx * b_strides[d];
-    }
-    step.batch_offsets.push_back({off_a * size_a, off_b * size_b, i * size_d});
-  }
-  p.batch = 1;
-  p.stride_a = p.stride_b = p.stride_d = 0;
 }
 
 }  // namespace
@@ -116,7 +34,7 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& load,
     Step& step = exe.steps[i];
     step.region = &r;
     if (r.kind == fusion::RegionKind::gemm) {
-      describe_gemm(p, r, step, options);
+      step.gemm = describe_gemm_call(p, r, options.allow_tf32);
     } else {
       step.kernel = load(templates::generate(p.graph, r, options.codegen));
     }
@@ -188,20 +106,17 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
                      static_cast<unsigned>(k.block), 1, 1, static_cast<unsigned>(k.shared_bytes),
                      device.stream(), args.data(), nullptr);
     } else {
-      const void* bias = step.bias >= 0 ? ptr(step.bias) : nullptr;
-      const void* residual = step.residual >= 0 ? ptr(step.residual) : nullptr;
-      auto* a = static_cast<const char*>(ptr(step.a));
-      auto* b = static_cast<const char*>(ptr(step.b));
-      auto* d = static_cast<char*>(ptr(r.outputs[0]));
-      if (step.batch_offsets.empty()) {
-        blas.gemm(step.gemm, a, b, bias, residual, d);
-      } else {
-        const int64_t elem = dtype_size(step.gemm.dtype);
-        for (const auto& [oa, ob, od] : step.batch_offsets) {
-          blas.gemm(step.gemm, a + oa * elem, b + ob * elem, bias,
-                    residual ? static_cast<const char*>(residual) + od * elem : nullptr,
-                    d + od * elem);
-        }
+      // One strided-batched call per outer batch index (jit/gemm_call.h); C is laid out as D.
+      const GemmCall& c = step.gemm;
+      const int64_t elem = dtype_size(c.problem.dtype);
+      const void* bias = c.bias >= 0 ? ptr(c.bias) : nullptr;
+      auto* residual = c.residual >= 0 ? static_cast<const char*>(ptr(c.residual)) : nullptr;
+      auto* a = static_cast<const char*>(ptr(c.a));
+      auto* b = static_cast<const char*>(ptr(c.b));
+      auto* d = static_cast<char*>(ptr(c.d));
+      for (const GemmOffsets& o : c.calls) {
+        blas.gemm(c.problem, a + o.a * elem, b + o.b * elem, bias,
+                  residual ? residual + o.d * elem : nullptr, d + o.d * elem);
       }
     }
     if (options.step_events) {
@@ -230,23 +145,15 @@ int64_t step_bytes(const Executable& exe, const Step& step) {
 
 double step_flops(const Step& step) {
   if (step.kernel) return 0.0;
-  const GemmProblem& p = step.gemm;
-  const double calls = step.batch_offsets.empty() ? 1.0 : static_cast<double>(step.batch_offsets.size());
+  const GemmProblem& p = step.gemm.problem;
   return 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) *
-         static_cast<double>(p.batch) * calls;
+         static_cast<double>(p.batch) * static_cast<double>(step.gemm.calls.size());
 }
 
 std::string step_label(const Executable& exe, const Step& step) {
-  if (step.kernel) return step.kernel->kernel.name;
-  const GemmProblem& p = step.gemm;
-  std::string epilogue;
-  if (p.has_bias) epilogue += "+bias";
-  if (p.activation == GemmProblem::Activation::relu) epilogue += "+relu";
-  if (p.activation == GemmProblem::Activation::gelu_tanh) epilogue += "+gelu_tanh";
-  if (p.has_residual) epilogue += "+residual";
   (void)exe;
-  return fmt::format("cublasLt {}x{}x{}{} {}{}", p.m, p.n, p.k,
-                     p.batch > 1 ? fmt::format(" x{}", p.batch) : "", dtype_name(p.dtype), epilogue);
+  if (step.kernel) return step.kernel->kernel.name;
+  return gemm_call_label(step.gemm);
 }
 
 }  // namespace fusejit::jit

@@ -15,6 +15,7 @@
 #include "fusion/plan.h"
 #include "jit/blas.h"
 #include "jit/device.h"
+#include "jit/gemm_call.h"
 #include "templates/kernel.h"
 
 namespace fusejit::jit {
@@ -35,12 +36,7 @@ using KernelLoader = std::function<std::shared_ptr<LoadedKernel>(const templates
 struct Step {
   const fusion::Region* region = nullptr;
   std::shared_ptr<LoadedKernel> kernel;  // generated regions
-  GemmProblem gemm;                      // gemm regions
-  // gemm: operands as node ids of the plan graph (-1 when absent).
-  ir::NodeId a = -1, b = -1, bias = -1, residual = -1;
-  // gemm with batch dims that one strided-batched call cannot express: one call per batch,
-  // at these element offsets (a, b, d).
-  std::vector<std::array<int64_t, 3>> batch_offsets;
+  GemmCall gemm;                         // gemm regions: the cuBLASLt calls (jit/gemm_call.h)
   // Node ids whose buffers can be released after this step.
   std::vector<ir::NodeId> release;
 };
@@ -72,10 +68,11 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
     Device& device, Blas& blas, const RunOptions& options = {});
 
 // Bytes a step must move at least (each region input read once, each output written once), and
-// for gemm steps the flops (2*M*N*K per batch); for `fusejit run` and the benchmark.
+// for gemm steps the flops (2*M*N*K per batch, over all calls); for `fusejit run` and the
+// benchmark.
 int64_t step_bytes(const Executable& exe, const Step& step);
 double step_flops(const Step& step);
-// "pointwise fj_pointwise_3f2a..." or "gemm 8192x8192x8192 bf16 bias+relu".
+// "fj_pointwise_3f2a..." or "cublasLt 512x512x64 x16 (8 calls) bf16+bias+relu".
 std::string step_label(const Executable& exe, const Step& step);
 
 }  // namespace fusejit::jit

@@ -6,6 +6,7 @@
 #include "fusejit/error.h"
 #include "fusion/partition.h"
 #include "fusion/pipeline.h"
+#include "ir/text.h"
 #include "workloads.h"
 
 using namespace fusejit;
@@ -280,6 +281,130 @@ TEST_CASE("a permute that is not a transpose of the last two axes is copied for 
   CHECK(plan.library_call_count() == 1);
   CHECK(plan.regions[0].kind == RegionKind::pointwise);
   CHECK(any_decision(plan, false, "reads buffers"));
+}
+
+// The batched matmuls of issue 8: batch dims broadcast on one side or both, implicitly or
+// through expand, unsqueeze (reshape) and transposes. Each is one library call and no kernel;
+// jit/gemm_call.h turns the region into strided-batched calls.
+TEST_CASE("a matmul whose batch dims broadcast is one library call with no expand kernel",
+          "[fusion][partition]") {
+  struct Case {
+    const char* name;
+    const char* text;
+    std::vector<NodeId> inputs;  // of the gemm region: A, B, then bias and residual
+    Shape batch_a, batch_b;      // the buffers' batch dims as the matmul sees them
+    bool transpose_a = false, transpose_b = false;
+  };
+  const Case cases[] = {
+      {"both sides, rank 4", R"(fusejit-trace 1
+%0 : bf16[8,1,32,16] = input
+%1 : bf16[1,16,16,32] = input
+%2 : bf16[8,16,32,32] = matmul %0, %1
+output %2
+)",
+       {0, 1}, {8, 1}, {1, 16}},
+      {"both sides, rank 4 @ rank 3", R"(fusejit-trace 1
+%0 : f32[8,1,32,16] = input
+%1 : f32[16,16,32] = input
+%2 : f32[8,16,32,32] = matmul %0, %1
+output %2
+)",
+       {0, 1}, {8, 1}, {16}},
+      {"one side, rank 3 @ rank 2", R"(fusejit-trace 1
+%0 : f32[8,32,16] = input
+%1 : f32[16,32] = input
+%2 : f32[8,32,32] = matmul %0, %1
+output %2
+)",
+       {0, 1}, {8}, {}},
+      {"one side, rank 4, explicit expand", R"(fusejit-trace 1
+%0 : bf16[8,16,32,16] = input
+%1 : bf16[16,32] = input
+%2 : bf16[8,16,16,32] = expand %1
+%3 : bf16[8,16,32,32] = matmul %0, %2
+output %3
+)",
+       {0, 1}, {8, 16}, {1, 1}},
+      {"both sides, explicit expands", R"(fusejit-trace 1
+%0 : bf16[8,1,32,16] = input
+%1 : bf16[1,16,16,32] = input
+%2 : bf16[8,16,32,16] = expand %0
+%3 : bf16[8,16,16,32] = expand %1
+%4 : bf16[8,16,32,32] = matmul %2, %3
+output %4
+)",
+       {0, 1}, {8, 1}, {1, 16}},
+      {"both sides, rank 3 unsqueezed, B transposed under its expand", R"(fusejit-trace 1
+%0 : f32[8,32,16] = input
+%1 : f32[16,32,16] = input
+%2 : f32[8,1,32,16] = reshape %0
+%3 : f32[16,16,32] = permute %1 axes=[0,2,1]
+%4 : f32[8,16,16,32] = expand %3
+%5 : f32[8,16,32,32] = matmul %2, %4
+output %5
+)",
+       {0, 1}, {8, 1}, {1, 16}, false, true},
+      {"transposed under an expand, with bias, residual and relu", R"(fusejit-trace 1
+%0 : bf16[8,1,32,16] = input
+%1 : bf16[1,16,32,16] = input
+%2 : bf16[32] = input
+%3 : bf16[8,16,32,32] = input
+%4 : bf16[8,16,32,16] = expand %1
+%5 : bf16[8,16,16,32] = permute %4 axes=[0,1,3,2]
+%6 : bf16[8,16,32,32] = matmul %0, %5
+%7 : bf16[8,16,32,32] = add %6, %2
+%8 : bf16[8,16,32,32] = add %7, %3
+%9 : bf16[8,16,32,32] = relu %8
+output %9
+)",
+       {0, 1, 2, 3}, {8, 1}, {1, 16}, false, true},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const Graph g = ir::parse(c.text);
+    const Plan plan = plan_of(g);
+    CHECK(plan.kernel_count() == 0);
+    CHECK(plan.library_call_count() == 1);
+    REQUIRE(plan.regions.size() == 1);
+    const Region& r = plan.regions[0];
+    CHECK(r.kind == RegionKind::gemm);
+    CHECK(r.inputs == c.inputs);
+    CHECK(r.epilogue.batch_a == c.batch_a);
+    CHECK(r.epilogue.batch_b == c.batch_b);
+    CHECK(r.epilogue.transpose_a == c.transpose_a);
+    CHECK(r.epilogue.transpose_b == c.transpose_b);
+    CHECK(r.epilogue.refusals.empty());
+    if (std::string(c.text).find("expand") != std::string::npos) {
+      CHECK(any_decision(plan, true, "batch stride of 0"));
+    }
+    CHECK_FALSE(any_decision(plan, false, "reads buffers"));
+  }
+}
+
+TEST_CASE("a view that moves a matmul operand's matrix axes is still copied",
+          "[fusion][partition]") {
+  // Broadcasting the rows (M) of A, or a reshape that moves a batch dim into M, is not a
+  // batch stride: the view is written by a kernel, which cuBLASLt then reads.
+  for (const char* text : {R"(fusejit-trace 1
+%0 : f32[1,16] = input
+%1 : f32[4,16,32] = input
+%2 : f32[4,32,16] = expand %0
+%3 : f32[4,32,32] = matmul %2, %1
+output %3
+)",
+                           R"(fusejit-trace 1
+%0 : f32[4,8,16] = input
+%1 : f32[16,32] = input
+%2 : f32[32,16] = reshape %0
+%3 : f32[32,32] = matmul %2, %1
+output %3
+)"}) {
+    INFO(text);
+    const Plan plan = plan_of(ir::parse(text));
+    CHECK(plan.kernel_count() == 1);
+    CHECK(plan.library_call_count() == 1);
+    CHECK(any_decision(plan, false, "reads buffers"));
+  }
 }
 
 TEST_CASE("siblings reading the same input are one kernel with several outputs",

@@ -138,7 +138,7 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   CHECK(count_of(json, R"("kind":"gemm")") == 1);
   CHECK(
       json.find(
-          R"("kind":"gemm","ops":["matmul","add","relu"],"inputs":["%0","%1","%2"],"outputs":["%5"],"shape":[64,256],"epilogue":{"bias":"%2","activation":"relu","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"refusals":[]}})") !=
+          R"("kind":"gemm","ops":["matmul","add","relu"],"inputs":["%0","%1","%2"],"outputs":["%5"],"shape":[64,256],"epilogue":{"bias":"%2","activation":"relu","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],"refusals":[]}})") !=
       std::string::npos);
   CHECK(count_of(json, R"("producer":)") == plan.decisions.size());
   CHECK(
@@ -155,7 +155,7 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   CHECK(off.rfind(R"({"kernels":1,"library_calls":1,"regions":[)", 0) == 0);
   CHECK(
       off.find(
-          R"js("kind":"gemm","ops":["matmul"],"inputs":["%0","%1"],"outputs":["%3"],"shape":[64,256],"epilogue":{"bias":null,"activation":"none","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"refusals":["epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"]}})js") !=
+          R"js("kind":"gemm","ops":["matmul"],"inputs":["%0","%1"],"outputs":["%3"],"shape":[64,256],"epilogue":{"bias":null,"activation":"none","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],"refusals":["epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"]}})js") !=
       std::string::npos);
   CHECK(off.find(R"("ops":["add","relu"])") != std::string::npos);
   CHECK(

@@ -284,8 +284,8 @@ inline ir::HostTensor as_f32(const ir::HostTensor& t) {
 }
 
 // What the executor makes of a gemm region, computed from its description alone, never from the
-// nodes it folded: the buffers inputs[0] and inputs[1] (transposed where the flags say), the bias
-// and residual buffers the epilogue names, and
+// nodes it folded: the buffers inputs[0] and inputs[1] (with the batch dims batch_a/batch_b and
+// transposed where the flags say), the bias and residual buffers the epilogue names, and
 //   D = act(alpha * (A @ B) + beta * C + bias)
 // with A @ B accumulated in f32 (the reference's matmul in f32) and the epilogue in double,
 // rounded once to D's dtype: what cuBLASLt does with its f32 compute type. It also checks the
@@ -304,14 +304,18 @@ inline ir::HostTensor gemm_call(const Plan& plan, const Region& r, const Memory&
   const ir::Node& mm = g.node(matmuls[0]);
   std::vector<NodeId> want_inputs;
   for (int k = 0; k < 2; ++k) {
-    const NodeId operand = mm.inputs[static_cast<size_t>(k)];
-    const bool transposed = k == 0 ? e.transpose_a : e.transpose_b;
-    const ir::Node& on = g.node(operand);
-    if (transposed) {
-      REQUIRE(on.op == Op::permute);
-      REQUIRE(contains(r.nodes, operand));
+    // Down the folded views (in the region's nodes) to the buffer; they transpose the matrix an
+    // odd number of times exactly where the flag says.
+    NodeId operand = mm.inputs[static_cast<size_t>(k)];
+    bool transposed = false;
+    while (contains(r.nodes, operand) && ir::op_kind(g.node(operand).op) == ir::OpKind::view) {
+      transposed = transposed != (g.node(operand).op == Op::permute);
+      operand = g.node(operand).inputs[0];
     }
-    want_inputs.push_back(transposed ? on.inputs[0] : operand);
+    REQUIRE(transposed == (k == 0 ? e.transpose_a : e.transpose_b));
+    const Shape& operand_shape = g.node(mm.inputs[static_cast<size_t>(k)]).shape;
+    REQUIRE((k == 0 ? e.batch_a : e.batch_b).size() == operand_shape.size() - 2);
+    want_inputs.push_back(operand);
   }
   if (e.bias >= 0) want_inputs.push_back(e.bias);
   if (e.residual >= 0) want_inputs.push_back(e.residual);
@@ -329,16 +333,21 @@ inline ir::HostTensor gemm_call(const Plan& plan, const Region& r, const Memory&
   for (int k = 0; k < 2; ++k) {
     const ir::HostTensor& buf = memory.at(r.inputs[static_cast<size_t>(k)]);
     NodeId v = ir::add_input(sub, DType::f32, buf.shape);
+    // The buffer's batch dims as the operand presents them, 1 where it is broadcast.
+    Shape layout = k == 0 ? e.batch_a : e.batch_b;
+    layout.insert(layout.end(), buf.shape.end() - 2, buf.shape.end());
+    v = ir::add_reshape(sub, v, layout);
     if (k == 0 ? e.transpose_a : e.transpose_b) {
       std::vector<int64_t> perm;
-      for (size_t a = 0; a < buf.shape.size(); ++a) perm.push_back(static_cast<int64_t>(a));
+      for (size_t a = 0; a < layout.size(); ++a) perm.push_back(static_cast<int64_t>(a));
       std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
       v = ir::add_permute(sub, v, perm);
     }
     operands.push_back(v);
     feed.push_back(as_f32(buf));
   }
-  sub.add_output(ir::add_matmul(sub, operands[0], operands[1]));
+  // A batch dim that both buffers broadcast is the same matrix for every index.
+  sub.add_output(ir::add_expand(sub, ir::add_matmul(sub, operands[0], operands[1]), out.shape));
   const ir::HostTensor acc = ir::interpret(sub, feed).at(0);
   REQUIRE(acc.shape == out.shape);
 

@@ -105,6 +105,27 @@ TEST_CASE("plan: the plain-text plan names regions and reasons", "[tools][plan]"
   CHECK(r.out.find("pointwise") != std::string::npos);
 }
 
+TEST_CASE("plan: a batched matmul broadcast on both sides is strided cuBLASLt calls",
+          "[tools][plan]") {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "fusejit_cli_test_broadcast_gemm.trace").string();
+  std::ofstream(path) << "fusejit-trace 1\n"
+                         "%0 : bf16[8,1,512,64] = input\n"
+                         "%1 : bf16[1,16,64,512] = input\n"
+                         "%2 : bf16[8,16,512,512] = matmul %0, %1\n"
+                         "output %2\n";
+  Result r = run("plan --json " + path);
+  REQUIRE(r.status == 0);
+  CHECK(json_int(r.out, "kernels") == 0);
+  CHECK(json_int(r.out, "library_calls") == 1);
+  CHECK(r.out.find(R"("batch_a":[8,1],"batch_b":[1,16])") != std::string::npos);
+  r = run("plan " + path);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("region 0: cublasLt 512x512x64 x16 (8 calls) bf16, batch strides A 0 B 32768 "
+                   "D 262144") != std::string::npos);
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("CLI errors are clear", "[tools][errors]") {
   Result r = run("plan /nonexistent/x.trace");
   CHECK(r.status == 1);
