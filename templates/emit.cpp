@@ -180,6 +180,7 @@ RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r, const Codege
       inputs(r.inputs.begin(), r.inputs.end()),
       nodes(r.nodes.begin(), r.nodes.end()),
       round_every_node(options.rounding == Rounding::node),
+      prefetch(options.prefetch),
       target(options.target) {
   int64_t biggest = 1;
   auto see = [&](ir::NodeId id) {
@@ -211,6 +212,13 @@ int RegionInfo::min_element_size() const {
   int size = 8;
   for (ir::NodeId id : region.inputs) size = std::min(size, dtype_size(node(id).dtype));
   for (ir::NodeId id : region.outputs) size = std::min(size, dtype_size(node(id).dtype));
+  return size;
+}
+
+int RegionInfo::max_element_size() const {
+  int size = 1;
+  for (ir::NodeId id : region.inputs) size = std::max(size, dtype_size(node(id).dtype));
+  for (ir::NodeId id : region.outputs) size = std::max(size, dtype_size(node(id).dtype));
   return size;
 }
 

@@ -64,6 +64,7 @@ struct RegionInfo {
   bool wide_index = false;      // some offset may not fit in int32: index math in 64 bits
   bool round_every_node = false;  // Rounding::node: f16/bf16 nodes rounded where computed
   FastMath fast = FastMath::none;
+  bool prefetch = true;  // CodegenOptions::prefetch
   Target target;
 
   RegionInfo(const ir::Graph& g, const fusion::Region& r, const CodegenOptions& options);
@@ -72,6 +73,8 @@ struct RegionInfo {
   std::string input_param(ir::NodeId id) const;
   // Smallest element size among the leaves and outputs (the vector width follows from it).
   int min_element_size() const;
+  // The largest (what a thread's share of a row costs in registers and bytes in flight).
+  int max_element_size() const;
   std::string_view index_type() const { return wide_index ? "long long" : "int"; }
 };
 

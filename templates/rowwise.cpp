@@ -33,17 +33,16 @@ namespace fusejit::templates {
 namespace {
 
 // The row share of a thread, for choosing G: single-pass kernels stream (32 elements in flight
-// per thread); multi-pass kernels hold the row in registers (kCacheBudget values per thread).
+// per thread); multi-pass kernels hold the row in registers, 64 bytes of storage per thread
+// (32 bf16 or 16 f32 values), which keeps 64 KiB of rows in flight per SM at 64 registers per
+// thread: 16384 bf16 values take two 512-thread blocks per SM, 16384 f32 ones one of 1024.
 constexpr int64_t kStreamElementsPerThread = 32;
-constexpr int64_t kCachedElementsPerThread = 32;
+constexpr int64_t kCachedBytesPerThread = 64;
 constexpr int64_t kCacheBudget = 32;  // register-cached values per thread
 constexpr int64_t kMaxUnrolledChunks = 16;
 // Split rows: when a single-pass kernel has too few rows to give the device (about 1024 blocks
 // in flight) work, each row is cut into S pieces, one block each.
 constexpr int64_t kSplitTargetBlocks = 1024;
-// Resident blocks per SM a row kernel is sized for: while one block reduces (barriers, no loads
-// in flight), another streams its row.
-constexpr int kResidentRowBlocks = 2;
 
 struct RowConfig {
   int v = 1;
@@ -65,15 +64,20 @@ int element_passes(const ReduceSpace& space) {
   return passes;
 }
 
-RowConfig row_config(const ReduceSpace& space, const Target& target, int v, bool multi_pass) {
+RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bool multi_pass) {
   RowConfig c;
   c.v = v;
-  const int64_t share = multi_pass ? kCachedElementsPerThread : kStreamElementsPerThread;
-  const int64_t g = pow2_ceil(ceil_div(space.length, share));
-  // The widest block: kResidentRowBlocks of them fill half the SM's threads, so that each
-  // thread may use 64 registers (the row cache and the loads in flight need them).
-  const int64_t widest = std::clamp<int64_t>(
-      pow2_floor(target.threads_per_sm / (2 * kResidentRowBlocks)), 64, 1024);
+  const int64_t share =
+      multi_pass ? std::clamp<int64_t>(kCachedBytesPerThread / info.max_element_size(), 8,
+                                       kCacheBudget)
+                 : kStreamElementsPerThread;
+  int64_t g = pow2_ceil(ceil_div(space.length, share));
+  // Narrow rows (at most a warp's worth of vectors): one vector per thread, so that a warp's
+  // load covers whole rows, contiguous, instead of one row per thread at a stride.
+  if (const int64_t vectors = ceil_div(space.length, v); vectors <= 32) g = pow2_ceil(vectors);
+  // The widest block: half the SM's threads, so that each thread may use 64 registers.
+  const int64_t widest =
+      std::clamp<int64_t>(pow2_floor(info.target.threads_per_sm / 2), 64, 1024);
   if (g <= 32) {
     c.group = g;
     c.block = 256;
@@ -132,6 +136,10 @@ class RowwiseBuilder {
     guard_k_ = cfg.chunks * cfg.group * cfg.v != cfg.piece;
     slot_ = cfg.v > 1 ? fmt::format("c * {} + j", cfg.v) : "c";
     max_cache_entries_ = cfg.chunks <= kMaxUnrolledChunks ? kCacheBudget / (cfg.chunks * cfg.v) : 0;
+    prefetch_ = info.prefetch && space.layout == ReduceLayout::row && cfg.split == 1 &&
+                cfg.rows_per_block == 1;
+    next_row_offset_ =
+        fmt::format("static_cast<{}>(gridDim.x) * {}", info.index_type(), space.length);
   }
 
   KernelBody build();
@@ -155,6 +163,7 @@ class RowwiseBuilder {
     return p;
   }
   std::string leaf(ir::NodeId id, const Index& at);
+  void print_prefetch(Pass& p, ir::NodeId id, const Index& at);
   std::optional<std::string> intercept(ir::NodeId id, const Index& at);
   void store_full(Pass& p, const ReduceOutput& out);
   void print_chunk_loop(Printer& out, const Pass& p) const;
@@ -181,6 +190,9 @@ class RowwiseBuilder {
   std::map<std::string, std::string> cache_index_;
   bool filling_cache_ = false;
   int vector_accesses_ = 0;
+  bool prefetch_ = false;           // prefetch the next row's inputs (see print_prefetch)
+  std::string next_row_offset_;     // elements from a row to the block's next row
+  std::set<ir::NodeId> prefetched_;
 };
 
 std::string RowwiseBuilder::leaf(ir::NodeId id, const Index& at) {
@@ -210,6 +222,7 @@ std::string RowwiseBuilder::leaf(ir::NodeId id, const Index& at) {
       p.prelude.line("fj_load_vec({}, {} + {});", array, info_.input_param(id), offset(at, true));
       p.chunk.memo["vec" + key] = array;
       ++vector_accesses_;
+      print_prefetch(p, id, at);
     }
     const std::string var = emitter_.fresh("x");
     p.body.line("const {} {} = {};", code.arith, var, wrap(code.load, array + "[j]"));
@@ -248,6 +261,17 @@ std::optional<std::string> RowwiseBuilder::intercept(ir::NodeId id, const Index&
     it = cache_index_.emplace(key, array).first;
   }
   return fmt::format("{}[{}]", it->second, slot_);
+}
+
+// A block that owns one row at a time (rows_per_block 1, no split) next owns row + gridDim.x.
+// While it reduces this row (barriers, no loads in flight), the next row's elements of each
+// input read at the reduced tensor's own index (a full-size, row-major input) are already on
+// their way to L2: each thread prefetches the lines of the vectors it will load. Other inputs
+// (broadcast weights, a row's statistics) are small and stay in L2 anyway.
+void RowwiseBuilder::print_prefetch(Pass& p, ir::NodeId id, const Index& at) {
+  if (!prefetch_ || offset(at) != offset(x_) || !prefetched_.insert(id).second) return;
+  p.prelude.line("if (next_live) fj_prefetch_l2({} + {} + {});", info_.input_param(id),
+                 offset(at, true), next_row_offset_);
 }
 
 void RowwiseBuilder::store_full(Pass& p, const ReduceOutput& out) {
@@ -436,10 +460,10 @@ KernelBody RowwiseBuilder::build() {
     }
     out.line("__device__ unsigned int fj_arrivals[{}];", space_.rows);
   }
-  // At least kResidentRowBlocks blocks and half the SM's threads resident: with 2048 threads
-  // per SM that caps registers at 64 per thread (the cache budget fits).
-  const int min_blocks = std::max(
-      kResidentRowBlocks, info_.target.threads_per_sm / 2 / static_cast<int>(cfg_.block));
+  // Half the SM's threads resident: with 2048 threads per SM that caps registers at 64 per
+  // thread (the cache budget fits), and blocks of 512 or fewer threads get two or more per SM.
+  const int min_blocks =
+      std::max(1, info_.target.threads_per_sm / 2 / static_cast<int>(cfg_.block));
   print_signature(out, info_, static_cast<int>(cfg_.block), min_blocks);
   if (cfg_.group > 1) {
     if (cfg_.group == cfg_.block) {
@@ -461,6 +485,10 @@ KernelBody RowwiseBuilder::build() {
   }
   Printer row_body;
   if (guard_row_) row_body.line("const bool live = row < {};", space_.rows);
+  if (!prefetched_.empty()) {
+    row_body.line("const bool next_live = row + static_cast<{}>(gridDim.x) < {};", idx,
+                  space_.rows);
+  }
   row_body.splice(row_prelude_);
   row_body.splice(cache);
   row_body.splice(main);
@@ -498,7 +526,7 @@ KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& space,
   int v = vector_width(info, options.vectorize, {space.length});
   for (;;) {
     const bool multi_pass = element_passes(space) > 1;
-    const RowConfig cfg = row_config(space, info.target, v, multi_pass);
+    const RowConfig cfg = row_config(info, space, v, multi_pass);
     std::set<ir::NodeId> cacheable;
     if (multi_pass) cacheable = frontier(info, space);
     RowwiseBuilder builder(info, space, cfg, cacheable);

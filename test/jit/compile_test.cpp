@@ -1,4 +1,5 @@
-// With no GPU (as in CI): every kernel the pipeline generates for the seed traces and for 220
+// With no GPU (as in CI): every kernel the pipeline generates for the seed traces
+// (examples/traces), the layout suite (bench/traces), in both rounding modes, and for 220
 // randomly generated graphs of pointwise, broadcast, view and reduction ops compiles with NVRTC
 // for sm_90.
 #include <filesystem>
@@ -16,12 +17,12 @@ using namespace fusejit;
 namespace {
 
 // Plans `g`, generates every kernel region and compiles it; returns how many kernels compiled.
-int compile_all(const ir::Graph& g) {
+int compile_all(const ir::Graph& g, const templates::CodegenOptions& options = {}) {
   const fusion::Plan plan = fusion::make_plan(g);
   int compiled = 0;
   for (const fusion::Region& r : plan.regions) {
     if (r.kind == fusion::RegionKind::gemm) continue;
-    const templates::Kernel k = templates::generate(plan.graph, r);
+    const templates::Kernel k = templates::generate(plan.graph, r, options);
     const jit::CompiledKernel c = jit::compile(k, "sm_90");
     CHECK_FALSE(c.cubin.empty());
     CHECK(c.ptx.find(k.name) != std::string::npos);
@@ -32,16 +33,32 @@ int compile_all(const ir::Graph& g) {
 
 }  // namespace
 
-TEST_CASE("every kernel of the seed traces compiles for sm_90", "[jit][nvrtc]") {
+// Every kernel of every trace in `folder` (under the source tree), compiled in both rounding
+// modes; returns {traces, kernels per mode}.
+std::pair<int, int> compile_folder(const std::string& folder) {
   int kernels = 0, traces = 0;
   for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(FUSEJIT_SOURCE_DIR) + "/examples/traces")) {
+       std::filesystem::directory_iterator(std::string(FUSEJIT_SOURCE_DIR) + "/" + folder)) {
+    if (entry.path().extension() != ".trace") continue;
     INFO(entry.path());
-    kernels += compile_all(ir::parse_file(entry.path().string()));
+    const ir::Graph g = ir::parse_file(entry.path().string());
+    kernels += compile_all(g);
+    CHECK(compile_all(g, {.rounding = Rounding::node}) >= 0);
     ++traces;
   }
+  return {traces, kernels};
+}
+
+TEST_CASE("every kernel of the seed traces compiles for sm_90", "[jit][nvrtc]") {
+  const auto [traces, kernels] = compile_folder("examples/traces");
   CHECK(traces >= 23);
   CHECK(kernels >= 19);
+}
+
+TEST_CASE("every kernel of the layout suite compiles for sm_90", "[jit][nvrtc]") {
+  const auto [traces, kernels] = compile_folder("bench/traces");
+  CHECK(traces >= 72);
+  CHECK(kernels >= 72);
 }
 
 TEST_CASE("every kernel of 220 random graphs compiles for sm_90", "[jit][nvrtc][random]") {
