@@ -4,7 +4,8 @@
 //
 // The meaning of each op, computed in double and then rounded to the node's dtype:
 //   gelu       0.5 x (1 + erf(x / sqrt 2))
-//   gelu_tanh  0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+//   gelu_tanh  0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as the equal
+//              x / (1 + e^(-2u)), which does not cancel where tanh(u) is near -1
 //   silu       x sigmoid(x);  sigmoid  1 / (1 + e^-x);  rsqrt  1 / sqrt x
 //   relu, maximum, minimum propagate NaN (as torch.relu / torch.maximum do)
 // Integer results (i32, i64) are computed with wrapping 64-bit arithmetic and wrapped to their
@@ -170,7 +171,7 @@ Value eval_unary(const Node& n, const Value& x) {
     case Op::gelu_tanh:
       return unary([](double a) {
         const double k = std::sqrt(2.0 / std::numbers::pi);
-        return 0.5 * a * (1.0 + std::tanh(k * (a + 0.044715 * a * a * a)));
+        return a / (1.0 + std::exp(-2.0 * k * (a + 0.044715 * a * a * a)));
       });
     case Op::silu:
       return unary([](double a) { return a / (1.0 + std::exp(-a)); });

@@ -27,7 +27,6 @@ BuildOptions build_options(const Options& options, const templates::Target& targ
   BuildOptions b;
   b.codegen.vectorize = !options.disable.vectorize;
   b.codegen.rounding = options.rounding;
-  b.codegen.prefetch = !options.disable.prefetch;
   b.codegen.target = target;
   b.allow_tf32 = options.allow_tf32;
   return b;

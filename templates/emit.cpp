@@ -180,7 +180,6 @@ RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r, const Codege
       inputs(r.inputs.begin(), r.inputs.end()),
       nodes(r.nodes.begin(), r.nodes.end()),
       round_every_node(options.rounding == Rounding::node),
-      prefetch(options.prefetch),
       target(options.target) {
   int64_t biggest = 1;
   auto see = [&](ir::NodeId id) {

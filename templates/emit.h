@@ -64,7 +64,6 @@ struct RegionInfo {
   bool wide_index = false;      // some offset may not fit in int32: index math in 64 bits
   bool round_every_node = false;  // Rounding::node: f16/bf16 nodes rounded where computed
   FastMath fast = FastMath::none;
-  bool prefetch = true;  // CodegenOptions::prefetch
   Target target;
 
   RegionInfo(const ir::Graph& g, const fusion::Region& r, const CodegenOptions& options);

@@ -61,8 +61,7 @@ struct CodegenOptions {
   // Where f16/bf16 values are rounded; with Rounding::store, regions whose every output is
   // f16/bf16 also use the approximate math of device/fj_math.cuh (docs/numerics.md).
   Rounding rounding = Rounding::store;
-  bool prefetch = true;  // row kernels prefetch their next row into L2 (FUSEJIT_DISABLE=prefetch)
-  Target target;         // per-SM limits of the GPU the kernel is for
+  Target target;  // per-SM limits of the GPU the kernel is for
 };
 
 // Generates the kernel of a pointwise, reduction or normalization region. Throws

@@ -42,7 +42,6 @@ struct Options {
     bool vectorize = false;  // no 16-byte accesses
     bool passes = false;     // no DCE/CSE/folding/simplification
     bool memo = false;       // no trace-level memo: plan and generate on every eval
-    bool prefetch = false;   // row kernels do not prefetch their next row into L2
   } disable;
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
   bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32

@@ -35,10 +35,11 @@ __device__ __forceinline__ float fj_silu(float x) { return x / (1.0f + expf(-x))
 __device__ __forceinline__ float fj_gelu(float x) {
   return 0.5f * x * (1.0f + erff(x * 0.707106781186547524f));
 }
-// gelu_tanh(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+// gelu_tanh(x) = x/2 * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 x^3), computed as the
+// equal x / (1 + e^(-2u)), which does not cancel where tanh(u) is near -1 (as the reference).
 __device__ __forceinline__ float fj_gelu_tanh(float x) {
-  const float inner = 0.797884560802865355f * (x + 0.044715f * x * x * x);
-  return 0.5f * x * (1.0f + tanhf(inner));
+  const float two_u = 1.59576912160573071f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + expf(-two_u));
 }
 
 // ---- approximate forms ---------------------------------------------------------------------

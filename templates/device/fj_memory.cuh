@@ -54,8 +54,3 @@ __device__ __forceinline__ void fj_store_bf16_vec(unsigned short* __restrict__ d
   for (int i = 0; i < N / 2; ++i) packed[i] = fj_f32x2_to_bf16x2(src[2 * i], src[2 * i + 1]);
   fj_store_vec(reinterpret_cast<unsigned*>(dst), packed);
 }
-
-// Asks for the 128-byte line holding `p` to be brought into L2; no register waits for it.
-__device__ __forceinline__ void fj_prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" : : "l"(p));
-}
