@@ -21,6 +21,39 @@
 
 namespace fusejit::templates {
 
+std::string LaneLoads::load(ir::NodeId id, const Index& at) {
+  const ir::Node& n = info_.node(id);
+  const DTypeCode& code = dtype_code(n.dtype);
+  const std::string param = info_.input_param(id);
+  const Lane how = v_ == 1 ? Lane::other : lane(at);
+  const std::string key = ExprEmitter::key(id, at);
+  if (how == Lane::unit) {
+    // One vector load before the lane loop; lanes pick their element.
+    std::string array;
+    if (auto hit = outer_.find("vec" + key)) {
+      array = *hit;
+    } else {
+      array = fmt::format("r{}", arrays_++);
+      prelude_.line("{} {}[{}];", code.storage, array, v_);
+      prelude_.line("fj_load_vec({}, {} + {});", array, param, offset(at, true));
+      outer_.memo["vec" + key] = array;
+    }
+    const std::string var = fmt::format("x{}", arrays_++);
+    body_.line("const {} {} = {};", code.arith, var, wrap(code.load, fmt::format("{}[j]", array)));
+    return var;
+  }
+  if (how == Lane::none) {
+    if (auto hit = outer_.find(key)) return *hit;
+    const std::string var = fmt::format("h{}", arrays_++);
+    prelude_.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at, true)));
+    outer_.memo[key] = var;
+    return var;
+  }
+  const std::string var = fmt::format("x{}", arrays_++);
+  body_.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at)));
+  return var;
+}
+
 namespace {
 
 constexpr int kBlock = 256;
@@ -40,49 +73,9 @@ int64_t print_sweep(Printer& p, const RegionInfo& info, const Sweep& sweep, int 
   Printer prelude, body, stores;
   Scope outer{&prelude, nullptr, {}};
   Scope inner{&body, &outer, {}};
-  int arrays = 0;
 
-  auto leaf = [&](ir::NodeId id, const Index& at, Scope&) -> std::string {
-    const ir::Node& n = info.node(id);
-    const DTypeCode& code = dtype_code(n.dtype);
-    const std::string param = info.input_param(id);
-    if (v == 1) {
-      const std::string var = fmt::format("x{}", arrays++);
-      body.line("const {} {} = {};", code.arith, var, load_expr(info, id, offset(at)));
-      return var;
-    }
-    const std::string key = ExprEmitter::key(id, at);
-    switch (lane(at)) {
-      case Lane::unit: {
-        // One vector load before the lane loop; lanes pick their element.
-        std::string array;
-        if (auto hit = outer.find("vec" + key)) {
-          array = *hit;
-        } else {
-          array = fmt::format("r{}", arrays++);
-          prelude.line("{} {}[{}];", code.storage, array, v);
-          prelude.line("fj_load_vec({}, {} + {});", array, param, offset(at, true));
-          outer.memo["vec" + key] = array;
-        }
-        const std::string var = fmt::format("x{}", arrays++);
-        body.line("const {} {} = {};", code.arith, var,
-                  wrap(code.load, fmt::format("{}[j]", array)));
-        return var;
-      }
-      case Lane::none: {
-        if (auto hit = outer.find(key)) return *hit;
-        const std::string var = fmt::format("h{}", arrays++);
-        prelude.line("const {} {} = {};", code.arith, var, load_expr(info, id, offset(at, true)));
-        outer.memo[key] = var;
-        return var;
-      }
-      case Lane::other:
-        break;
-    }
-    const std::string var = fmt::format("x{}", arrays++);
-    body.line("const {} {} = {};", code.arith, var, load_expr(info, id, offset(at)));
-    return var;
-  };
+  LaneLoads loads(info, v, prelude, body, outer);
+  auto leaf = [&](ir::NodeId id, const Index& at, Scope&) { return loads.load(id, at); };
   auto no_reductions = [](ir::NodeId, const Index&) -> std::optional<std::string> {
     return std::nullopt;
   };
