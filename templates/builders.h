@@ -2,6 +2,7 @@
 // generate() (which pastes the device helpers, names the kernel and fills in Kernel).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "templates/emit.h"
@@ -22,6 +23,10 @@ struct KernelBody {
 };
 
 KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options);
+// The tiled-transpose variant of a pointwise region (templates/transpose.cpp), or nothing when
+// the region reads no input through a transposition big enough to pay for the tiles.
+std::optional<KernelBody> build_tiled_transpose(const RegionInfo& info,
+                                                const CodegenOptions& options);
 // Reduction and normalization regions: row-style (one thread group per output row, any axes)
 // or column-style (leading or middle axes, coalesced along the kept inner axes).
 KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options);

@@ -9,6 +9,8 @@
 //             arithmetic; inputs with any other access pattern, such as a transpose, are
 //             loaded per lane) and collects each output's lanes;
 //   stores    one 16-byte (vector) store per output.
+// Regions that read an input through a transposition go to templates/transpose.cpp instead
+// when its conditions hold.
 // Math: each node as the reference defines it, f16/bf16 computed in f32 and rounded to the
 // node's dtype, integers wrapping.
 #include <map>
@@ -118,6 +120,9 @@ int64_t print_sweep(Printer& p, const RegionInfo& info, const Sweep& sweep, int 
 KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options) {
   const fusion::Region& region = info.region;
   if (region.outputs.empty()) throw InternalError("pointwise region without outputs");
+  // A transposed read big enough to pay goes through shared-memory tiles; everything else
+  // (including what the tiled template cannot handle) is swept linearly here.
+  if (auto tiled = build_tiled_transpose(info, options)) return std::move(*tiled);
   std::map<int64_t, Sweep> by_count;
   std::vector<int64_t> order;
   for (size_t k = 0; k < region.outputs.size(); ++k) {
