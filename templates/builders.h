@@ -2,6 +2,7 @@
 // generate() (which pastes the device helpers, names the kernel and fills in Kernel).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "templates/emit.h"
@@ -22,9 +23,33 @@ struct KernelBody {
 };
 
 KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options);
+// The tiled-transpose variant of a pointwise region (templates/transpose.cpp), or nothing when
+// the region reads no input through a transposition big enough to pay for the tiles.
+std::optional<KernelBody> build_tiled_transpose(const RegionInfo& info,
+                                                const CodegenOptions& options);
 // Reduction and normalization regions: row-style (one thread group per output row, any axes)
 // or column-style (leading or middle axes, coalesced along the kept inner axes).
 KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options);
+
+// Region inputs read inside a V-lane vector loop (pointwise sweeps, the output phase of the
+// tiled transpose): one 16-byte vector load in `prelude` for an input whose offset moves by one
+// per lane, one hoisted scalar load for an input the same for every lane, and a load per lane
+// in `body` for anything else (a transposed read); with V = 1 every load goes to `body`.
+// `load` is an ExprEmitter leaf; `outer` is the scope of the prelude.
+class LaneLoads {
+ public:
+  LaneLoads(const RegionInfo& info, int v, Printer& prelude, Printer& body, Scope& outer)
+      : info_(info), v_(v), prelude_(prelude), body_(body), outer_(outer) {}
+  std::string load(ir::NodeId id, const Index& at);
+
+ private:
+  const RegionInfo& info_;
+  int v_;
+  Printer& prelude_;
+  Printer& body_;
+  Scope& outer_;
+  int arrays_ = 0;
+};
 
 // True when `name` occurs in `text` as a whole identifier.
 bool mentions(const std::string& text, const std::string& name);

@@ -282,8 +282,12 @@ std::string load_expr(const RegionInfo& info, ir::NodeId id, const std::string& 
 }
 
 int vector_width(const RegionInfo& info, bool vectorize, const std::vector<int64_t>& divides) {
+  return vector_width(info.min_element_size(), vectorize, divides);
+}
+
+int vector_width(int element_size, bool vectorize, const std::vector<int64_t>& divides) {
   if (!vectorize) return 1;
-  int v = std::min(8, 16 / info.min_element_size());
+  int v = std::min(8, 16 / element_size);
   for (; v > 1; v /= 2) {
     bool ok = true;
     for (int64_t d : divides) ok = ok && d % v == 0;

@@ -138,5 +138,7 @@ std::string load_expr(const RegionInfo& info, ir::NodeId id, const std::string& 
 // (at most 8 elements); 1 when vectorizing is off. Then the largest power of two not above it
 // that divides every extent in `divides`.
 int vector_width(const RegionInfo& info, bool vectorize, const std::vector<int64_t>& divides);
+// The same for one buffer of `element_size`-byte elements.
+int vector_width(int element_size, bool vectorize, const std::vector<int64_t>& divides);
 
 }  // namespace fusejit::templates

@@ -9,6 +9,8 @@
 //             arithmetic; inputs with any other access pattern, such as a transpose, are
 //             loaded per lane) and collects each output's lanes;
 //   stores    one 16-byte (vector) store per output.
+// Regions that read an input through a transposition go to templates/transpose.cpp instead
+// when its conditions hold.
 // Math: each node as the reference defines it, f16/bf16 computed in f32 and rounded to the
 // node's dtype, integers wrapping.
 #include <map>
@@ -20,6 +22,39 @@
 #include "templates/builders.h"
 
 namespace fusejit::templates {
+
+std::string LaneLoads::load(ir::NodeId id, const Index& at) {
+  const ir::Node& n = info_.node(id);
+  const DTypeCode& code = dtype_code(n.dtype);
+  const std::string param = info_.input_param(id);
+  const Lane how = v_ == 1 ? Lane::other : lane(at);
+  const std::string key = ExprEmitter::key(id, at);
+  if (how == Lane::unit) {
+    // One vector load before the lane loop; lanes pick their element.
+    std::string array;
+    if (auto hit = outer_.find("vec" + key)) {
+      array = *hit;
+    } else {
+      array = fmt::format("r{}", arrays_++);
+      prelude_.line("{} {}[{}];", code.storage, array, v_);
+      prelude_.line("fj_load_vec({}, {} + {});", array, param, offset(at, true));
+      outer_.memo["vec" + key] = array;
+    }
+    const std::string var = fmt::format("x{}", arrays_++);
+    body_.line("const {} {} = {};", code.arith, var, wrap(code.load, fmt::format("{}[j]", array)));
+    return var;
+  }
+  if (how == Lane::none) {
+    if (auto hit = outer_.find(key)) return *hit;
+    const std::string var = fmt::format("h{}", arrays_++);
+    prelude_.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at, true)));
+    outer_.memo[key] = var;
+    return var;
+  }
+  const std::string var = fmt::format("x{}", arrays_++);
+  body_.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at)));
+  return var;
+}
 
 namespace {
 
@@ -40,49 +75,9 @@ int64_t print_sweep(Printer& p, const RegionInfo& info, const Sweep& sweep, int 
   Printer prelude, body, stores;
   Scope outer{&prelude, nullptr, {}};
   Scope inner{&body, &outer, {}};
-  int arrays = 0;
 
-  auto leaf = [&](ir::NodeId id, const Index& at, Scope&) -> std::string {
-    const ir::Node& n = info.node(id);
-    const DTypeCode& code = dtype_code(n.dtype);
-    const std::string param = info.input_param(id);
-    if (v == 1) {
-      const std::string var = fmt::format("x{}", arrays++);
-      body.line("const {} {} = {};", code.arith, var, load_expr(info, id, offset(at)));
-      return var;
-    }
-    const std::string key = ExprEmitter::key(id, at);
-    switch (lane(at)) {
-      case Lane::unit: {
-        // One vector load before the lane loop; lanes pick their element.
-        std::string array;
-        if (auto hit = outer.find("vec" + key)) {
-          array = *hit;
-        } else {
-          array = fmt::format("r{}", arrays++);
-          prelude.line("{} {}[{}];", code.storage, array, v);
-          prelude.line("fj_load_vec({}, {} + {});", array, param, offset(at, true));
-          outer.memo["vec" + key] = array;
-        }
-        const std::string var = fmt::format("x{}", arrays++);
-        body.line("const {} {} = {};", code.arith, var,
-                  wrap(code.load, fmt::format("{}[j]", array)));
-        return var;
-      }
-      case Lane::none: {
-        if (auto hit = outer.find(key)) return *hit;
-        const std::string var = fmt::format("h{}", arrays++);
-        prelude.line("const {} {} = {};", code.arith, var, load_expr(info, id, offset(at, true)));
-        outer.memo[key] = var;
-        return var;
-      }
-      case Lane::other:
-        break;
-    }
-    const std::string var = fmt::format("x{}", arrays++);
-    body.line("const {} {} = {};", code.arith, var, load_expr(info, id, offset(at)));
-    return var;
-  };
+  LaneLoads loads(info, v, prelude, body, outer);
+  auto leaf = [&](ir::NodeId id, const Index& at, Scope&) { return loads.load(id, at); };
   auto no_reductions = [](ir::NodeId, const Index&) -> std::optional<std::string> {
     return std::nullopt;
   };
@@ -125,6 +120,9 @@ int64_t print_sweep(Printer& p, const RegionInfo& info, const Sweep& sweep, int 
 KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options) {
   const fusion::Region& region = info.region;
   if (region.outputs.empty()) throw InternalError("pointwise region without outputs");
+  // A transposed read big enough to pay goes through shared-memory tiles; everything else
+  // (including what the tiled template cannot handle) is swept linearly here.
+  if (auto tiled = build_tiled_transpose(info, options)) return std::move(*tiled);
   std::map<int64_t, Sweep> by_count;
   std::vector<int64_t> order;
   for (size_t k = 0; k < region.outputs.size(); ++k) {

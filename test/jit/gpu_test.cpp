@@ -10,6 +10,7 @@
 #include "support/catch.h"
 #include "support/gpu.h"
 #include "support/random_graph.h"
+#include "support/transpose_graphs.h"
 
 using namespace fusejit;
 using ir::NodeId;
@@ -114,6 +115,23 @@ TEST_CASE("normalizations over long rows match on the GPU", "[gpu][jit]") {
         require_match(ir::parse(text));
       }
     }
+  }
+}
+
+TEST_CASE("transposed reads through shared-memory tiles match the reference on the GPU",
+          "[gpu][jit][transpose]") {
+  FUSEJIT_REQUIRE_GPU();
+  // The graphs of test/templates/transpose_test.cpp (tiled or not, odd extents, every width),
+  // then shapes with more tiles than a grid of 4 waves holds (the grid-stride loop).
+  for (const testing::TransposeGraph& t : testing::transpose_graphs()) {
+    INFO(t.name);
+    require_match(t.graph);
+  }
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    INFO("large permutes, " << dtype_name(dtype));
+    require_match(testing::permute021_broadcast(dtype, {32, 1024, 1024}));
+    require_match(testing::permute_scale(dtype, {64, 96, 1000}, {2, 0, 1}));
+    require_match(testing::permute_combine(dtype, {3000, 4100}, {1, 0}));
   }
 }
 

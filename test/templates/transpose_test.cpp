@@ -1,0 +1,136 @@
+// The tiled transpose (templates/transpose.cpp): which regions take it, what the tiles look like,
+// and that every kernel compiles, vectorized and not. The GPU test "transposed reads through
+// shared-memory tiles match the reference" (test/jit/gpu_test.cpp) runs the same graphs.
+#include "support/transpose_graphs.h"
+#include "test/templates/support.h"
+
+using namespace fusejit;
+using namespace fusejit::ir;
+using fusejit::test::compile_graph;
+using fusejit::test::kernel_text;
+using fusion::RegionKind;
+
+namespace {
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("transposed reads take the tiled path, others the linear sweep",
+          "[templates][transpose]") {
+  for (const testing::TransposeGraph& t : testing::transpose_graphs()) {
+    for (bool vectorize : {true, false}) {
+      INFO(t.name << (vectorize ? "" : ", vectorize off"));
+      const templates::Kernel k =
+          compile_graph(t.graph, RegionKind::pointwise, {.vectorize = vectorize});
+      const std::string text = kernel_text(k);
+      CHECK(has(text, "// tiled transpose") == t.tiled);
+      CHECK(has(text, "__shared__") == t.tiled);
+      CHECK(has(text, "pointwise sweep") == !t.tiled);
+      if (t.tiled) {
+        CHECK(has(text, "__syncthreads();"));
+        CHECK(k.shared_bytes == 0);  // static shared memory
+        CHECK(k.blocks_per_sm >= 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("the tiles of a 2-D transpose", "[templates][transpose]") {
+  SECTION("f32: 64 x 64 tiles, 16-byte chunks in and out, 8 blocks per SM") {
+    const Graph g = testing::permute_combine(DType::f32, {4096, 12288}, {1, 0});
+    const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
+    const std::string text = kernel_text(k);
+    CHECK(has(text, "64 x 64 tiles"));
+    CHECK(has(text, "__shared__ __align__(16) float tile0[4096];"));
+    CHECK(has(text, "fj_load_vec(w0[p], in0 + c * 12288 + r);"));  // along x's rows
+    CHECK(has(text, "fj_store_vec(out0 + r * 4096 + c0, s0);"));   // along the output's rows
+    CHECK(has(text, "fj_load_vec(r0, in1 + r * 4096 + c0);"));     // z: straight
+    CHECK(has(text, "4 outputs per thread"));
+    CHECK(has(text, "int t ="));
+    CHECK(!has(text, " if ("));  // 4096 and 12288 are whole tiles: no guards
+    CHECK(k.block == 256);
+    CHECK(k.blocks_per_sm == 8);
+    CHECK(has(text, "__launch_bounds__(256, 8)"));
+    CHECK(k.work_blocks == 64 * 192);
+  }
+  SECTION("bf16: 8 outputs per thread, packed stores") {
+    const Graph g = testing::permute_combine(DType::bf16, {4096, 12288}, {1, 0});
+    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+    CHECK(has(text, "unsigned short tile0[4096];"));
+    CHECK(has(text, "8 outputs per thread"));
+    CHECK(has(text, "fj_store_bf16_vec(out0 + r * 4096 + c0, s0);"));
+  }
+  SECTION("edge tiles are guarded") {
+    const Graph g = testing::permute_combine(DType::f32, {1000, 37}, {1, 0});
+    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+    CHECK(has(text, "cb + cl < 1000"));
+    CHECK(has(text, "rb + q * 1 < 37"));  // 37 elements a row: 1-element chunks
+    CHECK(has(text, "r < 37 && c0 < 1000"));
+  }
+  SECTION("i64 tiles of 64 x 64 would take 32 KiB: 32 x 32") {
+    const Graph g = testing::permute_combine(DType::i64, {512, 512}, {1, 0});
+    const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
+    CHECK(has(kernel_text(k), "32 x 32 tiles"));
+    CHECK(has(kernel_text(k), "long long tile0[1024];"));
+  }
+  SECTION("more than 2^30 elements: 64-bit indices") {
+    const Graph g = testing::permute_combine(DType::bf16, {32768, 65536}, {1, 0});
+    CHECK(has(kernel_text(compile_graph(g, RegionKind::pointwise)), "long long t ="));
+  }
+}
+
+TEST_CASE("3-D permutes: the batch axes go to the grid", "[templates][transpose]") {
+  SECTION("[0,2,1]: the batch is the outer axis") {
+    const Graph g = testing::permute021_broadcast(DType::bf16, {32, 2048, 1024});
+    const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
+    const std::string text = kernel_text(k);
+    CHECK(has(text, "out[((o * 1024 + r) * 1 + m) * 2048 + c], o < 32"));
+    CHECK(has(text, "in0 + b * 2097152 + c * 1024 + r"));
+    CHECK(has(text, "fj_load_vec(r0, in1 + c0);"));  // w along the output's rows
+    CHECK(k.work_blocks == 32 * 16 * 32);
+  }
+  SECTION("[2,0,1]: the two outer input axes are one run along c") {
+    const Graph g = testing::permute_scale(DType::f32, {256, 256, 1024}, {2, 0, 1});
+    const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
+    const std::string text = kernel_text(k);
+    CHECK(has(text, "out[((o * 1024 + r) * 1 + m) * 65536 + c], o < 1"));
+    CHECK(has(text, "in0 + c * 1024 + r"));
+    CHECK(has(text, "out0 + r * 65536 + c0"));
+    CHECK(k.work_blocks == 16 * 1024);
+  }
+  SECTION("[2,1,0]: the batch sits between the two tiled axes") {
+    const Graph g = testing::permute_scale(DType::f32, {40, 24, 64}, {2, 1, 0});
+    const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
+    const std::string text = kernel_text(k);
+    CHECK(has(text, "out[((o * 64 + r) * 24 + m) * 40 + c], o < 1"));
+    CHECK(has(text, "in0 + c * 1536 + b * 64 + r"));
+    CHECK(has(text, "out0 + r * 960 + b * 40 + c0"));
+    CHECK(k.work_blocks == 24 * 1 * 1);
+  }
+  SECTION("[1,0,2] keeps the inner axis: linear sweep with vector loads") {
+    const Graph g = testing::permute_combine(DType::f32, {48, 64, 80}, {1, 0, 2});
+    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+    CHECK(!has(text, "tiled transpose"));
+    CHECK(has(text, "fj_load_vec(r0, in0 +"));
+  }
+}
+
+TEST_CASE("regions the tiles cannot serve fall back to the linear sweep",
+          "[templates][transpose]") {
+  SECTION("outputs of two sizes") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {256, 384});
+    const NodeId s = add_unary(g, Op::exp, add_input(g, DType::f32, {7}));
+    g.set_outputs({add_unary(g, Op::neg, add_permute(g, x, {1, 0})), s});
+    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+    CHECK(!has(text, "tiled transpose"));
+    CHECK(has(text, "sweep over 7 elements"));
+  }
+  SECTION("a transposition of an 8-wide axis") {
+    const Graph g = testing::permute_combine(DType::f32, {4096, 8}, {1, 0});
+    CHECK(!has(kernel_text(compile_graph(g, RegionKind::pointwise)), "tiled transpose"));
+  }
+}
