@@ -30,6 +30,33 @@ KernelBody build_column(const RegionInfo& info, const ReduceSpace& space,
 bool column_worthwhile(const RegionInfo& info, const ReduceSpace& space,
                        const CodegenOptions& options);
 
+namespace {
+
+// The max M when `sum` is sum(exp(sub(X, M'))) with M' a broadcast view of M = max(X) over the
+// same axes, the pattern of softmax, log-softmax and logsumexp; else -1. Then one pass can
+// accumulate both: m' = max(m, x), s' = s e^(m - m') + e^(x - m'). Only where intermediates stay
+// f32 (Rounding::store): with per-node rounding the sum would not be the reference's.
+ir::NodeId online_partner(const RegionInfo& info, ir::NodeId sum) {
+  const ir::Graph& g = info.graph;
+  auto computed = [&](ir::NodeId id) { return info.nodes.count(id) != 0; };
+  const ir::Node& s = g.node(sum);
+  if (info.round_every_node || s.op != ir::Op::sum || !is_floating(s.dtype)) return -1;
+  const ir::NodeId e = s.inputs[0];
+  if (!computed(e) || g.node(e).op != ir::Op::exp) return -1;
+  const ir::NodeId d = g.node(e).inputs[0];
+  if (!computed(d) || g.node(d).op != ir::Op::sub) return -1;
+  const ir::NodeId x = g.node(d).inputs[0];
+  ir::NodeId m = g.node(d).inputs[1];
+  while (computed(m) && (g.node(m).op == ir::Op::reshape || g.node(m).op == ir::Op::expand))
+    m = g.node(m).inputs[0];
+  const ir::Node& max = g.node(m);
+  const bool same_reduction = computed(m) && max.op == ir::Op::max && max.inputs[0] == x &&
+                              max.axes == s.axes && is_floating(max.dtype);
+  return same_reduction ? m : -1;
+}
+
+}  // namespace
+
 bool is_reduced_axis(const ReduceSpace& space, size_t axis) {
   return std::binary_search(space.axes.begin(), space.axes.end(), static_cast<int64_t>(axis));
 }
@@ -65,6 +92,10 @@ ReduceSpace analyze_reduction(const RegionInfo& info) {
       space.reduces.push_back(id);
       space.depth[id] = r + 1;
       r += 1;
+      if (const ir::NodeId m = online_partner(info, id); m >= 0) {
+        space.online[id] = m;
+        space.depth[id] = r = space.depth.at(m);
+      }
     }
     reach[id] = r;
   }
@@ -125,7 +156,7 @@ KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options
       space.passes == 1 &&
       std::all_of(space.outputs.begin(), space.outputs.end(),
                   [](const ReduceOutput& o) { return !o.full || o.pass == 1; });
-  if (space.layout == ReduceLayout::column && single_pass &&
+  if (space.layout == ReduceLayout::column && single_pass && space.online.empty() &&
       column_worthwhile(info, space, options)) {
     return build_column(info, space, options);
   }

@@ -30,6 +30,10 @@ struct ReduceSpace {
   std::vector<ir::NodeId> reduces;
   std::map<ir::NodeId, int> depth;  // 1 + the deepest reduce its operand reads
   std::map<ir::NodeId, int> reach;  // per region node: the deepest reduce it depends on (0: none)
+  // Online softmax statistics: sum(exp(X - M)) -> M = max(X). The sum is accumulated in M's
+  // pass with M, rescaled as the running maximum grows, instead of in a pass of its own
+  // (see online_partner in reduction.cpp).
+  std::map<ir::NodeId, ir::NodeId> online;
   int passes = 1;                   // the deepest reduce
   int64_t rows = 1;                 // elements of the result (kept axes)
   int64_t length = 1;               // elements reduced into each

@@ -88,7 +88,9 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
     c.block = c.group;
   }
   c.rows_per_block = c.block / c.group;
-  if (!multi_pass && c.group == c.block && space.rows < kSplitTargetBlocks) {
+  // (Split rows combine one partial per reduce; online softmax pairs are not split.)
+  if (!multi_pass && c.group == c.block && space.rows < kSplitTargetBlocks &&
+      space.online.empty()) {
     // Each piece keeps at least 4 vectors per thread (64 bytes in flight per thread, the block
     // reduction amortized over 16 KiB or more); S divides the row into whole vectors.
     int64_t s = pow2_floor(std::min(kSplitTargetBlocks / space.rows,
@@ -138,6 +140,7 @@ class RowwiseBuilder {
     guard_k_ = cfg.chunks * cfg.group * cfg.v != cfg.piece;
     slot_ = cfg.v > 1 ? fmt::format("c * {} + j", cfg.v) : "c";
     max_cache_entries_ = cfg.chunks <= kMaxUnrolledChunks ? kCacheBudget / (cfg.chunks * cfg.v) : 0;
+    for (const auto& [sum, max] : space.online) max_with_sum_.insert(max);
   }
 
   KernelBody build();
@@ -161,6 +164,9 @@ class RowwiseBuilder {
     return p;
   }
   std::string leaf(ir::NodeId id, const Index& at);
+  void print_accumulate(Printer& main, Pass& p, ir::NodeId r);
+  std::string functor(ir::NodeId r) const;
+  std::string accumulator(ir::NodeId r) const;
   std::optional<std::string> intercept(ir::NodeId id, const Index& at);
   void store_full(Pass& p, const ReduceOutput& out);
   void print_chunk_loop(Printer& out, const Pass& p) const;
@@ -187,6 +193,7 @@ class RowwiseBuilder {
   std::map<std::string, std::string> cache_index_;
   bool filling_cache_ = false;
   int vector_accesses_ = 0;
+  std::set<ir::NodeId> max_with_sum_;  // maxima accumulated with their sum (ReduceSpace::online)
 };
 
 std::string RowwiseBuilder::leaf(ir::NodeId id, const Index& at) {
@@ -254,6 +261,39 @@ std::optional<std::string> RowwiseBuilder::intercept(ir::NodeId id, const Index&
     it = cache_index_.emplace(key, array).first;
   }
   return fmt::format("{}[{}]", it->second, slot_);
+}
+
+// The accumulator of reduce r and, in pass p, the statement adding one element to it. The
+// maximum of an online softmax pair (ReduceSpace::online) accumulates (max, sum) together in an
+// fj_max_sum; its sum has no accumulator of its own.
+void RowwiseBuilder::print_accumulate(Printer& main, Pass& p, ir::NodeId r) {
+  if (space_.online.count(r) != 0) return;
+  const ir::Node& n = info_.node(r);
+  const DType acc = accumulator_dtype(n);
+  const ir::Node& x = info_.node(n.inputs[0]);
+  const std::string v = convert(acc, x.dtype, emitter_.value(n.inputs[0], x_, p.lane));
+  if (max_with_sum_.count(r) != 0) {
+    main.line("fj_max_sum a{} = {{{}, 0.0f}};", r, reduce_identity(n.op, acc));
+    p.body.line("a{0} = {1}()(a{0}, fj_max_sum{{{2}, 1.0f}});", r, functor(r), v);
+    return;
+  }
+  main.line("{} a{} = {};", dtype_code(acc).arith, r, reduce_identity(n.op, acc));
+  p.body.line("a{0} = {1}()(a{0}, {2});", r, functor(r), v);
+}
+
+std::string RowwiseBuilder::functor(ir::NodeId r) const {
+  if (max_with_sum_.count(r) != 0) {
+    return fmt::format("fj_op_max_sum<{}>", info_.fast != FastMath::none ? "true" : "false");
+  }
+  return std::string(reduce_functor(info_.node(r).op));
+}
+
+// The expression holding reduce r's value once its group has reduced it.
+std::string RowwiseBuilder::accumulator(ir::NodeId r) const {
+  if (const auto it = space_.online.find(r); it != space_.online.end()) {
+    return fmt::format("a{}.s", it->second);
+  }
+  return max_with_sum_.count(r) != 0 ? fmt::format("a{}.m", r) : fmt::format("a{}", r);
 }
 
 void RowwiseBuilder::store_full(Pass& p, const ReduceOutput& out) {
@@ -352,26 +392,18 @@ KernelBody RowwiseBuilder::build() {
     for (const ReduceOutput& out : space_.outputs)
       writes = writes || (out.full && out.pass == pass);
     if (here.empty() && !writes) continue;
-    for (ir::NodeId r : here) {
-      const ir::Node& n = info_.node(r);
-      const DType acc = accumulator_dtype(n);
-      const ir::Node& x = info_.node(n.inputs[0]);
-      main.line("{} a{} = {};", dtype_code(acc).arith, r, reduce_identity(n.op, acc));
-      const std::string v = emitter_.value(n.inputs[0], x_, p->lane);
-      p->body.line("a{0} = {1}()(a{0}, {2});", r, reduce_functor(n.op), convert(acc, x.dtype, v));
-    }
+    for (ir::NodeId r : here) print_accumulate(main, *p, r);
     for (const ReduceOutput& out : space_.outputs) {
       if (out.full && out.pass == pass) store_full(*p, out);
     }
     main.line("// pass {}", pass);
     print_chunk_loop(main, *p);
     for (ir::NodeId r : here) {
-      const ir::Node& n = info_.node(r);
+      if (space_.online.count(r) != 0) continue;  // reduced with its maximum
       if (cfg_.group > 32) {
-        main.line("a{0} = fj_block_reduce<{1}>(a{0}, {2}());", r, cfg_.block, reduce_functor(n.op));
+        main.line("a{0} = fj_block_reduce<{1}>(a{0}, {2}());", r, cfg_.block, functor(r));
       } else if (cfg_.group > 1) {
-        main.line("a{0} = fj_warp_reduce<1, {1}>(a{0}, {2}());", r, cfg_.group,
-                  reduce_functor(n.op));
+        main.line("a{0} = fj_warp_reduce<1, {1}>(a{0}, {2}());", r, cfg_.group, functor(r));
       }
     }
     if (cfg_.split > 1) print_split_combine(main, here);
@@ -379,7 +411,7 @@ KernelBody RowwiseBuilder::build() {
       const ir::Node& n = info_.node(r);
       const std::string var = emitter_.fresh(fmt::format("v{}", r));
       main.line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var,
-                reduce_finish(info_, n, fmt::format("a{}", r), space_.length), ir::op_name(n.op));
+                reduce_finish(info_, n, accumulator(r), space_.length), ir::op_name(n.op));
       finished_[r] = var;
     }
   }

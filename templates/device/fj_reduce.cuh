@@ -65,3 +65,28 @@ __device__ __forceinline__ T fj_block_reduce(T v, Op op) {
   __syncthreads();
   return v;
 }
+
+// ---- online softmax statistics ------------------------------------------------------------
+// (m, s): the maximum of the values seen and the sum of e^(x - m) over them. Softmax,
+// log-softmax and logsumexp need both; accumulating them together reads the row once instead
+// of twice. A value x joins as (x, 1); two partial results combine by rescaling each sum to the
+// larger maximum, so any tree of combinations gives sum(e^(x - max)) up to rounding.
+struct fj_max_sum {
+  float m, s;
+};
+__device__ __forceinline__ fj_max_sum fj_shfl_xor(fj_max_sum v, int lane_mask) {
+  return {fj_shfl_xor(v.m, lane_mask), fj_shfl_xor(v.s, lane_mask)};
+}
+// e^(a - b) for a <= b; equal values (two -inf included) give 1, so that an empty or all -inf
+// prefix rescales cleanly once a finite maximum arrives.
+template <bool kFast>
+__device__ __forceinline__ float fj_exp_below(float a, float b) {
+  return a == b ? 1.0f : kFast ? __expf(a - b) : expf(a - b);
+}
+template <bool kFast>
+struct fj_op_max_sum {
+  __device__ __forceinline__ fj_max_sum operator()(fj_max_sum a, fj_max_sum b) const {
+    const float m = fj_op_max()(a.m, b.m);
+    return {m, a.s * fj_exp_below<kFast>(a.m, m) + b.s * fj_exp_below<kFast>(b.m, m)};
+  }
+};

@@ -170,3 +170,49 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
     CHECK(text.find("fj_load_vec") == std::string::npos);
   }
 }
+
+TEST_CASE("softmax statistics are accumulated online, in one pass", "[templates][normalization]") {
+  SECTION("softmax: max and sum in pass 1, the output in pass 2") {
+    Graph g;
+    g.add_output(softmax(g, add_input(g, DType::f32, {64, 4096})));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    CHECK(text.find("2 pass(es) over the row") != std::string::npos);
+    CHECK(text.find("fj_op_max_sum<false>") != std::string::npos);  // f32 output: precise exp
+  }
+  SECTION("a bf16 output allows the approximate exponential") {
+    Graph g;
+    g.add_output(add_cast(g, softmax(g, add_input(g, DType::f32, {64, 4096})), DType::bf16));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    CHECK(text.find("fj_op_max_sum<true>") != std::string::npos);
+  }
+  SECTION("logsumexp over vocabulary-wide rows reads each row once") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {16, 128256});
+    const NodeId m = add_reduce(g, Op::max, x, {1}, true);
+    const NodeId s = add_reduce(g, Op::sum, add_unary(g, Op::exp, add_binary(g, Op::sub, x, m)),
+                                {1}, true);
+    g.add_output(add_binary(g, Op::add, add_unary(g, Op::log, s), m));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    CHECK(text.find("1 pass(es) over the row") != std::string::npos);
+    CHECK(text.find("fj_max_sum a") != std::string::npos);
+    CHECK(text.find("rows split") == std::string::npos);  // pairs are not split over blocks
+  }
+  SECTION("with per-node rounding the sum keeps its own pass") {
+    Graph g;
+    g.add_output(softmax(g, add_input(g, DType::bf16, {64, 4096})));
+    const std::string text = kernel_text(
+        compile_graph(g, RegionKind::normalization, {.rounding = Rounding::node}));
+    CHECK(text.find("fj_max_sum") == std::string::npos);
+    CHECK(text.find("3 pass(es) over the row") != std::string::npos);
+  }
+  SECTION("a sum of exponentials against another maximum is not paired") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {64, 4096});
+    const NodeId y = add_input(g, DType::f32, {64, 4096});
+    const NodeId m = add_reduce(g, Op::max, y, {1}, true);
+    const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+    g.add_output(add_binary(g, Op::div, e, add_reduce(g, Op::sum, e, {1}, true)));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    CHECK(text.find("fj_max_sum") == std::string::npos);
+  }
+}
