@@ -40,11 +40,12 @@ constexpr int64_t kMaxSharedBytes = 32 * 1024;
 // (as rowwise.cpp's split rows: a few waves on any part), each thread reading at least
 // kMinRowsPerThread rows of its piece (the block's combine and publication amortized over
 // 64 KiB of 16-byte vectors); the last block of a tile folds at most kFoldBytes of partials
-// (one SM reading from L2: about a microsecond).
+// (one SM reading them from L2: about a microsecond, against tens for the whole kernel; a
+// smaller budget would narrow the tiles of 64 bf16 columns below 64 bytes per row).
 constexpr int64_t kSplitBlock = 512;
 constexpr int64_t kSplitTargetBlocks = 1024;
 constexpr int64_t kMinRowsPerThread = 8;
-constexpr int64_t kFoldBytes = 32 * 1024;
+constexpr int64_t kFoldBytes = 64 * 1024;
 
 struct ColumnConfig {
   int v = 1;

@@ -122,16 +122,16 @@ templates::Kernel column_sum(const ColumnCase& c) {
 }  // namespace
 
 TEST_CASE("column reductions split long narrow columns over blocks", "[templates][reduction]") {
-  // Too few tiles of columns to fill the device: the reduced axis is cut into S pieces. Tiles
-  // narrow to 32 bytes so that a tile's last block folds at most 32 KiB of partials; S from
-  // 1024 (tile, piece) blocks, at least 8 rows per thread.
+  // Too few tiles of columns to fill the device: the reduced axis is cut into S pieces. S from
+  // 1024 (tile, piece) blocks, at least 8 rows per thread; tiles narrow (128 bytes per row to
+  // 32) until a tile's last block folds at most 64 KiB of partials.
   const std::vector<ColumnCase> cases = {
-      {"narrow bf16", DType::bf16, {2097152, 64}, {0}, "tiles of 2 x 8 columns, 256 rows",
-       "columns split in 256 pieces of 8192 rows", 4 * 256},
-      {"narrow f16", DType::f16, {2097152, 64}, {0}, "tiles of 2 x 8 columns, 256 rows",
-       "columns split in 256 pieces of 8192 rows", 4 * 256},
-      {"narrow f32", DType::f32, {2097152, 64}, {0}, "tiles of 4 x 4 columns, 128 rows",
-       "columns split in 256 pieces of 8192 rows", 4 * 256},
+      {"narrow bf16", DType::bf16, {2097152, 64}, {0}, "tiles of 4 x 8 columns, 128 rows",
+       "columns split in 512 pieces of 4096 rows", 2 * 512},
+      {"narrow f16", DType::f16, {2097152, 64}, {0}, "tiles of 4 x 8 columns, 128 rows",
+       "columns split in 512 pieces of 4096 rows", 2 * 512},
+      {"narrow f32", DType::f32, {2097152, 64}, {0}, "tiles of 8 x 4 columns, 64 rows",
+       "columns split in 512 pieces of 4096 rows", 2 * 512},
       {"three columns, prime length", DType::f32, {1000003, 3}, {0},
        "tiles of 4 x 1 columns, 128 rows", "columns split in 869 pieces of 1152 rows", 869},
       {"four columns", DType::f32, {1 << 20, 4}, {0}, "tiles of 1 x 4 columns, 512 rows",
