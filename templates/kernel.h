@@ -46,8 +46,8 @@ struct Kernel {
   int64_t work_blocks = 1;  // blocks that cover all work with no grid-stride loop
   int blocks_per_sm = 8;    // residency target for one wave
   int shared_bytes = 0;     // dynamic shared memory per block
-  // The kernel keeps scratch in module-scope device memory (reductions whose few long rows are
-  // split over several blocks): launches of one loaded module must not overlap in time (one
+  // The kernel keeps scratch in module-scope device memory (reductions whose few long rows or
+  // columns are split over several blocks): launches of one loaded module must not overlap in time (one
   // stream at a time; a second stream needs its own loaded copy of the module).
   bool serial_launches = false;
 };

@@ -150,6 +150,97 @@ ReduceSpace analyze_reduction(const RegionInfo& info) {
   return space;
 }
 
+namespace {
+
+// The index of the thread's partial of piece `piece` in fj_partial<r>.
+std::string split_slot(const SplitPartials& split, std::string_view piece) {
+  if (split.width == 1) return fmt::format("{} * {} + {}", split.group, split.pieces, piece);
+  return fmt::format("({} * {} + {}) * {} + {}", split.group, split.pieces, piece, split.width,
+                     split.value);
+}
+
+// `statement` for every lane of the accumulators (inside a j loop when they are arrays).
+void print_lanes(Printer& out, const SplitPartials& split, const std::string& statement) {
+  if (split.lanes == 0) {
+    out.raw(statement);
+  } else {
+    out.line("#pragma unroll");
+    out.line("for (int j = 0; j < {}; ++j) {}", split.lanes, statement);
+  }
+}
+
+}  // namespace
+
+void print_split_scratch(Printer& out, const RegionInfo& info,
+                         const std::vector<ir::NodeId>& reduces, const SplitPartials& split,
+                         std::string_view pieces, std::string_view group) {
+  out.line("// {}, one block each; the partial results meet in", pieces);
+  out.line(
+      "// module-scope scratch, and the last block of a {} to arrive (counted atomically) "
+      "combines",
+      group);
+  out.line("// them in a fixed order and resets the count for the next launch");
+  for (ir::NodeId r : reduces) {
+    out.line("__device__ {} fj_partial{}[{}];", dtype_code(accumulator_dtype(info.node(r))).arith,
+             r, split.groups * split.pieces * split.width);
+  }
+  out.line("__device__ unsigned int fj_arrivals[{}];", split.groups);
+}
+
+void print_split_arrival(Printer& out, const std::vector<ir::NodeId>& reduces,
+                         const SplitPartials& split) {
+  const std::string acc = split.lanes == 0 ? "a{0}" : "a{0}[j]";
+  const std::string count = fmt::format("fj_last = atomicAdd(&fj_arrivals[{}], 1u) == {}u;",
+                                        split.group, split.pieces - 1);
+  const bool alone = split.holders == "threadIdx.x == 0";
+  out.open("if ({})", split.holders);
+  for (ir::NodeId r : reduces) {
+    print_lanes(out, split,
+                fmt::format("fj_partial{}[{}] = {};", r, split_slot(split, split.piece),
+                            fmt::format(fmt::runtime(acc), r)));
+  }
+  out.line("__threadfence();");
+  if (alone) out.raw(count);
+  out.close();
+  out.line("__syncthreads();");
+  if (alone) {
+    out.open("if (fj_last && threadIdx.x == 0)");
+    out.line("__threadfence();");
+    return;
+  }
+  // Every holder has fenced its own stores; the barrier orders them before the count.
+  out.open("if (threadIdx.x == 0)");
+  out.line("__threadfence();");
+  out.raw(count);
+  out.close();
+  out.line("__syncthreads();");
+}
+
+void print_split_fold(Printer& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,
+                      const SplitPartials& split, std::string_view first, int64_t step) {
+  for (ir::NodeId r : reduces) {
+    const ir::Node& n = info.node(r);
+    const DType acc = accumulator_dtype(n);
+    const std::string a = split.lanes == 0 ? fmt::format("a{}", r) : fmt::format("a{}[j]", r);
+    print_lanes(out, split, fmt::format("{} = {};", a, reduce_identity(n.op, acc)));
+    if (step == 1) {
+      out.open("for (int q = {}; q < {}; ++q)", first, split.pieces);
+    } else {
+      out.raw("#pragma unroll 4");
+      out.open("for (int q = {}; q < {}; q += {})", first, split.pieces, step);
+    }
+    print_lanes(out, split,
+                fmt::format("{0} = {1}()({0}, *static_cast<volatile {2}*>(&fj_partial{3}[{4}]));",
+                            a, reduce_functor(n.op), dtype_code(acc).arith, r,
+                            split_slot(split, "q")));
+    out.close();
+  }
+}
+
+std::string split_reset(const SplitPartials& split) {
+  return fmt::format("fj_arrivals[{}] = 0;", split.group);
+}
+
 KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options) {
   const ReduceSpace space = analyze_reduction(info);
   const bool single_pass =

@@ -8,6 +8,7 @@
 
 #include "templates/emit.h"
 #include "templates/index.h"
+#include "templates/printer.h"
 
 namespace fusejit::templates {
 
@@ -67,5 +68,45 @@ Index grouped_index(const Shape& shape, const std::vector<BasePtr>& roots, Group
   }
   return out;
 }
+
+// Split reductions (rowwise.cpp's split rows, column.cpp's split columns): when a kernel has too
+// few groups of work (rows, tiles of columns) to fill the device, each group's reduced elements
+// are cut into S pieces, one block each. Every block publishes its partial results to
+// module-scope scratch (fj_partial<r>: per group, per piece, `width` values); the last block of
+// the group to arrive (fj_arrivals, counted atomically) folds the S partials in a fixed order,
+// so the result does not depend on timing, and resets the count for the next launch (the
+// kernel has Kernel::serial_launches).
+// Release: each holder stores its partials and fences before the arrival is counted; acquire:
+// the last block fences after seeing the count and reads the partials with volatile loads
+// (from L2, never a stale L1 line).
+struct SplitPartials {
+  int64_t pieces = 1;  // S
+  int64_t groups = 1;  // one arrival counter each
+  int64_t width = 1;   // partial values per block and reduce
+  std::string group;   // expression: this block's group
+  std::string piece;   // expression: this block's piece
+  std::string value = "0";  // expression: the thread's value within `width` (may use j)
+  int lanes = 0;  // 0: each holder has a scalar accumulator a<r>; L: an array a<r>[j], j < L
+  std::string holders = "threadIdx.x == 0";  // the threads that hold the block's partials
+};
+
+// The kernel's header lines on the split (`pieces`: "rows split in 8 pieces of 512 elements",
+// `group`: what a group is, "row") and the module-scope scratch: fj_partial<r> per reduce and
+// the arrival counters.
+void print_split_scratch(Printer& out, const RegionInfo& info,
+                         const std::vector<ir::NodeId>& reduces, const SplitPartials& split,
+                         std::string_view pieces, std::string_view group);
+// Publishes the block's partials and counts its arrival. Afterwards the shared `fj_last` (the
+// kernel declares `__shared__ bool fj_last;`) is set, the same in the whole block: this block
+// is its group's last. Every thread of the block must run it. When the holders are thread 0
+// alone, it leaves `if (fj_last && threadIdx.x == 0) {` open, after the acquire fence.
+void print_split_arrival(Printer& out, const std::vector<ir::NodeId>& reduces,
+                         const SplitPartials& split);
+// a<r> (a<r>[j]) = the fold, in order, of the partials of pieces q = first, first + step, ...
+// (the thread's share of them; all of them for first 0, step 1), starting from the identity.
+void print_split_fold(Printer& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,
+                      const SplitPartials& split, std::string_view first, int64_t step);
+// The statement that resets the group's arrival count (run by one thread of the last block).
+std::string split_reset(const SplitPartials& split);
 
 }  // namespace fusejit::templates

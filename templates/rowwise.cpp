@@ -170,7 +170,7 @@ class RowwiseBuilder {
   std::optional<std::string> intercept(ir::NodeId id, const Index& at);
   void store_full(Pass& p, const ReduceOutput& out);
   void print_chunk_loop(Printer& out, const Pass& p) const;
-  void print_split_combine(Printer& out, const std::vector<ir::NodeId>& reduces) const;
+  SplitPartials split_partials() const;
 
   const RegionInfo& info_;
   const ReduceSpace& space_;
@@ -350,32 +350,15 @@ void RowwiseBuilder::print_chunk_loop(Printer& out, const Pass& p) const {
   out.close();
 }
 
-// Split rows: every block of a row publishes its partial result (slot row * S + s); the last
-// to arrive combines the S partials in order (so the result does not depend on timing) and,
-// inside the `if` this leaves open, finishes the row. Release: the partial is stored and fenced
-// before the arrival is counted; acquire: the last block fences after seeing the count and
-// reads the partials with volatile loads (from L2, never a stale L1 line).
-void RowwiseBuilder::print_split_combine(Printer& out,
-                                         const std::vector<ir::NodeId>& reduces) const {
-  const int64_t s = cfg_.split;
-  out.open("if (threadIdx.x == 0)");
-  for (ir::NodeId r : reduces) out.line("fj_partial{0}[row * {1} + s] = a{0};", r, s);
-  out.line("__threadfence();");
-  out.line("fj_last = atomicAdd(&fj_arrivals[row], 1u) == {}u;", s - 1);
-  out.close();
-  out.line("__syncthreads();");
-  out.open("if (fj_last && threadIdx.x == 0)");
-  out.line("__threadfence();");
-  for (ir::NodeId r : reduces) {
-    const ir::Node& n = info_.node(r);
-    const DType acc = accumulator_dtype(n);
-    out.line("a{} = {};", r, reduce_identity(n.op, acc));
-    out.open("for (int q = 0; q < {}; ++q)", s);
-    out.line("a{0} = {1}()(a{0}, *static_cast<volatile {2}*>(&fj_partial{0}[row * {3} + q]));", r,
-             reduce_functor(n.op), dtype_code(acc).arith, s);
-    out.close();
-  }
-  out.line("fj_arrivals[row] = 0;");
+// Split rows (reduction.h): the partials of row `row`, piece `s`, one value per block; thread 0
+// publishes them, and in the last block folds all S of them in order.
+SplitPartials RowwiseBuilder::split_partials() const {
+  SplitPartials split;
+  split.pieces = cfg_.split;
+  split.groups = space_.rows;
+  split.group = "row";
+  split.piece = "s";
+  return split;
 }
 
 KernelBody RowwiseBuilder::build() {
@@ -406,7 +389,12 @@ KernelBody RowwiseBuilder::build() {
         main.line("a{0} = fj_warp_reduce<1, {1}>(a{0}, {2}());", r, cfg_.group, functor(r));
       }
     }
-    if (cfg_.split > 1) print_split_combine(main, here);
+    if (cfg_.split > 1) {
+      // Leaves the last block's `if` open: the row is finished inside it.
+      print_split_arrival(main, here, split_partials());
+      print_split_fold(main, info_, here, split_partials(), "0", 1);
+      main.raw(split_reset(split_partials()));
+    }
     for (ir::NodeId r : here) {
       const ir::Node& n = info_.node(r);
       const std::string var = emitter_.fresh(fmt::format("v{}", r));
@@ -461,18 +449,9 @@ KernelBody RowwiseBuilder::build() {
       cache_.empty() ? "" : ", row cached in registers");
   out.line("// {} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {
-    out.line(
-        "// rows split in {} pieces of {} elements, one block each; the partial results meet in",
-        cfg_.split, cfg_.piece);
-    out.line(
-        "// module-scope scratch, and the last block of a row to arrive (counted atomically) "
-        "combines");
-    out.line("// them in a fixed order and resets the count for the next launch");
-    for (ir::NodeId r : space_.reduces) {
-      out.line("__device__ {} fj_partial{}[{}];",
-               dtype_code(accumulator_dtype(info_.node(r))).arith, r, space_.rows * cfg_.split);
-    }
-    out.line("__device__ unsigned int fj_arrivals[{}];", space_.rows);
+    print_split_scratch(
+        out, info_, space_.reduces, split_partials(),
+        fmt::format("rows split in {} pieces of {} elements", cfg_.split, cfg_.piece), "row");
   }
   // Half the SM's threads resident: with 2048 threads per SM that caps registers at 64 per
   // thread (the cache budget fits), and blocks of 512 or fewer threads get two or more per SM.
@@ -503,7 +482,7 @@ KernelBody RowwiseBuilder::build() {
   row_body.splice(cache);
   row_body.splice(main);
   if (cfg_.split > 1) {
-    // Written inside the last block's combination, which print_split_combine left open.
+    // Written inside the last block's combination, which print_split_arrival left open.
   } else if (!row_outputs.empty()) {
     std::string cond = guard_row_ ? "live" : "";
     if (cfg_.group > 1) cond += cond.empty() ? "g == 0" : " && g == 0";

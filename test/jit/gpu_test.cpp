@@ -94,6 +94,48 @@ TEST_CASE("reductions over leading, middle and all axes match on the GPU", "[gpu
   }
 }
 
+TEST_CASE("split column reductions match on the GPU, launched twice in a row",
+          "[gpu][jit][column]") {
+  FUSEJIT_REQUIRE_GPU();
+  // Long narrow columns (templates/column.cpp: pieces of the reduced axis over blocks, the last
+  // block of a tile folds the partials), a middle axis, and wide columns (not split). Each
+  // graph runs twice: the second run reuses the loaded kernel, whose arrival counters the
+  // first run must have reset (else no block finishes and the outputs stay NaN).
+  struct Case {
+    DType dtype;
+    Shape shape;
+    std::vector<int64_t> axes;
+    Op op;
+    bool rms = false;  // sqrt(mean(x * x)) instead of op(x)
+  };
+  const std::vector<Case> cases = {
+      {DType::f32, {2097152, 64}, {0}, Op::sum},
+      {DType::bf16, {2097152, 64}, {0}, Op::sum},
+      {DType::f16, {524288, 64}, {0}, Op::sum},
+      {DType::bf16, {524288, 64}, {0}, Op::mean, true},
+      {DType::f32, {1000003, 3}, {0}, Op::sum},
+      {DType::f32, {1000003, 3}, {0}, Op::max},
+      {DType::i32, {65536, 8}, {0}, Op::sum},
+      {DType::i32, {65536, 8}, {0}, Op::max},
+      {DType::bf16, {64, 4096, 48}, {1}, Op::sum},
+      {DType::f32, {64, 4096, 48}, {1}, Op::mean},
+      {DType::bf16, {8192, 4096}, {0}, Op::mean},
+  };
+  for (const Case& c : cases) {
+    ir::Graph g;
+    const NodeId x = ir::add_input(g, c.dtype, c.shape);
+    if (c.rms) {
+      const NodeId ms = ir::add_reduce(g, Op::mean, ir::add_binary(g, Op::mul, x, x), c.axes, false);
+      g.set_outputs({ir::add_unary(g, Op::sqrt, ms)});
+    } else {
+      g.set_outputs({ir::add_reduce(g, c.op, x, c.axes, false)});
+    }
+    INFO(ir::print(g));
+    require_match(g);
+    require_match(g);  // the same loaded kernel again
+  }
+}
+
 TEST_CASE("200+ random graphs match the reference on the GPU", "[gpu][jit][random]") {
   FUSEJIT_REQUIRE_GPU();
   for (uint64_t seed = 1; seed <= 240; ++seed) {

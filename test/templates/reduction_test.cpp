@@ -99,15 +99,104 @@ TEST_CASE("a reduction fuses its prologue and epilogue", "[templates][reduction]
   }
 }
 
-TEST_CASE("long narrow columns go row-style and split over blocks", "[templates][reduction]") {
+namespace {
+
+struct ColumnCase {
+  const char* name;
+  DType dtype;
+  Shape shape;
+  std::vector<int64_t> axes;
+  const char* tiles;  // the header's tile line: "tiles of TX x V columns, TY rows of threads"
+  const char* split;  // "columns split in S pieces of R rows", or nullptr: not split
+  int64_t work_blocks;
+};
+
+// The column kernel of sum(x) over `axes` (and the expected header), compiled by NVRTC.
+templates::Kernel column_sum(const ColumnCase& c) {
   Graph g;
-  const NodeId x = add_input(g, DType::f32, {1 << 20, 4});
-  g.add_output(add_reduce(g, Op::sum, x, {0}, false));
-  const auto k = compile_graph(g, RegionKind::reduction);
-  const std::string text = kernel_text(k);
-  CHECK(text.find("row-style") != std::string::npos);
-  CHECK(text.find("rows split in") != std::string::npos);
-  CHECK(k.work_blocks >= 512);
+  const NodeId x = add_input(g, c.dtype, c.shape);
+  g.add_output(add_reduce(g, Op::sum, x, c.axes, false));
+  return compile_graph(g, RegionKind::reduction);
+}
+
+}  // namespace
+
+TEST_CASE("column reductions split long narrow columns over blocks", "[templates][reduction]") {
+  // Too few tiles of columns to fill the device: the reduced axis is cut into S pieces. S from
+  // 1024 (tile, piece) blocks, at least 8 rows per thread; tiles narrow (128 bytes per row to
+  // 32) until a tile's last block folds at most 64 KiB of partials.
+  const std::vector<ColumnCase> cases = {
+      {"narrow bf16", DType::bf16, {2097152, 64}, {0}, "tiles of 4 x 8 columns, 128 rows",
+       "columns split in 512 pieces of 4096 rows", 2 * 512},
+      {"narrow f16", DType::f16, {2097152, 64}, {0}, "tiles of 4 x 8 columns, 128 rows",
+       "columns split in 512 pieces of 4096 rows", 2 * 512},
+      {"narrow f32", DType::f32, {2097152, 64}, {0}, "tiles of 8 x 4 columns, 64 rows",
+       "columns split in 512 pieces of 4096 rows", 2 * 512},
+      {"three columns, prime length", DType::f32, {1000003, 3}, {0},
+       "tiles of 4 x 1 columns, 128 rows", "columns split in 869 pieces of 1152 rows", 869},
+      {"four columns", DType::f32, {1 << 20, 4}, {0}, "tiles of 1 x 4 columns, 512 rows",
+       "columns split in 256 pieces of 4096 rows", 256},
+      // bf16: even 32-byte tiles are too few (192), so full 128-byte tiles are split.
+      {"middle axis bf16", DType::bf16, {64, 4096, 48}, {1}, "tiles of 8 x 8 columns, 64 rows",
+       "columns split in 8 pieces of 512 rows", 64 * 8},
+      // f32: 384 tiles of 32 bytes fill the device without a split.
+      {"middle axis f32", DType::f32, {64, 4096, 48}, {1}, "tiles of 2 x 4 columns, 256 rows",
+       nullptr, 384},
+      {"wide f32", DType::f32, {8192, 16384}, {0}, "tiles of 8 x 4 columns, 64 rows", nullptr,
+       512},
+      {"wide bf16", DType::bf16, {8192, 16384}, {0}, "tiles of 8 x 8 columns, 128 rows", nullptr,
+       256},
+  };
+  for (const ColumnCase& c : cases) {
+    INFO(c.name);
+    const templates::Kernel k = column_sum(c);
+    const std::string text = kernel_text(k);
+    CHECK(text.find("column-style") != std::string::npos);
+    CHECK(text.find(c.tiles) != std::string::npos);
+    CHECK(k.work_blocks == c.work_blocks);
+    if (c.split != nullptr) {
+      CHECK(text.find(c.split) != std::string::npos);
+      CHECK(text.find("__device__ unsigned int fj_arrivals[") != std::string::npos);
+      CHECK(k.serial_launches);
+      CHECK(k.block == 512);
+    } else {
+      CHECK(text.find("split") == std::string::npos);
+      CHECK_FALSE(k.serial_launches);
+    }
+  }
+}
+
+TEST_CASE("split columns: integer sum and max, and a mean with an epilogue",
+          "[templates][reduction]") {
+  SECTION("i32 sum (i64 partials) and max in one kernel") {
+    Graph g;
+    const NodeId x = add_input(g, DType::i32, {65536, 8});
+    g.add_output(add_reduce(g, Op::sum, x, {0}, false));
+    g.add_output(add_reduce(g, Op::max, x, {0}, false));
+    const auto k = compile_graph(g, RegionKind::reduction);
+    const std::string text = kernel_text(k);
+    CHECK(text.find("columns split in 32 pieces of 2048 rows") != std::string::npos);
+    CHECK(text.find("__device__ long long fj_partial") != std::string::npos);
+    CHECK(text.find("__device__ int fj_partial") != std::string::npos);
+    CHECK(k.serial_launches);
+  }
+  SECTION("sqrt of the mean of squares, bf16, 64 and 3 columns") {
+    for (const Shape& shape : {Shape{2097152, 64}, Shape{1000003, 3}}) {
+      Graph g;
+      const NodeId x = add_input(g, DType::bf16, shape);
+      const NodeId ms = add_reduce(g, Op::mean, add_binary(g, Op::mul, x, x), {0}, false);
+      g.add_output(add_unary(g, Op::sqrt, ms));
+      INFO(shape[0] << " x " << shape[1]);
+      const auto k = compile_graph(g, RegionKind::reduction);
+      const std::string text = kernel_text(k);
+      CHECK(text.find("columns split in") != std::string::npos);
+      // The epilogue runs in the tile's last block only, after the fold.
+      const size_t last = text.find("if (!fj_last) continue;");
+      REQUIRE(last != std::string::npos);
+      CHECK(text.find("fj_sqrt", last) != std::string::npos);
+      CHECK(text.find("fj_sqrt") > last);
+    }
+  }
 }
 
 TEST_CASE("the epilogue reads inputs at its row", "[templates][reduction]") {
