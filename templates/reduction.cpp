@@ -61,7 +61,7 @@ bool is_reduced_axis(const ReduceSpace& space, size_t axis) {
   return std::binary_search(space.axes.begin(), space.axes.end(), static_cast<int64_t>(axis));
 }
 
-ReduceSpace analyze_reduction(const RegionInfo& info) {
+ReduceSpace analyze_reduction(const RegionInfo& info, bool online) {
   ReduceSpace space;
   const fusion::Region& region = info.region;
   // Depths, in the region's topological order: reach = deepest reduce a value depends on.
@@ -92,7 +92,7 @@ ReduceSpace analyze_reduction(const RegionInfo& info) {
       space.reduces.push_back(id);
       space.depth[id] = r + 1;
       r += 1;
-      if (const ir::NodeId m = online_partner(info, id); m >= 0) {
+      if (const ir::NodeId m = online ? online_partner(info, id) : -1; m >= 0) {
         space.online[id] = m;
         space.depth[id] = r = space.depth.at(m);
       }

@@ -44,7 +44,8 @@ struct ReduceSpace {
   std::vector<ReduceOutput> outputs;
 };
 
-ReduceSpace analyze_reduction(const RegionInfo& info);
+// With `online`, sums of exp(X - max X) pair with their maximum (ReduceSpace::online).
+ReduceSpace analyze_reduction(const RegionInfo& info, bool online = true);
 
 bool is_reduced_axis(const ReduceSpace& space, size_t axis);
 

@@ -89,4 +89,16 @@ struct fj_op_max_sum {
     const float m = fj_op_max()(a.m, b.m);
     return {m, a.s * fj_exp_below<kFast>(a.m, m) + b.s * fj_exp_below<kFast>(b.m, m)};
   }
+  // One value joining: a single exponential, e^-|x - m|, either rescales the sum (x is the
+  // new maximum) or weighs x (it is not).
+  __device__ __forceinline__ fj_max_sum operator()(fj_max_sum a, float x) const {
+    const float gap = -fabsf(x - a.m);
+    const float e = a.m == x ? 1.0f : kFast ? __expf(gap) : expf(gap);
+    return x > a.m ? fj_max_sum{x, a.s * e + 1.0f} : fj_max_sum{fj_op_max()(a.m, x), a.s + e};
+  }
 };
+// The sum of e^(x - max): NaN when the maximum is infinite, as e^(inf - inf) makes the
+// reference's (the equal-values rule above only serves prefixes of -inf).
+__device__ __forceinline__ float fj_max_sum_total(fj_max_sum a) {
+  return fabsf(a.m) == __uint_as_float(0x7f800000u) ? __uint_as_float(0x7fffffffu) : a.s;
+}

@@ -125,23 +125,36 @@ TEST_CASE("warm: the seed traces, again, damaged, verified, repaired, dumped, cl
     CHECK(f.path().filename().string().rfind("fj_", 0) == 0);  // named by the kernel
   }
 
-  // Under a cap (1 MB, and the directory holds ~0.85 MB, six more entries ~0.25 MB): the
-  // least recently used entries make room for the new ones, and the directory stays under the
-  // cap.
-  std::string six;
+  // Under a cap of 1 MB: enough new entries (sm_80 builds of distinct seed kernels; the naive
+  // softmax plans to the same kernel as softmax, so it is not listed) to push the
+  // directory past the cap, but fewer than the cap holds, so the least recently used old
+  // entries make room for all of the new ones, and the directory stays under the cap.
+  uint64_t old_bytes = 0;
+  for (const fs::path& p : entries_in(cache_dir)) old_bytes += fs::file_size(p);
+  const uint64_t cap = 1u << 20, entry = old_bytes / static_cast<uint64_t>(n);
+  REQUIRE(old_bytes < cap);
+  const int more = static_cast<int>((cap - old_bytes) / entry) + 3;
+  REQUIRE(static_cast<uint64_t>(more) * entry < cap * 3 / 4);
+  std::string extra;
+  int picked = 0;
   for (const char* name : {"ew_chain_f32", "softmax_f32", "layernorm_f32", "rmsnorm_f32",
-                           "sumsq_f32", "naive_softmax_f32"}) {
-    six += fmt::format(" {}", trace(name));
+                           "sumsq_f32", "long_chain_f32", "bias_gelu_f32",
+                           "add_layernorm_f32", "ew_chain_bf16", "softmax_bf16",
+                           "layernorm_bf16", "rmsnorm_bf16", "sumsq_bf16", "long_chain_bf16"}) {
+    if (picked == more) break;
+    extra += fmt::format(" {}", trace(name));
+    ++picked;
   }
-  r = run_cli("warm --arch sm_80 --cache-dir " + cache_dir + six, "FUSEJIT_CACHE_MAX_MB=1");
+  REQUIRE(picked == more);
+  r = run_cli("warm --arch sm_80 --cache-dir " + cache_dir + extra, "FUSEJIT_CACHE_MAX_MB=1");
   CHECK(r.status == 0);
-  CHECK(summary(r).compiled == 6);
+  CHECK(summary(r).compiled == more);
   uint64_t bytes = 0;
   for (const fs::path& p : entries_in(cache_dir)) bytes += fs::file_size(p);
-  CHECK(bytes <= (1u << 20));
-  CHECK(entries_in(cache_dir).size() < static_cast<size_t>(n + 6));
-  r = run_cli("warm --arch sm_80 --cache-dir " + cache_dir + six, "FUSEJIT_CACHE_MAX_MB=1");
-  CHECK(summary(r).cached == 6);  // the new ones stayed
+  CHECK(bytes <= cap);
+  CHECK(entries_in(cache_dir).size() < static_cast<size_t>(n + more));
+  r = run_cli("warm --arch sm_80 --cache-dir " + cache_dir + extra, "FUSEJIT_CACHE_MAX_MB=1");
+  CHECK(summary(r).cached == more);  // the new ones stayed
   r = run_cli(warm);              // the evicted ones come back
   CHECK(summary(r).failed == 0);
   CHECK(summary(r).compiled > 0);
