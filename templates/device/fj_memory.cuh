@@ -38,19 +38,22 @@ __device__ __forceinline__ void fj_store_vec(T* __restrict__ dst, const T (&src)
 }
 
 // N f32 values stored as f16 or bf16, narrowed two at a time by the packed conversions.
-template <int N>
-__device__ __forceinline__ void fj_store_f16_vec(unsigned short* __restrict__ dst, const float (&src)[N]) {
+template <bool kBf16, int N>
+__device__ __forceinline__ void fj_store_half_vec(unsigned short* __restrict__ dst, const float (&src)[N]) {
   static_assert(N % 2 == 0, "pairs of lanes");
   unsigned packed[N / 2];
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) packed[i] = fj_f32x2_to_f16x2(src[2 * i], src[2 * i + 1]);
+  for (int i = 0; i < N / 2; ++i) {
+    packed[i] = kBf16 ? fj_f32x2_to_bf16x2(src[2 * i], src[2 * i + 1])
+                      : fj_f32x2_to_f16x2(src[2 * i], src[2 * i + 1]);
+  }
   fj_store_vec(reinterpret_cast<unsigned*>(dst), packed);
 }
 template <int N>
+__device__ __forceinline__ void fj_store_f16_vec(unsigned short* __restrict__ dst, const float (&src)[N]) {
+  fj_store_half_vec<false>(dst, src);
+}
+template <int N>
 __device__ __forceinline__ void fj_store_bf16_vec(unsigned short* __restrict__ dst, const float (&src)[N]) {
-  static_assert(N % 2 == 0, "pairs of lanes");
-  unsigned packed[N / 2];
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) packed[i] = fj_f32x2_to_bf16x2(src[2 * i], src[2 * i + 1]);
-  fj_store_vec(reinterpret_cast<unsigned*>(dst), packed);
+  fj_store_half_vec<true>(dst, src);
 }
