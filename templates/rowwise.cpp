@@ -164,6 +164,11 @@ class RowwiseBuilder {
     return p;
   }
   std::string leaf(ir::NodeId id, const Index& at);
+  void print_pass(Printer& main, int pass);
+  Printer print_row_outputs();
+  Printer print_cache_fill();
+  void print_header(Printer& out, std::string_view kind) const;
+  void print_row_loop(Printer& out, const Printer& row_body) const;
   void print_accumulate(Printer& main, Pass& p, ir::NodeId r);
   std::string functor(ir::NodeId r) const;
   std::string accumulator(ir::NodeId r) const;
@@ -361,49 +366,50 @@ SplitPartials RowwiseBuilder::split_partials() const {
   return split;
 }
 
-KernelBody RowwiseBuilder::build() {
-  const std::string_view idx = info_.index_type();
-  Printer main;  // the row loop's body after the prelude and the cache
-  for (int pass = 1; pass <= space_.passes + 1; ++pass) {
-    auto p = new_pass();
-    current_ = p.get();
-    std::vector<ir::NodeId> here;
-    for (ir::NodeId r : space_.reduces) {
-      if (space_.depth.at(r) == pass) here.push_back(r);
-    }
-    bool writes = false;
-    for (const ReduceOutput& out : space_.outputs)
-      writes = writes || (out.full && out.pass == pass);
-    if (here.empty() && !writes) continue;
-    for (ir::NodeId r : here) print_accumulate(main, *p, r);
-    for (const ReduceOutput& out : space_.outputs) {
-      if (out.full && out.pass == pass) store_full(*p, out);
-    }
-    main.line("// pass {}", pass);
-    print_chunk_loop(main, *p);
-    for (ir::NodeId r : here) {
-      if (space_.online.count(r) != 0) continue;  // reduced with its maximum
-      if (cfg_.group > 32) {
-        main.line("a{0} = fj_block_reduce<{1}>(a{0}, {2}());", r, cfg_.block, functor(r));
-      } else if (cfg_.group > 1) {
-        main.line("a{0} = fj_warp_reduce<1, {1}>(a{0}, {2}());", r, cfg_.group, functor(r));
-      }
-    }
-    if (cfg_.split > 1) {
-      // Leaves the last block's `if` open: the row is finished inside it.
-      print_split_arrival(main, here, split_partials());
-      print_split_fold(main, info_, here, split_partials(), "0", 1);
-      main.raw(split_reset(split_partials()));
-    }
-    for (ir::NodeId r : here) {
-      const ir::Node& n = info_.node(r);
-      const std::string var = emitter_.fresh(fmt::format("v{}", r));
-      main.line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var,
-                reduce_finish(info_, n, accumulator(r), space_.length), ir::op_name(n.op));
-      finished_[r] = var;
+// Pass `pass` over the row's elements, printed into `main`: the reductions of that depth
+// accumulated and reduced over the thread group, and the full-size outputs that need exactly
+// the reductions before it.
+void RowwiseBuilder::print_pass(Printer& main, int pass) {
+  auto p = new_pass();
+  current_ = p.get();
+  std::vector<ir::NodeId> here;
+  for (ir::NodeId r : space_.reduces) {
+    if (space_.depth.at(r) == pass) here.push_back(r);
+  }
+  bool writes = false;
+  for (const ReduceOutput& out : space_.outputs) writes = writes || (out.full && out.pass == pass);
+  if (here.empty() && !writes) return;
+  for (ir::NodeId r : here) print_accumulate(main, *p, r);
+  for (const ReduceOutput& out : space_.outputs) {
+    if (out.full && out.pass == pass) store_full(*p, out);
+  }
+  main.line("// pass {}", pass);
+  print_chunk_loop(main, *p);
+  for (ir::NodeId r : here) {
+    if (space_.online.count(r) != 0) continue;  // reduced with its maximum
+    if (cfg_.group > 32) {
+      main.line("a{0} = fj_block_reduce<{1}>(a{0}, {2}());", r, cfg_.block, functor(r));
+    } else if (cfg_.group > 1) {
+      main.line("a{0} = fj_warp_reduce<1, {1}>(a{0}, {2}());", r, cfg_.group, functor(r));
     }
   }
-  // One value per row: written by the group's first thread.
+  if (cfg_.split > 1) {
+    // Leaves the last block's `if` open: the row is finished inside it.
+    print_split_arrival(main, here, split_partials());
+    print_split_fold(main, info_, here, split_partials(), "0", 1);
+    main.raw(split_reset(split_partials()));
+  }
+  for (ir::NodeId r : here) {
+    const ir::Node& n = info_.node(r);
+    const std::string var = emitter_.fresh(fmt::format("v{}", r));
+    main.line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var,
+              reduce_finish(info_, n, accumulator(r), space_.length), ir::op_name(n.op));
+    finished_[r] = var;
+  }
+}
+
+// The outputs with one value per row (the reductions and their epilogue).
+Printer RowwiseBuilder::print_row_outputs() {
   Printer row_outputs;
   Scope row_out_scope{&row_outputs, &row_scope_, {}};
   for (const ReduceOutput& out : space_.outputs) {
@@ -414,38 +420,33 @@ KernelBody RowwiseBuilder::build() {
     row_outputs.line("out{}[{}] = {};", out.position, offset(at),
                      wrap(dtype_code(n.dtype).store, value));
   }
-  if (cfg_.split > 1) {
-    main.splice(row_outputs);
-    main.close();
-  }
-  // The register cache, filled before pass 1 with what the passes asked for.
-  Printer cache;
-  if (!cache_.empty()) {
-    auto p = new_pass();
-    current_ = p.get();
-    filling_cache_ = true;
-    cache.line("// register cache: the row's values that several passes read");
-    for (const CacheEntry& e : cache_) {
-      cache.line("{} {}[{}];", dtype_code(info_.node(e.id).dtype).arith, e.array,
-                 cfg_.chunks * cfg_.v);
-      p->body.line("{}[{}] = {};", e.array, slot_, emitter_.value(e.id, e.at, p->lane));
-    }
-    print_chunk_loop(cache, *p);
-    filling_cache_ = false;
-  }
+  return row_outputs;
+}
 
-  KernelBody kb;
-  kb.kind = std::string(fusion::region_kind_name(info_.region.kind));
-  kb.reduces = true;
-  kb.block = static_cast<int>(cfg_.block);
-  kb.blocks_per_sm = std::max(1, info_.target.blocks_per_sm(static_cast<int>(cfg_.block)));
-  kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.split;
-  kb.serial_launches = cfg_.split > 1;
-  Printer& out = kb.code;
+// The register cache, filled before pass 1 with what the passes asked for.
+Printer RowwiseBuilder::print_cache_fill() {
+  Printer cache;
+  if (cache_.empty()) return cache;
+  auto p = new_pass();
+  current_ = p.get();
+  filling_cache_ = true;
+  cache.line("// register cache: the row's values that several passes read");
+  for (const CacheEntry& e : cache_) {
+    cache.line("{} {}[{}];", dtype_code(info_.node(e.id).dtype).arith, e.array,
+               cfg_.chunks * cfg_.v);
+    p->body.line("{}[{}] = {};", e.array, slot_, emitter_.value(e.id, e.at, p->lane));
+  }
+  print_chunk_loop(cache, *p);
+  filling_cache_ = false;
+  return cache;
+}
+
+// The comment lines, module-scope scratch, signature and thread-group index.
+void RowwiseBuilder::print_header(Printer& out, std::string_view kind) const {
   out.line(
       "// {}, row-style: {} rows of {} elements; {} thread(s) per row, {} vector(s) of {} per "
       "thread; {} pass(es) over the row{}",
-      kb.kind, space_.rows, space_.length, cfg_.group, cfg_.chunks, cfg_.v, element_passes(space_),
+      kind, space_.rows, space_.length, cfg_.group, cfg_.chunks, cfg_.v, element_passes(space_),
       cache_.empty() ? "" : ", row cached in registers");
   out.line("// {} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {
@@ -465,6 +466,12 @@ KernelBody RowwiseBuilder::build() {
       out.line("const int g = threadIdx.x % {};", cfg_.group);
     }
   }
+}
+
+// The grid-stride loop over rows (or, split, over row pieces) around `row_body`, with the row
+// index its body uses; closes the function.
+void RowwiseBuilder::print_row_loop(Printer& out, const Printer& row_body) const {
+  const std::string_view idx = info_.index_type();
   if (cfg_.split > 1) {
     out.line("__shared__ bool fj_last;");
     out.open("for ({0} u = blockIdx.x; u < {1}; u += gridDim.x)", idx, space_.rows * cfg_.split);
@@ -475,20 +482,6 @@ KernelBody RowwiseBuilder::build() {
         idx, cfg_.rows_per_block, space_.rows);
   } else {
     out.open("for ({0} row0 = blockIdx.x; row0 < {1}; row0 += gridDim.x)", idx, space_.rows);
-  }
-  Printer row_body;
-  if (guard_row_) row_body.line("const bool live = row < {};", space_.rows);
-  row_body.splice(row_prelude_);
-  row_body.splice(cache);
-  row_body.splice(main);
-  if (cfg_.split > 1) {
-    // Written inside the last block's combination, which print_split_arrival left open.
-  } else if (!row_outputs.empty()) {
-    std::string cond = guard_row_ ? "live" : "";
-    if (cfg_.group > 1) cond += cond.empty() ? "g == 0" : " && g == 0";
-    if (!cond.empty()) row_body.open("if ({})", cond);
-    row_body.splice(row_outputs);
-    if (!cond.empty()) row_body.close();
   }
   if (cfg_.split > 1) {
     // Piece-major: the blocks running together read the same piece of every row (one region
@@ -505,6 +498,40 @@ KernelBody RowwiseBuilder::build() {
   out.splice(row_body);
   out.close();
   out.close();
+}
+
+KernelBody RowwiseBuilder::build() {
+  Printer main;  // the row loop's body after the prelude and the cache
+  for (int pass = 1; pass <= space_.passes + 1; ++pass) print_pass(main, pass);
+  const Printer row_outputs = print_row_outputs();
+  if (cfg_.split > 1) {  // written inside the last block's combination, left open by the pass
+    main.splice(row_outputs);
+    main.close();
+  }
+  const Printer cache = print_cache_fill();
+
+  KernelBody kb;
+  kb.kind = std::string(fusion::region_kind_name(info_.region.kind));
+  kb.reduces = true;
+  kb.block = static_cast<int>(cfg_.block);
+  kb.blocks_per_sm = std::max(1, info_.target.blocks_per_sm(static_cast<int>(cfg_.block)));
+  kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.split;
+  kb.serial_launches = cfg_.split > 1;
+  print_header(kb.code, kb.kind);
+
+  Printer row_body;
+  if (guard_row_) row_body.line("const bool live = row < {};", space_.rows);
+  row_body.splice(row_prelude_);
+  row_body.splice(cache);
+  row_body.splice(main);
+  if (cfg_.split == 1 && !row_outputs.empty()) {  // one value per row, by the group's first
+    std::string cond = guard_row_ ? "live" : "";
+    if (cfg_.group > 1) cond += cond.empty() ? "g == 0" : " && g == 0";
+    if (!cond.empty()) row_body.open("if ({})", cond);
+    row_body.splice(row_outputs);
+    if (!cond.empty()) row_body.close();
+  }
+  print_row_loop(kb.code, row_body);
   return kb;
 }
 
