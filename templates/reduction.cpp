@@ -55,6 +55,32 @@ ir::NodeId online_partner(const RegionInfo& info, ir::NodeId sum) {
   return same_reduction ? m : -1;
 }
 
+// The layout, from the pattern of kept (K) and reduced (R) axes, extent-1 axes ignored and runs
+// merged; for the column layout, the kept elements before and after the reduced block.
+void classify_layout(ReduceSpace& space) {
+  std::string pattern;
+  for (size_t a = 0; a < space.shape.size(); ++a) {
+    if (space.shape[a] == 1) continue;
+    const char c = is_reduced_axis(space, a) ? 'R' : 'K';
+    if (pattern.empty() || pattern.back() != c) pattern.push_back(c);
+  }
+  if (pattern.empty() || pattern == "K" || pattern == "R" || pattern == "KR") {
+    space.layout = ReduceLayout::row;
+  } else if (pattern == "RK" || pattern == "KRK") {
+    space.layout = ReduceLayout::column;
+    bool seen_reduced = false;
+    for (size_t a = 0; a < space.shape.size(); ++a) {
+      if (space.shape[a] == 1) continue;
+      if (is_reduced_axis(space, a))
+        seen_reduced = true;
+      else
+        (seen_reduced ? space.suffix : space.prefix) *= space.shape[a];
+    }
+  } else {
+    space.layout = ReduceLayout::generic;
+  }
+}
+
 }  // namespace
 
 bool is_reduced_axis(const ReduceSpace& space, size_t axis) {
@@ -107,29 +133,7 @@ ReduceSpace analyze_reduction(const RegionInfo& info, bool online) {
   }
   const int64_t total = space.rows * space.length;
 
-  // Layout: the pattern of kept (K) and reduced (R) axes, extent-1 axes ignored and runs
-  // merged.
-  std::string pattern;
-  for (size_t a = 0; a < space.shape.size(); ++a) {
-    if (space.shape[a] == 1) continue;
-    const char c = is_reduced_axis(space, a) ? 'R' : 'K';
-    if (pattern.empty() || pattern.back() != c) pattern.push_back(c);
-  }
-  if (pattern.empty() || pattern == "K" || pattern == "R" || pattern == "KR") {
-    space.layout = ReduceLayout::row;
-  } else if (pattern == "RK" || pattern == "KRK") {
-    space.layout = ReduceLayout::column;
-    bool seen_reduced = false;
-    for (size_t a = 0; a < space.shape.size(); ++a) {
-      if (space.shape[a] == 1) continue;
-      if (is_reduced_axis(space, a))
-        seen_reduced = true;
-      else
-        (seen_reduced ? space.suffix : space.prefix) *= space.shape[a];
-    }
-  } else {
-    space.layout = ReduceLayout::generic;
-  }
+  classify_layout(space);
 
   for (size_t k = 0; k < region.outputs.size(); ++k) {
     const ir::NodeId id = region.outputs[k];
