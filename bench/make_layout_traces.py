@@ -90,6 +90,12 @@ class Trace:
         shape = tuple(self.shape(x)[a] for a in axes)
         return self._node(self.dtype(x), shape, f"permute %{x} axes=[{','.join(map(str, axes))}]")
 
+    def matmul(self, a, b):
+        sa, sb = self.shape(a), self.shape(b)
+        assert sa[-1] == sb[-2], (sa, sb)
+        batch = tuple(max(p, q) for p, q in zip(sa[:-2], sb[:-2]))
+        return self._node(self.dtype(a), batch + (sa[-2], sb[-1]), f"matmul %{a}, %{b}")
+
     def reshape(self, x, shape):
         assert math.prod(shape) == math.prod(self.shape(x))
         return self._node(self.dtype(x), shape, f"reshape %{x}")
@@ -233,6 +239,12 @@ def suite():
             x = t.input(dt, (rows_for(width, dt, per_element_copies=1), width) if v.endswith(
                 "few") else (8192, width))
             yield f"logsumexp_{v}_{dt}", t, [logsumexp_rows(t, x)]
+
+        # a batched matmul whose batch dims broadcast on both sides (attention-like scores):
+        # one strided-batched cuBLASLt call per outer index, never an expand kernel
+        t = Trace()
+        a, b = t.input(dt, (16, 1, 1024, 64)), t.input(dt, (1, 16, 64, 1024))
+        yield f"bmm_broadcast_{dt}", t, [t.matmul(a, b)]
 
         # softmax over axis 0 (columns)
         t = Trace()
