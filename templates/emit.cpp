@@ -35,8 +35,12 @@ constexpr int64_t kNarrowIndexLimit = int64_t{1} << 30;
 
 // Approximate math is allowed when every output is stored as f16 or bf16: their coarse
 // rounding hides the approximations' error (bounds in docs/numerics.md). Any f32, integer or
-// bool output (a comparison could flip) keeps precise math.
+// bool output, or any comparison inside the kernel (its result could flip, and a `where` would
+// then pick another value), keeps precise math.
 FastMath fast_math_for(const ir::Graph& g, const fusion::Region& r) {
+  for (ir::NodeId id : r.nodes) {
+    if (ir::op_kind(g.node(id).op) == ir::OpKind::compare) return FastMath::none;
+  }
   FastMath fast = FastMath::bf16;
   for (ir::NodeId id : r.outputs) {
     const DType d = g.node(id).dtype;

@@ -165,6 +165,16 @@ TEST_CASE("f16 and bf16 nodes are rounded where the rounding mode says", "[templ
     CHECK(text.find("fj_exp(") != std::string::npos);
     CHECK(text.find("fj_fast_") == std::string::npos);
   }
+  SECTION("store: a comparison in the kernel keeps precise math") {
+    Graph h;
+    const NodeId x = add_input(h, DType::bf16, {128});
+    const NodeId e = add_unary(h, Op::exp, x);
+    const NodeId big = add_binary(h, Op::gt, e, add_constant(h, DType::bf16, 2.0));
+    h.add_output(add_where(h, big, e, x));
+    const std::string text = kernel_text(compile_graph(h, RegionKind::pointwise));
+    CHECK(text.find("fj_exp(") != std::string::npos);
+    CHECK(text.find("fj_fast_") == std::string::npos);
+  }
   SECTION("store: an explicit cast to bf16 inside the kernel rounds") {
     Graph h;
     const NodeId x = add_input(h, DType::f32, {128});
