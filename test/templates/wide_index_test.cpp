@@ -1,0 +1,63 @@
+// Kernels over more than 2^31 elements: every template switches its index arithmetic to 64 bits
+// (RegionInfo::wide_index) and still compiles for sm_90. Nothing runs here; the sizes are the
+// point (tens of GB of data, more than a test GPU should be asked for).
+#include "test/templates/support.h"
+
+using namespace fusejit;
+using namespace fusejit::ir;
+using fusejit::test::compile_graph;
+using fusejit::test::kernel_text;
+using fusion::RegionKind;
+
+namespace {
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+NodeId softmax_rows(Graph& g, NodeId x) {
+  const NodeId m = add_reduce(g, Op::max, x, {1}, true);
+  const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+  return add_binary(g, Op::div, e, add_reduce(g, Op::sum, e, {1}, true));
+}
+
+}  // namespace
+
+TEST_CASE("kernels over more than 2^31 elements use 64-bit indices", "[templates][wide]") {
+  SECTION("tiled transpose") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f16, {50000, 50000});
+    const NodeId z = add_input(g, DType::f16, {50000, 50000});
+    g.add_output(add_binary(g, Op::add, add_permute(g, x, {1, 0}), z));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+    CHECK(has(text, "tiled transpose"));
+    CHECK(has(text, "64-bit index arithmetic"));
+  }
+  SECTION("3-D broadcast") {
+    Graph g;
+    const NodeId a = add_input(g, DType::bf16, {2, 1, 40000});
+    const NodeId b = add_input(g, DType::bf16, {1, 40000, 40000});
+    g.add_output(add_binary(g, Op::mul, a, b));
+    CHECK(has(kernel_text(compile_graph(g, RegionKind::pointwise)), "64-bit index arithmetic"));
+  }
+  SECTION("rows held in registers") {
+    Graph g;
+    g.add_output(softmax_rows(g, add_input(g, DType::bf16, {200000, 16384})));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    CHECK(has(text, "row cached in registers"));
+    CHECK(has(text, "64-bit index arithmetic"));
+  }
+  SECTION("vocabulary-wide rows with online statistics") {
+    Graph g;
+    g.add_output(softmax_rows(g, add_input(g, DType::f32, {20000, 128256})));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    CHECK(has(text, "fj_max_sum"));
+    CHECK(has(text, "64-bit index arithmetic"));
+  }
+  SECTION("a narrow column reduction split over blocks") {
+    Graph g;
+    g.add_output(add_reduce(g, Op::sum, add_input(g, DType::bf16, {40000000, 64}), {0}, false));
+    const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
+    CHECK(has(text, "64-bit index arithmetic"));
+  }
+}
