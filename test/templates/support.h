@@ -72,6 +72,11 @@ inline std::string kernel_text(const templates::Kernel& k) {
   return k.source.substr(k.source.find(templates::kKernelMarker));
 }
 
+// True when `what` occurs in `text` (kernel text checks read better with it).
+inline bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
 inline const std::vector<DType>& all_dtypes() {
   static const std::vector<DType> d = {DType::f32, DType::f16, DType::bf16,
                                        DType::i32, DType::i64, DType::boolean};

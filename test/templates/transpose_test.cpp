@@ -7,16 +7,9 @@
 using namespace fusejit;
 using namespace fusejit::ir;
 using fusejit::test::compile_graph;
+using fusejit::test::has;
 using fusejit::test::kernel_text;
 using fusion::RegionKind;
-
-namespace {
-
-bool has(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
-
-}  // namespace
 
 TEST_CASE("transposed reads take the tiled path, others the linear sweep",
           "[templates][transpose]") {

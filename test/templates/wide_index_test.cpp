@@ -6,14 +6,11 @@
 using namespace fusejit;
 using namespace fusejit::ir;
 using fusejit::test::compile_graph;
+using fusejit::test::has;
 using fusejit::test::kernel_text;
 using fusion::RegionKind;
 
 namespace {
-
-bool has(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
 
 NodeId softmax_rows(Graph& g, NodeId x) {
   const NodeId m = add_reduce(g, Op::max, x, {1}, true);
