@@ -211,18 +211,16 @@ std::string RegionInfo::input_param(ir::NodeId id) const {
   return fmt::format("in{}", it - region.inputs.begin());
 }
 
-int RegionInfo::min_element_size() const {
-  int size = 8;
-  for (ir::NodeId id : region.inputs) size = std::min(size, dtype_size(node(id).dtype));
-  for (ir::NodeId id : region.outputs) size = std::min(size, dtype_size(node(id).dtype));
-  return size;
-}
-
-int RegionInfo::max_element_size() const {
-  int size = 1;
-  for (ir::NodeId id : region.inputs) size = std::max(size, dtype_size(node(id).dtype));
-  for (ir::NodeId id : region.outputs) size = std::max(size, dtype_size(node(id).dtype));
-  return size;
+// The element sizes of the buffers the region reads and writes, smallest and largest.
+std::pair<int, int> RegionInfo::element_sizes() const {
+  int smallest = 8, largest = 1;
+  for (const auto* ids : {&region.inputs, &region.outputs}) {
+    for (ir::NodeId id : *ids) {
+      smallest = std::min(smallest, dtype_size(node(id).dtype));
+      largest = std::max(largest, dtype_size(node(id).dtype));
+    }
+  }
+  return {smallest, largest};
 }
 
 void print_signature(Printer& p, const RegionInfo& info, int block, int min_blocks) {

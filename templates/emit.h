@@ -71,9 +71,10 @@ struct RegionInfo {
   // Parameter names: in<k> for region.inputs[k], out<k> for region.outputs[k].
   std::string input_param(ir::NodeId id) const;
   // Smallest element size among the leaves and outputs (the vector width follows from it).
-  int min_element_size() const;
+  int min_element_size() const { return element_sizes().first; }
   // The largest (what a thread's share of a row costs in registers and bytes in flight).
-  int max_element_size() const;
+  int max_element_size() const { return element_sizes().second; }
+  std::pair<int, int> element_sizes() const;
   std::string_view index_type() const { return wide_index ? "long long" : "int"; }
 };
 

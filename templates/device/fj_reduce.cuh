@@ -80,8 +80,10 @@ __device__ __forceinline__ fj_max_sum fj_shfl_xor(fj_max_sum v, int lane_mask) {
 // e^(a - b) for a <= b; equal values (two -inf included) give 1, so that an empty or all -inf
 // prefix rescales cleanly once a finite maximum arrives.
 template <bool kFast>
+__device__ __forceinline__ float fj_exp_as(float x) { return kFast ? __expf(x) : expf(x); }
+template <bool kFast>
 __device__ __forceinline__ float fj_exp_below(float a, float b) {
-  return a == b ? 1.0f : kFast ? __expf(a - b) : expf(a - b);
+  return a == b ? 1.0f : fj_exp_as<kFast>(a - b);
 }
 template <bool kFast>
 struct fj_op_max_sum {
@@ -92,8 +94,7 @@ struct fj_op_max_sum {
   // One value joining: a single exponential, e^-|x - m|, either rescales the sum (x is the
   // new maximum) or weighs x (it is not).
   __device__ __forceinline__ fj_max_sum operator()(fj_max_sum a, float x) const {
-    const float gap = -fabsf(x - a.m);
-    const float e = a.m == x ? 1.0f : kFast ? __expf(gap) : expf(gap);
+    const float e = a.m == x ? 1.0f : fj_exp_as<kFast>(-fabsf(x - a.m));
     return x > a.m ? fj_max_sum{x, a.s * e + 1.0f} : fj_max_sum{fj_op_max()(a.m, x), a.s + e};
   }
 };
