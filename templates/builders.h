@@ -7,6 +7,8 @@
 
 #include "templates/emit.h"
 #include "templates/kernel.h"
+#include "templates/kir.h"
+#include "templates/lower.h"
 #include "templates/printer.h"
 
 namespace fusejit::templates {
@@ -14,6 +16,7 @@ namespace fusejit::templates {
 struct KernelBody {
   std::string kind;  // "pointwise", "reduction", "normalization"
   Printer code;      // comment lines and the __global__ function (name: kKernelNameToken)
+  kir::Function fn;  // the kernel, when the template builds kernel IR (then `code` is empty)
   int block = 256;
   int64_t work_blocks = 1;
   int blocks_per_sm = 8;
@@ -35,10 +38,31 @@ KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options
 // tiled transpose): one 16-byte vector load in `prelude` for an input whose offset moves by one
 // per lane, one hoisted scalar load for an input the same for every lane, and a load per lane
 // in `body` for anything else (a transposed read); with V = 1 every load goes to `body`.
-// `load` is an ExprEmitter leaf; `outer` is the scope of the prelude.
+// `load` is a Values leaf; `outer` is the scope of the prelude.
 class LaneLoads {
  public:
-  LaneLoads(const RegionInfo& info, int v, Printer& prelude, Printer& body, Scope& outer)
+  LaneLoads(const RegionInfo& info, int v, kir::Block& prelude, kir::Block& body,
+            ValueScope& outer)
+      : info_(info), v_(v), prelude_(prelude), body_(body), outer_(outer) {}
+  kir::ExprP load(ir::NodeId id, const Index& at);
+
+ private:
+  const RegionInfo& info_;
+  int v_;
+  kir::Block& prelude_;
+  kir::Block& body_;
+  ValueScope& outer_;
+  int arrays_ = 0;
+};
+
+// (Printer form, for templates not yet on the kernel IR.) Region inputs read inside a V-lane vector loop (pointwise sweeps, the output phase of the
+// tiled transpose): one 16-byte vector load in `prelude` for an input whose offset moves by one
+// per lane, one hoisted scalar load for an input the same for every lane, and a load per lane
+// in `body` for anything else (a transposed read); with V = 1 every load goes to `body`.
+// `load` is an ExprEmitter leaf; `outer` is the scope of the prelude.
+class LegacyLaneLoads {
+ public:
+  LegacyLaneLoads(const RegionInfo& info, int v, Printer& prelude, Printer& body, Scope& outer)
       : info_(info), v_(v), prelude_(prelude), body_(body), outer_(outer) {}
   std::string load(ir::NodeId id, const Index& at);
 

@@ -66,7 +66,9 @@ constexpr FastForm kFastForms[] = {
     {ir::Op::gelu_tanh, FastMath::f16},     // x * the fast sigmoid of 2u
 };
 
-std::string function_name(ir::Op op, FastMath fast) {
+}  // namespace
+
+std::string device_function(ir::Op op, FastMath fast) {
   for (const FastForm& f : kFastForms) {
     // FastMath levels are ordered none < f16 < bf16: a form allowed at f16 is allowed at bf16.
     if (f.op == op && fast != FastMath::none && fast >= f.finest) {
@@ -75,8 +77,6 @@ std::string function_name(ir::Op op, FastMath fast) {
   }
   return fmt::format("fj_{}", ir::op_name(op));
 }
-
-}  // namespace
 
 const DTypeCode& dtype_code(DType dtype) { return kDTypeCodes[static_cast<size_t>(dtype)]; }
 
@@ -382,7 +382,7 @@ std::string ExprEmitter::elementwise(ir::NodeId id, const Index& at, Scope& scop
   if (n.op == ir::Op::cast) {
     expr = args;  // the conversion above is the cast
   } else {
-    expr = fmt::format("{}({})", function_name(n.op, info_.fast), args);
+    expr = fmt::format("{}({})", device_function(n.op, info_.fast), args);
   }
   // Rounding::store rounds only at an explicit cast (stores round on their own); Rounding::node
   // rounds every node whose value its dtype might not hold.

@@ -55,6 +55,10 @@ std::string reduce_finish(const RegionInfo& info, const ir::Node& reduce, const 
 // (docs/numerics.md has each function's error bound).
 enum class FastMath { none, f16, bf16 };
 
+// The device function of an elementwise op (device/fj_math.cuh): fj_<op>, or its approximate
+// form fj_fast_<op> where `fast` allows it.
+std::string device_function(ir::Op op, FastMath fast);
+
 // Region facts the templates share.
 struct RegionInfo {
   const ir::Graph& graph;

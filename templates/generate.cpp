@@ -116,7 +116,12 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   source += "\n";
   source += fmt::format("// {} region\n", body.kind);
   source += region_summary(g, region);
-  source += body.code.str();
+  if (body.fn.name.empty()) {
+    source += body.code.str();
+  } else {
+    kir::verify(body.fn);
+    source += kir::print(body.fn);
+  }
 
   const std::string name = fmt::format("fj_{}_{:016x}", body.kind, fnv1a(source));
   for (size_t pos = source.find(kKernelNameToken); pos != std::string::npos;

@@ -243,4 +243,48 @@ Lane lane(const Index& at) { return terms_lane(with_places(flatten(at))).first; 
 
 bool uses(const Index& at, const BasePtr& root) { return uses_digits(flatten(at), root); }
 
+namespace {
+
+void collect_variables(const Digits& digits, bool lane0, std::vector<std::string>& out) {
+  for (const Digit& d : digits) {
+    const Base& b = *d.base;
+    if (!b.name.empty()) {
+      const std::string& name = lane0 && b.lane_root ? b.lane0_name : b.name;
+      if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    }
+    for (const auto& [inner, place] : b.terms) collect_variables({inner}, lane0, out);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+void add_key(const std::vector<std::pair<Digit, int64_t>>& terms, IndexKey& key) {
+  for (const auto& [d, place] : terms) {
+    if (d.base->name.empty()) {
+      key.names.emplace_back("(");
+      add_key(d.base->terms, key);
+      key.names.emplace_back(")");
+    } else {
+      key.names.push_back(d.base->name);
+    }
+    key.numbers.insert(key.numbers.end(), {d.div, d.ext, place});
+  }
+}
+
+}  // namespace
+
+IndexKey index_key(const Index& at) {
+  IndexKey key;
+  add_key(with_places(flatten(at)), key);
+  return key;
+}
+
+std::vector<std::string> variables(const Index& at, bool lane0) {
+  std::vector<std::string> out;
+  collect_variables(flatten(at), lane0, out);
+  return out;
+}
+
 }  // namespace fusejit::templates

@@ -83,5 +83,21 @@ std::string offset(const Digits& flat, bool lane0 = false);
 
 Lane lane(const Index& at);
 bool uses(const Index& at, const BasePtr& root);
+// A structural key of an element: equal keys name the same element of the same shape's
+// buffer. Per digit of the flattened index (merged, extent-1 digits dropped): the root's name
+// (or the opaque base's terms, bracketed), its divisor, extent and place value.
+struct IndexKey {
+  std::vector<std::string> names;  // root names; "(" and ")" bracket an opaque base's terms
+  std::vector<int64_t> numbers;    // div, ext, place per digit
+  bool operator<(const IndexKey& o) const {
+    return names != o.names ? names < o.names : numbers < o.numbers;
+  }
+  bool operator==(const IndexKey& o) const { return names == o.names && numbers == o.numbers; }
+};
+IndexKey index_key(const Index& at);
+
+// The variables the printed offset reads (the roots, or the lane root's lane-0 variable with
+// lane0), each once.
+std::vector<std::string> variables(const Index& at, bool lane0 = false);
 
 }  // namespace fusejit::templates

@@ -23,7 +23,36 @@
 
 namespace fusejit::templates {
 
-std::string LaneLoads::load(ir::NodeId id, const Index& at) {
+kir::ExprP LaneLoads::load(ir::NodeId id, const Index& at) {
+  const ir::Node& n = info_.node(id);
+  const DTypeCode& code = dtype_code(n.dtype);
+  const kir::ExprP param = kir::var(info_.input_param(id));
+  const Lane how = v_ == 1 ? Lane::other : lane(at);
+  if (how == Lane::unit) {
+    // One vector load before the lane loop; lanes pick their element.
+    const ValueKey key = value_key(id, at, Held::vector);
+    kir::ExprP array = outer_.find(key);
+    if (!array) {
+      array = prelude_.array(std::string(code.storage), fmt::format("r{}", arrays_++), v_);
+      prelude_.eval(kir::call("fj_load_vec", {array, kir::add(param, kir::offset(at, true))}));
+      outer_.memo[key] = array;
+    }
+    return body_.let(std::string(code.arith), fmt::format("x{}", arrays_++),
+                     apply(code.load, kir::subscript(array, kir::var("j"))));
+  }
+  if (how == Lane::none) {
+    const ValueKey key = value_key(id, at);
+    if (kir::ExprP hit = outer_.find(key)) return hit;
+    kir::ExprP var = prelude_.let(std::string(code.arith), fmt::format("h{}", arrays_++),
+                                  templates::load(info_, id, kir::offset(at, true)));
+    outer_.memo[key] = var;
+    return var;
+  }
+  return body_.let(std::string(code.arith), fmt::format("x{}", arrays_++),
+                   templates::load(info_, id, kir::offset(at)));
+}
+
+std::string LegacyLaneLoads::load(ir::NodeId id, const Index& at) {
   const ir::Node& n = info_.node(id);
   const DTypeCode& code = dtype_code(n.dtype);
   const std::string param = info_.input_param(id);
@@ -65,53 +94,52 @@ struct Sweep {
   std::vector<size_t> outputs;  // positions in region.outputs
 };
 
-// Prints one sweep into `p`; returns its number of vectors.
-int64_t print_sweep(Printer& p, const RegionInfo& info, const Sweep& sweep, int v) {
-  const std::string_view idx = info.index_type();
+// Adds one sweep to `out`; returns its number of vectors.
+int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, int v) {
+  const std::string idx(info.index_type());
   const int64_t vectors = sweep.count / v;
   const BasePtr root =
       v > 1 ? make_lane_root("i", "i0", sweep.count, v) : make_root("i", sweep.count);
 
-  Printer prelude, body, stores;
-  Scope outer{&prelude, nullptr, {}};
-  Scope inner{&body, &outer, {}};
+  kir::Block prelude, body, stores;
+  ValueScope outer{&prelude, nullptr, {}};
+  ValueScope inner{&body, &outer, {}};
 
   LaneLoads loads(info, v, prelude, body, outer);
-  auto leaf = [&](ir::NodeId id, const Index& at, Scope&) { return loads.load(id, at); };
-  auto no_reductions = [](ir::NodeId, const Index&) -> std::optional<std::string> {
-    return std::nullopt;
-  };
-  ExprEmitter emitter(info, leaf, no_reductions);
+  Values values(info, [&](ir::NodeId id, const Index& at, ValueScope&) {
+    return loads.load(id, at);
+  });
 
   for (size_t k : sweep.outputs) {
     const ir::NodeId id = info.region.outputs[k];
     const ir::Node& n = info.node(id);
-    const DTypeCode& code = dtype_code(n.dtype);
-    const std::string value = emitter.value(id, index_from_root(root, n.shape), inner);
+    const kir::ExprP value = values.value(id, index_from_root(root, n.shape), inner);
+    const kir::ExprP dst = kir::var(fmt::format("out{}", k));
     if (v == 1) {
-      body.line("out{}[i] = {};", k, wrap(code.store, value));
+      body.assign(kir::subscript(dst, kir::var("i")), apply(dtype_code(n.dtype).store, value));
     } else {
-      print_vector_store(prelude, body, stores, n.dtype, fmt::format("s{}", k),
-                         fmt::format("out{} + i0", k), v, value);
+      vector_store(prelude, body, stores, n.dtype, fmt::format("s{}", k),
+                   kir::add(dst, kir::var("i0")), v, value);
     }
   }
 
-  p.open("for ({} t = ({}){} * {} + ({})threadIdx.x; t < {}; t += ({})gridDim.x * {})", idx, idx,
-         "blockIdx.x", kBlock, idx, vectors, idx, kBlock);
+  // for (t = blockIdx.x * block + threadIdx.x; t < vectors; t += gridDim.x * block)
+  kir::Block& loop = out.loop(
+      idx, "t",
+      kir::add(kir::mul(kir::cast(idx, kir::lit("blockIdx.x")), kir::lit(kBlock)),
+               kir::cast(idx, kir::lit("threadIdx.x"))),
+      kir::lit(vectors), kir::mul(kir::cast(idx, kir::lit("gridDim.x")), kir::lit(kBlock)));
   if (v == 1) {
-    p.line("const {} i = t;", idx);
-    p.splice(body);
+    loop.let(idx, "i", kir::var("t"));
+    loop.splice(body);
   } else {
-    p.line("const {} i0 = t * {};", idx, v);
-    p.splice(prelude);
-    p.line("#pragma unroll");
-    p.open("for (int j = 0; j < {}; ++j)", v);
-    if (mentions(body.str(), "i")) p.line("const {} i = i0 + j;", idx);
-    p.splice(body);
-    p.close();
-    p.splice(stores);
+    loop.let(idx, "i0", kir::mul(kir::var("t"), kir::lit(v)));
+    loop.splice(prelude);
+    kir::Block& lanes = loop.loop("int", "j", kir::lit(0), kir::lit(v), nullptr, 1);
+    if (kir::uses(body, "i")) lanes.let(idx, "i", kir::add(kir::var("i0"), kir::var("j")));
+    lanes.splice(body);
+    loop.splice(stores);
   }
-  p.close();
   return vectors;
 }
 
@@ -139,21 +167,17 @@ KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options
   std::vector<std::pair<int64_t, int>> plan;
   for (int64_t count : order)
     plan.emplace_back(count, vector_width(info, options.vectorize, {count}));
-  Printer fn;
+  kb.fn = kernel_function(info, kBlock);
+  for (const auto& [count, v] : plan) {
+    kb.fn.head.comment("pointwise sweep over {} elements: {} per thread and iteration{}", count, v,
+                       v > 1 ? ", 16-byte vector accesses where contiguous" : "");
+  }
+  kb.fn.head.comment("{} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
   int64_t work = 1;
   for (const auto& [count, v] : plan) {
-    const int64_t vectors = print_sweep(fn, info, by_count[count], v);
+    const int64_t vectors = add_sweep(kb.fn.body, info, by_count[count], v);
     work = std::max(work, ceil_div(vectors, kBlock));
   }
-  Printer& out = kb.code;
-  for (const auto& [count, v] : plan) {
-    out.line("// pointwise sweep over {} elements: {} per thread and iteration{}", count, v,
-             v > 1 ? ", 16-byte vector accesses where contiguous" : "");
-  }
-  out.line("// {} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
-  print_signature(out, info, kBlock);
-  out.splice(fn);
-  out.close();
   kb.work_blocks = work;
   return kb;
 }

@@ -332,7 +332,7 @@ void print_outputs(Printer& p, const RegionInfo& info, const TileSchedule& s,
   Printer prelude, body, stores;
   Scope outer{&prelude, nullptr, {}};
   Scope inner{&body, &outer, {}};
-  LaneLoads loads(info, v, prelude, body, outer);
+  LegacyLaneLoads loads(info, v, prelude, body, outer);
   std::set<int> offsets;  // chunk widths whose shared-memory offset the prelude declares
   int values = 0;
   auto leaf = [&](ir::NodeId id, const Index& at, Scope&) -> std::string {

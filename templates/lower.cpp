@@ -1,0 +1,185 @@
+// templates/lower: region nodes to kernel IR; see lower.h.
+#include "templates/lower.h"
+
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace fusejit::templates {
+
+ValueKey value_key(ir::NodeId id, const Index& at, Held held) {
+  return ValueKey{held, id, index_key(at)};
+}
+
+kir::ExprP ValueScope::find(const ValueKey& key) const {
+  for (const ValueScope* s = this; s != nullptr; s = s->parent) {
+    const auto it = s->memo.find(key);
+    if (it != s->memo.end()) return it->second;
+  }
+  return nullptr;
+}
+
+Values::Values(const RegionInfo& info, LeafFn leaf, InterceptFn intercept)
+    : info_(info), leaf_(std::move(leaf)), intercept_(std::move(intercept)) {}
+
+std::string Values::fresh(std::string_view prefix) {
+  // "x" -> x0, x1, ...; "v12" (a node's value) -> v12, v12_1, ...
+  const int n = counters_[std::string(prefix)]++;
+  if (prefix.empty() || !std::isdigit(static_cast<unsigned char>(prefix.back()))) {
+    return fmt::format("{}{}", prefix, n);
+  }
+  return n == 0 ? std::string(prefix) : fmt::format("{}_{}", prefix, n);
+}
+
+kir::ExprP Values::value(ir::NodeId id, const Index& at, ValueScope& scope) {
+  const ValueKey k = value_key(id, at);
+  if (kir::ExprP hit = scope.find(k)) return hit;
+  if (intercept_) {
+    if (kir::ExprP held = intercept_(id, at)) return held;
+  }
+  if (info_.inputs.count(id) != 0) {
+    kir::ExprP v = leaf_(id, at, scope);
+    scope.memo[k] = v;
+    return v;
+  }
+  const ir::Node& n = info_.node(id);
+  if (info_.nodes.count(id) == 0) {
+    throw InternalError(
+        fmt::format("region reads %{} ({} {}), which is neither one of its nodes nor one of its "
+                    "inputs",
+                    id, ir::op_name(n.op), ir::type_str(n)));
+  }
+  switch (ir::op_kind(n.op)) {
+    case ir::OpKind::source:
+      if (n.op == ir::Op::constant) return literal_of(n.dtype, n.value);
+      throw InternalError(fmt::format("input %{} is in the region's nodes but not its inputs", id));
+    case ir::OpKind::view:
+      return view(n, at, scope);
+    case ir::OpKind::reduce:
+      throw InternalError(
+          fmt::format("%{} ({}) is read at an element its kernel does not reduce (index {})", id,
+                      ir::op_name(n.op), offset(at)));
+    case ir::OpKind::matmul:
+      throw InternalError(fmt::format("matmul %{} inside a generated kernel", id));
+    default: {
+      kir::ExprP v = elementwise(id, at, scope);
+      scope.memo[k] = v;
+      return v;
+    }
+  }
+}
+
+// Views are index arithmetic: the operand's value at the element the view reads.
+kir::ExprP Values::view(const ir::Node& n, const Index& at, ValueScope& scope) {
+  const ir::Node& x = info_.node(n.inputs[0]);
+  switch (n.op) {
+    case ir::Op::reshape:
+      return value(n.inputs[0], reshape_operand(at, x.shape), scope);
+    case ir::Op::permute:
+      return value(n.inputs[0], permute_operand(at, n.axes, x.shape), scope);
+    default:
+      return value(n.inputs[0], broadcast_operand(at, x.shape), scope);
+  }
+}
+
+kir::ExprP Values::elementwise(ir::NodeId id, const Index& at, ValueScope& scope) {
+  const ir::Node& n = info_.node(id);
+  // Operands are evaluated at the broadcast index, then brought to the op's arithmetic type:
+  // the promoted type for comparisons, the result's type otherwise (the condition of `where`
+  // is bool already).
+  DType op_type = n.dtype;
+  if (ir::op_kind(n.op) == ir::OpKind::compare) {
+    op_type = ir::promote(info_.node(n.inputs[0]).dtype, info_.node(n.inputs[1]).dtype);
+  }
+  bool operands_in_dtype = true;  // every operand already holds a value of the node's dtype
+  std::vector<kir::ExprP> args;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const ir::Node& x = info_.node(n.inputs[i]);
+    kir::ExprP v = value(n.inputs[i], broadcast_operand(at, x.shape), scope);
+    const bool is_condition = n.op == ir::Op::where && i == 0;
+    if (!is_condition) {
+      v = convert_to(op_type, x.dtype, v);
+      operands_in_dtype = operands_in_dtype && x.dtype == n.dtype;
+    }
+    args.push_back(std::move(v));
+  }
+  // A cast is the conversion above.
+  kir::ExprP expr =
+      n.op == ir::Op::cast ? args.at(0) : kir::call(device_function(n.op, info_.fast), args);
+  // Rounding::store rounds only at an explicit cast (stores round on their own); Rounding::node
+  // rounds every node whose value its dtype might not hold.
+  const bool round = info_.round_every_node
+                         ? !(ir::op_has(n.op, ir::kKeepsValue) && operands_in_dtype)
+                         : n.op == ir::Op::cast;
+  if (round) expr = apply(dtype_code(n.dtype).round, expr);
+  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)),
+                        expr, std::string(ir::op_name(n.op)));
+}
+
+kir::ExprP apply(std::string_view fn, kir::ExprP x) {
+  if (fn.empty()) return x;
+  return kir::call(std::string(fn), {std::move(x)});
+}
+
+kir::ExprP convert_to(DType to, DType from, kir::ExprP value) {
+  if (dtype_code(to).arith == dtype_code(from).arith) return value;
+  return apply(dtype_code(to).convert, std::move(value));
+}
+
+kir::ExprP literal_of(DType dtype, double value) { return kir::lit(literal(dtype, value)); }
+
+kir::ExprP load(const RegionInfo& info, ir::NodeId id, kir::ExprP offset) {
+  const DTypeCode& code = dtype_code(info.node(id).dtype);
+  return apply(code.load, kir::subscript(kir::var(info.input_param(id)), std::move(offset)));
+}
+
+kir::ExprP finish(const RegionInfo& info, const ir::Node& reduce, kir::ExprP acc,
+                  int64_t count) {
+  kir::ExprP v = std::move(acc);
+  if (reduce.op == ir::Op::mean) {
+    v = kir::infix(v, "/", literal_of(DType::f32, static_cast<double>(count)));
+  }
+  return info.round_every_node ? apply(dtype_code(reduce.dtype).round, v) : v;
+}
+
+kir::Function kernel_function(const RegionInfo& info, int block, int min_blocks) {
+  kir::Function f;
+  f.name = std::string(kKernelNameToken);
+  f.block = block;
+  f.min_blocks = min_blocks;
+  for (size_t k = 0; k < info.region.inputs.size(); ++k) {
+    const ir::NodeId id = info.region.inputs[k];
+    const ir::Node& n = info.node(id);
+    f.params.push_back(kir::Param{std::string(dtype_code(n.dtype).storage), fmt::format("in{}", k),
+                                  true, fmt::format("%{} {}", id, ir::type_str(n))});
+  }
+  for (size_t k = 0; k < info.region.outputs.size(); ++k) {
+    const ir::NodeId id = info.region.outputs[k];
+    const ir::Node& n = info.node(id);
+    f.params.push_back(kir::Param{std::string(dtype_code(n.dtype).storage),
+                                  fmt::format("out{}", k), false,
+                                  fmt::format("%{} {}", id, ir::type_str(n))});
+  }
+  return f;
+}
+
+void vector_store(kir::Block& decl, kir::Block& body, kir::Block& stores, DType dtype,
+                  const std::string& array, kir::ExprP dst, int v, kir::ExprP value) {
+  const DTypeCode& code = dtype_code(dtype);
+  const kir::ExprP j = kir::var("j");
+  if (!code.store_vec.empty() && v % 2 == 0) {  // narrowed in pairs when stored
+    const kir::ExprP a = decl.array(std::string(code.arith), array, v);
+    body.assign(kir::subscript(a, j), std::move(value));
+    stores.eval(kir::call(std::string(code.store_vec), {std::move(dst), a}));
+    return;
+  }
+  const kir::ExprP a = decl.array(std::string(code.storage), array, v);
+  body.assign(kir::subscript(a, j), apply(code.store, std::move(value)));
+  stores.eval(kir::call("fj_store_vec", {std::move(dst), a}));
+}
+
+}  // namespace fusejit::templates
