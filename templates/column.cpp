@@ -138,7 +138,7 @@ class ColumnBuilder {
   void print_block_combine(Printer& o) const;
   void print_split_combine(Printer& o) const;
   void print_finish(Printer& o) const;
-  SplitPartials split_partials() const;
+  LegacySplitPartials split_partials() const;
 
   const RegionInfo& info_;
   const ReduceSpace& space_;
@@ -310,8 +310,8 @@ void ColumnBuilder::collect_outputs() {
 
 // The partials of tile t, piece s: one per column of the tile, held by the ty == 0 threads
 // (column j * TX + tx, so that a warp's accesses to them are contiguous).
-SplitPartials ColumnBuilder::split_partials() const {
-  SplitPartials split;
+LegacySplitPartials ColumnBuilder::split_partials() const {
+  LegacySplitPartials split;
   split.pieces = cfg_.split;
   split.groups = cfg_.tiles;
   split.width = cfg_.tx * cfg_.v;
@@ -423,7 +423,7 @@ void ColumnBuilder::print_block_combine(Printer& o) const {
 // Split columns: every block publishes its partials; the tile's last block folds them (thread
 // (tx, ty) the pieces ty, ty + TY, ..., in order) and combines the TY results as before.
 void ColumnBuilder::print_split_combine(Printer& o) const {
-  const SplitPartials split = split_partials();
+  const LegacySplitPartials split = split_partials();
   print_split_arrival(o, space_.reduces, split);
   o.line("if (!fj_last) continue;");
   o.line("// the tile's last block: the {} partials of each column, in order", cfg_.split);

@@ -35,6 +35,9 @@ ExprP call(std::string fn, std::vector<ExprP> args) {
 ExprP infix(ExprP lhs, std::string op, ExprP rhs) {
   return make(ExprKind::infix, std::move(op), {std::move(lhs), std::move(rhs)});
 }
+ExprP prefix(std::string op, ExprP e) {
+  return make(ExprKind::prefix, std::move(op), {std::move(e)});
+}
 ExprP group(ExprP e) { return make(ExprKind::group, {}, {std::move(e)}); }
 ExprP subscript(ExprP array, ExprP index) {
   return make(ExprKind::subscript, {}, {std::move(array), std::move(index)});
@@ -122,6 +125,12 @@ Block& Block::branch(ExprP cond) {
 }
 
 void Block::blank() { stmts.push_back(stmt(StmtKind::blank)); }
+
+void Block::jump(std::string what) {
+  Stmt s = stmt(StmtKind::jump);
+  s.text = std::move(what);
+  stmts.push_back(std::move(s));
+}
 
 void Block::splice(const Block& other) {
   stmts.insert(stmts.end(), other.stmts.begin(), other.stmts.end());
@@ -316,6 +325,8 @@ std::string print(const ExprP& e) {
     }
     case ExprKind::infix:
       return fmt::format("{} {} {}", print(e->args[0]), e->text, print(e->args[1]));
+    case ExprKind::prefix:
+      return e->text + print(e->args[0]);
     case ExprKind::group:
       return fmt::format("({})", print(e->args[0]));
     case ExprKind::subscript:
@@ -378,6 +389,9 @@ class Printer {
         line(level, fmt::format("if ({}) {{", print(s.value)));
         block(*s.body, level + 1);
         line(level, "}");
+        return;
+      case StmtKind::jump:
+        line(level, s.text + ";");
         return;
       case StmtKind::comment:
         line(level, "// " + s.text);

@@ -31,6 +31,7 @@ enum class ExprKind {
   lit,        // text that names no kernel variable: a literal, threadIdx.x, a type name
   call,       // text(args...): a function, possibly with template arguments in `text`
   infix,      // args[0] text args[1]
+  prefix,     // text args[0]: &x, *p, !c, -x
   group,      // (args[0])
   subscript,  // args[0][args[1]]
   cast,       // (text)args[0]
@@ -53,6 +54,7 @@ ExprP lit(std::string text);
 ExprP lit(int64_t value);
 ExprP call(std::string fn, std::vector<ExprP> args);
 ExprP infix(ExprP lhs, std::string op, ExprP rhs);
+ExprP prefix(std::string op, ExprP e);
 ExprP group(ExprP e);
 ExprP subscript(ExprP array, ExprP index);
 ExprP cast(std::string type, ExprP value);
@@ -69,6 +71,7 @@ enum class StmtKind {
   eval,     // value;                                   (a call for its effect)
   loop,     // for (type name = init; cond; step) { body }
   branch,   // if (cond) { body }
+  jump,     // text;  (continue, break, return)
   comment,  // // text
   blank,    // an empty line
 };
@@ -115,6 +118,7 @@ struct Block {
     stmts.push_back(std::move(s));
   }
   void blank();
+  void jump(std::string what);  // continue, break, return
   // Appends another block's statements.
   void splice(const Block& other);
   bool empty() const { return stmts.empty(); }

@@ -157,14 +157,14 @@ ReduceSpace analyze_reduction(const RegionInfo& info, bool online) {
 namespace {
 
 // The index of the thread's partial of piece `piece` in fj_partial<r>.
-std::string split_slot(const SplitPartials& split, std::string_view piece) {
+std::string split_slot(const LegacySplitPartials& split, std::string_view piece) {
   if (split.width == 1) return fmt::format("{} * {} + {}", split.group, split.pieces, piece);
   return fmt::format("({} * {} + {}) * {} + {}", split.group, split.pieces, piece, split.width,
                      split.value);
 }
 
 // `statement` for every lane of the accumulators (inside a j loop when they are arrays).
-void print_lanes(Printer& out, const SplitPartials& split, const std::string& statement) {
+void print_lanes(Printer& out, const LegacySplitPartials& split, const std::string& statement) {
   if (split.lanes == 0) {
     out.raw(statement);
   } else {
@@ -176,7 +176,7 @@ void print_lanes(Printer& out, const SplitPartials& split, const std::string& st
 }  // namespace
 
 void print_split_scratch(Printer& out, const RegionInfo& info,
-                         const std::vector<ir::NodeId>& reduces, const SplitPartials& split,
+                         const std::vector<ir::NodeId>& reduces, const LegacySplitPartials& split,
                          std::string_view pieces, std::string_view group) {
   out.line("// {}, one block each; the partial results meet in", pieces);
   out.line(
@@ -192,7 +192,7 @@ void print_split_scratch(Printer& out, const RegionInfo& info,
 }
 
 void print_split_arrival(Printer& out, const std::vector<ir::NodeId>& reduces,
-                         const SplitPartials& split) {
+                         const LegacySplitPartials& split) {
   const std::string acc = split.lanes == 0 ? "a{0}" : "a{0}[j]";
   const std::string count = fmt::format("fj_last = atomicAdd(&fj_arrivals[{}], 1u) == {}u;",
                                         split.group, split.pieces - 1);
@@ -221,7 +221,7 @@ void print_split_arrival(Printer& out, const std::vector<ir::NodeId>& reduces,
 }
 
 void print_split_fold(Printer& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,
-                      const SplitPartials& split, std::string_view first, int64_t step) {
+                      const LegacySplitPartials& split, std::string_view first, int64_t step) {
   for (ir::NodeId r : reduces) {
     const ir::Node& n = info.node(r);
     const DType acc = accumulator_dtype(n);
@@ -241,8 +241,103 @@ void print_split_fold(Printer& out, const RegionInfo& info, const std::vector<ir
   }
 }
 
-std::string split_reset(const SplitPartials& split) {
+std::string split_reset(const LegacySplitPartials& split) {
   return fmt::format("fj_arrivals[{}] = 0;", split.group);
+}
+
+namespace {
+
+// The index of the thread's partial of piece `piece` in fj_partial<r>.
+kir::ExprP slot(const SplitPartials& split, kir::ExprP piece) {
+  const kir::ExprP first = kir::add(kir::mul(split.group, kir::lit(split.pieces)), std::move(piece));
+  if (split.width == 1) return first;
+  return kir::add(kir::mul(kir::group(first), kir::lit(split.width)),
+                  split.value ? split.value : kir::lit(0));
+}
+
+// The block where one lane's statement goes: `out`, or a j loop over the accumulators' lanes.
+kir::Block& per_lane(kir::Block& out, const SplitPartials& split) {
+  if (split.lanes == 0) return out;
+  return out.loop("int", "j", kir::lit(0), kir::lit(split.lanes), nullptr, 1);
+}
+
+kir::ExprP accumulator(const SplitPartials& split, ir::NodeId r) {
+  const kir::ExprP a = kir::var(fmt::format("a{}", r));
+  return split.lanes == 0 ? a : kir::subscript(a, kir::var("j"));
+}
+
+kir::ExprP partials(ir::NodeId r) { return kir::var(fmt::format("fj_partial{}", r)); }
+
+}  // namespace
+
+void add_split_scratch(kir::Block& head, const RegionInfo& info,
+                       const std::vector<ir::NodeId>& reduces, const SplitPartials& split,
+                       std::string_view pieces, std::string_view group) {
+  head.comment("{}, one block each; the partial results meet in", pieces);
+  head.comment(
+      "module-scope scratch, and the last block of a {} to arrive (counted atomically) "
+      "combines",
+      group);
+  head.comment("them in a fixed order and resets the count for the next launch");
+  for (ir::NodeId r : reduces) {
+    head.array(fmt::format("__device__ {}", dtype_code(accumulator_dtype(info.node(r))).arith),
+               fmt::format("fj_partial{}", r), split.groups * split.pieces * split.width);
+  }
+  head.array("__device__ unsigned int", "fj_arrivals", split.groups);
+}
+
+kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& reduces,
+                              const SplitPartials& split) {
+  const kir::ExprP fence = kir::call("__threadfence", {});
+  const kir::ExprP sync = kir::call("__syncthreads", {});
+  auto count = [&](kir::Block& b) {
+    const kir::ExprP counter = kir::prefix("&", kir::subscript(kir::var("fj_arrivals"), split.group));
+    b.assign(kir::var("fj_last"),
+             kir::infix(kir::call("atomicAdd", {counter, kir::lit("1u")}), "==",
+                        kir::lit(fmt::format("{}u", split.pieces - 1))));
+  };
+  const bool alone = !split.holders;
+  kir::Block& holders = out.branch(alone ? kir::lit("threadIdx.x == 0") : split.holders);
+  for (ir::NodeId r : reduces) {
+    per_lane(holders, split)
+        .assign(kir::subscript(partials(r), slot(split, split.piece)), accumulator(split, r));
+  }
+  holders.eval(fence);
+  if (alone) count(holders);
+  out.eval(sync);
+  if (alone) {
+    kir::Block& last = out.branch(kir::infix(kir::var("fj_last"), "&&", kir::lit("threadIdx.x == 0")));
+    last.eval(fence);
+    return last;
+  }
+  // Every holder has fenced its own stores; the barrier orders them before the count.
+  kir::Block& counter = out.branch(kir::lit("threadIdx.x == 0"));
+  counter.eval(fence);
+  count(counter);
+  out.eval(sync);
+  return out;
+}
+
+void add_split_fold(kir::Block& out, const RegionInfo& info,
+                    const std::vector<ir::NodeId>& reduces, const SplitPartials& split,
+                    kir::ExprP first, int64_t step) {
+  for (ir::NodeId r : reduces) {
+    const ir::Node& n = info.node(r);
+    const DType acc = accumulator_dtype(n);
+    per_lane(out, split).assign(accumulator(split, r), kir::lit(reduce_identity(n.op, acc)));
+    kir::Block& fold = out.loop("int", "q", first, kir::lit(split.pieces),
+                                step == 1 ? nullptr : kir::lit(step), step == 1 ? 0 : 4);
+    // Volatile loads: the partials come from L2, never from a stale L1 line.
+    const kir::ExprP partial = kir::prefix(
+        "*", kir::call(fmt::format("static_cast<volatile {}*>", dtype_code(acc).arith),
+                       {kir::prefix("&", kir::subscript(partials(r), slot(split, kir::var("q"))))}));
+    const kir::ExprP a = accumulator(split, r);
+    per_lane(fold, split).assign(a, kir::call(fmt::format("{}()", reduce_functor(n.op)), {a, partial}));
+  }
+}
+
+void add_split_reset(kir::Block& out, const SplitPartials& split) {
+  out.assign(kir::subscript(kir::var("fj_arrivals"), split.group), kir::lit(0));
 }
 
 KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options) {

@@ -175,7 +175,7 @@ class RowwiseBuilder {
   std::optional<std::string> intercept(ir::NodeId id, const Index& at);
   void store_full(Pass& p, const ReduceOutput& out);
   void print_chunk_loop(Printer& out, const Pass& p) const;
-  SplitPartials split_partials() const;
+  LegacySplitPartials split_partials() const;
 
   const RegionInfo& info_;
   const ReduceSpace& space_;
@@ -357,8 +357,8 @@ void RowwiseBuilder::print_chunk_loop(Printer& out, const Pass& p) const {
 
 // Split rows (reduction.h): the partials of row `row`, piece `s`, one value per block; thread 0
 // publishes them, and in the last block folds all S of them in order.
-SplitPartials RowwiseBuilder::split_partials() const {
-  SplitPartials split;
+LegacySplitPartials RowwiseBuilder::split_partials() const {
+  LegacySplitPartials split;
   split.pieces = cfg_.split;
   split.groups = space_.rows;
   split.group = "row";
