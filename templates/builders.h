@@ -55,26 +55,6 @@ class LaneLoads {
   int arrays_ = 0;
 };
 
-// (Printer form, for templates not yet on the kernel IR.) Region inputs read inside a V-lane vector loop (pointwise sweeps, the output phase of the
-// tiled transpose): one 16-byte vector load in `prelude` for an input whose offset moves by one
-// per lane, one hoisted scalar load for an input the same for every lane, and a load per lane
-// in `body` for anything else (a transposed read); with V = 1 every load goes to `body`.
-// `load` is an ExprEmitter leaf; `outer` is the scope of the prelude.
-class LegacyLaneLoads {
- public:
-  LegacyLaneLoads(const RegionInfo& info, int v, Printer& prelude, Printer& body, Scope& outer)
-      : info_(info), v_(v), prelude_(prelude), body_(body), outer_(outer) {}
-  std::string load(ir::NodeId id, const Index& at);
-
- private:
-  const RegionInfo& info_;
-  int v_;
-  Printer& prelude_;
-  Printer& body_;
-  Scope& outer_;
-  int arrays_ = 0;
-};
-
 // True when `name` occurs in `text` as a whole identifier.
 bool mentions(const std::string& text, const std::string& name);
 

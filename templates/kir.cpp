@@ -4,6 +4,8 @@
 #include <cctype>
 #include <set>
 
+#include <fmt/ranges.h>
+
 #include "fusejit/error.h"
 
 namespace fusejit::templates::kir {
@@ -79,10 +81,14 @@ ExprP Block::let_mut(std::string type, std::string name, ExprP value) {
 }
 
 ExprP Block::array(std::string type, std::string name, int64_t length) {
+  return array(std::move(type), std::move(name), std::vector<int64_t>{length});
+}
+
+ExprP Block::array(std::string type, std::string name, std::vector<int64_t> dims) {
   Stmt s = stmt(StmtKind::array);
   s.type = std::move(type);
   s.name = std::move(name);
-  s.length = length;
+  s.dims = std::move(dims);
   stmts.push_back(std::move(s));
   return var(stmts.back().name);
 }
@@ -366,7 +372,7 @@ class Printer {
         return;
       }
       case StmtKind::array:
-        line(level, fmt::format("{} {}[{}];", s.type, s.name, s.length));
+        line(level, fmt::format("{} {}[{}];", s.type, s.name, fmt::join(s.dims, "][")));
         return;
       case StmtKind::assign:
         line(level, fmt::format("{} {} {};", print(s.target), s.op, print(s.value)));

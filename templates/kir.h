@@ -87,7 +87,7 @@ struct Stmt {
   ExprP value;          // let: initializer (may be null); assign, eval: value; branch: condition
   ExprP target;         // assign: what is assigned
   std::string op;       // assign: "=", "+=", ...
-  int64_t length = 0;   // array
+  std::vector<int64_t> dims;  // array: the length of each dimension
   ExprP init, bound;    // loop: `name = init; name < bound`
   ExprP step;           // loop: `name += step`, or `++name` when null
   int unroll = 0;       // loop: 1 puts `#pragma unroll` before it, n > 1 `#pragma unroll n`
@@ -104,6 +104,7 @@ struct Block {
   ExprP let(std::string type, std::string name, ExprP value, std::string comment = {});
   ExprP let_mut(std::string type, std::string name, ExprP value = nullptr);
   ExprP array(std::string type, std::string name, int64_t length);
+  ExprP array(std::string type, std::string name, std::vector<int64_t> dims);  // name[d0][d1]..
   void assign(ExprP target, ExprP value, std::string op = "=");
   void eval(ExprP value, std::string comment = {});
   // for (type name = init; name < bound; name += step) or ++name when step is null.

@@ -52,39 +52,6 @@ kir::ExprP LaneLoads::load(ir::NodeId id, const Index& at) {
                    templates::load(info_, id, kir::offset(at)));
 }
 
-std::string LegacyLaneLoads::load(ir::NodeId id, const Index& at) {
-  const ir::Node& n = info_.node(id);
-  const DTypeCode& code = dtype_code(n.dtype);
-  const std::string param = info_.input_param(id);
-  const Lane how = v_ == 1 ? Lane::other : lane(at);
-  const std::string key = ExprEmitter::key(id, at);
-  if (how == Lane::unit) {
-    // One vector load before the lane loop; lanes pick their element.
-    std::string array;
-    if (auto hit = outer_.find("vec" + key)) {
-      array = *hit;
-    } else {
-      array = fmt::format("r{}", arrays_++);
-      prelude_.line("{} {}[{}];", code.storage, array, v_);
-      prelude_.line("fj_load_vec({}, {} + {});", array, param, offset(at, true));
-      outer_.memo["vec" + key] = array;
-    }
-    const std::string var = fmt::format("x{}", arrays_++);
-    body_.line("const {} {} = {};", code.arith, var, wrap(code.load, fmt::format("{}[j]", array)));
-    return var;
-  }
-  if (how == Lane::none) {
-    if (auto hit = outer_.find(key)) return *hit;
-    const std::string var = fmt::format("h{}", arrays_++);
-    prelude_.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at, true)));
-    outer_.memo[key] = var;
-    return var;
-  }
-  const std::string var = fmt::format("x{}", arrays_++);
-  body_.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at)));
-  return var;
-}
-
 namespace {
 
 constexpr int kBlock = 256;

@@ -73,7 +73,7 @@ struct Axes {
 struct TiledRead {
   ir::NodeId id = -1;
   Index at;          // in the roots b, r, c
-  std::string key;   // ExprEmitter::key of (id, at)
+  ValueKey key;      // the value memo's key of (id, at)
   int chunk = 1;     // elements per chunk along r: 16 bytes when R allows
   std::string tile;  // the shared array
 };
@@ -102,16 +102,13 @@ std::vector<Index> output_indices(const RegionInfo& info, const Digits& flat) {
 std::vector<std::pair<ir::NodeId, Index>> reads_at(const RegionInfo& info,
                                                    const std::vector<Index>& outputs) {
   std::vector<std::pair<ir::NodeId, Index>> reads;
-  Printer scratch;
-  Scope scope{&scratch, nullptr, {}};
-  auto leaf = [&](ir::NodeId id, const Index& at, Scope&) {
+  kir::Block scratch;
+  ValueScope scope{&scratch, nullptr, {}};
+  Values values(info, [&](ir::NodeId id, const Index& at, ValueScope&) {
     reads.emplace_back(id, at);
-    return std::string("0");
-  };
-  auto none = [](ir::NodeId, const Index&) -> std::optional<std::string> { return std::nullopt; };
-  ExprEmitter emitter(info, leaf, none);
-  for (size_t k = 0; k < outputs.size(); ++k)
-    emitter.value(info.region.outputs[k], outputs[k], scope);
+    return kir::lit(0);
+  });
+  for (size_t k = 0; k < outputs.size(); ++k) values.value(info.region.outputs[k], outputs[k], scope);
   return reads;
 }
 
@@ -210,7 +207,7 @@ std::optional<TileSchedule> schedule(const RegionInfo& info, const CodegenOption
   for (const auto& [id, at] : reads_at(info, s.outputs)) {
     if (!is_tiled(at, s)) continue;
     const int size = dtype_size(info.node(id).dtype);
-    s.reads.push_back(TiledRead{id, at, ExprEmitter::key(id, at),
+    s.reads.push_back(TiledRead{id, at, value_key(id, at),
                                 vector_width(size, options.vectorize, {axes->r}),
                                 fmt::format("tile{}", s.reads.size())});
   }
@@ -218,62 +215,82 @@ std::optional<TileSchedule> schedule(const RegionInfo& info, const CodegenOption
   return s;
 }
 
-// `(cond) && ...` of the conditions that can fail, or "" when none can.
-std::string guard(const std::vector<std::pair<bool, std::string>>& conditions) {
-  std::string g;
+// `cond && ...` of the conditions that can fail, or null when none can.
+kir::ExprP guard(const std::vector<std::pair<bool, kir::ExprP>>& conditions) {
+  kir::ExprP g;
   for (const auto& [needed, cond] : conditions) {
-    if (needed) g += (g.empty() ? "" : " && ") + cond;
+    if (needed) g = g ? kir::infix(g, "&&", cond) : cond;
   }
   return g;
 }
 
-void open_guarded(Printer& p, const std::string& g) {
-  if (g.empty()) return;
-  p.open("if ({})", g);
+// The block inside `if (g)`, or `b` itself when nothing needs guarding.
+kir::Block& guarded(kir::Block& b, const kir::ExprP& g) { return g ? b.branch(g) : b; }
+
+kir::ExprP offset_of(const Digits& digits) {
+  int64_t total = 1;
+  for (const Digit& d : digits) total *= d.ext;
+  return kir::offset(Index{Shape{total}, {digits}});
 }
 
+kir::ExprP v(const char* name) { return kir::var(name); }
+kir::ExprP n(int64_t value) { return kir::lit(value); }
+
 // Tile t of the grid-stride loop: batch b, and the tile's first r (rb) and c (cb).
-void print_tile_origin(Printer& p, const TileSchedule& s, std::string_view idx) {
+void add_tile_origin(kir::Block& p, const TileSchedule& s, const std::string& idx) {
   const BasePtr t = make_root("t", s.tiles);
   const int64_t per_b = s.tiles_r * s.tiles_c;
   if (s.axes.outer * s.axes.mid > 1) {
-    p.line("const {} b = {};", idx, offset(Digits{Digit{t, per_b, s.axes.outer * s.axes.mid}}));
+    p.let(idx, "b", offset_of(Digits{Digit{t, per_b, s.axes.outer * s.axes.mid}}));
   }
-  p.line("const {} rb = ({}) * {};", idx, offset(Digits{Digit{t, s.tiles_c, s.tiles_r}}), s.tile);
-  p.line("const {} cb = ({}) * {};", idx, offset(Digits{Digit{t, 1, s.tiles_c}}), s.tile);
+  p.let(idx, "rb", kir::mul(kir::group(offset_of(Digits{Digit{t, s.tiles_c, s.tiles_r}})), n(s.tile)));
+  p.let(idx, "cb", kir::mul(kir::group(offset_of(Digits{Digit{t, 1, s.tiles_c}})), n(s.tile)));
 }
 
 // The load phase of one tile: every thread loads its chunks first (all loads in flight at
 // once), then writes them to shared memory at their swizzled position.
-void print_load(Printer& p, const RegionInfo& info, const TileSchedule& s, const TiledRead& read,
-                std::string_view idx) {
+void add_load(kir::Block& p, const RegionInfo& info, const TileSchedule& s, const TiledRead& read,
+              const std::string& idx) {
   const DTypeCode& code = dtype_code(info.node(read.id).dtype);
   const int per_row = s.tile / read.chunk;  // chunks per tile row
   const int total = s.tile * per_row;
   const int passes = pass_count(s.tile, read.chunk);
-  const std::string g =
-      guard({{passes * kBlock > total, fmt::format("u < {}", total)},
-             {s.axes.c % s.tile != 0, fmt::format("cb + cl < {}", s.axes.c)},
-             {s.axes.r % s.tile != 0, fmt::format("rb + q * {} < {}", read.chunk, s.axes.r)}});
+  const kir::ExprP g = guard(
+      {{passes * kBlock > total, kir::lt(v("u"), n(total))},
+       {s.axes.c % s.tile != 0, kir::lt(kir::add(v("cb"), v("cl")), n(s.axes.c))},
+       {s.axes.r % s.tile != 0,
+        kir::lt(kir::add(v("rb"), kir::mul(v("q"), n(read.chunk))), n(s.axes.r))}});
+  p.comment("{}: {} x {} elements, {}-element chunks along its contiguous axis", read.tile, s.tile,
+            s.tile, read.chunk);
+  // w<k>[p][e]: the thread's chunks of tile<k>, between the global load and the shared store.
   const std::string w = "w" + read.tile.substr(4);
-  p.line("// {}: {} x {} elements, {}-element chunks along its contiguous axis", read.tile, s.tile,
-         s.tile, read.chunk);
-  p.line("{} {}[{}][{}];", code.storage, w, passes, read.chunk);
+  p.array(std::string(code.storage), w, {passes, read.chunk});
+  const kir::ExprP tile = kir::var(read.tile);
   for (bool store : {false, true}) {
-    p.line("#pragma unroll");
-    p.open("for (int p = 0; p < {}; ++p)", passes);
-    p.line("const int u = p * {} + tid;", kBlock);
-    p.line("const int cl = u / {}, q = u % {};", per_row, per_row);
-    if (!store) p.line("const {} c = cb + cl, r = rb + q * {};", idx, read.chunk);
-    open_guarded(p, g);
-    if (store) {
-      p.line("fj_store_vec({} + cl * {} + (q ^ (cl / {} % {})) * {}, {}[p]);", read.tile, s.tile,
-             s.vc, std::min(kSwizzle, per_row), read.chunk, w);
-    } else {
-      p.line("fj_load_vec({}[p], {} + {});", w, info.input_param(read.id), offset(read.at));
+    kir::Block& pass = p.loop("int", "p", n(0), n(passes), nullptr, 1);
+    pass.let("int", "u", kir::add(kir::mul(v("p"), n(kBlock)), v("tid")));
+    pass.let("int", "cl", kir::infix(v("u"), "/", n(per_row)));
+    pass.let("int", "q", kir::infix(v("u"), "%", n(per_row)));
+    if (!store) {
+      pass.let(idx, "c", kir::add(v("cb"), v("cl")));
+      pass.let(idx, "r", kir::add(v("rb"), kir::mul(v("q"), n(read.chunk))));
     }
-    if (!g.empty()) p.close();
-    p.close();
+    kir::Block& body = guarded(pass, g);
+    const kir::ExprP chunk = kir::subscript(kir::var(w), v("p"));
+    if (store) {
+      // tile + cl * T + (q ^ (cl / V % swizzle)) * chunk
+      const kir::ExprP swizzle = kir::group(kir::infix(
+          v("q"), "^",
+          kir::group(kir::infix(kir::infix(v("cl"), "/", n(s.vc)), "%",
+                                n(std::min(kSwizzle, per_row))))));
+      body.eval(kir::call("fj_store_vec",
+                          {kir::add(kir::add(tile, kir::mul(v("cl"), n(s.tile))),
+                                    kir::mul(swizzle, n(read.chunk))),
+                           chunk}));
+    } else {
+      body.eval(kir::call("fj_load_vec", {chunk, kir::add(kir::var(info.input_param(read.id)),
+                                                          kir::offset(read.at))}));
+    }
   }
 }
 
@@ -281,37 +298,38 @@ void print_load(Printer& p, const RegionInfo& info, const TileSchedule& s, const
 // 8 consecutive vectors of one row rl (128 bytes of output when V fills 16 bytes), the next 8
 // the next rl, so that a warp stores 4 whole rows and reads its shared values without bank
 // conflicts (see the swizzle in the header comment).
-void print_output_loop(Printer& p, const TileSchedule& s, std::string_view idx,
-                       const Printer& prelude, const Printer& body, const Printer& stores) {
-  const int v = s.vc;
-  const int per_row = s.tile / v;  // c-vectors per tile row
+void add_output_loop(kir::Block& p, const TileSchedule& s, const std::string& idx,
+                     const kir::Block& prelude, const kir::Block& body, const kir::Block& stores) {
+  const int vc = s.vc;
+  const int per_row = s.tile / vc;  // c-vectors per tile row
   const int across = std::min(kSwizzle, per_row);
   const int total = s.tile * per_row;
-  const int passes = pass_count(s.tile, v);
-  const std::string c = v > 1 ? "c0" : "c";
-  const std::string g = guard({{passes * kBlock > total, fmt::format("u < {}", total)},
-                               {s.axes.r % s.tile != 0, fmt::format("r < {}", s.axes.r)},
-                               {s.axes.c % s.tile != 0, fmt::format("{} < {}", c, s.axes.c)}});
-  p.line("#pragma unroll {}", kOutputUnroll);
-  p.open("for (int p = 0; p < {}; ++p)", passes);
-  p.line("const int u = p * {} + tid;", kBlock);
-  p.line("const int rl = u / {} % {};", across, s.tile);
-  p.line("const int cl = (u / {} * {} + u % {}) * {};", across * s.tile, across, across, v);
-  p.line("const {} r = rb + rl, {} = cb + cl;", idx, c);
-  open_guarded(p, g);
-  p.splice(prelude);
-  if (v > 1) {
-    p.line("#pragma unroll");
-    p.open("for (int j = 0; j < {}; ++j)", v);
-    if (mentions(body.str(), "c")) p.line("const {} c = c0 + j;", idx);
-    p.splice(body);
-    p.close();
+  const int passes = pass_count(s.tile, vc);
+  const std::string c = vc > 1 ? "c0" : "c";
+  const kir::ExprP g = guard({{passes * kBlock > total, kir::lt(v("u"), n(total))},
+                              {s.axes.r % s.tile != 0, kir::lt(v("r"), n(s.axes.r))},
+                              {s.axes.c % s.tile != 0, kir::lt(kir::var(c), n(s.axes.c))}});
+  kir::Block& pass = p.loop("int", "p", n(0), n(passes), nullptr, kOutputUnroll);
+  pass.let("int", "u", kir::add(kir::mul(v("p"), n(kBlock)), v("tid")));
+  pass.let("int", "rl", kir::infix(kir::infix(v("u"), "/", n(across)), "%", n(s.tile)));
+  // cl = (u / (across * T) * across + u % across) * V
+  pass.let("int", "cl",
+           kir::mul(kir::group(kir::add(
+                        kir::mul(kir::infix(v("u"), "/", n(across * s.tile)), n(across)),
+                        kir::infix(v("u"), "%", n(across)))),
+                    n(vc)));
+  pass.let(idx, "r", kir::add(v("rb"), v("rl")));
+  pass.let(idx, c, kir::add(v("cb"), v("cl")));
+  kir::Block& inside = guarded(pass, g);
+  inside.splice(prelude);
+  if (vc > 1) {
+    kir::Block& lanes = inside.loop("int", "j", n(0), n(vc), nullptr, 1);
+    if (kir::uses(body, "c")) lanes.let(idx, "c", kir::add(v("c0"), v("j")));
+    lanes.splice(body);
   } else {
-    p.splice(body);
+    inside.splice(body);
   }
-  p.splice(stores);
-  if (!g.empty()) p.close();
-  p.close();
+  inside.splice(stores);
 }
 
 // "in0 as tile0, ..." for the kernel's header comment.
@@ -324,50 +342,74 @@ std::string tile_list(const RegionInfo& info, const TileSchedule& s) {
   return list;
 }
 
+// Transposed reads come from the tiles: element (cl + j, rl) of the tile, whose swizzle is
+// the same for every lane j (cl % V == 0), so the prelude declares its offset so<chunk> once.
+class TileReads {
+ public:
+  TileReads(const RegionInfo& info, const TileSchedule& s, kir::Block& prelude, kir::Block& body)
+      : info_(info), s_(s), prelude_(prelude), body_(body) {}
+
+  // The value, or null when the read is not a tiled one.
+  kir::ExprP load(ir::NodeId id, const Index& at) {
+    const ValueKey key = value_key(id, at);
+    const auto read = std::find_if(s_.reads.begin(), s_.reads.end(),
+                                   [&](const TiledRead& t) { return t.key == key; });
+    if (read == s_.reads.end()) return nullptr;
+    const kir::ExprP so = kir::var(fmt::format("so{}", read->chunk));
+    if (offsets_.insert(read->chunk).second) declare_offset(read->chunk);
+    const kir::ExprP at_lane = s_.vc > 1 ? kir::add(so, kir::mul(v("j"), n(s_.tile))) : so;
+    const DTypeCode& code = dtype_code(info_.node(id).dtype);
+    return body_.let(std::string(code.arith), fmt::format("y{}", values_++),
+                     apply(code.load, kir::subscript(kir::var(read->tile), at_lane)));
+  }
+
+ private:
+  // so<chunk> = cl * T + ((rl / chunk) ^ (cl / V % swizzle)) * chunk + rl % chunk
+  void declare_offset(int chunk) {
+    const int per_row = s_.tile / chunk;
+    const kir::ExprP swizzle = kir::group(kir::infix(
+        kir::group(kir::infix(v("rl"), "/", n(chunk))), "^",
+        kir::group(kir::infix(kir::infix(v("cl"), "/", n(s_.vc)), "%",
+                              n(std::min(kSwizzle, per_row))))));
+    prelude_.let("int", fmt::format("so{}", chunk),
+                 kir::add(kir::add(kir::mul(v("cl"), n(s_.tile)), kir::mul(swizzle, n(chunk))),
+                          kir::infix(v("rl"), "%", n(chunk))));
+  }
+
+  const RegionInfo& info_;
+  const TileSchedule& s_;
+  kir::Block& prelude_;
+  kir::Block& body_;
+  std::set<int> offsets_;  // chunk widths whose offset the prelude declares
+  int values_ = 0;
+};
+
 // The output phase: the expression DAG per lane, transposed reads from the tiles, the rest as
 // the linear sweep reads it; one vector store per output.
-void print_outputs(Printer& p, const RegionInfo& info, const TileSchedule& s,
-                   std::string_view idx) {
-  const int v = s.vc;
-  Printer prelude, body, stores;
-  Scope outer{&prelude, nullptr, {}};
-  Scope inner{&body, &outer, {}};
-  LegacyLaneLoads loads(info, v, prelude, body, outer);
-  std::set<int> offsets;  // chunk widths whose shared-memory offset the prelude declares
-  int values = 0;
-  auto leaf = [&](ir::NodeId id, const Index& at, Scope&) -> std::string {
-    const std::string key = ExprEmitter::key(id, at);
-    const auto read = std::find_if(s.reads.begin(), s.reads.end(),
-                                   [&](const TiledRead& t) { return t.key == key; });
-    if (read == s.reads.end()) return loads.load(id, at);
-    const int per_row = s.tile / read->chunk;
-    if (offsets.insert(read->chunk).second) {
-      // Element (cl + j, rl) of the tile: the swizzle is the same for every lane j (cl % V == 0).
-      prelude.line("const int so{} = cl * {} + ((rl / {}) ^ (cl / {} % {})) * {} + rl % {};",
-                   read->chunk, s.tile, read->chunk, v, std::min(kSwizzle, per_row), read->chunk,
-                   read->chunk);
-    }
-    const DTypeCode& code = dtype_code(info.node(id).dtype);
-    const std::string var = fmt::format("y{}", values++);
-    const std::string at_lane = v > 1 ? fmt::format("so{} + j * {}", read->chunk, s.tile)
-                                      : fmt::format("so{}", read->chunk);
-    body.line("const {} {} = {};", code.arith, var,
-              wrap(code.load, fmt::format("{}[{}]", read->tile, at_lane)));
-    return var;
-  };
-  auto none = [](ir::NodeId, const Index&) -> std::optional<std::string> { return std::nullopt; };
-  ExprEmitter emitter(info, leaf, none);
+void add_outputs(kir::Block& p, const RegionInfo& info, const TileSchedule& s,
+                 const std::string& idx) {
+  kir::Block prelude, body, stores;
+  ValueScope outer{&prelude, nullptr, {}};
+  ValueScope inner{&body, &outer, {}};
+  LaneLoads loads(info, s.vc, prelude, body, outer);
+  TileReads tiles(info, s, prelude, body);
+  Values values(info, [&](ir::NodeId id, const Index& at, ValueScope&) {
+    kir::ExprP tiled = tiles.load(id, at);
+    return tiled ? tiled : loads.load(id, at);
+  });
   for (size_t k = 0; k < s.outputs.size(); ++k) {
-    const ir::Node& n = info.node(info.region.outputs[k]);
-    const std::string value = emitter.value(info.region.outputs[k], s.outputs[k], inner);
-    if (v == 1) {
-      body.line("out{}[{}] = {};", k, offset(s.outputs[k]), wrap(dtype_code(n.dtype).store, value));
+    const ir::Node& out = info.node(info.region.outputs[k]);
+    const kir::ExprP value = values.value(info.region.outputs[k], s.outputs[k], inner);
+    const kir::ExprP dst = kir::var(fmt::format("out{}", k));
+    if (s.vc == 1) {
+      body.assign(kir::subscript(dst, kir::offset(s.outputs[k])),
+                  apply(dtype_code(out.dtype).store, value));
     } else {
-      print_vector_store(prelude, body, stores, n.dtype, fmt::format("s{}", k),
-                         fmt::format("out{} + {}", k, offset(s.outputs[k], true)), v, value);
+      vector_store(prelude, body, stores, out.dtype, fmt::format("s{}", k),
+                   kir::add(dst, kir::offset(s.outputs[k], true)), s.vc, value);
     }
   }
-  print_output_loop(p, s, idx, prelude, body, stores);
+  add_output_loop(p, s, idx, prelude, body, stores);
 }
 
 }  // namespace
@@ -376,33 +418,31 @@ std::optional<KernelBody> build_tiled_transpose(const RegionInfo& info,
                                                 const CodegenOptions& options) {
   const std::optional<TileSchedule> s = schedule(info, options);
   if (!s) return std::nullopt;
-  const std::string_view idx = info.index_type();
+  const std::string idx(info.index_type());
   KernelBody kb;
   kb.kind = "pointwise";
   kb.block = kBlock;
   kb.blocks_per_sm = s->blocks_per_sm;
   kb.work_blocks = s->tiles;
-  Printer& out = kb.code;
-  out.line(
-      "// tiled transpose: out[((o * {} + r) * {} + m) * {} + c], o < {}; {} x {} tiles of (c, r)",
-      s->axes.r, s->axes.mid, s->axes.c, s->axes.outer, s->tile, s->tile);
-  out.line("// through {} bytes of shared memory ({}), {} outputs per thread along c",
-           s->shared_bytes, tile_list(info, *s), s->vc);
-  out.line("// {} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
-  print_signature(out, info, kBlock, s->blocks_per_sm);
+  kb.fn = kernel_function(info, kBlock, s->blocks_per_sm);
+  kir::Block& head = kb.fn.head;
+  head.comment("tiled transpose: out[((o * {} + r) * {} + m) * {} + c], o < {}; {} x {} tiles of (c, r)",
+               s->axes.r, s->axes.mid, s->axes.c, s->axes.outer, s->tile, s->tile);
+  head.comment("through {} bytes of shared memory ({}), {} outputs per thread along c",
+               s->shared_bytes, tile_list(info, *s), s->vc);
+  head.comment("{} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
+  kir::Block& body = kb.fn.body;
   for (const TiledRead& read : s->reads) {
-    out.line("__shared__ __align__(16) {} {}[{}];", dtype_code(info.node(read.id).dtype).storage,
-             read.tile, s->tile * s->tile);
+    body.array(fmt::format("__shared__ __align__(16) {}", dtype_code(info.node(read.id).dtype).storage),
+               read.tile, s->tile * s->tile);
   }
-  out.line("const int tid = threadIdx.x;");
-  out.open("for ({} t = blockIdx.x; t < {}; t += gridDim.x)", idx, s->tiles);
-  print_tile_origin(out, *s, idx);
-  for (const TiledRead& read : s->reads) print_load(out, info, *s, read, idx);
-  out.line("__syncthreads();");
-  print_outputs(out, info, *s, idx);
-  out.line("__syncthreads();  // the next tile overwrites shared memory");
-  out.close();
-  out.close();
+  body.let("int", "tid", kir::lit("threadIdx.x"));
+  kir::Block& tile = body.loop(idx, "t", kir::lit("blockIdx.x"), n(s->tiles), kir::lit("gridDim.x"));
+  add_tile_origin(tile, *s, idx);
+  for (const TiledRead& read : s->reads) add_load(tile, info, *s, read, idx);
+  tile.eval(kir::call("__syncthreads", {}));
+  add_outputs(tile, info, *s, idx);
+  tile.eval(kir::call("__syncthreads", {}), "the next tile overwrites shared memory");
   return kb;
 }
 
