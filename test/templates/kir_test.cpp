@@ -1,0 +1,133 @@
+// The kernel IR (templates/kir.h): what trees print as, which variables a block reads, and
+// what verify() rejects; and the structural keys of the value memo (templates/lower.h).
+#include "templates/kir.h"
+
+#include "fusejit/error.h"
+#include "support/catch.h"
+#include "templates/lower.h"
+
+using namespace fusejit;
+using namespace fusejit::templates;
+
+namespace {
+
+kir::Function small_kernel() {
+  kir::Function f;
+  f.name = "k";
+  f.block = 128;
+  f.params = {{"float", "in0", true, "%0 f32[64]"}, {"float", "out0", false, "%1 f32[64]"}};
+  f.head.comment("a doubling sweep");
+  kir::Block& loop = f.body.loop("int", "t", kir::lit("threadIdx.x"), kir::lit(64),
+                                 kir::lit(128));
+  const kir::ExprP x = loop.let("float", "x", kir::subscript(kir::var("in0"), kir::var("t")));
+  loop.assign(kir::subscript(kir::var("out0"), kir::var("t")),
+              kir::call("fj_mul", {x, kir::lit("0x1p+1f")}), "=");
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("a kernel function prints as built", "[templates][kir]") {
+  const kir::Function f = small_kernel();
+  CHECK(kir::print(f) ==
+        "// a doubling sweep\n"
+        "extern \"C\" __global__ void __launch_bounds__(128) k(\n"
+        "    const float* __restrict__ in0,  // %0 f32[64]\n"
+        "    float* __restrict__ out0) {  // %1 f32[64]\n"
+        "  for (int t = threadIdx.x; t < 64; t += 128) {\n"
+        "    const float x = in0[t];\n"
+        "    out0[t] = fj_mul(x, 0x1p+1f);\n"
+        "  }\n"
+        "}\n");
+  CHECK_NOTHROW(kir::verify(f));
+}
+
+TEST_CASE("expressions print with the parentheses the tree has, and no others",
+          "[templates][kir]") {
+  const kir::ExprP a = kir::var("a"), b = kir::var("b");
+  CHECK(kir::print(kir::mul(kir::add(a, b), kir::lit(2))) == "a + b * 2");
+  CHECK(kir::print(kir::mul(kir::group(kir::add(a, b)), kir::lit(2))) == "(a + b) * 2");
+  CHECK(kir::print(kir::prefix("&", kir::subscript(a, kir::lit(3)))) == "&a[3]");
+  CHECK(kir::print(kir::cast("long long", kir::lit("blockIdx.x"))) == "(long long)blockIdx.x");
+  CHECK(kir::print(kir::call("f<4>", {})) == "f<4>()");
+  kir::Block b2;
+  b2.array("__shared__ float", "tile", {4, 8});
+  b2.loop("int", "j", kir::lit(0), kir::lit(4), nullptr, 1).jump("continue");
+  b2.loop("int", "q", kir::lit(0), kir::lit(9), kir::lit(2), 4);
+  kir::Function f;
+  f.name = "g";
+  f.body = b2;
+  const std::string text = kir::print(f);
+  CHECK(text.find("  __shared__ float tile[4][8];\n") != std::string::npos);
+  CHECK(text.find("  #pragma unroll\n  for (int j = 0; j < 4; ++j) {\n    continue;\n  }\n") !=
+        std::string::npos);
+  CHECK(text.find("  #pragma unroll 4\n  for (int q = 0; q < 9; q += 2) {\n  }\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("uses() finds variables through nested blocks and element offsets",
+          "[templates][kir]") {
+  const BasePtr row = make_root("row", 8), k = make_lane_root("k", "k0", 64, 4);
+  const Index at = index_from_digits({Digit{row, 1, 8}, Digit{k, 1, 64}}, {8, 64});
+  kir::Block b;
+  kir::Block& inner = b.branch(kir::lt(kir::var("u"), kir::lit(3)));
+  inner.eval(kir::call("fj_load_vec", {kir::var("r0"), kir::offset(at, true)}));
+  CHECK(kir::uses(b, "u"));
+  CHECK(kir::uses(b, "r0"));
+  CHECK(kir::uses(b, "row"));
+  CHECK(kir::uses(b, "k0"));   // the lane-0 variable, printed for lane0 offsets
+  CHECK_FALSE(kir::uses(b, "k"));
+  CHECK_FALSE(kir::uses(b, "ro"));  // whole names only
+  // A declaration is not a use.
+  kir::Block d;
+  d.let("int", "i", kir::lit(0));
+  CHECK_FALSE(kir::uses(d, "i"));
+}
+
+TEST_CASE("verify() rejects undeclared reads and variables hidden in text", "[templates][kir]") {
+  {
+    kir::Function f = small_kernel();
+    f.body.stmts[0].body->eval(kir::call("use", {kir::var("y")}));
+    CHECK_THROWS_AS(kir::verify(f), InternalError);
+  }
+  {
+    // A loop variable is out of scope after its loop.
+    kir::Function f = small_kernel();
+    f.body.eval(kir::call("use", {kir::var("t")}));
+    CHECK_THROWS_AS(kir::verify(f), InternalError);
+  }
+  {
+    // Text that spells a declared variable would hide the read from uses().
+    kir::Function f = small_kernel();
+    f.body.stmts[0].body->eval(kir::lit("x + 1"));
+    CHECK_THROWS_AS(kir::verify(f), InternalError);
+  }
+  {
+    // Members and number literals are not variables.
+    kir::Function f = small_kernel();
+    f.body.stmts[0].body->let("float", "p", kir::lit("0x1p+3f"));
+    f.body.stmts[0].body->let("int", "w", kir::lit("blockDim.x"));
+    CHECK_NOTHROW(kir::verify(f));
+  }
+  {
+    // Module-scope declarations in the head are visible in the body.
+    kir::Function f = small_kernel();
+    f.head.array("__device__ float", "fj_partial0", 4);
+    f.body.assign(kir::subscript(kir::var("fj_partial0"), kir::lit(0)), kir::lit(0));
+    CHECK_NOTHROW(kir::verify(f));
+  }
+}
+
+TEST_CASE("value keys compare indices by structure", "[templates][kir]") {
+  const BasePtr i = make_root("i", 24);
+  const Index at = index_from_root(i, {2, 3, 4});
+  // The same element reached through a reshape and back has the same key.
+  CHECK(value_key(3, at) == value_key(3, reshape_operand(reshape_operand(at, {24}), {2, 3, 4})));
+  CHECK_FALSE(value_key(3, at) == value_key(4, at));
+  CHECK_FALSE(value_key(3, at) == value_key(3, at, Held::vector));
+  // Another element of the same node: a broadcast operand reads i / 4 % 3, not i.
+  CHECK_FALSE(value_key(3, broadcast_operand(at, {1, 3, 1})) == value_key(3, at));
+  // A root of the same name is the same variable.
+  const BasePtr again = make_root("i", 24);
+  CHECK(value_key(3, index_from_root(again, {2, 3, 4})) == value_key(3, at));
+}
