@@ -33,57 +33,73 @@ inline constexpr uint32_t kFloatOnly = 1u << 2;     // integer/bool operands are
 // needed when the operands already have the result's dtype.
 inline constexpr uint32_t kKeepsValue = 1u << 3;
 
-// X(identifier, text name, arity, kind, flags)
-#define FUSEJIT_OPS(X)                                        \
-  X(input, "input", 0, source, 0)                             \
-  X(constant, "const", 0, source, 0)                          \
-  X(neg, "neg", 1, unary, kKeepsValue)                                  \
-  X(abs, "abs", 1, unary, kKeepsValue)                                  \
-  X(exp, "exp", 1, unary, kFloatResult)                       \
-  X(log, "log", 1, unary, kFloatResult)                       \
-  X(sqrt, "sqrt", 1, unary, kFloatResult)                     \
-  X(rsqrt, "rsqrt", 1, unary, kFloatResult)                   \
-  X(sin, "sin", 1, unary, kFloatResult)                       \
-  X(cos, "cos", 1, unary, kFloatResult)                       \
-  X(tanh, "tanh", 1, unary, kFloatResult)                     \
-  X(sigmoid, "sigmoid", 1, unary, kFloatResult)               \
-  X(relu, "relu", 1, unary, kKeepsValue)                                \
-  X(gelu, "gelu", 1, unary, kFloatResult)                     \
-  X(gelu_tanh, "gelu_tanh", 1, unary, kFloatResult)           \
-  X(silu, "silu", 1, unary, kFloatResult)                     \
-  X(reciprocal, "reciprocal", 1, unary, kFloatResult)         \
-  X(add, "add", 2, binary, kCommutative)                      \
-  X(sub, "sub", 2, binary, 0)                                 \
-  X(mul, "mul", 2, binary, kCommutative)                      \
-  X(div, "div", 2, binary, kFloatResult)                      \
-  X(maximum, "maximum", 2, binary, kCommutative | kKeepsValue)              \
-  X(minimum, "minimum", 2, binary, kCommutative | kKeepsValue)              \
-  X(pow, "pow", 2, binary, 0)                                 \
-  X(eq, "eq", 2, compare, kCommutative)                       \
-  X(ne, "ne", 2, compare, kCommutative)                       \
-  X(lt, "lt", 2, compare, 0)                                  \
-  X(le, "le", 2, compare, 0)                                  \
-  X(gt, "gt", 2, compare, 0)                                  \
-  X(ge, "ge", 2, compare, 0)                                  \
-  X(where, "where", 3, select, kKeepsValue)                             \
-  X(cast, "cast", 1, cast, kKeepsValue)                                 \
-  X(sum, "sum", 1, reduce, 0)                                 \
-  X(mean, "mean", 1, reduce, kFloatOnly)                      \
-  X(max, "max", 1, reduce, 0)                                 \
-  X(min, "min", 1, reduce, 0)                                 \
-  X(reshape, "reshape", 1, view, 0)                           \
-  X(permute, "permute", 1, view, 0)                           \
-  X(expand, "expand", 1, view, 0)                             \
-  X(matmul, "matmul", 2, matmul, kFloatOnly)
+// How a reduction starts and combines two partial results: sum (from 0), max (from the lowest
+// value of the type, NaN sticking), min (from the highest); none for other ops.
+enum class Combine : uint8_t { none, sum, max, min };
+
+// Where the device's approximate form of an elementwise op may be used (device/fj_math.cuh,
+// fj_fast_<op>): in kernels whose every output is stored at most as finely as this dtype, whose
+// rounding hides the approximation's error (bounds in docs/numerics.md): f16 allows it for
+// f16 and bf16 outputs, bf16 for bf16 only; none: always precise.
+//   exp        __expf: relative error < 2^-16 for |x| < 88
+//   sigmoid    __expf and a fast reciprocal
+//   silu       x * the fast sigmoid
+//   div        a * rcp(b): relative error < 2^-22
+//   tanh       tanh.approx: relative error < 2^-10.9 (bf16 only)
+//   gelu_tanh  x * the fast sigmoid of 2u
+enum class FastForm : uint8_t { none, f16, bf16 };
+
+// X(identifier, text name, arity, kind, flags, combine, approx)
+#define FUSEJIT_OPS(X)                                                        \
+  X(input, "input", 0, source, 0, none, none)                                 \
+  X(constant, "const", 0, source, 0, none, none)                              \
+  X(neg, "neg", 1, unary, kKeepsValue, none, none)                            \
+  X(abs, "abs", 1, unary, kKeepsValue, none, none)                            \
+  X(exp, "exp", 1, unary, kFloatResult, none, f16)                            \
+  X(log, "log", 1, unary, kFloatResult, none, none)                           \
+  X(sqrt, "sqrt", 1, unary, kFloatResult, none, none)                         \
+  X(rsqrt, "rsqrt", 1, unary, kFloatResult, none, none)                       \
+  X(sin, "sin", 1, unary, kFloatResult, none, none)                           \
+  X(cos, "cos", 1, unary, kFloatResult, none, none)                           \
+  X(tanh, "tanh", 1, unary, kFloatResult, none, bf16)                         \
+  X(sigmoid, "sigmoid", 1, unary, kFloatResult, none, f16)                    \
+  X(relu, "relu", 1, unary, kKeepsValue, none, none)                          \
+  X(gelu, "gelu", 1, unary, kFloatResult, none, none)                         \
+  X(gelu_tanh, "gelu_tanh", 1, unary, kFloatResult, none, f16)                \
+  X(silu, "silu", 1, unary, kFloatResult, none, f16)                          \
+  X(reciprocal, "reciprocal", 1, unary, kFloatResult, none, none)             \
+  X(add, "add", 2, binary, kCommutative, none, none)                          \
+  X(sub, "sub", 2, binary, 0, none, none)                                     \
+  X(mul, "mul", 2, binary, kCommutative, none, none)                          \
+  X(div, "div", 2, binary, kFloatResult, none, f16)                           \
+  X(maximum, "maximum", 2, binary, kCommutative | kKeepsValue, none, none)    \
+  X(minimum, "minimum", 2, binary, kCommutative | kKeepsValue, none, none)    \
+  X(pow, "pow", 2, binary, 0, none, none)                                     \
+  X(eq, "eq", 2, compare, kCommutative, none, none)                           \
+  X(ne, "ne", 2, compare, kCommutative, none, none)                           \
+  X(lt, "lt", 2, compare, 0, none, none)                                      \
+  X(le, "le", 2, compare, 0, none, none)                                      \
+  X(gt, "gt", 2, compare, 0, none, none)                                      \
+  X(ge, "ge", 2, compare, 0, none, none)                                      \
+  X(where, "where", 3, select, kKeepsValue, none, none)                       \
+  X(cast, "cast", 1, cast, kKeepsValue, none, none)                           \
+  X(sum, "sum", 1, reduce, 0, sum, none)                                      \
+  X(mean, "mean", 1, reduce, kFloatOnly, sum, none)                           \
+  X(max, "max", 1, reduce, 0, max, none)                                      \
+  X(min, "min", 1, reduce, 0, min, none)                                      \
+  X(reshape, "reshape", 1, view, 0, none, none)                               \
+  X(permute, "permute", 1, view, 0, none, none)                               \
+  X(expand, "expand", 1, view, 0, none, none)                                 \
+  X(matmul, "matmul", 2, matmul, kFloatOnly, none, none)
 
 enum class Op : uint8_t {
-#define FUSEJIT_OP_ENUM(id, name, arity, kind, flags) id,
+#define FUSEJIT_OP_ENUM(id, name, arity, kind, flags, combine, approx) id,
   FUSEJIT_OPS(FUSEJIT_OP_ENUM)
 #undef FUSEJIT_OP_ENUM
 };
 
 inline constexpr int kNumOps = 0
-#define FUSEJIT_OP_COUNT(id, name, arity, kind, flags) +1
+#define FUSEJIT_OP_COUNT(id, name, arity, kind, flags, combine, approx) +1
     FUSEJIT_OPS(FUSEJIT_OP_COUNT)
 #undef FUSEJIT_OP_COUNT
     ;
@@ -94,10 +110,13 @@ struct OpInfo {
   int arity;
   OpKind kind;
   uint32_t flags;
+  Combine combine;
+  FastForm approx;
 };
 
 inline constexpr OpInfo kOpTable[kNumOps] = {
-#define FUSEJIT_OP_INFO(id, name, arity, kind, flags) {name, arity, OpKind::kind, flags},
+#define FUSEJIT_OP_INFO(id, name, arity, kind, flags, combine, approx) \
+  {name, arity, OpKind::kind, flags, Combine::combine, FastForm::approx},
     FUSEJIT_OPS(FUSEJIT_OP_INFO)
 #undef FUSEJIT_OP_INFO
 };
@@ -107,6 +126,8 @@ constexpr std::string_view op_name(Op op) { return op_info(op).name; }
 constexpr OpKind op_kind(Op op) { return op_info(op).kind; }
 constexpr int op_arity(Op op) { return op_info(op).arity; }
 constexpr bool op_has(Op op, uint32_t flag) { return (op_info(op).flags & flag) != 0; }
+constexpr Combine op_combine(Op op) { return op_info(op).combine; }
+constexpr FastForm op_fast_form(Op op) { return op_info(op).approx; }
 
 // Elementwise: unary, binary, compare, select, cast.
 constexpr bool is_elementwise(Op op) {

@@ -50,32 +50,15 @@ FastMath fast_math_for(const ir::Graph& g, const fusion::Region& r) {
   return fast;
 }
 
-// The device function of an elementwise op: its approximate form where the region allows it
-// (device/fj_math.cuh), else the precise one. Columns: op, the finest FastMath level whose
-// stored dtype hides the approximation.
-struct FastForm {
-  ir::Op op;
-  FastMath finest;
-};
-constexpr FastForm kFastForms[] = {
-    {ir::Op::exp, FastMath::f16},           // __expf: relative error < 2^-16 for |x| < 88
-    {ir::Op::sigmoid, FastMath::f16},       // __expf and a fast reciprocal
-    {ir::Op::silu, FastMath::f16},          // x * the fast sigmoid
-    {ir::Op::div, FastMath::f16},           // a * rcp(b): relative error < 2^-22
-    {ir::Op::tanh, FastMath::bf16},         // tanh.approx: relative error < 2^-10.9
-    {ir::Op::gelu_tanh, FastMath::f16},     // x * the fast sigmoid of 2u
-};
-
 }  // namespace
 
 std::string device_function(ir::Op op, FastMath fast) {
-  for (const FastForm& f : kFastForms) {
-    // FastMath levels are ordered none < f16 < bf16: a form allowed at f16 is allowed at bf16.
-    if (f.op == op && fast != FastMath::none && fast >= f.finest) {
-      return fmt::format("fj_fast_{}", ir::op_name(op));
-    }
-  }
-  return fmt::format("fj_{}", ir::op_name(op));
+  // FastMath levels are ordered none < f16 < bf16, as FastForm is: a form allowed for f16 outputs
+  // is allowed for bf16 ones.
+  const ir::FastForm finest = ir::op_fast_form(op);
+  const bool approximate = finest != ir::FastForm::none && fast != FastMath::none &&
+                           static_cast<int>(fast) >= static_cast<int>(finest);
+  return fmt::format("fj_{}{}", approximate ? "fast_" : "", ir::op_name(op));
 }
 
 const DTypeCode& dtype_code(DType dtype) { return kDTypeCodes[static_cast<size_t>(dtype)]; }
@@ -123,49 +106,37 @@ DType accumulator_dtype(const ir::Node& reduce) {
 }
 
 std::string_view reduce_functor(ir::Op op) {
-  switch (op) {
-    case ir::Op::sum:
-    case ir::Op::mean:
+  switch (ir::op_combine(op)) {
+    case ir::Combine::sum:
       return "fj_op_sum";
-    case ir::Op::max:
+    case ir::Combine::max:
       return "fj_op_max";
-    case ir::Op::min:
+    case ir::Combine::min:
       return "fj_op_min";
-    default:
-      throw InternalError(fmt::format("{} is not a reduction", ir::op_name(op)));
+    case ir::Combine::none:
+      break;
   }
+  throw InternalError(fmt::format("{} is not a reduction", ir::op_name(op)));
 }
 
 std::string reduce_identity(ir::Op op, DType acc) {
+  // max starts from the lowest value of the accumulator type, min from the highest.
   const double inf = std::numeric_limits<double>::infinity();
-  switch (op) {
-    case ir::Op::sum:
-    case ir::Op::mean:
-      return literal(acc, 0.0);
-    case ir::Op::max:
-      switch (acc) {
-        case DType::i32:
-          return "(-2147483647 - 1)";
-        case DType::i64:
-          return "(-9223372036854775807LL - 1)";
-        case DType::boolean:
-          return "false";
-        default:
-          return literal(DType::f32, -inf);
-      }
-    case ir::Op::min:
-      switch (acc) {
-        case DType::i32:
-          return "2147483647";
-        case DType::i64:
-          return "9223372036854775807LL";
-        case DType::boolean:
-          return "true";
-        default:
-          return literal(DType::f32, inf);
-      }
+  const ir::Combine combine = ir::op_combine(op);
+  if (combine == ir::Combine::sum) return literal(acc, 0.0);
+  if (combine == ir::Combine::none) {
+    throw InternalError(fmt::format("{} is not a reduction", ir::op_name(op)));
+  }
+  const bool lowest = combine == ir::Combine::max;
+  switch (acc) {
+    case DType::i32:
+      return lowest ? "(-2147483647 - 1)" : "2147483647";
+    case DType::i64:
+      return lowest ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL";
+    case DType::boolean:
+      return lowest ? "false" : "true";
     default:
-      throw InternalError(fmt::format("{} is not a reduction", ir::op_name(op)));
+      return literal(DType::f32, lowest ? -inf : inf);
   }
 }
 
