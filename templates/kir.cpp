@@ -87,6 +87,12 @@ ExprP Block::array(std::string type, std::string name, int64_t length) {
   return var(stmts.back().name);
 }
 
+ExprP Block::array(std::string type, std::string name, int64_t rows, int64_t columns) {
+  ExprP a = array(std::move(type), std::move(name), rows);
+  stmts.back().columns = columns;
+  return a;
+}
+
 void Block::assign(ExprP target, ExprP value, std::string op) {
   Stmt s = stmt(StmtKind::assign);
   s.target = std::move(target);
@@ -366,7 +372,8 @@ class Printer {
         return;
       }
       case StmtKind::array:
-        line(level, fmt::format("{} {}[{}];", s.type, s.name, s.length));
+        line(level, fmt::format("{} {}[{}]{};", s.type, s.name, s.length,
+                                s.columns > 0 ? fmt::format("[{}]", s.columns) : ""));
         return;
       case StmtKind::assign:
         line(level, fmt::format("{} {} {};", print(s.target), s.op, print(s.value)));

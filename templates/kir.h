@@ -88,6 +88,7 @@ struct Stmt {
   ExprP target;         // assign: what is assigned
   std::string op;       // assign: "=", "+=", ...
   int64_t length = 0;   // array
+  int64_t columns = 0;  // array: a second dimension, name[length][columns], when > 0
   ExprP init, bound;    // loop: `name = init; name < bound`
   ExprP step;           // loop: `name += step`, or `++name` when null
   int unroll = 0;       // loop: 1 puts `#pragma unroll` before it, n > 1 `#pragma unroll n`
@@ -104,6 +105,8 @@ struct Block {
   ExprP let(std::string type, std::string name, ExprP value, std::string comment = {});
   ExprP let_mut(std::string type, std::string name, ExprP value = nullptr);
   ExprP array(std::string type, std::string name, int64_t length);
+  // type name[rows][columns];
+  ExprP array(std::string type, std::string name, int64_t rows, int64_t columns);
   void assign(ExprP target, ExprP value, std::string op = "=");
   void eval(ExprP value, std::string comment = {});
   // for (type name = init; name < bound; name += step) or ++name when step is null.
