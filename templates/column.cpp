@@ -122,49 +122,65 @@ ColumnConfig column_config(const RegionInfo& info, const ReduceSpace& space, int
   return c;
 }
 
+// The statements of the kernel are collected in pieces while the region's values are
+// computed (a load goes before the row loop or into it, depending on what its index reads),
+// then assembled in order by build().
 class ColumnBuilder {
  public:
   ColumnBuilder(const RegionInfo& info, const ReduceSpace& space, const ColumnConfig& cfg);
   KernelBody build();
 
  private:
-  std::string leaf(ir::NodeId id, const Index& at);
-  std::optional<std::string> intercept(ir::NodeId id, const Index& at);
+  kir::ExprP leaf(ir::NodeId id, const Index& at);
+  kir::ExprP intercept(ir::NodeId id, const Index& at);
   void collect_reduces();
   void collect_outputs();
-  void print_header(Printer& o) const;
-  void print_tile_start(Printer& o) const;
-  void print_accumulation(Printer& o) const;
-  void print_block_combine(Printer& o) const;
-  void print_split_combine(Printer& o) const;
-  void print_finish(Printer& o) const;
-  LegacySplitPartials split_partials() const;
+  void add_output(const ReduceOutput& out, const Index& at, ValueScope& scope, kir::Block& decl,
+                  kir::Block& body, kir::Block& stores);
+  void add_header(kir::Block& head) const;
+  void add_tile_start(kir::Block& out) const;
+  void add_accumulation(kir::Block& out) const;
+  void add_lane_loop(kir::Block& out, const kir::Block& body) const;
+  void add_block_combine(kir::Block& out) const;
+  void add_split_combine(kir::Block& out) const;
+  void add_finish(kir::Block& out) const;
+  SplitPartials split_partials() const;
+  // for (int j = 0; j < V; ++j), unrolled: a statement per accumulator lane.
+  kir::Block& per_lane(kir::Block& out) const;
+  // a<r>[j] and part<r>[row][tx * V + j].
+  static kir::ExprP acc(ir::NodeId r, kir::ExprP lane);
+  kir::ExprP shared_part(ir::NodeId r, kir::ExprP row) const;
 
   const RegionInfo& info_;
   const ReduceSpace& space_;
   const ColumnConfig cfg_;
-  const std::string_view idx_;
+  const std::string idx_;
   const int64_t block_, warps_;
   const bool guard_n_;
+  const kir::ExprP thread_ = kir::lit("threadIdx.x");
+  const kir::ExprP tx_ = kir::var("tx"), ty_ = kir::var("ty"), j_ = kir::var("j");
+  // The ty == 0 threads: they hold the block's combined values.
+  const kir::ExprP holders_ = kir::infix(ty_, "==", kir::lit(0));
   BasePtr p_root_, l_root_, n_root_;
   Index x_;
   Digits kept_;
-  std::string canonical_, lane_j_;
-  ExprEmitter emitter_;
-  std::map<ir::NodeId, std::string> finished_;
+  IndexKey canonical_;  // a reduced value is read at its own column only
+  kir::ExprP lane_j_;
+  Values values_;
+  std::map<ir::NodeId, kir::ExprP> finished_;
   bool epilogue_ = false;
   int names_ = 0;
   // The traversal: loads per tile, per row l, the lanes' values, the stores of full outputs.
-  Printer tile_prelude_, prelude_, body_, stores_;
-  Scope tile_{&tile_prelude_, nullptr, {}};
-  Scope outer_{&prelude_, &tile_, {}};
-  Scope inner_{&body_, &outer_, {}};
+  kir::Block tile_prelude_, prelude_, body_, stores_;
+  ValueScope tile_{&tile_prelude_, nullptr, {}};
+  ValueScope outer_{&prelude_, &tile_, {}};
+  ValueScope inner_{&body_, &outer_, {}};
   // Accumulators, their warp combination, the shared arrays of the block combination, the
   // reduced values.
-  Printer acc_init_, warp_combine_, shared_, finish_;
+  kir::Block acc_init_, warp_combine_, shared_, finish_;
   // The epilogue: the outputs with one value per column, per lane.
-  Printer epi_prelude_, epi_, epi_stores_;
-  Scope epi_scope_{&epi_, nullptr, {}};
+  kir::Block epi_prelude_, epi_, epi_stores_;
+  ValueScope epi_scope_{&epi_, nullptr, {}};
 };
 
 ColumnBuilder::ColumnBuilder(const RegionInfo& info, const ReduceSpace& space,
@@ -176,8 +192,8 @@ ColumnBuilder::ColumnBuilder(const RegionInfo& info, const ReduceSpace& space,
       block_(cfg.tx * cfg.ty),
       warps_(std::max<int64_t>(1, block_ / 32)),
       guard_n_(cfg.tiles_n * cfg.tx * cfg.v != space.suffix),
-      emitter_(
-          info, [this](ir::NodeId id, const Index& at, Scope&) { return leaf(id, at); },
+      values_(
+          info, [this](ir::NodeId id, const Index& at, ValueScope&) { return leaf(id, at); },
           [this](ir::NodeId id, const Index& at) { return intercept(id, at); }) {
   p_root_ = make_root("p", space.prefix);
   l_root_ = make_root("l", space.length);
@@ -196,265 +212,265 @@ ColumnBuilder::ColumnBuilder(const RegionInfo& info, const ReduceSpace& space,
     return a < first_reduced ? size_t{0} : size_t{2};
   });
   kept_ = {Digit{p_root_, 1, space.prefix}, Digit{n_root_, 1, space.suffix}};
-  canonical_ = offset(kept_);
-  lane_j_ = cfg.v > 1 ? "j" : "0";
+  canonical_ = index_key(Index{Shape{space.rows}, {kept_}});
+  lane_j_ = cfg.v > 1 ? j_ : kir::lit(0);
+}
+
+kir::Block& ColumnBuilder::per_lane(kir::Block& out) const {
+  return out.loop("int", "j", kir::lit(0), kir::lit(cfg_.v), nullptr, 1);
+}
+
+kir::ExprP ColumnBuilder::acc(ir::NodeId r, kir::ExprP lane) {
+  return kir::subscript(kir::var(fmt::format("a{}", r)), std::move(lane));
+}
+
+kir::ExprP ColumnBuilder::shared_part(ir::NodeId r, kir::ExprP row) const {
+  return kir::subscript(kir::subscript(kir::var(fmt::format("part{}", r)), std::move(row)),
+                        kir::add(kir::mul(tx_, kir::lit(cfg_.v)), j_));
 }
 
 // Loads that do not depend on l (a weight along the columns) are hoisted out of the l loop.
-std::string ColumnBuilder::leaf(ir::NodeId id, const Index& at) {
+kir::ExprP ColumnBuilder::leaf(ir::NodeId id, const Index& at) {
   const DTypeCode& code = dtype_code(info_.node(id).dtype);
-  const std::string key = ExprEmitter::key(id, at);
   const bool per_tile = !uses(at, l_root_);
-  Printer& pre = per_tile ? tile_prelude_ : prelude_;
-  Scope& pre_scope = per_tile ? tile_ : outer_;
+  kir::Block& pre = per_tile ? tile_prelude_ : prelude_;
+  ValueScope& pre_scope = per_tile ? tile_ : outer_;
   if (!epilogue_ && cfg_.v > 1 && lane(at) == Lane::unit) {
-    std::string array;
-    if (auto hit = outer_.find("vec" + key)) {
-      array = *hit;
-    } else {
-      array = fmt::format("r{}", names_++);
-      pre.line("{} {}[{}];", code.storage, array, cfg_.v);
-      pre.line("fj_load_vec({}, {} + {});", array, info_.input_param(id), offset(at, true));
-      pre_scope.memo["vec" + key] = array;
+    const ValueKey key = value_key(id, at, Held::vector);
+    kir::ExprP array = outer_.find(key);
+    if (!array) {
+      array = pre.array(std::string(code.storage), fmt::format("r{}", names_++), cfg_.v);
+      pre.eval(kir::call("fj_load_vec", {array, kir::add(kir::var(info_.input_param(id)),
+                                                         kir::offset(at, true))}));
+      pre_scope.memo[key] = array;
     }
-    const std::string var = fmt::format("x{}", names_++);
-    body_.line("const {} {} = {};", code.arith, var, wrap(code.load, array + "[j]"));
-    return var;
+    return body_.let(std::string(code.arith), fmt::format("x{}", names_++),
+                     apply(code.load, kir::subscript(array, j_)));
   }
   if (!epilogue_ && lane(at) == Lane::none) {
-    if (auto hit = outer_.find(key)) return *hit;
-    const std::string var = fmt::format("h{}", names_++);
-    pre.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at, true)));
+    const ValueKey key = value_key(id, at);
+    if (kir::ExprP hit = outer_.find(key)) return hit;
+    kir::ExprP var = pre.let(std::string(code.arith), fmt::format("h{}", names_++),
+                             load(info_, id, kir::offset(at, true)));
     pre_scope.memo[key] = var;
     return var;
   }
-  Printer& out = epilogue_ ? epi_ : body_;
-  const std::string var = fmt::format("x{}", names_++);
-  out.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at)));
-  return var;
+  kir::Block& out = epilogue_ ? epi_ : body_;
+  return out.let(std::string(code.arith), fmt::format("x{}", names_++),
+                 load(info_, id, kir::offset(at)));
 }
 
-std::optional<std::string> ColumnBuilder::intercept(ir::NodeId id, const Index& at) {
-  if (space_.depth.count(id) == 0) return std::nullopt;
+kir::ExprP ColumnBuilder::intercept(ir::NodeId id, const Index& at) {
+  if (space_.depth.count(id) == 0) return nullptr;
   const auto it = finished_.find(id);
-  if (it == finished_.end() || offset(at) != canonical_) {
-    throw InternalError(fmt::format("%{} is read at index {} before or outside its column ({})",
-                                    id, offset(at), canonical_));
+  if (it == finished_.end() || !(index_key(at) == canonical_)) {
+    throw InternalError(fmt::format("%{} is read at index {} before or outside its column ({})", id,
+                                    offset(at), offset(kept_)));
   }
-  return fmt::format("{}[{}]", it->second, lane_j_);
+  return kir::subscript(it->second, lane_j_);
 }
 
 void ColumnBuilder::collect_reduces() {
   const int v = cfg_.v;
   for (ir::NodeId r : space_.reduces) {
     const ir::Node& n = info_.node(r);
-    const DType acc = accumulator_dtype(n);
-    const std::string_view type = dtype_code(acc).arith;
-    const std::string_view op = reduce_functor(n.op);
-    acc_init_.line("{} a{}[{}];", type, r, v);
-    acc_init_.line("#pragma unroll");
-    acc_init_.line("for (int j = 0; j < {}; ++j) a{}[j] = {};", v, r, reduce_identity(n.op, acc));
+    const DType acc_dtype = accumulator_dtype(n);
+    const std::string type(dtype_code(acc_dtype).arith);
+    const std::string op(reduce_functor(n.op));
+    acc_init_.array(type, fmt::format("a{}", r), v);
+    per_lane(acc_init_).assign(acc(r, j_), kir::lit(reduce_identity(n.op, acc_dtype)));
     const ir::Node& operand = info_.node(n.inputs[0]);
-    const std::string value = emitter_.value(n.inputs[0], x_, inner_);
-    body_.line("a{0}[{1}] = {2}()(a{0}[{1}], {3});", r, lane_j_, op,
-               convert(acc, operand.dtype, value));
+    const kir::ExprP value = values_.value(n.inputs[0], x_, inner_);
+    body_.assign(
+        acc(r, lane_j_),
+        kir::call(op + "()", {acc(r, lane_j_), convert_to(acc_dtype, operand.dtype, value)}));
     if (cfg_.tx < 32 && block_ > cfg_.tx) {
-      warp_combine_.line("#pragma unroll");
-      warp_combine_.line(
-          "for (int j = 0; j < {0}; ++j) a{1}[j] = fj_warp_reduce<{2}, {3}>(a{1}[j], {4}());", v,
-          r, cfg_.tx, std::min<int64_t>(32, block_), op);
+      const std::string reduce =
+          fmt::format("fj_warp_reduce<{}, {}>", cfg_.tx, std::min<int64_t>(32, block_));
+      per_lane(warp_combine_)
+          .assign(acc(r, j_), kir::call(reduce, {acc(r, j_), kir::call(op, {})}));
     }
     if (warps_ > 1) {
-      shared_.line("__shared__ {} part{}[{}][{}];", type, r, warps_, cfg_.tx * v);
+      shared_.array("__shared__ " + type, fmt::format("part{}", r), {warps_, cfg_.tx * v});
     }
-    finish_.line("{} v{}[{}];", dtype_code(n.dtype).arith, r, v);
-    finish_.line("#pragma unroll");
-    finish_.line("for (int j = 0; j < {}; ++j) v{}[j] = {};", v, r,
-                 reduce_finish(info_, n, fmt::format("a{}[j]", r), space_.length));
-    finished_[r] = fmt::format("v{}", r);
+    const kir::ExprP reduced =
+        finish_.array(std::string(dtype_code(n.dtype).arith), fmt::format("v{}", r), v);
+    per_lane(finish_).assign(kir::subscript(reduced, j_),
+                             finish(info_, n, acc(r, j_), space_.length));
+    finished_[r] = reduced;
+  }
+}
+
+// One output: `out<k>[offset] = value` per element, or with V lanes a vector store after the
+// lane loop when the lanes' elements are adjacent.
+void ColumnBuilder::add_output(const ReduceOutput& out, const Index& at, ValueScope& scope,
+                               kir::Block& decl, kir::Block& body, kir::Block& stores) {
+  const DTypeCode& code = dtype_code(info_.node(out.id).dtype);
+  const kir::ExprP value = apply(code.store, values_.value(out.id, at, scope));
+  const kir::ExprP dst = kir::var(fmt::format("out{}", out.position));
+  if (cfg_.v > 1 && lane(at) == Lane::unit) {
+    const kir::ExprP lanes =
+        decl.array(std::string(code.storage), fmt::format("s{}", out.position), cfg_.v);
+    body.assign(kir::subscript(lanes, j_), value);
+    stores.eval(kir::call("fj_store_vec", {kir::add(dst, kir::offset(at, true)), lanes}));
+  } else {
+    body.assign(kir::subscript(dst, kir::offset(at)), value);
   }
 }
 
 void ColumnBuilder::collect_outputs() {
-  const int v = cfg_.v;
   for (const ReduceOutput& out : space_.outputs) {
     if (!out.full) continue;
-    const ir::Node& n = info_.node(out.id);
-    const Index at = index_from_digits(flatten(x_), n.shape);
-    const std::string value = wrap(dtype_code(n.dtype).store, emitter_.value(out.id, at, inner_));
-    if (v > 1 && lane(at) == Lane::unit) {
-      prelude_.line("{} s{}[{}];", dtype_code(n.dtype).storage, out.position, v);
-      body_.line("s{}[j] = {};", out.position, value);
-      stores_.line("fj_store_vec(out{} + {}, s{});", out.position, offset(at, true), out.position);
-    } else {
-      body_.line("out{}[{}] = {};", out.position, offset(at), value);
-    }
+    const Index at = index_from_digits(flatten(x_), info_.node(out.id).shape);
+    add_output(out, at, inner_, prelude_, body_, stores_);
   }
   epilogue_ = true;
   for (const ReduceOutput& out : space_.outputs) {
     if (out.full) continue;
-    const ir::Node& n = info_.node(out.id);
-    const Index at = index_from_digits(kept_, n.shape);
-    const std::string value =
-        wrap(dtype_code(n.dtype).store, emitter_.value(out.id, at, epi_scope_));
-    if (v > 1 && lane(at) == Lane::unit) {
-      epi_prelude_.line("{} s{}[{}];", dtype_code(n.dtype).storage, out.position, v);
-      epi_.line("s{}[j] = {};", out.position, value);
-      epi_stores_.line("fj_store_vec(out{} + {}, s{});", out.position, offset(at, true),
-                       out.position);
-    } else {
-      epi_.line("out{}[{}] = {};", out.position, offset(at), value);
-    }
+    const Index at = index_from_digits(kept_, info_.node(out.id).shape);
+    add_output(out, at, epi_scope_, epi_prelude_, epi_, epi_stores_);
   }
 }
 
 // The partials of tile t, piece s: one per column of the tile, held by the ty == 0 threads
 // (column j * TX + tx, so that a warp's accesses to them are contiguous).
-LegacySplitPartials ColumnBuilder::split_partials() const {
-  LegacySplitPartials split;
+SplitPartials ColumnBuilder::split_partials() const {
+  SplitPartials split;
   split.pieces = cfg_.split;
   split.groups = cfg_.tiles;
   split.width = cfg_.tx * cfg_.v;
-  split.group = "t";
-  split.piece = "s";
-  split.value = fmt::format("j * {} + tx", cfg_.tx);
+  split.group = kir::var("t");
+  split.piece = kir::var("s");
+  split.value = kir::add(kir::mul(j_, kir::lit(cfg_.tx)), tx_);
   split.lanes = cfg_.v;
-  split.holders = "ty == 0";
+  split.holders = holders_;
   return split;
 }
 
-void ColumnBuilder::print_header(Printer& o) const {
-  o.line(
-      "// {}, column-style: [{}, {}, {}] reduced over the middle; tiles of {} x {} columns, {} "
+void ColumnBuilder::add_header(kir::Block& head) const {
+  head.comment(
+      "{}, column-style: [{}, {}, {}] reduced over the middle; tiles of {} x {} columns, {} "
       "rows of threads",
       fusion::region_kind_name(info_.region.kind), space_.prefix, space_.length, space_.suffix,
       cfg_.tx, cfg_.v, cfg_.ty);
-  o.line("// {} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
+  head.comment("{} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {
-    print_split_scratch(
-        o, info_, space_.reduces, split_partials(),
-        fmt::format("columns split in {} pieces of {} rows", cfg_.split, cfg_.piece), "tile");
+    add_split_scratch(head, info_, space_.reduces, split_partials(),
+                      fmt::format("columns split in {} pieces of {} rows", cfg_.split, cfg_.piece),
+                      "tile");
   }
 }
 
 // The tile's position (p, n0) and, when split, the piece s; then the accumulators.
-void ColumnBuilder::print_tile_start(Printer& o) const {
+void ColumnBuilder::add_tile_start(kir::Block& out) const {
+  const kir::ExprP t = kir::var("t");
   if (cfg_.split > 1) {
+    const kir::ExprP u = kir::var("u");
     if (cfg_.tiles > 1) {
-      o.line("const {} t = u % {};", idx_, cfg_.tiles);
-      o.line("const {} s = u / {};", idx_, cfg_.tiles);
+      out.let(idx_, "t", kir::infix(u, "%", kir::lit(cfg_.tiles)));
+      out.let(idx_, "s", kir::infix(u, "/", kir::lit(cfg_.tiles)));
     } else {
-      o.line("const {} t = 0;", idx_);
-      o.line("const {} s = u;", idx_);
+      out.let(idx_, "t", kir::lit(0));
+      out.let(idx_, "s", u);
     }
   }
+  kir::ExprP n0;
   if (cfg_.tiles_n == 1) {
-    if (space_.prefix > 1) o.line("const {} p = t;", idx_);
-    o.line("const {} n0 = tx * {};", idx_, cfg_.v);
+    if (space_.prefix > 1) out.let(idx_, "p", t);
+    n0 = out.let(idx_, "n0", kir::mul(tx_, kir::lit(cfg_.v)));
   } else {
-    if (space_.prefix > 1) o.line("const {} p = t / {};", idx_, cfg_.tiles_n);
-    o.line("const {} n0 = (t % {} * {} + tx) * {};", idx_, cfg_.tiles_n, cfg_.tx, cfg_.v);
+    if (space_.prefix > 1) out.let(idx_, "p", kir::infix(t, "/", kir::lit(cfg_.tiles_n)));
+    const kir::ExprP column =
+        kir::add(kir::mul(kir::infix(t, "%", kir::lit(cfg_.tiles_n)), kir::lit(cfg_.tx)), tx_);
+    n0 = out.let(idx_, "n0", kir::mul(kir::group(column), kir::lit(cfg_.v)));
   }
-  if (guard_n_) o.line("const bool live = n0 < {};", space_.suffix);
-  o.splice(acc_init_);
+  if (guard_n_) out.let("bool", "live", kir::lt(n0, kir::lit(space_.suffix)));
+  out.splice(acc_init_);
+}
+
+// The lanes' statements: inside an unrolled loop over j with V lanes, with n declared when
+// they read it.
+void ColumnBuilder::add_lane_loop(kir::Block& out, const kir::Block& body) const {
+  const bool uses_n = kir::uses(body, "n");
+  const kir::ExprP n0 = kir::var("n0");
+  if (cfg_.v > 1) {
+    kir::Block& lanes = per_lane(out);
+    if (uses_n) lanes.let(idx_, "n", kir::add(n0, j_));
+    lanes.splice(body);
+  } else {
+    if (uses_n) out.let(idx_, "n", n0);
+    out.splice(body);
+  }
 }
 
 // Thread (tx, ty) over the rows l = ty, ty + TY, ... of the tile (of its piece, when split).
-void ColumnBuilder::print_accumulation(Printer& o) const {
-  if (guard_n_) o.open("if (live)");
-  o.splice(tile_prelude_);
-  std::string first = "ty", end = std::to_string(space_.length);
+void ColumnBuilder::add_accumulation(kir::Block& out) const {
+  kir::Block& live = guard_n_ ? out.branch(kir::var("live")) : out;
+  live.splice(tile_prelude_);
+  kir::ExprP first = ty_;
+  kir::ExprP end = kir::lit(space_.length);
   if (cfg_.split > 1) {
-    first = fmt::format("s * {} + ty", cfg_.piece);
-    end = "l_end";
+    const kir::ExprP s = kir::var("s");
+    first = kir::add(kir::mul(s, kir::lit(cfg_.piece)), ty_);
+    const kir::ExprP next = kir::mul(kir::group(kir::add(s, kir::lit(1))), kir::lit(cfg_.piece));
     if (cfg_.split * cfg_.piece == space_.length) {
-      o.line("const {} l_end = (s + 1) * {};", idx_, cfg_.piece);
+      end = live.let(idx_, "l_end", next);
     } else {
-      o.line("const {0} l_end = s < {1} ? (s + 1) * {2} : {3};", idx_, cfg_.split - 1, cfg_.piece,
-             space_.length);
+      // The last piece is shorter: s < S - 1 ? (s + 1) * piece : L.
+      const kir::ExprP last = kir::infix(next, ":", kir::lit(space_.length));
+      end = live.let(idx_, "l_end", kir::infix(kir::lt(s, kir::lit(cfg_.split - 1)), "?", last));
     }
   }
-  o.line("#pragma unroll 4");
-  o.open("for ({} l = {}; l < {}; l += {})", idx_, first, end, cfg_.ty);
-  o.splice(prelude_);
-  const bool uses_n = mentions(body_.str(), "n");
-  if (cfg_.v > 1) {
-    o.line("#pragma unroll");
-    o.open("for (int j = 0; j < {}; ++j)", cfg_.v);
-    if (uses_n) o.line("const {} n = n0 + j;", idx_);
-    o.splice(body_);
-    o.close();
-  } else {
-    if (uses_n) o.line("const {} n = n0;", idx_);
-    o.splice(body_);
-  }
-  o.splice(stores_);
-  o.close();
-  if (guard_n_) o.close();
+  kir::Block& rows = live.loop(idx_, "l", first, end, kir::lit(cfg_.ty), 4);
+  rows.splice(prelude_);
+  add_lane_loop(rows, body_);
+  rows.splice(stores_);
 }
 
 // The TY values per column: a butterfly over the lanes of a warp that share tx, then the
 // warps' totals through shared memory; the ty == 0 threads hold the result.
-void ColumnBuilder::print_block_combine(Printer& o) const {
-  o.splice(warp_combine_);
+void ColumnBuilder::add_block_combine(kir::Block& out) const {
+  out.splice(warp_combine_);
   if (warps_ <= 1) return;
-  const int v = cfg_.v;
-  o.open("if ((threadIdx.x & 31) < {})", cfg_.tx);
+  const kir::ExprP sync = kir::call("__syncthreads", {});
+  const kir::ExprP lane = kir::group(kir::infix(thread_, "&", kir::lit(31)));
+  kir::Block& writers = out.branch(kir::lt(lane, kir::lit(cfg_.tx)));
   for (ir::NodeId r : space_.reduces) {
-    o.line("#pragma unroll");
-    o.line("for (int j = 0; j < {0}; ++j) part{1}[threadIdx.x >> 5][tx * {0} + j] = a{1}[j];", v,
-           r);
+    per_lane(writers).assign(shared_part(r, kir::infix(thread_, ">>", kir::lit(5))), acc(r, j_));
   }
-  o.close();
-  o.line("__syncthreads();");
-  o.open("if (ty == 0)");
+  out.eval(sync);
+  kir::Block& holders = out.branch(holders_);
+  const kir::ExprP w = kir::var("w");
   for (ir::NodeId r : space_.reduces) {
-    o.line("#pragma unroll");
-    o.open("for (int w = 1; w < {}; ++w)", warps_);
-    o.line("#pragma unroll");
-    o.line("for (int j = 0; j < {0}; ++j) a{1}[j] = {2}()(a{1}[j], part{1}[w][tx * {0} + j]);", v,
-           r, reduce_functor(info_.node(r).op));
-    o.close();
+    kir::Block& warps = holders.loop("int", "w", kir::lit(1), kir::lit(warps_), nullptr, 1);
+    const std::string op(reduce_functor(info_.node(r).op));
+    per_lane(warps).assign(acc(r, j_), kir::call(op + "()", {acc(r, j_), shared_part(r, w)}));
   }
-  o.close();
-  o.line("__syncthreads();");
+  out.eval(sync);
 }
 
 // Split columns: every block publishes its partials; the tile's last block folds them (thread
 // (tx, ty) the pieces ty, ty + TY, ..., in order) and combines the TY results as before.
-void ColumnBuilder::print_split_combine(Printer& o) const {
-  const LegacySplitPartials split = split_partials();
-  print_split_arrival(o, space_.reduces, split);
-  o.line("if (!fj_last) continue;");
-  o.line("// the tile's last block: the {} partials of each column, in order", cfg_.split);
-  o.line("__threadfence();");
-  print_split_fold(o, info_, space_.reduces, split, "ty", cfg_.ty);
-  print_block_combine(o);
-  o.line("if (threadIdx.x == 0) {}", split_reset(split));
+void ColumnBuilder::add_split_combine(kir::Block& out) const {
+  const SplitPartials split = split_partials();
+  // With the ty == 0 threads as holders, the fold goes on in `out` itself.
+  add_split_arrival(out, space_.reduces, split);
+  out.branch(kir::prefix("!", kir::var("fj_last"))).jump("continue");
+  out.comment("the tile's last block: the {} partials of each column, in order", cfg_.split);
+  out.eval(kir::call("__threadfence", {}));
+  add_split_fold(out, info_, space_.reduces, split, ty_, cfg_.ty);
+  add_block_combine(out);
+  add_split_reset(out.branch(kir::infix(thread_, "==", kir::lit(0))), split);
 }
 
 // The ty == 0 threads: the reduced values, the epilogue, the stores.
-void ColumnBuilder::print_finish(Printer& o) const {
-  if (guard_n_) {
-    o.open("if (ty == 0 && live)");
-  } else {
-    o.open("if (ty == 0)");
-  }
-  o.splice(finish_);
-  o.splice(epi_prelude_);
-  const bool epi_uses_n = mentions(epi_.str(), "n");
-  if (cfg_.v > 1) {
-    o.line("#pragma unroll");
-    o.open("for (int j = 0; j < {}; ++j)", cfg_.v);
-    if (epi_uses_n) o.line("const {} n = n0 + j;", idx_);
-    o.splice(epi_);
-    o.close();
-  } else {
-    if (epi_uses_n) o.line("const {} n = n0;", idx_);
-    o.splice(epi_);
-  }
-  o.splice(epi_stores_);
-  o.close();
+void ColumnBuilder::add_finish(kir::Block& out) const {
+  kir::Block& finishers =
+      out.branch(guard_n_ ? kir::infix(holders_, "&&", kir::var("live")) : holders_);
+  finishers.splice(finish_);
+  finishers.splice(epi_prelude_);
+  add_lane_loop(finishers, epi_);
+  finishers.splice(epi_stores_);
 }
 
 KernelBody ColumnBuilder::build() {
@@ -467,28 +483,24 @@ KernelBody ColumnBuilder::build() {
   kb.blocks_per_sm = std::max(1, info_.target.blocks_per_sm(static_cast<int>(block_)));
   kb.work_blocks = cfg_.tiles * cfg_.split;
   kb.serial_launches = cfg_.split > 1;
-  Printer& o = kb.code;
-  print_header(o);
   // Split: the whole SM's threads resident (4 blocks of 512 threads), so that the (tile, piece)
   // blocks run in whole waves.
-  print_signature(o, info_, kb.block, cfg_.split > 1 ? kb.blocks_per_sm : 0);
+  kb.fn = kernel_function(info_, kb.block, cfg_.split > 1 ? kb.blocks_per_sm : 0);
+  add_header(kb.fn.head);
+  kir::Block& o = kb.fn.body;
   o.splice(shared_);
-  if (cfg_.split > 1) o.line("__shared__ bool fj_last;");
-  o.line("const int tx = threadIdx.x % {};", cfg_.tx);
-  o.line("const int ty = threadIdx.x / {};", cfg_.tx);
-  if (cfg_.split > 1) {
-    o.open("for ({0} u = blockIdx.x; u < {1}; u += gridDim.x)", idx_, cfg_.tiles * cfg_.split);
-  } else {
-    o.open("for ({0} t = blockIdx.x; t < {1}; t += gridDim.x)", idx_, cfg_.tiles);
-  }
-  print_tile_start(o);
-  print_accumulation(o);
-  o.line("// combine the {} partial results of each column", cfg_.ty);
-  print_block_combine(o);
-  if (cfg_.split > 1) print_split_combine(o);
-  print_finish(o);
-  o.close();
-  o.close();
+  if (cfg_.split > 1) o.let_mut("__shared__ bool", "fj_last");
+  o.let("int", "tx", kir::infix(thread_, "%", kir::lit(cfg_.tx)));
+  o.let("int", "ty", kir::infix(thread_, "/", kir::lit(cfg_.tx)));
+  // The blocks' grid-stride loop over tiles t, or over (tile, piece) pairs u when split.
+  kir::Block& tile = o.loop(idx_, cfg_.split > 1 ? "u" : "t", kir::lit("blockIdx.x"),
+                            kir::lit(cfg_.tiles * cfg_.split), kir::lit("gridDim.x"));
+  add_tile_start(tile);
+  add_accumulation(tile);
+  tile.comment("combine the {} partial results of each column", cfg_.ty);
+  add_block_combine(tile);
+  if (cfg_.split > 1) add_split_combine(tile);
+  add_finish(tile);
   return kb;
 }
 

@@ -3,7 +3,7 @@
 // %1 = sum f32[512] (%0) axes [0]
 // reduction, column-style: [1, 1024, 512] reduced over the middle; tiles of 2 x 4 columns, 512 rows of threads
 // 32-bit index arithmetic
-extern "C" __global__ void __launch_bounds__(1024) fj_reduction_fcbc319606ffffff(
+extern "C" __global__ void __launch_bounds__(1024) fj_reduction_c07d506c56306c6d(
     const float* __restrict__ in0,  // %0 f32[1024,512]
     float* __restrict__ out0) {  // %1 f32[512]
   __shared__ float part1[32][8];
@@ -13,7 +13,9 @@ extern "C" __global__ void __launch_bounds__(1024) fj_reduction_fcbc319606ffffff
     const int n0 = (t % 64 * 2 + tx) * 4;
     float a1[4];
     #pragma unroll
-    for (int j = 0; j < 4; ++j) a1[j] = 0x0p+0f;
+    for (int j = 0; j < 4; ++j) {
+      a1[j] = 0x0p+0f;
+    }
     #pragma unroll 4
     for (int l = ty; l < 1024; l += 512) {
       float r0[4];
@@ -26,24 +28,32 @@ extern "C" __global__ void __launch_bounds__(1024) fj_reduction_fcbc319606ffffff
     }
     // combine the 512 partial results of each column
     #pragma unroll
-    for (int j = 0; j < 4; ++j) a1[j] = fj_warp_reduce<2, 32>(a1[j], fj_op_sum());
+    for (int j = 0; j < 4; ++j) {
+      a1[j] = fj_warp_reduce<2, 32>(a1[j], fj_op_sum());
+    }
     if ((threadIdx.x & 31) < 2) {
       #pragma unroll
-      for (int j = 0; j < 4; ++j) part1[threadIdx.x >> 5][tx * 4 + j] = a1[j];
+      for (int j = 0; j < 4; ++j) {
+        part1[threadIdx.x >> 5][tx * 4 + j] = a1[j];
+      }
     }
     __syncthreads();
     if (ty == 0) {
       #pragma unroll
       for (int w = 1; w < 32; ++w) {
         #pragma unroll
-        for (int j = 0; j < 4; ++j) a1[j] = fj_op_sum()(a1[j], part1[w][tx * 4 + j]);
+        for (int j = 0; j < 4; ++j) {
+          a1[j] = fj_op_sum()(a1[j], part1[w][tx * 4 + j]);
+        }
       }
     }
     __syncthreads();
     if (ty == 0) {
       float v1[4];
       #pragma unroll
-      for (int j = 0; j < 4; ++j) v1[j] = a1[j];
+      for (int j = 0; j < 4; ++j) {
+        v1[j] = a1[j];
+      }
       float s0[4];
       #pragma unroll
       for (int j = 0; j < 4; ++j) {
