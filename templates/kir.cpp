@@ -54,6 +54,9 @@ ExprP offset(const Index& at, bool lane0) {
   e->lane0 = lane0;
   return e;
 }
+ExprP member(ExprP object, std::string field) {
+  return make(ExprKind::member, std::move(field), {std::move(object)});
+}
 ExprP add(ExprP a, ExprP b) { return infix(std::move(a), "+", std::move(b)); }
 ExprP mul(ExprP a, ExprP b) { return infix(std::move(a), "*", std::move(b)); }
 ExprP lt(ExprP a, ExprP b) { return infix(std::move(a), "<", std::move(b)); }
@@ -341,6 +344,8 @@ std::string print(const ExprP& e) {
       return fmt::format("({}){}", e->text, print(e->args[0]));
     case ExprKind::offset:
       return templates::offset(e->at, e->lane0);
+    case ExprKind::member:
+      return fmt::format("{}.{}", print(e->args[0]), e->text);
   }
   throw InternalError("kernel IR: unknown expression kind");
 }

@@ -4,8 +4,8 @@
 //
 // A kernel is a Function: a signature and a Block of statements. Statements declare, assign,
 // call, loop and branch; expressions are trees of variables, literals, calls, operators,
-// subscripts, casts and element offsets (a symbolic Index from templates/index.h, printed as
-// its row-major offset). Because every variable a statement reads is a node of its
+// subscripts, fields, casts and element offsets (a symbolic Index from templates/index.h,
+// printed as its row-major offset). Because every variable a statement reads is a node of its
 // expressions, questions such as "does this loop body read `k`?" are answered by walking the
 // tree (uses()), never by searching printed text, and verify() checks that every variable is
 // declared before it is read.
@@ -36,6 +36,7 @@ enum class ExprKind {
   subscript,  // args[0][args[1]]
   cast,       // (text)args[0]
   offset,     // the row-major offset of `at` (lane-0 variable of the lane root when lane0)
+  member,     // args[0].text: a field of a struct value
 };
 
 struct Expr;
@@ -59,6 +60,7 @@ ExprP group(ExprP e);
 ExprP subscript(ExprP array, ExprP index);
 ExprP cast(std::string type, ExprP value);
 ExprP offset(const Index& at, bool lane0 = false);
+ExprP member(ExprP object, std::string field);
 // `a + b`, `a * b`, ... (shorthands of infix)
 ExprP add(ExprP a, ExprP b);
 ExprP mul(ExprP a, ExprP b);

@@ -17,6 +17,9 @@
 // (index.h), which for trailing axes makes k the contiguous inner offset.
 // Math: accumulators in f32 for float types (i64 for integer sums); every tree is fixed, so
 // results do not depend on timing.
+// The kernel is kernel IR (templates/kir.h), built piece by piece (row prelude, cache, passes,
+// row outputs) and then assembled; a loop variable (row, s, k0, k) is declared only where the
+// statements inside read it (kir::uses).
 #include <algorithm>
 #include <memory>
 #include <set>
@@ -119,6 +122,16 @@ std::set<ir::NodeId> frontier(const RegionInfo& info, const ReduceSpace& space) 
   return out;
 }
 
+// static_cast<type>(value)
+kir::ExprP static_cast_to(std::string_view type, kir::ExprP value) {
+  return kir::call(fmt::format("static_cast<{}>", type), {std::move(value)});
+}
+
+// `a && b`, or b when there is no a.
+kir::ExprP conjoin(kir::ExprP a, kir::ExprP b) {
+  return a ? kir::infix(std::move(a), "&&", std::move(b)) : b;
+}
+
 class RowwiseBuilder {
  public:
   RowwiseBuilder(const RegionInfo& info, const ReduceSpace& space, const RowConfig& cfg,
@@ -127,18 +140,19 @@ class RowwiseBuilder {
         space_(space),
         cfg_(cfg),
         cacheable_(std::move(cacheable)),
-        emitter_(
-            info, [this](ir::NodeId id, const Index& at, Scope&) { return leaf(id, at); },
+        values_(
+            info, [this](ir::NodeId id, const Index& at, ValueScope&) { return leaf(id, at); },
             [this](ir::NodeId id, const Index& at) { return intercept(id, at); }) {
     row_ = make_root("row", space.rows);
     k_ = make_lane_root("k", "k0", space.length, cfg.v);
     x_ = grouped_index(space.shape, {row_, k_},
                        [&](size_t a) { return is_reduced_axis(space, a) ? size_t{1} : size_t{0}; });
     row_digits_ = {Digit{row_, 1, space.rows}};
-    canonical_ = offset(row_digits_);
+    row_key_ = index_key(Index{{space.rows}, {row_digits_}});
     guard_row_ = space.rows % cfg.rows_per_block != 0;
     guard_k_ = cfg.chunks * cfg.group * cfg.v != cfg.piece;
-    slot_ = cfg.v > 1 ? fmt::format("c * {} + j", cfg.v) : "c";
+    slot_ = cfg.v > 1 ? kir::add(kir::mul(kir::var("c"), kir::lit(cfg.v)), kir::var("j"))
+                      : kir::var("c");
     max_cache_entries_ = cfg.chunks <= kMaxUnrolledChunks ? kCacheBudget / (cfg.chunks * cfg.v) : 0;
     for (const auto& [sum, max] : space.online) max_with_sum_.insert(max);
   }
@@ -147,9 +161,11 @@ class RowwiseBuilder {
   int vector_accesses() const { return vector_accesses_; }
 
  private:
+  // One loop over the thread's vectors of the row: per vector, the prelude (vector and hoisted
+  // loads), the body (per lane, inside the j loop when V > 1) and the stores.
   struct Pass {
-    Printer prelude, body, stores;
-    Scope chunk, lane;
+    kir::Block prelude, body, stores;
+    ValueScope chunk, lane;
   };
   struct CacheEntry {
     ir::NodeId id;
@@ -159,131 +175,138 @@ class RowwiseBuilder {
 
   std::unique_ptr<Pass> new_pass() {
     auto p = std::make_unique<Pass>();
-    p->chunk = Scope{&p->prelude, &row_scope_, {}};
-    p->lane = Scope{&p->body, &p->chunk, {}};
+    p->chunk = ValueScope{&p->prelude, &row_scope_, {}};
+    p->lane = ValueScope{&p->body, &p->chunk, {}};
     return p;
   }
-  std::string leaf(ir::NodeId id, const Index& at);
-  void print_pass(Printer& main, int pass);
-  Printer print_row_outputs();
-  Printer print_cache_fill();
-  void print_header(Printer& out, std::string_view kind) const;
-  void print_row_loop(Printer& out, const Printer& row_body) const;
-  void print_accumulate(Printer& main, Pass& p, ir::NodeId r);
+  kir::ExprP leaf(ir::NodeId id, const Index& at);
+  kir::ExprP row_load(ir::NodeId id, const Index& at);
+  kir::ExprP intercept(ir::NodeId id, const Index& at);
+  kir::Block& add_pass(kir::Block& main, int pass);
+  void add_group_reduce(kir::Block& main, const std::vector<ir::NodeId>& here) const;
+  kir::Block row_outputs();
+  kir::Block cache_fill();
+  KernelBody kernel_body() const;
+  void add_header(kir::Function& fn, std::string_view kind) const;
+  void add_row_loop(kir::Block& out, const kir::Block& row_body) const;
+  void add_accumulate(kir::Block& main, Pass& p, ir::NodeId r);
   std::string functor(ir::NodeId r) const;
-  std::string accumulator(ir::NodeId r) const;
-  std::optional<std::string> intercept(ir::NodeId id, const Index& at);
+  kir::ExprP accumulator(ir::NodeId r) const;
   void store_full(Pass& p, const ReduceOutput& out);
-  void print_chunk_loop(Printer& out, const Pass& p) const;
-  LegacySplitPartials split_partials() const;
+  void add_chunk_loop(kir::Block& out, const Pass& p) const;
+  SplitPartials split_partials() const;
 
   const RegionInfo& info_;
   const ReduceSpace& space_;
   RowConfig cfg_;
   std::set<ir::NodeId> cacheable_;
-  ExprEmitter emitter_;
+  Values values_;
   BasePtr row_, k_;
   Index x_;
   Digits row_digits_;
-  std::string canonical_;
+  IndexKey row_key_;  // the element `row` of a reduce result: where its value may be read
   bool guard_row_ = false, guard_k_ = false;
-  std::string slot_;
+  kir::ExprP slot_;  // the element's place in a register cache
   int64_t max_cache_entries_ = 0;
 
-  Printer row_prelude_;
-  Scope row_scope_{&row_prelude_, nullptr, {}};
+  kir::Block row_prelude_;
+  ValueScope row_scope_{&row_prelude_, nullptr, {}};
   Pass* current_ = nullptr;
-  std::map<ir::NodeId, std::string> finished_;
+  std::map<ir::NodeId, kir::ExprP> finished_;
   std::vector<CacheEntry> cache_;
-  std::map<std::string, std::string> cache_index_;
+  std::map<ValueKey, std::string> cache_index_;
   bool filling_cache_ = false;
   int vector_accesses_ = 0;
   std::set<ir::NodeId> max_with_sum_;  // maxima accumulated with their sum (ReduceSpace::online)
 };
 
-std::string RowwiseBuilder::leaf(ir::NodeId id, const Index& at) {
+// A region input at `at`: loaded once per row when the same for the whole row; else per
+// vector, one 16-byte load when it moves by one element per lane, one scalar when it is the
+// same for every lane, a load per lane otherwise.
+kir::ExprP RowwiseBuilder::leaf(ir::NodeId id, const Index& at) {
+  if (!uses(at, k_)) return row_load(id, at);
   const DTypeCode& code = dtype_code(info_.node(id).dtype);
-  const std::string key = ExprEmitter::key(id, at);
-  if (!uses(at, k_)) {  // the same for the whole row: load it once per row
-    if (auto hit = row_scope_.find(key)) return *hit;
-    const std::string var = emitter_.fresh("h");
-    const std::string load = load_expr(info_, id, offset(at));
-    if (guard_row_) {
-      row_prelude_.line("const {0} {1} = live ? {2} : static_cast<{0}>(0);", code.arith, var, load);
-    } else {
-      row_prelude_.line("const {} {} = {};", code.arith, var, load);
-    }
-    row_scope_.memo[key] = var;
-    return var;
-  }
+  const std::string arith(code.arith);
   Pass& p = *current_;
   const Lane l = lane(at);
   if (l == Lane::unit && cfg_.v > 1) {
-    std::string array;
-    if (auto hit = p.chunk.find("vec" + key)) {
-      array = *hit;
-    } else {
-      array = emitter_.fresh("r");
-      p.prelude.line("{} {}[{}];", code.storage, array, cfg_.v);
-      p.prelude.line("fj_load_vec({}, {} + {});", array, info_.input_param(id), offset(at, true));
-      p.chunk.memo["vec" + key] = array;
+    const ValueKey key = value_key(id, at, Held::vector);
+    kir::ExprP array = p.chunk.find(key);
+    if (!array) {
+      array = p.prelude.array(std::string(code.storage), values_.fresh("r"), cfg_.v);
+      const kir::ExprP src = kir::add(kir::var(info_.input_param(id)), kir::offset(at, true));
+      p.prelude.eval(kir::call("fj_load_vec", {array, src}));
+      p.chunk.memo[key] = array;
       ++vector_accesses_;
     }
-    const std::string var = emitter_.fresh("x");
-    p.body.line("const {} {} = {};", code.arith, var, wrap(code.load, array + "[j]"));
-    return var;
+    return p.body.let(arith, values_.fresh("x"),
+                      apply(code.load, kir::subscript(array, kir::var("j"))));
   }
   if (l == Lane::none) {  // the same for every lane of the vector
-    if (auto hit = p.chunk.find(key)) return *hit;
-    const std::string var = emitter_.fresh("h");
-    p.prelude.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at, true)));
+    const ValueKey key = value_key(id, at);
+    if (kir::ExprP hit = p.chunk.find(key)) return hit;
+    kir::ExprP var =
+        p.prelude.let(arith, values_.fresh("h"), load(info_, id, kir::offset(at, true)));
     p.chunk.memo[key] = var;
     return var;
   }
-  const std::string var = emitter_.fresh("x");
-  p.body.line("const {} {} = {};", code.arith, var, load_expr(info_, id, offset(at)));
+  return p.body.let(arith, values_.fresh("x"), load(info_, id, kir::offset(at)));
+}
+
+// A leaf that is the same for the whole row: loaded once per row (0 on a row past the end).
+kir::ExprP RowwiseBuilder::row_load(ir::NodeId id, const Index& at) {
+  const ValueKey key = value_key(id, at);
+  if (kir::ExprP hit = row_scope_.find(key)) return hit;
+  const std::string arith(dtype_code(info_.node(id).dtype).arith);
+  kir::ExprP value = load(info_, id, kir::offset(at));
+  if (guard_row_) {  // live ? value : 0
+    const kir::ExprP zero = static_cast_to(arith, kir::lit(0));
+    value = kir::infix(kir::infix(kir::var("live"), "?", value), ":", zero);
+  }
+  kir::ExprP var = row_prelude_.let(arith, values_.fresh("h"), value);
+  row_scope_.memo[key] = var;
   return var;
 }
 
-std::optional<std::string> RowwiseBuilder::intercept(ir::NodeId id, const Index& at) {
+kir::ExprP RowwiseBuilder::intercept(ir::NodeId id, const Index& at) {
   if (space_.depth.count(id) != 0) {
     const auto it = finished_.find(id);
-    if (it == finished_.end() || offset(at) != canonical_) {
+    if (it == finished_.end() || !(index_key(at) == row_key_)) {
       throw InternalError(fmt::format("%{} is read at index {} before or outside its row ({})", id,
-                                      offset(at), canonical_));
+                                      offset(at), offset(row_digits_)));
     }
     return it->second;
   }
   if (filling_cache_ || cacheable_.count(id) == 0 || !uses(at, row_) || !uses(at, k_)) {
-    return std::nullopt;
+    return nullptr;
   }
-  const std::string key = ExprEmitter::key(id, at);
+  const ValueKey key = value_key(id, at);
   auto it = cache_index_.find(key);
   if (it == cache_index_.end()) {
-    if (static_cast<int64_t>(cache_.size()) >= max_cache_entries_) return std::nullopt;
-    const std::string array = emitter_.fresh("cache");
+    if (static_cast<int64_t>(cache_.size()) >= max_cache_entries_) return nullptr;
+    const std::string array = values_.fresh("cache");
     cache_.push_back({id, at, array});
     it = cache_index_.emplace(key, array).first;
   }
-  return fmt::format("{}[{}]", it->second, slot_);
+  return kir::subscript(kir::var(it->second), slot_);
 }
 
 // The accumulator of reduce r and, in pass p, the statement adding one element to it. The
 // maximum of an online softmax pair (ReduceSpace::online) accumulates (max, sum) together in an
 // fj_max_sum; its sum has no accumulator of its own.
-void RowwiseBuilder::print_accumulate(Printer& main, Pass& p, ir::NodeId r) {
+void RowwiseBuilder::add_accumulate(kir::Block& main, Pass& p, ir::NodeId r) {
   if (space_.online.count(r) != 0) return;
   const ir::Node& n = info_.node(r);
   const DType acc = accumulator_dtype(n);
   const ir::Node& x = info_.node(n.inputs[0]);
-  const std::string v = convert(acc, x.dtype, emitter_.value(n.inputs[0], x_, p.lane));
-  if (max_with_sum_.count(r) != 0) {
-    main.line("fj_max_sum a{} = {{{}, 0.0f}};", r, reduce_identity(n.op, acc));
-    p.body.line("a{0} = {1}()(a{0}, {2});", r, functor(r), v);
-    return;
-  }
-  main.line("{} a{} = {};", dtype_code(acc).arith, r, reduce_identity(n.op, acc));
-  p.body.line("a{0} = {1}()(a{0}, {2});", r, functor(r), v);
+  const kir::ExprP v = convert_to(acc, x.dtype, values_.value(n.inputs[0], x_, p.lane));
+  const std::string name = fmt::format("a{}", r);
+  const std::string identity = reduce_identity(n.op, acc);
+  const kir::ExprP a =
+      max_with_sum_.count(r) != 0
+          ? main.let_mut("fj_max_sum", name, kir::lit(fmt::format("{{{}, 0.0f}}", identity)))
+          : main.let_mut(std::string(dtype_code(acc).arith), name, kir::lit(identity));
+  p.body.assign(a, kir::call(functor(r) + "()", {a, v}));
 }
 
 std::string RowwiseBuilder::functor(ir::NodeId r) const {
@@ -294,82 +317,80 @@ std::string RowwiseBuilder::functor(ir::NodeId r) const {
 }
 
 // The expression holding reduce r's value once its group has reduced it.
-std::string RowwiseBuilder::accumulator(ir::NodeId r) const {
+kir::ExprP RowwiseBuilder::accumulator(ir::NodeId r) const {
   if (const auto it = space_.online.find(r); it != space_.online.end()) {
-    return fmt::format("fj_max_sum_total(a{})", it->second);
+    return kir::call("fj_max_sum_total", {kir::var(fmt::format("a{}", it->second))});
   }
-  return max_with_sum_.count(r) != 0 ? fmt::format("a{}.m", r) : fmt::format("a{}", r);
+  const kir::ExprP a = kir::var(fmt::format("a{}", r));
+  return max_with_sum_.count(r) != 0 ? kir::member(a, "m") : a;
 }
 
 void RowwiseBuilder::store_full(Pass& p, const ReduceOutput& out) {
   const ir::Node& n = info_.node(out.id);
   const DTypeCode& code = dtype_code(n.dtype);
   const Index at = index_from_digits(flatten(x_), n.shape);
-  const std::string value = emitter_.value(out.id, at, p.lane);
+  const kir::ExprP value = values_.value(out.id, at, p.lane);
+  const kir::ExprP dst = kir::var(fmt::format("out{}", out.position));
   if (cfg_.v > 1 && lane(at) == Lane::unit) {
-    print_vector_store(p.prelude, p.body, p.stores, n.dtype, fmt::format("s{}", out.position),
-                       fmt::format("out{} + {}", out.position, offset(at, true)), cfg_.v, value);
+    vector_store(p.prelude, p.body, p.stores, n.dtype, fmt::format("s{}", out.position),
+                 kir::add(dst, kir::offset(at, true)), cfg_.v, value);
     ++vector_accesses_;
   } else {
-    p.body.line("out{}[{}] = {};", out.position, offset(at), wrap(code.store, value));
+    p.body.assign(kir::subscript(dst, kir::offset(at)), apply(code.store, value));
   }
 }
 
-void RowwiseBuilder::print_chunk_loop(Printer& out, const Pass& p) const {
-  const std::string_view idx = info_.index_type();
-  out.raw(cfg_.chunks <= kMaxUnrolledChunks ? "#pragma unroll" : "#pragma unroll 4");
-  out.open("for (int c = 0; c < {}; ++c)", cfg_.chunks);
-  const bool uses_k = mentions(p.body.str(), "k");
+// The loop over the thread's C vectors of the row (of its piece, when rows are split), around
+// the pass's statements; k0 and k are declared where the statements read them (or the bound
+// check needs k0).
+void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
+  const std::string idx(info_.index_type());
+  kir::Block& chunk = out.loop("int", "c", kir::lit(0), kir::lit(cfg_.chunks), nullptr,
+                               cfg_.chunks <= kMaxUnrolledChunks ? 1 : 4);
+  const bool uses_k = kir::uses(p.body, "k");
   // The position in the row's piece (the whole row unless rows are split).
-  const std::string within =
-      cfg_.group > 1 ? fmt::format("(static_cast<{}>(c) * {} + g) * {}", idx, cfg_.group, cfg_.v)
-                     : fmt::format("static_cast<{}>(c) * {}", idx, cfg_.v);
-  if (guard_k_ || uses_k || mentions(p.prelude.str() + p.stores.str(), "k0")) {
-    if (cfg_.split > 1) {
-      out.line("const {} k0 = s * {} + {};", idx, cfg_.piece, within);
-    } else {
-      out.line("const {} k0 = {};", idx, within);
-    }
+  const kir::ExprP c = static_cast_to(idx, kir::var("c"));
+  const kir::ExprP within =
+      cfg_.group > 1
+          ? kir::mul(kir::group(kir::add(kir::mul(c, kir::lit(cfg_.group)), kir::var("g"))),
+                     kir::lit(cfg_.v))
+          : kir::mul(c, kir::lit(cfg_.v));
+  const kir::ExprP k0 = kir::var("k0");
+  if (guard_k_ || uses_k || kir::uses(p.prelude, "k0") || kir::uses(p.stores, "k0")) {
+    chunk.let(idx, "k0",
+              cfg_.split > 1 ? kir::add(kir::mul(kir::var("s"), kir::lit(cfg_.piece)), within)
+                             : within);
   }
-  std::string cond;
-  if (guard_row_) cond = "live";
+  kir::ExprP cond;
+  if (guard_row_) cond = kir::var("live");
   if (guard_k_) {
-    cond += cond.empty() ? "" : " && ";
-    cond += cfg_.split > 1 ? fmt::format("{} < {}", within, cfg_.piece)
-                           : fmt::format("k0 < {}", cfg_.piece);
+    cond = conjoin(cond, kir::lt(cfg_.split > 1 ? within : k0, kir::lit(cfg_.piece)));
   }
-  if (!cond.empty()) out.open("if ({})", cond);
-  out.splice(p.prelude);
-  if (cfg_.v > 1) {
-    out.line("#pragma unroll");
-    out.open("for (int j = 0; j < {}; ++j)", cfg_.v);
-    if (uses_k) out.line("const {} k = k0 + j;", idx);
-    out.splice(p.body);
-    out.close();
-  } else {
-    if (uses_k) out.line("const {} k = k0;", idx);
-    out.splice(p.body);
-  }
-  out.splice(p.stores);
-  if (!cond.empty()) out.close();
-  out.close();
+  kir::Block& live = cond ? chunk.branch(cond) : chunk;
+  live.splice(p.prelude);
+  kir::Block& lanes =
+      cfg_.v > 1 ? live.loop("int", "j", kir::lit(0), kir::lit(cfg_.v), nullptr, 1) : live;
+  if (uses_k) lanes.let(idx, "k", cfg_.v > 1 ? kir::add(k0, kir::var("j")) : k0);
+  lanes.splice(p.body);
+  live.splice(p.stores);
 }
 
 // Split rows (reduction.h): the partials of row `row`, piece `s`, one value per block; thread 0
 // publishes them, and in the last block folds all S of them in order.
-LegacySplitPartials RowwiseBuilder::split_partials() const {
-  LegacySplitPartials split;
+SplitPartials RowwiseBuilder::split_partials() const {
+  SplitPartials split;
   split.pieces = cfg_.split;
   split.groups = space_.rows;
-  split.group = "row";
-  split.piece = "s";
+  split.group = kir::var("row");
+  split.piece = kir::var("s");
   return split;
 }
 
-// Pass `pass` over the row's elements, printed into `main`: the reductions of that depth
+// Pass `pass` over the row's elements, added to `main`: the reductions of that depth
 // accumulated and reduced over the thread group, and the full-size outputs that need exactly
-// the reductions before it.
-void RowwiseBuilder::print_pass(Printer& main, int pass) {
+// the reductions before it. Returns the block where the row goes on: `main`, or with split
+// rows the last block's combination, where the row is finished.
+kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
   auto p = new_pass();
   current_ = p.get();
   std::vector<ir::NodeId> here;
@@ -378,138 +399,80 @@ void RowwiseBuilder::print_pass(Printer& main, int pass) {
   }
   bool writes = false;
   for (const ReduceOutput& out : space_.outputs) writes = writes || (out.full && out.pass == pass);
-  if (here.empty() && !writes) return;
-  for (ir::NodeId r : here) print_accumulate(main, *p, r);
+  if (here.empty() && !writes) return main;
+  for (ir::NodeId r : here) add_accumulate(main, *p, r);
   for (const ReduceOutput& out : space_.outputs) {
     if (out.full && out.pass == pass) store_full(*p, out);
   }
-  main.line("// pass {}", pass);
-  print_chunk_loop(main, *p);
-  for (ir::NodeId r : here) {
-    if (space_.online.count(r) != 0) continue;  // reduced with its maximum
-    if (cfg_.group > 32) {
-      main.line("a{0} = fj_block_reduce<{1}>(a{0}, {2}());", r, cfg_.block, functor(r));
-    } else if (cfg_.group > 1) {
-      main.line("a{0} = fj_warp_reduce<1, {1}>(a{0}, {2}());", r, cfg_.group, functor(r));
-    }
-  }
+  main.comment("pass {}", pass);
+  add_chunk_loop(main, *p);
+  add_group_reduce(main, here);
+  kir::Block* row = &main;
   if (cfg_.split > 1) {
-    // Leaves the last block's `if` open: the row is finished inside it.
-    print_split_arrival(main, here, split_partials());
-    print_split_fold(main, info_, here, split_partials(), "0", 1);
-    main.raw(split_reset(split_partials()));
+    const SplitPartials split = split_partials();
+    row = &add_split_arrival(main, here, split);
+    add_split_fold(*row, info_, here, split, kir::lit(0), 1);
+    add_split_reset(*row, split);
   }
   for (ir::NodeId r : here) {
     const ir::Node& n = info_.node(r);
-    const std::string var = emitter_.fresh(fmt::format("v{}", r));
-    main.line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var,
-              reduce_finish(info_, n, accumulator(r), space_.length), ir::op_name(n.op));
-    finished_[r] = var;
+    finished_[r] = row->let(std::string(dtype_code(n.dtype).arith),
+                            values_.fresh(fmt::format("v{}", r)),
+                            finish(info_, n, accumulator(r), space_.length),
+                            std::string(ir::op_name(n.op)));
+  }
+  return *row;
+}
+
+// Reduces the thread's accumulators over its group: warp shuffles, or through shared memory
+// when the group is the block.
+void RowwiseBuilder::add_group_reduce(kir::Block& main, const std::vector<ir::NodeId>& here) const {
+  for (ir::NodeId r : here) {
+    if (space_.online.count(r) != 0) continue;  // reduced with its maximum
+    const kir::ExprP a = kir::var(fmt::format("a{}", r));
+    const kir::ExprP op = kir::call(functor(r), {});
+    if (cfg_.group > 32) {
+      main.assign(a, kir::call(fmt::format("fj_block_reduce<{}>", cfg_.block), {a, op}));
+    } else if (cfg_.group > 1) {
+      main.assign(a, kir::call(fmt::format("fj_warp_reduce<1, {}>", cfg_.group), {a, op}));
+    }
   }
 }
 
 // The outputs with one value per row (the reductions and their epilogue).
-Printer RowwiseBuilder::print_row_outputs() {
-  Printer row_outputs;
-  Scope row_out_scope{&row_outputs, &row_scope_, {}};
-  for (const ReduceOutput& out : space_.outputs) {
-    if (out.full) continue;
-    const ir::Node& n = info_.node(out.id);
+kir::Block RowwiseBuilder::row_outputs() {
+  kir::Block out;
+  ValueScope scope{&out, &row_scope_, {}};
+  for (const ReduceOutput& o : space_.outputs) {
+    if (o.full) continue;
+    const ir::Node& n = info_.node(o.id);
     const Index at = index_from_digits(row_digits_, n.shape);
-    const std::string value = emitter_.value(out.id, at, row_out_scope);
-    row_outputs.line("out{}[{}] = {};", out.position, offset(at),
-                     wrap(dtype_code(n.dtype).store, value));
+    const kir::ExprP value = values_.value(o.id, at, scope);
+    out.assign(kir::subscript(kir::var(fmt::format("out{}", o.position)), kir::offset(at)),
+               apply(dtype_code(n.dtype).store, value));
   }
-  return row_outputs;
+  return out;
 }
 
 // The register cache, filled before pass 1 with what the passes asked for.
-Printer RowwiseBuilder::print_cache_fill() {
-  Printer cache;
+kir::Block RowwiseBuilder::cache_fill() {
+  kir::Block cache;
   if (cache_.empty()) return cache;
   auto p = new_pass();
   current_ = p.get();
   filling_cache_ = true;
-  cache.line("// register cache: the row's values that several passes read");
+  cache.comment("register cache: the row's values that several passes read");
   for (const CacheEntry& e : cache_) {
-    cache.line("{} {}[{}];", dtype_code(info_.node(e.id).dtype).arith, e.array,
-               cfg_.chunks * cfg_.v);
-    p->body.line("{}[{}] = {};", e.array, slot_, emitter_.value(e.id, e.at, p->lane));
+    const kir::ExprP array = cache.array(std::string(dtype_code(info_.node(e.id).dtype).arith),
+                                         e.array, cfg_.chunks * cfg_.v);
+    p->body.assign(kir::subscript(array, slot_), values_.value(e.id, e.at, p->lane));
   }
-  print_chunk_loop(cache, *p);
+  add_chunk_loop(cache, *p);
   filling_cache_ = false;
   return cache;
 }
 
-// The comment lines, module-scope scratch, signature and thread-group index.
-void RowwiseBuilder::print_header(Printer& out, std::string_view kind) const {
-  out.line(
-      "// {}, row-style: {} rows of {} elements; {} thread(s) per row, {} vector(s) of {} per "
-      "thread; {} pass(es) over the row{}",
-      kind, space_.rows, space_.length, cfg_.group, cfg_.chunks, cfg_.v, element_passes(space_),
-      cache_.empty() ? "" : ", row cached in registers");
-  out.line("// {} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
-  if (cfg_.split > 1) {
-    print_split_scratch(
-        out, info_, space_.reduces, split_partials(),
-        fmt::format("rows split in {} pieces of {} elements", cfg_.split, cfg_.piece), "row");
-  }
-  // Half the SM's threads resident: with 2048 threads per SM that caps registers at 64 per
-  // thread (the cache budget fits), and blocks of 512 or fewer threads get two or more per SM.
-  const int min_blocks =
-      std::max(1, info_.target.threads_per_sm / 2 / static_cast<int>(cfg_.block));
-  print_signature(out, info_, static_cast<int>(cfg_.block), min_blocks);
-  if (cfg_.group > 1) {
-    if (cfg_.group == cfg_.block) {
-      out.line("const int g = threadIdx.x;");
-    } else {
-      out.line("const int g = threadIdx.x % {};", cfg_.group);
-    }
-  }
-}
-
-// The grid-stride loop over rows (or, split, over row pieces) around `row_body`, with the row
-// index its body uses; closes the function.
-void RowwiseBuilder::print_row_loop(Printer& out, const Printer& row_body) const {
-  const std::string_view idx = info_.index_type();
-  if (cfg_.split > 1) {
-    out.line("__shared__ bool fj_last;");
-    out.open("for ({0} u = blockIdx.x; u < {1}; u += gridDim.x)", idx, space_.rows * cfg_.split);
-  } else if (cfg_.rows_per_block > 1) {
-    out.open(
-        "for ({0} row0 = static_cast<{0}>(blockIdx.x) * {1}; row0 < {2}; row0 += "
-        "static_cast<{0}>(gridDim.x) * {1})",
-        idx, cfg_.rows_per_block, space_.rows);
-  } else {
-    out.open("for ({0} row0 = blockIdx.x; row0 < {1}; row0 += gridDim.x)", idx, space_.rows);
-  }
-  if (cfg_.split > 1) {
-    // Piece-major: the blocks running together read the same piece of every row (one region
-    // of memory when the reduced axes are not the inner ones).
-    if (mentions(row_body.str(), "row")) out.line("const {} row = u % {};", idx, space_.rows);
-    if (mentions(row_body.str(), "s")) out.line("const {} s = u / {};", idx, space_.rows);
-  } else if (mentions(row_body.str(), "row")) {
-    if (cfg_.rows_per_block > 1) {
-      out.line("const {} row = row0 + threadIdx.x / {};", idx, cfg_.group);
-    } else {
-      out.line("const {} row = row0;", idx);
-    }
-  }
-  out.splice(row_body);
-  out.close();
-  out.close();
-}
-
-KernelBody RowwiseBuilder::build() {
-  Printer main;  // the row loop's body after the prelude and the cache
-  for (int pass = 1; pass <= space_.passes + 1; ++pass) print_pass(main, pass);
-  const Printer row_outputs = print_row_outputs();
-  if (cfg_.split > 1) {  // written inside the last block's combination, left open by the pass
-    main.splice(row_outputs);
-    main.close();
-  }
-  const Printer cache = print_cache_fill();
-
+KernelBody RowwiseBuilder::kernel_body() const {
   KernelBody kb;
   kb.kind = std::string(fusion::region_kind_name(info_.region.kind));
   kb.reduces = true;
@@ -517,21 +480,92 @@ KernelBody RowwiseBuilder::build() {
   kb.blocks_per_sm = std::max(1, info_.target.blocks_per_sm(static_cast<int>(cfg_.block)));
   kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.split;
   kb.serial_launches = cfg_.split > 1;
-  print_header(kb.code, kb.kind);
+  // Half the SM's threads resident: with 2048 threads per SM that caps registers at 64 per
+  // thread (the cache budget fits), and blocks of 512 or fewer threads get two or more per SM.
+  const int min_blocks =
+      std::max(1, info_.target.threads_per_sm / 2 / static_cast<int>(cfg_.block));
+  kb.fn = kernel_function(info_, static_cast<int>(cfg_.block), min_blocks);
+  return kb;
+}
 
-  Printer row_body;
-  if (guard_row_) row_body.line("const bool live = row < {};", space_.rows);
+// The comment lines, the module-scope scratch and the thread-group index.
+void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const {
+  fn.head.comment(
+      "{}, row-style: {} rows of {} elements; {} thread(s) per row, {} vector(s) of {} per "
+      "thread; {} pass(es) over the row{}",
+      kind, space_.rows, space_.length, cfg_.group, cfg_.chunks, cfg_.v, element_passes(space_),
+      cache_.empty() ? "" : ", row cached in registers");
+  fn.head.comment("{} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
+  if (cfg_.split > 1) {
+    add_split_scratch(
+        fn.head, info_, space_.reduces, split_partials(),
+        fmt::format("rows split in {} pieces of {} elements", cfg_.split, cfg_.piece), "row");
+  }
+  if (cfg_.group > 1) {
+    const kir::ExprP thread = kir::lit("threadIdx.x");
+    fn.body.let("int", "g",
+                cfg_.group == cfg_.block ? thread : kir::infix(thread, "%", kir::lit(cfg_.group)));
+  }
+}
+
+// The grid-stride loop over rows (or, split, over row pieces) around `row_body`, with the row
+// index (and piece) its body reads.
+void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) const {
+  const std::string idx(info_.index_type());
+  const kir::ExprP rows = kir::lit(space_.rows);
+  kir::Block* loop = nullptr;
+  if (cfg_.split > 1) {
+    out.let_mut("__shared__ bool", "fj_last");
+    loop = &out.loop(idx, "u", kir::lit("blockIdx.x"), kir::lit(space_.rows * cfg_.split),
+                     kir::lit("gridDim.x"));
+    // Piece-major: the blocks running together read the same piece of every row (one region
+    // of memory when the reduced axes are not the inner ones).
+    const kir::ExprP u = kir::var("u");
+    if (kir::uses(row_body, "row")) loop->let(idx, "row", kir::infix(u, "%", rows));
+    if (kir::uses(row_body, "s")) loop->let(idx, "s", kir::infix(u, "/", rows));
+  } else {
+    const kir::ExprP row0 = kir::var("row0");
+    if (cfg_.rows_per_block > 1) {
+      const kir::ExprP per_block = kir::lit(cfg_.rows_per_block);
+      const kir::ExprP first = kir::mul(static_cast_to(idx, kir::lit("blockIdx.x")), per_block);
+      const kir::ExprP stride = kir::mul(static_cast_to(idx, kir::lit("gridDim.x")), per_block);
+      loop = &out.loop(idx, "row0", first, rows, stride);
+    } else {
+      loop = &out.loop(idx, "row0", kir::lit("blockIdx.x"), rows, kir::lit("gridDim.x"));
+    }
+    if (kir::uses(row_body, "row")) {
+      loop->let(idx, "row",
+                cfg_.rows_per_block > 1
+                    ? kir::add(row0, kir::infix(kir::lit("threadIdx.x"), "/", kir::lit(cfg_.group)))
+                    : row0);
+    }
+  }
+  loop->splice(row_body);
+}
+
+KernelBody RowwiseBuilder::build() {
+  kir::Block main;  // the row loop's body after the prelude and the cache
+  kir::Block* row_end = &main;
+  for (int pass = 1; pass <= space_.passes + 1; ++pass) row_end = &add_pass(*row_end, pass);
+  const kir::Block outputs = row_outputs();
+  // Split rows: written inside the last block's combination, where the passes left the row.
+  if (cfg_.split > 1) row_end->splice(outputs);
+  const kir::Block cache = cache_fill();
+
+  KernelBody kb = kernel_body();
+  add_header(kb.fn, kb.kind);
+  kir::Block row_body;
+  if (guard_row_) row_body.let("bool", "live", kir::lt(kir::var("row"), kir::lit(space_.rows)));
   row_body.splice(row_prelude_);
   row_body.splice(cache);
   row_body.splice(main);
-  if (cfg_.split == 1 && !row_outputs.empty()) {  // one value per row, by the group's first
-    std::string cond = guard_row_ ? "live" : "";
-    if (cfg_.group > 1) cond += cond.empty() ? "g == 0" : " && g == 0";
-    if (!cond.empty()) row_body.open("if ({})", cond);
-    row_body.splice(row_outputs);
-    if (!cond.empty()) row_body.close();
+  if (cfg_.split == 1 && !outputs.empty()) {  // one value per row, by the group's first
+    kir::ExprP cond;
+    if (guard_row_) cond = kir::var("live");
+    if (cfg_.group > 1) cond = conjoin(cond, kir::infix(kir::var("g"), "==", kir::lit(0)));
+    (cond ? row_body.branch(cond) : row_body).splice(outputs);
   }
-  print_row_loop(kb.code, row_body);
+  add_row_loop(kb.fn.body, row_body);
   return kb;
 }
 
