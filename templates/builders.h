@@ -9,14 +9,12 @@
 #include "templates/kernel.h"
 #include "templates/kir.h"
 #include "templates/lower.h"
-#include "templates/printer.h"
 
 namespace fusejit::templates {
 
 struct KernelBody {
   std::string kind;  // "pointwise", "reduction", "normalization"
-  Printer code;      // comment lines and the __global__ function (name: kKernelNameToken)
-  kir::Function fn;  // the kernel, when the template builds kernel IR (then `code` is empty)
+  kir::Function fn;  // the kernel (name: kKernelNameToken)
   int block = 256;
   int64_t work_blocks = 1;
   int blocks_per_sm = 8;
@@ -41,8 +39,7 @@ KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options
 // `load` is a Values leaf; `outer` is the scope of the prelude.
 class LaneLoads {
  public:
-  LaneLoads(const RegionInfo& info, int v, kir::Block& prelude, kir::Block& body,
-            ValueScope& outer)
+  LaneLoads(const RegionInfo& info, int v, kir::Block& prelude, kir::Block& body, ValueScope& outer)
       : info_(info), v_(v), prelude_(prelude), body_(body), outer_(outer) {}
   kir::ExprP load(ir::NodeId id, const Index& at);
 
@@ -54,9 +51,6 @@ class LaneLoads {
   ValueScope& outer_;
   int arrays_ = 0;
 };
-
-// True when `name` occurs in `text` as a whole identifier.
-bool mentions(const std::string& text, const std::string& name);
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t pow2_ceil(int64_t x) {

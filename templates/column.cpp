@@ -417,8 +417,9 @@ void ColumnBuilder::add_accumulation(kir::Block& out) const {
       end = live.let(idx_, "l_end", next);
     } else {
       // The last piece is shorter: s < S - 1 ? (s + 1) * piece : L.
-      const kir::ExprP last = kir::infix(next, ":", kir::lit(space_.length));
-      end = live.let(idx_, "l_end", kir::infix(kir::lt(s, kir::lit(cfg_.split - 1)), "?", last));
+      end = live.let(
+          idx_, "l_end",
+          kir::select(kir::lt(s, kir::lit(cfg_.split - 1)), next, kir::lit(space_.length)));
     }
   }
   kir::Block& rows = live.loop(idx_, "l", first, end, kir::lit(cfg_.ty), 4);

@@ -1,4 +1,4 @@
-// templates/emit: dtype tables, literals and the expression printer; see emit.h.
+// templates/emit: dtype tables, literals, op device functions and region facts; see emit.h.
 #include "templates/emit.h"
 
 #include <algorithm>
@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include <fmt/format.h>
 
 #include "fusejit/error.h"
 #include "ir/dtype.h"
@@ -44,8 +46,10 @@ FastMath fast_math_for(const ir::Graph& g, const fusion::Region& r) {
   FastMath fast = FastMath::bf16;
   for (ir::NodeId id : r.outputs) {
     const DType d = g.node(id).dtype;
-    if (d == DType::f16) fast = FastMath::f16;
-    else if (d != DType::bf16) return FastMath::none;
+    if (d == DType::f16)
+      fast = FastMath::f16;
+    else if (d != DType::bf16)
+      return FastMath::none;
   }
   return fast;
 }
@@ -62,11 +66,6 @@ std::string device_function(ir::Op op, FastMath fast) {
 }
 
 const DTypeCode& dtype_code(DType dtype) { return kDTypeCodes[static_cast<size_t>(dtype)]; }
-
-std::string wrap(std::string_view fn, const std::string& x) {
-  if (fn.empty()) return x;
-  return fmt::format("{}({})", fn, x);
-}
 
 std::string literal(DType dtype, double value) {
   const double v = ir::round_to(dtype, value);
@@ -140,15 +139,6 @@ std::string reduce_identity(ir::Op op, DType acc) {
   }
 }
 
-std::string reduce_finish(const RegionInfo& info, const ir::Node& reduce, const std::string& acc,
-                          int64_t count) {
-  std::string v = acc;
-  if (reduce.op == ir::Op::mean) {
-    v = fmt::format("{} / {}", acc, literal(DType::f32, static_cast<double>(count)));
-  }
-  return info.round_every_node ? wrap(dtype_code(reduce.dtype).round, v) : v;
-}
-
 RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r, const CodegenOptions& options)
     : graph(g),
       region(r),
@@ -194,66 +184,6 @@ std::pair<int, int> RegionInfo::element_sizes() const {
   return {smallest, largest};
 }
 
-void print_signature(Printer& p, const RegionInfo& info, int block, int min_blocks) {
-  const std::string bounds =
-      min_blocks > 0 ? fmt::format("{}, {}", block, min_blocks) : fmt::format("{}", block);
-  p.line("extern \"C\" __global__ void __launch_bounds__({}) {}(", bounds, kKernelNameToken);
-  std::vector<std::string> params;
-  for (size_t k = 0; k < info.region.inputs.size(); ++k) {
-    const ir::Node& n = info.node(info.region.inputs[k]);
-    params.push_back(fmt::format("const {}* __restrict__ in{}  // %{} {}",
-                                 dtype_code(n.dtype).storage, k, info.region.inputs[k],
-                                 ir::type_str(n)));
-  }
-  for (size_t k = 0; k < info.region.outputs.size(); ++k) {
-    const ir::Node& n = info.node(info.region.outputs[k]);
-    params.push_back(fmt::format("{}* __restrict__ out{}  // %{} {}", dtype_code(n.dtype).storage,
-                                 k, info.region.outputs[k], ir::type_str(n)));
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    // The comma goes before the comment.
-    std::string& s = params[i];
-    const size_t comment = s.find("  //");
-    const std::string sep = i + 1 < params.size() ? "," : ") {";
-    p.line("    {}{}{}", s.substr(0, comment), sep, s.substr(comment));
-  }
-  if (params.empty()) p.line("    ) {{");
-  p.indent();
-}
-
-std::optional<std::string> Scope::find(const std::string& key) const {
-  for (const Scope* s = this; s != nullptr; s = s->parent) {
-    const auto it = s->memo.find(key);
-    if (it != s->memo.end()) return it->second;
-  }
-  return std::nullopt;
-}
-
-std::string convert(DType to, DType from, const std::string& value) {
-  if (dtype_code(to).arith == dtype_code(from).arith) return value;
-  return wrap(dtype_code(to).convert, value);
-}
-
-void print_vector_store(Printer& decl, Printer& body, Printer& stores, DType dtype,
-                        const std::string& array, const std::string& dst, int v,
-                        const std::string& value) {
-  const DTypeCode& code = dtype_code(dtype);
-  if (!code.store_vec.empty() && v % 2 == 0) {  // narrowed in pairs when stored
-    decl.line("{} {}[{}];", code.arith, array, v);
-    body.line("{}[j] = {};", array, value);
-    stores.line("{}({}, {});", code.store_vec, dst, array);
-    return;
-  }
-  decl.line("{} {}[{}];", code.storage, array, v);
-  body.line("{}[j] = {};", array, wrap(code.store, value));
-  stores.line("fj_store_vec({}, {});", dst, array);
-}
-
-std::string load_expr(const RegionInfo& info, ir::NodeId id, const std::string& offset) {
-  const DTypeCode& code = dtype_code(info.node(id).dtype);
-  return wrap(code.load, fmt::format("{}[{}]", info.input_param(id), offset));
-}
-
 int vector_width(const RegionInfo& info, bool vectorize, const std::vector<int64_t>& divides) {
   return vector_width(info.min_element_size(), vectorize, divides);
 }
@@ -267,104 +197,6 @@ int vector_width(int element_size, bool vectorize, const std::vector<int64_t>& d
     if (ok) break;
   }
   return v;
-}
-
-ExprEmitter::ExprEmitter(const RegionInfo& info, LeafFn leaf, InterceptFn intercept)
-    : info_(info), leaf_(std::move(leaf)), intercept_(std::move(intercept)) {}
-
-std::string ExprEmitter::key(ir::NodeId id, const Index& at) {
-  return fmt::format("%{}@{}", id, offset(at));
-}
-
-std::string ExprEmitter::fresh(std::string_view prefix) {
-  // "x" -> x0, x1, ...; "v12" (a node's value) -> v12, v12_1, ...
-  const int n = counters_[std::string(prefix)]++;
-  if (prefix.empty() || !std::isdigit(static_cast<unsigned char>(prefix.back()))) {
-    return fmt::format("{}{}", prefix, n);
-  }
-  return n == 0 ? std::string(prefix) : fmt::format("{}_{}", prefix, n);
-}
-
-std::string ExprEmitter::value(ir::NodeId id, const Index& at, Scope& scope) {
-  const std::string k = key(id, at);
-  if (auto hit = scope.find(k)) return *hit;
-  if (auto r = intercept_(id, at)) return *r;
-  if (info_.inputs.count(id) != 0) {
-    std::string v = leaf_(id, at, scope);
-    scope.memo[k] = v;
-    return v;
-  }
-  const ir::Node& n = info_.node(id);
-  if (info_.nodes.count(id) == 0) {
-    throw InternalError(
-        fmt::format("region reads %{} ({} {}), which is neither one of its "
-                    "nodes nor one of its inputs",
-                    id, ir::op_name(n.op), ir::type_str(n)));
-  }
-  switch (ir::op_kind(n.op)) {
-    case ir::OpKind::source:
-      if (n.op == ir::Op::constant) return literal(n.dtype, n.value);
-      throw InternalError(fmt::format("input %{} is in the region's nodes but not its inputs", id));
-    case ir::OpKind::view: {
-      const ir::Node& x = info_.node(n.inputs[0]);
-      if (n.op == ir::Op::reshape) return value(n.inputs[0], reshape_operand(at, x.shape), scope);
-      if (n.op == ir::Op::permute)
-        return value(n.inputs[0], permute_operand(at, n.axes, x.shape), scope);
-      return value(n.inputs[0], broadcast_operand(at, x.shape), scope);
-    }
-    case ir::OpKind::reduce:
-      throw InternalError(
-          fmt::format("%{} ({}) is read at an element its kernel does not reduce "
-                      "(index {})",
-                      id, ir::op_name(n.op), offset(at)));
-    case ir::OpKind::matmul:
-      throw InternalError(fmt::format("matmul %{} inside a generated kernel", id));
-    default: {
-      std::string v = elementwise(id, at, scope);
-      scope.memo[k] = v;
-      return v;
-    }
-  }
-}
-
-std::string ExprEmitter::elementwise(ir::NodeId id, const Index& at, Scope& scope) {
-  const ir::Node& n = info_.node(id);
-  // Operands are evaluated at the broadcast index, then brought to the op's arithmetic type:
-  // the promoted type for comparisons, the result's type otherwise (the condition of `where`
-  // is bool already).
-  DType op_type = n.dtype;
-  if (ir::op_kind(n.op) == ir::OpKind::compare) {
-    op_type = ir::promote(info_.node(n.inputs[0]).dtype, info_.node(n.inputs[1]).dtype);
-  }
-  bool operands_in_dtype = true;  // every operand already holds a value of the node's dtype
-  std::string args;
-  for (size_t i = 0; i < n.inputs.size(); ++i) {
-    const ir::Node& x = info_.node(n.inputs[i]);
-    std::string v = value(n.inputs[i], broadcast_operand(at, x.shape), scope);
-    const bool is_condition = n.op == ir::Op::where && i == 0;
-    if (!is_condition) {
-      v = convert(op_type, x.dtype, v);
-      operands_in_dtype = operands_in_dtype && x.dtype == n.dtype;
-    }
-    if (!args.empty()) args += ", ";
-    args += v;
-  }
-  std::string expr;
-  if (n.op == ir::Op::cast) {
-    expr = args;  // the conversion above is the cast
-  } else {
-    expr = fmt::format("{}({})", device_function(n.op, info_.fast), args);
-  }
-  // Rounding::store rounds only at an explicit cast (stores round on their own); Rounding::node
-  // rounds every node whose value its dtype might not hold.
-  const bool round = info_.round_every_node
-                         ? !(ir::op_has(n.op, ir::kKeepsValue) && operands_in_dtype)
-                         : n.op == ir::Op::cast;
-  if (round) expr = wrap(dtype_code(n.dtype).round, expr);
-  const std::string var = fresh(fmt::format("v{}", id));
-  scope.out->line("const {} {} = {};  // {}", dtype_code(n.dtype).arith, var, expr,
-                  ir::op_name(n.op));
-  return var;
 }
 
 }  // namespace fusejit::templates

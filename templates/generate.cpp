@@ -79,16 +79,6 @@ std::string region_summary(const ir::Graph& g, const fusion::Region& region) {
 
 }  // namespace
 
-bool mentions(const std::string& text, const std::string& name) {
-  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (size_t pos = text.find(name); pos != std::string::npos; pos = text.find(name, pos + 1)) {
-    const bool before = pos > 0 && ident(text[pos - 1]);
-    const bool after = pos + name.size() < text.size() && ident(text[pos + name.size()]);
-    if (!before && !after) return true;
-  }
-  return false;
-}
-
 std::string_view device_source(std::string_view name) {
   for (const DeviceFile& f : device_files()) {
     if (f.name == name) return f.text;
@@ -116,12 +106,8 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   source += "\n";
   source += fmt::format("// {} region\n", body.kind);
   source += region_summary(g, region);
-  if (body.fn.name.empty()) {
-    source += body.code.str();
-  } else {
-    kir::verify(body.fn);
-    source += kir::print(body.fn);
-  }
+  kir::verify(body.fn);
+  source += kir::print(body.fn);
 
   const std::string name = fmt::format("fj_{}_{:016x}", body.kind, fnv1a(source));
   for (size_t pos = source.find(kKernelNameToken); pos != std::string::npos;

@@ -40,6 +40,9 @@ ExprP infix(ExprP lhs, std::string op, ExprP rhs) {
 ExprP prefix(std::string op, ExprP e) {
   return make(ExprKind::prefix, std::move(op), {std::move(e)});
 }
+ExprP select(ExprP cond, ExprP then, ExprP otherwise) {
+  return make(ExprKind::select, {}, {std::move(cond), std::move(then), std::move(otherwise)});
+}
 ExprP group(ExprP e) { return make(ExprKind::group, {}, {std::move(e)}); }
 ExprP subscript(ExprP array, ExprP index) {
   return make(ExprKind::subscript, {}, {std::move(array), std::move(index)});
@@ -336,6 +339,8 @@ std::string print(const ExprP& e) {
       return fmt::format("{} {} {}", print(e->args[0]), e->text, print(e->args[1]));
     case ExprKind::prefix:
       return e->text + print(e->args[0]);
+    case ExprKind::select:
+      return fmt::format("{} ? {} : {}", print(e->args[0]), print(e->args[1]), print(e->args[2]));
     case ExprKind::group:
       return fmt::format("({})", print(e->args[0]));
     case ExprKind::subscript:
@@ -390,8 +395,8 @@ class Printer {
         if (s.unroll > 1) line(level, fmt::format("#pragma unroll {}", s.unroll));
         const std::string step =
             s.step ? fmt::format("{} += {}", s.name, print(s.step)) : "++" + s.name;
-        line(level, fmt::format("for ({} {} = {}; {} < {}; {}) {{", s.type, s.name,
-                                print(s.init), s.name, print(s.bound), step));
+        line(level, fmt::format("for ({} {} = {}; {} < {}; {}) {{", s.type, s.name, print(s.init),
+                                s.name, print(s.bound), step));
         block(*s.body, level + 1);
         line(level, "}");
         return;
@@ -421,8 +426,8 @@ class Printer {
 std::string print(const Function& f) {
   Printer p;
   p.block(f.head, 0);
-  const std::string bounds = f.min_blocks > 0 ? fmt::format("{}, {}", f.block, f.min_blocks)
-                                              : fmt::format("{}", f.block);
+  const std::string bounds =
+      f.min_blocks > 0 ? fmt::format("{}, {}", f.block, f.min_blocks) : fmt::format("{}", f.block);
   p.line(0, fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", bounds, f.name));
   for (size_t i = 0; i < f.params.size(); ++i) {
     const Param& q = f.params[i];

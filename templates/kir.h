@@ -32,6 +32,7 @@ enum class ExprKind {
   call,       // text(args...): a function, possibly with template arguments in `text`
   infix,      // args[0] text args[1]
   prefix,     // text args[0]: &x, *p, !c, -x
+  select,     // args[0] ? args[1] : args[2]
   group,      // (args[0])
   subscript,  // args[0][args[1]]
   cast,       // (text)args[0]
@@ -56,6 +57,7 @@ ExprP lit(int64_t value);
 ExprP call(std::string fn, std::vector<ExprP> args);
 ExprP infix(ExprP lhs, std::string op, ExprP rhs);
 ExprP prefix(std::string op, ExprP e);
+ExprP select(ExprP cond, ExprP then, ExprP otherwise);
 ExprP group(ExprP e);
 ExprP subscript(ExprP array, ExprP index);
 ExprP cast(std::string type, ExprP value);
@@ -83,18 +85,18 @@ using BlockP = std::shared_ptr<Block>;
 
 struct Stmt {
   StmtKind kind = StmtKind::comment;
-  std::string type;     // let, array, loop: the C type (with qualifiers such as __shared__)
-  std::string name;     // let, array, loop: the variable declared
+  std::string type;       // let, array, loop: the C type (with qualifiers such as __shared__)
+  std::string name;       // let, array, loop: the variable declared
   bool is_const = false;  // let: `const`
-  ExprP value;          // let: initializer (may be null); assign, eval: value; branch: condition
-  ExprP target;         // assign: what is assigned
-  std::string op;       // assign: "=", "+=", ...
+  ExprP value;            // let: initializer (may be null); assign, eval: value; branch: condition
+  ExprP target;           // assign: what is assigned
+  std::string op;         // assign: "=", "+=", ...
   std::vector<int64_t> dims;  // array: the length of each dimension
-  ExprP init, bound;    // loop: `name = init; name < bound`
-  ExprP step;           // loop: `name += step`, or `++name` when null
-  int unroll = 0;       // loop: 1 puts `#pragma unroll` before it, n > 1 `#pragma unroll n`
-  std::string text;     // comment; let, assign, eval: a trailing comment
-  BlockP body;          // loop, branch
+  ExprP init, bound;          // loop: `name = init; name < bound`
+  ExprP step;                 // loop: `name += step`, or `++name` when null
+  int unroll = 0;             // loop: 1 puts `#pragma unroll` before it, n > 1 `#pragma unroll n`
+  std::string text;           // comment; let, assign, eval: a trailing comment
+  BlockP body;                // loop, branch
 };
 
 // A sequence of statements, built front to back. Nested blocks (loop and branch bodies) are
@@ -136,9 +138,9 @@ struct Param {
 };
 
 struct Function {
-  Block head;  // before the signature, at module scope: comments and __device__ scratch
-  std::string name;                   // the kernel's name (a placeholder until generate names it)
-  int block = 256;                    // __launch_bounds__(block[, min_blocks])
+  Block head;        // before the signature, at module scope: comments and __device__ scratch
+  std::string name;  // the kernel's name (a placeholder until generate names it)
+  int block = 256;   // __launch_bounds__(block[, min_blocks])
   int min_blocks = 0;
   std::vector<Param> params;
   Block body;

@@ -116,8 +116,8 @@ kir::ExprP Values::elementwise(ir::NodeId id, const Index& at, ValueScope& scope
                          ? !(ir::op_has(n.op, ir::kKeepsValue) && operands_in_dtype)
                          : n.op == ir::Op::cast;
   if (round) expr = apply(dtype_code(n.dtype).round, expr);
-  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)),
-                        expr, std::string(ir::op_name(n.op)));
+  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)), expr,
+                        std::string(ir::op_name(n.op)));
 }
 
 kir::ExprP apply(std::string_view fn, kir::ExprP x) {
@@ -137,8 +137,7 @@ kir::ExprP load(const RegionInfo& info, ir::NodeId id, kir::ExprP offset) {
   return apply(code.load, kir::subscript(kir::var(info.input_param(id)), std::move(offset)));
 }
 
-kir::ExprP finish(const RegionInfo& info, const ir::Node& reduce, kir::ExprP acc,
-                  int64_t count) {
+kir::ExprP finish(const RegionInfo& info, const ir::Node& reduce, kir::ExprP acc, int64_t count) {
   kir::ExprP v = std::move(acc);
   if (reduce.op == ir::Op::mean) {
     v = kir::infix(v, "/", literal_of(DType::f32, static_cast<double>(count)));
@@ -160,9 +159,8 @@ kir::Function kernel_function(const RegionInfo& info, int block, int min_blocks)
   for (size_t k = 0; k < info.region.outputs.size(); ++k) {
     const ir::NodeId id = info.region.outputs[k];
     const ir::Node& n = info.node(id);
-    f.params.push_back(kir::Param{std::string(dtype_code(n.dtype).storage),
-                                  fmt::format("out{}", k), false,
-                                  fmt::format("%{} {}", id, ir::type_str(n))});
+    f.params.push_back(kir::Param{std::string(dtype_code(n.dtype).storage), fmt::format("out{}", k),
+                                  false, fmt::format("%{} {}", id, ir::type_str(n))});
   }
   return f;
 }

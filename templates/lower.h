@@ -26,9 +26,7 @@ struct ValueKey {
   bool operator<(const ValueKey& o) const {
     return std::tie(held, id, at) < std::tie(o.held, o.id, o.at);
   }
-  bool operator==(const ValueKey& o) const {
-    return held == o.held && id == o.id && at == o.at;
-  }
+  bool operator==(const ValueKey& o) const { return held == o.held && id == o.id && at == o.at; }
 };
 ValueKey value_key(ir::NodeId id, const Index& at, Held held = Held::value);
 

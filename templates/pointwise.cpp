@@ -73,9 +73,8 @@ int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, i
   ValueScope inner{&body, &outer, {}};
 
   LaneLoads loads(info, v, prelude, body, outer);
-  Values values(info, [&](ir::NodeId id, const Index& at, ValueScope&) {
-    return loads.load(id, at);
-  });
+  Values values(info,
+                [&](ir::NodeId id, const Index& at, ValueScope&) { return loads.load(id, at); });
 
   for (size_t k : sweep.outputs) {
     const ir::NodeId id = info.region.outputs[k];

@@ -157,99 +157,9 @@ ReduceSpace analyze_reduction(const RegionInfo& info, bool online) {
 namespace {
 
 // The index of the thread's partial of piece `piece` in fj_partial<r>.
-std::string split_slot(const LegacySplitPartials& split, std::string_view piece) {
-  if (split.width == 1) return fmt::format("{} * {} + {}", split.group, split.pieces, piece);
-  return fmt::format("({} * {} + {}) * {} + {}", split.group, split.pieces, piece, split.width,
-                     split.value);
-}
-
-// `statement` for every lane of the accumulators (inside a j loop when they are arrays).
-void print_lanes(Printer& out, const LegacySplitPartials& split, const std::string& statement) {
-  if (split.lanes == 0) {
-    out.raw(statement);
-  } else {
-    out.line("#pragma unroll");
-    out.line("for (int j = 0; j < {}; ++j) {}", split.lanes, statement);
-  }
-}
-
-}  // namespace
-
-void print_split_scratch(Printer& out, const RegionInfo& info,
-                         const std::vector<ir::NodeId>& reduces, const LegacySplitPartials& split,
-                         std::string_view pieces, std::string_view group) {
-  out.line("// {}, one block each; the partial results meet in", pieces);
-  out.line(
-      "// module-scope scratch, and the last block of a {} to arrive (counted atomically) "
-      "combines",
-      group);
-  out.line("// them in a fixed order and resets the count for the next launch");
-  for (ir::NodeId r : reduces) {
-    out.line("__device__ {} fj_partial{}[{}];", dtype_code(accumulator_dtype(info.node(r))).arith,
-             r, split.groups * split.pieces * split.width);
-  }
-  out.line("__device__ unsigned int fj_arrivals[{}];", split.groups);
-}
-
-void print_split_arrival(Printer& out, const std::vector<ir::NodeId>& reduces,
-                         const LegacySplitPartials& split) {
-  const std::string acc = split.lanes == 0 ? "a{0}" : "a{0}[j]";
-  const std::string count = fmt::format("fj_last = atomicAdd(&fj_arrivals[{}], 1u) == {}u;",
-                                        split.group, split.pieces - 1);
-  const bool alone = split.holders == "threadIdx.x == 0";
-  out.open("if ({})", split.holders);
-  for (ir::NodeId r : reduces) {
-    print_lanes(out, split,
-                fmt::format("fj_partial{}[{}] = {};", r, split_slot(split, split.piece),
-                            fmt::format(fmt::runtime(acc), r)));
-  }
-  out.line("__threadfence();");
-  if (alone) out.raw(count);
-  out.close();
-  out.line("__syncthreads();");
-  if (alone) {
-    out.open("if (fj_last && threadIdx.x == 0)");
-    out.line("__threadfence();");
-    return;
-  }
-  // Every holder has fenced its own stores; the barrier orders them before the count.
-  out.open("if (threadIdx.x == 0)");
-  out.line("__threadfence();");
-  out.raw(count);
-  out.close();
-  out.line("__syncthreads();");
-}
-
-void print_split_fold(Printer& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,
-                      const LegacySplitPartials& split, std::string_view first, int64_t step) {
-  for (ir::NodeId r : reduces) {
-    const ir::Node& n = info.node(r);
-    const DType acc = accumulator_dtype(n);
-    const std::string a = split.lanes == 0 ? fmt::format("a{}", r) : fmt::format("a{}[j]", r);
-    print_lanes(out, split, fmt::format("{} = {};", a, reduce_identity(n.op, acc)));
-    if (step == 1) {
-      out.open("for (int q = {}; q < {}; ++q)", first, split.pieces);
-    } else {
-      out.raw("#pragma unroll 4");
-      out.open("for (int q = {}; q < {}; q += {})", first, split.pieces, step);
-    }
-    print_lanes(out, split,
-                fmt::format("{0} = {1}()({0}, *static_cast<volatile {2}*>(&fj_partial{3}[{4}]));",
-                            a, reduce_functor(n.op), dtype_code(acc).arith, r,
-                            split_slot(split, "q")));
-    out.close();
-  }
-}
-
-std::string split_reset(const LegacySplitPartials& split) {
-  return fmt::format("fj_arrivals[{}] = 0;", split.group);
-}
-
-namespace {
-
-// The index of the thread's partial of piece `piece` in fj_partial<r>.
 kir::ExprP slot(const SplitPartials& split, kir::ExprP piece) {
-  const kir::ExprP first = kir::add(kir::mul(split.group, kir::lit(split.pieces)), std::move(piece));
+  const kir::ExprP first =
+      kir::add(kir::mul(split.group, kir::lit(split.pieces)), std::move(piece));
   if (split.width == 1) return first;
   return kir::add(kir::mul(kir::group(first), kir::lit(split.width)),
                   split.value ? split.value : kir::lit(0));
@@ -291,10 +201,10 @@ kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& re
   const kir::ExprP fence = kir::call("__threadfence", {});
   const kir::ExprP sync = kir::call("__syncthreads", {});
   auto count = [&](kir::Block& b) {
-    const kir::ExprP counter = kir::prefix("&", kir::subscript(kir::var("fj_arrivals"), split.group));
-    b.assign(kir::var("fj_last"),
-             kir::infix(kir::call("atomicAdd", {counter, kir::lit("1u")}), "==",
-                        kir::lit(fmt::format("{}u", split.pieces - 1))));
+    const kir::ExprP counter =
+        kir::prefix("&", kir::subscript(kir::var("fj_arrivals"), split.group));
+    b.assign(kir::var("fj_last"), kir::infix(kir::call("atomicAdd", {counter, kir::lit("1u")}),
+                                             "==", kir::lit(fmt::format("{}u", split.pieces - 1))));
   };
   const bool alone = !split.holders;
   kir::Block& holders = out.branch(alone ? kir::lit("threadIdx.x == 0") : split.holders);
@@ -306,7 +216,8 @@ kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& re
   if (alone) count(holders);
   out.eval(sync);
   if (alone) {
-    kir::Block& last = out.branch(kir::infix(kir::var("fj_last"), "&&", kir::lit("threadIdx.x == 0")));
+    kir::Block& last =
+        out.branch(kir::infix(kir::var("fj_last"), "&&", kir::lit("threadIdx.x == 0")));
     last.eval(fence);
     return last;
   }
@@ -318,9 +229,8 @@ kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& re
   return out;
 }
 
-void add_split_fold(kir::Block& out, const RegionInfo& info,
-                    const std::vector<ir::NodeId>& reduces, const SplitPartials& split,
-                    kir::ExprP first, int64_t step) {
+void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,
+                    const SplitPartials& split, kir::ExprP first, int64_t step) {
   for (ir::NodeId r : reduces) {
     const ir::Node& n = info.node(r);
     const DType acc = accumulator_dtype(n);
@@ -329,10 +239,12 @@ void add_split_fold(kir::Block& out, const RegionInfo& info,
                                 step == 1 ? nullptr : kir::lit(step), step == 1 ? 0 : 4);
     // Volatile loads: the partials come from L2, never from a stale L1 line.
     const kir::ExprP partial = kir::prefix(
-        "*", kir::call(fmt::format("static_cast<volatile {}*>", dtype_code(acc).arith),
-                       {kir::prefix("&", kir::subscript(partials(r), slot(split, kir::var("q"))))}));
+        "*",
+        kir::call(fmt::format("static_cast<volatile {}*>", dtype_code(acc).arith),
+                  {kir::prefix("&", kir::subscript(partials(r), slot(split, kir::var("q"))))}));
     const kir::ExprP a = accumulator(split, r);
-    per_lane(fold, split).assign(a, kir::call(fmt::format("{}()", reduce_functor(n.op)), {a, partial}));
+    per_lane(fold, split)
+        .assign(a, kir::call(fmt::format("{}()", reduce_functor(n.op)), {a, partial}));
   }
 }
 

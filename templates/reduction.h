@@ -9,7 +9,6 @@
 #include "templates/emit.h"
 #include "templates/index.h"
 #include "templates/kir.h"
-#include "templates/printer.h"
 
 namespace fusejit::templates {
 
@@ -36,9 +35,9 @@ struct ReduceSpace {
   // pass with M, rescaled as the running maximum grows, instead of in a pass of its own
   // (see online_partner in reduction.cpp).
   std::map<ir::NodeId, ir::NodeId> online;
-  int passes = 1;                   // the deepest reduce
-  int64_t rows = 1;                 // elements of the result (kept axes)
-  int64_t length = 1;               // elements reduced into each
+  int passes = 1;      // the deepest reduce
+  int64_t rows = 1;    // elements of the result (kept axes)
+  int64_t length = 1;  // elements reduced into each
   ReduceLayout layout = ReduceLayout::row;
   int64_t prefix = 1;  // column layout: kept elements before the reduced block
   int64_t suffix = 1;  // column layout: kept elements after it (the coalesced ones)
@@ -88,7 +87,7 @@ struct SplitPartials {
   kir::ExprP group;    // this block's group
   kir::ExprP piece;    // this block's piece
   kir::ExprP value;    // the thread's value within `width` (may read j); null: 0
-  int lanes = 0;  // 0: each holder has a scalar accumulator a<r>; L: an array a<r>[j], j < L
+  int lanes = 0;       // 0: each holder has a scalar accumulator a<r>; L: an array a<r>[j], j < L
   kir::ExprP holders;  // the threads that hold the block's partials; null: thread 0 alone
 };
 
@@ -107,41 +106,9 @@ kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& re
                               const SplitPartials& split);
 // a<r> (a<r>[j]) = the fold, in order, of the partials of pieces q = first, first + step, ...
 // (the thread's share of them; all of them for first 0, step 1), starting from the identity.
-void add_split_fold(kir::Block& out, const RegionInfo& info,
-                    const std::vector<ir::NodeId>& reduces, const SplitPartials& split,
-                    kir::ExprP first, int64_t step);
+void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,
+                    const SplitPartials& split, kir::ExprP first, int64_t step);
 // Resets the group's arrival count (run by one thread of the last block).
 void add_split_reset(kir::Block& out, const SplitPartials& split);
-
-// (Printer forms, for templates not yet on the kernel IR.)
-struct LegacySplitPartials {
-  int64_t pieces = 1;  // S
-  int64_t groups = 1;  // one arrival counter each
-  int64_t width = 1;   // partial values per block and reduce
-  std::string group;   // expression: this block's group
-  std::string piece;   // expression: this block's piece
-  std::string value = "0";  // expression: the thread's value within `width` (may use j)
-  int lanes = 0;  // 0: each holder has a scalar accumulator a<r>; L: an array a<r>[j], j < L
-  std::string holders = "threadIdx.x == 0";  // the threads that hold the block's partials
-};
-
-// The kernel's header lines on the split (`pieces`: "rows split in 8 pieces of 512 elements",
-// `group`: what a group is, "row") and the module-scope scratch: fj_partial<r> per reduce and
-// the arrival counters.
-void print_split_scratch(Printer& out, const RegionInfo& info,
-                         const std::vector<ir::NodeId>& reduces, const LegacySplitPartials& split,
-                         std::string_view pieces, std::string_view group);
-// Publishes the block's partials and counts its arrival. Afterwards the shared `fj_last` (the
-// kernel declares `__shared__ bool fj_last;`) is set, the same in the whole block: this block
-// is its group's last. Every thread of the block must run it. When the holders are thread 0
-// alone, it leaves `if (fj_last && threadIdx.x == 0) {` open, after the acquire fence.
-void print_split_arrival(Printer& out, const std::vector<ir::NodeId>& reduces,
-                         const LegacySplitPartials& split);
-// a<r> (a<r>[j]) = the fold, in order, of the partials of pieces q = first, first + step, ...
-// (the thread's share of them; all of them for first 0, step 1), starting from the identity.
-void print_split_fold(Printer& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,
-                      const LegacySplitPartials& split, std::string_view first, int64_t step);
-// The statement that resets the group's arrival count (run by one thread of the last block).
-std::string split_reset(const LegacySplitPartials& split);
 
 }  // namespace fusejit::templates

@@ -71,9 +71,9 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
   RowConfig c;
   c.v = v;
   const int64_t share =
-      multi_pass ? std::clamp<int64_t>(kCachedBytesPerThread / info.max_element_size(), 8,
-                                       kCacheBudget)
-                 : kStreamElementsPerThread;
+      multi_pass
+          ? std::clamp<int64_t>(kCachedBytesPerThread / info.max_element_size(), 8, kCacheBudget)
+          : kStreamElementsPerThread;
   int64_t g = pow2_ceil(ceil_div(space.length, share));
   // Narrow rows (at most a warp's worth of vectors): one vector per thread, so that a warp's
   // load covers whole rows, contiguous, instead of one row per thread at a stride.
@@ -81,8 +81,8 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
   // The widest block: for a cached row, half the SM's threads, so that each thread may use 64
   // registers; a streaming kernel does better with two such blocks per SM (measured on an
   // H200: sum of squares over rows of 16384, 0.127 ms with 512 threads against 0.145 with 1024).
-  const int64_t widest = std::clamp<int64_t>(
-      pow2_floor(info.target.threads_per_sm / (multi_pass ? 2 : 4)), 64, 1024);
+  const int64_t widest =
+      std::clamp<int64_t>(pow2_floor(info.target.threads_per_sm / (multi_pass ? 2 : 4)), 64, 1024);
   if (g <= 32) {
     c.group = g;
     c.block = 256;
@@ -261,7 +261,7 @@ kir::ExprP RowwiseBuilder::row_load(ir::NodeId id, const Index& at) {
   kir::ExprP value = load(info_, id, kir::offset(at));
   if (guard_row_) {  // live ? value : 0
     const kir::ExprP zero = static_cast_to(arith, kir::lit(0));
-    value = kir::infix(kir::infix(kir::var("live"), "?", value), ":", zero);
+    value = kir::select(kir::var("live"), value, zero);
   }
   kir::ExprP var = row_prelude_.let(arith, values_.fresh("h"), value);
   row_scope_.memo[key] = var;
@@ -357,9 +357,9 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
           : kir::mul(c, kir::lit(cfg_.v));
   const kir::ExprP k0 = kir::var("k0");
   if (guard_k_ || uses_k || kir::uses(p.prelude, "k0") || kir::uses(p.stores, "k0")) {
-    chunk.let(idx, "k0",
-              cfg_.split > 1 ? kir::add(kir::mul(kir::var("s"), kir::lit(cfg_.piece)), within)
-                             : within);
+    chunk.let(
+        idx, "k0",
+        cfg_.split > 1 ? kir::add(kir::mul(kir::var("s"), kir::lit(cfg_.piece)), within) : within);
   }
   kir::ExprP cond;
   if (guard_row_) cond = kir::var("live");
@@ -416,10 +416,9 @@ kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
   }
   for (ir::NodeId r : here) {
     const ir::Node& n = info_.node(r);
-    finished_[r] = row->let(std::string(dtype_code(n.dtype).arith),
-                            values_.fresh(fmt::format("v{}", r)),
-                            finish(info_, n, accumulator(r), space_.length),
-                            std::string(ir::op_name(n.op)));
+    finished_[r] =
+        row->let(std::string(dtype_code(n.dtype).arith), values_.fresh(fmt::format("v{}", r)),
+                 finish(info_, n, accumulator(r), space_.length), std::string(ir::op_name(n.op)));
   }
   return *row;
 }
@@ -497,9 +496,9 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
       cache_.empty() ? "" : ", row cached in registers");
   fn.head.comment("{} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {
-    add_split_scratch(
-        fn.head, info_, space_.reduces, split_partials(),
-        fmt::format("rows split in {} pieces of {} elements", cfg_.split, cfg_.piece), "row");
+    add_split_scratch(fn.head, info_, space_.reduces, split_partials(),
+                      fmt::format("rows split in {} pieces of {} elements", cfg_.split, cfg_.piece),
+                      "row");
   }
   if (cfg_.group > 1) {
     const kir::ExprP thread = kir::lit("threadIdx.x");

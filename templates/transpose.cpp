@@ -108,7 +108,8 @@ std::vector<std::pair<ir::NodeId, Index>> reads_at(const RegionInfo& info,
     reads.emplace_back(id, at);
     return kir::lit(0);
   });
-  for (size_t k = 0; k < outputs.size(); ++k) values.value(info.region.outputs[k], outputs[k], scope);
+  for (size_t k = 0; k < outputs.size(); ++k)
+    values.value(info.region.outputs[k], outputs[k], scope);
   return reads;
 }
 
@@ -243,7 +244,8 @@ void add_tile_origin(kir::Block& p, const TileSchedule& s, const std::string& id
   if (s.axes.outer * s.axes.mid > 1) {
     p.let(idx, "b", offset_of(Digits{Digit{t, per_b, s.axes.outer * s.axes.mid}}));
   }
-  p.let(idx, "rb", kir::mul(kir::group(offset_of(Digits{Digit{t, s.tiles_c, s.tiles_r}})), n(s.tile)));
+  p.let(idx, "rb",
+        kir::mul(kir::group(offset_of(Digits{Digit{t, s.tiles_c, s.tiles_r}})), n(s.tile)));
   p.let(idx, "cb", kir::mul(kir::group(offset_of(Digits{Digit{t, 1, s.tiles_c}})), n(s.tile)));
 }
 
@@ -255,11 +257,11 @@ void add_load(kir::Block& p, const RegionInfo& info, const TileSchedule& s, cons
   const int per_row = s.tile / read.chunk;  // chunks per tile row
   const int total = s.tile * per_row;
   const int passes = pass_count(s.tile, read.chunk);
-  const kir::ExprP g = guard(
-      {{passes * kBlock > total, kir::lt(v("u"), n(total))},
-       {s.axes.c % s.tile != 0, kir::lt(kir::add(v("cb"), v("cl")), n(s.axes.c))},
-       {s.axes.r % s.tile != 0,
-        kir::lt(kir::add(v("rb"), kir::mul(v("q"), n(read.chunk))), n(s.axes.r))}});
+  const kir::ExprP g =
+      guard({{passes * kBlock > total, kir::lt(v("u"), n(total))},
+             {s.axes.c % s.tile != 0, kir::lt(kir::add(v("cb"), v("cl")), n(s.axes.c))},
+             {s.axes.r % s.tile != 0,
+              kir::lt(kir::add(v("rb"), kir::mul(v("q"), n(read.chunk))), n(s.axes.r))}});
   p.comment("{}: {} x {} elements, {}-element chunks along its contiguous axis", read.tile, s.tile,
             s.tile, read.chunk);
   // w<k>[p][e]: the thread's chunks of tile<k>, between the global load and the shared store.
@@ -279,14 +281,13 @@ void add_load(kir::Block& p, const RegionInfo& info, const TileSchedule& s, cons
     const kir::ExprP chunk = kir::subscript(kir::var(w), v("p"));
     if (store) {
       // tile + cl * T + (q ^ (cl / V % swizzle)) * chunk
-      const kir::ExprP swizzle = kir::group(kir::infix(
-          v("q"), "^",
-          kir::group(kir::infix(kir::infix(v("cl"), "/", n(s.vc)), "%",
-                                n(std::min(kSwizzle, per_row))))));
-      body.eval(kir::call("fj_store_vec",
-                          {kir::add(kir::add(tile, kir::mul(v("cl"), n(s.tile))),
-                                    kir::mul(swizzle, n(read.chunk))),
-                           chunk}));
+      const kir::ExprP swizzle =
+          kir::group(kir::infix(v("q"), "^",
+                                kir::group(kir::infix(kir::infix(v("cl"), "/", n(s.vc)), "%",
+                                                      n(std::min(kSwizzle, per_row))))));
+      body.eval(kir::call("fj_store_vec", {kir::add(kir::add(tile, kir::mul(v("cl"), n(s.tile))),
+                                                    kir::mul(swizzle, n(read.chunk))),
+                                           chunk}));
     } else {
       body.eval(kir::call("fj_load_vec", {chunk, kir::add(kir::var(info.input_param(read.id)),
                                                           kir::offset(read.at))}));
@@ -313,11 +314,11 @@ void add_output_loop(kir::Block& p, const TileSchedule& s, const std::string& id
   pass.let("int", "u", kir::add(kir::mul(v("p"), n(kBlock)), v("tid")));
   pass.let("int", "rl", kir::infix(kir::infix(v("u"), "/", n(across)), "%", n(s.tile)));
   // cl = (u / (across * T) * across + u % across) * V
-  pass.let("int", "cl",
-           kir::mul(kir::group(kir::add(
-                        kir::mul(kir::infix(v("u"), "/", n(across * s.tile)), n(across)),
-                        kir::infix(v("u"), "%", n(across)))),
-                    n(vc)));
+  pass.let(
+      "int", "cl",
+      kir::mul(kir::group(kir::add(kir::mul(kir::infix(v("u"), "/", n(across * s.tile)), n(across)),
+                                   kir::infix(v("u"), "%", n(across)))),
+               n(vc)));
   pass.let(idx, "r", kir::add(v("rb"), v("rl")));
   pass.let(idx, c, kir::add(v("cb"), v("cl")));
   kir::Block& inside = guarded(pass, g);
@@ -367,10 +368,10 @@ class TileReads {
   // so<chunk> = cl * T + ((rl / chunk) ^ (cl / V % swizzle)) * chunk + rl % chunk
   void declare_offset(int chunk) {
     const int per_row = s_.tile / chunk;
-    const kir::ExprP swizzle = kir::group(kir::infix(
-        kir::group(kir::infix(v("rl"), "/", n(chunk))), "^",
-        kir::group(kir::infix(kir::infix(v("cl"), "/", n(s_.vc)), "%",
-                              n(std::min(kSwizzle, per_row))))));
+    const kir::ExprP swizzle =
+        kir::group(kir::infix(kir::group(kir::infix(v("rl"), "/", n(chunk))), "^",
+                              kir::group(kir::infix(kir::infix(v("cl"), "/", n(s_.vc)), "%",
+                                                    n(std::min(kSwizzle, per_row))))));
     prelude_.let("int", fmt::format("so{}", chunk),
                  kir::add(kir::add(kir::mul(v("cl"), n(s_.tile)), kir::mul(swizzle, n(chunk))),
                           kir::infix(v("rl"), "%", n(chunk))));
@@ -426,18 +427,21 @@ std::optional<KernelBody> build_tiled_transpose(const RegionInfo& info,
   kb.work_blocks = s->tiles;
   kb.fn = kernel_function(info, kBlock, s->blocks_per_sm);
   kir::Block& head = kb.fn.head;
-  head.comment("tiled transpose: out[((o * {} + r) * {} + m) * {} + c], o < {}; {} x {} tiles of (c, r)",
-               s->axes.r, s->axes.mid, s->axes.c, s->axes.outer, s->tile, s->tile);
+  head.comment(
+      "tiled transpose: out[((o * {} + r) * {} + m) * {} + c], o < {}; {} x {} tiles of (c, r)",
+      s->axes.r, s->axes.mid, s->axes.c, s->axes.outer, s->tile, s->tile);
   head.comment("through {} bytes of shared memory ({}), {} outputs per thread along c",
                s->shared_bytes, tile_list(info, *s), s->vc);
   head.comment("{} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
   kir::Block& body = kb.fn.body;
   for (const TiledRead& read : s->reads) {
-    body.array(fmt::format("__shared__ __align__(16) {}", dtype_code(info.node(read.id).dtype).storage),
-               read.tile, s->tile * s->tile);
+    body.array(
+        fmt::format("__shared__ __align__(16) {}", dtype_code(info.node(read.id).dtype).storage),
+        read.tile, s->tile * s->tile);
   }
   body.let("int", "tid", kir::lit("threadIdx.x"));
-  kir::Block& tile = body.loop(idx, "t", kir::lit("blockIdx.x"), n(s->tiles), kir::lit("gridDim.x"));
+  kir::Block& tile =
+      body.loop(idx, "t", kir::lit("blockIdx.x"), n(s->tiles), kir::lit("gridDim.x"));
   add_tile_origin(tile, *s, idx);
   for (const TiledRead& read : s->reads) add_load(tile, info, *s, read, idx);
   tile.eval(kir::call("__syncthreads", {}));

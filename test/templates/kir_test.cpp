@@ -17,8 +17,7 @@ kir::Function small_kernel() {
   f.block = 128;
   f.params = {{"float", "in0", true, "%0 f32[64]"}, {"float", "out0", false, "%1 f32[64]"}};
   f.head.comment("a doubling sweep");
-  kir::Block& loop = f.body.loop("int", "t", kir::lit("threadIdx.x"), kir::lit(64),
-                                 kir::lit(128));
+  kir::Block& loop = f.body.loop("int", "t", kir::lit("threadIdx.x"), kir::lit(64), kir::lit(128));
   const kir::ExprP x = loop.let("float", "x", kir::subscript(kir::var("in0"), kir::var("t")));
   loop.assign(kir::subscript(kir::var("out0"), kir::var("t")),
               kir::call("fj_mul", {x, kir::lit("0x1p+1f")}), "=");
@@ -50,6 +49,7 @@ TEST_CASE("expressions print with the parentheses the tree has, and no others",
   CHECK(kir::print(kir::prefix("&", kir::subscript(a, kir::lit(3)))) == "&a[3]");
   CHECK(kir::print(kir::cast("long long", kir::lit("blockIdx.x"))) == "(long long)blockIdx.x");
   CHECK(kir::print(kir::call("f<4>", {})) == "f<4>()");
+  CHECK(kir::print(kir::select(kir::lt(a, b), a, kir::lit(0))) == "a < b ? a : 0");
   kir::Block b2;
   b2.array("__shared__ float", "tile", {4, 8});
   b2.loop("int", "j", kir::lit(0), kir::lit(4), nullptr, 1).jump("continue");
@@ -65,8 +65,7 @@ TEST_CASE("expressions print with the parentheses the tree has, and no others",
         std::string::npos);
 }
 
-TEST_CASE("uses() finds variables through nested blocks and element offsets",
-          "[templates][kir]") {
+TEST_CASE("uses() finds variables through nested blocks and element offsets", "[templates][kir]") {
   const BasePtr row = make_root("row", 8), k = make_lane_root("k", "k0", 64, 4);
   const Index at = index_from_digits({Digit{row, 1, 8}, Digit{k, 1, 64}}, {8, 64});
   kir::Block b;
@@ -75,7 +74,7 @@ TEST_CASE("uses() finds variables through nested blocks and element offsets",
   CHECK(kir::uses(b, "u"));
   CHECK(kir::uses(b, "r0"));
   CHECK(kir::uses(b, "row"));
-  CHECK(kir::uses(b, "k0"));   // the lane-0 variable, printed for lane0 offsets
+  CHECK(kir::uses(b, "k0"));  // the lane-0 variable, printed for lane0 offsets
   CHECK_FALSE(kir::uses(b, "k"));
   CHECK_FALSE(kir::uses(b, "ro"));  // whole names only
   // A declaration is not a use.
