@@ -132,6 +132,9 @@ class Builder {
     return ir::add_expand(g_, x, e);
   }
 
+  // Sums into at most this many values are taken over magnitudes (see reduce()).
+  static constexpr int64_t kFewResults = 4;
+
   NodeId reduce(NodeId x) {
     const Shape s = node(x).shape;
     if (s.empty()) return safe_unary(x);  // nothing left to reduce
@@ -141,6 +144,21 @@ class Builder {
       if (coin()) axes.push_back(static_cast<int64_t>(i));
     }
     if (axes.empty()) axes.push_back(static_cast<int64_t>(s.size()) - 1);
+    // A sum into a handful of values over signed data is ill-conditioned: the result, about
+    // sqrt(n) in size, is far below the sum of its terms' magnitudes, n, so an f32 reduction
+    // tree rounding well within the kernels' contract can miss the 1e-5 relative bound on the
+    // few values there are to average over. Such sums are taken over magnitudes (one sign):
+    // the whole-tensor sum is still covered, and well-conditioned.
+    int64_t results = 1;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) == axes.end()) {
+        results *= s[i];
+      }
+    }
+    if ((op == Op::sum || op == Op::mean) && results <= kFewResults &&
+        is_floating(node(x).dtype)) {
+      x = ir::add_unary(g_, Op::abs, x);
+    }
     const bool keepdim = coin();
     const NodeId r = ir::add_reduce(g_, op, x, axes, keepdim);
     // The normalization pattern: broadcast the result back against its input.
