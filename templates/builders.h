@@ -18,6 +18,7 @@ struct KernelBody {
   int block = 256;
   int64_t work_blocks = 1;
   int blocks_per_sm = 8;
+  int waves = 4;  // grid cap in full waves; 0: none (Kernel::waves)
   int shared_bytes = 0;  // dynamic shared memory (the templates use static shared memory only)
   bool reduces = false;  // needs device/fj_reduce.cuh
   bool serial_launches = false;  // uses module-scope scratch (see Kernel::serial_launches)

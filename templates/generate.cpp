@@ -125,13 +125,14 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   k.blocks_per_sm = body.blocks_per_sm;
   k.shared_bytes = body.shared_bytes;
   k.serial_launches = body.serial_launches;
+  k.waves = body.waves;
   return k;
 }
 
-int64_t launch_grid(const Kernel& k, int sm_count, int waves) {
+int64_t launch_grid(const Kernel& k, int sm_count) {
+  if (k.waves <= 0) return std::max<int64_t>(1, k.work_blocks);
   const int64_t wave = static_cast<int64_t>(std::max(sm_count, 1)) * std::max(k.blocks_per_sm, 1);
-  const int64_t cap = wave * std::max(waves, 1);
-  return std::max<int64_t>(1, std::min(k.work_blocks, cap));
+  return std::max<int64_t>(1, std::min(k.work_blocks, wave * k.waves));
 }
 
 }  // namespace fusejit::templates

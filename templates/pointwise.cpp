@@ -130,6 +130,7 @@ KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options
   kb.kind = "pointwise";
   kb.block = kBlock;
   kb.blocks_per_sm = info.target.blocks_per_sm(kBlock);
+  kb.waves = 0;  // nothing per block to amortize: one block per 256 vectors
   std::vector<std::pair<int64_t, int>> plan;
   for (int64_t count : order)
     plan.emplace_back(count, vector_width(info, options.vectorize, {count}));

@@ -294,13 +294,18 @@ TEST_CASE("large tensors use 64-bit indices", "[templates][pointwise]") {
         std::string::npos);
 }
 
-TEST_CASE("launch_grid caps the grid at whole waves", "[templates]") {
+TEST_CASE("launch_grid caps the grid at whole waves, or not at all", "[templates]") {
   templates::Kernel k;
   k.work_blocks = 100000;
   k.blocks_per_sm = 8;
   CHECK(templates::launch_grid(k, 132) == 4 * 132 * 8);
-  CHECK(templates::launch_grid(k, 132, 1) == 132 * 8);
+  k.waves = 1;
+  CHECK(templates::launch_grid(k, 132) == 132 * 8);
+  k.waves = 0;  // no cap
+  CHECK(templates::launch_grid(k, 132) == 100000);
   k.work_blocks = 10;
+  CHECK(templates::launch_grid(k, 132) == 10);
+  k.waves = 4;
   CHECK(templates::launch_grid(k, 132) == 10);
 }
 
