@@ -1,5 +1,6 @@
 // With no GPU (as in CI): every kernel the pipeline generates for the seed traces
-// (examples/traces), the layout suite (bench/traces), in both rounding modes, and for 220
+// (examples/traces), the layout suite (bench/traces), the odd-shapes suite (test/traces/odd), in
+// both rounding modes, and for 220
 // randomly generated graphs of pointwise, broadcast, view and reduction ops compiles with NVRTC
 // for sm_90.
 #include <filesystem>
@@ -59,6 +60,12 @@ TEST_CASE("every kernel of the layout suite compiles for sm_90", "[jit][nvrtc]")
   const auto [traces, kernels] = compile_folder("bench/traces");
   CHECK(traces >= 72);
   CHECK(kernels >= 72);
+}
+
+TEST_CASE("every kernel of the odd-shapes suite compiles for sm_90", "[jit][nvrtc]") {
+  const auto [traces, kernels] = compile_folder("test/traces/odd");
+  CHECK(traces >= 78);
+  CHECK(kernels >= 78);
 }
 
 TEST_CASE("every kernel of 220 random graphs compiles for sm_90", "[jit][nvrtc][random]") {
