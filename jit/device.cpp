@@ -17,6 +17,7 @@ templates::Target DeviceInfo::target() const {
   if (threads_per_sm > 0) t.threads_per_sm = threads_per_sm;
   if (registers_per_sm > 0) t.registers_per_sm = registers_per_sm;
   if (shared_per_sm > 0) t.shared_per_sm = shared_per_sm;
+  if (cluster_launch == 0) t.cluster_blocks = 1;  // an arch that has clusters, a device that does not
   return t;
 }
 
@@ -44,6 +45,7 @@ std::optional<DeviceInfo> probe_device(std::string* why) {
   info.threads_per_sm = prop.maxThreadsPerMultiProcessor;
   info.registers_per_sm = prop.regsPerMultiprocessor;
   info.shared_per_sm = static_cast<int>(prop.sharedMemPerMultiprocessor);
+  info.cluster_launch = prop.clusterLaunch != 0 ? 1 : 0;
   return info;
 }
 

@@ -17,6 +17,9 @@ struct Target {
   int threads_per_sm = 2048;         // resident threads per SM
   int registers_per_sm = 64 * 1024;  // 32-bit registers per SM
   int shared_per_sm = 228 * 1024;    // bytes of shared memory per SM
+  // Blocks per thread-block cluster that every launch may use: the portable cluster size (8)
+  // where the device launches clusters (sm_90 on), 1 where it does not.
+  int cluster_blocks = 8;
 
   // Blocks of `block` threads that fit on one SM by thread count alone.
   int blocks_per_sm(int block) const { return block > 0 ? threads_per_sm / block : 1; }
