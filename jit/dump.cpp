@@ -50,7 +50,14 @@ void dump_eval(const Options& options, const ir::Graph& trace, const Executable&
     std::string text = fusion::plan_to_text(exe.plan);
     text += "# regions -> kernels\n";
     for (size_t i = 0; i < exe.steps.size(); ++i) {
-      text += fmt::format("region {}: {}\n", i, step_label(exe, exe.steps[i]));
+      const Step& step = exe.steps[i];
+      text += fmt::format("region {}: {}", i, step_label(exe, step));
+      if (step.kernel) {  // the launch shape (the grid depends on the device's SM count)
+        const templates::Kernel& k = step.kernel->kernel;
+        text += fmt::format("  block {}", k.block);
+        if (k.cluster > 1) text += fmt::format("  cluster {}", k.cluster);
+      }
+      text += "\n";
     }
     write_file(base.string() + ".plan", text);
   }

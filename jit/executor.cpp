@@ -1,6 +1,8 @@
 // jit/executor: see executor.h.
 #include "jit/executor.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
@@ -101,7 +103,13 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
       args.clear();
       for (NodeId id : k.params) pointers.push_back(ptr(id));
       for (void*& p : pointers) args.push_back(&p);
+      // Cluster kernels carry their cluster shape in the CUBIN (__cluster_dims__), so the plain
+      // launch below launches clusters; the grid must hold whole clusters.
       const int64_t grid = templates::launch_grid(k, device.info().sm_count);
+      if (grid % std::max(k.cluster, 1) != 0) {
+        throw InternalError(fmt::format("kernel {}: grid of {} blocks is not a whole number of "
+                                        "clusters of {}", k.name, grid, k.cluster));
+      }
       FUSEJIT_DRIVER(drv, launch_kernel, step.kernel->function, static_cast<unsigned>(grid), 1, 1,
                      static_cast<unsigned>(k.block), 1, 1, static_cast<unsigned>(k.shared_bytes),
                      device.stream(), args.data(), nullptr);

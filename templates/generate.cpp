@@ -4,7 +4,8 @@
 //
 // Source layout (what NVRTC compiles, with no include path and no CUDA headers):
 //   a header line naming the generator and its version
-//   device/fj_core.cuh, fj_math.cuh, fj_memory.cuh (and fj_reduce.cuh for reductions)
+//   device/fj_core.cuh, fj_math.cuh, fj_memory.cuh (and fj_reduce.cuh for reductions,
+//   fj_cluster.cuh for kernels whose rows are split over thread-block clusters)
 //   kKernelMarker, then the template's comment lines and the __global__ function
 #include <algorithm>
 #include <cctype>
@@ -97,6 +98,7 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
       kCodegenVersion);
   std::vector<std::string_view> helpers = {"fj_core.cuh", "fj_math.cuh", "fj_memory.cuh"};
   if (body.reduces) helpers.push_back("fj_reduce.cuh");
+  if (body.fn.cluster > 1) helpers.push_back("fj_cluster.cuh");
   for (std::string_view h : helpers) {
     source += fmt::format("\n// ==== {} ====\n", h);
     source += device_source(h);
@@ -126,13 +128,15 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   k.shared_bytes = body.shared_bytes;
   k.serial_launches = body.serial_launches;
   k.waves = body.waves;
+  k.cluster = body.fn.cluster;  // __cluster_dims__ in the source
   return k;
 }
 
 int64_t launch_grid(const Kernel& k, int sm_count) {
-  if (k.waves <= 0) return std::max<int64_t>(1, k.work_blocks);
   const int64_t wave = static_cast<int64_t>(std::max(sm_count, 1)) * std::max(k.blocks_per_sm, 1);
-  return std::max<int64_t>(1, std::min(k.work_blocks, wave * k.waves));
+  const int64_t grid = k.waves > 0 ? std::min(k.work_blocks, wave * k.waves) : k.work_blocks;
+  const int64_t cluster = std::max(k.cluster, 1);
+  return std::max(cluster, grid - grid % cluster);
 }
 
 }  // namespace fusejit::templates

@@ -6,7 +6,10 @@
 //
 // Launch contract (every template):
 //   - a 1-D block of exactly `block` threads, a 1-D grid of any size >= 1 (every kernel loops
-//     over its work with a grid stride, so a smaller grid is correct, only slower);
+//     over its work with a grid stride, so a smaller grid is correct, only slower) that is a
+//     multiple of `cluster` (launch_grid gives one);
+//   - `cluster` > 1: the kernel declares __cluster_dims__(cluster, 1, 1), so the CUBIN carries
+//     the cluster shape and a plain cuLaunchKernel launches clusters; it needs sm_90 or later;
 //   - `shared_bytes` of dynamic shared memory (0 today: the templates use static shared
 //     memory, under 48 KiB);
 //   - arguments: one device pointer per entry of `params`, in order (region inputs, then region
@@ -51,6 +54,9 @@ struct Kernel {
   // 2.5-5% faster on an H200 than 4 waves for streams at the copy bandwidth).
   int waves = 4;
   int shared_bytes = 0;     // dynamic shared memory per block
+  // Blocks per thread-block cluster (1: none). Compiled into the kernel (__cluster_dims__);
+  // here so that the launcher sizes the grid in whole clusters.
+  int cluster = 1;
   // The kernel keeps scratch in module-scope device memory (reductions whose few long rows or
   // columns are split over several blocks): launches of one loaded module must not overlap in time (one
   // stream at a time; a second stream needs its own loaded copy of the module).
@@ -58,7 +64,8 @@ struct Kernel {
 };
 
 // Grid size: the work's blocks, capped at Kernel::waves full waves of the device (the kernels
-// loop over the rest with a grid stride).
+// loop over the rest with a grid stride), in whole clusters (a multiple of Kernel::cluster, at
+// least one).
 int64_t launch_grid(const Kernel& k, int sm_count);
 
 struct CodegenOptions {

@@ -428,7 +428,10 @@ std::string print(const Function& f) {
   p.block(f.head, 0);
   const std::string bounds =
       f.min_blocks > 0 ? fmt::format("{}, {}", f.block, f.min_blocks) : fmt::format("{}", f.block);
-  p.line(0, fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", bounds, f.name));
+  const std::string cluster =
+      f.cluster > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", f.cluster) : std::string();
+  p.line(0, fmt::format("extern \"C\" __global__ void {}__launch_bounds__({}) {}(", cluster,
+                        bounds, f.name));
   for (size_t i = 0; i < f.params.size(); ++i) {
     const Param& q = f.params[i];
     const std::string sep = i + 1 < f.params.size() ? "," : ") {";

@@ -142,6 +142,7 @@ struct Function {
   std::string name;  // the kernel's name (a placeholder until generate names it)
   int block = 256;   // __launch_bounds__(block[, min_blocks])
   int min_blocks = 0;
+  int cluster = 1;   // > 1: __cluster_dims__(cluster, 1, 1), blocks per thread-block cluster
   std::vector<Param> params;
   Block body;
 };

@@ -41,6 +41,15 @@ TEST_CASE("a kernel function prints as built", "[templates][kir]") {
   CHECK_NOTHROW(kir::verify(f));
 }
 
+TEST_CASE("a cluster kernel prints its cluster shape before its launch bounds", "[templates][kir]") {
+  kir::Function f = small_kernel();
+  f.cluster = 4;
+  f.min_blocks = 2;
+  const std::string text = kir::print(f);
+  CHECK(text.find("extern \"C\" __global__ void __cluster_dims__(4, 1, 1) "
+                  "__launch_bounds__(128, 2) k(\n") != std::string::npos);
+}
+
 TEST_CASE("expressions print with the parentheses the tree has, and no others",
           "[templates][kir]") {
   const kir::ExprP a = kir::var("a"), b = kir::var("b");
