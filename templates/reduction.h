@@ -111,4 +111,24 @@ void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<i
 // Resets the group's arrival count (run by one thread of the last block).
 void add_split_reset(kir::Block& out, const SplitPartials& split);
 
+// Thread-block clusters (rowwise.cpp, sm_90 on): a row of a multi-pass kernel is cut into C
+// pieces, one per block of a cluster; each block holds its piece in registers and, after each
+// pass's block reduction, the blocks exchange their partials through distributed shared memory
+// (device/fj_cluster.cuh), so that every block holds the row's statistics. Unlike split
+// partials nothing goes through global memory and launches may overlap.
+struct ClusterPartial {
+  kir::ExprP value;     // the block's reduced accumulator, replaced by the cluster's
+  std::string type;     // its type: float, or fj_max_sum for an online softmax pair
+  std::string functor;  // how two partials combine: fj_op_sum, fj_op_max_sum<false>, ...
+  std::string slot;     // the __shared__ variable the block publishes it in
+};
+// Declares each partial's slot in `decl` (the kernel's top: __shared__ variables live as long
+// as the block) and adds the exchange to `out`: thread 0 publishes, fj_cluster_sync, and every
+// thread folds the `blocks` slots in rank order. With `phase` (a variable that alternates
+// between 0 and 1 from row to row) each slot is a pair used in turns: a kernel with a single
+// exchange per row needs that, so that no slot is rewritten before every block has read it.
+void add_cluster_exchange(kir::Block& decl, kir::Block& out,
+                          const std::vector<ClusterPartial>& partials, int64_t blocks,
+                          const kir::ExprP& phase);
+
 }  // namespace fusejit::templates
