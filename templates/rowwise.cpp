@@ -15,6 +15,13 @@
 //                by the group's first thread.
 // The reduced axes may be any set: row and k are split over the kept and the reduced axes
 // (index.h), which for trailing axes makes k the contiguous inner offset.
+// Thread-block clusters (sm_90 on, multi-pass kernels): a row that one block of at most half
+// an SM's resident threads cannot hold in registers is cut into C pieces (C a power of two,
+// 2..8), one per block of a cluster; each block caches its piece, and after each pass the
+// blocks exchange their partials through distributed shared memory (reduction.h,
+// device/fj_cluster.cuh). The row is read from DRAM once, and two or more blocks fit on an SM,
+// so that one block loads while another waits on its reductions. Clusters loop over rows
+// with a grid stride, every block of a cluster over the same rows.
 // Math: accumulators in f32 for float types (i64 for integer sums); every tree is fixed, so
 // results do not depend on timing.
 // The kernel is kernel IR (templates/kir.h), built piece by piece (row prelude, cache, passes,
@@ -22,6 +29,7 @@
 // statements inside read it (kir::uses).
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -52,9 +60,13 @@ struct RowConfig {
   int64_t group = 1;
   int64_t block = 256;
   int64_t rows_per_block = 1;
-  int64_t split = 1;   // S: blocks per row
-  int64_t piece = 1;   // elements of a row per block: length / S
-  int64_t chunks = 1;  // vectors per thread per piece
+  int64_t split = 1;    // S: blocks per row, through module-scope scratch
+  int64_t cluster = 1;  // C: blocks per row, a thread-block cluster
+  int64_t piece = 1;    // elements of a row per block: length / S, or ceil(length / C) in whole vectors
+  int64_t chunks = 1;   // vectors per thread per piece
+
+  int64_t pieces() const { return std::max(split, cluster); }
+  bool cached() const { return chunks <= kMaxUnrolledChunks && chunks * v <= kCacheBudget; }
 };
 
 // Passes over the row's elements: one per reduction depth, plus one for outputs that need the
@@ -67,13 +79,61 @@ int element_passes(const ReduceSpace& space) {
   return passes;
 }
 
+// The widest block for a cached row, and the widest of which two fit on an SM by threads:
+// half and a quarter of the SM's resident threads, so that each thread may use 64 registers.
+int64_t widest_cached_block(const Target& t) {
+  return std::clamp<int64_t>(pow2_floor(t.threads_per_sm / 2), 64, 1024);
+}
+int64_t paired_block(const Target& t) {
+  return std::clamp<int64_t>(pow2_floor(t.threads_per_sm / 4), 64, 1024);
+}
+
+// The elements a thread of a multi-pass kernel holds: 64 bytes of storage (see above).
+int64_t cached_share(const RegionInfo& info) {
+  return std::clamp<int64_t>(kCachedBytesPerThread / info.max_element_size(), 8, kCacheBudget);
+}
+
+// Multi-pass rows on a GPU with clusters, when `today` (one block per row) leaves the row out
+// of the register cache, or holds it in a block so wide that it is alone on its SM. Blocks of
+// the paired size if that can be (two per SM), else the widest; per thread, the usual 64 bytes
+// if that can be, else the whole cache budget (32 f32 values use up to 60 of the 64 registers,
+// and spill where nothing guards the accesses, as in f32 layer norms of 16384); C the fewest
+// blocks that then hold the row, a power of two from 2 to the Target's cluster size, and the
+// blocks no wider than that needs. Nothing when no C fits, or a statistic is not f32 (the
+// exchange moves 32-bit words).
+std::optional<RowConfig> cluster_config(const RegionInfo& info, const ReduceSpace& space,
+                                        const RowConfig& today) {
+  const Target& t = info.target;
+  if (t.cluster_blocks < 2 || today.group != today.block) return std::nullopt;
+  if (today.cached() && today.block <= paired_block(t)) return std::nullopt;  // fits as it is
+  for (ir::NodeId r : space.reduces) {
+    if (accumulator_dtype(info.node(r)) != DType::f32) return std::nullopt;
+  }
+  const int64_t v = today.v;
+  const int64_t vectors = space.length / v;
+  for (const int64_t widest : {paired_block(t), widest_cached_block(t)}) {
+    for (const int64_t share : {cached_share(info), kCacheBudget}) {
+      const int64_t per_thread = std::min(std::max<int64_t>(1, share / v), kMaxUnrolledChunks);
+      const int64_t threads = ceil_div(vectors, per_thread);
+      const int64_t c = std::max<int64_t>(2, pow2_ceil(ceil_div(threads, widest)));
+      if (c > t.cluster_blocks) continue;
+      RowConfig cl = today;
+      cl.group = cl.block = std::clamp<int64_t>(pow2_ceil(ceil_div(threads, c)), 64, widest);
+      cl.rows_per_block = 1;
+      cl.split = 1;
+      cl.cluster = c;
+      cl.piece = ceil_div(vectors, c) * v;
+      cl.chunks = ceil_div(cl.piece / v, cl.block);
+      return cl;
+    }
+  }
+  return std::nullopt;
+}
+
 RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bool multi_pass) {
   RowConfig c;
   c.v = v;
-  const int64_t share =
-      multi_pass
-          ? std::clamp<int64_t>(kCachedBytesPerThread / info.max_element_size(), 8, kCacheBudget)
-          : kStreamElementsPerThread;
+  const int64_t share = multi_pass ? cached_share(info) : kStreamElementsPerThread;
   int64_t g = pow2_ceil(ceil_div(space.length, share));
   // Narrow rows (at most a warp's worth of vectors): one vector per thread, so that a warp's
   // load covers whole rows, contiguous, instead of one row per thread at a stride.
@@ -82,7 +142,7 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
   // registers; a streaming kernel does better with two such blocks per SM (measured on an
   // H200: sum of squares over rows of 16384, 0.127 ms with 512 threads against 0.145 with 1024).
   const int64_t widest =
-      std::clamp<int64_t>(pow2_floor(info.target.threads_per_sm / (multi_pass ? 2 : 4)), 64, 1024);
+      multi_pass ? widest_cached_block(info.target) : paired_block(info.target);
   if (g <= 32) {
     c.group = g;
     c.block = 256;
@@ -103,6 +163,9 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
   }
   c.piece = space.length / c.split;
   c.chunks = ceil_div(c.piece / v, c.group);
+  if (multi_pass) {
+    if (std::optional<RowConfig> cluster = cluster_config(info, space, c)) return *cluster;
+  }
   return c;
 }
 
@@ -151,6 +214,9 @@ class RowwiseBuilder {
     row_key_ = index_key(Index{{space.rows}, {row_digits_}});
     guard_row_ = space.rows % cfg.rows_per_block != 0;
     guard_k_ = cfg.chunks * cfg.group * cfg.v != cfg.piece;
+    guard_end_ = cfg.pieces() * cfg.piece != space.length;  // the last cluster piece is short
+    // One exchange per row: its slots alternate by row (reduction.h, add_cluster_exchange).
+    if (cfg.cluster > 1 && space.passes == 1) phase_ = kir::var("fj_phase");
     slot_ = cfg.v > 1 ? kir::add(kir::mul(kir::var("c"), kir::lit(cfg.v)), kir::var("j"))
                       : kir::var("c");
     max_cache_entries_ = cfg.chunks <= kMaxUnrolledChunks ? kCacheBudget / (cfg.chunks * cfg.v) : 0;
@@ -189,6 +255,8 @@ class RowwiseBuilder {
   KernelBody kernel_body() const;
   void add_header(kir::Function& fn, std::string_view kind) const;
   void add_row_loop(kir::Block& out, const kir::Block& row_body) const;
+  void add_cluster_row_loop(kir::Block& out, const kir::Block& row_body) const;
+  std::vector<ClusterPartial> cluster_partials(const std::vector<ir::NodeId>& here) const;
   void add_accumulate(kir::Block& main, Pass& p, ir::NodeId r);
   std::string functor(ir::NodeId r) const;
   kir::ExprP accumulator(ir::NodeId r) const;
@@ -205,7 +273,7 @@ class RowwiseBuilder {
   Index x_;
   Digits row_digits_;
   IndexKey row_key_;  // the element `row` of a reduce result: where its value may be read
-  bool guard_row_ = false, guard_k_ = false;
+  bool guard_row_ = false, guard_k_ = false, guard_end_ = false;
   kir::ExprP slot_;  // the element's place in a register cache
   int64_t max_cache_entries_ = 0;
 
@@ -218,6 +286,8 @@ class RowwiseBuilder {
   bool filling_cache_ = false;
   int vector_accesses_ = 0;
   std::set<ir::NodeId> max_with_sum_;  // maxima accumulated with their sum (ReduceSpace::online)
+  kir::Block cluster_slots_;  // the __shared__ slots of the cluster exchanges
+  kir::ExprP phase_;          // which of a slot's two halves a row uses (one exchange per row)
 };
 
 // A region input at `at`: loaded once per row when the same for the whole row; else per
@@ -356,16 +426,17 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
                      kir::lit(cfg_.v))
           : kir::mul(c, kir::lit(cfg_.v));
   const kir::ExprP k0 = kir::var("k0");
-  if (guard_k_ || uses_k || kir::uses(p.prelude, "k0") || kir::uses(p.stores, "k0")) {
-    chunk.let(
-        idx, "k0",
-        cfg_.split > 1 ? kir::add(kir::mul(kir::var("s"), kir::lit(cfg_.piece)), within) : within);
+  const bool pieces = cfg_.pieces() > 1;
+  // (Split rows declare k0 for the guard on `within` too; cluster rows only where it is read.)
+  if ((guard_k_ && cfg_.cluster == 1) || guard_end_ || uses_k || kir::uses(p.prelude, "k0") ||
+      kir::uses(p.stores, "k0")) {
+    chunk.let(idx, "k0",
+              pieces ? kir::add(kir::mul(kir::var("s"), kir::lit(cfg_.piece)), within) : within);
   }
   kir::ExprP cond;
   if (guard_row_) cond = kir::var("live");
-  if (guard_k_) {
-    cond = conjoin(cond, kir::lt(cfg_.split > 1 ? within : k0, kir::lit(cfg_.piece)));
-  }
+  if (guard_k_) cond = conjoin(cond, kir::lt(pieces ? within : k0, kir::lit(cfg_.piece)));
+  if (guard_end_) cond = conjoin(cond, kir::lt(k0, kir::lit(space_.length)));
   kir::Block& live = cond ? chunk.branch(cond) : chunk;
   live.splice(p.prelude);
   kir::Block& lanes =
@@ -407,6 +478,9 @@ kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
   main.comment("pass {}", pass);
   add_chunk_loop(main, *p);
   add_group_reduce(main, here);
+  if (cfg_.cluster > 1 && !here.empty()) {
+    add_cluster_exchange(cluster_slots_, main, cluster_partials(here), cfg_.cluster, phase_);
+  }
   kir::Block* row = &main;
   if (cfg_.split > 1) {
     const SplitPartials split = split_partials();
@@ -436,6 +510,22 @@ void RowwiseBuilder::add_group_reduce(kir::Block& main, const std::vector<ir::No
       main.assign(a, kir::call(fmt::format("fj_warp_reduce<1, {}>", cfg_.group), {a, op}));
     }
   }
+}
+
+// What the blocks of a cluster exchange after a pass: each reduction's block total (an online
+// softmax pair as one value, under its maximum).
+std::vector<ClusterPartial> RowwiseBuilder::cluster_partials(
+    const std::vector<ir::NodeId>& here) const {
+  std::vector<ClusterPartial> out;
+  for (ir::NodeId r : here) {
+    if (space_.online.count(r) != 0) continue;  // travels with its maximum
+    const std::string type = max_with_sum_.count(r) != 0
+                                 ? "fj_max_sum"
+                                 : std::string(dtype_code(accumulator_dtype(info_.node(r))).arith);
+    out.push_back({kir::var(fmt::format("a{}", r)), type, functor(r),
+                   fmt::format("fj_exchange{}", r)});
+  }
+  return out;
 }
 
 // The outputs with one value per row (the reductions and their epilogue).
@@ -477,23 +567,34 @@ KernelBody RowwiseBuilder::kernel_body() const {
   kb.reduces = true;
   kb.block = static_cast<int>(cfg_.block);
   kb.blocks_per_sm = std::max(1, info_.target.blocks_per_sm(static_cast<int>(cfg_.block)));
-  kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.split;
+  kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.pieces();
   kb.serial_launches = cfg_.split > 1;
   // Half the SM's threads resident: with 2048 threads per SM that caps registers at 64 per
   // thread (the cache budget fits), and blocks of 512 or fewer threads get two or more per SM.
   const int min_blocks =
       std::max(1, info_.target.threads_per_sm / 2 / static_cast<int>(cfg_.block));
   kb.fn = kernel_function(info_, static_cast<int>(cfg_.block), min_blocks);
+  kb.fn.cluster = static_cast<int>(cfg_.cluster);
   return kb;
 }
 
 // The comment lines, the module-scope scratch and the thread-group index.
 void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const {
+  const std::string threads =
+      cfg_.cluster > 1
+          ? fmt::format("{} x {} thread(s) per row (a cluster of {} blocks, {} elements each)",
+                        cfg_.cluster, cfg_.group, cfg_.cluster, cfg_.piece)
+          : fmt::format("{} thread(s) per row", cfg_.group);
   fn.head.comment(
-      "{}, row-style: {} rows of {} elements; {} thread(s) per row, {} vector(s) of {} per "
-      "thread; {} pass(es) over the row{}",
-      kind, space_.rows, space_.length, cfg_.group, cfg_.chunks, cfg_.v, element_passes(space_),
+      "{}, row-style: {} rows of {} elements; {}, {} vector(s) of {} per thread; {} pass(es) "
+      "over the row{}",
+      kind, space_.rows, space_.length, threads, cfg_.chunks, cfg_.v, element_passes(space_),
       cache_.empty() ? "" : ", row cached in registers");
+  if (cfg_.cluster > 1) {
+    fn.head.comment(
+        "the blocks of a cluster exchange their partial statistics through distributed shared "
+        "memory");
+  }
   fn.head.comment("{} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {
     add_split_scratch(fn.head, info_, space_.reduces, split_partials(),
@@ -510,6 +611,10 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
 // The grid-stride loop over rows (or, split, over row pieces) around `row_body`, with the row
 // index (and piece) its body reads.
 void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) const {
+  if (cfg_.cluster > 1) {
+    add_cluster_row_loop(out, row_body);
+    return;
+  }
   const std::string idx(info_.index_type());
   const kir::ExprP rows = kir::lit(space_.rows);
   kir::Block* loop = nullptr;
@@ -542,6 +647,25 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
   loop->splice(row_body);
 }
 
+// Clusters: the grid-stride loop over rows runs per cluster (every block of a cluster takes the
+// same rows, the piece of rank s of each), after the exchange slots and the phase that
+// alternates them; a last cluster barrier follows it, so that no block exits while another
+// may still read its shared memory.
+void RowwiseBuilder::add_cluster_row_loop(kir::Block& out, const kir::Block& row_body) const {
+  const std::string idx(info_.index_type());
+  if (kir::uses(row_body, "s")) {
+    out.let(idx, "s", static_cast_to(idx, kir::call("fj_cluster_rank", {})));
+  }
+  out.splice(cluster_slots_);
+  if (phase_) out.let_mut("int", "fj_phase", kir::lit(0));
+  kir::Block& loop =
+      out.loop(idx, "row", static_cast_to(idx, kir::call("fj_cluster_id", {})),
+               kir::lit(space_.rows), static_cast_to(idx, kir::call("fj_cluster_count", {})));
+  loop.splice(row_body);
+  if (phase_) loop.assign(phase_, kir::lit(1), "^=");
+  out.eval(kir::call("fj_cluster_sync", {}), "before exit: other blocks may still read this block's slots");
+}
+
 KernelBody RowwiseBuilder::build() {
   kir::Block main;  // the row loop's body after the prelude and the cache
   kir::Block* row_end = &main;
@@ -561,6 +685,7 @@ KernelBody RowwiseBuilder::build() {
   if (cfg_.split == 1 && !outputs.empty()) {  // one value per row, by the group's first
     kir::ExprP cond;
     if (guard_row_) cond = kir::var("live");
+    if (cfg_.cluster > 1) cond = conjoin(cond, kir::infix(kir::var("s"), "==", kir::lit(0)));
     if (cfg_.group > 1) cond = conjoin(cond, kir::infix(kir::var("g"), "==", kir::lit(0)));
     (cond ? row_body.branch(cond) : row_body).splice(outputs);
   }
@@ -579,8 +704,7 @@ const ReduceSpace& choose_online(const RegionInfo& info, const ReduceSpace& spac
   if (space.online.empty()) return space;
   plain = analyze_reduction(info, /*online=*/false);
   const RowConfig cfg = row_config(info, plain, v, element_passes(plain) > 1);
-  const bool cached = cfg.chunks <= kMaxUnrolledChunks && cfg.chunks * cfg.v <= kCacheBudget;
-  return cached ? plain : space;
+  return cfg.cached() ? plain : space;
 }
 
 KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& online_space,

@@ -4,52 +4,25 @@
 // kernel is compiled by NVRTC.
 #include <fmt/format.h>
 
+#include "test/templates/norms.h"
 #include "test/templates/support.h"
 
 using namespace fusejit;
 using namespace fusejit::ir;
 using fusejit::test::compile_graph;
 using fusejit::test::kernel_text;
+using fusejit::test::layer_norm;
+using fusejit::test::log_softmax;
+using fusejit::test::rms_norm;
+using fusejit::test::scalar;
+using fusejit::test::softmax;
 using fusion::RegionKind;
 
 namespace {
 
-NodeId scalar(Graph& g, double v) { return add_constant(g, DType::f32, v); }
-
-// Results keep x's dtype, as the API's composites do: statistics in f32, cast back at the end.
-NodeId softmax(Graph& g, NodeId x) {
-  const NodeId m = add_reduce(g, Op::max, x, {-1}, true);
-  const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
-  const NodeId s = add_reduce(g, Op::sum, e, {-1}, true);
-  return add_binary(g, Op::div, e, s);
-}
-
-NodeId log_softmax(Graph& g, NodeId x) {
-  const NodeId m = add_reduce(g, Op::max, x, {-1}, true);
-  const NodeId d = add_binary(g, Op::sub, x, m);
-  const NodeId s = add_reduce(g, Op::sum, add_unary(g, Op::exp, d), {-1}, true);
-  return add_binary(g, Op::sub, d, add_unary(g, Op::log, s));
-}
-
-NodeId layer_norm(Graph& g, NodeId x, NodeId w, NodeId b) {
-  const DType d = g.node(x).dtype;
-  const NodeId xf = add_cast(g, x, DType::f32);
-  const NodeId mu = add_reduce(g, Op::mean, xf, {-1}, true);
-  const NodeId c = add_binary(g, Op::sub, xf, mu);
-  const NodeId var = add_reduce(g, Op::mean, add_binary(g, Op::mul, c, c), {-1}, true);
-  const NodeId r = add_unary(g, Op::rsqrt, add_binary(g, Op::add, var, scalar(g, 1e-5)));
-  const NodeId y =
-      add_binary(g, Op::add, add_binary(g, Op::mul, add_binary(g, Op::mul, c, r), w), b);
-  return add_cast(g, y, d);
-}
-
-NodeId rms_norm(Graph& g, NodeId x, NodeId w) {
-  const DType d = g.node(x).dtype;
-  const NodeId xf = add_cast(g, x, DType::f32);
-  const NodeId ms = add_reduce(g, Op::mean, add_binary(g, Op::mul, xf, xf), {-1}, true);
-  const NodeId r = add_unary(g, Op::rsqrt, add_binary(g, Op::add, ms, scalar(g, 1e-6)));
-  return add_cast(g, add_binary(g, Op::mul, add_binary(g, Op::mul, xf, r), w), d);
-}
+// A GPU without thread-block clusters: rows too long for one block keep the schedules below
+// (from sm_90 on they are split over clusters: cluster_test.cpp).
+templates::CodegenOptions no_clusters() { return {.target = templates::target_for_arch("sm_80")}; }
 
 }  // namespace
 
@@ -125,7 +98,8 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
   SECTION("rows too long for registers are read again from L2") {
     Graph g;
     g.add_output(softmax(g, add_input(g, DType::f32, {8, 131072})));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    const std::string text =
+        kernel_text(compile_graph(g, RegionKind::normalization, no_clusters()));
     CHECK(text.find("row cached") == std::string::npos);
     // The widest block: half the SM's threads, 64 registers per thread.
     CHECK(text.find("1024 thread(s) per row") != std::string::npos);
@@ -141,8 +115,8 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
   SECTION("a GPU with 1536 threads per SM gets narrower blocks") {
     Graph g;
     g.add_output(softmax(g, add_input(g, DType::f32, {8, 16384})));
-    const auto h100 = compile_graph(g, RegionKind::normalization);
-    CHECK(kernel_text(h100).find("1024 thread(s) per row") != std::string::npos);
+    const auto a100 = compile_graph(g, RegionKind::normalization, no_clusters());
+    CHECK(kernel_text(a100).find("1024 thread(s) per row") != std::string::npos);
     const auto ada = compile_graph(g, RegionKind::normalization,
                                    {.target = templates::target_for_arch("sm_89")});
     CHECK(kernel_text(ada).find("512 thread(s) per row") != std::string::npos);
@@ -175,7 +149,8 @@ TEST_CASE("softmax statistics are accumulated online, in one pass", "[templates]
   SECTION("softmax over rows too long for registers: max and sum in pass 1, output in pass 2") {
     Graph g;
     g.add_output(softmax(g, add_input(g, DType::f32, {16, 131072})));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    const std::string text =
+        kernel_text(compile_graph(g, RegionKind::normalization, no_clusters()));
     CHECK(text.find("2 pass(es) over the row") != std::string::npos);
     CHECK(text.find("fj_op_max_sum<false>") != std::string::npos);  // f32 output: precise exp
     CHECK(text.find("fj_max_sum_total(a") != std::string::npos);
@@ -190,7 +165,8 @@ TEST_CASE("softmax statistics are accumulated online, in one pass", "[templates]
   SECTION("a bf16 output allows the approximate exponential") {
     Graph g;
     g.add_output(add_cast(g, softmax(g, add_input(g, DType::f32, {16, 131072})), DType::bf16));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    const std::string text =
+        kernel_text(compile_graph(g, RegionKind::normalization, no_clusters()));
     CHECK(text.find("fj_op_max_sum<true>") != std::string::npos);
   }
   SECTION("logsumexp over vocabulary-wide rows reads each row once") {
@@ -200,7 +176,8 @@ TEST_CASE("softmax statistics are accumulated online, in one pass", "[templates]
     const NodeId s = add_reduce(g, Op::sum, add_unary(g, Op::exp, add_binary(g, Op::sub, x, m)),
                                 {1}, true);
     g.add_output(add_binary(g, Op::add, add_unary(g, Op::log, s), m));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    const std::string text =
+        kernel_text(compile_graph(g, RegionKind::normalization, no_clusters()));
     CHECK(text.find("1 pass(es) over the row") != std::string::npos);
     CHECK(text.find("fj_max_sum a") != std::string::npos);
     CHECK(text.find("rows split") == std::string::npos);  // pairs are not split over blocks

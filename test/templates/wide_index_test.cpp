@@ -44,12 +44,21 @@ TEST_CASE("kernels over more than 2^31 elements use 64-bit indices", "[templates
     CHECK(has(text, "row cached in registers"));
     CHECK(has(text, "64-bit index arithmetic"));
   }
-  SECTION("vocabulary-wide rows with online statistics") {
+  SECTION("vocabulary-wide rows with online statistics (no clusters before sm_90)") {
     Graph g;
     g.add_output(softmax_rows(g, add_input(g, DType::f32, {20000, 128256})));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+    const std::string text = kernel_text(compile_graph(
+        g, RegionKind::normalization, {.target = templates::target_for_arch("sm_80")}));
     CHECK(has(text, "fj_max_sum"));
     CHECK(has(text, "64-bit index arithmetic"));
+  }
+  SECTION("vocabulary-wide rows split over a thread-block cluster") {
+    Graph g;
+    g.add_output(softmax_rows(g, add_input(g, DType::f32, {20000, 128256})));
+    const templates::Kernel k = compile_graph(g, RegionKind::normalization);
+    CHECK(k.cluster == 8);
+    CHECK(has(kernel_text(k), "row cached in registers"));
+    CHECK(has(kernel_text(k), "64-bit index arithmetic"));
   }
   SECTION("a narrow column reduction split over blocks") {
     Graph g;
