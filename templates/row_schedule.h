@@ -1,0 +1,42 @@
+// templates/row_schedule: how a row-style kernel (rowwise.cpp) lays its rows over threads,
+// blocks and thread-block clusters: the thread group per row, the vectors per thread, whether
+// the row is held in registers, and whether rows are split over several blocks (through
+// module-scope scratch, or over a cluster).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "templates/reduction.h"
+
+namespace fusejit::templates {
+
+// The register cache of a multi-pass kernel: at most kCacheBudget values per thread, in at most
+// kMaxUnrolledChunks vectors (loops past that are not unrolled, so an array could not stay in
+// registers).
+inline constexpr int64_t kCacheBudget = 32;
+inline constexpr int64_t kMaxUnrolledChunks = 16;
+
+// A group of `group` threads per row (several rows per block when the group is narrower than
+// the block), each with `chunks` vectors of `v` elements of the row's piece.
+struct RowConfig {
+  int v = 1;
+  int64_t group = 1;
+  int64_t block = 256;
+  int64_t rows_per_block = 1;
+  int64_t split = 1;    // S: blocks per row, through module-scope scratch
+  int64_t cluster = 1;  // C: blocks per row, a thread-block cluster
+  int64_t piece = 1;    // elements of a row per block: length / S, or ceil(length / C) in whole vectors
+  int64_t chunks = 1;   // vectors per thread per piece
+
+  int64_t pieces() const { return std::max(split, cluster); }
+  bool cached() const { return chunks <= kMaxUnrolledChunks && chunks * v <= kCacheBudget; }
+};
+
+// Passes over the row's elements: one per reduction depth, plus one for outputs that need the
+// deepest reductions.
+int element_passes(const ReduceSpace& space);
+
+RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bool multi_pass);
+
+}  // namespace fusejit::templates
