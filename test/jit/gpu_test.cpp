@@ -160,6 +160,30 @@ TEST_CASE("normalizations over long rows match on the GPU", "[gpu][jit]") {
   }
 }
 
+TEST_CASE("normalizations split over thread-block clusters match on the GPU", "[gpu][jit][cluster]") {
+  FUSEJIT_REQUIRE_GPU();
+  // On sm_90 on, rows of these widths are split over clusters of 2 to 8 blocks that exchange
+  // their statistics through distributed shared memory (templates/row_schedule.cpp): widths
+  // that divide evenly, odd ones (scalar accesses, a short last piece), and one that takes
+  // blocks of 1024 (100003). Odd row counts; each graph runs twice on the loaded kernel.
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (int64_t cols : {32000, 50257, 100003, 128256}) {
+      Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}}));
+      const auto x = ctx.placeholder({19, cols}, dtype);
+      const auto w = ctx.placeholder({cols}, dtype);
+      const auto b = ctx.placeholder({cols}, dtype);
+      const auto m = max(x, {-1}, true);
+      const auto lse = log(sum(exp(x - m), {-1}, true)) + m;
+      for (const auto& text : {ctx.trace_text({softmax(x)}), ctx.trace_text({layer_norm(x, w, b)}),
+                               ctx.trace_text({rms_norm(x, w)}), ctx.trace_text({lse})}) {
+        INFO(dtype_name(dtype) << " rows of " << cols << "\n" << text);
+        require_match(ir::parse(text));
+        require_match(ir::parse(text));
+      }
+    }
+  }
+}
+
 TEST_CASE("transposed reads through shared-memory tiles match the reference on the GPU",
           "[gpu][jit][transpose]") {
   FUSEJIT_REQUIRE_GPU();
