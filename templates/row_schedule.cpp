@@ -1,6 +1,7 @@
 // templates/row_schedule: see row_schedule.h.
 #include "templates/row_schedule.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "templates/builders.h"
@@ -35,7 +36,13 @@ int64_t cached_share(const RegionInfo& info) {
 }
 
 // Multi-pass rows on a GPU with clusters, when `today` (one block per row) leaves the row out
-// of the register cache, or holds it in a block so wide that it is alone on its SM. Blocks of
+// of the register cache, so that it reads the row twice, and the second read would come from
+// DRAM: the row is larger than the SM's share of L2 (measured on the H200, 388 KiB of L2 per
+// SM: f32 rows of 128256, 513 KB, ran 13-27% faster as clusters of 8 for softmax and layer
+// norm; bf16 ones, 256 KB, re-read from L2, ran 12-15% slower for softmax). A row one block
+// holds stays in one block: clusters of 2 x 512 were 7-32% slower than one 1024-thread block
+// per row for rows of 16384 and 32000, whose reductions the other block on the SM hides. A
+// region without full-size outputs (logsumexp) reads the row once anyway. Blocks of
 // the paired size if that can be (two per SM), else the widest; per thread, the usual 64 bytes
 // if that can be, else the whole cache budget (32 f32 values use up to 60 of the 64 registers,
 // and spill where nothing guards the accesses, as in f32 layer norms of 16384); C the fewest
@@ -46,7 +53,12 @@ std::optional<RowConfig> cluster_config(const RegionInfo& info, const ReduceSpac
                                         const RowConfig& today) {
   const Target& t = info.target;
   if (t.cluster_blocks < 2 || today.group != today.block) return std::nullopt;
-  if (today.cached() && today.block <= paired_block(t)) return std::nullopt;  // fits as it is
+  if (today.cached()) return std::nullopt;  // one read already
+  if (std::none_of(space.outputs.begin(), space.outputs.end(),
+                   [](const ReduceOutput& o) { return o.full; })) {
+    return std::nullopt;  // the statistics alone: one read already
+  }
+  if (space.length * info.max_element_size() <= t.l2_bytes_per_sm) return std::nullopt;
   for (ir::NodeId r : space.reduces) {
     if (accumulator_dtype(info.node(r)) != DType::f32) return std::nullopt;
   }

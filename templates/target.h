@@ -20,6 +20,10 @@ struct Target {
   // Blocks per thread-block cluster that every launch may use: the portable cluster size (8)
   // where the device launches clusters (sm_90 on), 1 where it does not.
   int cluster_blocks = 8;
+  // The arch's nominal L2 per SM (its flagship part's L2 over its SM count), from the table of
+  // archs even at run time, since parts of one arch differ: what a row a block re-reads may
+  // occupy before the re-read goes to DRAM (see row_schedule.cpp's cluster_config).
+  int l2_bytes_per_sm = 384 * 1024;
 
   // Blocks of `block` threads that fit on one SM by thread count alone.
   int blocks_per_sm(int block) const { return block > 0 ? threads_per_sm / block : 1; }
