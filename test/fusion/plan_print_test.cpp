@@ -187,10 +187,7 @@ TEST_CASE("plan JSON of a column softmax: recomputed values in both regions' ops
           "[fusion][json]") {
   // softmax over axis 0 of f32[R,C]: %1 = max, %2 = sub, %3 = exp, %4 = sum, %5 = div.
   Graph g;
-  const NodeId x = ir::add_input(g, DType::f32, {R, C});
-  const NodeId m = ir::add_reduce(g, Op::max, x, {0}, true);
-  const NodeId e = un(g, Op::exp, bin(g, Op::sub, x, m));
-  g.add_output(bin(g, Op::div, e, ir::add_reduce(g, Op::sum, e, {0}, true)));
+  g.add_output(softmax_of(g, ir::add_input(g, DType::f32, {R, C}), 0));
   const std::string json = plan_to_json(make_plan(g));
   INFO(json);
   REQUIRE(valid_json(json));

@@ -69,11 +69,11 @@ inline Graph sumsq(DType dt) {
   return g;
 }
 
-// exp(x - max(x)) / sum(exp(x - max(x))), written out by hand; `x` an existing node.
-inline NodeId softmax_of(Graph& g, NodeId x) {
-  const NodeId m = ir::add_reduce(g, Op::max, x, {-1}, true);
+// exp(x - max(x)) / sum(exp(x - max(x))) over `axis`, written out by hand; `x` an existing node.
+inline NodeId softmax_of(Graph& g, NodeId x, int64_t axis = -1) {
+  const NodeId m = ir::add_reduce(g, Op::max, x, {axis}, true);
   const NodeId e = un(g, Op::exp, bin(g, Op::sub, x, m));
-  const NodeId s = ir::add_reduce(g, Op::sum, e, {-1}, true);
+  const NodeId s = ir::add_reduce(g, Op::sum, e, {axis}, true);
   return bin(g, Op::div, e, s);
 }
 
