@@ -549,6 +549,7 @@ TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partit
   const std::vector<Op> unary = {Op::exp, Op::neg, Op::relu, Op::tanh, Op::abs};
   const std::vector<Op> binary = {Op::add, Op::mul, Op::sub, Op::maximum, Op::div};
   int plans = 0, epilogues = 0;  // gemm regions that folded something
+  int recomputing = 0;           // plans that recompute a value in several regions
   std::map<RegionKind, int> kinds;
   for (int trial = 0; trial < 300; ++trial) {
     Graph g;
@@ -624,6 +625,7 @@ TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partit
       const Plan plan = make_plan(g, PlanOptions{.fusion = fusion});
       check_plan(plan);
       check_plan_computes(g, plan);
+      recomputing += any_decision(plan, true, "recompute %") ? 1 : 0;
       for (const Region& r : plan.regions) {
         ++kinds[r.kind];
         if (r.kind == RegionKind::gemm && plan.graph.node(r.outputs.at(0)).op != Op::matmul)
@@ -641,4 +643,6 @@ TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partit
   }
   INFO("gemm regions with a folded epilogue: " << epilogues);
   CHECK(epilogues > 10);
+  INFO("plans with recomputed values: " << recomputing);
+  CHECK(recomputing > 5);
 }
