@@ -127,7 +127,7 @@ bool is_last_two_swap(const std::vector<int64_t>& perm) {
   return perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
 }
 
-Dataflow analyze(const Graph& g) {
+Dataflow analyze(const Graph& g, const std::vector<bool>& recomputed) {
   Dataflow df;
   df.graph = &g;
   const size_t size = g.size();
@@ -147,7 +147,7 @@ Dataflow analyze(const Graph& g) {
       df.role[i] = NodeRole::input;
     else if (ir::op_kind(n.op) == OpKind::matmul)
       df.role[i] = NodeRole::gemm;
-    else if (is_view_or_constant(n))
+    else if (is_view_or_constant(n) || (i < recomputed.size() && recomputed[i]))
       df.role[i] = NodeRole::free;
     else
       df.role[i] = NodeRole::compute;

@@ -49,7 +49,10 @@ struct Dataflow {
   bool is_free(NodeId id) const { return role_of(id) == NodeRole::free; }
 };
 
-Dataflow analyze(const ir::Graph& g);
+// `recomputed` (indexed by node id; may be empty): elementwise nodes to treat as free, evaluated
+// again in every region that reads them (fusion/recompute.h). A graph output or a matmul
+// operand among them is still written by a region.
+Dataflow analyze(const ir::Graph& g, const std::vector<bool>& recomputed = {});
 
 // True when `perm` swaps the last two axes and keeps the others.
 bool is_last_two_swap(const std::vector<int64_t>& perm);

@@ -9,8 +9,13 @@
 //      (that would make the region depend on itself);
 //   2. horizontal: regions that read the same value merge on the same terms, until none does;
 //   3. the surviving regions are ordered topologically and filled in: their nodes (with the free
-//      views and constants they read), inputs and outputs.
-// Every producer/consumer pair considered gets a Decision with its reason.
+//      views and constants they read), inputs and outputs;
+//   4. recomputation (recompute.h): an elementwise value written only for other regions to read
+//      is marked free, to be evaluated again where it is read, and steps 0 to 3 run again; kept
+//      when the plan is cheaper (fewer kernels or bytes moved, neither more), repeated while one
+//      is.
+// Every producer/consumer pair considered gets a Decision with its reason, and every region
+// that evaluates a recomputed value one saying so.
 #include "fusion/partition.h"
 
 #include <algorithm>
@@ -27,6 +32,7 @@
 #include "fusejit/error.h"
 #include "fusion/dataflow.h"
 #include "fusion/epilogue.h"
+#include "fusion/recompute.h"
 #include "fusion/region_check.h"
 #include "ir/shape.h"
 
@@ -186,6 +192,10 @@ std::string fused_reason(const Dataflow& df, const RegionVerdict& v, NodeId prod
       }
       return fmt::format("elementwise chain over {}", shape_str(v.shape));
     case RegionKind::reduction:
+      if (std::find(v.online_sums.begin(), v.online_sums.end(), consumer) != v.online_sums.end()) {
+        return "online softmax pair over " + axes +
+               ": the sum of exp(x - max) accumulated with its max in one pass";
+      }
       if (ir::op_kind(c.op) == ir::OpKind::reduce) return "prologue of the reduction over " + axes;
       if (ir::numel(c.shape) < ir::numel(v.shape)) return "epilogue of the reduction over " + axes;
       return "prologue of the reduction over " + axes;
@@ -463,18 +473,26 @@ std::vector<Decision> decisions(const State& s) {
   return out;
 }
 
-}  // namespace
+// One partition of the graph, with the values marked in `recomputed` evaluated where they are
+// read (fusion/recompute.h): steps 0 to 3 above.
+struct Cut {
+  std::vector<bool> recomputed;  // per node
+  Dataflow df;
+  std::vector<Region> regions;
+  std::vector<Decision> decisions;
+  detail::PlanCost cost;
+};
 
-Plan partition(const ir::Graph& g, const PartitionOptions& options) {
-  Plan plan;
-  plan.graph = g;
-  const Dataflow df = detail::analyze(plan.graph);
-  const std::vector<EpilogueMatch> epilogues = detail::match_epilogues(df, options);
-  State s{df,
+Cut cut(const ir::Graph& g, const PartitionOptions& options, std::vector<bool> recomputed) {
+  Cut c;
+  c.recomputed = std::move(recomputed);
+  c.df = detail::analyze(g, c.recomputed);
+  const std::vector<EpilogueMatch> epilogues = detail::match_epilogues(c.df, options);
+  State s{c.df,
           epilogues,
-          std::vector<NodeId>(plan.graph.size(), -1),
+          std::vector<NodeId>(g.size(), -1),
           {},
-          std::vector<int>(plan.graph.size(), -1),
+          std::vector<int>(g.size(), -1),
           {},
           {}};
   for (size_t m = 0; m < epilogues.size(); ++m) {
@@ -492,9 +510,58 @@ Plan partition(const ir::Graph& g, const PartitionOptions& options) {
   for (int gi : execution_order(s)) {
     std::vector<NodeId> members = s.group(gi).members;
     std::sort(members.begin(), members.end());
-    plan.regions.push_back(s.group(gi).gemm ? gemm_region(s, members) : kernel_region(df, members));
+    c.regions.push_back(s.group(gi).gemm ? gemm_region(s, members) : kernel_region(c.df, members));
   }
-  plan.decisions = decisions(s);
+  c.decisions = decisions(s);
+  c.cost = detail::plan_cost(g, c.regions);
+  return c;
+}
+
+// Step 4 (fusion/recompute.h): while recomputing a candidate makes the plan cheaper, recompute
+// it and partition again. `steps` receives, per value recomputed, what its step did. At most
+// kMaxRecomputeTrials partitions are tried, which bounds planning time on large graphs.
+constexpr int kMaxRecomputeTrials = 256;
+
+Cut recompute(const ir::Graph& g, const PartitionOptions& options, Cut best,
+              std::map<NodeId, std::string>& steps) {
+  int trials = 0;
+  for (bool improved = true; improved && trials < kMaxRecomputeTrials;) {
+    improved = false;
+    for (const std::vector<NodeId>& values : detail::recompute_candidates(best.df, best.regions)) {
+      std::vector<bool> trial = best.recomputed;
+      for (NodeId v : values) trial[static_cast<size_t>(v)] = true;
+      if (!detail::within_budget(g, trial)) continue;
+      if (++trials > kMaxRecomputeTrials) break;
+      Cut c = cut(g, options, std::move(trial));
+      if (!detail::cheaper(c.cost, best.cost)) continue;
+      const std::string step = fmt::format(
+          "recomputing %{} took the plan from {} kernels and {} bytes moved to {} and {}",
+          fmt::join(values, ", %"), best.cost.kernels, best.cost.bytes, c.cost.kernels,
+          c.cost.bytes);
+      for (NodeId v : values) steps[v] = step;
+      best = std::move(c);
+      improved = true;
+      break;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+Plan partition(const ir::Graph& g, const PartitionOptions& options) {
+  Plan plan;
+  plan.graph = g;
+  Cut best = cut(plan.graph, options, std::vector<bool>(plan.graph.size(), false));
+  std::map<NodeId, std::string> steps;
+  if (options.fusion && options.recompute) {
+    best = recompute(plan.graph, options, std::move(best), steps);
+  }
+  plan.regions = std::move(best.regions);
+  plan.decisions = std::move(best.decisions);
+  for (Decision& d : detail::recompute_decisions(best.df, plan.regions, steps)) {
+    plan.decisions.push_back(std::move(d));
+  }
   return plan;
 }
 

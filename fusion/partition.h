@@ -10,6 +10,8 @@ namespace fusejit::fusion {
 struct PartitionOptions {
   bool fusion = true;    // false: every non-view op in its own region (for bisecting)
   bool epilogue = true;  // false: nothing folds into cuBLASLt epilogues
+  // false: no elementwise value is recomputed in the regions that read it (recompute.h)
+  bool recompute = true;
 };
 
 // Regions are in a valid execution order; plan.h states what each kind guarantees. Nodes no

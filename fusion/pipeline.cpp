@@ -29,7 +29,9 @@ Plan make_plan(const ir::Graph& g, const PlanOptions& options) {
   const ir::Graph optimized =
       optimize(g, PassOptions{.passes = options.passes, .after_pass = options.after_pass});
   return partition(optimized,
-                   PartitionOptions{.fusion = options.fusion, .epilogue = options.epilogue});
+                   PartitionOptions{.fusion = options.fusion,
+                                    .epilogue = options.epilogue,
+                                    .recompute = options.recompute});
 }
 
 }  // namespace fusejit::fusion

@@ -23,6 +23,7 @@ struct PlanOptions {
   bool passes = true;    // FUSEJIT_DISABLE=passes turns it off
   bool fusion = true;    // FUSEJIT_DISABLE=fusion: every non-view op in its own region
   bool epilogue = true;  // FUSEJIT_DISABLE=epilogue: nothing folds into cuBLASLt epilogues
+  bool recompute = true;  // false: no elementwise value is recomputed where it is read
   PassHook after_pass;
 };
 

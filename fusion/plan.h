@@ -14,7 +14,12 @@
 //                and the epilogue (elementwise/view nodes of the reduced values, evaluated once
 //                per reduced point). Every output is reduced-shaped: D with the axes A set to 1
 //                (keepdim) or removed. No value is computed from a reduction and then broadcast
-//                back over A, and no reduction reads another's result.
+//                back over A, and no reduction reads another's result, with one exception when A
+//                is not trailing: an online softmax pair (fusion/online_softmax.h), a max
+//                M = max(X) and sum(exp(X - M)) over the same axes, where exp(X - M) (with the
+//                sub and the views broadcasting M) feeds only that sum. Code generation
+//                accumulates the pair in one pass (templates: ReduceSpace::online) and never
+//                evaluates exp(X - M) itself; column softmax's statistics are such a region.
 // normalization  A is trailing: A = {rank-k, ..., rank-1}, so a "row" is one point of the
 //                leading axes. As `reduction`, plus: values computed from reduce results may be
 //                broadcast back over the row and combined with values at points of D, and
@@ -49,6 +54,16 @@
 // itself a graph output, or a non-transpose view feeding a matmul, is materialized by a region
 // like any other value. A graph output that is a graph input is in no region: the executor copies
 // the input (a decision records it).
+//
+// Recomputed values (fusion/recompute.h) are replicated the same way: an elementwise value that
+// would be written only for other regions to read back is, when that makes the plan cheaper
+// (fewer kernels or bytes moved, neither more), evaluated in every region that reads it from
+// what that region reads (column softmax: the cast of x and exp(x - max) in both kernels). Such
+// a value is in the `nodes` of each of those regions, in no region's inputs or outputs, and
+// each region evaluating it has a decision "recompute %N in region K: ..." (fused, producer
+// %N, consumer a node of region K that reads it). Reductions, matmuls, graph outputs, values
+// a matmul reads or computed from a matmul's result, costly ops (ir/op.h kCostly) and values
+// more than kMaxRecomputedOps elementwise ops from memory are never recomputed.
 #pragma once
 
 #include <cstdint>
@@ -96,7 +111,8 @@ struct Region {
   RegionKind kind = RegionKind::pointwise;
   // Nodes computed by this region, in topological order (ascending ids). Constants and views
   // that a region reads are included in every region that uses them (they cost nothing to
-  // recompute). Inputs of the graph are never in `nodes`.
+  // recompute), and so are recomputed elementwise values (see below). Inputs of the graph are
+  // never in `nodes`.
   std::vector<NodeId> nodes;
   // Values read from device memory: graph inputs and other regions' outputs. Ascending ids,
   // except for gemm regions (see above).

@@ -10,6 +10,11 @@
 // point, never needed at a second position. Values that do not depend on a reduction may be
 // evaluated at several positions (that is index arithmetic on inputs, as in any pointwise
 // kernel), and a reshape that regroups their axes just stops the labelling.
+// A value of the whole domain computed from a reduction makes the region a normalization (over
+// trailing axes; refused over others), except the exponentials of an online softmax pair
+// (fusion/online_softmax.h) that nothing but the pair's sum reads: over non-trailing axes such a
+// region is a reduction, whose kernel accumulates the pair in one pass (over trailing axes it is
+// a normalization, as every row kernel handles the pattern).
 #include "fusion/region_check.h"
 
 #include <algorithm>
@@ -18,6 +23,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fusion/online_softmax.h"
 #include "ir/shape.h"
 
 namespace fusejit::fusion::detail {
@@ -167,121 +173,160 @@ struct Labelling {
   }
 };
 
-RegionVerdict check_reducing(const Dataflow& df, const std::vector<NodeId>& members,
-                             const std::vector<NodeId>& outputs,
-                             const std::vector<NodeId>& reduces) {
-  const Node& first = df.node(reduces.front());
-  const Domain d{df.node(first.inputs[0]).shape, first.axes};
+// The region's evaluated nodes (region_nodes: members and the free nodes they read), sorted,
+// and what the checks below know of each.
+struct Evaluated {
+  const Dataflow& df;
+  std::vector<NodeId> nodes;
+  std::vector<bool> from_reduction;  // a reduce, or computed from one inside the region
+  std::vector<Labelling> labels;
+
+  std::optional<size_t> index_of(NodeId id) const {
+    auto it = std::lower_bound(nodes.begin(), nodes.end(), id);
+    if (it == nodes.end() || *it != id) return std::nullopt;
+    return static_cast<size_t>(it - nodes.begin());
+  }
+  bool is_reduce(NodeId id) const { return ir::op_kind(df.node(id).op) == OpKind::reduce; }
+};
+
+// Every reduce node reduces the same shape over the same axes: that is the domain.
+std::optional<std::string> disagreement(const Dataflow& df, const std::vector<NodeId>& reduces,
+                                        const Domain& d) {
   for (NodeId r : reduces) {
     const Node& n = df.node(r);
     const Shape& s = df.node(n.inputs[0]).shape;
     if (s != d.shape) {
-      return refuse(fmt::format("different iteration space {} vs {} (reductions %{} and %{})",
-                                shape_str(d.shape), shape_str(s), reduces.front(), r));
+      return fmt::format("different iteration space {} vs {} (reductions %{} and %{})",
+                         shape_str(d.shape), shape_str(s), reduces.front(), r);
     }
     if (n.axes != d.axes) {
-      return refuse(fmt::format("reduction over other axes [{}] vs [{}] of {} (%{} and %{})",
-                                fmt::join(d.axes, ","), fmt::join(n.axes, ","), shape_str(d.shape),
-                                reduces.front(), r));
+      return fmt::format("reduction over other axes [{}] vs [{}] of {} (%{} and %{})",
+                         fmt::join(d.axes, ","), fmt::join(n.axes, ","), shape_str(d.shape),
+                         reduces.front(), r);
     }
   }
+  return std::nullopt;
+}
 
-  const std::vector<NodeId> nodes = region_nodes(df, members);
-  auto index_of = [&](NodeId id) -> std::optional<size_t> {
-    auto it = std::lower_bound(nodes.begin(), nodes.end(), id);
-    if (it == nodes.end() || *it != id) return std::nullopt;
-    return static_cast<size_t>(it - nodes.begin());
-  };
-  auto is_reduce = [&](NodeId id) { return ir::op_kind(df.node(id).op) == OpKind::reduce; };
-
-  // from_reduction[k]: nodes[k] is a reduce or is computed from one inside the region.
-  std::vector<bool> from_reduction(nodes.size(), false);
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    if (is_reduce(nodes[k])) {
-      from_reduction[k] = true;
-      continue;
-    }
-    for (NodeId in : df.node(nodes[k]).inputs) {
-      if (auto j = index_of(in)) from_reduction[k] = from_reduction[k] || from_reduction[*j];
-    }
-  }
-
-  std::vector<Labelling> labels(nodes.size());
+// Labels every evaluated node from the outputs back (see the top of the file); the reason when
+// a value computed from a reduction would be needed at more than one position.
+std::optional<std::string> label(Evaluated& e, const Domain& d,
+                                 const std::vector<NodeId>& outputs) {
+  const Dataflow& df = e.df;
+  e.labels.assign(e.nodes.size(), {});
   for (NodeId o : outputs) {
     const std::optional<Labels> l = output_labels(d, df.node(o).shape);
     if (!l) {
-      return refuse(fmt::format(
+      return fmt::format(
           "output %{} {} is neither the iteration space {} nor the reduced shape {} of the "
           "reduction over {}",
           o, shape_str(df.node(o).shape), shape_str(d.shape), shape_str(reduced_shape(d, true)),
-          d.str()));
+          d.str());
     }
-    labels[*index_of(o)].add(*l);
+    e.labels[*e.index_of(o)].add(*l);
   }
-  for (size_t k = nodes.size(); k-- > 0;) {
-    const NodeId id = nodes[k];
+  for (size_t k = e.nodes.size(); k-- > 0;) {
+    const NodeId id = e.nodes[k];
     const Node& n = df.node(id);
-    Labelling& mine = labels[k];
-    if (from_reduction[k] && (mine.opaque || mine.sets.size() > 1)) {
-      return refuse(fmt::format(
+    const Labelling& mine = e.labels[k];
+    if (e.from_reduction[k] && (mine.opaque || mine.sets.size() > 1)) {
+      return fmt::format(
           "%{} ({}), computed from a reduction over {}, would be needed at {} positions", id,
-          ir::op_name(n.op), d.str(), mine.opaque ? "regrouped (reshaped)" : "several different"));
+          ir::op_name(n.op), d.str(), mine.opaque ? "regrouped (reshaped)" : "several different");
     }
-    if (is_reduce(id)) {
+    if (e.is_reduce(id)) {
       if (mine.sets.empty() || mine.sets.front() != row_labels(d, n.keepdim)) {
-        return refuse(
-            fmt::format("the result of %{} ({} over {}) would be read at other rows than its own",
-                        id, ir::op_name(n.op), d.str()));
+        return fmt::format(
+            "the result of %{} ({} over {}) would be read at other rows than its own", id,
+            ir::op_name(n.op), d.str());
       }
-      if (auto j = index_of(n.inputs[0])) labels[*j].add(identity_labels(d.shape));
+      if (auto j = e.index_of(n.inputs[0])) e.labels[*j].add(identity_labels(d.shape));
       continue;
     }
     for (NodeId in : n.inputs) {
-      const std::optional<size_t> j = index_of(in);
+      const std::optional<size_t> j = e.index_of(in);
       if (!j) continue;
       if (mine.opaque) {
-        labels[*j].opaque = true;
+        e.labels[*j].opaque = true;
         continue;
       }
       for (const Labels& l : mine.sets) {
         if (auto ol = operand_labels(n, df.node(in), l))
-          labels[*j].add(*ol);
+          e.labels[*j].add(*ol);
         else
-          labels[*j].opaque = true;
+          e.labels[*j].opaque = true;
       }
     }
   }
+  return std::nullopt;
+}
 
-  // Does a value of the whole domain depend on a reduction (broadcast back, or a chained
-  // reduction's operand), or is one written out?
-  std::optional<NodeId> broadcast_back, domain_output;
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    if (from_reduction[k] && !is_reduce(nodes[k]) && labels[k].touches(d) && !broadcast_back) {
-      broadcast_back = nodes[k];
+// The online softmax pairs among the region's reductions (fusion/online_softmax.h) whose chain
+// (exp, sub, the views of M) nothing else in the region reads: per evaluated node, whether it
+// is such a chain's; `sums` receives the pairs' sums.
+std::vector<bool> paired_chains(const Evaluated& e, const std::vector<NodeId>& reduces,
+                                std::vector<NodeId>& sums) {
+  std::vector<bool> paired(e.nodes.size(), false);
+  auto evaluated = [&](NodeId id) { return e.index_of(id).has_value(); };
+  for (NodeId r : reduces) {
+    const OnlinePair pair = online_pair(*e.df.graph, r, evaluated);
+    if (pair.max < 0) continue;
+    std::vector<NodeId> allowed = pair.chain;
+    allowed.push_back(pair.sum);
+    bool alone = true;
+    for (NodeId n : e.nodes) {
+      const bool in_chain = std::find(allowed.begin(), allowed.end(), n) != allowed.end();
+      for (NodeId in : e.df.node(n).inputs) {
+        const bool reads_chain =
+            std::find(pair.chain.begin(), pair.chain.end(), in) != pair.chain.end();
+        alone = alone && (in_chain || !reads_chain);
+      }
     }
+    if (!alone) continue;
+    for (NodeId c : pair.chain) paired[*e.index_of(c)] = true;
+    sums.push_back(pair.sum);
+  }
+  return paired;
+}
+
+// The kind of a region whose labelling succeeded: a reduction when no value of the whole domain
+// depends on a reduction and none is written; over non-trailing axes also when the only such
+// values are online pairs' exponentials (one pass accumulates them); a normalization over
+// trailing axes otherwise, unless its rows are few and long.
+RegionVerdict reducing_verdict(const Evaluated& e, const Domain& d,
+                               const std::vector<NodeId>& outputs,
+                               const std::vector<NodeId>& reduces) {
+  std::vector<NodeId> sums;
+  const std::vector<bool> paired = paired_chains(e, reduces, sums);
+  std::optional<NodeId> broadcast_back, unpaired, domain_output;
+  for (size_t k = 0; k < e.nodes.size(); ++k) {
+    if (!e.from_reduction[k] || e.is_reduce(e.nodes[k]) || !e.labels[k].touches(d)) continue;
+    if (!broadcast_back) broadcast_back = e.nodes[k];
+    if (!unpaired && !paired[k]) unpaired = e.nodes[k];
   }
   for (NodeId o : outputs) {
-    if (labels[*index_of(o)].touches(d) && !domain_output) domain_output = o;
+    if (e.labels[*e.index_of(o)].touches(d) && !domain_output) domain_output = o;
   }
-
   RegionVerdict v;
   v.shape = d.shape;
   v.reduce_axes = d.axes;
-  if (!broadcast_back && !domain_output) {
-    v.ok = true;
-    v.kind = RegionKind::reduction;
-    return v;
-  }
+  v.ok = true;
+  v.kind = RegionKind::reduction;
+  if (!broadcast_back && !domain_output) return v;
   if (!d.trailing()) {
-    if (broadcast_back) {
+    if (unpaired) {
       return refuse(fmt::format(
           "reduction over non-trailing {}: its result cannot be broadcast back (%{}) in one pass "
           "over rows",
-          d.str(), *broadcast_back));
+          d.str(), *unpaired));
     }
-    return refuse(fmt::format(
-        "reduction over non-trailing {}: it cannot also write values of the whole domain (%{})",
-        d.str(), *domain_output));
+    if (domain_output) {
+      return refuse(fmt::format(
+          "reduction over non-trailing {}: it cannot also write values of the whole domain (%{})",
+          d.str(), *domain_output));
+    }
+    v.online_sums = std::move(sums);
+    return v;
   }
   const int64_t row = d.row_length();
   const int64_t rows = ir::numel(d.shape) / row;
@@ -291,9 +336,30 @@ RegionVerdict check_reducing(const Dataflow& df, const std::vector<NodeId>& memb
         "the GPU idle",
         d.str(), rows, row));
   }
-  v.ok = true;
   v.kind = RegionKind::normalization;
   return v;
+}
+
+RegionVerdict check_reducing(const Dataflow& df, const std::vector<NodeId>& members,
+                             const std::vector<NodeId>& outputs,
+                             const std::vector<NodeId>& reduces) {
+  const Node& first = df.node(reduces.front());
+  const Domain d{df.node(first.inputs[0]).shape, first.axes};
+  if (std::optional<std::string> why = disagreement(df, reduces, d)) return refuse(*why);
+
+  Evaluated e{df, region_nodes(df, members), {}, {}};
+  e.from_reduction.assign(e.nodes.size(), false);
+  for (size_t k = 0; k < e.nodes.size(); ++k) {
+    if (e.is_reduce(e.nodes[k])) {
+      e.from_reduction[k] = true;
+      continue;
+    }
+    for (NodeId in : df.node(e.nodes[k]).inputs) {
+      if (auto j = e.index_of(in)) e.from_reduction[k] = e.from_reduction[k] || e.from_reduction[*j];
+    }
+  }
+  if (std::optional<std::string> why = label(e, d, outputs)) return refuse(*why);
+  return reducing_verdict(e, d, outputs, reduces);
 }
 
 }  // namespace

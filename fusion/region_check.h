@@ -15,7 +15,10 @@ struct RegionVerdict {
   RegionKind kind = RegionKind::pointwise;
   Shape shape;                       // the iteration space
   std::vector<int64_t> reduce_axes;  // reduction, normalization
-  std::string reason;                // why not, when !ok
+  // reduction over non-trailing axes: the sums of online softmax pairs (fusion/online_softmax.h)
+  // whose exp(X - M) is broadcast back over the reduced axes, accumulated with M in one pass.
+  std::vector<NodeId> online_sums;
+  std::string reason;  // why not, when !ok
 };
 
 // Judges the region made of `members` (compute nodes, sorted ascending, no matmul) whose

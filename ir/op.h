@@ -32,6 +32,10 @@ inline constexpr uint32_t kFloatOnly = 1u << 2;     // integer/bool operands are
 // The result is one of the operands, or its exact negation or absolute value: no rounding is
 // needed when the operands already have the result's dtype.
 inline constexpr uint32_t kKeepsValue = 1u << 3;
+// An elementwise op whose device form is a long instruction sequence (a series with a slow path
+// for large arguments): the partitioner does not evaluate it again in other regions
+// (fusion/recompute.h), where cheaper ops are recomputed rather than written and read back.
+inline constexpr uint32_t kCostly = 1u << 4;
 
 // How a reduction starts and combines two partial results: sum (from 0), max (from the lowest
 // value of the type, NaN sticking), min (from the highest); none for other ops.
@@ -59,12 +63,12 @@ enum class FastForm : uint8_t { none, f16, bf16 };
   X(log, "log", 1, unary, kFloatResult, none, none)                           \
   X(sqrt, "sqrt", 1, unary, kFloatResult, none, none)                         \
   X(rsqrt, "rsqrt", 1, unary, kFloatResult, none, none)                       \
-  X(sin, "sin", 1, unary, kFloatResult, none, none)                           \
-  X(cos, "cos", 1, unary, kFloatResult, none, none)                           \
+  X(sin, "sin", 1, unary, kFloatResult | kCostly, none, none)                 \
+  X(cos, "cos", 1, unary, kFloatResult | kCostly, none, none)                 \
   X(tanh, "tanh", 1, unary, kFloatResult, none, bf16)                         \
   X(sigmoid, "sigmoid", 1, unary, kFloatResult, none, f16)                    \
   X(relu, "relu", 1, unary, kKeepsValue, none, none)                          \
-  X(gelu, "gelu", 1, unary, kFloatResult, none, none)                         \
+  X(gelu, "gelu", 1, unary, kFloatResult | kCostly, none, none)               \
   X(gelu_tanh, "gelu_tanh", 1, unary, kFloatResult, none, f16)                \
   X(silu, "silu", 1, unary, kFloatResult, none, f16)                          \
   X(reciprocal, "reciprocal", 1, unary, kFloatResult, none, none)             \
@@ -74,7 +78,7 @@ enum class FastForm : uint8_t { none, f16, bf16 };
   X(div, "div", 2, binary, kFloatResult, none, f16)                           \
   X(maximum, "maximum", 2, binary, kCommutative | kKeepsValue, none, none)    \
   X(minimum, "minimum", 2, binary, kCommutative | kKeepsValue, none, none)    \
-  X(pow, "pow", 2, binary, 0, none, none)                                     \
+  X(pow, "pow", 2, binary, kCostly, none, none)                               \
   X(eq, "eq", 2, compare, kCommutative, none, none)                           \
   X(ne, "ne", 2, compare, kCommutative, none, none)                           \
   X(lt, "lt", 2, compare, 0, none, none)                                      \

@@ -1,5 +1,6 @@
 // templates/column: the column-style kernel of single-pass reductions over leading or middle
-// axes (the input seen as [P, L, N]: P kept outer elements, L reduced, N kept inner, N > 1).
+// axes (the input seen as [P, L, N]: P kept outer elements, L reduced, N kept inner, N > 1),
+// online softmax pairs included.
 //
 // Structure: a block of TX * TY threads owns a tile of TX * V adjacent columns of one p (the
 // blocks loop over tiles with a grid stride). Thread (tx, ty) accumulates V columns over rows
@@ -15,6 +16,11 @@
 // combines those TY values once more, and finishes (reduction.h: the split scheme rowwise.cpp
 // uses too). Its fold reads S * TX * V partials per reduce from L2 on one SM, so S is bounded
 // and tiles narrow (down to 32 bytes) to keep that read short.
+// Online softmax pairs (ReduceSpace::online: a max M = max(X) and the sum of exp(X - M)) are one
+// accumulator, an fj_max_sum per column and lane, fed the elements of X: the running maximum and
+// the sum of exp(x - max) rescaled as the maximum grows; the warp, block and split combinations
+// combine pairs with fj_op_max_sum, and the finish reads M (field m) and the sum
+// (fj_max_sum_total). exp(X - M) itself is never evaluated, so X is read once for both.
 // Math: accumulators in f32 for float types (i64 for integer sums); the combination order is
 // fixed, so results do not depend on timing.
 #include <algorithm>
@@ -57,7 +63,9 @@ struct ColumnConfig {
 
 int64_t accumulator_bytes(const RegionInfo& info, const ReduceSpace& space) {
   int64_t bytes = 0;
-  for (ir::NodeId r : space.reduces) bytes += dtype_size(accumulator_dtype(info.node(r)));
+  for (ir::NodeId r : space.accumulated()) {
+    bytes += accumulator_of(info, r, space.is_paired_max(r)).bytes;
+  }
   return bytes;
 }
 
@@ -133,6 +141,9 @@ class ColumnBuilder {
  private:
   kir::ExprP leaf(ir::NodeId id, const Index& at);
   kir::ExprP intercept(ir::NodeId id, const Index& at);
+  Accumulator accumulator(ir::NodeId r) const;
+  void add_accumulator(ir::NodeId r);
+  void add_reduced_value(ir::NodeId r);
   void collect_reduces();
   void collect_outputs();
   void add_output(const ReduceOutput& out, const Index& at, ValueScope& scope, kir::Block& decl,
@@ -270,35 +281,54 @@ kir::ExprP ColumnBuilder::intercept(ir::NodeId id, const Index& at) {
   return kir::subscript(it->second, lane_j_);
 }
 
-void ColumnBuilder::collect_reduces() {
-  const int v = cfg_.v;
-  for (ir::NodeId r : space_.reduces) {
-    const ir::Node& n = info_.node(r);
-    const DType acc_dtype = accumulator_dtype(n);
-    const std::string type(dtype_code(acc_dtype).arith);
-    const std::string op(reduce_functor(n.op));
-    acc_init_.array(type, fmt::format("a{}", r), v);
-    per_lane(acc_init_).assign(acc(r, j_), kir::lit(reduce_identity(n.op, acc_dtype)));
-    const ir::Node& operand = info_.node(n.inputs[0]);
-    const kir::ExprP value = values_.value(n.inputs[0], x_, inner_);
-    body_.assign(
-        acc(r, lane_j_),
-        kir::call(op + "()", {acc(r, lane_j_), convert_to(acc_dtype, operand.dtype, value)}));
-    if (cfg_.tx < 32 && block_ > cfg_.tx) {
-      const std::string reduce =
-          fmt::format("fj_warp_reduce<{}, {}>", cfg_.tx, std::min<int64_t>(32, block_));
-      per_lane(warp_combine_)
-          .assign(acc(r, j_), kir::call(reduce, {acc(r, j_), kir::call(op, {})}));
-    }
-    if (warps_ > 1) {
-      shared_.array("__shared__ " + type, fmt::format("part{}", r), {warps_, cfg_.tx * v});
-    }
-    const kir::ExprP reduced =
-        finish_.array(std::string(dtype_code(n.dtype).arith), fmt::format("v{}", r), v);
-    per_lane(finish_).assign(kir::subscript(reduced, j_),
-                             finish(info_, n, acc(r, j_), space_.length));
-    finished_[r] = reduced;
+Accumulator ColumnBuilder::accumulator(ir::NodeId r) const {
+  return accumulator_of(info_, r, space_.is_paired_max(r));
+}
+
+// Reduce r's accumulators a<r>[V], what each element adds to them, their combination over the
+// warp's lanes and the shared array of the block's combination. The maximum of an online pair
+// takes the elements of X and accumulates (max, sum of exp(x - max)); its sum has no
+// accumulator (its operand, exp(X - M), is never evaluated here).
+void ColumnBuilder::add_accumulator(ir::NodeId r) {
+  const ir::Node& n = info_.node(r);
+  const Accumulator a = accumulator(r);
+  acc_init_.array(a.type, fmt::format("a{}", r), cfg_.v);
+  per_lane(acc_init_).assign(acc(r, j_), kir::lit(a.identity));
+  const ir::Node& operand = info_.node(n.inputs[0]);
+  const kir::ExprP value = values_.value(n.inputs[0], x_, inner_);
+  body_.assign(acc(r, lane_j_),
+               kir::call(a.functor + "()", {acc(r, lane_j_), convert_to(accumulator_dtype(n),
+                                                                       operand.dtype, value)}));
+  if (cfg_.tx < 32 && block_ > cfg_.tx) {
+    const std::string reduce =
+        fmt::format("fj_warp_reduce<{}, {}>", cfg_.tx, std::min<int64_t>(32, block_));
+    per_lane(warp_combine_)
+        .assign(acc(r, j_), kir::call(reduce, {acc(r, j_), kir::call(a.functor, {})}));
   }
+  if (warps_ > 1) {
+    shared_.array("__shared__ " + a.type, fmt::format("part{}", r), {warps_, cfg_.tx * cfg_.v});
+  }
+}
+
+// v<r>[j], reduce r's value per lane once the block (or the tile's last block) has combined the
+// accumulators: a pair's maximum is its field m, its sum fj_max_sum_total of the pair.
+void ColumnBuilder::add_reduced_value(ir::NodeId r) {
+  const ir::Node& n = info_.node(r);
+  kir::ExprP value = acc(r, j_);
+  if (const auto it = space_.online.find(r); it != space_.online.end()) {
+    value = kir::call("fj_max_sum_total", {acc(it->second, j_)});
+  } else if (space_.is_paired_max(r)) {
+    value = kir::member(value, "m");
+  }
+  const kir::ExprP reduced =
+      finish_.array(std::string(dtype_code(n.dtype).arith), fmt::format("v{}", r), cfg_.v);
+  per_lane(finish_).assign(kir::subscript(reduced, j_), finish(info_, n, value, space_.length));
+  finished_[r] = reduced;
+}
+
+void ColumnBuilder::collect_reduces() {
+  for (ir::NodeId r : space_.accumulated()) add_accumulator(r);
+  for (ir::NodeId r : space_.reduces) add_reduced_value(r);
 }
 
 // One output: `out<k>[offset] = value` per element, or with V lanes a vector store after the
@@ -344,6 +374,7 @@ SplitPartials ColumnBuilder::split_partials() const {
   split.value = kir::add(kir::mul(j_, kir::lit(cfg_.tx)), tx_);
   split.lanes = cfg_.v;
   split.holders = holders_;
+  for (const auto& [sum, max] : space_.online) split.paired.insert(max);
   return split;
 }
 
@@ -353,9 +384,14 @@ void ColumnBuilder::add_header(kir::Block& head) const {
       "rows of threads",
       fusion::region_kind_name(info_.region.kind), space_.prefix, space_.length, space_.suffix,
       cfg_.tx, cfg_.v, cfg_.ty);
+  for (const auto& [sum, max] : space_.online) {
+    head.comment(
+        "online softmax pair: max %{} and sum %{} of exp(x - max) in one pass (fj_max_sum)", max,
+        sum);
+  }
   head.comment("{} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {
-    add_split_scratch(head, info_, space_.reduces, split_partials(),
+    add_split_scratch(head, info_, space_.accumulated(), split_partials(),
                       fmt::format("columns split in {} pieces of {} rows", cfg_.split, cfg_.piece),
                       "tile");
   }
@@ -436,15 +472,16 @@ void ColumnBuilder::add_block_combine(kir::Block& out) const {
   const kir::ExprP sync = kir::call("__syncthreads", {});
   const kir::ExprP lane = kir::group(kir::infix(thread_, "&", kir::lit(31)));
   kir::Block& writers = out.branch(kir::lt(lane, kir::lit(cfg_.tx)));
-  for (ir::NodeId r : space_.reduces) {
+  const std::vector<ir::NodeId> accumulated = space_.accumulated();
+  for (ir::NodeId r : accumulated) {
     per_lane(writers).assign(shared_part(r, kir::infix(thread_, ">>", kir::lit(5))), acc(r, j_));
   }
   out.eval(sync);
   kir::Block& holders = out.branch(holders_);
   const kir::ExprP w = kir::var("w");
-  for (ir::NodeId r : space_.reduces) {
+  for (ir::NodeId r : accumulated) {
     kir::Block& warps = holders.loop("int", "w", kir::lit(1), kir::lit(warps_), nullptr, 1);
-    const std::string op(reduce_functor(info_.node(r).op));
+    const std::string op = accumulator(r).functor;
     per_lane(warps).assign(acc(r, j_), kir::call(op + "()", {acc(r, j_), shared_part(r, w)}));
   }
   out.eval(sync);
@@ -455,11 +492,12 @@ void ColumnBuilder::add_block_combine(kir::Block& out) const {
 void ColumnBuilder::add_split_combine(kir::Block& out) const {
   const SplitPartials split = split_partials();
   // With the ty == 0 threads as holders, the fold goes on in `out` itself.
-  add_split_arrival(out, space_.reduces, split);
+  const std::vector<ir::NodeId> accumulated = space_.accumulated();
+  add_split_arrival(out, accumulated, split);
   out.branch(kir::prefix("!", kir::var("fj_last"))).jump("continue");
   out.comment("the tile's last block: the {} partials of each column, in order", cfg_.split);
   out.eval(kir::call("__threadfence", {}));
-  add_split_fold(out, info_, space_.reduces, split, ty_, cfg_.ty);
+  add_split_fold(out, info_, accumulated, split, ty_, cfg_.ty);
   add_block_combine(out);
   add_split_reset(out.branch(kir::infix(thread_, "==", kir::lit(0))), split);
 }

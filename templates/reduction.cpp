@@ -8,8 +8,8 @@
 // with one value per element is written in the first pass after every reduction it reads.
 //
 // Row-style (rowwise.cpp) handles every case; column-style (column.cpp) is chosen for
-// single-pass reductions over leading or middle axes, where a row-style kernel would read
-// with a stride.
+// single-pass reductions over leading or middle axes (online softmax pairs included: they are
+// one pass), where a row-style kernel would read with a stride.
 #include "templates/reduction.h"
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "fusejit/error.h"
+#include "fusion/online_softmax.h"
 #include "ir/shape.h"
 #include "templates/builders.h"
 
@@ -32,27 +33,15 @@ bool column_worthwhile(const RegionInfo& info, const ReduceSpace& space,
 
 namespace {
 
-// The max M when `sum` is sum(exp(sub(X, M'))) with M' a broadcast view of M = max(X) over the
-// same axes, the pattern of softmax, log-softmax and logsumexp; else -1. Then one pass can
+// The max M when `sum` is sum(exp(X - M)) with M = max(X) over the same axes, the pattern of
+// softmax, log-softmax and logsumexp (fusion/online_softmax.h); else -1. Then one pass can
 // accumulate both: m' = max(m, x), s' = s e^(m - m') + e^(x - m'). Only where intermediates stay
 // f32 (Rounding::store): with per-node rounding the sum would not be the reference's.
 ir::NodeId online_partner(const RegionInfo& info, ir::NodeId sum) {
-  const ir::Graph& g = info.graph;
-  auto computed = [&](ir::NodeId id) { return info.nodes.count(id) != 0; };
-  const ir::Node& s = g.node(sum);
-  if (info.round_every_node || s.op != ir::Op::sum || !is_floating(s.dtype)) return -1;
-  const ir::NodeId e = s.inputs[0];
-  if (!computed(e) || g.node(e).op != ir::Op::exp) return -1;
-  const ir::NodeId d = g.node(e).inputs[0];
-  if (!computed(d) || g.node(d).op != ir::Op::sub) return -1;
-  const ir::NodeId x = g.node(d).inputs[0];
-  ir::NodeId m = g.node(d).inputs[1];
-  while (computed(m) && (g.node(m).op == ir::Op::reshape || g.node(m).op == ir::Op::expand))
-    m = g.node(m).inputs[0];
-  const ir::Node& max = g.node(m);
-  const bool same_reduction = computed(m) && max.op == ir::Op::max && max.inputs[0] == x &&
-                              max.axes == s.axes && is_floating(max.dtype);
-  return same_reduction ? m : -1;
+  if (info.round_every_node) return -1;
+  return fusion::online_pair(info.graph, sum, [&](ir::NodeId id) {
+           return info.nodes.count(id) != 0;
+         }).max;
 }
 
 // The layout, from the pattern of kept (K) and reduced (R) axes, extent-1 axes ignored and runs
@@ -85,6 +74,30 @@ void classify_layout(ReduceSpace& space) {
 
 bool is_reduced_axis(const ReduceSpace& space, size_t axis) {
   return std::binary_search(space.axes.begin(), space.axes.end(), static_cast<int64_t>(axis));
+}
+
+bool ReduceSpace::is_paired_max(ir::NodeId r) const {
+  return std::any_of(online.begin(), online.end(), [&](const auto& pair) { return pair.second == r; });
+}
+
+std::vector<ir::NodeId> ReduceSpace::accumulated() const {
+  std::vector<ir::NodeId> out;
+  for (ir::NodeId r : reduces) {
+    if (online.count(r) == 0) out.push_back(r);
+  }
+  return out;
+}
+
+Accumulator accumulator_of(const RegionInfo& info, ir::NodeId r, bool paired_max) {
+  const ir::Node& n = info.node(r);
+  const DType acc = accumulator_dtype(n);
+  if (paired_max) {
+    return {"fj_max_sum", fmt::format("{{{}, 0.0f}}", reduce_identity(n.op, acc)),
+            fmt::format("fj_op_max_sum<{}>", info.fast != FastMath::none ? "true" : "false"),
+            2 * dtype_size(acc)};
+  }
+  return {std::string(dtype_code(acc).arith), reduce_identity(n.op, acc),
+          std::string(reduce_functor(n.op)), dtype_size(acc)};
 }
 
 ReduceSpace analyze_reduction(const RegionInfo& info, bool online) {
@@ -190,7 +203,7 @@ void add_split_scratch(kir::Block& head, const RegionInfo& info,
       group);
   head.comment("them in a fixed order and resets the count for the next launch");
   for (ir::NodeId r : reduces) {
-    head.array(fmt::format("__device__ {}", dtype_code(accumulator_dtype(info.node(r))).arith),
+    head.array("__device__ " + accumulator_of(info, r, split.paired.count(r) != 0).type,
                fmt::format("fj_partial{}", r), split.groups * split.pieces * split.width);
   }
   head.array("__device__ unsigned int", "fj_arrivals", split.groups);
@@ -232,19 +245,21 @@ kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& re
 void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,
                     const SplitPartials& split, kir::ExprP first, int64_t step) {
   for (ir::NodeId r : reduces) {
-    const ir::Node& n = info.node(r);
-    const DType acc = accumulator_dtype(n);
-    per_lane(out, split).assign(accumulator(split, r), kir::lit(reduce_identity(n.op, acc)));
+    const bool paired = split.paired.count(r) != 0;
+    const Accumulator acc = accumulator_of(info, r, paired);
+    per_lane(out, split).assign(accumulator(split, r), kir::lit(acc.identity));
     kir::Block& fold = out.loop("int", "q", first, kir::lit(split.pieces),
                                 step == 1 ? nullptr : kir::lit(step), step == 1 ? 0 : 4);
-    // Volatile loads: the partials come from L2, never from a stale L1 line.
-    const kir::ExprP partial = kir::prefix(
-        "*",
-        kir::call(fmt::format("static_cast<volatile {}*>", dtype_code(acc).arith),
-                  {kir::prefix("&", kir::subscript(partials(r), slot(split, kir::var("q"))))}));
+    // Volatile loads: the partials come from L2, never from a stale L1 line (a pair's two
+    // fields through fj_volatile_load).
+    const kir::ExprP where =
+        kir::prefix("&", kir::subscript(partials(r), slot(split, kir::var("q"))));
+    const kir::ExprP partial =
+        paired ? kir::call("fj_volatile_load", {where})
+               : kir::prefix("*", kir::call(fmt::format("static_cast<volatile {}*>", acc.type),
+                                            {where}));
     const kir::ExprP a = accumulator(split, r);
-    per_lane(fold, split)
-        .assign(a, kir::call(fmt::format("{}()", reduce_functor(n.op)), {a, partial}));
+    per_lane(fold, split).assign(a, kir::call(acc.functor + "()", {a, partial}));
   }
 }
 
@@ -258,7 +273,7 @@ KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options
       space.passes == 1 &&
       std::all_of(space.outputs.begin(), space.outputs.end(),
                   [](const ReduceOutput& o) { return !o.full || o.pass == 1; });
-  if (space.layout == ReduceLayout::column && single_pass && space.online.empty() &&
+  if (space.layout == ReduceLayout::column && single_pass &&
       column_worthwhile(info, space, options)) {
     return build_column(info, space, options);
   }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <map>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "templates/emit.h"
@@ -42,12 +44,30 @@ struct ReduceSpace {
   int64_t prefix = 1;  // column layout: kept elements before the reduced block
   int64_t suffix = 1;  // column layout: kept elements after it (the coalesced ones)
   std::vector<ReduceOutput> outputs;
+
+  // r is the maximum of an online pair (it accumulates with its sum in an fj_max_sum).
+  bool is_paired_max(ir::NodeId r) const;
+  // The reduce nodes that keep an accumulator of their own: all but the sums of online pairs.
+  std::vector<ir::NodeId> accumulated() const;
 };
 
 // With `online`, sums of exp(X - max X) pair with their maximum (ReduceSpace::online).
 ReduceSpace analyze_reduction(const RegionInfo& info, bool online = true);
 
 bool is_reduced_axis(const ReduceSpace& space, size_t axis);
+
+// How a kernel accumulates reduce r: the accumulator's C type, its identity (a literal that
+// initializes or assigns it) and the functor combining two partial results (or a partial result
+// and one element). The maximum of an online pair accumulates (max, sum of exp(x - max)) in an
+// fj_max_sum with fj_op_max_sum (device/fj_reduce.cuh); other reductions their accumulator
+// dtype with their op's functor.
+struct Accumulator {
+  std::string type;
+  std::string identity;
+  std::string functor;
+  int bytes = 0;
+};
+Accumulator accumulator_of(const RegionInfo& info, ir::NodeId r, bool paired_max);
 
 // The index of an element of the reduced tensor: each axis draws its digits from the root of
 // its group (group_of(axis) picks the position in `roots`); each root is split over the
@@ -89,6 +109,8 @@ struct SplitPartials {
   kir::ExprP value;    // the thread's value within `width` (may read j); null: 0
   int lanes = 0;       // 0: each holder has a scalar accumulator a<r>; L: an array a<r>[j], j < L
   kir::ExprP holders;  // the threads that hold the block's partials; null: thread 0 alone
+  // The maxima of online pairs among the reduces: their partials are fj_max_sum pairs.
+  std::set<ir::NodeId> paired;
 };
 
 // The kernel's header lines on the split (`pieces`: "rows split in 8 pieces of 512 elements",

@@ -98,6 +98,12 @@ struct fj_op_max_sum {
     return x > a.m ? fj_max_sum{x, a.s * e + 1.0f} : fj_max_sum{fj_op_max()(a.m, x), a.s + e};
   }
 };
+// A pair published to module-scope scratch by a split reduction, read back field by field with
+// volatile loads (from L2, never a stale L1 line), as the split fold reads every partial.
+__device__ __forceinline__ fj_max_sum fj_volatile_load(const fj_max_sum* p) {
+  const volatile fj_max_sum* v = p;
+  return {v->m, v->s};
+}
 // The sum of e^(x - max): NaN when the maximum is infinite, as e^(inf - inf) makes the
 // reference's (the equal-values rule above only serves prefixes of -inf).
 __device__ __forceinline__ float fj_max_sum_total(fj_max_sum a) {

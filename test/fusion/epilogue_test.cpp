@@ -19,29 +19,6 @@ namespace {
 using Act = GemmEpilogue::Activation;
 constexpr int64_t K = 128;
 
-Plan plan_of(const Graph& g, PlanOptions options = {}) {
-  Plan plan = make_plan(g, options);
-  check_plan(plan);
-  check_plan_computes(g, plan);
-  return plan;
-}
-
-std::vector<std::string> ops_of(const Plan& plan, const Region& r) {
-  std::vector<std::string> names;
-  for (NodeId id : r.nodes) {
-    const Op op = plan.graph.node(id).op;
-    if (op != Op::constant) names.emplace_back(ir::op_name(op));
-  }
-  return names;
-}
-
-bool any_decision(const Plan& plan, bool fused, const std::string& reason_part) {
-  for (const Decision& d : plan.decisions) {
-    if (d.fused == fused && d.reason.find(reason_part) != std::string::npos) return true;
-  }
-  return false;
-}
-
 bool any_refusal(const Region& r, const std::string& part) {
   for (const std::string& s : r.epilogue.refusals) {
     if (s.find(part) != std::string::npos) return true;
@@ -87,7 +64,7 @@ TEST_CASE("gemm_bias_relu and gemm_bias_gelu are one library call", "[fusion][ep
       CHECK(r.epilogue.refusals.empty());
       CHECK(r.inputs == std::vector<NodeId>{0, 1, 2});
       CHECK(r.outputs == plan.graph.outputs());
-      CHECK(ops_of(plan, r) ==
+      CHECK(op_names(plan, r) ==
             std::vector<std::string>{"matmul", "add", gelu ? "gelu_tanh" : "relu"});
       CHECK(any_decision(plan, true, "folded into the cuBLASLt epilogue of matmul %3: bias %2"));
       CHECK(any_decision(plan, true, gelu ? "(epilogue GELU_BIAS)" : "(epilogue RELU_BIAS)"));
@@ -401,7 +378,7 @@ TEST_CASE("epilogue folding disabled folds nothing and says so", "[fusion][epilo
       CHECK(r.epilogue.residual == -1);
       CHECK(r.epilogue.activation == Act::none);
       CHECK(r.epilogue.alpha == 1.0);
-      CHECK(ops_of(plan, r) == std::vector<std::string>{"matmul"});
+      CHECK(op_names(plan, r) == std::vector<std::string>{"matmul"});
       CHECK(r.epilogue.refusals ==
             std::vector<std::string>{"epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"});
     }
@@ -472,7 +449,7 @@ TEST_CASE("linear: x @ transpose(W) + b is transpose_b and a bias", "[fusion][ep
     CHECK(r.epilogue.bias == b);
     CHECK(r.epilogue.activation == Act::relu);
     CHECK(r.inputs == std::vector<NodeId>{x, w, b});
-    CHECK(ops_of(plan, r) == std::vector<std::string>{"permute", "matmul", "add", "relu"});
+    CHECK(op_names(plan, r) == std::vector<std::string>{"permute", "matmul", "add", "relu"});
     CHECK(any_decision(plan, true, "transpose_b"));
   }
   // Transposing A as well, with a residual.
@@ -539,7 +516,7 @@ TEST_CASE("a folded epilogue does not pull other readers of its inputs into the 
   const Plan plan = plan_of(t.g);
   CHECK(plan.library_call_count() == 1);
   CHECK(only_gemm(plan).outputs == std::vector<NodeId>{out});
-  CHECK(ops_of(plan, only_gemm(plan)) == std::vector<std::string>{"matmul", "add", "relu"});
+  CHECK(op_names(plan, only_gemm(plan)) == std::vector<std::string>{"matmul", "add", "relu"});
 }
 
 TEST_CASE("the epilogue check catches a description that differs from the nodes",

@@ -6,39 +6,13 @@
 #include "fusejit/error.h"
 #include "fusion/partition.h"
 #include "fusion/pipeline.h"
+#include "fusion/recompute.h"
 #include "ir/text.h"
 #include "workloads.h"
 
 using namespace fusejit;
 using namespace fusejit::fusion;
 using namespace fusejit::fusion::test;
-
-namespace {
-
-Plan plan_of(const Graph& g, PlanOptions options = {}) {
-  Plan plan = make_plan(g, options);
-  check_plan(plan);
-  check_plan_computes(g, plan);
-  return plan;
-}
-
-std::vector<std::string> op_names(const Plan& plan, const Region& r) {
-  std::vector<std::string> names;
-  for (NodeId id : r.nodes) {
-    const Op op = plan.graph.node(id).op;
-    if (op != Op::constant) names.emplace_back(ir::op_name(op));
-  }
-  return names;
-}
-
-bool any_decision(const Plan& plan, bool fused, const std::string& reason_part) {
-  for (const Decision& d : plan.decisions) {
-    if (d.fused == fused && d.reason.find(reason_part) != std::string::npos) return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 TEST_CASE("elementwise chains are one pointwise kernel", "[fusion][partition]") {
   for (DType dt : {DType::f32, DType::bf16}) {
@@ -190,30 +164,40 @@ TEST_CASE("a reduced value broadcast along the wrong axis is not a normalization
 }
 
 TEST_CASE("a reduction over leading axes broadcast back is cut", "[fusion][partition]") {
-  // softmax over axis 0: a column max, then a column sum over values that need it.
+  // softmax over axis 0 with recomputation off: a column max, then a column sum over values
+  // that need it, each value between them written.
   Graph g;
-  const NodeId x = ir::add_input(g, DType::f32, {R, C});
-  const NodeId m = ir::add_reduce(g, Op::max, x, {0}, true);
-  const NodeId e = un(g, Op::exp, bin(g, Op::sub, x, m));
-  const NodeId s = ir::add_reduce(g, Op::sum, e, {0}, true);
-  g.add_output(bin(g, Op::div, e, s));
-  const Plan plan = plan_of(g);
+  g.add_output(softmax_of(g, ir::add_input(g, DType::f32, {R, C}), 0));
+  const Plan plan = plan_of(g, PlanOptions{.recompute = false});
   CHECK(count_kind(plan, RegionKind::normalization) == 0);
   CHECK(count_kind(plan, RegionKind::reduction) == 2);
+  CHECK(plan.kernel_count() == 4);
   CHECK(any_decision(plan, false, "non-trailing"));
+  CHECK_FALSE(any_decision(plan, true, "recompute"));
 }
 
 TEST_CASE("regions stay acyclic when a value is needed before and after a reduction",
           "[fusion][partition]") {
-  // a feeds a column sum and a consumer of that sum: a must be written, the sum read back.
+  // a feeds a column sum and a consumer of that sum: written (recomputation off), a is computed
+  // by a region of its own, read by the sum's and then by the consumer's.
   Graph g;
   const NodeId x = ir::add_input(g, DType::f32, {R, C});
   const NodeId a = un(g, Op::exp, x);
   const NodeId s = ir::add_reduce(g, Op::sum, a, {0}, false);
   g.add_output(bin(g, Op::mul, a, s));
-  const Plan plan = plan_of(g);
+  const Plan plan = plan_of(g, PlanOptions{.recompute = false});
   CHECK(plan.regions.size() == 3);
   CHECK(any_decision(plan, false, "cycle"));
+  // Recomputed, a is evaluated by both the sum's region and the consumer's: two kernels, and
+  // a is never written.
+  const Plan both = plan_of(g);
+  REQUIRE(both.regions.size() == 2);
+  CHECK(both.regions[0].kind == RegionKind::reduction);
+  CHECK(both.regions[0].inputs == std::vector<NodeId>{x});
+  CHECK(both.regions[1].inputs == std::vector<NodeId>{x, s});
+  CHECK(contains(both.regions[0].nodes, a));
+  CHECK(contains(both.regions[1].nodes, a));
+  CHECK(any_decision(both, true, "recompute %" + std::to_string(a) + " in region 1"));
 }
 
 TEST_CASE("a matmul is a library call; what its epilogue cannot fold is a new kernel",
@@ -437,19 +421,30 @@ TEST_CASE("siblings reading the same input are one kernel with several outputs",
   CHECK(any_decision(apart, false, "siblings reading"));
 }
 
-TEST_CASE("a value several consumers need is computed once and written once",
+TEST_CASE("a value several consumers need is computed once and written once, or recomputed",
           "[fusion][partition]") {
-  // e is needed by a pointwise consumer over [R,C] and by a column sum: it is written by one
-  // region and read by the other, never computed twice.
+  // e is needed by a pointwise consumer over [R,C] and by a column sum. Without recomputation
+  // it is written by one region and read by the other, never computed twice. With it, each
+  // region computes exp(x) from x: x is read twice, e never written nor read back.
   Graph g;
   const NodeId x = ir::add_input(g, DType::f32, {R, C});
   const NodeId e = un(g, Op::exp, x);
   g.set_outputs(
       {bin(g, Op::mul, e, scalar(g, DType::f32, 2.0)), ir::add_reduce(g, Op::sum, e, {0}, false)});
-  const Plan plan = plan_of(g);
+  const Plan plan = plan_of(g, PlanOptions{.recompute = false});
   CHECK(plan.regions.size() == 2);
   CHECK(plan.regions[0].outputs.size() == 2);  // e and e * 2
   CHECK(contains(plan.regions[1].inputs, e));
+
+  const Plan recomputed = plan_of(g);
+  REQUIRE(recomputed.regions.size() == 2);
+  for (const Region& r : recomputed.regions) {
+    CHECK(r.inputs == std::vector<NodeId>{x});
+    CHECK(contains(r.nodes, e));
+    CHECK_FALSE(contains(r.outputs, e));
+  }
+  CHECK(detail::plan_cost(recomputed.graph, recomputed.regions).bytes <
+        detail::plan_cost(plan.graph, plan.regions).bytes);
 }
 
 TEST_CASE("views and constants are replicated, not read", "[fusion][partition]") {
@@ -554,6 +549,7 @@ TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partit
   const std::vector<Op> unary = {Op::exp, Op::neg, Op::relu, Op::tanh, Op::abs};
   const std::vector<Op> binary = {Op::add, Op::mul, Op::sub, Op::maximum, Op::div};
   int plans = 0, epilogues = 0;  // gemm regions that folded something
+  int recomputing = 0;           // plans that recompute a value in several regions
   std::map<RegionKind, int> kinds;
   for (int trial = 0; trial < 300; ++trial) {
     Graph g;
@@ -629,6 +625,7 @@ TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partit
       const Plan plan = make_plan(g, PlanOptions{.fusion = fusion});
       check_plan(plan);
       check_plan_computes(g, plan);
+      recomputing += any_decision(plan, true, "recompute %") ? 1 : 0;
       for (const Region& r : plan.regions) {
         ++kinds[r.kind];
         if (r.kind == RegionKind::gemm && plan.graph.node(r.outputs.at(0)).op != Op::matmul)
@@ -646,4 +643,6 @@ TEST_CASE("random graphs give plans that keep every invariant", "[fusion][partit
   }
   INFO("gemm regions with a folded epilogue: " << epilogues);
   CHECK(epilogues > 10);
+  INFO("plans with recomputed values: " << recomputing);
+  CHECK(recomputing > 5);
 }

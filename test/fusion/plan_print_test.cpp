@@ -183,6 +183,26 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   CHECK(norm.find(R"("shape":[64,256],"reduce_axes":[1])") != std::string::npos);
 }
 
+TEST_CASE("plan JSON of a column softmax: recomputed values in both regions' ops",
+          "[fusion][json]") {
+  // softmax over axis 0 of f32[R,C]: %1 = max, %2 = sub, %3 = exp, %4 = sum, %5 = div.
+  Graph g;
+  g.add_output(softmax_of(g, ir::add_input(g, DType::f32, {R, C}), 0));
+  const std::string json = plan_to_json(make_plan(g));
+  INFO(json);
+  REQUIRE(valid_json(json));
+  CHECK(json.rfind(R"({"kernels":2,"library_calls":0,"regions":[)", 0) == 0);
+  CHECK(json.find(
+            R"({"kind":"reduction","ops":["max","sub","exp","sum"],"inputs":["%0"],"outputs":["%1","%4"],"shape":[64,256],"reduce_axes":[0]})") !=
+        std::string::npos);
+  CHECK(json.find(
+            R"({"kind":"pointwise","ops":["sub","exp","div"],"inputs":["%0","%1","%4"],"outputs":["%5"],"shape":[64,256]})") !=
+        std::string::npos);
+  CHECK(json.find(
+            R"({"producer":"%3","consumer":"%5","fused":true,"reason":"recompute %3 in region 1: exp f32[64,256] is evaluated from %0, %1 (2 ops) in regions 0, 1, never written; recomputing %2, %3 took the plan from 4 kernels and)") !=
+        std::string::npos);
+}
+
 TEST_CASE("plan JSON escapes strings and writes missing ids as null", "[fusion][json]") {
   Plan plan;
   const NodeId x = ir::add_input(plan.graph, DType::f32, {4});

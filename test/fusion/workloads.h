@@ -8,8 +8,10 @@
 #include <numbers>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "fusion/pipeline.h"
 #include "fusion/plan.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
@@ -67,11 +69,11 @@ inline Graph sumsq(DType dt) {
   return g;
 }
 
-// exp(x - max(x)) / sum(exp(x - max(x))), written out by hand; `x` an existing node.
-inline NodeId softmax_of(Graph& g, NodeId x) {
-  const NodeId m = ir::add_reduce(g, Op::max, x, {-1}, true);
+// exp(x - max(x)) / sum(exp(x - max(x))) over `axis`, written out by hand; `x` an existing node.
+inline NodeId softmax_of(Graph& g, NodeId x, int64_t axis = -1) {
+  const NodeId m = ir::add_reduce(g, Op::max, x, {axis}, true);
   const NodeId e = un(g, Op::exp, bin(g, Op::sub, x, m));
-  const NodeId s = ir::add_reduce(g, Op::sum, e, {-1}, true);
+  const NodeId s = ir::add_reduce(g, Op::sum, e, {axis}, true);
   return bin(g, Op::div, e, s);
 }
 
@@ -198,8 +200,10 @@ inline bool contains(const std::vector<NodeId>& v, NodeId id) {
 }
 
 // What every plan must satisfy: regions in execution order, each input available when read,
-// every graph output written exactly once, nothing but views and constants in two regions,
-// constants never read from memory, every decision explained.
+// every graph output written exactly once, nothing but views, constants and recomputed
+// elementwise values in two regions (a recomputed value is written by none, is no costly op,
+// and each region evaluating it says so in a decision), constants never read from memory,
+// every decision explained.
 inline void check_plan(const Plan& plan) {
   const Graph& g = plan.graph;
   std::set<NodeId> available;
@@ -260,14 +264,41 @@ inline void check_plan(const Plan& plan) {
   }
   for (size_t i = 0; i < g.size(); ++i) {
     INFO("node %" << i);
-    CHECK(computed_in[i] <= 1);
     CHECK(written_by[i] <= 1);
+    if (computed_in[i] <= 1) continue;
+    const ir::Node& n = g.node(static_cast<NodeId>(i));
+    CHECK(ir::is_elementwise(n.op));
+    CHECK_FALSE(ir::op_has(n.op, ir::kCostly));
+    CHECK(written_by[i] == 0);
+    const std::string said = "recompute %" + std::to_string(i) + " in region ";
+    const auto says = [&](const Decision& d) {
+      return d.fused && d.producer == static_cast<NodeId>(i) && d.reason.rfind(said, 0) == 0;
+    };
+    CHECK(std::count_if(plan.decisions.begin(), plan.decisions.end(), says) == computed_in[i]);
   }
   for (NodeId out : g.outputs()) {
     INFO("graph output %" << out);
     if (g.node(out).op != Op::input) CHECK(written_by[static_cast<size_t>(out)] == 1);
   }
   for (const Decision& d : plan.decisions) CHECK_FALSE(d.reason.empty());
+}
+
+// The ops a region evaluates, constants left out.
+inline std::vector<std::string> op_names(const Plan& plan, const Region& r) {
+  std::vector<std::string> names;
+  for (NodeId id : r.nodes) {
+    const Op op = plan.graph.node(id).op;
+    if (op != Op::constant) names.emplace_back(ir::op_name(op));
+  }
+  return names;
+}
+
+// Some decision is `fused` and its reason contains `reason_part`.
+inline bool any_decision(const Plan& plan, bool fused, const std::string& reason_part) {
+  for (const Decision& d : plan.decisions) {
+    if (d.fused == fused && d.reason.find(reason_part) != std::string::npos) return true;
+  }
+  return false;
 }
 
 inline int count_kind(const Plan& plan, RegionKind kind) {
@@ -505,6 +536,15 @@ inline void check_plan_computes(const Graph& original, const Plan& plan) {
     }
     CHECK(mismatches == 0);
   }
+}
+
+// The plan of `g`, checked: its invariants (check_plan) and, run region by region on the CPU
+// reference, exactly the graph's results (check_plan_computes).
+inline Plan plan_of(const Graph& g, PlanOptions options = {}) {
+  Plan plan = make_plan(g, options);
+  check_plan(plan);
+  check_plan_computes(g, plan);
+  return plan;
 }
 
 }  // namespace fusejit::fusion::test

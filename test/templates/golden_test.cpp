@@ -1,4 +1,4 @@
-// Golden kernels: the generated source of three representative regions is checked in under
+// Golden kernels: the generated source of four representative regions is checked in under
 // golden/, so that a change to code generation shows up as a reviewable diff. The pasted device
 // helpers are left out (they are files of their own); the kernel name (a hash of the whole
 // source) still changes when they do. FUSEJIT_UPDATE_GOLDEN=1 rewrites the files.
@@ -81,4 +81,15 @@ TEST_CASE("golden: column sum f32 [1024 512] over axis 0", "[templates][golden]"
   const NodeId x = add_input(g, DType::f32, {1024, 512});
   g.add_output(add_reduce(g, Op::sum, x, {0}, false));
   check_golden("column_sum_f32", test::compile_graph(g, RegionKind::reduction));
+}
+
+TEST_CASE("golden: column softmax statistics bf16 [1024 512] over axis 0", "[templates][golden]") {
+  // max(x) and sum(exp(x - max)) down the columns, accumulated online in one pass: the first of
+  // column softmax's two kernels (the partitioner recomputes exp(x - max) in the second).
+  Graph g;
+  const NodeId x = add_cast(g, add_input(g, DType::bf16, {1024, 512}), DType::f32);
+  const NodeId m = add_reduce(g, Op::max, x, {0}, true);
+  const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+  g.set_outputs({m, add_reduce(g, Op::sum, e, {0}, true)});
+  check_golden("column_softmax_stats_bf16", test::compile_graph(g, RegionKind::reduction));
 }

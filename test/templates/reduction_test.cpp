@@ -1,11 +1,14 @@
 // Reduction kernels: row (trailing axes), column (leading or middle axes) and generic axis sets,
 // x sum/mean/max/min x f32/bf16/i32, with prologues, epilogues and several outputs. Every
 // kernel is compiled by NVRTC.
+#include <fmt/format.h>
+
 #include "test/templates/support.h"
 
 using namespace fusejit;
 using namespace fusejit::ir;
 using fusejit::test::compile_graph;
+using fusejit::test::has;
 using fusejit::test::kernel_text;
 using fusion::RegionKind;
 
@@ -319,5 +322,126 @@ TEST_CASE("regions a reduction kernel cannot compute are internal errors",
     g.add_output(add_reduce(g, Op::sum, add_input(g, DType::f32, {8, 8}), {1}, false));
     REQUIRE_THROWS_AS(templates::generate(g, test::whole_graph_region(g, RegionKind::pointwise)),
                       InternalError);
+  }
+}
+
+namespace {
+
+// The statistics of a softmax over `axis`: M = max(X) and sum(exp(X - M)), X the input (cast to
+// f32 for half types, as the API records softmax), both written: what the partitioner gives a
+// column softmax's first kernel (fusion/recompute.h).
+struct ColumnStats {
+  Graph g;
+  NodeId max = -1, sum = -1;
+};
+ColumnStats column_stats(DType dt, const Shape& shape, int64_t axis) {
+  ColumnStats s;
+  const NodeId in = add_input(s.g, dt, shape);
+  const NodeId x = dt == DType::f32 ? in : add_cast(s.g, in, DType::f32);
+  s.max = add_reduce(s.g, Op::max, x, {axis}, true);
+  const NodeId e = add_unary(s.g, Op::exp, add_binary(s.g, Op::sub, x, s.max));
+  s.sum = add_reduce(s.g, Op::sum, e, {axis}, true);
+  s.g.set_outputs({s.max, s.sum});
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("column softmax statistics accumulate online, in one pass, split or not",
+          "[templates][reduction][online]") {
+  struct Case {
+    const char* name;
+    DType dtype;
+    Shape shape;
+    int64_t axis;
+    bool split;
+  };
+  const std::vector<Case> cases = {
+      {"wide bf16 (colsoftmax)", DType::bf16, {8192, 8192}, 0, false},
+      {"wide f16", DType::f16, {8192, 8192}, 0, false},
+      {"wide f32", DType::f32, {8192, 16384}, 0, false},
+      {"narrow bf16", DType::bf16, {2097152, 64}, 0, true},
+      {"narrow f16", DType::f16, {524288, 64}, 0, true},
+      {"narrow f32", DType::f32, {2097152, 64}, 0, true},
+      {"three columns, prime length", DType::f32, {1000003, 3}, 0, true},
+      {"odd sizes f16", DType::f16, {1001, 333}, 0, true},
+      {"odd sizes f32, wide", DType::f32, {999, 40001}, 0, false},
+      {"odd sizes bf16, long", DType::bf16, {300007, 17}, 0, true},
+      {"middle axis bf16", DType::bf16, {64, 4096, 48}, 1, true},
+      {"middle axis f32", DType::f32, {64, 4096, 48}, 1, false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const ColumnStats s = column_stats(c.dtype, c.shape, c.axis);
+    const templates::Kernel k = compile_graph(s.g, RegionKind::reduction);
+    const std::string text = kernel_text(k);
+    CHECK(has(text, "column-style"));
+    CHECK(has(text, fmt::format("online softmax pair: max %{} and sum %{}", s.max, s.sum)));
+    // One accumulator pair per column and lane, fed X itself: exp(X - M) is never evaluated.
+    CHECK(has(text, fmt::format("fj_max_sum a{}[", s.max)));
+    CHECK(has(text, "fj_op_max_sum<false>()"));  // f32 statistics: precise exponentials
+    CHECK_FALSE(has(text, "fj_exp("));
+    CHECK_FALSE(has(text, "fj_fast_exp("));
+    CHECK(has(text, fmt::format("fj_max_sum_total(a{}[j])", s.max)));
+    CHECK(has(text, fmt::format("a{}[j].m", s.max)));
+    CHECK(k.serial_launches == c.split);
+    CHECK(has(text, "columns split in") == c.split);
+    if (c.split) {
+      CHECK(has(text, fmt::format("__device__ fj_max_sum fj_partial{}[", s.max)));
+      CHECK(has(text, fmt::format("fj_volatile_load(&fj_partial{}[", s.max)));
+      CHECK_FALSE(has(text, fmt::format("fj_partial{}", s.sum)));  // the sum rides with its max
+    }
+  }
+}
+
+TEST_CASE("column online pairs share a kernel with other reductions and an epilogue",
+          "[templates][reduction][online]") {
+  SECTION("logsumexp over columns, with the column sum of x") {
+    for (const Shape& shape : {Shape{4096, 1024}, Shape{2097152, 64}}) {
+      Graph g;
+      const NodeId x = add_input(g, DType::bf16, shape);
+      const NodeId xf = add_cast(g, x, DType::f32);
+      const NodeId m = add_reduce(g, Op::max, xf, {0}, false);
+      const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, xf, m));
+      const NodeId s = add_reduce(g, Op::sum, e, {0}, false);
+      const NodeId lse = add_binary(g, Op::add, add_unary(g, Op::log, s), m);
+      g.set_outputs({add_cast(g, lse, DType::bf16), add_reduce(g, Op::sum, xf, {0}, false)});
+      INFO(shape[0] << " x " << shape[1]);
+      const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
+      CHECK(has(text, "column-style"));
+      CHECK(has(text, "online softmax pair"));
+      CHECK(has(text, "fj_op_sum()"));
+      CHECK(has(text, "fj_log"));
+    }
+  }
+  SECTION("with per-node rounding the pair is two passes of a row-style kernel") {
+    const ColumnStats s = column_stats(DType::bf16, {4096, 1024}, 0);
+    const std::string text = kernel_text(
+        compile_graph(s.g, RegionKind::reduction, {.rounding = Rounding::node}));
+    CHECK(has(text, "row-style"));
+    CHECK(has(text, "2 pass(es)"));
+    CHECK_FALSE(has(text, "fj_max_sum"));
+  }
+  SECTION("over axes {0, 2}: row-style; over four long columns: split column-style") {
+    for (const Shape& shape : {Shape{16, 32, 24}, Shape{1 << 20, 4}}) {
+      Graph g;
+      const NodeId x = add_input(g, DType::f32, shape);
+      const std::vector<int64_t> axes =
+          shape.size() == 3 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{0};
+      const NodeId m = add_reduce(g, Op::max, x, axes, true);
+      const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+      g.set_outputs({m, add_reduce(g, Op::sum, e, axes, true)});
+      INFO((shape.size() == 3 ? "axes {0, 2}" : "four long columns"));
+      const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
+      CHECK(has(text, shape.size() == 3 ? "row-style" : "column-style"));
+    }
+  }
+  SECTION("bf16 statistics allow the approximate exponential") {
+    Graph g;
+    const NodeId x = add_input(g, DType::bf16, {8192, 8192});
+    const NodeId m = add_reduce(g, Op::max, x, {0}, true);
+    const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+    g.set_outputs({m, add_reduce(g, Op::sum, e, {0}, true)});
+    CHECK(has(kernel_text(compile_graph(g, RegionKind::reduction)), "fj_op_max_sum<true>()"));
   }
 }

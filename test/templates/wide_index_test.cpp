@@ -60,6 +60,17 @@ TEST_CASE("kernels over more than 2^31 elements use 64-bit indices", "[templates
     CHECK(has(kernel_text(k), "row cached in registers"));
     CHECK(has(kernel_text(k), "64-bit index arithmetic"));
   }
+  SECTION("column softmax statistics, online, split over blocks") {
+    Graph g;
+    const NodeId x = add_cast(g, add_input(g, DType::bf16, {40000000, 64}), DType::f32);
+    const NodeId m = add_reduce(g, Op::max, x, {0}, true);
+    const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+    g.set_outputs({m, add_reduce(g, Op::sum, e, {0}, true)});
+    const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
+    CHECK(has(text, "online softmax pair"));
+    CHECK(has(text, "columns split in"));
+    CHECK(has(text, "64-bit index arithmetic"));
+  }
   SECTION("a narrow column reduction split over blocks") {
     Graph g;
     g.add_output(add_reduce(g, Op::sum, add_input(g, DType::bf16, {40000000, 64}), {0}, false));
