@@ -1,7 +1,10 @@
-// Thread-block clusters (rowwise.cpp, device/fj_cluster.cuh): on sm_90 a multi-pass row that one
-// block of two-per-SM size cannot hold in registers is split over a cluster of 2 to 8 blocks
-// that exchange their partial statistics through distributed shared memory. Every kernel is
-// compiled by NVRTC for sm_90; the same regions for sm_80 keep the schedules they had.
+// Thread-block clusters (rowwise.cpp, row_schedule.cpp, device/fj_cluster.cuh): on sm_90 a
+// normalization row that one block cannot hold in registers, and larger than the SM's share of
+// L2, is split over a cluster of 2 to 8 blocks that exchange their partial statistics through
+// distributed shared memory. The cluster code is exercised for every dtype and width on a
+// Target whose L2 share is 0 (so that only the register cache decides); the default sm_90
+// Target's choices are checked separately. Every kernel is compiled by NVRTC for sm_90; the same
+// regions for sm_80 keep the schedules they had.
 #include <fmt/format.h>
 
 #include "test/templates/norms.h"
@@ -66,13 +69,9 @@ struct Expected {
 
 const std::vector<Expected>& expected_schedules() {
   static const std::vector<Expected> e = {
-      // 16-byte vectors, 64 bytes per thread: 32 bf16 values, 16 f32 ones.
-      {32000, DType::bf16, 2, 512, 16000},
-      {32000, DType::f16, 2, 512, 16000},
-      {32000, DType::f32, 4, 512, 8000},
+      // 16-byte vectors, 32 values per thread (16 f32 ones would take 16 blocks).
       {128256, DType::bf16, 8, 512, 16032},
       {128256, DType::f16, 8, 512, 16032},
-      // 16 f32 values per thread would take 16 blocks: 32 each instead.
       {128256, DType::f32, 8, 512, 16032},
       // Odd widths: scalar accesses, 16 values per thread; the last piece is shorter.
       {50257, DType::bf16, 8, 512, 6283},
@@ -84,16 +83,24 @@ const std::vector<Expected>& expected_schedules() {
   return e;
 }
 
+// sm_90 with no L2 to re-read a row from: every row one block cannot hold takes a cluster.
+templates::CodegenOptions no_l2() {
+  templates::CodegenOptions o;
+  o.target = templates::target_for_arch("sm_90");
+  o.target.l2_bytes_per_sm = 0;
+  return o;
+}
+
 }  // namespace
 
-TEST_CASE("vocabulary-wide normalizations split rows over thread-block clusters on sm_90",
+TEST_CASE("normalizations split rows one block cannot hold over thread-block clusters",
           "[templates][cluster]") {
   const int64_t rows = 37;  // a multiple of nothing the schedule uses
   for (const Expected& e : expected_schedules()) {
-    for (Norm n : {Norm::softmax, Norm::layer_norm, Norm::rms_norm, Norm::logsumexp}) {
+    for (Norm n : {Norm::softmax, Norm::layer_norm, Norm::rms_norm}) {
       INFO(fmt::format("{} {} [{}, {}]", norm_name(n), dtype_name(e.dtype), rows, e.width));
       const Graph g = norm_graph(n, e.dtype, rows, e.width);
-      const templates::Kernel k = test::compile_graph(g, RegionKind::normalization);
+      const templates::Kernel k = test::compile_graph(g, RegionKind::normalization, no_l2());
       const std::string text = test::kernel_text(k);
       CHECK(k.cluster == e.cluster);
       CHECK(k.block == e.block);
@@ -174,15 +181,22 @@ TEST_CASE("which rows get no cluster", "[templates][cluster]") {
   }
 }
 
-TEST_CASE("f32 rows of 16384, one block of 1024 threads before, take a cluster of two",
+TEST_CASE("on the H200's sm_90, clusters only for rows re-read from DRAM otherwise",
           "[templates][cluster]") {
-  Graph g;
-  g.add_output(test::softmax(g, add_input(g, DType::f32, {64, 16384})));
-  const templates::Kernel k = test::compile_graph(g, RegionKind::normalization);
-  CHECK(k.cluster == 2);
-  CHECK(k.block == 512);
-  CHECK(test::has(test::kernel_text(k), "2 x 512 thread(s) per row (a cluster of 2 blocks, 8192 elements "
-                            "each), 4 vector(s) of 4 per thread"));
+  // 388 KiB of L2 per SM: f32 rows of 128256 (513 KB) take clusters, bf16 ones (256 KB) are
+  // re-read from L2 by the online schedule; rows one block holds, and logsumexp, which reads
+  // its rows once anyway, never take one.
+  for (Norm n : {Norm::softmax, Norm::layer_norm, Norm::rms_norm, Norm::logsumexp}) {
+    for (DType d : {DType::f32, DType::bf16}) {
+      for (int64_t width : {int64_t{16384}, int64_t{32000}, int64_t{128256}}) {
+        INFO(fmt::format("{} {} width {}", norm_name(n), dtype_name(d), width));
+        const templates::Kernel k =
+            test::compile_graph(norm_graph(n, d, 37, width), RegionKind::normalization);
+        const bool expected = n != Norm::logsumexp && d == DType::f32 && width == 128256;
+        CHECK(k.cluster == (expected ? 8 : 1));
+      }
+    }
+  }
 }
 
 TEST_CASE("a cluster kernel's per-row outputs come from one block", "[templates][cluster]") {
