@@ -543,6 +543,16 @@ KernelBody ColumnBuilder::build() {
   return kb;
 }
 
+// Columns per thread and access: 16 bytes of the narrowest buffer, as everywhere, except for
+// online softmax pairs, whose every element costs a precise exp and a rescale: 4 columns at most,
+// so that a 2-byte input spreads its exps over twice the threads (measured on the H200: bf16
+// column softmax statistics over [8192, 8192], 0.193 ms with 8 columns per thread, 0.081 ms
+// with 4; f32 unchanged at 0.093 ms).
+int column_vector(const RegionInfo& info, const ReduceSpace& space, const CodegenOptions& options) {
+  const int v = vector_width(info, options.vectorize, {space.suffix});
+  return space.online.empty() ? v : std::min(v, 4);
+}
+
 }  // namespace
 
 bool column_worthwhile(const RegionInfo& info, const ReduceSpace& space,
@@ -552,15 +562,14 @@ bool column_worthwhile(const RegionInfo& info, const ReduceSpace& space,
   // stream most of the tensor: a row-style kernel (strided, but split over blocks) does better.
   constexpr int64_t kFewTiles = 16;
   constexpr int64_t kLongColumn = 65536;
-  const int v = vector_width(info, options.vectorize, {space.suffix});
-  const ColumnConfig cfg = column_config(info, space, v);
+  const ColumnConfig cfg = column_config(info, space, column_vector(info, space, options));
   return cfg.split > 1 || cfg.tiles >= kFewTiles || space.length < kLongColumn;
 }
 
 KernelBody build_column(const RegionInfo& info, const ReduceSpace& space,
                         const CodegenOptions& options) {
-  const int v = vector_width(info, options.vectorize, {space.suffix});
-  return ColumnBuilder(info, space, column_config(info, space, v)).build();
+  return ColumnBuilder(info, space, column_config(info, space, column_vector(info, space, options)))
+      .build();
 }
 
 }  // namespace fusejit::templates
