@@ -58,7 +58,7 @@ std::string check_entry(const fs::path& path) {
 
 void require_writable(const DiskStore& store, std::string_view what) {
   if (store.writable()) return;
-  throw Error(
+  throw UsageError(
       fmt::format("cache {}: the cache directory '{}' is {}; nothing can be removed "
                   "(FUSEJIT_CACHE_DIR or --cache-dir names another)",
                   what, store.config().dir, access_name(store.access())));
@@ -145,7 +145,7 @@ int64_t DiskStore::clear() {
     std::error_code ec;
     fs::remove(path, ec);
     if (ec)
-      throw Error(fmt::format("cache clear: cannot remove {}: {}", path.string(), ec.message()));
+      throw UsageError(fmt::format("cache clear: cannot remove {}: {}", path.string(), ec.message()));
   }
   // Shard directories that are now empty go too (fs::remove leaves a non-empty one alone).
   std::error_code ec;

@@ -18,7 +18,7 @@ namespace {
 void check_dims(const Shape& shape, std::string_view op) {
   for (int64_t d : shape) {
     if (d < 1) {
-      throw Error(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
+      throw UsageError(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
                               "least 1 (empty tensors are not supported)",
                               op, shape_str(shape), d));
     }
@@ -27,7 +27,7 @@ void check_dims(const Shape& shape, std::string_view op) {
 
 void reject_bool(std::string_view op, DType d) {
   if (d == DType::boolean) {
-    throw Error(fmt::format("{}: bool operands are not supported; cast to an integer or float "
+    throw UsageError(fmt::format("{}: bool operands are not supported; cast to an integer or float "
                             "type first",
                             op));
   }
@@ -68,7 +68,7 @@ void infer_elementwise(const Graph& g, const NodeSpec& spec, Node& n) {
       const Node& x = g.node(spec.inputs[1]);
       const Node& y = g.node(spec.inputs[2]);
       if (a.dtype != DType::boolean) {
-        throw Error(fmt::format("where: the condition must be bool, got {}; make it with a "
+        throw UsageError(fmt::format("where: the condition must be bool, got {}; make it with a "
                                 "comparison such as gt(x, 0)",
                                 type_str(a)));
       }
@@ -90,14 +90,14 @@ void infer_reduce(const Graph& g, const NodeSpec& spec, Node& n) {
   const Node& x = g.node(spec.inputs[0]);
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   if (spec.axes.empty()) {
-    throw Error(fmt::format("{}: no axes given for an operand of type {}; name the axes to reduce "
+    throw UsageError(fmt::format("{}: no axes given for an operand of type {}; name the axes to reduce "
                             "(all of them for a full reduction)",
                             name, type_str(x)));
   }
   for (int64_t axis : spec.axes) n.axes.push_back(normalize_axis(axis, rank, name));
   std::sort(n.axes.begin(), n.axes.end());
   if (std::adjacent_find(n.axes.begin(), n.axes.end()) != n.axes.end()) {
-    throw Error(fmt::format("{}: axes [{}] name an axis twice", name, fmt::join(spec.axes, ",")));
+    throw UsageError(fmt::format("{}: axes [{}] name an axis twice", name, fmt::join(spec.axes, ",")));
   }
   n.keepdim = spec.keepdim;
   for (int64_t i = 0; i < rank; ++i) {
@@ -106,7 +106,7 @@ void infer_reduce(const Graph& g, const NodeSpec& spec, Node& n) {
     else if (spec.keepdim) n.shape.push_back(1);
   }
   if (op_has(spec.op, kFloatOnly) && !is_floating(x.dtype)) {
-    throw Error(fmt::format("{}: the operand is {}, but {} needs a floating-point operand; cast it "
+    throw UsageError(fmt::format("{}: the operand is {}, but {} needs a floating-point operand; cast it "
                             "to f32 first",
                             name, type_str(x), name));
   }
@@ -124,7 +124,7 @@ void infer_view(const Graph& g, const NodeSpec& spec, Node& n) {
     case Op::reshape:
       check_dims(spec.shape, "reshape");
       if (numel(spec.shape) != numel(x.shape)) {
-        throw Error(fmt::format("reshape: cannot reshape {} ({} elements) to {} ({} elements); the "
+        throw UsageError(fmt::format("reshape: cannot reshape {} ({} elements) to {} ({} elements); the "
                                 "element counts must match",
                                 type_str(x), numel(x.shape), shape_str(spec.shape),
                                 numel(spec.shape)));
@@ -140,7 +140,7 @@ void infer_view(const Graph& g, const NodeSpec& spec, Node& n) {
       bool ok = perm.size() == rank;
       for (size_t i = 0; ok && i < rank; ++i) ok = sorted[i] == static_cast<int64_t>(i);
       if (!ok) {
-        throw Error(fmt::format("permute: [{}] is not a permutation of the {} axes of {}",
+        throw UsageError(fmt::format("permute: [{}] is not a permutation of the {} axes of {}",
                                 fmt::join(spec.axes, ","), rank, type_str(x)));
       }
       n.axes = perm;
@@ -150,7 +150,7 @@ void infer_view(const Graph& g, const NodeSpec& spec, Node& n) {
     case Op::expand:
       check_dims(spec.shape, "expand");
       if (!broadcasts_to(x.shape, spec.shape)) {
-        throw Error(fmt::format("expand: {} cannot be expanded to {}; each dimension, aligned from "
+        throw UsageError(fmt::format("expand: {} cannot be expanded to {}; each dimension, aligned from "
                                 "the right, must be 1 or equal to the target",
                                 type_str(x), shape_str(spec.shape)));
       }
@@ -165,24 +165,24 @@ void infer_matmul(const Graph& g, const NodeSpec& spec, Node& n) {
   const Node& a = g.node(spec.inputs[0]);
   const Node& b = g.node(spec.inputs[1]);
   if (a.shape.size() < 2 || b.shape.size() < 2) {
-    throw Error(fmt::format("matmul: operands {} and {} must both have rank 2 or more; reshape a "
+    throw UsageError(fmt::format("matmul: operands {} and {} must both have rank 2 or more; reshape a "
                             "vector to [1,K] or [K,1]",
                             type_str(a), type_str(b)));
   }
   if (a.dtype != b.dtype) {
-    throw Error(fmt::format("matmul: operand dtypes differ ({} and {}); cast one operand so both "
+    throw UsageError(fmt::format("matmul: operand dtypes differ ({} and {}); cast one operand so both "
                             "are f32, f16 or bf16",
                             type_str(a), type_str(b)));
   }
   if (!is_floating(a.dtype)) {
-    throw Error(fmt::format("matmul: {} operands are not supported ({} and {}); use f32, f16 or "
+    throw UsageError(fmt::format("matmul: {} operands are not supported ({} and {}); use f32, f16 or "
                             "bf16",
                             dtype_name(a.dtype), type_str(a), type_str(b)));
   }
   const int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back();
   const int64_t kb = b.shape[b.shape.size() - 2], nn = b.shape.back();
   if (k != kb) {
-    throw Error(fmt::format("matmul: inner dimensions differ: {} @ {} (K = {} vs {}); the last "
+    throw UsageError(fmt::format("matmul: inner dimensions differ: {} @ {} (K = {} vs {}); the last "
                             "dimension of the left operand must equal the second-to-last of the "
                             "right",
                             type_str(a), type_str(b), k, kb));
@@ -204,12 +204,12 @@ std::string type_str(const Node& node) {
 Node infer_node(const Graph& g, const NodeSpec& spec) {
   const std::string_view name = op_name(spec.op);
   if (static_cast<int>(spec.inputs.size()) != op_arity(spec.op)) {
-    throw Error(fmt::format("{}: takes {} operand(s), got {}", name, op_arity(spec.op),
+    throw UsageError(fmt::format("{}: takes {} operand(s), got {}", name, op_arity(spec.op),
                             spec.inputs.size()));
   }
   for (NodeId id : spec.inputs) {
     if (id < 0 || static_cast<size_t>(id) >= g.size()) {
-      throw Error(fmt::format("{}: operand %{} does not exist (the trace has {} nodes so far; an "
+      throw UsageError(fmt::format("{}: operand %{} does not exist (the trace has {} nodes so far; an "
                               "operand must be defined before its use)",
                               name, id, g.size()));
     }
@@ -225,7 +225,7 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
         n.shape = spec.shape;
       } else {
         if (!std::isfinite(spec.value) && !is_floating(spec.dtype)) {
-          throw Error(fmt::format("const: {} is not a valid {} value", spec.value,
+          throw UsageError(fmt::format("const: {} is not a valid {} value", spec.value,
                                   dtype_name(spec.dtype)));
         }
         n.value = spec.value;
@@ -260,7 +260,7 @@ NodeId Graph::add(const NodeSpec& spec) {
 
 void Graph::add_output(NodeId id) {
   if (id < 0 || static_cast<size_t>(id) >= nodes_.size()) {
-    throw Error(fmt::format("output: %{} does not exist (the trace has {} nodes)", id,
+    throw UsageError(fmt::format("output: %{} does not exist (the trace has {} nodes)", id,
                             nodes_.size()));
   }
   outputs_.push_back(id);

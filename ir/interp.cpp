@@ -421,7 +421,7 @@ std::string host_type_str(const HostTensor& t) {
 void check_inputs(const Graph& g, const std::vector<NodeId>& ids,
                   const std::vector<HostTensor>& inputs) {
   if (inputs.size() != ids.size()) {
-    throw Error(
+    throw UsageError(
         fmt::format("interpret: the graph has {} input(s) but {} tensor(s) were given; pass "
                     "one tensor per input node, in order",
                     ids.size(), inputs.size()));
@@ -430,14 +430,14 @@ void check_inputs(const Graph& g, const std::vector<NodeId>& ids,
     const Node& n = g.node(ids[k]);
     const HostTensor& t = inputs[k];
     if (t.dtype != n.dtype || t.shape != n.shape) {
-      throw Error(
+      throw UsageError(
           fmt::format("interpret: input {} is {} but the graph's input %{} is {}; pass a "
                       "tensor of the input's dtype and shape",
                       k, host_type_str(t), ids[k], type_str(n)));
     }
     const size_t want = static_cast<size_t>(numel(n.shape) * dtype_size(n.dtype));
     if (t.bytes.size() != want) {
-      throw Error(
+      throw UsageError(
           fmt::format("interpret: input {} ({}) holds {} bytes but needs {}; build it with "
                       "HostTensor(dtype, shape)",
                       k, host_type_str(t), t.bytes.size(), want));

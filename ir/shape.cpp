@@ -34,7 +34,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
     const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1) {
-      throw Error(fmt::format(
+      throw UsageError(fmt::format(
           "{}: shapes {} and {} do not broadcast (dimension {} of the result is {} in one and {} "
           "in the other; each pair of dimensions, aligned from the right, must be equal or 1)",
           op, shape_str(a), shape_str(b), i, da, db));
@@ -56,7 +56,7 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
 int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view op) {
   const int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank) {
-    throw Error(fmt::format("{}: axis {} is out of range for a tensor of rank {} (valid: {} to {})",
+    throw UsageError(fmt::format("{}: axis {} is out of range for a tensor of rank {} (valid: {} to {})",
                             op, axis, rank, -rank, rank - 1));
   }
   return a;

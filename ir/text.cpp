@@ -141,7 +141,7 @@ class Cursor {
 
   [[noreturn]] void fail(const std::string& what) { fail_at(pos_, what); }
   [[noreturn]] void fail_at(size_t pos, const std::string& what) const {
-    throw Error(fmt::format("{}:{}:{}: {}", source_, line_no_, pos + 1, what));
+    throw UsageError(fmt::format("{}:{}:{}: {}", source_, line_no_, pos + 1, what));
   }
   void seek(size_t pos) { pos_ = pos; }
 
@@ -213,7 +213,7 @@ class Parser {
     }
     if (line_no == 0) parse_line("", ++line_no);  // empty text: report the missing header
     if (output_line_ == 0) {
-      throw Error(
+      throw UsageError(
           fmt::format("{}:{}:1: missing output line; a trace ends with 'output %id, ...' "
                       "naming its results",
                       source_, line_no + 1));
@@ -426,11 +426,11 @@ Graph parse(std::string_view text, std::string_view source) { return Parser(sour
 Graph parse_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw Error(fmt::format("cannot read trace file '{}': {}", path, std::strerror(errno)));
+    throw UsageError(fmt::format("cannot read trace file '{}': {}", path, std::strerror(errno)));
   }
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) throw Error(fmt::format("cannot read trace file '{}': read failed", path));
+  if (in.bad()) throw UsageError(fmt::format("cannot read trace file '{}': read failed", path));
   return parse(text.str(), path);
 }
 

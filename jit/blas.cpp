@@ -18,7 +18,7 @@ cudaDataType_t cuda_type(DType d) {
     case DType::f16: return CUDA_R_16F;
     case DType::bf16: return CUDA_R_16BF;
     default:
-      throw Error(fmt::format("matmul: {} is not supported by cuBLASLt here; use f32, f16 or bf16",
+      throw UsageError(fmt::format("matmul: {} is not supported by cuBLASLt here; use f32, f16 or bf16",
                               dtype_name(d)));
   }
 }
@@ -126,7 +126,7 @@ const Blas::Plan& Blas::plan_for(const GemmProblem& p) {
   cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
     plans_.erase(it);
-    throw Error(fmt::format("matmul: cuBLASLt has no algorithm for {} [{}x{}] @ [{}x{}] (batch {}, "
+    throw UsageError(fmt::format("matmul: cuBLASLt has no algorithm for {} [{}x{}] @ [{}x{}] (batch {}, "
                             "epilogue {}): {}",
                             dtype_name(p.dtype), p.m, p.k, p.k, p.n, p.batch,
                             static_cast<int>(epilogue_of(p)), cublasLtGetStatusString(status)));

@@ -1,5 +1,6 @@
 // jit/context: the Context, recording and eval; see context_impl.h.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -32,7 +33,7 @@ const ir::HostTensor& ContextImpl::host_of(Storage& s) {
 
 ir::NodeId ContextImpl::node_of(TensorImpl& t) {
   if (t.ctx != this) {
-    throw Error("fusejit: an op mixes tensors of two different Contexts; create all operands of "
+    throw UsageError("fusejit: an op mixes tensors of two different Contexts; create all operands of "
                 "an op in the same Context");
   }
   if (!t.storage) {
@@ -79,7 +80,7 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra) {
   const std::vector<ir::NodeId> input_ids = g.inputs();
   for (size_t k = 0; k < bound.size(); ++k) {
     if (!bound[k]) {
-      throw Error(fmt::format("eval: the trace reads placeholder %{} ({}), which holds no data; "
+      throw UsageError(fmt::format("eval: the trace reads placeholder %{} ({}), which holds no data; "
                               "placeholders are for building traces (Context::trace_text), create "
                               "the tensor with from_vector or from_host to evaluate it",
                               input_ids[k], ir::type_str(g.node(input_ids[k]))));
@@ -136,11 +137,21 @@ Context::Context() : Context(Options::from_env()) {}
 Context::Context(Options options)
     : impl_(std::make_unique<detail::ContextImpl>(std::move(options))) {
   impl_->owner = this;
+  for (const std::string& w : impl_->options.warnings) impl_->log->warn("{}", w);
   std::string why;
   if (auto info = jit::probe_device(&why)) {
     impl_->runtime = std::make_unique<jit::Runtime>(*info, impl_->options, *impl_->log, impl_->stats);
   } else {
-    impl_->log->info("no GPU ({}): eval runs the CPU reference", why);
+    // Once per process, at warn level: CPU results from a machine meant to have a GPU (a broken
+    // driver) must not pass unnoticed, and a CPU-only program should not hear it per Context.
+    static std::atomic<bool> announced{false};
+    if (!announced.exchange(true)) {
+      impl_->log->warn("no GPU ({}): eval runs the CPU reference interpreter (slow; results as "
+                       "the GPU would give them within DESIGN.md's bounds)",
+                       why);
+    } else {
+      impl_->log->info("no GPU ({}): eval runs the CPU reference", why);
+    }
   }
 }
 Context::~Context() = default;
@@ -167,13 +178,13 @@ Tensor materialized(detail::ContextImpl& ctx, ir::HostTensor host) {
 void check_count(size_t count, const Shape& shape, std::string_view what) {
   for (int64_t d : shape) {
     if (d < 1) {
-      throw Error(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
+      throw UsageError(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
                               "least 1",
                               what, ir::shape_str(shape), d));
     }
   }
   if (static_cast<int64_t>(count) != ir::numel(shape)) {
-    throw Error(fmt::format("{}: {} values given for shape {}, which holds {}", what, count,
+    throw UsageError(fmt::format("{}: {} values given for shape {}, which holds {}", what, count,
                             ir::shape_str(shape), ir::numel(shape)));
   }
 }
@@ -194,7 +205,7 @@ Tensor Context::from_vector(const std::vector<float>& values, Shape shape, DType
 Tensor Context::from_host(const void* data, size_t bytes, Shape shape, DType dtype) {
   const size_t elem = static_cast<size_t>(dtype_size(dtype));
   if (bytes % elem != 0) {
-    throw Error(fmt::format("from_host: {} bytes is not a whole number of {} elements ({} bytes "
+    throw UsageError(fmt::format("from_host: {} bytes is not a whole number of {} elements ({} bytes "
                             "each)",
                             bytes, dtype_name(dtype), elem));
   }
@@ -214,7 +225,7 @@ std::string Context::trace_text(const std::vector<Tensor>& outputs) {
   std::vector<ir::NodeId> ids;
   for (const Tensor& t : outputs) {
     if (!t.defined() || t.impl()->ctx != impl_.get()) {
-      throw Error("trace_text: every output must be a tensor of this Context");
+      throw UsageError("trace_text: every output must be a tensor of this Context");
     }
     ids.push_back(impl_->node_of(*t.impl()));
   }

@@ -79,11 +79,12 @@ DeviceBuffer::DeviceBuffer(Device& device, size_t bytes) : device_(device), byte
     cudaGetLastError();
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
-    throw Error(fmt::format("out of GPU memory: allocating {:.1f} MiB failed ({}); {:.1f} of {:.1f} "
-                            "MiB are free on {}. Drop tensors you no longer need or use smaller "
-                            "shapes",
-                            bytes / 1048576.0, cudaGetErrorString(status), free_bytes / 1048576.0,
-                            total_bytes / 1048576.0, device.info().name));
+    throw OutOfMemoryError(
+        fmt::format("out of GPU memory: allocating {:.1f} MiB failed ({}); {:.1f} of {:.1f} MiB "
+                    "are free on {}. Drop tensors you no longer need or use smaller shapes",
+                    bytes / 1048576.0, cudaGetErrorString(status), free_bytes / 1048576.0,
+                    total_bytes / 1048576.0, device.info().name),
+        static_cast<int64_t>(bytes));
   }
 }
 

@@ -20,9 +20,11 @@ void lookup(Fn*& fn, const char* symbol) {
   const cudaError_t status =
       cudaGetDriverEntryPointByVersion(symbol, &p, kDriverApiVersion, cudaEnableDefault, &found);
   if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || !p) {
-    throw Error(fmt::format("the CUDA driver does not provide {} (cudaGetDriverEntryPointByVersion: "
-                            "{}); update the NVIDIA driver to one for CUDA 12 or newer",
-                            symbol, cudaGetErrorString(status)));
+    throw CudaError(fmt::format("the CUDA driver does not provide {} "
+                                "(cudaGetDriverEntryPointByVersion: {}); update the NVIDIA "
+                                "driver to one for CUDA 12 or newer",
+                                symbol, cudaGetErrorString(status)),
+                    "cudaGetDriverEntryPointByVersion", static_cast<int>(status));
   }
   fn = reinterpret_cast<Fn*>(p);
 }
@@ -51,20 +53,27 @@ void throw_cuda_error(std::string_view call, cudaError_t status) {
   } else if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver) {
     hint = "; no usable GPU: check nvidia-smi, or set FUSEJIT_ARCH to plan and compile only";
   }
-  throw Error(fmt::format("{} failed: {} ({}){}", call, cudaGetErrorString(status),
-                          cudaGetErrorName(status), hint));
+  const std::string message = fmt::format("{} failed: {} ({}){}", call, cudaGetErrorString(status),
+                                          cudaGetErrorName(status), hint);
+  if (status == cudaErrorMemoryAllocation) throw OutOfMemoryError(message, -1);
+  throw CudaError(message, std::string(call), static_cast<int>(status));
 }
 
 void throw_driver_error(const Driver& driver, std::string_view call, CUresult status) {
   const char* text = nullptr;
   if (driver.get_error_string) driver.get_error_string(status, &text);
-  throw Error(fmt::format("{} failed: {} (CUresult {})", call, text ? text : "unknown error",
-                          static_cast<int>(status)));
+  const std::string message = fmt::format("{} failed: {} (CUresult {})", call,
+                                          text ? text : "unknown error", static_cast<int>(status));
+  if (status == CUDA_ERROR_OUT_OF_MEMORY) throw OutOfMemoryError(message, -1);
+  throw CudaError(message, std::string(call), static_cast<int>(status));
 }
 
 void throw_cublas_error(std::string_view call, cublasStatus_t status) {
-  throw Error(fmt::format("{} failed: {} ({})", call, cublasLtGetStatusString(status),
-                          cublasLtGetStatusName(status)));
+  const std::string message = fmt::format("{} failed: {} ({})", call,
+                                          cublasLtGetStatusString(status),
+                                          cublasLtGetStatusName(status));
+  if (status == CUBLAS_STATUS_ALLOC_FAILED) throw OutOfMemoryError(message, -1);
+  throw CudaError(message, std::string(call), static_cast<int>(status));
 }
 
 }  // namespace fusejit::jit

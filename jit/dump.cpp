@@ -27,13 +27,13 @@ void write_file(const fs::path& path, const std::string& text) {
     std::ofstream out(tmp, std::ios::binary);
     out << text;
     if (!out) {
-      throw Error(fmt::format("cannot write {}: check that the directory is writable (set "
+      throw UsageError(fmt::format("cannot write {}: check that the directory is writable (set "
                               "FUSEJIT_DUMP_DIR or FUSEJIT_RECORD_DIR elsewhere)",
                               tmp.string()));
     }
   }
   fs::rename(tmp, path, ec);
-  if (ec) throw Error(fmt::format("cannot write {}: {}", path.string(), ec.message()));
+  if (ec) throw UsageError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ std::pair<bool, int> parse_arch(std::string_view arch) {
     const int n = number(strip(arch.substr(8)));
     if (n > 0) return {false, n};
   }
-  throw Error(
+  throw UsageError(
       fmt::format("unknown GPU arch '{}'; name it as sm_XX (for example sm_90) or "
                   "compute_XX for PTX only",
                   arch));
@@ -89,8 +89,9 @@ std::string dump_failed_source(const templates::Kernel& k) {
 
 void check_nvrtc(nvrtcResult result, std::string_view call) {
   if (result == NVRTC_SUCCESS) return;
-  throw Error(fmt::format("NVRTC call {} failed: {} ({})", call, nvrtcGetErrorString(result),
-                          static_cast<int>(result)));
+  throw CompileError(fmt::format("NVRTC call {} failed: {} ({})", call,
+                                 nvrtcGetErrorString(result), static_cast<int>(result)),
+                     "", "");
 }
 
 std::vector<std::string> compile_flags(std::string_view arch, const CompileOptions& options) {
@@ -124,16 +125,18 @@ CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
   out.log = program_log(prog.get());
   if (result == NVRTC_ERROR_COMPILATION) {
     const std::string path = dump_failed_source(k);
-    throw Error(fmt::format("NVRTC could not compile kernel {} for {}; the source is in {}\n{}",
-                            k.name, arch, path, out.log));
+    throw CompileError(fmt::format("NVRTC could not compile kernel {} for {}; the source is in {}\n{}",
+                                   k.name, arch, path, out.log),
+                       path.starts_with("(") ? std::string() : path, out.log);
   }
   if (result != NVRTC_SUCCESS) {  // a bad option, out of memory, ...: named, with its string
     std::string joined;
     for (const std::string& f : flags) joined += (joined.empty() ? "" : " ") + f;
-    throw Error(fmt::format(
-        "NVRTC call nvrtcCompileProgram failed for kernel {}: {} ({}); options: "
-        "{}\n{}",
-        k.name, nvrtcGetErrorString(result), static_cast<int>(result), joined, out.log));
+    throw CompileError(fmt::format("NVRTC call nvrtcCompileProgram failed for kernel {}: {} ({}); "
+                                   "options: {}\n{}",
+                                   k.name, nvrtcGetErrorString(result), static_cast<int>(result),
+                                   joined, out.log),
+                       "", out.log);
   }
 
   size_t size = 0;

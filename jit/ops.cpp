@@ -21,7 +21,7 @@ Tensor downcast(const Tensor& y, DType original) { return is_half(original) ? ca
 
 std::vector<int64_t> trailing_axes(const Tensor& x, int64_t count, std::string_view op) {
   if (count < 1 || count > x.rank()) {
-    throw Error(fmt::format("{}: cannot normalize over the last {} axes of {}{} (rank {})", op,
+    throw UsageError(fmt::format("{}: cannot normalize over the last {} axes of {}{} (rank {})", op,
                             count, dtype_name(x.dtype()), ir::shape_str(x.shape()), x.rank()));
   }
   std::vector<int64_t> axes;
@@ -34,7 +34,7 @@ void check_param(const Tensor& x, const Tensor& p, int64_t count, std::string_vi
   if (!p.defined()) return;
   const Shape expected(x.shape().end() - count, x.shape().end());
   if (p.shape() != expected) {
-    throw Error(fmt::format("{}: {} has shape {} but must have shape {} (the normalized dimensions "
+    throw UsageError(fmt::format("{}: {} has shape {} but must have shape {} (the normalized dimensions "
                             "of the input {}{})",
                             op, what, ir::shape_str(p.shape()), ir::shape_str(expected),
                             dtype_name(x.dtype()), ir::shape_str(x.shape())));
@@ -84,7 +84,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps, int64_t norma
 // sum((x - mean)^2) / (N - correction) over `axes` (all when empty).
 Tensor var(const Tensor& x, std::vector<int64_t> axes, double correction, bool keepdim) {
   if (!is_floating(x.dtype())) {
-    throw Error(fmt::format("var: the operand is {}{}, but var needs a floating-point operand; "
+    throw UsageError(fmt::format("var: the operand is {}{}, but var needs a floating-point operand; "
                             "cast it to f32 first",
                             dtype_name(x.dtype()), ir::shape_str(x.shape())));
   }
@@ -101,11 +101,11 @@ Tensor var(const Tensor& x, std::vector<int64_t> axes, double correction, bool k
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (weight.rank() != 2) {
-    throw Error(fmt::format("linear: weight {}{} must be 2-D [out_features, in_features]",
+    throw UsageError(fmt::format("linear: weight {}{} must be 2-D [out_features, in_features]",
                             dtype_name(weight.dtype()), ir::shape_str(weight.shape())));
   }
   if (x.rank() < 1 || weight.shape()[1] != x.shape().back()) {
-    throw Error(fmt::format("linear: weight {}{} has {} in_features but the input {}{} has {} (its "
+    throw UsageError(fmt::format("linear: weight {}{} has {} in_features but the input {}{} has {} (its "
                             "last dimension); weight is [out_features, in_features]",
                             dtype_name(weight.dtype()), ir::shape_str(weight.shape()),
                             weight.shape()[1], dtype_name(x.dtype()), ir::shape_str(x.shape()),
@@ -114,7 +114,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor y = matmul(x, transpose(weight, 0, 1));
   if (bias.defined()) {
     if (bias.shape() != Shape{weight.shape()[0]}) {
-      throw Error(fmt::format("linear: bias {}{} must have shape [{}] (out_features)",
+      throw UsageError(fmt::format("linear: bias {}{} must have shape [{}] (out_features)",
                               dtype_name(bias.dtype()), ir::shape_str(bias.shape()),
                               weight.shape()[0]));
     }

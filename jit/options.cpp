@@ -16,7 +16,7 @@ namespace fusejit {
 namespace {
 
 [[noreturn]] void bad_value(std::string_view var, std::string_view value, std::string_view valid) {
-  throw Error(fmt::format("{}={}: invalid value '{}'; valid values: {}", var, value, value, valid));
+  throw UsageError(fmt::format("{}={}: invalid value '{}'; valid values: {}", var, value, value, valid));
 }
 
 // Splits "a,b , c" into trimmed, non-empty items.
@@ -143,8 +143,10 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
     else if (name == "FUSEJIT_UPDATE_GOLDEN") continue;  // read by the golden-kernel tests
     else if (name.starts_with("FUSEJIT_")) {
-      throw Error(fmt::format("{} is not a fusejit variable (a typo?); known variables: {}", name,
-                              kKnownVars));
+      o.warnings.push_back(fmt::format(
+          "{} is not a fusejit variable (a typo, or one of a newer version?); ignored; known "
+          "variables: {}",
+          name, kKnownVars));
     }
   }
   return o;

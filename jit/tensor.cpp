@@ -19,7 +19,7 @@ namespace {
 
 TensorImpl& impl_of(const Tensor& t, std::string_view op) {
   if (!t.defined()) {
-    throw Error(fmt::format("{}: an operand is an empty Tensor handle (default-constructed); "
+    throw UsageError(fmt::format("{}: an operand is an empty Tensor handle (default-constructed); "
                             "create tensors through a Context",
                             op));
   }
@@ -98,7 +98,7 @@ void Tensor::copy_to_host(void* dst, size_t bytes) const {
   auto& t = impl_of(*this, "copy_to_host");
   const size_t want = static_cast<size_t>(numel()) * static_cast<size_t>(dtype_size(dtype()));
   if (bytes != want) {
-    throw Error(fmt::format("copy_to_host: the destination holds {} bytes but the tensor {}{} "
+    throw UsageError(fmt::format("copy_to_host: the destination holds {} bytes but the tensor {}{} "
                             "needs {}",
                             bytes, dtype_name(dtype()), ir::shape_str(shape()), want));
   }
@@ -111,7 +111,7 @@ void eval(const std::vector<Tensor>& tensors) {
   std::vector<std::shared_ptr<TensorImpl>> impls;
   for (const Tensor& t : tensors) {
     if (impl_of(t, "eval").ctx != tensors.front().impl()->ctx) {
-      throw Error("eval: the tensors belong to different Contexts; evaluate each Context's "
+      throw UsageError("eval: the tensors belong to different Contexts; evaluate each Context's "
                   "tensors separately");
     }
     impls.push_back(t.impl());
@@ -196,7 +196,7 @@ Tensor reshape(const Tensor& x, Shape shape) {
   int64_t known = 1, infer_at = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (infer_at >= 0) throw Error("reshape: only one dimension may be -1");
+      if (infer_at >= 0) throw UsageError("reshape: only one dimension may be -1");
       infer_at = static_cast<int64_t>(i);
     } else {
       known *= shape[i];
@@ -204,7 +204,7 @@ Tensor reshape(const Tensor& x, Shape shape) {
   }
   if (infer_at >= 0) {
     if (known <= 0 || x.numel() % known != 0) {
-      throw Error(fmt::format("reshape: cannot infer the -1 in {} for {}{} ({} elements)",
+      throw UsageError(fmt::format("reshape: cannot infer the -1 in {} for {}{} ({} elements)",
                               ir::shape_str(shape), dtype_name(x.dtype()), ir::shape_str(x.shape()),
                               x.numel()));
     }
@@ -236,7 +236,7 @@ Tensor expand(const Tensor& x, Shape shape) {
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       if (i < off) {
-        throw Error(fmt::format("expand: -1 at dimension {} of {} has no matching dimension in "
+        throw UsageError(fmt::format("expand: -1 at dimension {} of {} has no matching dimension in "
                                 "{}{}",
                                 i, ir::shape_str(shape), dtype_name(x.dtype()),
                                 ir::shape_str(x.shape())));
@@ -252,7 +252,7 @@ Tensor expand(const Tensor& x, Shape shape) {
 Tensor squeeze(const Tensor& x, int64_t axis) {
   const int64_t a = ir::normalize_axis(axis, x.rank(), "squeeze");
   if (x.shape()[static_cast<size_t>(a)] != 1) {
-    throw Error(fmt::format("squeeze: dimension {} of {}{} is {}, not 1", axis,
+    throw UsageError(fmt::format("squeeze: dimension {} of {}{} is {}, not 1", axis,
                             dtype_name(x.dtype()), ir::shape_str(x.shape()),
                             x.shape()[static_cast<size_t>(a)]));
   }

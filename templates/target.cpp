@@ -49,11 +49,11 @@ Target target_for_arch(std::string_view arch) {
   int cc = 0;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), cc);
   if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || cc < 10) {
-    throw Error(fmt::format("'{}' is not a GPU arch; use sm_NN such as sm_80, sm_90, sm_100",
+    throw UsageError(fmt::format("'{}' is not a GPU arch; use sm_NN such as sm_80, sm_90, sm_100",
                             arch));
   }
   if (cc < kKnownTargets.front().cc) {
-    throw Error(fmt::format("{} is older than the oldest arch fusejit generates code for (sm_{})",
+    throw UsageError(fmt::format("{} is older than the oldest arch fusejit generates code for (sm_{})",
                             arch, kKnownTargets.front().cc));
   }
   Target t = kKnownTargets.front();

@@ -34,22 +34,22 @@ int cache_command(const Args& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--cache-dir") {
       if (i + 1 >= args.size())
-        throw Error(fmt::format("cache: --cache-dir needs a value; {}", kCacheUsage));
+        throw UsageError(fmt::format("cache: --cache-dir needs a value; {}", kCacheUsage));
       dir = args[++i];
     } else if (!args[i].empty() && args[i][0] == '-') {
-      throw Error(fmt::format("cache: unknown option {}; {}", args[i], kCacheUsage));
+      throw UsageError(fmt::format("cache: unknown option {}; {}", args[i], kCacheUsage));
     } else if (action.empty()) {
       action = args[i];
     } else {
-      throw Error(fmt::format("cache: one action at a time; {}", kCacheUsage));
+      throw UsageError(fmt::format("cache: one action at a time; {}", kCacheUsage));
     }
   }
   if (action != "stats" && action != "verify" && action != "prune" && action != "clear") {
-    throw Error(action.empty()
+    throw UsageError(action.empty()
                     ? fmt::format("cache: no action given; {}", kCacheUsage)
                     : fmt::format("cache: unknown action '{}'; {}", action, kCacheUsage));
   }
-  const Options options = Options::from_env();
+  const Options options = options_from_env();
   auto log = jit::make_logger(options.log_level);
   cache::DiskStore::Config config;
   config.dir = dir.empty() ? options.cache_dir : dir;

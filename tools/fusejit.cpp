@@ -34,6 +34,12 @@ Environment: FUSEJIT_LOG, FUSEJIT_DUMP, FUSEJIT_DISABLE, ... (see README.md).
 
 }  // namespace
 
+fusejit::Options fusejit::tools::options_from_env() {
+  Options options = Options::from_env();
+  for (const std::string& w : options.warnings) std::fprintf(stderr, "fusejit: warning: %s\n", w.c_str());
+  return options;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
       !std::strcmp(argv[1], "-h")) {

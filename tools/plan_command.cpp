@@ -40,12 +40,12 @@ int plan_command(const Args& args) {
   std::string path;
   for (const std::string& a : args) {
     if (a == "--json") json = true;
-    else if (!a.empty() && a[0] == '-') throw Error("plan: unknown option " + a + "; usage: fusejit plan [--json] TRACE");
+    else if (!a.empty() && a[0] == '-') throw UsageError("plan: unknown option " + a + "; usage: fusejit plan [--json] TRACE");
     else if (path.empty()) path = a;
-    else throw Error("plan: one trace at a time; usage: fusejit plan [--json] TRACE");
+    else throw UsageError("plan: one trace at a time; usage: fusejit plan [--json] TRACE");
   }
-  if (path.empty()) throw Error("plan: no trace given; usage: fusejit plan [--json] TRACE");
-  const Options options = Options::from_env();
+  if (path.empty()) throw UsageError("plan: no trace given; usage: fusejit plan [--json] TRACE");
+  const Options options = options_from_env();
   const fusion::Plan plan = fusion::make_plan(ir::parse_file(path), jit::plan_options(options));
   std::string text = json ? fusion::plan_to_json(plan) : fusion::plan_to_text(plan);
   if (!json) text += library_calls_text(plan, options.allow_tf32);

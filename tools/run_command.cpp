@@ -33,17 +33,17 @@ int run_command(const Args& args) {
     if (args[i] == "--check") check = true;
     else if (args[i] == "--iters" && i + 1 < args.size()) iters = std::max(1, std::stoi(args[++i]));
     else if (args[i] == "--check-rows" && i + 1 < args.size()) check_rows = std::max(2, std::stoi(args[++i]));
-    else if (!args[i].empty() && args[i][0] == '-') throw Error("run: unknown option " + args[i] + "; usage: fusejit run [--check] [--iters N] TRACE");
+    else if (!args[i].empty() && args[i][0] == '-') throw UsageError("run: unknown option " + args[i] + "; usage: fusejit run [--check] [--iters N] TRACE");
     else if (path.empty()) path = args[i];
-    else throw Error("run: one trace at a time");
+    else throw UsageError("run: one trace at a time");
   }
-  if (path.empty()) throw Error("run: no trace given; usage: fusejit run [--check] TRACE");
+  if (path.empty()) throw UsageError("run: no trace given; usage: fusejit run [--check] TRACE");
 
   const ir::Graph g = ir::parse_file(path);
   std::string why;
   const auto info = jit::probe_device(&why);
-  if (!info) throw Error("run: no GPU: " + why + "; `fusejit plan` works without one");
-  const Options options = Options::from_env();
+  if (!info) throw UsageError("run: no GPU: " + why + "; `fusejit plan` works without one");
+  const Options options = options_from_env();
   auto log = jit::make_logger(options.log_level);
   Context::Stats stats;
   jit::Runtime runtime(*info, options, *log, stats);

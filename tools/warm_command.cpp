@@ -55,7 +55,7 @@ WarmArgs parse_args(const Args& args) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
       if (i + 1 >= args.size())
-        throw Error(fmt::format("warm: {} needs a value; {}", a, kWarmUsage));
+        throw UsageError(fmt::format("warm: {} needs a value; {}", a, kWarmUsage));
       return args[++i];
     };
     if (a == "--arch") {
@@ -70,16 +70,16 @@ WarmArgs parse_args(const Args& args) {
     } else if (a == "--jobs" || a == "-j") {
       const std::string& n = value();
       if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1) {
-        throw Error(fmt::format("warm: --jobs {}: expected a whole number, at least 1", n));
+        throw UsageError(fmt::format("warm: --jobs {}: expected a whole number, at least 1", n));
       }
       w.jobs = std::stoi(n);
     } else if (!a.empty() && a[0] == '-') {
-      throw Error(fmt::format("warm: unknown option {}; {}", a, kWarmUsage));
+      throw UsageError(fmt::format("warm: unknown option {}; {}", a, kWarmUsage));
     } else {
       w.paths.push_back(a);
     }
   }
-  if (w.paths.empty()) throw Error(fmt::format("warm: no traces given; {}", kWarmUsage));
+  if (w.paths.empty()) throw UsageError(fmt::format("warm: no traces given; {}", kWarmUsage));
   return w;
 }
 
@@ -99,7 +99,7 @@ std::vector<std::string> target_archs(const WarmArgs& w, const Options& options)
     if (std::find(supported.begin(), supported.end(), real) == supported.end()) {
       std::string list;
       for (const std::string& s : supported) list += (list.empty() ? "" : ", ") + s;
-      throw Error(fmt::format("warm: NVRTC {} cannot target {}; it targets {}",
+      throw UsageError(fmt::format("warm: NVRTC {} cannot target {}; it targets {}",
                               jit::nvrtc_version_string(), arch, list));
     }
   }
@@ -118,14 +118,14 @@ std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
         if (it->path().extension() == ".trace" && it->is_regular_file(ec))
           found.push_back(it->path().string());
       }
-      if (ec) throw Error(fmt::format("warm: cannot read folder {}: {}", p, ec.message()));
-      if (found.empty()) throw Error(fmt::format("warm: no *.trace files under {}", p));
+      if (ec) throw UsageError(fmt::format("warm: cannot read folder {}: {}", p, ec.message()));
+      if (found.empty()) throw UsageError(fmt::format("warm: no *.trace files under {}", p));
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::exists(p, ec)) {
       files.push_back(p);
     } else {
-      throw Error(fmt::format("warm: {}: no such file or folder", p));
+      throw UsageError(fmt::format("warm: {}: no such file or folder", p));
     }
   }
   // A trace named twice (a file and its folder, say) is warmed once.
@@ -259,11 +259,11 @@ void check_on_disk(std::vector<Job>& jobs, const jit::KernelCache& cache) {
 int warm_command(const Args& args) {
   const auto start = std::chrono::steady_clock::now();
   const WarmArgs w = parse_args(args);
-  Options options = Options::from_env();
+  Options options = options_from_env();
   options.require_warm = false;  // compiling is the point
   if (!w.cache_dir.empty()) options.cache_dir = w.cache_dir;
   if (options.cache != CacheMode::on) {
-    throw Error(
+    throw UsageError(
         fmt::format("warm: FUSEJIT_CACHE={} keeps nothing on disk, so there is nothing to "
                     "warm; unset it or set it to on",
                     options.cache == CacheMode::off ? "off" : "memory"));
@@ -274,7 +274,7 @@ int warm_command(const Args& args) {
   auto log = jit::make_logger(options.log_level);
   jit::KernelCache cache(options, *log);
   if (!cache.disk()->writable()) {
-    throw Error(
+    throw UsageError(
         fmt::format("warm: the cache directory '{}' is {}; name a writable one with "
                     "--cache-dir or FUSEJIT_CACHE_DIR",
                     options.cache_dir, cache::access_name(cache.disk()->access())));

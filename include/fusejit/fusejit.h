@@ -4,6 +4,7 @@
 #include "fusejit/context.h"
 #include "fusejit/dtype.h"
 #include "fusejit/error.h"
+#include "fusejit/log.h"
 #include "fusejit/options.h"
 #include "fusejit/tensor.h"
 #include "fusejit/version.h"

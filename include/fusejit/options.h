@@ -47,8 +47,13 @@ struct Options {
   bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
 
-  // Reads every FUSEJIT_* variable from the environment. Throws fusejit::Error naming the
-  // variable, the bad value and the valid values; an unknown FUSEJIT_* name is an error too.
+  // What parsing noticed but did not refuse: each unknown FUSEJIT_* variable (a typo, or one
+  // from a newer fusejit), so that a newer environment never stops an older build. A Context
+  // logs them at warn level; the fusejit CLI prints them.
+  std::vector<std::string> warnings;
+
+  // Reads every FUSEJIT_* variable from the environment. Throws fusejit::UsageError naming the
+  // variable, the bad value and the valid values; an unknown FUSEJIT_* name is a warning.
   static Options from_env();
   // The same from explicit (name, value) pairs, for tests and tools.
   static Options parse(const std::vector<std::pair<std::string, std::string>>& vars);

@@ -276,6 +276,13 @@ TEST_CASE("running out of GPU memory is a clear error", "[gpu][jit][errors]") {
   jit::Runtime& rt = *testing::gpu_runtime();
   REQUIRE_THROWS_WITH(rt.device().allocate(size_t{1} << 50),
                       ContainsSubstring("out of GPU memory: allocating"));
+  // Its own type, which says how much was asked for.
+  try {
+    rt.device().allocate(size_t{1} << 50);
+    FAIL("a 1 PiB allocation succeeded");
+  } catch (const OutOfMemoryError& e) {
+    CHECK(e.requested_bytes() == int64_t{1} << 50);
+  }
   // The device stays usable.
   ir::Graph g;
   const NodeId x = ir::add_input(g, DType::f32, {1024});

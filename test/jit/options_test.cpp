@@ -1,5 +1,5 @@
 // Every FUSEJIT_* variable: valid values parse, invalid ones throw an error that names the
-// variable and lists the valid values.
+// variable and lists the valid values; unknown names are warnings.
 #include "fusejit/error.h"
 #include "fusejit/options.h"
 #include "support/catch.h"
@@ -71,6 +71,14 @@ TEST_CASE("invalid values name the variable and list the valid ones", "[jit][opt
                       ContainsSubstring("valid values: fusion, epilogue, vectorize"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_ARCH", "hopper"), ContainsSubstring("sm_NN"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_TF32", "maybe"), ContainsSubstring("FUSEJIT_TF32=maybe"));
-  REQUIRE_THROWS_WITH(parse1("FUSEJIT_DUMPDIR", "x"),
-                      ContainsSubstring("FUSEJIT_DUMPDIR is not a fusejit variable"));
+}
+
+TEST_CASE("an unknown FUSEJIT_* variable is a warning, not an error", "[jit][options]") {
+  // A variable from a newer fusejit (or a typo) must not stop an older build.
+  Options o;
+  REQUIRE_NOTHROW(o = parse1("FUSEJIT_DUMPDIR", "x"));
+  REQUIRE(o.warnings.size() == 1);
+  CHECK_THAT(o.warnings[0], ContainsSubstring("FUSEJIT_DUMPDIR is not a fusejit variable"));
+  CHECK_THAT(o.warnings[0], ContainsSubstring("FUSEJIT_DUMP_DIR"));  // the known ones listed
+  CHECK(parse1("FUSEJIT_LOG", "info").warnings.empty());
 }

@@ -70,8 +70,10 @@ TEST_CASE("a compile failure names the kernel and shows the log and keeps the so
   std::string message;
   try {
     jit::compile(k, "sm_90");
-  } catch (const Error& e) {
+  } catch (const CompileError& e) {  // its own type: the caller can tell it from a usage error
     message = e.what();
+    CHECK(e.source_path() == dumped.string());
+    CHECK(e.log().find("undeclared_name") != std::string::npos);
   }
   INFO(message);
   CHECK(message.find("fj_test_broken_0123456789abcdef") != std::string::npos);
