@@ -160,9 +160,15 @@ const Options& Context::options() const { return impl_->options; }
 
 bool Context::has_gpu() const { return impl_->runtime != nullptr; }
 
-Context::Stats Context::stats() const { return impl_->stats; }
+Context::Stats Context::stats() const {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  return impl_->stats;
+}
 
-void Context::eval_all() { impl_->eval({}); }
+void Context::eval_all() {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  impl_->eval({});
+}
 
 namespace {
 
@@ -216,12 +222,14 @@ Tensor Context::from_host(const void* data, size_t bytes, Shape shape, DType dty
 }
 
 Tensor Context::placeholder(Shape shape, DType dtype) {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
   Tensor t(impl_->record({.op = ir::Op::input, .dtype = dtype, .shape = std::move(shape)}));
   impl_->bound.push_back(nullptr);
   return t;
 }
 
 std::string Context::trace_text(const std::vector<Tensor>& outputs) {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
   std::vector<ir::NodeId> ids;
   for (const Tensor& t : outputs) {
     if (!t.defined() || t.impl()->ctx != impl_.get()) {
@@ -233,6 +241,7 @@ std::string Context::trace_text(const std::vector<Tensor>& outputs) {
 }
 
 Tensor Context::scalar(double value, DType dtype) {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
   return Tensor(impl_->record({.op = ir::Op::constant, .dtype = dtype, .value = value}));
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -44,6 +45,10 @@ struct TensorImpl {
 };
 
 struct ContextImpl {
+  // Held by every entry point that reads or changes what follows (recording an op, eval, host
+  // copies, the Context's own methods): one Context may be used from many threads, and their
+  // ops and evals are serialized. Recursive: composites record through the primitives.
+  mutable std::recursive_mutex mutex;
   Context* owner = nullptr;
   Options options;
   std::shared_ptr<spdlog::logger> log;

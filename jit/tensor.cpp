@@ -1,5 +1,6 @@
 // jit/tensor: Tensor handles and the primitive ops, each recording one node (views and
 // reductions may record a reshape too).
+#include <mutex>
 #include <cmath>
 #include <cstring>
 
@@ -32,12 +33,14 @@ Tensor record(detail::ContextImpl& ctx, ir::NodeSpec spec) { return Tensor(ctx.r
 
 Tensor unary(Op op, const Tensor& x) {
   auto& ctx = ctx_of(x, ir::op_name(op));
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
   return record(ctx, {.op = op, .inputs = {ctx.node_of(impl_of(x, ir::op_name(op)))}});
 }
 
 Tensor binary(Op op, const Tensor& a, const Tensor& b) {
   const std::string_view name = ir::op_name(op);
   auto& ctx = ctx_of(a, name);
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
   const ir::NodeId ia = ctx.node_of(impl_of(a, name));
   const ir::NodeId ib = ctx.node_of(impl_of(b, name));
   return record(ctx, {.op = op, .inputs = {ia, ib}});
@@ -60,6 +63,7 @@ Tensor scalar_like(const Tensor& t, double v) {
 Tensor reduce(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
   const std::string_view name = ir::op_name(op);
   auto& ctx = ctx_of(x, name);
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
   if (axes.empty()) {
     for (int64_t i = 0; i < x.rank(); ++i) axes.push_back(i);
   }
@@ -81,12 +85,14 @@ Context& Tensor::context() const {
 
 Tensor& Tensor::eval() {
   auto& t = impl_of(*this, "eval");
+  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
   if (!t.storage) t.ctx->eval({impl_});
   return *this;
 }
 
 std::vector<double> Tensor::to_host() const {
   auto& t = impl_of(*this, "to_host");
+  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
   if (!t.storage) t.ctx->eval({impl_});
   const ir::HostTensor& h = t.ctx->host_of(*t.storage);
   std::vector<double> out(static_cast<size_t>(h.numel()));
@@ -102,6 +108,7 @@ void Tensor::copy_to_host(void* dst, size_t bytes) const {
                             "needs {}",
                             bytes, dtype_name(dtype()), ir::shape_str(shape()), want));
   }
+  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
   if (!t.storage) t.ctx->eval({impl_});
   std::memcpy(dst, t.ctx->host_of(*t.storage).bytes.data(), bytes);
 }
@@ -116,6 +123,7 @@ void eval(const std::vector<Tensor>& tensors) {
     }
     impls.push_back(t.impl());
   }
+  const std::lock_guard<std::recursive_mutex> lock(impls.front()->ctx->mutex);
   impls.front()->ctx->eval(impls);
 }
 
@@ -153,6 +161,7 @@ Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::ge, a, b); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   auto& ctx = ctx_of(cond, "where");
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
   const ir::NodeId c = ctx.node_of(impl_of(cond, "where"));
   const ir::NodeId ia = ctx.node_of(impl_of(a, "where"));
   const ir::NodeId ib = ctx.node_of(impl_of(b, "where"));
@@ -161,6 +170,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor cast(const Tensor& x, DType dtype) {
   auto& ctx = ctx_of(x, "cast");
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
   return record(ctx, {.op = Op::cast, .inputs = {ctx.node_of(impl_of(x, "cast"))}, .dtype = dtype});
 }
 
@@ -211,12 +221,14 @@ Tensor reshape(const Tensor& x, Shape shape) {
     shape[static_cast<size_t>(infer_at)] = x.numel() / known;
   }
   auto& ctx = ctx_of(x, "reshape");
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
   return record(ctx, {.op = Op::reshape, .inputs = {ctx.node_of(impl_of(x, "reshape"))},
                       .shape = std::move(shape)});
 }
 
 Tensor permute(const Tensor& x, std::vector<int64_t> perm) {
   auto& ctx = ctx_of(x, "permute");
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
   return record(ctx, {.op = Op::permute, .inputs = {ctx.node_of(impl_of(x, "permute"))},
                       .axes = std::move(perm)});
 }
@@ -245,6 +257,7 @@ Tensor expand(const Tensor& x, Shape shape) {
     }
   }
   auto& ctx = ctx_of(x, "expand");
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
   return record(ctx, {.op = Op::expand, .inputs = {ctx.node_of(impl_of(x, "expand"))},
                       .shape = std::move(shape)});
 }

@@ -1,5 +1,12 @@
 // Context: owns the options, the current trace, the device, stream, memory pool and caches.
 // Tensors belong to one Context and must not outlive it; a program may create several.
+//
+// Threads: a Context may be used from many threads at once. Its state is locked: ops recorded
+// from several threads go into one trace, one at a time, and an eval (or to_host, which
+// evaluates) computes every pending tensor of the Context, whichever thread recorded it, while
+// the others wait. Threads that should not wait for each other use a Context each. A Tensor
+// handle itself is a shared reference: copying and destroying handles from several threads is
+// safe; the Context must outlive every thread that uses it.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,81 @@
+// One Context used from many threads, and a Context per thread (fusejit/context.h): every
+// thread's results are its own, whatever the interleaving of recording and evaluation. On the
+// CPU path (no GPU needed); with a GPU the same code runs on the device.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "fusejit/fusejit.h"
+#include "support/catch.h"
+
+namespace fj = fusejit;
+
+namespace {
+
+fj::Options quiet() { return fj::Options::parse({{"FUSEJIT_LOG", "error"}}); }
+
+// Thread `id`'s work, repeated: relu(x * k + shared), evaluated, checked against the values it
+// must give. Returns how many evaluations were wrong.
+int work(fj::Context& ctx, const fj::Tensor& shared, int id, int evals) {
+  int wrong = 0;
+  for (int i = 0; i < evals; ++i) {
+    const double k = id + 1 + 0.5 * (i % 3);
+    const std::vector<double> xs = {1.0 * id, -2.0, 3.0, -4.0 + i};
+    const auto x = ctx.from_vector(xs, {4});
+    const std::vector<double> got = fj::relu(x * k + shared).to_host();
+    const std::vector<double> base = {1, 2, 3, 4};  // `shared`
+    for (size_t j = 0; j < xs.size(); ++j) {
+      const double want = std::max(0.0, xs[j] * k + base[j]);
+      if (got[j] != want) ++wrong;
+    }
+  }
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE("one Context used from 8 threads gives every thread its own results",
+          "[jit][threads]") {
+  fj::Context ctx(quiet());
+  const auto shared = ctx.from_vector(std::vector<double>{1, 2, 3, 4}, {4});
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int id = 0; id < 8; ++id) {
+    threads.emplace_back([&, id] { wrong += work(ctx, shared, id, 200); });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(wrong == 0);
+  CHECK(ctx.stats().traces_evaluated >= 1);
+}
+
+TEST_CASE("a Context per thread", "[jit][threads]") {
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int id = 0; id < 8; ++id) {
+    threads.emplace_back([&, id] {
+      fj::Context ctx(quiet());
+      const auto shared = ctx.from_vector(std::vector<double>{1, 2, 3, 4}, {4});
+      wrong += work(ctx, shared, id, 100);
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("threads that record while another evaluates", "[jit][threads]") {
+  // One thread builds long chains without evaluating; others evaluate all the time, which
+  // materializes the builder's pending tensors under it.
+  fj::Context ctx(quiet());
+  std::atomic<bool> done{false};
+  std::vector<std::thread> evaluators;
+  for (int e = 0; e < 3; ++e) {
+    evaluators.emplace_back([&] {
+      while (!done) ctx.eval_all();
+    });
+  }
+  auto y = ctx.from_vector(std::vector<double>{0, 1, 2}, {3});
+  for (int i = 0; i < 500; ++i) y = y + 1.0;
+  done = true;
+  for (auto& t : evaluators) t.join();
+  CHECK(y.to_host() == std::vector<double>{500, 501, 502});
+}
