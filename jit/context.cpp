@@ -245,6 +245,9 @@ Tensor Context::scalar(double value, DType dtype) {
   return Tensor(impl_->record({.op = ir::Op::constant, .dtype = dtype, .value = value}));
 }
 
+Tensor Context::zeros(Shape shape, DType dtype) { return full(std::move(shape), 0.0, dtype); }
+Tensor Context::ones(Shape shape, DType dtype) { return full(std::move(shape), 1.0, dtype); }
+
 Tensor Context::full(Shape shape, double value, DType dtype) {
   Tensor s = scalar(value, dtype);
   if (shape.empty()) return s;

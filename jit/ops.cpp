@@ -1,6 +1,9 @@
 // jit/ops: composite ops, decomposed into primitives when recorded, so that the fuser sees one
 // language and hand-written versions fuse the same way. f16/bf16 inputs are computed in f32 and
 // the result cast back, as PyTorch does; integer inputs are computed in f32.
+#include <cmath>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "fusejit/context.h"
@@ -126,6 +129,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, double value) {
   if (value == 1.0) return x + a * b;
   return x + value * a * b;
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  if (!lo && !hi) throw UsageError("clamp: give a lower bound, an upper bound, or both");
+  if (lo && hi && *lo > *hi) {
+    throw UsageError(fmt::format("clamp: the lower bound {} is above the upper bound {}", *lo, *hi));
+  }
+  // A bound takes x's dtype category, as a Python scalar does: a float tensor's dtype; an
+  // integer tensor's for an integral bound, else f32 (and the result promotes to f32).
+  const auto bound = [&](double v) {
+    const bool integral = std::trunc(v) == v;
+    const DType d = is_floating(x.dtype())              ? x.dtype()
+                    : is_integral(x.dtype()) && integral ? x.dtype()
+                    : integral                           ? DType::i64
+                                                         : DType::f32;
+    return x.context().scalar(v, d);
+  };
+  Tensor y = x;
+  if (lo) y = maximum(y, bound(*lo));
+  if (hi) y = minimum(y, bound(*hi));
+  return y;
 }
 
 }  // namespace fusejit

@@ -41,6 +41,9 @@ class Context {
   Tensor from_host(const void* data, size_t bytes, Shape shape, DType dtype);
   // A tensor of one value broadcast to `shape` (recorded, not materialized).
   Tensor full(Shape shape, double value, DType dtype = DType::f32);
+  // full(shape, 0) and full(shape, 1).
+  Tensor zeros(Shape shape, DType dtype = DType::f32);
+  Tensor ones(Shape shape, DType dtype = DType::f32);
   // A rank-0 constant.
   Tensor scalar(double value, DType dtype = DType::f32);
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "fusejit/dtype.h"
@@ -132,5 +133,9 @@ Tensor var(const Tensor& x, std::vector<int64_t> axes = {}, double correction = 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 // x + value * a * b
 Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, double value = 1.0);
+// min(max(x, lo), hi), either bound optional (torch.clamp): maximum and minimum with scalars of
+// x's dtype category, so NaN in x stays NaN. Throws fusejit::UsageError when lo > hi or neither
+// bound is given.
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
 
 }  // namespace fusejit

@@ -145,3 +145,25 @@ TEST_CASE("placeholders build traces without data", "[jit][api]") {
                 "output %3\n");
   REQUIRE_THROWS_WITH(y.to_host(), ContainsSubstring("placeholder %0"));
 }
+
+TEST_CASE("zeros, ones and clamp", "[jit][api]") {
+  fj::Context ctx(quiet());
+  CHECK(ctx.zeros({2, 3}).to_host() == std::vector<double>(6, 0.0));
+  const auto o = ctx.ones({4}, DType::bf16);
+  CHECK(o.dtype() == DType::bf16);
+  CHECK(o.to_host() == std::vector<double>(4, 1.0));
+  const auto x = ctx.from_vector(std::vector<double>{-3, -0.5, 0.25, 2, 7, NAN}, {6});
+  const std::vector<double> both = fj::clamp(x, -1.0, 2.5).to_host();
+  CHECK(std::vector<double>(both.begin(), both.end() - 1) ==
+        std::vector<double>{-1, -0.5, 0.25, 2, 2.5});
+  CHECK(std::isnan(both.back()));  // NaN stays NaN, as in torch.clamp
+  CHECK(fj::clamp(x, std::nullopt, 0.0).to_host()[4] == 0.0);
+  CHECK(fj::clamp(x, 1.0, std::nullopt).to_host()[0] == 1.0);
+  // An integer tensor keeps its dtype for integral bounds and promotes to f32 for others.
+  const auto i = ctx.from_vector(std::vector<double>{-5, 0, 5}, {3}, DType::i32);
+  CHECK(fj::clamp(i, -2.0, 3.0).dtype() == DType::i32);
+  CHECK(fj::clamp(i, -2.0, 3.0).to_host() == std::vector<double>{-2, 0, 3});
+  CHECK(fj::clamp(i, 0.5, std::nullopt).dtype() == DType::f32);
+  CHECK_THROWS_AS(fj::clamp(x, 2.0, 1.0), fj::UsageError);
+  CHECK_THROWS_AS(fj::clamp(x, std::nullopt, std::nullopt), fj::UsageError);
+}
