@@ -1,12 +1,14 @@
 // One Context used from many threads, and a Context per thread (fusejit/context.h): every
 // thread's results are its own, whatever the interleaving of recording and evaluation. On the
-// CPU path (no GPU needed); with a GPU the same code runs on the device.
+// CPU path (no GPU needed; CI runs them under ThreadSanitizer too); with a GPU the same code runs
+// on the device, and the [gpu] case runs the 8 threads x 1,000 evals there.
 #include <atomic>
 #include <thread>
 #include <vector>
 
 #include "fusejit/fusejit.h"
 #include "support/catch.h"
+#include "support/gpu.h"
 
 namespace fj = fusejit;
 
@@ -46,6 +48,20 @@ TEST_CASE("one Context used from 8 threads gives every thread its own results",
   for (auto& t : threads) t.join();
   CHECK(wrong == 0);
   CHECK(ctx.stats().traces_evaluated >= 1);
+}
+
+TEST_CASE("one Context on the GPU from 8 threads x 1,000 evals", "[gpu][jit][threads]") {
+  FUSEJIT_REQUIRE_GPU();
+  fj::Context ctx(quiet());
+  REQUIRE(ctx.has_gpu());
+  const auto shared = ctx.from_vector(std::vector<double>{1, 2, 3, 4}, {4});
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int id = 0; id < 8; ++id) {
+    threads.emplace_back([&, id] { wrong += work(ctx, shared, id, 1000); });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("a Context per thread", "[jit][threads]") {
