@@ -252,20 +252,31 @@ def suite():
         yield f"colsoftmax_{dt}", t, [softmax(t, x, 0)]
 
 
-def main(argv):
+def write_suite(argv, traces, describe):
+    """The main of a suite generator: writes each (name, Trace, outputs) of `traces` to
+    OUT_DIR/<name>.trace (OUT_DIR = argv[1]) and prints describe(name, trace) for each."""
     if len(argv) != 2:
-        print("usage: make_layout_traces.py OUT_DIR", file=sys.stderr)
+        print(f"usage: {os.path.basename(argv[0])} OUT_DIR", file=sys.stderr)
         return 2
     out = argv[1]
     os.makedirs(out, exist_ok=True)
-    for name, t, outputs in suite():
+    for name, t, outputs in traces:
         text = t.text(outputs)
-        moved = t.bytes_moved()
-        assert moved >= MIN_BYTES, f"{name} moves only {moved} bytes"
+        line = describe(name, t)
         with open(os.path.join(out, name + ".trace"), "w", encoding="ascii") as f:
             f.write(text)
-        print(f"{name} {moved}")
+        print(line)
     return 0
+
+
+def describe_layout(name, t):
+    moved = t.bytes_moved()
+    assert moved >= MIN_BYTES, f"{name} moves only {moved} bytes"
+    return f"{name} {moved}"
+
+
+def main(argv):
+    return write_suite(argv, suite(), describe_layout)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-from make_layout_traces import Trace, layer_norm, logsumexp_rows, rms_norm, softmax  # noqa: E402
+from make_layout_traces import (  # noqa: E402
+    Trace, layer_norm, logsumexp_rows, rms_norm, softmax, write_suite)
 
 
 def suite():
@@ -78,16 +79,7 @@ def suite():
 
 
 def main(argv):
-    if len(argv) != 2:
-        print("usage: make_odd_traces.py OUT_DIR", file=sys.stderr)
-        return 2
-    out = argv[1]
-    os.makedirs(out, exist_ok=True)
-    for name, t, outputs in suite():
-        with open(os.path.join(out, name + ".trace"), "w", encoding="ascii") as f:
-            f.write(t.text(outputs))
-        print(name)
-    return 0
+    return write_suite(argv, suite(), lambda name, t: name)
 
 
 if __name__ == "__main__":
