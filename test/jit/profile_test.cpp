@@ -65,7 +65,10 @@ TEST_CASE("plan_summary leaves the tensors pending, and eval computes them as be
   CHECK(fj::plan_summary({y}).kernels == 1);
   CHECK(ctx.stats().traces_evaluated == 0);
   const std::vector<double> values = y.to_host();
-  for (size_t i = 0; i < values.size(); ++i) CHECK(values[i] == std::max(0.0, 2.0 * ramp(12)[i]));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float x_i = static_cast<float>(ramp(12)[i]);  // x is f32
+    CHECK(values[i] == std::max(0.0f, 2.0f * x_i));
+  }
   CHECK(other.to_host()[1] == Approx(std::exp(ramp(12)[1])));
 }
 
