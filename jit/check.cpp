@@ -5,11 +5,15 @@
 #include <limits>
 #include <random>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "fusejit/error.h"
 
+#include "ir/interp.h"
 #include "ir/shape.h"
 
 namespace fusejit::jit {
@@ -271,6 +275,56 @@ std::vector<ir::HostTensor> slice_inputs(const RowSlice& slice,
 
 ir::HostTensor take_rows(const ir::HostTensor& t, const std::vector<int64_t>& rows) {
   return take_slice(t, 0, rows);
+}
+
+bool CheckReport::passed() const {
+  return std::all_of(errors.begin(), errors.end(), [&](double e) { return e <= bound; });
+}
+
+CheckReport check_outputs(const ir::Graph& g, const std::vector<ir::HostTensor>& inputs,
+                          std::vector<ir::HostTensor> got, int64_t sample_rows,
+                          int64_t full_elements) {
+  int64_t elements = 0;
+  bool has_gemm = false;
+  for (const ir::Node& n : g.nodes()) {
+    elements = std::max(elements, ir::numel(n.shape));
+    has_gemm = has_gemm || n.op == ir::Op::matmul;
+  }
+  std::optional<RowSlice> slice;
+  if (elements > full_elements || has_gemm) slice = slice_rows(g, sample_rows);
+  CheckReport report;
+  std::vector<ir::HostTensor> ref;
+  const auto start = std::chrono::steady_clock::now();
+  if (slice) {
+    ref = ir::interpret(slice->graph, slice_inputs(*slice, inputs));
+    for (auto& t : got) t = take_slice(t, slice->output_axis, slice->rows);
+    report.scope = fmt::format(
+        "{} sampled indices of axis {} (of {})", slice->rows.size(), slice->output_axis,
+        g.node(g.outputs()[0]).shape[static_cast<size_t>(slice->output_axis)]);
+  } else {
+    ref = ir::interpret(g, inputs);
+    report.scope = "every element";
+  }
+  report.reference_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.bound = error_bound(g);
+  for (size_t i = 0; i < got.size(); ++i) report.errors.push_back(relative_error(got[i], ref[i]));
+  return report;
+}
+
+std::vector<ir::HostTensor> run_poisoned(Runtime& runtime, const Executable& exe,
+                                         const ir::Graph& g,
+                                         const std::vector<std::shared_ptr<DeviceBuffer>>& inputs) {
+  const RunOptions poison{.poison_outputs = true};
+  const auto outs = run_executable(exe, inputs, runtime.device(), runtime.blas(), poison);
+  runtime.device().synchronize();
+  std::vector<ir::HostTensor> got;
+  for (ir::NodeId id : g.outputs()) {
+    ir::HostTensor t(g.node(id).dtype, g.node(id).shape);
+    runtime.download(*outs[got.size()], t);
+    got.push_back(std::move(t));
+  }
+  return got;
 }
 
 }  // namespace fusejit::jit
