@@ -260,7 +260,7 @@ TEST_CASE("parse errors name the place, what was expected and what was found", "
   CHECK_THAT(parse_error(with_inputs("%2 : f32[4] = sum %0\noutput %2\n")),
              ContainsSubstring("t.txt:4:15: sum: no axes given"));
   CHECK(parse_error(with_inputs("%2 : f32[4,8] = exp %0 axes=[1]\noutput %2\n")) ==
-        "t.txt:4:24: 'exp' takes no axes=[...]; only reductions and permute do");
+        "t.txt:4:24: 'exp' takes no axes=[...]; only reductions, permute and gather do");
   CHECK(parse_error(with_inputs("%2 : f32[8,4] = permute %0 axes=[1,0] keepdim\noutput %2\n")) ==
         "t.txt:4:39: 'permute' takes no keepdim; only reductions do");
   CHECK(parse_error(with_inputs("%2 : f32[4,8] = exp %0 fast\noutput %2\n")) ==
