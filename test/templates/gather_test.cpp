@@ -77,7 +77,7 @@ TEST_CASE("rand, randn and dropout kernels paste the generator and compile", "[t
     templates::CodegenOptions options;
     options.rounding = rounding;
     const templates::Kernel k = compile_graph(g, fusion::RegionKind::pointwise, options);
-    CHECK(has(k.source, templates::device_source("fj_random.cuh")));
+    CHECK(has(k.source, std::string(templates::device_source("fj_random.cuh"))));
     CHECK(has(kernel_text(k), "fj_rand(16045690984503111693ull, 17ull, (unsigned long long)("));
     CHECK(has(kernel_text(k), "fj_randn(5ull, 0ull"));
   }
