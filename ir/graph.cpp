@@ -195,6 +195,53 @@ void infer_matmul(const Graph& g, const NodeSpec& spec, Node& n) {
   n.dtype = a.dtype;
 }
 
+// torch.gather: idx has x's rank and an integer dtype; along every other axis it is no longer
+// than x (it reads a corner of x there); the result has idx's shape and x's dtype.
+void infer_gather(const Graph& g, const NodeSpec& spec, Node& n) {
+  const Node& x = g.node(spec.inputs[0]);
+  const Node& idx = g.node(spec.inputs[1]);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (spec.axes.size() != 1) {
+    throw UsageError(fmt::format("gather: takes exactly one axis, got [{}]; write axes=[a]",
+                                 fmt::join(spec.axes, ",")));
+  }
+  if (!is_integral(idx.dtype)) {
+    throw UsageError(fmt::format("gather: the index operand is {}; indices must be i32 or i64 "
+                                 "(cast them first)",
+                                 type_str(idx)));
+  }
+  if (rank == 0 || static_cast<int64_t>(idx.shape.size()) != rank) {
+    throw UsageError(fmt::format("gather: the index operand {} must have the rank of the data "
+                                 "operand {} (at least 1); use index_select for a 1-D index",
+                                 type_str(idx), type_str(x)));
+  }
+  const int64_t axis = normalize_axis(spec.axes[0], rank, "gather");
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis && idx.shape[d] > x.shape[d]) {
+      throw UsageError(fmt::format("gather: along axis {} the index operand {} is longer than the "
+                                   "data operand {}; every axis but {} must be at most as long",
+                                   d, type_str(idx), type_str(x), axis));
+    }
+  }
+  n.axes = {axis};
+  n.shape = idx.shape;
+  n.dtype = x.dtype;
+}
+
+void infer_random(const NodeSpec& spec, Node& n) {
+  const std::string_view name = op_name(spec.op);
+  check_dims(spec.shape, name);
+  if (!is_floating(spec.dtype)) {
+    throw UsageError(fmt::format("{}: dtype {} is not supported; random values are f32, f16 or "
+                                 "bf16 (cast the result for another type)",
+                                 name, dtype_name(spec.dtype)));
+  }
+  n.dtype = spec.dtype;
+  n.shape = spec.shape;
+  n.seed = spec.seed;
+  n.offset = spec.offset;
+}
+
 }  // namespace
 
 std::string type_str(const Node& node) {
@@ -242,6 +289,12 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
     case OpKind::matmul:
       infer_matmul(g, spec, n);
       return n;
+    case OpKind::gather:
+      infer_gather(g, spec, n);
+      return n;
+    case OpKind::random:
+      infer_random(spec, n);
+      return n;
     default:
       infer_elementwise(g, spec, n);
       return n;
@@ -250,7 +303,8 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
 
 NodeSpec spec_of(const Node& n) {
   return NodeSpec{.op = n.op, .inputs = n.inputs, .dtype = n.dtype, .shape = n.shape,
-                  .axes = n.axes, .keepdim = n.keepdim, .value = n.value};
+                  .axes = n.axes, .keepdim = n.keepdim, .value = n.value, .seed = n.seed,
+                  .offset = n.offset};
 }
 
 NodeId Graph::add(const NodeSpec& spec) {
@@ -309,6 +363,14 @@ NodeId add_expand(Graph& g, NodeId x, Shape shape) {
 }
 NodeId add_matmul(Graph& g, NodeId a, NodeId b) {
   return g.add({.op = Op::matmul, .inputs = {a, b}});
+}
+
+NodeId add_gather(Graph& g, NodeId x, int64_t axis, NodeId idx) {
+  return g.add({.op = Op::gather, .inputs = {x, idx}, .axes = {axis}});
+}
+NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, uint64_t seed, uint64_t offset) {
+  return g.add(
+      {.op = op, .dtype = dtype, .shape = std::move(shape), .seed = seed, .offset = offset});
 }
 
 std::optional<Op> parse_op(std::string_view name) {

@@ -28,10 +28,13 @@ struct Node {
   Shape shape;               // result shape
   std::vector<NodeId> inputs;
   // reduce: the reduced axes, sorted ascending. permute: the permutation (result axis i is
-  // operand axis axes[i]).
+  // operand axis axes[i]). gather: the one axis the index tensor picks along.
   std::vector<int64_t> axes;
   bool keepdim = false;  // reduce
   double value = 0.0;    // constant (rank 0)
+  // rand, randn: the generator's key and the start of its counter stream (ir/random.h).
+  uint64_t seed = 0;
+  uint64_t offset = 0;
 
   bool operator==(const Node&) const = default;
 };
@@ -42,10 +45,12 @@ struct NodeSpec {
   Op op = Op::input;
   std::vector<NodeId> inputs;
   DType dtype = DType::f32;  // used by input, constant, cast
-  Shape shape;               // used by input, reshape, expand (the target shape)
-  std::vector<int64_t> axes; // used by reduce (any order, negatives allowed) and permute
+  Shape shape;               // used by input, reshape, expand (the target shape), rand, randn
+  std::vector<int64_t> axes; // used by reduce (any order, negatives allowed), permute, gather
   bool keepdim = false;      // used by reduce
   double value = 0.0;        // used by constant
+  uint64_t seed = 0;         // used by rand, randn
+  uint64_t offset = 0;       // used by rand, randn
 };
 
 class Graph {
@@ -92,5 +97,9 @@ NodeId add_reshape(Graph& g, NodeId x, Shape shape);
 NodeId add_permute(Graph& g, NodeId x, std::vector<int64_t> perm);
 NodeId add_expand(Graph& g, NodeId x, Shape shape);
 NodeId add_matmul(Graph& g, NodeId a, NodeId b);
+// gather(x, idx) along `axis` (torch.gather): result[p] = x[p with p[axis] = idx[p]].
+NodeId add_gather(Graph& g, NodeId x, int64_t axis, NodeId idx);
+// rand (uniform [0,1)) or randn (standard normal) of `dtype` and `shape`.
+NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, uint64_t seed, uint64_t offset);
 
 }  // namespace fusejit::ir

@@ -1,7 +1,7 @@
 // ir/hash: the structural hash; see hash.h.
 //
 // Merkle style: a node's hash mixes its own fields (op, dtype, shape, axes, keepdim, constant
-// bits) with the hashes of its operands in operand order, so ids never enter it, only the shape
+// bits, a random op's seed and offset) with the hashes of its operands in operand order, so ids never enter it, only the shape
 // of the dataflow. An input node has no operands; it mixes in its position among the inputs
 // instead (the k-th input binds the k-th buffer), which is what tells two inputs apart. The graph
 // hash mixes the output hashes in output order, so only nodes that reach an output count.
@@ -67,6 +67,12 @@ uint64_t structural_hash(const Graph& g) {
     m.add_list(n.axes);
     m.add(n.keepdim ? 1 : 0);
     m.add(n.op == Op::constant ? value_bits(n.value) : 0);
+    // Random values depend on the generator's key and counter; other ops keep the hashes they
+    // had before random ops existed.
+    if (op_kind(n.op) == OpKind::random) {
+      m.add(n.seed);
+      m.add(n.offset);
+    }
     if (n.op == Op::input) m.add(input_position++);
     m.add(n.inputs.size());
     // Operands always precede their node in a valid graph; verify() checks that.

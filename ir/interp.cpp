@@ -1,6 +1,7 @@
 // ir/interp: the CPU reference interpreter; see interp.h. This file holds the driver (input
 // checks, evaluation order, freeing), the elementwise ops and the views; reductions and matmul
-// are in interp_reduce.cpp, the shared loops in interp_loops.h.
+// are in interp_reduce.cpp, gather and the random sources in interp_gather.cpp, the shared loops
+// in interp_loops.h.
 //
 // The meaning of each op, computed in double and then rounded to the node's dtype:
 //   gelu       0.5 x (1 + erf(x / sqrt 2))
@@ -466,6 +467,10 @@ Value eval_node(const Node& n, const std::vector<Value>& values) {
       return eval_view(n, arg(0));
     case OpKind::matmul:
       return eval_matmul(n, arg(0), arg(1));
+    case OpKind::gather:
+      return eval_gather(n, arg(0), arg(1));
+    case OpKind::random:
+      return eval_random(n);
   }
   unexpected(n, "eval_node");
 }

@@ -2,7 +2,7 @@
 // name, arity and properties instead of growing `if` chains.
 //
 // Composite ops (softmax, layer_norm, rms_norm, var, linear, addcmul, squeeze, unsqueeze,
-// transpose) are not rows: the API decomposes them into these primitives when they are recorded,
+// transpose, index_select, embedding, dropout) are not rows: the API decomposes them into these primitives when they are recorded,
 // so the fuser sees one language.
 #pragma once
 
@@ -23,6 +23,8 @@ enum class OpKind : uint8_t {
   reduce,   // reduction over `axes`
   view,     // reshape, permute, expand: index arithmetic, never a copy
   matmul,   // GEMM boundary: a library call, never generated
+  gather,   // gather(x, idx) axes=[a]: x read at positions loaded from an index tensor
+  random,   // rand, randn: no operands; a pure function of (seed, offset, element position)
 };
 
 // Op flags.
@@ -94,7 +96,10 @@ enum class FastForm : uint8_t { none, f16, bf16 };
   X(reshape, "reshape", 1, view, 0, none, none)                               \
   X(permute, "permute", 1, view, 0, none, none)                               \
   X(expand, "expand", 1, view, 0, none, none)                                 \
-  X(matmul, "matmul", 2, matmul, kFloatOnly, none, none)
+  X(matmul, "matmul", 2, matmul, kFloatOnly, none, none)                     \
+  X(gather, "gather", 2, gather, 0, none, none)                               \
+  X(rand, "rand", 0, random, 0, none, none)                                   \
+  X(randn, "randn", 0, random, 0, none, none)
 
 enum class Op : uint8_t {
 #define FUSEJIT_OP_ENUM(id, name, arity, kind, flags, combine, approx) id,
@@ -107,7 +112,7 @@ inline constexpr int kNumOps = 0
     FUSEJIT_OPS(FUSEJIT_OP_COUNT)
 #undef FUSEJIT_OP_COUNT
     ;
-static_assert(kNumOps == 40, "an op was added or removed: update the interpreter, codegen, tests");
+static_assert(kNumOps == 43, "an op was added or removed: update the interpreter, codegen, tests");
 
 struct OpInfo {
   std::string_view name;

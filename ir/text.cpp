@@ -53,6 +53,9 @@ void print_node(std::string& out, size_t id, const Node& n) {
     fmt::format_to(std::back_inserter(out), " axes=[{}]", fmt::join(n.axes, ","));
   }
   if (n.keepdim) out += " keepdim";
+  if (op_kind(n.op) == OpKind::random) {
+    fmt::format_to(std::back_inserter(out), " seed={} offset={}", n.seed, n.offset);
+  }
   out += '\n';
 }
 
@@ -103,21 +106,10 @@ class Cursor {
 
   // A decimal integer, optionally negative; `what` names it in errors.
   int64_t integer(std::string_view what, bool allow_negative) {
-    const size_t start = mark();
-    if (allow_negative && pos_ < line_.size() && line_[pos_] == '-') ++pos_;
-    while (pos_ < line_.size() && line_[pos_] >= '0' && line_[pos_] <= '9') ++pos_;
-    int64_t v = 0;
-    const auto [end, ec] = std::from_chars(line_.data() + start, line_.data() + pos_, v);
-    if (ec == std::errc::result_out_of_range) {
-      fail_at(start,
-              fmt::format("{} '{}' is out of range", what, line_.substr(start, pos_ - start)));
-    }
-    if (ec != std::errc() || end != line_.data() + pos_) {
-      pos_ = start;
-      fail(fmt::format("expected {}, found {}", what, found()));
-    }
-    return v;
+    return decimal<int64_t>(what, allow_negative);
   }
+  // A decimal integer in [0, 2^64): a random op's seed or offset.
+  uint64_t unsigned_integer(std::string_view what) { return decimal<uint64_t>(what, false); }
 
   // "%" DIGITS: a node label.
   int64_t label() {
@@ -146,6 +138,24 @@ class Cursor {
   void seek(size_t pos) { pos_ = pos; }
 
  private:
+  template <class T>
+  T decimal(std::string_view what, bool allow_negative) {
+    const size_t start = mark();
+    if (allow_negative && pos_ < line_.size() && line_[pos_] == '-') ++pos_;
+    while (pos_ < line_.size() && line_[pos_] >= '0' && line_[pos_] <= '9') ++pos_;
+    T v = 0;
+    const auto [end, ec] = std::from_chars(line_.data() + start, line_.data() + pos_, v);
+    if (ec == std::errc::result_out_of_range) {
+      fail_at(start,
+              fmt::format("{} '{}' is out of range", what, line_.substr(start, pos_ - start)));
+    }
+    if (ec != std::errc() || end != line_.data() + pos_) {
+      pos_ = start;
+      fail(fmt::format("expected {}, found {}", what, found()));
+    }
+    return v;
+  }
+
   std::string_view line_;
   int line_no_;
   std::string_view source_;
@@ -298,6 +308,11 @@ class Parser {
       case Op::expand:
         spec.shape = stated.shape;
         break;
+      case Op::rand:
+      case Op::randn:
+        spec.dtype = stated.dtype;
+        spec.shape = stated.shape;
+        break;
       default:
         break;
     }
@@ -343,16 +358,17 @@ class Parser {
     } while (c.accept(','));
   }
 
-  // ("axes=[" INT ("," INT)* "]")? ("keepdim")?
+  // ("axes=[" INT ("," INT)* "]")? ("keepdim")? ("seed=" UINT "offset=" UINT)?
   void parse_attrs(Cursor& c, NodeSpec& spec) {
     const OpKind kind = op_kind(spec.op);
     const std::string_view name = op_name(spec.op);
     size_t pos = c.mark();
     std::string_view attr = c.word();
     if (attr == "axes") {
-      if (kind != OpKind::reduce && spec.op != Op::permute) {
-        c.fail_at(pos,
-                  fmt::format("'{}' takes no axes=[...]; only reductions and permute do", name));
+      if (kind != OpKind::reduce && spec.op != Op::permute && kind != OpKind::gather) {
+        c.fail_at(pos, fmt::format("'{}' takes no axes=[...]; only reductions, permute and "
+                                   "gather do",
+                                   name));
       }
       c.expect('=', "after axes");
       c.expect('[', "after axes=");
@@ -365,6 +381,14 @@ class Parser {
       pos = c.mark();
       attr = c.word();
     }
+    if (kind == OpKind::random) {
+      if (attr != "seed") c.fail_at(pos, fmt::format("expected seed=N offset=N after {}", name));
+      spec.seed = parse_counter(c, "seed");
+      pos = c.mark();
+      if (c.word() != "offset") c.fail_at(pos, fmt::format("expected offset=N after the seed"));
+      spec.offset = parse_counter(c, "offset");
+      return;
+    }
     if (attr == "keepdim") {
       if (kind != OpKind::reduce) {
         c.fail_at(pos, fmt::format("'{}' takes no keepdim; only reductions do", name));
@@ -373,6 +397,12 @@ class Parser {
     } else if (!attr.empty()) {
       c.fail_at(pos, fmt::format("unexpected '{}' after the operands of {}", attr, name));
     }
+  }
+
+  // "=" UINT, after the word `what`.
+  static uint64_t parse_counter(Cursor& c, std::string_view what) {
+    c.expect('=', fmt::format("after {}", what));
+    return c.unsigned_integer(fmt::format("the {} (an integer in [0, 2^64))", what));
   }
 
   // "output" ID ("," ID)*

@@ -152,6 +152,13 @@ std::optional<int64_t> operand_axis(const ir::Node& n, size_t k, const ir::Node&
       const Shape batch(operand.shape.begin(), operand.shape.end() - 2);
       return broadcast_axis(batch, rank - 2, axis, m);
     }
+    case ir::OpKind::gather:
+      // Both operands carry the axis in place, except the data along the gathered axis (the
+      // index reads anywhere in it) or where the index is shorter than the data.
+      if (k == 0 && (axis == n.axes[0] || operand.shape[static_cast<size_t>(axis)] != m)) {
+        return std::nullopt;
+      }
+      return axis;
     default:  // elementwise, broadcasting from the right
       return broadcast_axis(operand.shape, rank, axis, m);
   }
@@ -173,6 +180,8 @@ std::optional<std::vector<int64_t>> label_axis(const ir::Graph& g, int64_t axis,
     const ir::Node& n = g.node(static_cast<ir::NodeId>(i));
     const int64_t l = label[i];
     if (l == kUnknown) continue;
+    // A random draw's values follow the element's position in the whole shape: no cut.
+    if (l >= 0 && ir::op_kind(n.op) == ir::OpKind::random) ok = false;
     for (size_t k = 0; k < n.inputs.size() && ok; ++k) {
       const ir::NodeId in = n.inputs[k];
       if (l == kFree) {

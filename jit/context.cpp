@@ -245,6 +245,18 @@ Tensor Context::scalar(double value, DType dtype) {
   return Tensor(impl_->record({.op = ir::Op::constant, .dtype = dtype, .value = value}));
 }
 
+Tensor Context::rand(Shape shape, uint64_t seed, uint64_t offset, DType dtype) {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  return Tensor(impl_->record({.op = ir::Op::rand, .dtype = dtype, .shape = std::move(shape),
+                               .seed = seed, .offset = offset}));
+}
+
+Tensor Context::randn(Shape shape, uint64_t seed, uint64_t offset, DType dtype) {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  return Tensor(impl_->record({.op = ir::Op::randn, .dtype = dtype, .shape = std::move(shape),
+                               .seed = seed, .offset = offset}));
+}
+
 Tensor Context::zeros(Shape shape, DType dtype) { return full(std::move(shape), 0.0, dtype); }
 Tensor Context::ones(Shape shape, DType dtype) { return full(std::move(shape), 1.0, dtype); }
 

@@ -283,4 +283,12 @@ Tensor unsqueeze(const Tensor& x, int64_t axis) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return binary(Op::matmul, a, b); }
 
+Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
+  auto& ctx = ctx_of(x, "gather");
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const ir::NodeId ix = ctx.node_of(impl_of(x, "gather"));
+  const ir::NodeId ii = ctx.node_of(impl_of(index, "gather"));
+  return record(ctx, {.op = Op::gather, .inputs = {ix, ii}, .axes = {axis}});
+}
+
 }  // namespace fusejit

@@ -175,6 +175,35 @@ BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, 
   return b;
 }
 
+BasePtr make_data_root(std::string name, int64_t bound) {
+  auto b = std::make_shared<Base>();
+  b->name = std::move(name);
+  b->bound = bound;
+  b->lane = Lane::other;
+  return b;
+}
+
+Index gather_operand(const Index& at, const Shape& operand, size_t axis, const BasePtr& position) {
+  Index out{operand, std::vector<Digits>(operand.size())};
+  for (size_t d = 0; d < operand.size(); ++d) {
+    if (operand[d] == 1) continue;
+    if (d == axis) {
+      out.axes[d] = {Digit{position, 1, operand[d]}};
+    } else if (operand[d] == at.shape[d]) {
+      out.axes[d] = at.axes[d];
+    } else {
+      // The coordinate is below at.shape[d] < operand[d]: one digit of the operand's extent
+      // over the coordinate's value (printed without a modulo, since it never reaches it).
+      auto coordinate = std::make_shared<Base>();
+      coordinate->terms = with_places(normalize(at.axes[d]));
+      coordinate->bound = at.shape[d];
+      std::tie(coordinate->lane, coordinate->vector) = terms_lane(coordinate->terms);
+      out.axes[d] = {Digit{coordinate, 1, operand[d]}};
+    }
+  }
+  return out;
+}
+
 Index index_from_digits(const Digits& flat_in, const Shape& shape) {
   const Digits flat = normalize(flat_in);
   int64_t total = 1;

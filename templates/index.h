@@ -71,6 +71,14 @@ Index index_from_root(const BasePtr& root, const Shape& shape);
 // The digits of the linear position, merged and without extent-1 digits.
 Digits flatten(const Index& at);
 
+// A kernel variable holding a position loaded at run time (a gather's index, wrapped and
+// clamped to [0, bound)): a root whose value may differ between any two vector lanes.
+BasePtr make_data_root(std::string name, int64_t bound);
+// The data operand's index when `at` indexes the result of gather along `axis`: `position`'s
+// value on that axis, `at`'s coordinates on the others (where the index tensor is shorter than
+// the operand, they are one opaque digit of the operand's extent).
+Index gather_operand(const Index& at, const Shape& operand, size_t axis, const BasePtr& position);
+
 // The operand's index when `at` indexes the result of a view or a broadcast.
 Index broadcast_operand(const Index& at, const Shape& operand);  // numpy broadcast or expand
 Index permute_operand(const Index& at, const std::vector<int64_t>& perm, const Shape& operand);

@@ -55,6 +55,12 @@ Graph graph_for(Op op) {
     case OpKind::matmul:
       out = add_matmul(g, x, add_input(g, DType::f32, {3, 4}));
       break;
+    case OpKind::gather:
+      out = add_gather(g, x, -1, add_input(g, DType::i64, {2, 5}));
+      break;
+    case OpKind::random:
+      out = add_random(g, op, DType::bf16, {3, 2}, 0xfedcba9876543210ull, 7);
+      break;
   }
   g.set_outputs({out, x});
   return g;
@@ -111,6 +117,36 @@ TEST_CASE("every op round-trips through print and parse", "[ir][text]") {
   CHECK(print(graph_for(Op::permute)).find("%2 : f32[3,2] = permute %0 axes=[1,0]\n") !=
         std::string::npos);
   CHECK(print(graph_for(Op::cast)).find("%2 : bf16[2,3] = cast %0\n") != std::string::npos);
+  // gather names its axis; random ops carry their key and stream in full 64 bits.
+  CHECK(print(graph_for(Op::gather)).find("%3 : f32[2,5] = gather %0, %2 axes=[1]\n") !=
+        std::string::npos);
+  CHECK(print(graph_for(Op::randn))
+            .find("%2 : bf16[3,2] = randn seed=18364758544493064720 offset=7\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("gather and random nodes reject what they cannot mean", "[ir][text]") {
+  const std::string idx = "%2 : i32[4,3] = input\n";
+  CHECK(parse_error(with_inputs(idx + "%3 : f32[4,3] = gather %0, %2 axes=[1]\noutput %3\n"))
+            .empty());
+  CHECK(parse_error(with_inputs(idx + "%3 : f32[4,3] = gather %0, %2\noutput %3\n"))
+            .find("gather: takes exactly one axis") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : f32[4,3] = input\n%3 : f32[4,3] = gather %0, %2 "
+                                "axes=[1]\noutput %3\n"))
+            .find("indices must be i32 or i64") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : i32[5,3] = input\n%3 : f32[5,3] = gather %0, %2 "
+                                "axes=[1]\noutput %3\n"))
+            .find("along axis 0 the index operand i32[5,3] is longer") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : f32[2] = rand seed=1\noutput %2\n"))
+            .find("expected offset=N after the seed") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : f32[2] = rand\noutput %2\n"))
+            .find("expected seed=N offset=N after rand") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : f32[2] = rand seed=-1 offset=0\noutput %2\n"))
+            .find("expected the seed (an integer in [0, 2^64))") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : i32[2] = rand seed=1 offset=0\noutput %2\n"))
+            .find("rand: dtype i32 is not supported") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : f32[4] = sum %0 axes=[1] seed=1\noutput %2\n"))
+            .find("unexpected 'seed'") != std::string::npos);
 }
 
 TEST_CASE("constants print the shortest round-trip decimal", "[ir][text]") {
@@ -224,7 +260,7 @@ TEST_CASE("parse errors name the place, what was expected and what was found", "
   CHECK_THAT(parse_error(with_inputs("%2 : f32[4] = sum %0\noutput %2\n")),
              ContainsSubstring("t.txt:4:15: sum: no axes given"));
   CHECK(parse_error(with_inputs("%2 : f32[4,8] = exp %0 axes=[1]\noutput %2\n")) ==
-        "t.txt:4:24: 'exp' takes no axes=[...]; only reductions and permute do");
+        "t.txt:4:24: 'exp' takes no axes=[...]; only reductions, permute and gather do");
   CHECK(parse_error(with_inputs("%2 : f32[8,4] = permute %0 axes=[1,0] keepdim\noutput %2\n")) ==
         "t.txt:4:39: 'permute' takes no keepdim; only reductions do");
   CHECK(parse_error(with_inputs("%2 : f32[4,8] = exp %0 fast\noutput %2\n")) ==
