@@ -28,10 +28,14 @@ struct Node {
   Shape shape;               // result shape
   std::vector<NodeId> inputs;
   // reduce: the reduced axes, sorted ascending. permute: the permutation (result axis i is
-  // operand axis axes[i]).
+  // operand axis axes[i]). slice, concat: the one axis they work along (non-negative).
   std::vector<int64_t> axes;
   bool keepdim = false;  // reduce
   double value = 0.0;    // constant (rank 0)
+  // slice: result element k along axes[0] is operand element start + k * step (0 <= start <
+  // the operand's extent, step >= 1, the last element in range); the length is the result's.
+  int64_t start = 0;
+  int64_t step = 1;
 
   bool operator==(const Node&) const = default;
 };
@@ -41,11 +45,14 @@ struct Node {
 struct NodeSpec {
   Op op = Op::input;
   std::vector<NodeId> inputs;
-  DType dtype = DType::f32;  // used by input, constant, cast
-  Shape shape;               // used by input, reshape, expand (the target shape)
-  std::vector<int64_t> axes; // used by reduce (any order, negatives allowed) and permute
+  DType dtype = DType::f32;  // used by input, constant, cast, arange
+  Shape shape;               // used by input, reshape, expand, slice, arange (the result shape)
+  std::vector<int64_t> axes; // used by reduce (any order, negatives allowed), permute, slice and
+                             // concat (one axis, negative allowed)
   bool keepdim = false;      // used by reduce
   double value = 0.0;        // used by constant
+  int64_t start = 0;         // used by slice (already in range: see add_slice for Python's)
+  int64_t step = 1;          // used by slice
 };
 
 class Graph {
@@ -77,6 +84,9 @@ NodeSpec spec_of(const Node& node);
 // Shape and dtype inference for one node of `g`; throws fusejit::Error when ill-formed.
 Node infer_node(const Graph& g, const NodeSpec& spec);
 
+// "2", or "one or more" for a variadic op: for errors about operand counts.
+std::string arity_str(Op op);
+
 // "f32[16384,16384]"
 std::string type_str(const Node& node);
 
@@ -92,5 +102,12 @@ NodeId add_reshape(Graph& g, NodeId x, Shape shape);
 NodeId add_permute(Graph& g, NodeId x, std::vector<int64_t> perm);
 NodeId add_expand(Graph& g, NodeId x, Shape shape);
 NodeId add_matmul(Graph& g, NodeId a, NodeId b);
+// x[start:stop:step] along `axis`, with Python's and PyTorch's bounds: negative start and stop
+// count from the end, both are clamped to the axis; step >= 1. An empty result is an error.
+NodeId add_slice(Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1);
+// The operands joined along `axis` (torch.cat): equal shapes but along the axis, dtypes promoted.
+NodeId add_concat(Graph& g, std::vector<NodeId> xs, int64_t axis);
+// [0, 1, ..., n-1] of `dtype` (not bool).
+NodeId add_arange(Graph& g, int64_t n, DType dtype);
 
 }  // namespace fusejit::ir

@@ -126,6 +126,11 @@ std::optional<int64_t> operand_axis(const ir::Node& n, size_t k, const ir::Node&
     }
     case ir::OpKind::view:
       if (n.op == ir::Op::permute) return n.axes[static_cast<size_t>(axis)];
+      // slice and concat keep every axis but their own, which mixes (offsets, operand ranges).
+      if (n.op == ir::Op::slice || n.op == ir::Op::concat) {
+        if (axis == n.axes[0]) return std::nullopt;
+        return axis;
+      }
       if (n.op == ir::Op::expand) return broadcast_axis(operand.shape, rank, axis, m);
       // reshape: the axis survives whole when the operand has an axis of the same extent with
       // the same number of elements before it (then the same number after it too).
@@ -169,6 +174,8 @@ std::optional<std::vector<int64_t>> label_axis(const ir::Graph& g, int64_t axis,
     const ir::Node& n = g.node(static_cast<ir::NodeId>(i));
     const int64_t l = label[i];
     if (l == kUnknown) continue;
+    // An arange's values are its positions: the sampled rows would not be 0, 1, ...
+    if (n.op == ir::Op::arange && l >= 0) return std::nullopt;
     for (size_t k = 0; k < n.inputs.size() && ok; ++k) {
       const ir::NodeId in = n.inputs[k];
       if (l == kFree) {
@@ -184,7 +191,7 @@ std::optional<std::vector<int64_t>> label_axis(const ir::Graph& g, int64_t axis,
   return label;
 }
 
-// The trace with the carrying axis of each input, reshape and expand cut to k indices.
+// The trace with the carrying axis of each input, reshape, expand and slice cut to k indices.
 std::optional<ir::Graph> cut_graph(const ir::Graph& g, const std::vector<int64_t>& label,
                                    int64_t k, std::vector<int64_t>& input_axis) {
   ir::Graph out;
@@ -196,7 +203,9 @@ std::optional<ir::Graph> cut_graph(const ir::Graph& g, const std::vector<int64_t
     if (l == kUnknown && n.op != ir::Op::input) continue;
     ir::NodeSpec spec = ir::spec_of(n);
     for (ir::NodeId& in : spec.inputs) in = remap[static_cast<size_t>(in)];
-    if (l >= 0 && (n.op == ir::Op::input || n.op == ir::Op::reshape || n.op == ir::Op::expand)) {
+    const bool states_shape = n.op == ir::Op::input || n.op == ir::Op::reshape ||
+                              n.op == ir::Op::expand || n.op == ir::Op::slice;
+    if (l >= 0 && states_shape) {
       spec.shape[static_cast<size_t>(l)] = k;
     }
     if (n.op == ir::Op::input) input_axis.push_back(l >= 0 ? l : -1);
