@@ -393,7 +393,8 @@ NodeId add_matmul(Graph& g, NodeId a, NodeId b) {
   return g.add({.op = Op::matmul, .inputs = {a, b}});
 }
 
-NodeId add_slice(Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+NodeSpec slice_spec(const Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop,
+                    int64_t step) {
   const Node& xn = g.node(x);
   const int64_t rank = static_cast<int64_t>(xn.shape.size());
   const int64_t a = normalize_axis(axis, rank, "slice");
@@ -413,8 +414,11 @@ NodeId add_slice(Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop, 
   }
   Shape shape = xn.shape;
   shape[a] = (hi - lo + step - 1) / step;
-  return g.add({.op = Op::slice, .inputs = {x}, .shape = std::move(shape), .axes = {a},
-                .start = lo, .step = step});
+  return {.op = Op::slice, .inputs = {x}, .shape = std::move(shape), .axes = {a}, .start = lo,
+          .step = step};
+}
+NodeId add_slice(Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+  return g.add(slice_spec(g, x, axis, start, stop, step));
 }
 NodeId add_concat(Graph& g, std::vector<NodeId> xs, int64_t axis) {
   return g.add({.op = Op::concat, .inputs = std::move(xs), .axes = {axis}});

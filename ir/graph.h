@@ -105,6 +105,9 @@ NodeId add_matmul(Graph& g, NodeId a, NodeId b);
 // x[start:stop:step] along `axis`, with Python's and PyTorch's bounds: negative start and stop
 // count from the end, both are clamped to the axis; step >= 1. An empty result is an error.
 NodeId add_slice(Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1);
+// The canonical spec of that slice (for recording it elsewhere); throws as add_slice does.
+NodeSpec slice_spec(const Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop,
+                    int64_t step);
 // The operands joined along `axis` (torch.cat): equal shapes but along the axis, dtypes promoted.
 NodeId add_concat(Graph& g, std::vector<NodeId> xs, int64_t axis);
 // [0, 1, ..., n-1] of `dtype` (not bool).

@@ -46,6 +46,11 @@ class Context {
   Tensor ones(Shape shape, DType dtype = DType::f32);
   // A rank-0 constant.
   Tensor scalar(double value, DType dtype = DType::f32);
+  // torch.arange: start, start + step, ... below stop (above it for a negative step), computed
+  // from each element's position inside the kernel that reads it (no memory). Float dtypes
+  // compute start + i * step in f32, then round to `dtype`; integer dtypes need integral start
+  // and step. An empty range or step 0 throws fusejit::UsageError.
+  Tensor arange(double start, double stop, double step = 1.0, DType dtype = DType::f32);
 
   // A stand-in for data: it records like any tensor but holds no values, so a trace can be
   // built and written (trace_text) without allocating inputs. Evaluating a result that depends
