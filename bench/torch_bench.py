@@ -52,8 +52,11 @@ COMPARE = {"eq": "torch.eq", "ne": "torch.ne", "lt": "torch.lt", "le": "torch.le
            "gt": "torch.gt", "ge": "torch.ge"}
 REDUCE = {"sum": "torch.sum", "mean": "torch.mean", "max": "torch.amax", "min": "torch.amin"}
 RANDOM = {"rand": "torch.rand", "randn": "torch.randn"}
-ARITY = {"input": 0, "const": 0, "where": 3, "cast": 1, "reshape": 1, "permute": 1, "expand": 1,
-         "matmul": 2, "gather": 2, "rand": 0, "randn": 0, **{k: 1 for k in UNARY}, **{k: 2 for k in BINARY},
+# concat takes one or more operands (VARIADIC).
+VARIADIC = -1
+ARITY = {"input": 0, "const": 0, "arange": 0, "where": 3, "cast": 1, "reshape": 1, "permute": 1,
+         "expand": 1, "slice": 1, "concat": VARIADIC, "matmul": 2, "gather": 2, "rand": 0,
+         "randn": 0, **{k: 1 for k in UNARY}, **{k: 2 for k in BINARY},
          **{k: 2 for k in COMPARE}, **{k: 1 for k in REDUCE}}
 
 NODE = re.compile(r"%(\d+) : (\w+)\[([0-9,]*)\] = (\w+)(.*)$")
@@ -67,6 +70,7 @@ class Node:
     def __init__(self, op, dtype, shape, inputs, axes=None, keepdim=False, value=None):
         self.op, self.dtype, self.shape, self.inputs = op, dtype, shape, inputs
         self.axes, self.keepdim, self.value = axes, keepdim, value
+        self.ints = {}  # slice: axis, start, step; concat: axis
 
     def __repr__(self):
         attrs = f" axes={self.axes}" if self.axes is not None else ""
@@ -121,12 +125,17 @@ def parse_trace(text, where="trace"):
             rest = rest[:rm.start()]
         if (op in RANDOM) != (rm is not None):
             raise TraceError(f"{where}:{lineno}: seed=N offset=N go with rand and randn only")
+        for key in ("axis", "start", "step"):
+            im = re.search(rf"(?:^|\s){key}=(-?[0-9]+)", rest)
+            if im:
+                node.ints[key] = int(im.group(1))
+                rest = rest[:im.start()] + rest[im.end():]
         if re.search(r"(?:^|\s)keepdim$", rest):
             node.keepdim = True
             rest = rest[:rest.rindex("keepdim")]
         operands = [t for t in rest.split(",") if t.strip()]
         node.inputs = [ref(t, lineno) for t in operands]
-        if len(node.inputs) != ARITY[op]:
+        if len(node.inputs) != ARITY[op] and not (ARITY[op] == VARIADIC and node.inputs):
             raise TraceError(f"{where}:{lineno}: '{op}' takes {ARITY[op]} operand(s), got "
                              f"{len(node.inputs)}")
         if (op in REDUCE or op in ("permute", "gather")) and node.axes is None:
@@ -202,6 +211,15 @@ def torch_program(nodes, outputs):
             expr = f"{arg(ins[0])}.permute({tuple(n.axes)})"
         elif n.op == "expand":
             expr = f"{arg(ins[0])}.expand({n.shape})"
+        elif n.op == "slice":
+            a, start, step = n.ints["axis"] % len(n.shape), n.ints["start"], n.ints["step"]
+            stop = start + step * (n.shape[a] - 1) + 1
+            expr = f"{arg(ins[0])}[{':, ' * a}{start}:{stop}:{step}]"
+        elif n.op == "concat":
+            parts = ", ".join(arg(i, n.dtype) for i in ins)
+            expr = f"torch.cat([{parts}], dim={n.ints['axis']})"
+        elif n.op == "arange":
+            expr = f"torch.arange({n.shape[0]}, device=DEVICE, dtype=torch.{TORCH_DTYPE[n.dtype]})"
         elif n.op == "matmul":
             expr = f"torch.matmul({arg(ins[0])}, {arg(ins[1])})"
         elif n.op == "gather":

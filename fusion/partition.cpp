@@ -194,8 +194,10 @@ std::string fused_reason(const Dataflow& df, const RegionVerdict& v, NodeId prod
   switch (v.kind) {
     case RegionKind::pointwise:
       if (p.shape != c.shape) {
-        return fmt::format("elementwise chain over {} ({} broadcast to {})", shape_str(v.shape),
-                           shape_str(p.shape), shape_str(c.shape));
+        return fmt::format("elementwise chain over {} ({} {} {})", shape_str(v.shape),
+                           shape_str(p.shape),
+                           ir::broadcasts_to(p.shape, c.shape) ? "broadcast to" : "read as",
+                           shape_str(c.shape));
       }
       return fmt::format("elementwise chain over {}", shape_str(v.shape));
     case RegionKind::reduction:

@@ -39,7 +39,10 @@ std::string number_str(double v) {
   return std::string(buf, end);
 }
 
-void print_node(std::string& out, size_t id, const Node& n) {
+// Ops that work along one axis spell it `axis=N` rather than `axes=[N]`.
+bool takes_axis(Op op) { return op == Op::slice || op == Op::concat; }
+
+void print_node(std::string& out, size_t id, const Node& n, bool newline = true) {
   fmt::format_to(std::back_inserter(out), "%{} : {} = {}", id, type_str(n), op_name(n.op));
   if (n.op == Op::constant) {
     out += ' ';
@@ -48,15 +51,18 @@ void print_node(std::string& out, size_t id, const Node& n) {
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     fmt::format_to(std::back_inserter(out), "{}%{}", i == 0 ? " " : ", ", n.inputs[i]);
   }
-  // A scalar's permutation is empty and prints as nothing; parsing no axes gives it back.
-  if (!n.axes.empty()) {
+  if (takes_axis(n.op)) {
+    fmt::format_to(std::back_inserter(out), " axis={}", n.axes.at(0));
+  } else if (!n.axes.empty()) {
+    // A scalar's permutation is empty and prints as nothing; parsing no axes gives it back.
     fmt::format_to(std::back_inserter(out), " axes=[{}]", fmt::join(n.axes, ","));
   }
+  if (n.op == Op::slice) fmt::format_to(std::back_inserter(out), " start={} step={}", n.start, n.step);
   if (n.keepdim) out += " keepdim";
   if (op_kind(n.op) == OpKind::random) {
     fmt::format_to(std::back_inserter(out), " seed={} offset={}", n.seed, n.offset);
   }
-  out += '\n';
+  if (newline) out += '\n';
 }
 
 bool is_word_char(char c) {
@@ -304,8 +310,13 @@ class Parser {
       case Op::cast:
         spec.dtype = stated.dtype;
         break;
+      case Op::arange:
+        spec.dtype = stated.dtype;
+        spec.shape = stated.shape;
+        break;
       case Op::reshape:
       case Op::expand:
+      case Op::slice:
         spec.shape = stated.shape;
         break;
       case Op::rand:
@@ -358,8 +369,34 @@ class Parser {
     } while (c.accept(','));
   }
 
-  // ("axes=[" INT ("," INT)* "]")? ("keepdim")? ("seed=" UINT "offset=" UINT)?
+  // INT after `word=`, for attributes that take one.
+  int64_t parse_int_attr(Cursor& c, std::string_view word) {
+    c.expect('=', fmt::format("after {}", word));
+    return c.integer(fmt::format("an integer after {}=", word), true);
+  }
+
+  // slice: "axis=" INT "start=" INT "step=" INT; concat: "axis=" INT.
+  void parse_axis_attrs(Cursor& c, NodeSpec& spec) {
+    const std::string_view name = op_name(spec.op);
+    for (std::string_view want : {"axis", "start", "step"}) {
+      if (want != "axis" && spec.op != Op::slice) break;
+      const size_t pos = c.mark();
+      const std::string_view attr = c.word();
+      if (attr != want) {
+        c.fail_at(pos, fmt::format("expected {}=N after the operands of {}, found {}", want, name,
+                                   attr.empty() ? c.found() : fmt::format("'{}'", attr)));
+      }
+      const int64_t v = parse_int_attr(c, want);
+      if (want == "axis") spec.axes = {v};
+      else if (want == "start") spec.start = v;
+      else spec.step = v;
+    }
+  }
+
+  // ("axes=[" INT ("," INT)* "]")? ("keepdim")? ("seed=" UINT "offset=" UINT)?, or
+  // parse_axis_attrs' for slice and concat
   void parse_attrs(Cursor& c, NodeSpec& spec) {
+    if (takes_axis(spec.op)) return parse_axis_attrs(c, spec);
     const OpKind kind = op_kind(spec.op);
     const std::string_view name = op_name(spec.op);
     size_t pos = c.mark();
@@ -448,6 +485,12 @@ std::string print(const Graph& g) {
     fmt::format_to(std::back_inserter(out), "{}%{}", i == 0 ? " " : ", ", g.outputs()[i]);
   }
   out += '\n';
+  return out;
+}
+
+std::string node_line(const Graph& g, NodeId id) {
+  std::string out;
+  print_node(out, static_cast<size_t>(id), g.node(id), false);
   return out;
 }
 

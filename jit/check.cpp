@@ -130,6 +130,11 @@ std::optional<int64_t> operand_axis(const ir::Node& n, size_t k, const ir::Node&
     }
     case ir::OpKind::view:
       if (n.op == ir::Op::permute) return n.axes[static_cast<size_t>(axis)];
+      // slice and concat keep every axis but their own, which mixes (offsets, operand ranges).
+      if (n.op == ir::Op::slice || n.op == ir::Op::concat) {
+        if (axis == n.axes[0]) return std::nullopt;
+        return axis;
+      }
       if (n.op == ir::Op::expand) return broadcast_axis(operand.shape, rank, axis, m);
       // reshape: the axis survives whole when the operand has an axis of the same extent with
       // the same number of elements before it (then the same number after it too).
@@ -180,8 +185,9 @@ std::optional<std::vector<int64_t>> label_axis(const ir::Graph& g, int64_t axis,
     const ir::Node& n = g.node(static_cast<ir::NodeId>(i));
     const int64_t l = label[i];
     if (l == kUnknown) continue;
-    // A random draw's values follow the element's position in the whole shape: no cut.
-    if (l >= 0 && ir::op_kind(n.op) == ir::OpKind::random) ok = false;
+    // A random draw's and an arange's values follow the element's position in the whole shape:
+    // the sampled rows would not have them, so no cut.
+    if (l >= 0 && (ir::op_kind(n.op) == ir::OpKind::random || n.op == ir::Op::arange)) ok = false;
     for (size_t k = 0; k < n.inputs.size() && ok; ++k) {
       const ir::NodeId in = n.inputs[k];
       if (l == kFree) {
@@ -197,7 +203,7 @@ std::optional<std::vector<int64_t>> label_axis(const ir::Graph& g, int64_t axis,
   return label;
 }
 
-// The trace with the carrying axis of each input, reshape and expand cut to k indices.
+// The trace with the carrying axis of each input, reshape, expand and slice cut to k indices.
 std::optional<ir::Graph> cut_graph(const ir::Graph& g, const std::vector<int64_t>& label,
                                    int64_t k, std::vector<int64_t>& input_axis) {
   ir::Graph out;
@@ -209,7 +215,9 @@ std::optional<ir::Graph> cut_graph(const ir::Graph& g, const std::vector<int64_t
     if (l == kUnknown && n.op != ir::Op::input) continue;
     ir::NodeSpec spec = ir::spec_of(n);
     for (ir::NodeId& in : spec.inputs) in = remap[static_cast<size_t>(in)];
-    if (l >= 0 && (n.op == ir::Op::input || n.op == ir::Op::reshape || n.op == ir::Op::expand)) {
+    const bool states_shape = n.op == ir::Op::input || n.op == ir::Op::reshape ||
+                              n.op == ir::Op::expand || n.op == ir::Op::slice;
+    if (l >= 0 && states_shape) {
       spec.shape[static_cast<size_t>(l)] = k;
     }
     if (n.op == ir::Op::input) input_axis.push_back(l >= 0 ? l : -1);

@@ -56,8 +56,10 @@ kir::ExprP Values::value(ir::NodeId id, const Index& at, ValueScope& scope) {
   switch (ir::op_kind(n.op)) {
     case ir::OpKind::source:
       if (n.op == ir::Op::constant) return literal_of(n.dtype, n.value);
+      if (n.op == ir::Op::arange) return scope.memo[k] = arange(id, at, scope);
       throw InternalError(fmt::format("input %{} is in the region's nodes but not its inputs", id));
     case ir::OpKind::view:
+      if (n.op == ir::Op::concat) return scope.memo[k] = concat(id, at, scope);
       return view(n, at, scope);
     case ir::OpKind::random:
     case ir::OpKind::gather: {
@@ -85,8 +87,12 @@ Index view_operand(const ir::Node& n, const ir::Node& operand, const Index& at) 
       return reshape_operand(at, operand.shape);
     case ir::Op::permute:
       return permute_operand(at, n.axes, operand.shape);
-    default:
+    case ir::Op::slice:
+      return slice_operand(at, n.axes[0], n.start, n.step, operand.shape);
+    case ir::Op::expand:
       return broadcast_operand(at, operand.shape);
+    default:  // concat reads several operands: Values::concat
+      throw InternalError(fmt::format("view {} has no single operand index", ir::op_name(n.op)));
   }
 }
 
@@ -141,10 +147,45 @@ kir::ExprP Values::gathered(ir::NodeId id, Index at, ValueScope& scope) {
       return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh("gx"),
                             load(info_, id, kir::offset(at)));
     }
-    if (ir::op_kind(n.op) != ir::OpKind::view) return value(id, at, scope);
+    if (ir::op_kind(n.op) != ir::OpKind::view || n.op == ir::Op::concat) {
+      return value(id, at, scope);
+    }
     at = view_operand(n, info_.node(n.inputs[0]), at);
     id = n.inputs[0];
   }
+}
+
+// A select over index ranges: every operand is evaluated (at an element in range, see
+// concat_operand) and the result's coordinate along the axis picks one:
+//   c < end0 ? x0 : (c < end1 ? x1 : ... xN)
+kir::ExprP Values::concat(ir::NodeId id, const Index& at, ValueScope& scope) {
+  const ir::Node& n = info_.node(id);
+  const int64_t axis = n.axes[0];
+  std::vector<kir::ExprP> parts;
+  std::vector<int64_t> ends;
+  int64_t offset = 0;
+  for (ir::NodeId in : n.inputs) {
+    const ir::Node& x = info_.node(in);
+    const Index operand_at = concat_operand(at, axis, offset, x.shape);
+    parts.push_back(convert_to(n.dtype, x.dtype, value(in, operand_at, scope)));
+    offset += x.shape[static_cast<size_t>(axis)];
+    ends.push_back(offset);
+  }
+  const kir::ExprP c = kir::offset(axis_coordinate(at, axis));
+  kir::ExprP picked = parts.back();
+  for (size_t k = parts.size() - 1; k-- > 0;) {
+    picked = kir::select(kir::lt(c, kir::lit(ends[k])), parts[k], kir::group(picked));
+  }
+  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)),
+                        picked, "concat");
+}
+
+// The element's position, converted to the node's dtype and rounded to it (as a cast of an
+// integer arange would be).
+kir::ExprP Values::arange(ir::NodeId id, const Index& at, ValueScope& scope) {
+  const DTypeCode& code = dtype_code(info_.node(id).dtype);
+  const kir::ExprP v = apply(code.round, apply(code.convert, kir::offset(at)));
+  return scope.out->let(std::string(code.arith), fresh(fmt::format("v{}", id)), v, "arange");
 }
 
 kir::ExprP Values::elementwise(ir::NodeId id, const Index& at, ValueScope& scope) {

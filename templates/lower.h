@@ -57,6 +57,8 @@ class Values {
 
  private:
   kir::ExprP view(const ir::Node& n, const Index& at, ValueScope& scope);
+  kir::ExprP concat(ir::NodeId id, const Index& at, ValueScope& scope);
+  kir::ExprP arange(ir::NodeId id, const Index& at, ValueScope& scope);
   kir::ExprP elementwise(ir::NodeId id, const Index& at, ValueScope& scope);
   kir::ExprP random(ir::NodeId id, const Index& at, ValueScope& scope);
   kir::ExprP gather(ir::NodeId id, const Index& at, ValueScope& scope);

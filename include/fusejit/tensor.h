@@ -114,6 +114,17 @@ Tensor transpose(const Tensor& x, int64_t axis0, int64_t axis1);
 Tensor expand(const Tensor& x, Shape shape);  // -1 keeps a dimension
 Tensor squeeze(const Tensor& x, int64_t axis);
 Tensor unsqueeze(const Tensor& x, int64_t axis);
+// x[start:stop:step] along `axis`, bounds as in Python and PyTorch (negative ones count from the
+// end; both clamp to the axis); step >= 1. An empty result throws fusejit::UsageError.
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1);
+// torch.narrow: `length` elements from `start` (negative counts from the end); must fit.
+Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t length);
+// torch.chunk: `chunks` slices of ceil(extent / chunks) elements along `axis` (the last may be
+// shorter, and there may be fewer), e.g. gate, up = chunk(h, 2, -1) for SwiGLU.
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis = 0);
+// torch.cat: the tensors joined along `axis`; every other extent must match, dtypes promote. One
+// kernel reads all of them: a consumer picks the operand by the position along the axis.
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis = 0);
 
 // Matrix product: 2-D, or batched with broadcast batch dimensions.
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -371,6 +371,50 @@ void check_views(Op op) {
   }
 }
 
+void check_slice() {
+  Graph g;
+  const NodeId x = add_input(g, f32, {2, 5});
+  const NodeId y = add_input(g, i64, {6});
+  g.add_output(add_slice(g, x, 1, 1, 4));          // x[:, 1:4]
+  g.add_output(add_slice(g, x, -1, -2, 100));      // x[:, -2:] (stop clamped)
+  g.add_output(add_slice(g, y, 0, 1, 6, 2));       // y[1::2]
+  g.add_output(add_slice(g, x, 0, -1, 2));         // x[-1:2] is row 1
+  const std::vector<HostTensor> out =
+      run(g, {tensor(f32, {2, 5}, iota(10)), tensor(i64, {6}, iota(6, 10))});
+  check_tensor(out[0], f32, {2, 3}, {1, 2, 3, 6, 7, 8});
+  check_tensor(out[1], f32, {2, 2}, {3, 4, 8, 9});
+  check_tensor(out[2], i64, {3}, {11, 13, 15});
+  check_tensor(out[3], f32, {1, 5}, {5, 6, 7, 8, 9});
+}
+
+void check_concat() {
+  Graph g;
+  const NodeId a = add_input(g, f32, {2, 2});
+  const NodeId b = add_input(g, i32, {2, 1});
+  const NodeId c = add_input(g, f16, {1, 2});
+  g.add_output(add_concat(g, {a, b, a}, -1));  // dtypes promote as torch.cat: f32
+  g.add_output(add_concat(g, {a, c}, 0));
+  g.add_output(add_concat(g, {b, b}, 0));
+  const std::vector<HostTensor> out = run(g, {tensor(f32, {2, 2}, {1, 2, 3, 4}),
+                                              tensor(i32, {2, 1}, {7, 8}),
+                                              tensor(f16, {1, 2}, {0.5, 9})});
+  check_tensor(out[0], f32, {2, 5}, {1, 2, 7, 1, 2, 3, 4, 8, 3, 4});
+  check_tensor(out[1], f32, {3, 2}, {1, 2, 3, 4, 0.5, 9});
+  check_tensor(out[2], i32, {4, 1}, {7, 8, 7, 8});
+}
+
+void check_arange() {
+  Graph g;
+  g.add_output(add_arange(g, 4, i32));
+  g.add_output(add_arange(g, 3, f32));
+  g.add_output(add_arange(g, 2050, f16));  // 2049 is not an f16: rounds to even, 2048
+  const std::vector<HostTensor> out = run(g, {});
+  check_tensor(out[0], i32, {4}, iota(4));
+  check_tensor(out[1], f32, {3}, iota(3));
+  CHECK(out[2].get(2049) == 2048.0);
+  CHECK(out[2].get(2047) == 2047.0);
+}
+
 // C = A @ B by the definition, for row-major A[m,k], B[k,n].
 std::vector<double> naive_matmul(const std::vector<double>& a, const std::vector<double>& b,
                                  int64_t m, int64_t k, int64_t n) {
@@ -576,6 +620,15 @@ void check_op(Op op) {
     case Op::permute:
     case Op::expand:
       check_views(op);
+      return;
+    case Op::slice:
+      check_slice();
+      return;
+    case Op::concat:
+      check_concat();
+      return;
+    case Op::arange:
+      check_arange();
       return;
     case Op::matmul:
       check_matmul();

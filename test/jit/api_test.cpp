@@ -239,3 +239,35 @@ TEST_CASE("rand, randn and dropout are pure functions of seed, offset and positi
   CHECK(dropped[0] == 0.0);
   CHECK(std::isnan(dropped[1]));  // x * 0, as torch
 }
+
+TEST_CASE("slice, narrow, chunk, concat and arange", "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7}, {2, 4});
+  CHECK(fj::slice(x, -1, 1, 3).to_host() == std::vector<double>{1, 2, 5, 6});
+  CHECK(fj::slice(x, 1, -3, 100, 2).to_host() == std::vector<double>{1, 3, 5, 7});
+  CHECK(fj::narrow(x, 0, -1, 1).to_host() == std::vector<double>{4, 5, 6, 7});
+  CHECK_THROWS_AS(fj::narrow(x, 1, 2, 3), fj::UsageError);
+  CHECK_THROWS_AS(fj::slice(x, 1, 3, 1), fj::UsageError);  // empty
+  CHECK_THROWS_AS(fj::slice(x, 1, 0, 4, 0), fj::UsageError);
+  // SwiGLU's split and rotary's rotate_half.
+  const std::vector<fj::Tensor> halves = fj::chunk(x, 2, -1);
+  REQUIRE(halves.size() == 2);
+  CHECK(halves[1].to_host() == std::vector<double>{2, 3, 6, 7});
+  CHECK(fj::chunk(ctx.arange(0, 5), 2).size() == 2);  // sizes 3 and 2
+  CHECK(fj::chunk(ctx.arange(0, 5), 4).size() == 3);  // sizes 2, 2 and 1, as torch.chunk
+  const auto rot = fj::concat({-halves[1], halves[0]}, -1);
+  CHECK(rot.to_host() == std::vector<double>{-2, -3, 0, 1, -6, -7, 4, 5});
+  const auto i = ctx.from_vector(std::vector<double>{9, 8}, {1, 2}, DType::i32);
+  const auto rows = fj::concat({halves[0], i}, 0);  // promoted as torch.cat: f32
+  CHECK(rows.dtype() == DType::f32);
+  CHECK(rows.to_host() == std::vector<double>{0, 1, 4, 5, 9, 8});
+  CHECK_THROWS_AS(fj::concat({x, i}, 0), fj::UsageError);
+  CHECK_THROWS_AS(fj::concat({}, 0), fj::UsageError);
+  CHECK(ctx.arange(0, 4, 1, DType::i64).to_host() == std::vector<double>{0, 1, 2, 3});
+  CHECK(ctx.arange(1, 2, 0.25).to_host() == std::vector<double>{1, 1.25, 1.5, 1.75});
+  CHECK(ctx.arange(5, 0, -2, DType::i32).to_host() == std::vector<double>{5, 3, 1});
+  CHECK(ctx.arange(0, 3, 1, DType::bf16).dtype() == DType::bf16);
+  CHECK_THROWS_AS(ctx.arange(0, 1, 0.5, DType::i32), fj::UsageError);
+  CHECK_THROWS_AS(ctx.arange(0, 1, 0), fj::UsageError);
+  CHECK_THROWS_AS(ctx.arange(3, 1), fj::UsageError);
+}

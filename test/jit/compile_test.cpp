@@ -4,6 +4,7 @@
 // randomly generated graphs of pointwise, broadcast, view and reduction ops compiles with NVRTC
 // for sm_90.
 #include <filesystem>
+#include <map>
 
 #include "fusion/pipeline.h"
 #include "ir/text.h"
@@ -70,10 +71,19 @@ TEST_CASE("every kernel of the odd-shapes suite compiles for sm_90", "[jit][nvrt
 
 TEST_CASE("every kernel of 220 random graphs compiles for sm_90", "[jit][nvrtc][random]") {
   int kernels = 0;
+  std::map<ir::Op, int> index_ops;  // the graphs do exercise slice, concat and arange
   for (uint64_t seed = 1; seed <= 220; ++seed) {
     const ir::Graph g = testing::random_graph(seed);
     INFO("random graph seed " << seed << "\n" << ir::print(g));
     kernels += compile_all(g);
+    for (const ir::Node& n : g.nodes()) {
+      if (n.op == ir::Op::slice || n.op == ir::Op::concat || n.op == ir::Op::arange) {
+        ++index_ops[n.op];
+      }
+    }
   }
   CHECK(kernels >= 220);
+  CHECK(index_ops[ir::Op::slice] >= 10);
+  CHECK(index_ops[ir::Op::concat] >= 5);
+  CHECK(index_ops[ir::Op::arange] >= 5);
 }
