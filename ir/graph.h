@@ -32,9 +32,6 @@ struct Node {
   std::vector<int64_t> axes;
   bool keepdim = false;  // reduce
   double value = 0.0;    // constant (rank 0)
-  // rand, randn: the generator's key and the start of its counter stream (ir/random.h).
-  uint64_t seed = 0;
-  uint64_t offset = 0;
 
   bool operator==(const Node&) const = default;
 };
@@ -49,8 +46,6 @@ struct NodeSpec {
   std::vector<int64_t> axes; // used by reduce (any order, negatives allowed), permute, gather
   bool keepdim = false;      // used by reduce
   double value = 0.0;        // used by constant
-  uint64_t seed = 0;         // used by rand, randn
-  uint64_t offset = 0;       // used by rand, randn
 };
 
 class Graph {
@@ -99,7 +94,8 @@ NodeId add_expand(Graph& g, NodeId x, Shape shape);
 NodeId add_matmul(Graph& g, NodeId a, NodeId b);
 // gather(x, idx) along `axis` (torch.gather): result[p] = x[p with p[axis] = idx[p]].
 NodeId add_gather(Graph& g, NodeId x, int64_t axis, NodeId idx);
-// rand (uniform [0,1)) or randn (standard normal) of `dtype` and `shape`.
-NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, uint64_t seed, uint64_t offset);
+// rand (uniform [0,1)) or randn (standard normal) of `dtype` and `shape`, drawn with `key`, an
+// i64[2] node holding {seed, offset} (ir/random.h): the values are data, not part of the node.
+NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, NodeId key);
 
 }  // namespace fusejit::ir

@@ -53,9 +53,6 @@ void print_node(std::string& out, size_t id, const Node& n) {
     fmt::format_to(std::back_inserter(out), " axes=[{}]", fmt::join(n.axes, ","));
   }
   if (n.keepdim) out += " keepdim";
-  if (op_kind(n.op) == OpKind::random) {
-    fmt::format_to(std::back_inserter(out), " seed={} offset={}", n.seed, n.offset);
-  }
   out += '\n';
 }
 
@@ -358,7 +355,7 @@ class Parser {
     } while (c.accept(','));
   }
 
-  // ("axes=[" INT ("," INT)* "]")? ("keepdim")? ("seed=" UINT "offset=" UINT)?
+  // ("axes=[" INT ("," INT)* "]")? ("keepdim")?, or a random op's attribute key (below)
   void parse_attrs(Cursor& c, NodeSpec& spec) {
     const OpKind kind = op_kind(spec.op);
     const std::string_view name = op_name(spec.op);
@@ -381,13 +378,8 @@ class Parser {
       pos = c.mark();
       attr = c.word();
     }
-    if (kind == OpKind::random) {
-      if (attr != "seed") c.fail_at(pos, fmt::format("expected seed=N offset=N after {}", name));
-      spec.seed = parse_counter(c, "seed");
-      pos = c.mark();
-      if (c.word() != "offset") c.fail_at(pos, fmt::format("expected offset=N after the seed"));
-      spec.offset = parse_counter(c, "offset");
-      return;
+    if (kind == OpKind::random && attr == "seed" && spec.inputs.empty()) {
+      return parse_attribute_key(c, spec);
     }
     if (attr == "keepdim") {
       if (kind != OpKind::reduce) {
@@ -397,6 +389,18 @@ class Parser {
     } else if (!attr.empty()) {
       c.fail_at(pos, fmt::format("unexpected '{}' after the operands of {}", attr, name));
     }
+  }
+
+  // "seed=" UINT SP "offset=" UINT, after the seed word: the spelling of builds in which the
+  // key was an attribute of rand and randn (no operands). Read as a key of its own, an i64[2]
+  // input inserted just before the node; the values are dropped, since a trace holds no input
+  // data (they are bound at eval like any input's), and the node prints in the operand spelling.
+  void parse_attribute_key(Cursor& c, NodeSpec& spec) {
+    parse_counter(c, "seed");
+    const size_t pos = c.mark();
+    if (c.word() != "offset") c.fail_at(pos, "expected offset=N after the seed");
+    parse_counter(c, "offset");
+    spec.inputs = {add_input(graph_, DType::i64, {2})};
   }
 
   // "=" UINT, after the word `what`.
