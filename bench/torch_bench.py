@@ -16,9 +16,10 @@ fusejit's reference interpreter (ir/interp.cpp): results take the node's stated 
 promotion, not torch's 0-dim rule), relu/maximum/minimum/max/min propagate NaN (as torch's do),
 integer sums accumulate in i64, float inputs are torch.randn in their dtype, integer inputs
 uniform in [-8, 8], bool inputs fair coins. gather wraps negative indices once and clamps the
-rest, as fusejit does. rand and randn become torch.rand and torch.randn: torch's generator is
-not fusejit's Philox layout, so traces with random ops are compared by time only, never by
-value.
+rest, as fusejit does. rand and randn become torch.rand and torch.randn, and their key operand
+(an i64[2] input holding the seed and offset) is passed but not read: torch's generator is not
+fusejit's Philox layout, so traces with random ops are compared by time only, never by value.
+The older spelling of the key as attributes (`rand seed=N offset=N`, no operand) is read too.
 """
 import argparse
 import os
@@ -55,8 +56,8 @@ RANDOM = {"rand": "torch.rand", "randn": "torch.randn"}
 # concat takes one or more operands (VARIADIC).
 VARIADIC = -1
 ARITY = {"input": 0, "const": 0, "arange": 0, "where": 3, "cast": 1, "reshape": 1, "permute": 1,
-         "expand": 1, "slice": 1, "concat": VARIADIC, "matmul": 2, "gather": 2, "rand": 0,
-         "randn": 0, **{k: 1 for k in UNARY}, **{k: 2 for k in BINARY},
+         "expand": 1, "slice": 1, "concat": VARIADIC, "matmul": 2, "gather": 2, "rand": 1,
+         "randn": 1, **{k: 1 for k in UNARY}, **{k: 2 for k in BINARY},
          **{k: 2 for k in COMPARE}, **{k: 1 for k in REDUCE}}
 
 NODE = re.compile(r"%(\d+) : (\w+)\[([0-9,]*)\] = (\w+)(.*)$")
@@ -120,10 +121,10 @@ def parse_trace(text, where="trace"):
         if am:
             node.axes = [int(a) for a in am.group(1).split(",")] if am.group(1) else []
             rest = rest[:am.start()] + rest[am.end():]
-        rm = re.search(r"(?:^|\s)seed=(\d+) offset=(\d+)$", rest)
+        rm = re.search(r"(?:^|\s)seed=(\d+) offset=(\d+)$", rest)  # the key's older spelling
         if rm:
             rest = rest[:rm.start()]
-        if (op in RANDOM) != (rm is not None):
+        if rm and op not in RANDOM:
             raise TraceError(f"{where}:{lineno}: seed=N offset=N go with rand and randn only")
         for key in ("axis", "start", "step"):
             im = re.search(rf"(?:^|\s){key}=(-?[0-9]+)", rest)
@@ -135,8 +136,9 @@ def parse_trace(text, where="trace"):
             rest = rest[:rest.rindex("keepdim")]
         operands = [t for t in rest.split(",") if t.strip()]
         node.inputs = [ref(t, lineno) for t in operands]
-        if len(node.inputs) != ARITY[op] and not (ARITY[op] == VARIADIC and node.inputs):
-            raise TraceError(f"{where}:{lineno}: '{op}' takes {ARITY[op]} operand(s), got "
+        arity = ARITY[op] - (1 if rm else 0)  # the older spelling has no key operand
+        if len(node.inputs) != arity and not (arity == VARIADIC and node.inputs):
+            raise TraceError(f"{where}:{lineno}: '{op}' takes {arity} operand(s), got "
                              f"{len(node.inputs)}")
         if (op in REDUCE or op in ("permute", "gather")) and node.axes is None:
             raise TraceError(f"{where}:{lineno}: '{op}' needs axes=[...]")

@@ -19,8 +19,8 @@ void sort_unique(std::vector<NodeId>& ids) {
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
 }
 
-// Views, constants and random sources (rand, randn: a pure function of the element's position)
-// cost nothing to evaluate again where they are read.
+// Views, constants and random sources (rand, randn: a pure function of the element's position
+// and of the two values of their key input) cost nothing to evaluate again where they are read.
 bool is_view_or_constant(const Node& n) {
   const OpKind kind = ir::op_kind(n.op);
   return n.op == Op::constant || kind == OpKind::view || kind == OpKind::random;

@@ -291,7 +291,10 @@ void infer_gather(const Graph& g, const NodeSpec& spec, Node& n) {
   n.dtype = x.dtype;
 }
 
-void infer_random(const NodeSpec& spec, Node& n) {
+// rand, randn: the shape and dtype are stated; the operand is the generator's key, an i64[2]
+// input holding {seed, offset}, whose values the kernel loads at run time (ir/random.h). An
+// input, so that every kernel that draws reads it from memory wherever the draw is evaluated.
+void infer_random(const Graph& g, const NodeSpec& spec, Node& n) {
   const std::string_view name = op_name(spec.op);
   check_dims(spec.shape, name);
   if (!is_floating(spec.dtype)) {
@@ -299,10 +302,15 @@ void infer_random(const NodeSpec& spec, Node& n) {
                                  "bf16 (cast the result for another type)",
                                  name, dtype_name(spec.dtype)));
   }
+  const Node& key = g.node(spec.inputs[0]);
+  if (key.op != Op::input || key.dtype != DType::i64 || key.shape != Shape{2}) {
+    throw UsageError(fmt::format("{}: the key operand %{} is {} {}; it must be an i64[2] input "
+                                 "holding {{seed, offset}} (Context::rand makes one from host "
+                                 "values)",
+                                 name, spec.inputs[0], op_name(key.op), type_str(key)));
+  }
   n.dtype = spec.dtype;
   n.shape = spec.shape;
-  n.seed = spec.seed;
-  n.offset = spec.offset;
 }
 
 void infer_arange(const NodeSpec& spec, Node& n) {
@@ -374,7 +382,7 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
       infer_gather(g, spec, n);
       return n;
     case OpKind::random:
-      infer_random(spec, n);
+      infer_random(g, spec, n);
       return n;
     default:
       infer_elementwise(g, spec, n);
@@ -385,7 +393,7 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
 NodeSpec spec_of(const Node& n) {
   return NodeSpec{.op = n.op, .inputs = n.inputs, .dtype = n.dtype, .shape = n.shape,
                   .axes = n.axes, .keepdim = n.keepdim, .value = n.value, .start = n.start,
-                  .step = n.step, .seed = n.seed, .offset = n.offset};
+                  .step = n.step};
 }
 
 NodeId Graph::add(const NodeSpec& spec) {
@@ -449,9 +457,8 @@ NodeId add_matmul(Graph& g, NodeId a, NodeId b) {
 NodeId add_gather(Graph& g, NodeId x, int64_t axis, NodeId idx) {
   return g.add({.op = Op::gather, .inputs = {x, idx}, .axes = {axis}});
 }
-NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, uint64_t seed, uint64_t offset) {
-  return g.add(
-      {.op = op, .dtype = dtype, .shape = std::move(shape), .seed = seed, .offset = offset});
+NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, NodeId key) {
+  return g.add({.op = op, .inputs = {key}, .dtype = dtype, .shape = std::move(shape)});
 }
 NodeSpec slice_spec(const Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop,
                     int64_t step) {

@@ -37,9 +37,6 @@ struct Node {
   // the operand's extent, step >= 1, the last element in range); the length is the result's.
   int64_t start = 0;
   int64_t step = 1;
-  // rand, randn: the generator's key and the start of its counter stream (ir/random.h).
-  uint64_t seed = 0;
-  uint64_t offset = 0;
 
   bool operator==(const Node&) const = default;
 };
@@ -58,8 +55,6 @@ struct NodeSpec {
   double value = 0.0;        // used by constant
   int64_t start = 0;         // used by slice (already in range: see add_slice for Python's)
   int64_t step = 1;          // used by slice
-  uint64_t seed = 0;         // used by rand, randn
-  uint64_t offset = 0;       // used by rand, randn
 };
 
 class Graph {
@@ -111,8 +106,9 @@ NodeId add_expand(Graph& g, NodeId x, Shape shape);
 NodeId add_matmul(Graph& g, NodeId a, NodeId b);
 // gather(x, idx) along `axis` (torch.gather): result[p] = x[p with p[axis] = idx[p]].
 NodeId add_gather(Graph& g, NodeId x, int64_t axis, NodeId idx);
-// rand (uniform [0,1)) or randn (standard normal) of `dtype` and `shape`.
-NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, uint64_t seed, uint64_t offset);
+// rand (uniform [0,1)) or randn (standard normal) of `dtype` and `shape`, drawn with `key`, an
+// i64[2] node holding {seed, offset} (ir/random.h): the values are data, not part of the node.
+NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, NodeId key);
 // x[start:stop:step] along `axis`, with Python's and PyTorch's bounds: negative start and stop
 // count from the end, both are clamped to the axis; step >= 1. An empty result is an error.
 NodeId add_slice(Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1);

@@ -1,11 +1,12 @@
 // ir/hash: the structural hash; see hash.h.
 //
 // Merkle style: a node's hash mixes its own fields (op, dtype, shape, axes, keepdim, constant
-// bits, a slice's start and step, a random op's seed and offset) with the hashes of its operands
-// in operand order, so ids never enter it, only the shape of the dataflow. An input node has no
-// operands; it mixes in its position among the inputs instead (the k-th input binds the k-th
-// buffer), which is what tells two inputs apart. The graph hash mixes the output hashes in
-// output order, so only nodes that reach an output count.
+// bits, a slice's start and step) with the hashes of its operands in operand order, so ids never
+// enter it, only the shape of the dataflow. An input node has no operands; it mixes in its
+// position among the inputs instead (the k-th input binds the k-th buffer), which is what tells
+// two inputs apart. The graph hash mixes the output hashes in output order, so only nodes that
+// reach an output count. A random op's seed and offset are data (its key operand, an input):
+// every seed hashes alike, and two draws from different key inputs hash apart.
 //
 // Everything is fixed-width integer arithmetic on values, never std::hash or addresses, so the
 // hash is the same across runs, builds and platforms.
@@ -80,12 +81,6 @@ uint64_t structural_hash(const Graph& g) {
     if (n.op == Op::slice) {  // only here, so that the hashes of other nodes stay as they were
       m.add(static_cast<uint64_t>(n.start));
       m.add(static_cast<uint64_t>(n.step));
-    }
-    // Random values depend on the generator's key and counter; other ops keep the hashes they
-    // had before random ops existed.
-    if (op_kind(n.op) == OpKind::random) {
-      m.add(n.seed);
-      m.add(n.offset);
     }
     if (n.op == Op::input) m.add(input_position++);
     m.add(n.inputs.size());

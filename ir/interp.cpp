@@ -528,7 +528,7 @@ Value eval_node(const Node& n, const std::vector<Value>& values) {
     case OpKind::gather:
       return eval_gather(n, arg(0), arg(1));
     case OpKind::random:
-      return eval_random(n);
+      return eval_random(n, arg(0));
   }
   unexpected(n, "eval_node");
 }

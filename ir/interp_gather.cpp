@@ -1,6 +1,6 @@
 // ir/interp_gather: the CPU reference of the ops that compute positions rather than values:
-// gather (x read where an index tensor points) and rand/randn (a pure function of the element's
-// position, ir/random.h).
+// gather (x read where an index tensor points) and rand/randn (a pure function of the key's
+// values and the element's position, ir/random.h).
 //
 // Index values follow docs/trace-format.md: a negative index counts from the end once (-1 is
 // the last element, as in PyTorch), and what is still outside [0, extent) is clamped to the
@@ -55,7 +55,9 @@ Value eval_gather(const Node& n, const Value& x, const Value& idx) {
   return x.f ? gather_as<float>(n, x, idx) : gather_as<int64_t>(n, x, idx);
 }
 
-Value eval_random(const Node& n) {
+Value eval_random(const Node& n, const Value& key) {
+  const uint64_t seed = static_cast<uint64_t>(key.data<int64_t>()[0]);
+  const uint64_t offset = static_cast<uint64_t>(key.data<int64_t>()[1]);
   const int64_t total = numel(n.shape);
   std::shared_ptr<float[]> out = allocate<float>(total);
   float* dst = out.get();
@@ -65,8 +67,8 @@ Value eval_random(const Node& n) {
       const int64_t m = std::min(kBlock, end - k0);
       for (int64_t j = 0; j < m; ++j) {
         const uint64_t e = static_cast<uint64_t>(k0 + j);
-        block[j] = n.op == Op::rand ? random_uniform(n.seed, n.offset, e)
-                                    : random_normal(n.seed, n.offset, e);
+        block[j] = n.op == Op::rand ? random_uniform(seed, offset, e)
+                                    : random_normal(seed, offset, e);
       }
       store_span(n.dtype, block, dst + k0, m);
     }

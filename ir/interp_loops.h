@@ -249,6 +249,6 @@ Value eval_reduce(const Node& n, const Value& x);
 Value eval_matmul(const Node& n, const Value& a, const Value& b);
 // Positions rather than values, in interp_gather.cpp.
 Value eval_gather(const Node& n, const Value& x, const Value& idx);
-Value eval_random(const Node& n);
+Value eval_random(const Node& n, const Value& key);
 
 }  // namespace fusejit::ir::interp_detail

@@ -26,7 +26,8 @@ enum class OpKind : uint8_t {
   view,     // reshape, permute, expand, slice, concat: index arithmetic, never a copy
   matmul,   // GEMM boundary: a library call, never generated
   gather,   // gather(x, idx) axes=[a]: x read at positions loaded from an index tensor
-  random,   // rand, randn: no operands; a pure function of (seed, offset, element position)
+  random,   // rand, randn: one operand, the key i64[2] {seed, offset} (ir/random.h); a pure
+            // function of the key's values and the element's position
 };
 
 // Op flags.
@@ -106,8 +107,8 @@ inline constexpr int kVariadic = -1;
   X(concat, "concat", kVariadic, view, 0, none, none)                         \
   X(matmul, "matmul", 2, matmul, kFloatOnly, none, none)                      \
   X(gather, "gather", 2, gather, 0, none, none)                               \
-  X(rand, "rand", 0, random, 0, none, none)                                   \
-  X(randn, "randn", 0, random, 0, none, none)
+  X(rand, "rand", 1, random, 0, none, none)                                   \
+  X(randn, "randn", 1, random, 0, none, none)
 
 enum class Op : uint8_t {
 #define FUSEJIT_OP_ENUM(id, name, arity, kind, flags, combine, approx) id,

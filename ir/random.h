@@ -5,15 +5,30 @@
 // a header with no includes and no library behind it: including it from ir/ adds no link to a
 // later layer. What the values are (the counter layout, the uniforms, Box-Muller) is written
 // there, and in docs/trace-format.md.
+//
+// A random node's seed and offset are not attributes of the node but the values of its key
+// operand, an i64[2] tensor {seed, offset} (each the two's-complement image of the u64), read by
+// the kernel at run time and by the reference the same way: a new seed is new data for the same
+// trace, plan and kernels, never a recompile.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numbers>
 
+#include "ir/host_tensor.h"
 #include "templates/device/fj_random.cuh"
 
 namespace fusejit::ir {
+
+// The key operand's values for (seed, offset).
+inline HostTensor random_key(uint64_t seed, uint64_t offset) {
+  HostTensor key(DType::i64, {2});
+  const uint64_t words[2] = {seed, offset};
+  std::memcpy(key.bytes.data(), words, sizeof words);
+  return key;
+}
 
 // rand: element e's uniform in [0, 1) (a multiple of 2^-24).
 inline float random_uniform(uint64_t seed, uint64_t offset, uint64_t e) {

@@ -59,9 +59,6 @@ void print_node(std::string& out, size_t id, const Node& n, bool newline = true)
   }
   if (n.op == Op::slice) fmt::format_to(std::back_inserter(out), " start={} step={}", n.start, n.step);
   if (n.keepdim) out += " keepdim";
-  if (op_kind(n.op) == OpKind::random) {
-    fmt::format_to(std::back_inserter(out), " seed={} offset={}", n.seed, n.offset);
-  }
   if (newline) out += '\n';
 }
 
@@ -393,8 +390,8 @@ class Parser {
     }
   }
 
-  // ("axes=[" INT ("," INT)* "]")? ("keepdim")? ("seed=" UINT "offset=" UINT)?, or
-  // parse_axis_attrs' for slice and concat
+  // ("axes=[" INT ("," INT)* "]")? ("keepdim")?, parse_axis_attrs' for slice and concat, or a
+  // random op's attribute key (below)
   void parse_attrs(Cursor& c, NodeSpec& spec) {
     if (takes_axis(spec.op)) return parse_axis_attrs(c, spec);
     const OpKind kind = op_kind(spec.op);
@@ -418,13 +415,8 @@ class Parser {
       pos = c.mark();
       attr = c.word();
     }
-    if (kind == OpKind::random) {
-      if (attr != "seed") c.fail_at(pos, fmt::format("expected seed=N offset=N after {}", name));
-      spec.seed = parse_counter(c, "seed");
-      pos = c.mark();
-      if (c.word() != "offset") c.fail_at(pos, fmt::format("expected offset=N after the seed"));
-      spec.offset = parse_counter(c, "offset");
-      return;
+    if (kind == OpKind::random && attr == "seed" && spec.inputs.empty()) {
+      return parse_attribute_key(c, spec);
     }
     if (attr == "keepdim") {
       if (kind != OpKind::reduce) {
@@ -434,6 +426,18 @@ class Parser {
     } else if (!attr.empty()) {
       c.fail_at(pos, fmt::format("unexpected '{}' after the operands of {}", attr, name));
     }
+  }
+
+  // "seed=" UINT SP "offset=" UINT, after the seed word: the spelling of builds in which the
+  // key was an attribute of rand and randn (no operands). Read as a key of its own, an i64[2]
+  // input inserted just before the node; the values are dropped, since a trace holds no input
+  // data (they are bound at eval like any input's), and the node prints in the operand spelling.
+  void parse_attribute_key(Cursor& c, NodeSpec& spec) {
+    parse_counter(c, "seed");
+    const size_t pos = c.mark();
+    if (c.word() != "offset") c.fail_at(pos, "expected offset=N after the seed");
+    parse_counter(c, "offset");
+    spec.inputs = {add_input(graph_, DType::i64, {2})};
   }
 
   // "=" UINT, after the word `what`.

@@ -12,6 +12,7 @@
 #include "ir/interp.h"
 #include "jit/dump.h"
 #include "ir/prune.h"
+#include "ir/random.h"
 #include "ir/text.h"
 #include "ir/shape.h"
 #include "jit/context_impl.h"
@@ -246,16 +247,30 @@ Tensor Context::scalar(double value, DType dtype) {
   return Tensor(impl_->record({.op = ir::Op::constant, .dtype = dtype, .value = value}));
 }
 
+namespace {
+
+// A draw reads its (seed, offset) from a key tensor made here, bound as an input like any host
+// data (16 bytes uploaded at eval): the trace, its plan and its kernels are the same for every
+// seed and offset (ir/random.h). The node is inferred on a scratch graph first, so that a bad
+// shape or dtype throws before the key is bound into the trace.
+Tensor draw(detail::ContextImpl& ctx, ir::Op op, Shape shape, uint64_t seed, uint64_t offset,
+            DType dtype) {
+  ir::Graph scratch;
+  ir::add_random(scratch, op, dtype, shape, ir::add_input(scratch, DType::i64, {2}));
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const Tensor key = materialized(ctx, ir::random_key(seed, offset));
+  return Tensor(ctx.record(
+      {.op = op, .inputs = {ctx.node_of(*key.impl())}, .dtype = dtype, .shape = std::move(shape)}));
+}
+
+}  // namespace
+
 Tensor Context::rand(Shape shape, uint64_t seed, uint64_t offset, DType dtype) {
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
-  return Tensor(impl_->record({.op = ir::Op::rand, .dtype = dtype, .shape = std::move(shape),
-                               .seed = seed, .offset = offset}));
+  return draw(*impl_, ir::Op::rand, std::move(shape), seed, offset, dtype);
 }
 
 Tensor Context::randn(Shape shape, uint64_t seed, uint64_t offset, DType dtype) {
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
-  return Tensor(impl_->record({.op = ir::Op::randn, .dtype = dtype, .shape = std::move(shape),
-                               .seed = seed, .offset = offset}));
+  return draw(*impl_, ir::Op::randn, std::move(shape), seed, offset, dtype);
 }
 
 Tensor Context::zeros(Shape shape, DType dtype) { return full(std::move(shape), 0.0, dtype); }

@@ -54,6 +54,21 @@ FastMath fast_math_for(const ir::Graph& g, const fusion::Region& r) {
   return fast;
 }
 
+// The region inputs that only draws (rand, randn) read: their keys.
+std::set<ir::NodeId> random_keys(const ir::Graph& g, const fusion::Region& r) {
+  std::set<ir::NodeId> keys, streamed;
+  for (ir::NodeId id : r.nodes) {
+    const ir::Node& n = g.node(id);
+    const bool draw = ir::op_kind(n.op) == ir::OpKind::random;
+    for (ir::NodeId in : n.inputs) (draw ? keys : streamed).insert(in);
+  }
+  std::set<ir::NodeId> out;
+  for (ir::NodeId in : r.inputs) {
+    if (keys.count(in) != 0 && streamed.count(in) == 0) out.insert(in);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string device_function(ir::Op op, FastMath fast) {
@@ -164,6 +179,7 @@ RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r, const Codege
   for (ir::NodeId id : r.outputs) see(id);
   wide_index = biggest > kNarrowIndexLimit;
   fast = round_every_node ? FastMath::none : fast_math_for(g, r);
+  keys = random_keys(g, r);
 }
 
 std::string RegionInfo::input_param(ir::NodeId id) const {
@@ -177,6 +193,7 @@ std::pair<int, int> RegionInfo::element_sizes() const {
   int smallest = 8, largest = 1;
   for (const auto* ids : {&region.inputs, &region.outputs}) {
     for (ir::NodeId id : *ids) {
+      if (keys.count(id) != 0) continue;
       smallest = std::min(smallest, dtype_size(node(id).dtype));
       largest = std::max(largest, dtype_size(node(id).dtype));
     }

@@ -56,6 +56,9 @@ struct RegionInfo {
   const fusion::Region& region;
   std::set<ir::NodeId> inputs;    // leaves: loaded from memory
   std::set<ir::NodeId> nodes;     // computed here
+  // Leaves read only as a draw's key (rand, randn): two words per thread, not a stream of
+  // elements, so they count in no element size.
+  std::set<ir::NodeId> keys;
   bool wide_index = false;        // some offset may not fit in int32: index math in 64 bits
   bool round_every_node = false;  // Rounding::node: f16/bf16 nodes rounded where computed
   FastMath fast = FastMath::none;
@@ -65,7 +68,8 @@ struct RegionInfo {
   const ir::Node& node(ir::NodeId id) const { return graph.node(id); }
   // Parameter names: in<k> for region.inputs[k], out<k> for region.outputs[k].
   std::string input_param(ir::NodeId id) const;
-  // Smallest element size among the leaves and outputs (the vector width follows from it).
+  // Smallest element size among the leaves (but keys) and outputs (the vector width follows
+  // from it).
   int min_element_size() const { return element_sizes().first; }
   // The largest (what a thread's share of a row costs in registers and bytes in flight).
   int max_element_size() const { return element_sizes().second; }

@@ -103,12 +103,20 @@ kir::ExprP Values::view(const ir::Node& n, const Index& at, ValueScope& scope) {
 
 // rand, randn: device/fj_random.cuh's function of (seed, offset, the element's row-major
 // position), rounded to the node's dtype in every rounding mode, as the reference stores it.
+// Seed and offset are elements 0 and 1 of the key, a region input (ir::infer_node keeps it an
+// input), loaded where the draw is evaluated: the source is the same for every seed, and the
+// compiler keeps the two loads of a restrict-qualified pointer out of the thread's loops.
 kir::ExprP Values::random(ir::NodeId id, const Index& at, ValueScope& scope) {
   const ir::Node& n = info_.node(id);
-  auto u64 = [](uint64_t v) { return kir::lit(fmt::format("{}ull", v)); };
+  const ir::NodeId key = n.inputs.at(0);
+  if (info_.inputs.count(key) == 0) {
+    throw InternalError(fmt::format("%{} ({}) draws with key %{}, which is not a region input",
+                                    id, ir::op_name(n.op), key));
+  }
+  auto word = [&](int k) { return kir::cast("unsigned long long", load(info_, key, kir::lit(int64_t{k}))); };
   const kir::ExprP position = kir::cast("unsigned long long", kir::group(kir::offset(at)));
   const std::string fn = n.op == ir::Op::rand ? "fj_rand" : "fj_randn";
-  const kir::ExprP draw = kir::call(fn, {u64(n.seed), u64(n.offset), position});
+  const kir::ExprP draw = kir::call(fn, {word(0), word(1), position});
   return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)),
                         apply(dtype_code(n.dtype).round, draw), std::string(ir::op_name(n.op)));
 }

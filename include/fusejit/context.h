@@ -56,6 +56,8 @@ class Context {
   // depends on the launch, and the GPU and the CPU reference draw the same numbers. `offset`
   // selects an independent stream under one seed (use a new offset, or seed, per draw). Like
   // `full`, nothing is stored: the numbers are computed inside the kernels that read them.
+  // Seed and offset are data (a 16-byte key input of the trace, uploaded at eval), not part of
+  // the trace's structure: a new seed each step reuses the plan and kernels of the first.
   // rand: uniform in [0, 1), multiples of 2^-24 (bit-identical on GPU and CPU).
   Tensor rand(Shape shape, uint64_t seed, uint64_t offset = 0, DType dtype = DType::f32);
   // randn: standard normal by Box-Muller (GPU and CPU agree to a few f32 ulps).

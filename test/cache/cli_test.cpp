@@ -170,6 +170,33 @@ TEST_CASE("warm: the seed traces, again, damaged, verified, repaired, dumped, cl
   CHECK_THAT(r.out, ContainsSubstring("entries: 0 "));
 }
 
+TEST_CASE("warm: a trace that draws random numbers compiles once for every seed",
+          "[cache][cli][random]") {
+  // dropout(x, 0.5) as recorded: the key is an input, so one kernel serves every seed. A trace
+  // in the key's attribute spelling of earlier builds, with another seed, needs the same kernel.
+  TempDir dir("cli-random");
+  const std::string cache_dir = dir.str("cache");
+  const std::string rest =
+      "%3 : f32[] = const 0.5\n%4 : bool[64,128] = lt %2, %3\n%5 : f32[] = const 2\n"
+      "%6 : f32[64,128] = mul %0, %5\n%7 : f32[] = const 0\n"
+      "%8 : f32[64,128] = where %4, %6, %7\noutput %8\n";
+  const std::string keyed = dir.str("dropout.trace");
+  test::write_bytes(keyed, "fusejit-trace 1\n%0 : f32[64,128] = input\n%1 : i64[2] = input\n"
+                           "%2 : f32[64,128] = rand %1\n" + rest);
+  const std::string attributes = dir.str("dropout_seed99.trace");
+  test::write_bytes(attributes, "fusejit-trace 1\n%0 : f32[64,128] = input\n"
+                                "%2 : f32[64,128] = rand seed=99 offset=3\n" + rest);
+  CliResult r = run_cli("warm --arch sm_90 --cache-dir " + cache_dir + " " + keyed);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(summary(r).compiled == 1);
+  r = run_cli("warm --arch sm_90 --cache-dir " + cache_dir + " " + attributes);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(summary(r).compiled == 0);
+  CHECK(summary(r).cached == 1);
+}
+
 TEST_CASE("warm: several archs, FUSEJIT_ARCH, failures and bad arguments", "[cache][cli]") {
   TempDir dir("cli-args");
   const std::string cache_dir = dir.str("cache");

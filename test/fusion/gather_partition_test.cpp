@@ -37,7 +37,8 @@ TEST_CASE("dropout's random mask is evaluated inside the kernel that reads it",
           "[fusion][random]") {
   Graph g;
   const NodeId x = ir::add_input(g, DType::f32, {R, C});
-  const NodeId u = ir::add_random(g, Op::rand, DType::f32, {R, C}, 7, 0);
+  const NodeId key = ir::add_input(g, DType::i64, {2});
+  const NodeId u = ir::add_random(g, Op::rand, DType::f32, {R, C}, key);
   const NodeId keep = bin(g, Op::lt, u, ir::add_constant(g, DType::f32, 0.9));
   const NodeId y = ir::add_where(g, keep, bin(g, Op::mul, x, ir::add_constant(g, DType::f32, 2)),
                                  ir::add_constant(g, DType::f32, 0));
@@ -45,16 +46,32 @@ TEST_CASE("dropout's random mask is evaluated inside the kernel that reads it",
   const Plan plan = plan_of(g);
   REQUIRE(plan.kernel_count() == 1);
   CHECK(plan.regions[0].kind == RegionKind::reduction);
-  CHECK(plan.regions[0].inputs == std::vector<NodeId>{x});
-  // Two draws of different streams are not merged as common subexpressions; one draw read
-  // twice is one node.
+  CHECK(plan.regions[0].inputs == std::vector<NodeId>{x, key});  // the key: 16 bytes
+}
+
+TEST_CASE("draws with different keys stay apart; draws with one key are one draw",
+          "[fusion][random]") {
+  // Two keys (two inputs, whatever values they hold at eval) are two streams: common
+  // subexpression elimination keeps both draws. Two draws from one key node are one value.
   Graph two;
-  const NodeId a = ir::add_random(two, Op::randn, DType::f32, {R}, 7, 0);
-  const NodeId b = ir::add_random(two, Op::randn, DType::f32, {R}, 7, 1);
+  const NodeId k0 = ir::add_input(two, DType::i64, {2});
+  const NodeId k1 = ir::add_input(two, DType::i64, {2});
+  const NodeId a = ir::add_random(two, Op::randn, DType::f32, {R}, k0);
+  const NodeId b = ir::add_random(two, Op::randn, DType::f32, {R}, k1);
   two.add_output(bin(two, Op::sub, a, b));
   const Plan p2 = plan_of(two);
   REQUIRE(p2.kernel_count() == 1);
   CHECK(op_names(p2, p2.regions[0]) == std::vector<std::string>{"randn", "randn", "sub"});
+  CHECK(p2.regions[0].inputs == std::vector<NodeId>{k0, k1});
+
+  Graph one;
+  const NodeId k = ir::add_input(one, DType::i64, {2});
+  const NodeId c = ir::add_random(one, Op::randn, DType::f32, {R}, k);
+  const NodeId d = ir::add_random(one, Op::randn, DType::f32, {R}, k);
+  one.add_output(bin(one, Op::sub, c, d));
+  const Plan p1 = plan_of(one);
+  REQUIRE(p1.kernel_count() == 1);
+  CHECK(op_names(p1, p1.regions[0]) == std::vector<std::string>{"randn", "sub"});
 }
 
 TEST_CASE("a gather's data is read from memory and gathers stay out of reductions",

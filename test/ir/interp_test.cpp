@@ -536,10 +536,12 @@ void check_random(Op op) {
                                             std::cos(2.0 * std::numbers::pi * u1);
   Graph g;
   const int64_t n = 1 << 16;
-  g.add_output(add_random(g, op, f32, {n}, 0, 0));
-  g.add_output(add_random(g, op, f32, {n}, 0, 1));
-  g.add_output(add_random(g, op, bf16, {2, 3}, 0, 0));
-  const std::vector<HostTensor> out = run(g, {});
+  const NodeId stream0 = add_input(g, DType::i64, {2});
+  const NodeId stream1 = add_input(g, DType::i64, {2});
+  g.add_output(add_random(g, op, f32, {n}, stream0));
+  g.add_output(add_random(g, op, f32, {n}, stream1));
+  g.add_output(add_random(g, op, bf16, {2, 3}, stream0));
+  const std::vector<HostTensor> out = run(g, {random_key(0, 0), random_key(0, 1)});
   CHECK(out[0].get(0) == static_cast<double>(static_cast<float>(first)));
   double sum = 0, squares = 0;
   int64_t same = 0;
@@ -822,4 +824,24 @@ TEST_CASE("inputs that do not match the graph are rejected", "[ir][interp]") {
   short_one.bytes.resize(8);
   REQUIRE_THROWS_WITH(interpret(g, {HostTensor(f32, {2, 3}), short_one}),
                       ContainsSubstring("input 1 (f32[3]) holds 8 bytes but needs 12"));
+}
+
+TEST_CASE("a draw reads its seed and offset from its key operand", "[ir][interp][random]") {
+  // One graph for every key: the values are data. Seeds and offsets from 2^63 up are stored as
+  // negative i64 and read back as the same u64.
+  Graph g;
+  const NodeId key = add_input(g, DType::i64, {2});
+  g.add_output(add_random(g, Op::rand, f32, {3, 5}, key));
+  for (const auto& [seed, offset] : {std::pair<uint64_t, uint64_t>{0xfedcba9876543210ull, 7},
+                                     {7, 0xfedcba9876543210ull},
+                                     {1, 2}}) {
+    INFO("seed " << seed << " offset " << offset);
+    const HostTensor k = random_key(seed, offset);
+    CHECK(k.get(0) == static_cast<double>(static_cast<int64_t>(seed)));
+    const HostTensor out = run(g, {k}).at(0);
+    for (int64_t e = 0; e < 15; ++e) {
+      CHECK(out.get(e) == static_cast<double>(random_uniform(seed, offset, static_cast<uint64_t>(e))));
+    }
+  }
+  CHECK(run(g, {random_key(1, 2)})[0].bytes != run(g, {random_key(1, 3)})[0].bytes);
 }

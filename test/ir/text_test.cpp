@@ -63,7 +63,7 @@ Graph graph_for(Op op) {
       out = add_gather(g, x, -1, add_input(g, DType::i64, {2, 5}));
       break;
     case OpKind::random:
-      out = add_random(g, op, DType::bf16, {3, 2}, 0xfedcba9876543210ull, 7);
+      out = add_random(g, op, DType::bf16, {3, 2}, add_input(g, DType::i64, {2}));
       break;
   }
   g.set_outputs({out, x});
@@ -121,11 +121,10 @@ TEST_CASE("every op round-trips through print and parse", "[ir][text]") {
   CHECK(print(graph_for(Op::permute)).find("%2 : f32[3,2] = permute %0 axes=[1,0]\n") !=
         std::string::npos);
   CHECK(print(graph_for(Op::cast)).find("%2 : bf16[2,3] = cast %0\n") != std::string::npos);
-  // gather names its axis; random ops carry their key and stream in full 64 bits.
+  // gather names its axis; a random op reads its key, an i64[2] input, as an operand.
   CHECK(print(graph_for(Op::gather)).find("%3 : f32[2,5] = gather %0, %2 axes=[1]\n") !=
         std::string::npos);
-  CHECK(print(graph_for(Op::randn))
-            .find("%2 : bf16[3,2] = randn seed=18364758544493064720 offset=7\n") !=
+  CHECK(print(graph_for(Op::randn)).find("%2 : i64[2] = input\n%3 : bf16[3,2] = randn %2\n") !=
         std::string::npos);
   // slice and concat spell their one axis axis=N; slice adds its start and step.
   CHECK(print(graph_for(Op::slice)).find("%2 : f32[2,2] = slice %0 axis=1 start=1 step=1\n") !=
@@ -133,6 +132,20 @@ TEST_CASE("every op round-trips through print and parse", "[ir][text]") {
   CHECK(print(graph_for(Op::concat)).find("%3 : f32[2,7] = concat %0, %2, %0 axis=1\n") !=
         std::string::npos);
   CHECK(print(graph_for(Op::arange)).find("%2 : i32[5] = arange\n") != std::string::npos);
+}
+
+TEST_CASE("the key's attribute spelling of earlier builds reads as a key input", "[ir][text]") {
+  // `rand seed=N offset=N` (no operand) gets a key input of its own just before it; the values
+  // are data bound at eval, so they are dropped; the trace prints in the operand spelling.
+  const Graph g = parse(with_inputs("%2 : f32[4,8] = rand seed=18364758544493064720 offset=7\n"
+                                    "%3 : f32[4,8] = add %0, %2\n"
+                                    "output %3\n"));
+  CHECK(print(g) == with_inputs("%2 : i64[2] = input\n"
+                                "%3 : f32[4,8] = rand %2\n"
+                                "%4 : f32[4,8] = add %0, %3\n"
+                                "output %4\n"));
+  CHECK(g.inputs() == std::vector<NodeId>{0, 1, 2});
+  CHECK_NOTHROW(verify(g));
 }
 
 TEST_CASE("gather and random nodes reject what they cannot mean", "[ir][text]") {
@@ -147,10 +160,24 @@ TEST_CASE("gather and random nodes reject what they cannot mean", "[ir][text]") 
   CHECK(parse_error(with_inputs("%2 : i32[5,3] = input\n%3 : f32[5,3] = gather %0, %2 "
                                 "axes=[1]\noutput %3\n"))
             .find("along axis 0 the index operand i32[5,3] is longer") != std::string::npos);
+  const std::string key = "%2 : i64[2] = input\n";
+  CHECK(parse_error(with_inputs(key + "%3 : f32[2] = rand %2\noutput %3\n")).empty());
+  CHECK(parse_error(with_inputs("%2 : f32[2] = rand\noutput %2\n"))
+            .find("rand: takes 1 operand(s), got 0") != std::string::npos);
+  CHECK(parse_error(with_inputs(key + "%3 : i32[2] = rand %2\noutput %3\n"))
+            .find("rand: dtype i32 is not supported") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : i32[2] = input\n%3 : f32[2] = rand %2\noutput %3\n"))
+            .find("rand: the key operand %2 is input i32[2]; it must be an i64[2] input") !=
+        std::string::npos);
+  CHECK(parse_error(with_inputs(key + "%3 : i64[2] = neg %2\n%4 : f32[2] = randn %3\n"
+                                      "output %4\n"))
+            .find("randn: the key operand %3 is neg i64[2]; it must be an i64[2] input") !=
+        std::string::npos);
+  CHECK(parse_error(with_inputs(key + "%3 : f32[2] = rand %2 seed=1 offset=0\noutput %3\n"))
+            .find("unexpected 'seed' after the operands of rand") != std::string::npos);
+  // The attribute spelling of earlier builds is still checked as it was.
   CHECK(parse_error(with_inputs("%2 : f32[2] = rand seed=1\noutput %2\n"))
             .find("expected offset=N after the seed") != std::string::npos);
-  CHECK(parse_error(with_inputs("%2 : f32[2] = rand\noutput %2\n"))
-            .find("expected seed=N offset=N after rand") != std::string::npos);
   CHECK(parse_error(with_inputs("%2 : f32[2] = rand seed=-1 offset=0\noutput %2\n"))
             .find("expected the seed (an integer in [0, 2^64))") != std::string::npos);
   CHECK(parse_error(with_inputs("%2 : i32[2] = rand seed=1 offset=0\noutput %2\n"))

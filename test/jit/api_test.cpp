@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "fusejit/fusejit.h"
+#include "jit/context_impl.h"
 #include "ir/random.h"
 #include "ir/text.h"
 #include "support/catch.h"
@@ -207,6 +208,70 @@ TEST_CASE("gather and friends reject malformed operands at record time", "[jit][
   CHECK_THROWS_WITH(fj::dropout(i2, 0.5, 1), ContainsSubstring("floating"));
   CHECK_THROWS_WITH(ctx.rand({2}, 1, 0, DType::i32),
                     ContainsSubstring("random values are f32"));
+}
+
+TEST_CASE("dropout with a new seed each step is one trace, planned once", "[jit][api][random]") {
+  // The seed and offset are data (the draw's key input): twenty seeds record one trace text, so
+  // the trace memo plans it once on a GPU (the CPU path interprets and plans nothing), and the
+  // numbers still follow each seed, as the reference draws them.
+  fj::Context ctx(quiet());
+  const int64_t n = 2000;
+  const auto x = ctx.from_vector(std::vector<double>(static_cast<size_t>(n), 1.0), {n});
+  std::string first;
+  std::vector<std::vector<double>> drawn;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    const auto y = fj::dropout(x, 0.5, seed, 40 - seed);
+    const std::string text = ctx.trace_text({y});
+    if (first.empty()) first = text;
+    CHECK(text == first);
+    drawn.push_back(y.to_host());
+    int64_t wrong = 0;
+    for (int64_t e = 0; e < n; ++e) {
+      const bool keep = fj::ir::random_uniform(seed, 40 - seed, static_cast<uint64_t>(e)) < 0.5f;
+      wrong += drawn.back()[static_cast<size_t>(e)] != (keep ? 2.0 : 0.0) ? 1 : 0;
+    }
+    CHECK(wrong == 0);
+  }
+  for (size_t k = 1; k < drawn.size(); ++k) CHECK(drawn[k] != drawn[0]);
+  CHECK(first.find(" : i64[2] = input\n") != std::string::npos);
+  CHECK(first.find("seed") == std::string::npos);
+  const fj::Context::Stats s = ctx.stats();
+  CHECK(s.traces_evaluated == 20);
+  CHECK(s.plans_built == (ctx.has_gpu() ? 1 : 0));
+  CHECK(s.trace_memo_hits == (ctx.has_gpu() ? 19 : 0));
+}
+
+TEST_CASE("two draws with different keys in one trace stay two draws", "[jit][api][random]") {
+  fj::Context ctx(quiet());
+  const int64_t n = 512;
+  const auto a = ctx.rand({n}, 5, 0);
+  const auto b = ctx.rand({n}, 6, 0);
+  const auto c = ctx.rand({n}, 5, 1);
+  const auto by_seed = a - b;
+  const auto by_offset = a - c;
+  const std::vector<double> diff_seed = by_seed.to_host();  // evaluates all five at once
+  CHECK(ctx.stats().traces_evaluated == 1);
+  const std::vector<double> diff_offset = by_offset.to_host();
+  const std::vector<double> ua = a.to_host();
+  CHECK(ctx.stats().traces_evaluated == 1);
+  int64_t zeros_seed = 0, zeros_offset = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    const auto k = static_cast<size_t>(e);
+    const auto p = static_cast<uint64_t>(e);
+    CHECK(ua[k] == fj::ir::random_uniform(5, 0, p));
+    CHECK(diff_seed[k] == Approx(ua[k] - fj::ir::random_uniform(6, 0, p)).margin(1e-7));
+    CHECK(diff_offset[k] == Approx(ua[k] - fj::ir::random_uniform(5, 1, p)).margin(1e-7));
+    zeros_seed += diff_seed[k] == 0.0 ? 1 : 0;
+    zeros_offset += diff_offset[k] == 0.0 ? 1 : 0;
+  }
+  CHECK(zeros_seed < 4);
+  CHECK(zeros_offset < 4);
+  // A failed draw leaves the trace as it was: no key bound for it.
+  const auto y = ctx.rand({4}, 1, 0) * 2.0;
+  const size_t before = ctx.impl().trace.size();
+  CHECK_THROWS_WITH(ctx.randn({4}, 1, 0, DType::i64), ContainsSubstring("random values are f32"));
+  CHECK(ctx.impl().trace.size() == before);
 }
 
 // On a GPU these compare the device's bits with the reference's (the uniforms exactly).

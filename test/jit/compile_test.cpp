@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "fusejit/fusejit.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"
 #include "jit/nvrtc.h"
@@ -49,6 +50,42 @@ std::pair<int, int> compile_folder(const std::string& folder) {
     ++traces;
   }
   return {traces, kernels};
+}
+
+// The generated kernels of the plan of `trace`, in region order.
+std::vector<templates::Kernel> kernels_of(const std::string& trace) {
+  const fusion::Plan plan = fusion::make_plan(ir::parse(trace));
+  std::vector<templates::Kernel> kernels;
+  for (const fusion::Region& r : plan.regions) {
+    if (r.kind != fusion::RegionKind::gemm) kernels.push_back(templates::generate(plan.graph, r));
+  }
+  return kernels;
+}
+
+TEST_CASE("dropout drawn with any seed is one set of kernels", "[jit][nvrtc][random]") {
+  // What a training step records: layer_norm(dropout(x) + residual), with a new seed and offset
+  // every step. Planned and generated from two steps' traces, the kernels are the same source,
+  // so the kernel cache compiles them once.
+  Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}}));
+  const Tensor x = ctx.placeholder({64, 768});
+  const Tensor residual = ctx.placeholder({64, 768});
+  const Tensor w = ctx.placeholder({768});
+  const Tensor b = ctx.placeholder({768});
+  auto step = [&](uint64_t seed, uint64_t offset) {
+    return kernels_of(ctx.trace_text({layer_norm(dropout(x, 0.1, seed, offset) + residual, w, b)}));
+  };
+  const std::vector<templates::Kernel> first = step(1, 0);
+  const std::vector<templates::Kernel> other = step(0xfedcba9876543210ull, 12345);
+  REQUIRE(!first.empty());
+  REQUIRE(other.size() == first.size());
+  int drawing = 0;
+  for (size_t k = 0; k < first.size(); ++k) {
+    CHECK(other[k].source == first[k].source);
+    CHECK(other[k].name == first[k].name);
+    drawing += first[k].source.find("fj_philox4x32_10") != std::string::npos ? 1 : 0;
+    CHECK_FALSE(jit::compile(first[k], "sm_90").cubin.empty());
+  }
+  CHECK(drawing >= 1);
 }
 
 TEST_CASE("every kernel of the seed traces compiles for sm_90", "[jit][nvrtc]") {

@@ -60,6 +60,22 @@ TEST_CASE("FUSEJIT_RECORD_DIR saves each evaluated trace once", "[jit][record]")
   }
 }
 
+TEST_CASE("FUSEJIT_RECORD_DIR saves one trace for a dropout drawn with many seeds",
+          "[jit][record][random]") {
+  // A training loop's dropout, a new seed and offset each step: the seed is data, so the trace
+  // (and what `fusejit warm` compiles from it) is the same every step.
+  const fs::path dir = fresh_dir("record_random");
+  Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}, {"FUSEJIT_RECORD_DIR", dir.string()}}));
+  const auto x = ctx.from_vector(std::vector<double>(12, 1.0), {3, 4});
+  for (uint64_t step = 0; step < 5; ++step) dropout(x, 0.1, 1000 + step, step).to_host();
+  const auto files = files_in(dir);
+  REQUIRE(files.size() == 1);
+  const std::string text = read(files[0]);
+  CHECK(text.find(" : i64[2] = input\n") != std::string::npos);
+  CHECK(text.find(" : f32[3,4] = rand %") != std::string::npos);
+  CHECK(text.find("seed") == std::string::npos);
+}
+
 TEST_CASE("FUSEJIT_DUMP=ir,plan,decisions writes one set of files per planned trace", "[jit][dump]") {
   const fs::path dir = fresh_dir("eval");
   const Options options = Options::parse(

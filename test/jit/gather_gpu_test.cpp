@@ -96,12 +96,36 @@ TEST_CASE("graphs with random sources match the reference on the GPU", "[gpu][ji
   FUSEJIT_REQUIRE_GPU();
   ir::Graph g;
   const NodeId x = ir::add_input(g, DType::f16, {257, 1024});
-  const NodeId u = ir::add_random(g, Op::rand, DType::f32, {257, 1024}, 11, 0);
+  const NodeId key = ir::add_input(g, DType::i64, {2});  // random values: any key is a key
+  const NodeId u = ir::add_random(g, Op::rand, DType::f32, {257, 1024}, key);
   const NodeId keep = ir::add_binary(g, Op::lt, u, ir::add_constant(g, DType::f32, 0.9));
   const NodeId y = ir::add_where(g, keep, ir::add_cast(g, x, DType::f32),
                                  ir::add_constant(g, DType::f32, 0));
   g.add_output(ir::add_cast(g, y, DType::f16));
   g.add_output(ir::add_reduce(g, Op::sum, y, {1}, false));  // the mask in a reduction's prologue
-  g.add_output(ir::add_random(g, Op::rand, DType::bf16, {3, 5}, 11, 0));  // a draw written
+  g.add_output(ir::add_random(g, Op::rand, DType::bf16, {3, 5}, key));  // a draw written
   require_match(g);
+}
+
+TEST_CASE("twenty seeds of dropout compile one kernel and draw the reference's bits",
+          "[gpu][jit][random]") {
+  FUSEJIT_REQUIRE_GPU();
+  // No disk cache: every kernel the evals need is compiled in this Context or found in memory.
+  Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}, {"FUSEJIT_CACHE", "memory"}}));
+  const int64_t n = 100003;
+  const Tensor x = ctx.from_vector(std::vector<double>(static_cast<size_t>(n), 1.0), {n});
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    const std::vector<double> d = dropout(x, 0.5, seed, seed * 7).to_host();
+    int64_t wrong = 0;
+    for (int64_t e = 0; e < n; ++e) {
+      const bool keep = ir::random_uniform(seed, seed * 7, static_cast<uint64_t>(e)) < 0.5f;
+      wrong += d[static_cast<size_t>(e)] != (keep ? 2.0 : 0.0) ? 1 : 0;
+    }
+    CHECK(wrong == 0);
+  }
+  const Context::Stats s = ctx.stats();
+  CHECK(s.plans_built == 1);
+  CHECK(s.trace_memo_hits == 19);
+  CHECK(s.kernels_compiled == 1);
 }

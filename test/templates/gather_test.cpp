@@ -4,6 +4,7 @@
 #include "ir/graph.h"
 #include "support/catch.h"
 #include "templates/device_sources.h"
+#include "templates/emit.h"
 #include "templates/support.h"
 
 using namespace fusejit;
@@ -68,17 +69,46 @@ TEST_CASE("rand, randn and dropout kernels paste the generator and compile", "[t
   for (const auto rounding : {Rounding::store, Rounding::node}) {
     Graph g;
     const NodeId x = add_input(g, DType::bf16, {33, 130});
-    const NodeId u = add_random(g, Op::rand, DType::f32, {33, 130}, 0xdeadbeefcafef00dull, 17);
+    const NodeId mask_key = add_input(g, DType::i64, {2});
+    const NodeId noise_key = add_input(g, DType::i64, {2});
+    const NodeId u = add_random(g, Op::rand, DType::f32, {33, 130}, mask_key);
     const NodeId keep = add_binary(g, Op::lt, u, add_constant(g, DType::f32, 0.9));
     const NodeId kept = add_binary(g, Op::mul, add_cast(g, x, DType::f32),
                                    add_constant(g, DType::f32, 1 / 0.9));
     g.add_output(add_cast(g, add_where(g, keep, kept, add_constant(g, DType::f32, 0)), DType::bf16));
-    g.add_output(add_random(g, Op::randn, DType::f16, {33, 130}, 5, 0));
+    g.add_output(add_random(g, Op::randn, DType::f16, {33, 130}, noise_key));
     templates::CodegenOptions options;
     options.rounding = rounding;
     const templates::Kernel k = compile_graph(g, fusion::RegionKind::pointwise, options);
     CHECK(has(k.source, std::string(templates::device_source("fj_random.cuh"))));
-    CHECK(has(kernel_text(k), "fj_rand(16045690984503111693ull, 17ull, (unsigned long long)("));
-    CHECK(has(kernel_text(k), "fj_randn(5ull, 0ull"));
+    // Seed and offset are loaded from the key parameters (in1, in2), never literals.
+    CHECK(has(kernel_text(k), "const long long* __restrict__ in1"));
+    CHECK(has(kernel_text(k), "fj_rand((unsigned long long)in1[0], (unsigned long long)in1[1], "
+                              "(unsigned long long)("));
+    CHECK(has(kernel_text(k), "fj_randn((unsigned long long)in2[0], (unsigned long long)in2[1], "));
   }
+}
+
+TEST_CASE("draws compile inside row, column and normalization kernels", "[templates][random]") {
+  Graph g;
+  const NodeId x = add_input(g, DType::f32, {64, 1000});
+  const NodeId key = add_input(g, DType::i64, {2});
+  const NodeId noisy = add_binary(g, Op::mul, x, add_random(g, Op::rand, DType::f32, {64, 1000}, key));
+  Graph rows = g;
+  rows.add_output(add_reduce(rows, Op::sum, noisy, {1}, false));
+  CHECK(has(kernel_text(compile_graph(rows, fusion::RegionKind::reduction)), "fj_rand("));
+  // The key is two words, not a stream of i64: schedules see f32 elements only.
+  const fusion::Region region = fusejit::test::whole_graph_region(rows, fusion::RegionKind::reduction);
+  const templates::RegionInfo info(rows, region, {});
+  CHECK(info.keys == std::set<NodeId>{key});
+  CHECK(info.element_sizes() == std::pair{4, 4});
+  Graph columns = g;
+  columns.add_output(add_reduce(columns, Op::sum, noisy, {0}, false));
+  CHECK(has(kernel_text(compile_graph(columns, fusion::RegionKind::reduction)), "fj_rand("));
+  // softmax(x * u) over the rows: the draw is evaluated in every pass that reads it.
+  Graph norm = g;
+  const NodeId m = add_reduce(norm, Op::max, noisy, {1}, true);
+  const NodeId e = add_unary(norm, Op::exp, add_binary(norm, Op::sub, noisy, m));
+  norm.add_output(add_binary(norm, Op::div, e, add_reduce(norm, Op::sum, e, {1}, true)));
+  CHECK(has(kernel_text(compile_graph(norm, fusion::RegionKind::normalization)), "fj_rand("));
 }
