@@ -20,6 +20,20 @@ namespace fusejit {
 
 namespace detail {
 
+void check_dims(const Shape& shape, std::string_view what) {
+  for (int64_t d : shape) {
+    if (d < 1) {
+      throw UsageError(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
+                                   "least 1",
+                                   what, ir::shape_str(shape), d));
+    }
+  }
+}
+
+size_t byte_size(const Shape& shape, DType dtype) {
+  return static_cast<size_t>(ir::numel(shape)) * static_cast<size_t>(dtype_size(dtype));
+}
+
 ContextImpl::ContextImpl(Options opts)
     : options(std::move(opts)), log(jit::make_logger(options.log_level)) {}
 
@@ -84,8 +98,7 @@ std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_gpu(
   if (!into.empty()) {
     for (const auto& t : outs) {
       const auto it = into.find(t.get());
-      const size_t bytes = static_cast<size_t>(ir::numel(t->shape)) *
-                           static_cast<size_t>(dtype_size(t->dtype));
+      const size_t bytes = byte_size(t->shape, t->dtype);
       destinations.push_back(it == into.end() ? nullptr
                                               : runtime->device().borrow(it->second, bytes, {}));
     }
@@ -111,6 +124,7 @@ std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_cpu(
   for (size_t i = 0; i < outs.size(); ++i) {
     if (const auto it = into.find(outs[i].get()); it != into.end()) {
       std::memcpy(it->second, values[i].bytes.data(), values[i].bytes.size());
+      ++stats.outputs_copied;
     }
     results[i] = std::make_shared<Storage>();
     results[i]->host = std::move(values[i]);
@@ -222,13 +236,7 @@ Tensor materialized(detail::ContextImpl& ctx, ir::HostTensor host) {
 }
 
 void check_count(size_t count, const Shape& shape, std::string_view what) {
-  for (int64_t d : shape) {
-    if (d < 1) {
-      throw UsageError(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
-                              "least 1",
-                              what, ir::shape_str(shape), d));
-    }
-  }
+  detail::check_dims(shape, what);
   if (static_cast<int64_t>(count) != ir::numel(shape)) {
     throw UsageError(fmt::format("{}: {} values given for shape {}, which holds {}", what, count,
                             ir::shape_str(shape), ir::numel(shape)));

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -55,6 +56,11 @@ struct Storage {
 };
 
 struct ContextImpl;
+
+// Throws fusejit::UsageError, naming `what`, unless every dimension of `shape` is at least 1.
+void check_dims(const Shape& shape, std::string_view what);
+// Bytes of a dense tensor.
+size_t byte_size(const Shape& shape, DType dtype);
 
 struct TensorImpl {
   ContextImpl* ctx = nullptr;

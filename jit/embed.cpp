@@ -23,9 +23,7 @@ namespace fusejit {
 
 namespace {
 
-size_t byte_size(const Shape& shape, DType dtype) {
-  return static_cast<size_t>(ir::numel(shape)) * static_cast<size_t>(dtype_size(dtype));
-}
+using detail::byte_size;
 
 // How a strided layout maps onto views of a dense buffer: the dense buffer's shape (its dims
 // are the layout's non-broadcast dims of size > 1, by decreasing stride), the permutation that
@@ -75,16 +73,6 @@ DenseView dense_view(const Shape& shape, const std::vector<int64_t>& strides, DT
   return v;
 }
 
-void check_shape(const Shape& shape, std::string_view what) {
-  for (int64_t d : shape) {
-    if (d < 1) {
-      throw UsageError(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
-                                   "least 1",
-                                   what, ir::shape_str(shape), d));
-    }
-  }
-}
-
 // The tensor of `shape` that views the dense `base` tensor as `v` says.
 Tensor view_of(const Tensor& base, const Shape& shape, const DenseView& v) {
   Tensor t = base;
@@ -102,7 +90,7 @@ Tensor Context::wrap(const void* data, Shape shape, DType dtype, std::vector<int
                      std::function<void()> release) {
   const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
   if (!data) throw UsageError("wrap: the data pointer is null; pass the address of the buffer");
-  check_shape(shape, "wrap");
+  detail::check_dims(shape, "wrap");
   if (strides.empty()) {
     strides.assign(shape.size(), 0);
     int64_t step = 1;
@@ -231,6 +219,7 @@ void eval_into(const std::vector<Destination>& destinations) {
   }
   if (!pending.empty()) ctx.eval(pending, into);
   for (const Destination* d : computed) {
+    ++ctx.stats.outputs_copied;
     const void* src = ctx.data_of(*d->tensor.impl()->storage);
     if (ctx.runtime) {
       ctx.runtime->copy(d->data, src, d->bytes);

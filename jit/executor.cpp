@@ -46,7 +46,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> direct_outputs(
 // that no region wrote directly.
 std::vector<std::shared_ptr<DeviceBuffer>> collect_outputs(
     const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& values,
-    const std::vector<std::shared_ptr<DeviceBuffer>>* into, Device& device) {
+    const RunOptions& options, Device& device) {
+  const std::vector<std::shared_ptr<DeviceBuffer>>* into = options.outputs;
   std::vector<std::shared_ptr<DeviceBuffer>> outs;
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const NodeId id = g.outputs()[i];
@@ -63,6 +64,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> collect_outputs(
     }
     FUSEJIT_CUDA(cudaMemcpyAsync(dst->data(), value->data(), value->bytes(),
                                  cudaMemcpyDeviceToDevice, device.stream()));
+    if (options.outputs_copied) ++*options.outputs_copied;
     outs.push_back(dst);
   }
   return outs;
@@ -186,7 +188,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
     for (NodeId id : step.release) values[static_cast<size_t>(id)].reset();
   }
 
-  return collect_outputs(g, values, options.outputs, device);
+  return collect_outputs(g, values, options, device);
 }
 
 int64_t step_bytes(const Executable& exe, const Step& step) {

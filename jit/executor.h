@@ -64,6 +64,7 @@ struct RunOptions {
   // size and kBufferAlignment, overlaps no input and is not asked for twice; otherwise the
   // output is computed into a buffer of the pool and copied there (device to device) at the end.
   const std::vector<std::shared_ptr<DeviceBuffer>>* outputs = nullptr;
+  int64_t* outputs_copied = nullptr;  // when set: counts the outputs copied there
 };
 
 // Runs `exe` with its graph's inputs bound to `inputs` (in input order); returns one buffer per

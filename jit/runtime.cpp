@@ -129,6 +129,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
   }
   RunOptions options;
   if (!into.empty()) options.outputs = &into;
+  options.outputs_copied = &stats_.outputs_copied;
   return run_executable(*exe, aligned, *device_, *blas_, options);
 }
 

@@ -131,6 +131,9 @@ class Context {
     int64_t trace_memo_hits = 0;
     int64_t kernels_compiled = 0;  // NVRTC compiles
     int64_t kernel_cache_hits = 0; // kernels found in the memory or disk cache
+    // eval_into results copied into their destination instead of written there by the kernel
+    // or GEMM that computed them (Tensor::eval_into says when; on the CPU path, every one).
+    int64_t outputs_copied = 0;
   };
   Stats stats() const;
 

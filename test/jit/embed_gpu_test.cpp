@@ -97,6 +97,7 @@ TEST_CASE("a Context on the caller's stream reads and writes the caller's buffer
       const auto xt = ctx.wrap(x, {rows, cols}, DType::f32);
       const auto y = fj::relu(xt * 0.5 - (10.0 + round));
       fj::eval_into({{y, y_out, sizeof(float) * n}, {fj::sum(xt, {1}), row_sums, sizeof(float) * rows}});
+      CHECK(ctx.stats().outputs_copied == 0);  // the kernels wrote the caller's buffers
       CHECK(current_device() == device_before);
       const std::vector<float> got = to_host(y_out, n, stream);
       const std::vector<float> sums = to_host(row_sums, rows, stream);
@@ -139,6 +140,7 @@ TEST_CASE("a GEMM result into the caller's buffer, a misaligned input, events", 
   const auto at = ctx.wrap(a_dev + 1, {m, k}, DType::f32);
   const auto bt = ctx.wrap(b_dev, {n, k}, DType::f32, {1, n});  // b^T, as a strided view
   fj::matmul(at, fj::transpose(bt, 0, 1)).eval_into(out, sizeof(float) * m * n);
+  CHECK(ctx.stats().outputs_copied == 0);  // cuBLASLt wrote D into the caller's buffer
   ctx.synchronize();
   std::vector<float> got(m * n);
   CUDA_OK(cudaMemcpy(got.data(), out, sizeof(float) * got.size(), cudaMemcpyDeviceToHost));
@@ -151,6 +153,18 @@ TEST_CASE("a GEMM result into the caller's buffer, a misaligned input, events", 
     }
   }
   CHECK(wrong == 0);
+
+  // A destination that is not 256-byte aligned gets a copy of the result.
+  float* shifted = nullptr;
+  CUDA_OK(cudaMalloc(&shifted, sizeof(float) * (a.size() + 1)));
+  (at * 2.0).eval_into(shifted + 1, sizeof(float) * a.size());
+  CHECK(ctx.stats().outputs_copied == 1);
+  ctx.synchronize();
+  std::vector<float> doubled(a.size());
+  CUDA_OK(cudaMemcpy(doubled.data(), shifted + 1, sizeof(float) * a.size(), cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < a.size(); ++i) wrong += doubled[i] != 2 * a[i];
+  CHECK(wrong == 0);
+  cudaFree(shifted);
 
   // Another stream waits for a result through an event, then reads it at data_ptr.
   cudaStream_t other = nullptr;

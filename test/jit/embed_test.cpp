@@ -134,8 +134,10 @@ TEST_CASE("eval_into computes into caller memory", "[jit][embed]") {
   SECTION("a tensor already computed is copied") {
     auto y = x * 2.0;
     y.eval();
+    const int64_t copied = ctx.stats().outputs_copied;
     y.eval_into(out.data(), out.bytes());
     CHECK(read_floats(ctx, out.data(), 4) == std::vector<double>{2, -4, 6, -8});
+    CHECK(ctx.stats().outputs_copied == copied + 1);
   }
   SECTION("several outputs of one eval, and a wrapped input updated in place") {
     ContextMemory in(ctx, 4 * sizeof(float));
