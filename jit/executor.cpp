@@ -26,7 +26,6 @@ std::vector<std::shared_ptr<DeviceBuffer>> direct_outputs(
     const std::vector<std::shared_ptr<DeviceBuffer>>& into) {
   std::vector<std::shared_ptr<DeviceBuffer>> direct(g.size());
   const std::vector<NodeId>& outs = g.outputs();
-  const std::vector<NodeId> input_ids = g.inputs();
   for (size_t i = 0; i < into.size() && i < outs.size(); ++i) {
     const auto& buf = into[i];
     const auto id = static_cast<size_t>(outs[i]);
