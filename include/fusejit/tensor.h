@@ -60,7 +60,9 @@ class Tensor {
   // Computes if needed and exports the values as DLPack (fusejit/dlpack.h): a DLManagedTensor
   // (kDLCUDA on the GPU, kDLCPU on the CPU path, dense, no strides) whose deleter keeps the
   // buffer alive until it is called, also past the Context. The buffer is ready on any stream
-  // when this returns (the Context's stream is synchronized).
+  // when this returns (the Context's stream is synchronized). The deleter hands the memory back
+  // in the Context's stream order: call it once the consumer's work on the buffer has run, or
+  // is ordered before the Context's later work (the same stream).
   DLManagedTensor* to_dlpack() const;
 
   explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
