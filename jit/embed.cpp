@@ -48,7 +48,7 @@ DenseView dense_view(const Shape& shape, const std::vector<int64_t>& strides, DT
   std::vector<size_t> real;  // dims of size > 1 that are not broadcast
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 1) continue;
-    if (strides[i] < 0) throw refuse("has a negative stride");
+    if (strides[i] < 0) throw refuse("include a negative stride");
     if (strides[i] == 0) {
       v.broadcast = true;
       v.squeezed[i] = 1;
