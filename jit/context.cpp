@@ -22,15 +22,39 @@ namespace fusejit {
 
 namespace detail {
 
+void check_dims(const Shape& shape, std::string_view what) {
+  for (int64_t d : shape) {
+    if (d < 1) {
+      throw UsageError(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
+                                   "least 1",
+                                   what, ir::shape_str(shape), d));
+    }
+  }
+}
+
+size_t byte_size(const Shape& shape, DType dtype) {
+  return static_cast<size_t>(ir::numel(shape)) * static_cast<size_t>(dtype_size(dtype));
+}
+
 ContextImpl::ContextImpl(Options opts)
     : options(std::move(opts)), log(jit::make_logger(options.log_level)) {}
 
 const ir::HostTensor& ContextImpl::host_of(Storage& s) {
-  if (!s.host_valid) {
+  if (s.borrowed_host) {
+    s.host.bytes.resize(s.borrowed_host->bytes);
+    std::memcpy(s.host.bytes.data(), s.borrowed_host->data, s.borrowed_host->bytes);
+  } else if (!s.host_valid) {
     runtime->download(*s.device, s.host);
-    s.host_valid = true;
+    s.host_valid = !s.device->borrowed();
   }
   return s.host;
+}
+
+void* ContextImpl::data_of(Storage& s) {
+  if (s.borrowed_host) return const_cast<void*>(s.borrowed_host->data);
+  if (!runtime) return const_cast<std::byte*>(host_of(s).bytes.data());
+  if (!s.device) s.device = runtime->upload(s.host);
+  return s.device->data();
 }
 
 ir::NodeId ContextImpl::node_of(TensorImpl& t) {
@@ -64,7 +88,54 @@ std::shared_ptr<TensorImpl> ContextImpl::record(const ir::NodeSpec& spec) {
   return t;
 }
 
-void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra) {
+std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_gpu(
+    const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into) {
+  std::vector<std::shared_ptr<jit::DeviceBuffer>> inputs;
+  inputs.reserve(bound.size());
+  for (const auto& s : bound) {
+    if (!s->device) s->device = runtime->upload(s->host);
+    inputs.push_back(s->device);
+  }
+  std::vector<std::shared_ptr<jit::DeviceBuffer>> destinations;
+  if (!into.empty()) {
+    for (const auto& t : outs) {
+      const auto it = into.find(t.get());
+      const size_t bytes = byte_size(t->shape, t->dtype);
+      destinations.push_back(it == into.end() ? nullptr
+                                              : runtime->device().borrow(it->second, bytes, {}));
+    }
+  }
+  std::vector<std::shared_ptr<jit::DeviceBuffer>> buffers = runtime->run(g, inputs, destinations);
+  std::vector<std::shared_ptr<Storage>> results(outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    results[i] = std::make_shared<Storage>();
+    results[i]->host.dtype = outs[i]->dtype;
+    results[i]->host.shape = outs[i]->shape;
+    results[i]->device = std::move(buffers[i]);
+  }
+  return results;
+}
+
+std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_cpu(
+    const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into) {
+  std::vector<ir::HostTensor> inputs;
+  inputs.reserve(bound.size());
+  for (const auto& s : bound) inputs.push_back(host_of(*s));
+  std::vector<ir::HostTensor> values = ir::interpret(g, inputs);
+  std::vector<std::shared_ptr<Storage>> results(outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (const auto it = into.find(outs[i].get()); it != into.end()) {
+      std::memcpy(it->second, values[i].bytes.data(), values[i].bytes.size());
+      ++stats.outputs_copied;
+    }
+    results[i] = std::make_shared<Storage>();
+    results[i]->host = std::move(values[i]);
+    results[i]->host_valid = true;
+  }
+  return results;
+}
+
+void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, const Into& into) {
   // Outputs: every pending tensor still alive, plus the ones asked for.
   std::vector<std::shared_ptr<TensorImpl>> outs;
   for (const auto& weak : pending) {
@@ -94,31 +165,8 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra) {
     if (!path.empty()) log->debug("recorded {}", path);
   }
 
-  std::vector<std::shared_ptr<Storage>> results(outs.size());
-  if (runtime) {
-    std::vector<std::shared_ptr<jit::DeviceBuffer>> inputs;
-    inputs.reserve(bound.size());
-    for (const auto& s : bound) {
-      if (!s->device) s->device = runtime->upload(s->host);
-      inputs.push_back(s->device);
-    }
-    std::vector<std::shared_ptr<jit::DeviceBuffer>> buffers = runtime->run(g, inputs);
-    for (size_t i = 0; i < outs.size(); ++i) {
-      results[i] = std::make_shared<Storage>();
-      results[i]->host = ir::HostTensor();
-      results[i]->host.dtype = outs[i]->dtype;
-      results[i]->host.shape = outs[i]->shape;
-      results[i]->device = std::move(buffers[i]);
-    }
-  } else {
-    std::vector<ir::HostTensor> inputs;
-    inputs.reserve(bound.size());
-    for (const auto& s : bound) inputs.push_back(s->host);
-    std::vector<ir::HostTensor> values = ir::interpret(g, inputs);
-    for (size_t i = 0; i < outs.size(); ++i) {
-      results[i] = std::make_shared<Storage>(Storage{std::move(values[i]), true, nullptr});
-    }
-  }
+  std::vector<std::shared_ptr<Storage>> results =
+      runtime ? run_on_gpu(g, outs, into) : run_on_cpu(g, outs, into);
 
   ++stats.traces_evaluated;
   stats.outputs_computed += static_cast<int64_t>(outs.size());
@@ -136,13 +184,19 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra) {
 }  // namespace detail
 
 Context::Context() : Context(Options::from_env()) {}
-Context::Context(Options options)
+Context::Context(Options options) : Context(std::move(options), Placement{}) {}
+Context::Context(Options options, Placement placement)
     : impl_(std::make_unique<detail::ContextImpl>(std::move(options))) {
   impl_->owner = this;
   for (const std::string& w : impl_->options.warnings) impl_->log->warn("{}", w);
   std::string why;
-  if (auto info = jit::probe_device(&why)) {
-    impl_->runtime = std::make_unique<jit::Runtime>(*info, impl_->options, *impl_->log, impl_->stats);
+  if (auto info = jit::probe_device(&why, placement.device)) {
+    impl_->runtime = std::make_unique<jit::Runtime>(*info, impl_->options, *impl_->log,
+                                                    impl_->stats, placement.stream);
+  } else if (placement.stream) {
+    throw UsageError(fmt::format("Placement: a stream was given but there is no GPU ({}); pass "
+                                 "no stream to run on the CPU reference",
+                                 why));
   } else {
     // Once per process, at warn level: CPU results from a machine meant to have a GPU (a broken
     // driver) must not pass unnoticed, and a CPU-only program should not hear it per Context.
@@ -184,13 +238,7 @@ Tensor materialized(detail::ContextImpl& ctx, ir::HostTensor host) {
 }
 
 void check_count(size_t count, const Shape& shape, std::string_view what) {
-  for (int64_t d : shape) {
-    if (d < 1) {
-      throw UsageError(fmt::format("{}: shape {} has a dimension of {}; every dimension must be at "
-                              "least 1",
-                              what, ir::shape_str(shape), d));
-    }
-  }
+  detail::check_dims(shape, what);
   if (static_cast<int64_t>(count) != ir::numel(shape)) {
     throw UsageError(fmt::format("{}: {} values given for shape {}, which holds {}", what, count,
                             ir::shape_str(shape), ir::numel(shape)));

@@ -6,11 +6,16 @@
 // computes, in one trace, every pending tensor the program still holds, so that nothing is
 // computed twice because of the order in which results are asked for; then every such tensor
 // is materialized and a new, empty trace begins.
+//
+// Caller memory (Context::wrap, eval_into) is a Storage too: a borrowed DeviceBuffer on the GPU,
+// a HostBorrow on the CPU path; its release runs when the last Storage holding it is gone.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -25,15 +30,37 @@
 
 namespace fusejit::detail {
 
+// Caller host memory read in place on the CPU path (Context::wrap): each read copies from it,
+// since the caller may change it between evals.
+struct HostBorrow {
+  const void* data = nullptr;
+  size_t bytes = 0;
+  std::function<void()> release;
+  HostBorrow(const void* d, size_t n, std::function<void()> r)
+      : data(d), bytes(n), release(std::move(r)) {}
+  ~HostBorrow() {
+    if (release) release();
+  }
+  HostBorrow(const HostBorrow&) = delete;
+  HostBorrow& operator=(const HostBorrow&) = delete;
+};
+
 // A materialized value: in host memory, on the device, or both. `host` always carries the
-// dtype and shape; its bytes are valid when host_valid.
+// dtype and shape; its bytes are valid when host_valid. A borrowed device buffer or host
+// memory is never cached in `host` (host_valid stays false): each read sees the caller's bytes.
 struct Storage {
   ir::HostTensor host;
   bool host_valid = false;
   std::shared_ptr<jit::DeviceBuffer> device;
+  std::unique_ptr<HostBorrow> borrowed_host;
 };
 
 struct ContextImpl;
+
+// Throws fusejit::UsageError, naming `what`, unless every dimension of `shape` is at least 1.
+void check_dims(const Shape& shape, std::string_view what);
+// Bytes of a dense tensor.
+size_t byte_size(const Shape& shape, DType dtype);
 
 struct TensorImpl {
   ContextImpl* ctx = nullptr;
@@ -71,10 +98,21 @@ struct ContextImpl {
   ir::NodeId node_of(TensorImpl& t);
   // Appends a node and returns a pending tensor for it.
   std::shared_ptr<TensorImpl> record(const ir::NodeSpec& spec);
-  // Materializes every pending tensor still held (and `extra`, held or not).
-  void eval(const std::vector<std::shared_ptr<TensorImpl>>& extra);
-  // The host copy of a materialized tensor, downloading it if needed.
+  // Materializes every pending tensor still held (and `extra`, held or not). A tensor in
+  // `into` is computed into that caller memory (the Context's memory, of its size).
+  using Into = std::unordered_map<const TensorImpl*, void*>;
+  void eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, const Into& into = {});
+  // The host copy of a materialized tensor, downloading (or, borrowed, copying) it if needed.
   const ir::HostTensor& host_of(Storage& s);
+  // Where a materialized tensor's values are in the Context's memory (uploading if needed).
+  void* data_of(Storage& s);
+
+ private:
+  // The values of g's outputs, `outs` in order, computed on the GPU or by the CPU reference.
+  std::vector<std::shared_ptr<Storage>> run_on_gpu(
+      const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into);
+  std::vector<std::shared_ptr<Storage>> run_on_cpu(
+      const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into);
 };
 
 }  // namespace fusejit::detail

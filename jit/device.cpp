@@ -21,7 +21,7 @@ templates::Target DeviceInfo::target() const {
   return t;
 }
 
-std::optional<DeviceInfo> probe_device(std::string* why) {
+std::optional<DeviceInfo> probe_device(std::string* why, int ordinal) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
@@ -33,10 +33,15 @@ std::optional<DeviceInfo> probe_device(std::string* why) {
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return std::nullopt;
   }
+  if (ordinal < 0 || ordinal >= count) {
+    throw UsageError(fmt::format("Placement: device {} does not exist; this machine has {} CUDA "
+                                 "device{} (ordinals 0 to {})",
+                                 ordinal, count, count == 1 ? "" : "s", count - 1));
+  }
   cudaDeviceProp prop{};
-  FUSEJIT_CUDA(cudaGetDeviceProperties(&prop, 0));
+  FUSEJIT_CUDA(cudaGetDeviceProperties(&prop, ordinal));
   DeviceInfo info;
-  info.ordinal = 0;
+  info.ordinal = ordinal;
   info.name = prop.name;
   info.cc_major = prop.major;
   info.cc_minor = prop.minor;
@@ -49,32 +54,77 @@ std::optional<DeviceInfo> probe_device(std::string* why) {
   return info;
 }
 
-Device::Device(const DeviceInfo& info) : info_(info), driver_(Driver::load()) {
-  FUSEJIT_CUDA(cudaSetDevice(info_.ordinal));
-  FUSEJIT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  FUSEJIT_CUDA(cudaDeviceGetDefaultMemPool(&pool_, info_.ordinal));
-  // Keep freed memory in the pool instead of returning it to the driver at each
-  // synchronization, so that a steady-state eval allocates nothing from the driver.
+DeviceGuard::DeviceGuard(int ordinal) {
+  // Never throws (guards run in destructors too, also while the process exits): a failure here
+  // shows in the CUDA call the guard protects.
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  if (current != ordinal && cudaSetDevice(ordinal) == cudaSuccess) previous_ = current;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+bool is_aligned(const void* ptr) {
+  return reinterpret_cast<std::uintptr_t>(ptr) % kBufferAlignment == 0;
+}
+
+Device::Device(const DeviceInfo& info, cudaStream_t stream)
+    : info_(info), driver_(Driver::load()), stream_(stream) {
+  const DeviceGuard guard(info_.ordinal);
+  if (!stream_) {
+    FUSEJIT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    owns_stream_ = true;
+  } else {
+    int stream_device = -1;
+    FUSEJIT_CUDA(cudaStreamGetDevice(stream_, &stream_device));
+    if (stream_device != info_.ordinal) {
+      throw UsageError(fmt::format("Placement: the stream belongs to device {}, not to device {} "
+                                   "that the Context runs on; pass a stream of device {} or set "
+                                   "Placement::device to {}",
+                                   stream_device, info_.ordinal, info_.ordinal, stream_device));
+    }
+  }
+  // A pool of fusejit's own: freed memory stays in it instead of going back to the driver at
+  // each synchronization (so a steady-state eval allocates nothing from the driver), without
+  // changing the release threshold of the device's default pool, which is the caller's.
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = info_.ordinal;
+  FUSEJIT_CUDA(cudaMemPoolCreate(&pool_, &props));
   uint64_t threshold = UINT64_MAX;
   FUSEJIT_CUDA(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold));
 }
 
 Device::~Device() {
-  if (stream_) {
-    cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
-  }
+  const DeviceGuard guard(info_.ordinal);
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (owns_stream_) cudaStreamDestroy(stream_);
+  if (pool_) cudaMemPoolDestroy(pool_);
 }
 
 std::shared_ptr<DeviceBuffer> Device::allocate(size_t bytes) {
-  return std::make_shared<DeviceBuffer>(*this, bytes);
+  return std::make_shared<DeviceBuffer>(shared_from_this(), bytes);
+}
+
+std::shared_ptr<DeviceBuffer> Device::borrow(void* ptr, size_t bytes,
+                                             std::function<void()> release) {
+  return std::make_shared<DeviceBuffer>(shared_from_this(), ptr, bytes, std::move(release));
 }
 
 void Device::synchronize() { FUSEJIT_CUDA(cudaStreamSynchronize(stream_)); }
 
-DeviceBuffer::DeviceBuffer(Device& device, size_t bytes) : device_(device), bytes_(bytes) {
-  const cudaError_t status = cudaMallocFromPoolAsync(&ptr_, bytes == 0 ? 1 : bytes, device.pool_,
-                                                     device.stream_);
+DeviceBuffer::DeviceBuffer(std::shared_ptr<Device> device, size_t bytes)
+    : device_(std::move(device)), bytes_(bytes) {
+  const DeviceGuard guard(device_->info().ordinal);
+  const cudaError_t status = cudaMallocFromPoolAsync(&ptr_, bytes == 0 ? 1 : bytes,
+                                                     device_->pool_, device_->stream_);
   if (status != cudaSuccess) {
     cudaGetLastError();
     size_t free_bytes = 0, total_bytes = 0;
@@ -83,13 +133,35 @@ DeviceBuffer::DeviceBuffer(Device& device, size_t bytes) : device_(device), byte
         fmt::format("out of GPU memory: allocating {:.1f} MiB failed ({}); {:.1f} of {:.1f} MiB "
                     "are free on {}. Drop tensors you no longer need or use smaller shapes",
                     bytes / 1048576.0, cudaGetErrorString(status), free_bytes / 1048576.0,
-                    total_bytes / 1048576.0, device.info().name),
+                    total_bytes / 1048576.0, device_->info().name),
         static_cast<int64_t>(bytes));
   }
 }
 
+DeviceBuffer::DeviceBuffer(std::shared_ptr<Device> device, void* borrowed, size_t bytes,
+                           std::function<void()> release)
+    : device_(std::move(device)),
+      ptr_(borrowed),
+      bytes_(bytes),
+      borrowed_(true),
+      release_(std::move(release)) {}
+
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFreeAsync(ptr_, device_.stream_);
+  if (!ptr_) return;
+  const DeviceGuard guard(device_->info().ordinal);
+  if (!borrowed_) {
+    cudaFreeAsync(ptr_, device_->stream_);
+  } else if (release_) {
+    // The caller may free the memory as soon as it hears: the work reading it must be done.
+    cudaStreamSynchronize(device_->stream_);
+    release_();
+  }
+}
+
+bool DeviceBuffer::overlaps(const void* other, size_t other_bytes) const {
+  const auto a = reinterpret_cast<std::uintptr_t>(ptr_);
+  const auto b = reinterpret_cast<std::uintptr_t>(other);
+  return a < b + other_bytes && b < a + bytes_;
 }
 
 }  // namespace fusejit::jit

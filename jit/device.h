@@ -1,9 +1,14 @@
-// jit/device: the GPU a Context runs on: its properties, its stream, its stream-ordered memory
-// pool and the driver functions. Everything here is reached at first GPU use; with no GPU (or
-// no driver), probe() says so and fusejit falls back to the CPU reference.
+// jit/device: the GPU a Context runs on: its properties, its stream (its own or the caller's),
+// its stream-ordered memory pool (its own, never the device's default pool) and the driver
+// functions. Everything here is reached at first GPU use; with no GPU (or no driver),
+// probe_device() says so and fusejit falls back to the CPU reference.
+//
+// No process-wide side effects: nothing here changes the caller's current device for longer
+// than a DeviceGuard's scope, and the default pool's attributes are left as they are.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,30 +33,63 @@ struct DeviceInfo {
   templates::Target target() const;
 };
 
-// The first GPU, or nullopt (with the reason in `why`) when none can be used.
-std::optional<DeviceInfo> probe_device(std::string* why = nullptr);
+// GPU `ordinal`, or nullopt (with the reason in `why`) when no GPU can be used. Throws
+// fusejit::UsageError when there are GPUs but `ordinal` is not one of them.
+std::optional<DeviceInfo> probe_device(std::string* why = nullptr, int ordinal = 0);
+
+// Makes `ordinal` the calling thread's current device for the guard's scope and restores the
+// caller's afterwards (touching nothing when it already is). Every entry point that calls CUDA
+// on a Context's behalf holds one, so that fusejit never changes the caller's current device.
+// Never throws: a failure to switch shows in the CUDA call that follows.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int ordinal);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;  // -1: unchanged
+};
+
+// The alignment of every pool allocation, which code generation and the GEMM plans assume of
+// every buffer they are given (templates/kernel.h). Caller memory that is less aligned is
+// copied into an aligned buffer instead of being used in place.
+inline constexpr size_t kBufferAlignment = 256;
+bool is_aligned(const void* ptr);
 
 class Device;
 
-// Device memory from the pool, returned to it (stream-ordered) when the last owner lets go.
+// Device memory: from the pool and returned to it (stream-ordered) when the last owner lets go,
+// or borrowed from the caller (Context::wrap, eval_into), whose `release` is called then instead,
+// after the stream has finished every piece of work queued so far.
 class DeviceBuffer {
  public:
-  DeviceBuffer(Device& device, size_t bytes);
+  DeviceBuffer(std::shared_ptr<Device> device, size_t bytes);
+  DeviceBuffer(std::shared_ptr<Device> device, void* borrowed, size_t bytes,
+               std::function<void()> release);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* data() const { return ptr_; }
   size_t bytes() const { return bytes_; }
+  bool borrowed() const { return borrowed_; }
+  // Whether [data, data + bytes) and [other, other + other_bytes) share a byte.
+  bool overlaps(const void* other, size_t other_bytes) const;
 
  private:
-  Device& device_;
+  std::shared_ptr<Device> device_;  // a buffer keeps its pool and stream alive
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  bool borrowed_ = false;
+  std::function<void()> release_;
 };
 
-class Device {
+class Device : public std::enable_shared_from_this<Device> {
  public:
-  explicit Device(const DeviceInfo& info);
+  // Work goes on `stream` (the caller's, which must belong to the device and outlive every
+  // buffer of this Device) or, when null, on a stream of the Device's own.
+  explicit Device(const DeviceInfo& info, cudaStream_t stream = nullptr);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -60,9 +98,11 @@ class Device {
   const Driver& driver() const { return driver_; }
   cudaStream_t stream() const { return stream_; }
 
-  // Stream-ordered allocation; throws fusejit::Error naming the size when the GPU is out of
-  // memory. Every allocation is at least 256-byte aligned (the codegen relies on it).
+  // Stream-ordered allocation from the Device's own pool; throws fusejit::OutOfMemoryError
+  // naming the size when the GPU is out of memory. Every allocation is kBufferAlignment-aligned.
   std::shared_ptr<DeviceBuffer> allocate(size_t bytes);
+  // Caller memory used in place; `release` (may be empty) as DeviceBuffer says.
+  std::shared_ptr<DeviceBuffer> borrow(void* ptr, size_t bytes, std::function<void()> release);
   void synchronize();
 
  private:
@@ -70,6 +110,7 @@ class Device {
   DeviceInfo info_;
   Driver driver_;
   cudaStream_t stream_ = nullptr;
+  bool owns_stream_ = false;
   cudaMemPool_t pool_ = nullptr;
 };
 

@@ -19,6 +19,56 @@ size_t byte_size(const ir::Node& n) {
   return static_cast<size_t>(ir::numel(n.shape)) * static_cast<size_t>(dtype_size(n.dtype));
 }
 
+// The caller buffers that regions can write graph outputs into directly, by node id (RunOptions::
+// outputs says when); the others get their values by a copy at the end of the run.
+std::vector<std::shared_ptr<DeviceBuffer>> direct_outputs(
+    const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+    const std::vector<std::shared_ptr<DeviceBuffer>>& into) {
+  std::vector<std::shared_ptr<DeviceBuffer>> direct(g.size());
+  const std::vector<NodeId>& outs = g.outputs();
+  for (size_t i = 0; i < into.size() && i < outs.size(); ++i) {
+    const auto& buf = into[i];
+    const auto id = static_cast<size_t>(outs[i]);
+    if (!buf || direct[id] || buf->bytes() != byte_size(g.node(outs[i])) ||
+        !is_aligned(buf->data()) || g.node(outs[i]).op == ir::Op::input) {
+      continue;
+    }
+    const bool aliases_input = std::any_of(inputs.begin(), inputs.end(), [&](const auto& in) {
+      return in && in->overlaps(buf->data(), buf->bytes());
+    });
+    if (!aliases_input) direct[id] = buf;
+  }
+  return direct;
+}
+
+// Fills `outs` (one buffer per graph output) from `values`, copying into the caller's buffers
+// that no region wrote directly.
+std::vector<std::shared_ptr<DeviceBuffer>> collect_outputs(
+    const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& values,
+    const RunOptions& options, Device& device) {
+  const std::vector<std::shared_ptr<DeviceBuffer>>* into = options.outputs;
+  std::vector<std::shared_ptr<DeviceBuffer>> outs;
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const NodeId id = g.outputs()[i];
+    const auto& value = values[static_cast<size_t>(id)];
+    if (!value) throw InternalError(fmt::format("output %{} was not computed by any region", id));
+    const auto& dst = into && i < into->size() ? (*into)[i] : nullptr;
+    if (!dst || dst == value) {
+      outs.push_back(dst ? dst : value);
+      continue;
+    }
+    if (dst->bytes() != value->bytes()) {
+      throw InternalError(fmt::format("output %{} is {} bytes, its destination {}", id,
+                                      value->bytes(), dst->bytes()));
+    }
+    FUSEJIT_CUDA(cudaMemcpyAsync(dst->data(), value->data(), value->bytes(),
+                                 cudaMemcpyDeviceToDevice, device.stream()));
+    if (options.outputs_copied) ++*options.outputs_copied;
+    outs.push_back(dst);
+  }
+  return outs;
+}
+
 }  // namespace
 
 LoadedKernel::~LoadedKernel() {
@@ -66,6 +116,9 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
                                     inputs.size()));
   }
   for (size_t k = 0; k < inputs.size(); ++k) values[static_cast<size_t>(input_ids[k])] = inputs[k];
+  const std::vector<std::shared_ptr<DeviceBuffer>> direct =
+      options.outputs ? direct_outputs(g, inputs, *options.outputs)
+                      : std::vector<std::shared_ptr<DeviceBuffer>>(g.size());
 
   const Driver& drv = device.driver();
   std::vector<void*> pointers;
@@ -84,7 +137,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
     const fusion::Region& r = *step.region;
     for (NodeId id : r.outputs) {
       auto& buf = values[static_cast<size_t>(id)];
-      buf = device.allocate(byte_size(g.node(id)));
+      buf = direct[static_cast<size_t>(id)] ? direct[static_cast<size_t>(id)]
+                                            : device.allocate(byte_size(g.node(id)));
       if (options.poison_outputs) {
         FUSEJIT_CUDA(cudaMemsetAsync(buf->data(), 0xFF, buf->bytes(), device.stream()));
       }
@@ -133,14 +187,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
     for (NodeId id : step.release) values[static_cast<size_t>(id)].reset();
   }
 
-  std::vector<std::shared_ptr<DeviceBuffer>> outs;
-  for (NodeId id : g.outputs()) {
-    if (!values[static_cast<size_t>(id)]) {
-      throw InternalError(fmt::format("output %{} was not computed by any region", id));
-    }
-    outs.push_back(values[static_cast<size_t>(id)]);
-  }
-  return outs;
+  return collect_outputs(g, values, options, device);
 }
 
 int64_t step_bytes(const Executable& exe, const Step& step) {

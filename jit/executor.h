@@ -59,10 +59,17 @@ struct RunOptions {
   bool poison_outputs = false;  // fill every region output with 0xFF bytes (NaN) first
   // When set: one pair of events per step, recorded around it (created by the caller or here).
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>>* step_events = nullptr;
+  // When set: per graph output, the buffer it must end up in (null: one is allocated). The
+  // region that computes an output writes it there directly when the buffer has the output's
+  // size and kBufferAlignment, overlaps no input and is not asked for twice; otherwise the
+  // output is computed into a buffer of the pool and copied there (device to device) at the end.
+  const std::vector<std::shared_ptr<DeviceBuffer>>* outputs = nullptr;
+  int64_t* outputs_copied = nullptr;  // when set: counts the outputs copied there
 };
 
 // Runs `exe` with its graph's inputs bound to `inputs` (in input order); returns one buffer per
-// graph output. Work is queued on the device's stream; nothing synchronizes.
+// graph output (options.outputs' where given). Work is queued on the device's stream; nothing
+// synchronizes.
 std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
     const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     Device& device, Blas& blas, const RunOptions& options = {});

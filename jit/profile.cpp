@@ -126,6 +126,7 @@ DeviceSummary describe_device(Context& ctx) {
   }
   jit::Device& device = impl.runtime->device();
   const jit::DeviceInfo& info = device.info();
+  const jit::DeviceGuard guard(info.ordinal);  // the caller's current device is restored
   return DeviceSummary{info.name, info.arch(), info.sm_count, jit::copy_bandwidth(device)};
 }
 
@@ -133,6 +134,7 @@ TraceTiming time_trace(const std::vector<Tensor>& outputs, int iters, int warmup
   PendingTrace p = pending_trace(outputs, "time_trace");
   const auto inputs = device_inputs(p, "time_trace");
   jit::Runtime& runtime = *p.ctx.runtime;
+  const jit::DeviceGuard guard(runtime.device().info().ordinal);
   const auto exe = runtime.executable_for(p.graph);
   const jit::ExecutableTiming timing = jit::time_executable(
       *exe, inputs, runtime.device(), runtime.blas(), std::max(1, iters), std::max(0, warmup));
@@ -147,6 +149,7 @@ ReferenceCheck check_against_reference(const std::vector<Tensor>& outputs, int64
   PendingTrace p = pending_trace(outputs, "check_against_reference");
   const auto inputs = device_inputs(p, "check_against_reference");
   jit::Runtime& runtime = *p.ctx.runtime;
+  const jit::DeviceGuard guard(runtime.device().info().ordinal);
   std::vector<ir::HostTensor> host_inputs;
   for (const auto& s : p.ctx.bound) host_inputs.push_back(p.ctx.host_of(*s));
   const auto exe = runtime.executable_for(p.graph);

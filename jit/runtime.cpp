@@ -2,6 +2,7 @@
 #include "jit/runtime.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -33,12 +34,13 @@ BuildOptions build_options(const Options& options, const templates::Target& targ
 }
 
 Runtime::Runtime(const DeviceInfo& info, const Options& options, spdlog::logger& log,
-                 Context::Stats& stats)
+                 Context::Stats& stats, cudaStream_t stream)
     : options_(options),
       log_(log),
       stats_(stats),
       kernel_cache_(options, log),
-      device_(std::make_unique<Device>(info)) {
+      device_(std::make_shared<Device>(info, stream)) {
+  const DeviceGuard guard(info.ordinal);
   blas_ = std::make_unique<Blas>(*device_);
   target_arch_ = info.arch();
   const std::vector<std::string> known = supported_archs();
@@ -52,6 +54,7 @@ Runtime::Runtime(const DeviceInfo& info, const Options& options, spdlog::logger&
 }
 
 Runtime::~Runtime() {
+  const DeviceGuard guard(device_->info().ordinal);
   memo_.clear();
   kernels_.clear();
   blas_.reset();
@@ -87,6 +90,7 @@ std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
 }
 
 std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g) {
+  const DeviceGuard guard(device_->info().ordinal);  // modules load into the current device
   const bool memo = !options_.disable.memo;
   const uint64_t hash = memo ? ir::structural_hash(g) : 0;
   if (memo) {
@@ -109,12 +113,52 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g) {
 }
 
 std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
-    const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs) {
+    const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+    const std::vector<std::shared_ptr<DeviceBuffer>>& into) {
+  const DeviceGuard guard(device_->info().ordinal);
   const std::shared_ptr<const Executable> exe = executable_for(g);
-  return run_executable(*exe, inputs, *device_, *blas_);
+  // Kernels and GEMM plans assume kBufferAlignment; caller memory may have less (a view at an
+  // offset): read a copy of it.
+  std::vector<std::shared_ptr<DeviceBuffer>> aligned = inputs;
+  for (auto& buf : aligned) {
+    if (is_aligned(buf->data())) continue;
+    auto copy = device_->allocate(buf->bytes());
+    FUSEJIT_CUDA(cudaMemcpyAsync(copy->data(), buf->data(), buf->bytes(),
+                                 cudaMemcpyDeviceToDevice, device_->stream()));
+    buf = std::move(copy);
+  }
+  RunOptions options;
+  if (!into.empty()) options.outputs = &into;
+  options.outputs_copied = &stats_.outputs_copied;
+  return run_executable(*exe, aligned, *device_, *blas_, options);
+}
+
+void Runtime::copy(void* dst, const void* src, size_t bytes) {
+  const DeviceGuard guard(device_->info().ordinal);
+  FUSEJIT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, device_->stream()));
+}
+
+void Runtime::require_device_pointer(const void* ptr, std::string_view what) {
+  const DeviceGuard guard(device_->info().ordinal);
+  cudaPointerAttributes attr{};
+  FUSEJIT_CUDA(cudaPointerGetAttributes(&attr, ptr));
+  const int ordinal = device_->info().ordinal;
+  if (attr.type == cudaMemoryTypeManaged) return;
+  if (attr.type != cudaMemoryTypeDevice) {
+    throw UsageError(fmt::format("{}: {} is host memory, but this Context runs on GPU {}: pass "
+                                 "device memory of that GPU (cudaMalloc, a framework's CUDA "
+                                 "tensor), or copy host data in with from_host",
+                                 what, ptr, ordinal));
+  }
+  if (attr.device != ordinal) {
+    throw UsageError(fmt::format("{}: {} is memory of GPU {}, but this Context runs on GPU {}; "
+                                 "create the Context with Placement{{.device = {}}}",
+                                 what, ptr, attr.device, ordinal, attr.device));
+  }
 }
 
 std::shared_ptr<DeviceBuffer> Runtime::upload(const ir::HostTensor& host) {
+  const DeviceGuard guard(device_->info().ordinal);
   auto buf = device_->allocate(host.bytes.size());
   FUSEJIT_CUDA(cudaMemcpyAsync(buf->data(), host.bytes.data(), host.bytes.size(),
                                cudaMemcpyHostToDevice, device_->stream()));
@@ -122,6 +166,7 @@ std::shared_ptr<DeviceBuffer> Runtime::upload(const ir::HostTensor& host) {
 }
 
 void Runtime::download(const DeviceBuffer& buffer, ir::HostTensor& host) {
+  const DeviceGuard guard(device_->info().ordinal);
   host.bytes.resize(static_cast<size_t>(ir::numel(host.shape)) *
                     static_cast<size_t>(dtype_size(host.dtype)));
   FUSEJIT_CUDA(cudaMemcpyAsync(host.bytes.data(), buffer.data(), host.bytes.size(),

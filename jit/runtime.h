@@ -1,11 +1,14 @@
 // jit/runtime: a Context's GPU side: the device, the cuBLASLt handle, the loaded modules (by
 // kernel source, over the persistent KernelCache) and the trace-level memo (ready Executables by structural hash of
 // the trace), so that a repeated eval of a trace costs a hash, a lookup and the launches.
+// Every public method makes the Runtime's device current for its duration (DeviceGuard) and
+// restores the caller's.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -31,8 +34,9 @@ BuildOptions build_options(const Options& options, const templates::Target& targ
 
 class Runtime {
  public:
+  // Work goes on `stream` (the caller's, on that device) or on a stream of the Runtime's own.
   Runtime(const DeviceInfo& info, const Options& options, spdlog::logger& log,
-          Context::Stats& stats);
+          Context::Stats& stats, cudaStream_t stream = nullptr);
   ~Runtime();
 
   Device& device() { return *device_; }
@@ -43,12 +47,21 @@ class Runtime {
   std::shared_ptr<const Executable> executable_for(const ir::Graph& g);
 
   // Runs `g` (its outputs set) with its inputs bound to `inputs`; returns one buffer per output.
+  // `into`, when not empty, gives per output the buffer it must end up in (null: allocated);
+  // RunOptions::outputs says when a kernel writes there directly. Inputs that are not
+  // kBufferAlignment-aligned (caller memory) are copied into aligned buffers first.
   std::vector<std::shared_ptr<DeviceBuffer>> run(
-      const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs);
+      const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+      const std::vector<std::shared_ptr<DeviceBuffer>>& into = {});
 
   std::shared_ptr<DeviceBuffer> upload(const ir::HostTensor& host);
   // Copies a buffer into `host` (whose dtype and shape are set) and waits for it.
   void download(const DeviceBuffer& buffer, ir::HostTensor& host);
+  // Queues a device-to-device copy on the stream.
+  void copy(void* dst, const void* src, size_t bytes);
+  // Throws fusejit::UsageError, naming `what`, unless `ptr` is device (or managed) memory that
+  // this device can use in place.
+  void require_device_pointer(const void* ptr, std::string_view what);
 
  private:
   std::shared_ptr<LoadedKernel> load(const templates::Kernel& k);
@@ -57,7 +70,7 @@ class Runtime {
   spdlog::logger& log_;
   Context::Stats& stats_;
   KernelCache kernel_cache_;  // memory, disk store and NVRTC, shared by every kernel it loads
-  std::unique_ptr<Device> device_;
+  std::shared_ptr<Device> device_;  // shared with every buffer it allocated
   std::string target_arch_;  // what NVRTC compiles for: the device's sm_XX, or compute_XX
   std::unique_ptr<Blas> blas_;
   std::unordered_map<std::string, std::shared_ptr<LoadedKernel>> kernels_;  // by source

@@ -102,7 +102,7 @@ std::vector<double> Tensor::to_host() const {
 
 void Tensor::copy_to_host(void* dst, size_t bytes) const {
   auto& t = impl_of(*this, "copy_to_host");
-  const size_t want = static_cast<size_t>(numel()) * static_cast<size_t>(dtype_size(dtype()));
+  const size_t want = detail::byte_size(shape(), dtype());
   if (bytes != want) {
     throw UsageError(fmt::format("copy_to_host: the destination holds {} bytes but the tensor {}{} "
                             "needs {}",

@@ -15,6 +15,7 @@ declare -A FUSEJIT_PACKAGES=(
   [catch2]=/usr/include/catch2/catch.hpp
   [libspdlog-dev]=/usr/include/spdlog/spdlog.h
   [libfmt-dev]=/usr/include/fmt/format.h
+  [libdlpack-dev]=/usr/include/dlpack/dlpack.h
 )
 
 fusejit_install_packages() {

@@ -1,6 +1,12 @@
 // Context: owns the options, the current trace, the device, stream, memory pool and caches.
 // Tensors belong to one Context and must not outlive it; a program may create several.
 //
+// Embedding (README "Embedding in a GPU program"): a Context runs on a chosen GPU and on the
+// caller's stream (Placement), reads the caller's memory in place (wrap) and writes results into
+// it (eval_into, Tensor::data_ptr); fusejit/dlpack.h exchanges tensors with DLPack. "The
+// Context's memory" is device memory of its GPU when has_gpu(), host memory on the CPU path,
+// so that the same program runs without a GPU.
+//
 // Threads: a Context may be used from many threads at once. Its state is locked: ops recorded
 // from several threads go into one trace, one at a time, and an eval (or to_host, which
 // evaluates) computes every pending tensor of the Context, whichever thread recorded it, while
@@ -9,6 +15,8 @@
 // safe; the Context must outlive every thread that uses it.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,16 +25,32 @@
 #include "fusejit/options.h"
 #include "fusejit/tensor.h"
 
+// cudaStream_t and cudaEvent_t are pointers to these: a program passes its own without a cast,
+// and one that does not use them needs no CUDA header.
+struct CUstream_st;
+struct CUevent_st;
+
 namespace fusejit {
 
 namespace detail {
 struct ContextImpl;
 }
 
+// Where a Context's GPU work runs.
+struct Placement {
+  int device = 0;  // CUDA device ordinal; UsageError when the machine has GPUs but not this one
+  // The caller's cudaStream_t, on `device`: every copy, kernel and GEMM of the Context is queued
+  // on it, in order, so results are ready in stream order (see Tensor::data_ptr). It must outlive
+  // the Context and every buffer of it still held (DLPack exports). Null: a stream of fusejit's
+  // own. With no GPU (the CPU path) a stream is a UsageError.
+  CUstream_st* stream = nullptr;
+};
+
 class Context {
  public:
   Context();  // options from the environment (Options::from_env)
   explicit Context(Options options);
+  Context(Options options, Placement placement);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -39,6 +63,37 @@ class Context {
   Tensor from_vector(const std::vector<double>& values, Shape shape, DType dtype = DType::f32);
   Tensor from_vector(const std::vector<float>& values, Shape shape, DType dtype = DType::f32);
   Tensor from_host(const void* data, size_t bytes, Shape shape, DType dtype);
+  // Caller memory used in place (zero-copy): `data` holds a tensor of `shape` and `dtype` in the
+  // Context's memory (device memory of its GPU; host memory on the CPU path), in the dtype's
+  // native format. `strides` (in elements; empty: dense row-major) may describe any layout that
+  // is a permutation of a dense one (a transposed or permuted buffer), with stride 0 for
+  // broadcast dimensions: they are recorded as permute, reshape and expand views over the
+  // dense buffer, so kernels index it in place. Strides with gaps (a sliced buffer) or
+  // overlaps, and negative strides, throw fusejit::UsageError: make such a buffer contiguous
+  // first.
+  //
+  // Lifetime: fusejit reads `data` at each eval that needs it and never writes it. Keep it
+  // alive and unmodified until every result depending on it has been evaluated and, on the GPU,
+  // until that work has run (it is queued on the Context's stream: enqueue your own writes
+  // after it on the same stream, or call synchronize()). `release`, when given, is called once
+  // when fusejit no longer needs the memory: when the last tensor reading it is gone, after the
+  // Context's stream has finished the work queued so far. It is called on the thread that drops
+  // that tensor and must not throw. Memory that is not 256-byte aligned is copied into fusejit's
+  // own at each eval (kernels and cuBLASLt assume that alignment) instead of read in place.
+  Tensor wrap(const void* data, Shape shape, DType dtype, std::vector<int64_t> strides = {},
+              std::function<void()> release = {});
+
+  // The GPU ordinal (-1 on the CPU path) and the stream all work is queued on (null on the CPU
+  // path): the caller's, or fusejit's own.
+  int device() const;
+  CUstream_st* stream() const;
+  // Waits until every piece of work queued so far has run (nothing on the CPU path).
+  void synchronize();
+  // Records `event` (a cudaEvent_t of the Context's GPU) on its stream after the work queued so
+  // far, so that another stream can wait for the results (cudaStreamWaitEvent). UsageError on
+  // the CPU path.
+  void record_event(CUevent_st* event);
+
   // A tensor of one value broadcast to `shape` (recorded, not materialized).
   Tensor full(Shape shape, double value, DType dtype = DType::f32);
   // full(shape, 0) and full(shape, 1).
@@ -83,6 +138,9 @@ class Context {
     int64_t trace_memo_hits = 0;
     int64_t kernels_compiled = 0;  // NVRTC compiles
     int64_t kernel_cache_hits = 0; // kernels found in the memory or disk cache
+    // eval_into results copied into their destination instead of written there by the kernel
+    // or GEMM that computed them (Tensor::eval_into says when; on the CPU path, every one).
+    int64_t outputs_copied = 0;
   };
   Stats stats() const;
 

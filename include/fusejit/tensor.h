@@ -15,6 +15,8 @@
 
 #include "fusejit/dtype.h"
 
+struct DLManagedTensor;  // <dlpack/dlpack.h>: needed only by a program that calls to_dlpack
+
 namespace fusejit {
 
 class Context;
@@ -41,6 +43,28 @@ class Tensor {
   // their 16-bit patterns, bool as bytes); `bytes` must be numel() * dtype_size(dtype()).
   void copy_to_host(void* dst, size_t bytes) const;
 
+  // Computes if needed and returns where the values are, in the Context's memory (a device
+  // pointer of its GPU; a host pointer on the CPU path), dense row-major in the dtype's native
+  // format. Valid while this tensor (any handle to it) lives. On the GPU the values are ready in
+  // stream order: work queued on the Context's stream after this call may read them; other
+  // streams wait with Context::record_event, the host with Context::synchronize.
+  const void* data_ptr() const;
+  // Computes this tensor into caller memory `dst` (the Context's memory, `bytes` ==
+  // numel() * dtype_size(dtype())). A pending tensor computed by a generated kernel or a GEMM
+  // is written there directly when `dst` is 256-byte aligned and overlaps none of the eval's
+  // inputs; otherwise (and for a tensor already computed) it is copied there, device to device,
+  // on the Context's stream. Afterwards the tensor may read its values from `dst`: keep `dst`
+  // alive and unmodified while you use the tensor. Ready in stream order, as data_ptr.
+  void eval_into(void* dst, size_t bytes);
+
+  // Computes if needed and exports the values as DLPack (fusejit/dlpack.h): a DLManagedTensor
+  // (kDLCUDA on the GPU, kDLCPU on the CPU path, dense, no strides) whose deleter keeps the
+  // buffer alive until it is called, also past the Context. The buffer is ready on any stream
+  // when this returns (the Context's stream is synchronized). The deleter hands the memory back
+  // in the Context's stream order: call it once the consumer's work on the buffer has run, or
+  // is ordered before the Context's later work (the same stream).
+  DLManagedTensor* to_dlpack() const;
+
   explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
   const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
 
@@ -50,6 +74,16 @@ class Tensor {
 
 // Evaluates several tensors together (they may share one fused kernel).
 void eval(const std::vector<Tensor>& tensors);
+
+// A tensor and the caller memory it is computed into (Tensor::eval_into).
+struct Destination {
+  Tensor tensor;
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+// Evaluates several tensors together, each into its destination, as Tensor::eval_into does for
+// one. The tensors belong to one Context; destinations must not overlap.
+void eval_into(const std::vector<Destination>& destinations);
 
 // Elementwise, unary.
 Tensor neg(const Tensor& x);

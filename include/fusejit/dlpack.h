@@ -1,0 +1,29 @@
+// DLPack exchange (https://dmlc.github.io/dlpack): tensors to and from PyTorch, CuPy, JAX and
+// any other DLPack producer or consumer, without copies. Needs <dlpack/dlpack.h> (Debian's
+// libdlpack-dev); fusejit.h does not include this header, so that programs without DLPack are
+// unaffected.
+//
+//   DLManagedTensor* in = ...;                           // e.g. from torch.utils.dlpack
+//   fusejit::Tensor x = fusejit::from_dlpack(ctx, in);   // reads in->dl_tensor.data in place
+//   DLManagedTensor* out = fusejit::relu(x).to_dlpack(); // hand it to the consumer
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include "fusejit/context.h"
+#include "fusejit/tensor.h"
+
+namespace fusejit {
+
+// A tensor reading `managed`'s memory in place, as Context::wrap does (strides and broadcasts
+// included, byte_offset applied); `managed`'s deleter is called once when fusejit no longer needs
+// the memory. The memory must be the Context's: kDLCUDA (or kDLCUDAManaged) of the Context's GPU,
+// or kDLCPU on the CPU path. Dtypes: float32/16, bfloat16, int32/64, bool (kDLBool, code 6), one
+// lane. Anything else throws fusejit::UsageError naming it; on an error `managed` is not consumed
+// (its deleter is not called: it is still the caller's).
+Tensor from_dlpack(Context& ctx, DLManagedTensor* managed);
+
+// Tensor::to_dlpack, as a free function.
+inline DLManagedTensor* to_dlpack(const Tensor& tensor) { return tensor.to_dlpack(); }
+
+}  // namespace fusejit

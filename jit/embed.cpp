@@ -1,0 +1,232 @@
+// jit/embed: what a program that owns its GPU memory and stream uses (fusejit/context.h's
+// "Embedding"): wrapping caller memory, computing into it, reading a result's address, and the
+// Context's device and stream. DLPack sits on top of these, in jit/dlpack.cpp.
+//
+// Strides are not an IR concept: a wrapped layout that is a permutation of a dense one, with
+// broadcast (stride 0) dimensions, is recorded as permute, reshape and expand over the dense
+// buffer, which kernels already index in place. Anything else is refused.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fusejit/context.h"
+#include "fusejit/error.h"
+#include "ir/shape.h"
+#include "jit/context_impl.h"
+#include "jit/cuda_check.h"
+
+namespace fusejit {
+
+namespace {
+
+using detail::byte_size;
+
+// How a strided layout maps onto views of a dense buffer: the dense buffer's shape (its dims
+// are the layout's non-broadcast dims of size > 1, by decreasing stride), the permutation that
+// puts them back in the layout's order, and whether broadcast dims must be expanded.
+struct DenseView {
+  Shape base;
+  std::vector<int64_t> perm;  // permute(base, perm): the real dims in the layout's order
+  Shape squeezed;             // the layout's shape with its broadcast dims as 1
+  bool broadcast = false;
+};
+
+DenseView dense_view(const Shape& shape, const std::vector<int64_t>& strides, DType dtype) {
+  const auto refuse = [&](std::string_view why) {
+    return UsageError(fmt::format("wrap: strides [{}] of {}{} {}; fusejit reads permuted (e.g. "
+                                  "transposed) dense layouts and stride-0 broadcasts in place. "
+                                  "Make the buffer contiguous first (torch: .contiguous())",
+                                  fmt::join(strides, ", "), dtype_name(dtype),
+                                  ir::shape_str(shape), why));
+  };
+  DenseView v;
+  v.squeezed = shape;
+  std::vector<size_t> real;  // dims of size > 1 that are not broadcast
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    if (strides[i] < 0) throw refuse("include a negative stride");
+    if (strides[i] == 0) {
+      v.broadcast = true;
+      v.squeezed[i] = 1;
+    } else {
+      real.push_back(i);
+    }
+  }
+  std::vector<size_t> order = real;  // outermost (largest stride) first
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return strides[a] > strides[b]; });
+  int64_t expect = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (strides[*it] != expect) {
+      throw refuse(strides[*it] > expect ? "leave gaps (a sliced buffer)" : "overlap");
+    }
+    expect *= shape[*it];
+  }
+  for (size_t d : order) v.base.push_back(shape[d]);
+  for (size_t d : real) {
+    v.perm.push_back(std::find(order.begin(), order.end(), d) - order.begin());
+  }
+  return v;
+}
+
+// The tensor of `shape` that views the dense `base` tensor as `v` says.
+Tensor view_of(const Tensor& base, const Shape& shape, const DenseView& v) {
+  Tensor t = base;
+  std::vector<int64_t> identity(v.perm.size());
+  std::iota(identity.begin(), identity.end(), 0);
+  if (v.perm != identity) t = permute(t, v.perm);
+  if (t.shape() != v.squeezed) t = reshape(t, v.squeezed);
+  if (v.broadcast) t = expand(t, shape);
+  return t;
+}
+
+}  // namespace
+
+Tensor Context::wrap(const void* data, Shape shape, DType dtype, std::vector<int64_t> strides,
+                     std::function<void()> release) {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  if (!data) throw UsageError("wrap: the data pointer is null; pass the address of the buffer");
+  detail::check_dims(shape, "wrap");
+  if (strides.empty()) {
+    strides.assign(shape.size(), 0);
+    int64_t step = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+      strides[i] = step;
+      step *= shape[i];
+    }
+  }
+  if (strides.size() != shape.size()) {
+    throw UsageError(fmt::format("wrap: {} strides given for shape {} of rank {}; give one stride "
+                                 "(in elements) per dimension, or none for a dense buffer",
+                                 strides.size(), ir::shape_str(shape), shape.size()));
+  }
+  const DenseView v = dense_view(shape, strides, dtype);
+  const size_t bytes = byte_size(v.base, dtype);
+  auto storage = std::make_shared<detail::Storage>();
+  storage->host.dtype = dtype;
+  storage->host.shape = v.base;
+  if (impl_->runtime) {
+    impl_->runtime->require_device_pointer(data, "wrap");
+    storage->device =
+        impl_->runtime->device().borrow(const_cast<void*>(data), bytes, std::move(release));
+  } else {
+    storage->borrowed_host = std::make_unique<detail::HostBorrow>(data, bytes, std::move(release));
+  }
+  auto base = std::make_shared<detail::TensorImpl>();
+  base->ctx = impl_.get();
+  base->dtype = dtype;
+  base->shape = v.base;
+  base->storage = std::move(storage);
+  return view_of(Tensor(std::move(base)), shape, v);
+}
+
+int Context::device() const {
+  return impl_->runtime ? impl_->runtime->device().info().ordinal : -1;
+}
+
+CUstream_st* Context::stream() const {
+  return impl_->runtime ? impl_->runtime->device().stream() : nullptr;
+}
+
+void Context::synchronize() {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  if (impl_->runtime) impl_->runtime->device().synchronize();
+}
+
+void Context::record_event(CUevent_st* event) {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  if (!impl_->runtime) {
+    throw UsageError("record_event: this Context runs on the CPU reference (no GPU); results are "
+                     "ready when eval returns");
+  }
+  if (!event) throw UsageError("record_event: the event is null; create one with cudaEventCreate");
+  const jit::DeviceGuard guard(device());
+  FUSEJIT_CUDA(cudaEventRecord(event, impl_->runtime->device().stream()));
+}
+
+const void* Tensor::data_ptr() const {
+  if (!defined()) throw UsageError("data_ptr: the Tensor handle is empty (default-constructed)");
+  detail::TensorImpl& t = *impl();
+  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
+  if (!t.storage) t.ctx->eval({impl()});
+  return t.ctx->data_of(*t.storage);
+}
+
+void Tensor::eval_into(void* dst, size_t bytes) {
+  fusejit::eval_into({Destination{*this, dst, bytes}});
+}
+
+namespace {
+
+void check_destination(const Destination& d, detail::ContextImpl& ctx) {
+  if (!d.tensor.defined()) throw UsageError("eval_into: a destination's tensor is empty");
+  if (d.tensor.impl()->ctx != &ctx) {
+    throw UsageError("eval_into: the tensors belong to different Contexts; evaluate each "
+                     "Context's tensors separately");
+  }
+  if (!d.data) throw UsageError("eval_into: the destination pointer is null");
+  const size_t want = byte_size(d.tensor.shape(), d.tensor.dtype());
+  if (d.bytes != want) {
+    throw UsageError(fmt::format("eval_into: the destination holds {} bytes but the tensor {}{} "
+                                 "needs {}",
+                                 d.bytes, dtype_name(d.tensor.dtype()),
+                                 ir::shape_str(d.tensor.shape()), want));
+  }
+  if (ctx.runtime) ctx.runtime->require_device_pointer(d.data, "eval_into");
+}
+
+bool overlap(const Destination& a, const Destination& b) {
+  const auto pa = reinterpret_cast<std::uintptr_t>(a.data);
+  const auto pb = reinterpret_cast<std::uintptr_t>(b.data);
+  return pa < pb + b.bytes && pb < pa + a.bytes;
+}
+
+}  // namespace
+
+void eval_into(const std::vector<Destination>& destinations) {
+  if (destinations.empty()) return;
+  if (!destinations.front().tensor.defined()) {
+    throw UsageError("eval_into: a destination's tensor is empty");
+  }
+  detail::ContextImpl& ctx = *destinations.front().tensor.impl()->ctx;
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  for (size_t i = 0; i < destinations.size(); ++i) {
+    check_destination(destinations[i], ctx);
+    for (size_t j = 0; j < i; ++j) {
+      if (overlap(destinations[i], destinations[j])) {
+        throw UsageError(fmt::format("eval_into: destinations {} and {} overlap; give each tensor "
+                                     "its own buffer",
+                                     j, i));
+      }
+    }
+  }
+  // Pending tensors are computed into their destinations; computed ones are copied there.
+  std::vector<std::shared_ptr<detail::TensorImpl>> pending;
+  std::vector<const Destination*> computed;
+  detail::ContextImpl::Into into;
+  for (const Destination& d : destinations) {
+    if (d.tensor.impl()->storage) {
+      computed.push_back(&d);
+    } else if (into.emplace(d.tensor.impl().get(), d.data).second) {
+      pending.push_back(d.tensor.impl());
+    } else {
+      computed.push_back(&d);  // the same tensor twice: the second gets a copy
+    }
+  }
+  if (!pending.empty()) ctx.eval(pending, into);
+  for (const Destination* d : computed) {
+    ++ctx.stats.outputs_copied;
+    const void* src = ctx.data_of(*d->tensor.impl()->storage);
+    if (ctx.runtime) {
+      ctx.runtime->copy(d->data, src, d->bytes);
+    } else {
+      std::memmove(d->data, src, d->bytes);
+    }
+  }
+}
+
+}  // namespace fusejit
