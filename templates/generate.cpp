@@ -5,7 +5,8 @@
 // Source layout (what NVRTC compiles, with no include path and no CUDA headers):
 //   a header line naming the generator and its version
 //   device/fj_core.cuh, fj_math.cuh, fj_memory.cuh (and fj_reduce.cuh for reductions,
-//   fj_cluster.cuh for kernels whose rows are split over thread-block clusters)
+//   fj_cluster.cuh for kernels whose rows are split over thread-block clusters, fj_welford.cuh
+//   for kernels that accumulate a mean and a variance together)
 //   kKernelMarker, then the template's comment lines and the __global__ function
 #include <algorithm>
 #include <cctype>
@@ -99,6 +100,7 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   std::vector<std::string_view> helpers = {"fj_core.cuh", "fj_math.cuh", "fj_memory.cuh"};
   if (body.reduces) helpers.push_back("fj_reduce.cuh");
   if (body.fn.cluster > 1) helpers.push_back("fj_cluster.cuh");
+  if (body.welford) helpers.push_back("fj_welford.cuh");
   for (std::string_view h : helpers) {
     source += fmt::format("\n// ==== {} ====\n", h);
     source += device_source(h);

@@ -45,10 +45,13 @@ std::string print_digit(const Digit& d, bool lane0, bool& compound) {
   return s;
 }
 
+// A base of make_zero: opaque, with no terms.
+bool is_zero(const Base& b) { return b.name.empty() && b.terms.empty(); }
+
 std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, bool lane0) {
-  if (terms.empty()) return "0";
   std::string s;
   for (const auto& [digit, place] : terms) {
+    if (is_zero(*digit.base)) continue;
     if (!s.empty()) s += " + ";
     bool compound = false;
     const std::string d = print_digit(digit, lane0, compound);
@@ -59,7 +62,7 @@ std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, boo
       s += compound ? fmt::format("({}) * {}", d, place) : fmt::format("{} * {}", d, place);
     }
   }
-  return s;
+  return s.empty() ? "0" : s;
 }
 
 std::string print_base(const Base& b, bool lane0) {
@@ -172,6 +175,12 @@ BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, 
   b->lane_root = true;
   b->lane = Lane::unit;
   b->vector = vector;
+  return b;
+}
+
+BasePtr make_zero(int64_t bound) {
+  auto b = std::make_shared<Base>();
+  b->bound = bound;
   return b;
 }
 
