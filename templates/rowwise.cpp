@@ -43,22 +43,6 @@ namespace fusejit::templates {
 
 namespace {
 
-// Values computed before any reduction and read again after one: what a register cache holds.
-std::set<ir::NodeId> frontier(const RegionInfo& info, const ReduceSpace& space) {
-  std::set<ir::NodeId> out;
-  auto reach = [&](ir::NodeId id) {
-    const auto it = space.reach.find(id);
-    return it == space.reach.end() ? 0 : it->second;
-  };
-  for (ir::NodeId id : info.region.nodes) {
-    if (info.inputs.count(id) != 0 || space.depth.count(id) != 0 || reach(id) == 0) continue;
-    for (ir::NodeId op : info.node(id).inputs) {
-      if (reach(op) == 0 && info.node(op).op != ir::Op::constant) out.insert(op);
-    }
-  }
-  return out;
-}
-
 // static_cast<type>(value)
 kir::ExprP static_cast_to(std::string_view type, kir::ExprP value) {
   return kir::call(fmt::format("static_cast<{}>", type), {std::move(value)});
@@ -162,8 +146,8 @@ class RowwiseBuilder {
   // The means of Welford pairs whose operand the register cache holds: their pass counts and
   // sums, and a second sweep over the cache adds the squared deviations (add_deviations).
   std::vector<ir::NodeId> exact_;
-  // Per Welford mean: the row's first value of its operand, which every value is taken
-  // relative to (add_accumulate).
+  // Per streamed Welford mean: the row's first value of its operand, which every value is
+  // taken relative to (welford_shift).
   std::map<ir::NodeId, kir::ExprP> shift_;
   std::map<ValueKey, std::string> cache_index_;
   bool filling_cache_ = false;
@@ -259,19 +243,22 @@ void RowwiseBuilder::add_accumulate(kir::Block& main, Pass& p, ir::NodeId r) {
   const kir::ExprP a = main.let_mut(acc.type, fmt::format("a{}", r), kir::lit(acc.identity));
   std::string functor = acc.functor;
   if (space_.pairing(r) == Pairing::welford) {
-    v = kir::infix(v, "-", welford_shift(r));
     if (cached(n.inputs[0])) {
       functor = "fj_op_count_sum";
       exact_.push_back(r);
+    } else {
+      v = kir::infix(v, "-", welford_shift(r));
     }
   }
   p.body.assign(a, kir::call(functor + "()", {a, v}));
 }
 
-// The shift of Welford mean r: its operand at the row's first element, loaded once per row.
-// Partial means of the values less the shift stay near 0 when the row's mean is large against
-// its spread, where f32 would round partial means of the values themselves to the mean's
-// precision (x = 1e4 + N(0, 1): 2^-10), and Chan's update would carry that error into M2.
+// The shift of a streamed Welford mean r: its operand at the row's first element, loaded once
+// per row. Partial means of the values less the shift stay near 0 when the row's mean is large
+// against its spread, where f32 would round partial means of the values themselves to the
+// mean's precision (x = 1e4 + N(0, 1): 2^-10), and Chan's update would carry that error into M2
+// (a relative 1e-5 to 1e-4 there). Rows held in registers go without: the shift's register is
+// the one their kernels do not have (ptxas spills f32 layer norms of 4096 and 16384 with it).
 kir::ExprP RowwiseBuilder::welford_shift(ir::NodeId r) {
   if (const auto it = shift_.find(r); it != shift_.end()) return it->second;
   const ir::NodeId x = info_.node(r).inputs[0];
@@ -290,8 +277,7 @@ void RowwiseBuilder::add_deviations(kir::Block& main, const std::vector<ir::Node
     const kir::ExprP a = kir::var(fmt::format("a{}", r));
     main.assign(a, kir::call("fj_welford_center", {a}));
     const ir::NodeId x = info_.node(r).inputs[0];
-    const kir::ExprP v = kir::infix(values_.value(x, x_, p->lane), "-", welford_shift(r));
-    p->body.assign(a, kir::call("fj_op_deviation()", {a, v}));
+    p->body.assign(a, kir::call("fj_op_deviation()", {a, values_.value(x, x_, p->lane)}));
   }
   main.comment("squared deviations from the thread's mean");
   add_chunk_loop(main, *p);
@@ -416,7 +402,9 @@ kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
   for (ir::NodeId r : here) {
     const ir::Node& n = info_.node(r);
     kir::ExprP value = reduced_value(info_, space_, r, space_.length, acc);
-    if (space_.pairing(r) == Pairing::welford) value = kir::add(welford_shift(r), value);
+    if (const auto shift = shift_.find(r); shift != shift_.end()) {
+      value = kir::add(shift->second, value);
+    }
     finished_[r] = row->let(std::string(dtype_code(n.dtype).arith),
                             values_.fresh(fmt::format("v{}", r)), value,
                             std::string(ir::op_name(n.op)));
@@ -496,10 +484,7 @@ KernelBody RowwiseBuilder::kernel_body() const {
   kb.blocks_per_sm = std::max(1, info_.target.blocks_per_sm(static_cast<int>(cfg_.block)));
   kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.pieces();
   kb.serial_launches = cfg_.split > 1;
-  // Half the SM's threads resident: with 2048 threads per SM that caps registers at 64 per
-  // thread (the cache budget fits), and blocks of 512 or fewer threads get two or more per SM.
-  const int min_blocks =
-      std::max(1, info_.target.threads_per_sm / 2 / static_cast<int>(cfg_.block));
+  const int min_blocks = min_resident_blocks(info_.target, cfg_.block);
   kb.fn = kernel_function(info_, static_cast<int>(cfg_.block), min_blocks);
   kb.fn.cluster = static_cast<int>(cfg_.cluster);
   return kb;
@@ -527,7 +512,8 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
     fn.head.comment(
         "mean %{} and variance %{} in one pass: (count, mean, M2) per thread ({}), then "
         "Chan's update between partials (fj_welford)",
-        mean, variance, exact ? "exact, from the register cache" : "Welford's update");
+        mean, variance,
+        exact ? "exact, from the register cache" : "Welford's update, relative to the row's first value");
   }
   fn.head.comment("{} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {

@@ -42,6 +42,11 @@ WelfordPair pair_of(const Graph& g, NodeId variance) {
   return welford_pair(g, variance, all_computed);
 }
 
+// The pair of sum(d * d) over `axes`, added to g.
+WelfordPair squares_pair(Graph& g, NodeId d, std::vector<int64_t> axes = {1}) {
+  return pair_of(g, ir::add_reduce(g, Op::sum, bin(g, Op::mul, d, d), std::move(axes), true));
+}
+
 // The normalization regions of the plan of `g` and their pairs.
 std::vector<WelfordPair> planned_pairs(const Graph& g) {
   const Plan plan = plan_of(g);
@@ -98,32 +103,28 @@ TEST_CASE("welford_pair does not fire on lookalikes", "[fusion][welford]") {
     const NodeId x = ir::add_input(g, DType::f32, {C, C});
     const NodeId m = ir::add_reduce(g, Op::mean, x, {1}, true);
     const NodeId d = bin(g, Op::sub, x, m);
-    const NodeId v = ir::add_reduce(g, Op::sum, bin(g, Op::mul, d, d), {0}, true);
-    CHECK(pair_of(g, v).mean == -1);
+    CHECK(squares_pair(g, d, {0}).mean == -1);
   }
   SECTION("the mean of another value") {
     Graph g;
     const NodeId x = ir::add_input(g, DType::f32, {R, C});
     const NodeId y = ir::add_input(g, DType::f32, {R, C});
     const NodeId d = bin(g, Op::sub, x, ir::add_reduce(g, Op::mean, y, {1}, true));
-    const NodeId v = ir::add_reduce(g, Op::sum, bin(g, Op::mul, d, d), {1}, true);
-    CHECK(pair_of(g, v).mean == -1);
+    CHECK(squares_pair(g, d).mean == -1);
   }
   SECTION("a mean without keepdim broadcast along the wrong axis (square rows)") {
     // [C] against [C, C] aligns with the last axis: element (i, j) reads the mean of row j.
     Graph g;
     const NodeId x = ir::add_input(g, DType::f32, {C, C});
     const NodeId d = bin(g, Op::sub, x, ir::add_reduce(g, Op::mean, x, {1}, false));
-    const NodeId v = ir::add_reduce(g, Op::sum, bin(g, Op::mul, d, d), {1}, true);
-    CHECK(pair_of(g, v).mean == -1);
+    CHECK(squares_pair(g, d).mean == -1);
   }
   SECTION("a reshape that puts the means along the reduced axis") {
     Graph g;
     const NodeId x = ir::add_input(g, DType::f32, {C, C});
     const NodeId m = ir::add_reduce(g, Op::mean, x, {1}, true);
     const NodeId d = bin(g, Op::sub, x, ir::add_reshape(g, m, {1, C}));
-    const NodeId v = ir::add_reduce(g, Op::sum, bin(g, Op::mul, d, d), {1}, true);
-    CHECK(pair_of(g, v).mean == -1);
+    CHECK(squares_pair(g, d).mean == -1);
   }
   SECTION("the product of two different deviations, or of the deviation and x") {
     Graph g;
@@ -138,7 +139,7 @@ TEST_CASE("welford_pair does not fire on lookalikes", "[fusion][welford]") {
     Graph g;
     const NodeId x = ir::add_input(g, DType::f32, {R, C});
     const NodeId d = bin(g, Op::sub, x, ir::add_reduce(g, Op::sum, x, {1}, true));
-    CHECK(pair_of(g, ir::add_reduce(g, Op::sum, bin(g, Op::mul, d, d), {1}, true)).mean == -1);
+    CHECK(squares_pair(g, d).mean == -1);
     CHECK(pair_of(g, ir::add_reduce(g, Op::max, bin(g, Op::mul, d, d), {1}, true)).mean == -1);
   }
   SECTION("statistics in f16 or bf16 (rounded where the reference rounds them)") {
@@ -146,7 +147,7 @@ TEST_CASE("welford_pair does not fire on lookalikes", "[fusion][welford]") {
       Graph g;
       const NodeId x = ir::add_input(g, dt, {R, C});
       const NodeId d = bin(g, Op::sub, x, ir::add_reduce(g, Op::mean, x, {1}, true));
-      CHECK(pair_of(g, ir::add_reduce(g, Op::sum, bin(g, Op::mul, d, d), {1}, true)).mean == -1);
+      CHECK(squares_pair(g, d).mean == -1);
     }
   }
   SECTION("a mean, deviation or square the region reads from memory") {
