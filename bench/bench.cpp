@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
-#include "ir/shape.h"
 #include "ir/text.h"
 #include "jit/check.h"
 #include "jit/log.h"
@@ -44,12 +43,6 @@ std::map<std::string, std::pair<double, double>> read_torch(const std::string& p
     if (s >> name >> eager >> compiled) out[name] = {eager, compiled};
   }
   return out;
-}
-
-int64_t bytes_of(const ir::Graph& g, const std::vector<ir::NodeId>& ids) {
-  int64_t b = 0;
-  for (ir::NodeId id : ids) b += ir::numel(g.node(id).shape) * dtype_size(g.node(id).dtype);
-  return b;
 }
 
 }  // namespace
@@ -87,7 +80,7 @@ int main(int argc, char** argv) {
           jit::time_executable(*exe, inputs, rt.device(), rt.blas(), 20);
 
       double floor_ms = 0.0;
-      int64_t gemm_free_bytes = bytes_of(g, g.inputs()) + bytes_of(g, g.outputs());
+      int64_t gemm_free_bytes = jit::io_bytes(g);
       for (const jit::Step& step : exe->steps) {
         if (step.kernel) continue;
         const jit::GemmProblem& p = step.gemm.problem;

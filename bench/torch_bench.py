@@ -15,7 +15,10 @@ A trace becomes a Python function of its inputs, one statement per node, with th
 fusejit's reference interpreter (ir/interp.cpp): results take the node's stated dtype (the IR's
 promotion, not torch's 0-dim rule), relu/maximum/minimum/max/min propagate NaN (as torch's do),
 integer sums accumulate in i64, float inputs are torch.randn in their dtype, integer inputs
-uniform in [-8, 8], bool inputs fair coins.
+uniform in [-8, 8], bool inputs fair coins. gather wraps negative indices once and clamps the
+rest, as fusejit does. rand and randn become torch.rand and torch.randn: torch's generator is
+not fusejit's Philox layout, so traces with random ops are compared by time only, never by
+value.
 """
 import argparse
 import os
@@ -48,8 +51,12 @@ BINARY = {
 COMPARE = {"eq": "torch.eq", "ne": "torch.ne", "lt": "torch.lt", "le": "torch.le",
            "gt": "torch.gt", "ge": "torch.ge"}
 REDUCE = {"sum": "torch.sum", "mean": "torch.mean", "max": "torch.amax", "min": "torch.amin"}
-ARITY = {"input": 0, "const": 0, "where": 3, "cast": 1, "reshape": 1, "permute": 1, "expand": 1,
-         "matmul": 2, **{k: 1 for k in UNARY}, **{k: 2 for k in BINARY},
+RANDOM = {"rand": "torch.rand", "randn": "torch.randn"}
+# concat takes one or more operands (VARIADIC).
+VARIADIC = -1
+ARITY = {"input": 0, "const": 0, "arange": 0, "where": 3, "cast": 1, "reshape": 1, "permute": 1,
+         "expand": 1, "slice": 1, "concat": VARIADIC, "matmul": 2, "gather": 2, "rand": 0,
+         "randn": 0, **{k: 1 for k in UNARY}, **{k: 2 for k in BINARY},
          **{k: 2 for k in COMPARE}, **{k: 1 for k in REDUCE}}
 
 NODE = re.compile(r"%(\d+) : (\w+)\[([0-9,]*)\] = (\w+)(.*)$")
@@ -63,6 +70,7 @@ class Node:
     def __init__(self, op, dtype, shape, inputs, axes=None, keepdim=False, value=None):
         self.op, self.dtype, self.shape, self.inputs = op, dtype, shape, inputs
         self.axes, self.keepdim, self.value = axes, keepdim, value
+        self.ints = {}  # slice: axis, start, step; concat: axis
 
     def __repr__(self):
         attrs = f" axes={self.axes}" if self.axes is not None else ""
@@ -112,15 +120,25 @@ def parse_trace(text, where="trace"):
         if am:
             node.axes = [int(a) for a in am.group(1).split(",")] if am.group(1) else []
             rest = rest[:am.start()] + rest[am.end():]
+        rm = re.search(r"(?:^|\s)seed=(\d+) offset=(\d+)$", rest)
+        if rm:
+            rest = rest[:rm.start()]
+        if (op in RANDOM) != (rm is not None):
+            raise TraceError(f"{where}:{lineno}: seed=N offset=N go with rand and randn only")
+        for key in ("axis", "start", "step"):
+            im = re.search(rf"(?:^|\s){key}=(-?[0-9]+)", rest)
+            if im:
+                node.ints[key] = int(im.group(1))
+                rest = rest[:im.start()] + rest[im.end():]
         if re.search(r"(?:^|\s)keepdim$", rest):
             node.keepdim = True
             rest = rest[:rest.rindex("keepdim")]
         operands = [t for t in rest.split(",") if t.strip()]
         node.inputs = [ref(t, lineno) for t in operands]
-        if len(node.inputs) != ARITY[op]:
+        if len(node.inputs) != ARITY[op] and not (ARITY[op] == VARIADIC and node.inputs):
             raise TraceError(f"{where}:{lineno}: '{op}' takes {ARITY[op]} operand(s), got "
                              f"{len(node.inputs)}")
-        if (op in REDUCE or op == "permute") and node.axes is None:
+        if (op in REDUCE or op in ("permute", "gather")) and node.axes is None:
             raise TraceError(f"{where}:{lineno}: '{op}' needs axes=[...]")
         if label in label_to_id:
             raise TraceError(f"{where}:{lineno}: %{label} is defined twice")
@@ -193,8 +211,25 @@ def torch_program(nodes, outputs):
             expr = f"{arg(ins[0])}.permute({tuple(n.axes)})"
         elif n.op == "expand":
             expr = f"{arg(ins[0])}.expand({n.shape})"
+        elif n.op == "slice":
+            a, start, step = n.ints["axis"] % len(n.shape), n.ints["start"], n.ints["step"]
+            stop = start + step * (n.shape[a] - 1) + 1
+            expr = f"{arg(ins[0])}[{':, ' * a}{start}:{stop}:{step}]"
+        elif n.op == "concat":
+            parts = ", ".join(arg(i, n.dtype) for i in ins)
+            expr = f"torch.cat([{parts}], dim={n.ints['axis']})"
+        elif n.op == "arange":
+            expr = f"torch.arange({n.shape[0]}, device=DEVICE, dtype=torch.{TORCH_DTYPE[n.dtype]})"
         elif n.op == "matmul":
             expr = f"torch.matmul({arg(ins[0])}, {arg(ins[1])})"
+        elif n.op == "gather":
+            axis, extent = n.axes[0], nodes[ins[0]].shape[n.axes[0]]
+            idx = f"{arg(ins[1], 'i64')}"
+            idx = f"torch.where({idx} < 0, {idx} + {extent}, {idx}).clamp(0, {extent - 1})"
+            expr = f"torch.gather({arg(ins[0])}, {axis}, {idx})"
+        elif n.op in RANDOM:
+            expr = (f"{RANDOM[n.op]}({n.shape}, dtype=torch.{TORCH_DTYPE[n.dtype]}, "
+                    f"device=DEVICE)")
         else:
             raise TraceError(f"no torch spelling for '{n.op}'")
         body.append(f"        v{i} = {expr}")

@@ -15,10 +15,11 @@ using ir::Graph;
 using ir::Node;
 using ir::NodeId;
 
-// Everything that defines a node's value, with operands in canonical order. The constant's
-// value is compared by its bits so that -0.0 and 0.0 differ and NaN equals itself.
-using NodeKey =
-    std::tuple<ir::Op, DType, Shape, std::vector<NodeId>, std::vector<int64_t>, bool, uint64_t>;
+// Everything that defines a node's value (a slice's start and step, a random op's seed and
+// offset too), with operands in canonical order. The constant's value is compared by its bits so
+// that -0.0 and 0.0 differ and NaN equals itself.
+using NodeKey = std::tuple<ir::Op, DType, Shape, std::vector<NodeId>, std::vector<int64_t>, bool,
+                           uint64_t, int64_t, int64_t, uint64_t, uint64_t>;
 
 NodeKey key_of(const Node& n, std::vector<NodeId> inputs) {
   if (ir::op_has(n.op, ir::kCommutative) && inputs.size() == 2 && inputs[1] < inputs[0]) {
@@ -26,8 +27,8 @@ NodeKey key_of(const Node& n, std::vector<NodeId> inputs) {
   }
   // Integer and bool constants hold integral values: fold -0.0 into 0.0 for them.
   const double value = is_floating(n.dtype) ? n.value : n.value + 0.0;
-  return {
-      n.op, n.dtype, n.shape, std::move(inputs), n.axes, n.keepdim, std::bit_cast<uint64_t>(value)};
+  return {n.op,   n.dtype,   n.shape, std::move(inputs), n.axes, n.keepdim,
+          std::bit_cast<uint64_t>(value), n.start, n.step, n.seed, n.offset};
 }
 
 }  // namespace

@@ -19,8 +19,11 @@ void sort_unique(std::vector<NodeId>& ids) {
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
 }
 
+// Views, constants and random sources (rand, randn: a pure function of the element's position)
+// cost nothing to evaluate again where they are read.
 bool is_view_or_constant(const Node& n) {
-  return n.op == Op::constant || ir::op_kind(n.op) == OpKind::view;
+  const OpKind kind = ir::op_kind(n.op);
+  return n.op == Op::constant || kind == OpKind::view || kind == OpKind::random;
 }
 
 std::vector<bool> live_nodes(const Graph& g) {
@@ -103,7 +106,9 @@ NodeId gemm_source(const Dataflow& df, NodeId operand, std::vector<NodeId>& view
     const Node& n = df.node(id);
     const bool buffer = n.op == Op::input || !is_view_or_constant(n) ||
                         !df.materialized[static_cast<size_t>(id)].empty();
-    if (buffer || n.op == Op::constant || !is_batch_view(n, df.node(n.inputs[0]))) break;
+    if (buffer || ir::op_kind(n.op) != OpKind::view || !is_batch_view(n, df.node(n.inputs[0]))) {
+      break;
+    }
     views.push_back(id);
     if (n.op == Op::permute) transpose = !transpose;
     id = n.inputs[0];

@@ -34,7 +34,7 @@ std::optional<double> scalar_constant(const Dataflow& df, NodeId id) {
   while (df.is_free(id)) {
     const Node& n = df.node(id);
     if (n.op == Op::constant) return ir::round_to(n.dtype, n.value);
-    if (ir::op_kind(n.op) != ir::OpKind::view) return std::nullopt;
+    if (ir::op_kind(n.op) != ir::OpKind::view || n.op == Op::concat) return std::nullopt;
     id = n.inputs[0];
   }
   return std::nullopt;
@@ -171,6 +171,15 @@ class Chain {
                        ir::type_str(mm_));
   }
 
+  // How many times `id` reads `cur`, itself or through free views (a concat's every operand).
+  int reads_through_views(NodeId id, NodeId cur) const {
+    if (id == cur) return 1;
+    if (!df_.is_free(id) || ir::op_kind(df_.node(id).op) != ir::OpKind::view) return 0;
+    int n = 0;
+    for (NodeId in : df_.node(id).inputs) n += reads_through_views(in, cur);
+    return n;
+  }
+
   // Folds `n`, the only reader of `cur` (the value computed so far), when it can.
   Verdict fold(NodeId cur, NodeId n) {
     const Node& node = df_.node(n);
@@ -178,12 +187,7 @@ class Chain {
       return refuse(fmt::format("{} reads %{} through a view", op_at(df_, n), cur));
     }
     int uses = 0;  // of cur, directly or through views
-    for (NodeId in : node.inputs) {
-      while (in != cur && df_.is_free(in) && ir::op_kind(df_.node(in).op) == ir::OpKind::view) {
-        in = df_.node(in).inputs[0];
-      }
-      uses += in == cur ? 1 : 0;
-    }
+    for (NodeId in : node.inputs) uses += reads_through_views(in, cur);
     if (uses > 1) return refuse(fmt::format("{} reads %{} twice", op_at(df_, n), cur));
     const GemmEpilogue& e = out_.epilogue;
     if (e.activation != Activation::none) {

@@ -59,6 +59,7 @@ struct Group {
   bool alive = true;
   bool gemm = false;      // a matmul and what its epilogue folds: never merges
   bool reduces = false;   // has a reduce member
+  bool gathers = false;   // has a gather member (region_check's gather rules apply)
   int generation = 0;     // bumped when the group grows
   RegionVerdict verdict;  // the latest accepted one (not for gemm)
 };
@@ -89,6 +90,7 @@ int new_group(State& s, NodeId id, bool gemm) {
   g.first = g.last = id;
   g.gemm = gemm;
   g.reduces = ir::op_kind(s.df.node(id).op) == ir::OpKind::reduce;
+  g.gathers = ir::op_kind(s.df.node(id).op) == ir::OpKind::gather;
   s.groups.push_back(std::move(g));
   const int gi = static_cast<int>(s.groups.size()) - 1;
   s.group_of[static_cast<size_t>(id)] = gi;
@@ -115,11 +117,15 @@ std::vector<NodeId> united_outputs(const State& s, int a, int b) {
   return out;
 }
 
-// The verdict on merging groups a and b. Without reductions only the outputs matter, which
-// keeps long elementwise chains linear.
+// The verdict on merging groups a and b. Without reductions or gathers only the outputs matter,
+// which keeps long elementwise chains linear.
 RegionVerdict check_union(const State& s, int a, int b) {
   const std::vector<NodeId> outputs = united_outputs(s, a, b);
-  if (!s.group(a).reduces && !s.group(b).reduces) return detail::check_pointwise(s.df, outputs);
+  const Group& ga = s.group(a);
+  const Group& gb = s.group(b);
+  if (!ga.reduces && !gb.reduces && !ga.gathers && !gb.gathers) {
+    return detail::check_pointwise(s.df, outputs);
+  }
   std::vector<NodeId> members = s.group(a).members;
   members.insert(members.end(), s.group(b).members.begin(), s.group(b).members.end());
   std::sort(members.begin(), members.end());
@@ -138,6 +144,7 @@ int merge_groups(State& s, int a, int b, RegionVerdict verdict) {
   k.first = std::min(k.first, g.first);
   k.last = std::max(k.last, g.last);
   k.reduces = k.reduces || g.reduces;
+  k.gathers = k.gathers || g.gathers;
   ++k.generation;
   k.verdict = std::move(verdict);
   g = Group{};
@@ -190,8 +197,10 @@ std::string fused_reason(const Dataflow& df, const RegionVerdict& v, NodeId prod
   switch (v.kind) {
     case RegionKind::pointwise:
       if (p.shape != c.shape) {
-        return fmt::format("elementwise chain over {} ({} broadcast to {})", shape_str(v.shape),
-                           shape_str(p.shape), shape_str(c.shape));
+        return fmt::format("elementwise chain over {} ({} {} {})", shape_str(v.shape),
+                           shape_str(p.shape),
+                           ir::broadcasts_to(p.shape, c.shape) ? "broadcast to" : "read as",
+                           shape_str(c.shape));
       }
       return fmt::format("elementwise chain over {}", shape_str(v.shape));
     case RegionKind::reduction:

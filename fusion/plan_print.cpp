@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "ir/shape.h"
+#include "ir/text.h"
 
 namespace fusejit::fusion {
 
@@ -116,25 +117,6 @@ std::string json_region(const Plan& plan, const Region& r) {
   return out + "}";
 }
 
-// "%4 : f32[64,256] = add %3, %2", as the trace format writes a node.
-std::string node_line(const ir::Graph& g, NodeId id) {
-  const Node& n = g.node(id);
-  std::string line = fmt::format("%{} : {} = {}", id, ir::type_str(n), ir::op_name(n.op));
-  if (n.op == ir::Op::constant) {
-    char buf[32];
-    const auto res = std::to_chars(buf, buf + sizeof buf, n.value);
-    return line + " " + std::string(buf, res.ptr);
-  }
-  for (size_t k = 0; k < n.inputs.size(); ++k) {
-    line += fmt::format("{}%{}", k == 0 ? " " : ", ", n.inputs[k]);
-  }
-  if (ir::op_kind(n.op) == ir::OpKind::reduce || n.op == ir::Op::permute) {
-    line += fmt::format(" axes=[{}]", fmt::join(n.axes, ","));
-  }
-  if (n.keepdim) line += " keepdim";
-  return line;
-}
-
 std::string ids(const std::vector<NodeId>& v) {
   if (v.empty()) return "-";
   std::string out;
@@ -195,7 +177,7 @@ std::string plan_to_text(const Plan& plan) {
                          p.variance);
     }
     for (const std::string& refusal : r.epilogue.refusals) out += "  not folded: " + refusal + "\n";
-    for (NodeId id : r.nodes) out += "    " + node_line(plan.graph, id) + "\n";
+    for (NodeId id : r.nodes) out += "    " + ir::node_line(plan.graph, id) + "\n";
   }
   if (!plan.decisions.empty()) out += "\ndecisions:\n" + decisions_to_text(plan);
   return out;

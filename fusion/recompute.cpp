@@ -88,7 +88,7 @@ struct Search {
 void closure(const ir::Graph& g, const std::vector<bool>& recomputed, NodeId id,
              std::set<NodeId>& ops, std::set<NodeId>& leaves) {
   const Node& n = g.node(id);
-  if (n.op == Op::constant) return;
+  if (n.op == Op::constant || ir::op_kind(n.op) == ir::OpKind::random) return;
   const size_t i = static_cast<size_t>(id);
   const bool evaluated = is_view(n) || (i < recomputed.size() && recomputed[i]);
   if (!evaluated) {

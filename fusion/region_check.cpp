@@ -362,6 +362,37 @@ RegionVerdict check_reducing(const Dataflow& df, const std::vector<NodeId>& memb
   return reducing_verdict(e, d, outputs, reduces);
 }
 
+// A gather reads its data operand at positions only known at run time, loaded inside the
+// kernel: the data must come from memory (or be a constant or random source, which any position
+// can evaluate), so a gather never fuses with the producer of its data; and the reduction
+// templates, which hoist loads out of their loops by the position's loop variables, do not take
+// gathers yet, so a region with a gather is pointwise.
+std::optional<std::string> gather_conflict(const Dataflow& df, const std::vector<NodeId>& members,
+                                           bool reduces) {
+  for (NodeId m : members) {
+    const Node& n = df.node(m);
+    if (ir::op_kind(n.op) != OpKind::gather) continue;
+    if (reduces) {
+      return fmt::format("gather %{} reads at positions loaded at run time; reduction kernels do "
+                         "not take gathers yet",
+                         m);
+    }
+    NodeId data = n.inputs[0];
+    while (df.is_free(data) && ir::op_kind(df.node(data).op) == OpKind::view) {
+      data = df.node(data).inputs[0];
+    }
+    const OpKind kind = ir::op_kind(df.node(data).op);
+    const bool source = df.node(data).op == Op::constant || kind == OpKind::random;
+    if (std::binary_search(members.begin(), members.end(), data) ||
+        (df.is_free(data) && !source)) {
+      return fmt::format("gather %{} reads %{} at positions loaded at run time: its data is "
+                         "read from memory",
+                         m, data);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 RegionVerdict check_region(const Dataflow& df, const std::vector<NodeId>& members,
@@ -374,6 +405,9 @@ RegionVerdict check_region(const Dataflow& df, const std::vector<NodeId>& member
   }
   if (outputs.empty()) {
     return refuse(fmt::format("internal: region of %{} has no outputs", members.front()));
+  }
+  if (std::optional<std::string> why = gather_conflict(df, members, !reduces.empty())) {
+    return refuse(*why);
   }
   if (reduces.empty()) return pointwise_verdict(df, outputs);
   return check_reducing(df, members, outputs, reduces);

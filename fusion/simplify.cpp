@@ -77,6 +77,20 @@ bool is_identity_permutation(const std::vector<int64_t>& perm) {
 
 // What `spec` becomes: an existing node (returned), or a cheaper spec (rewritten in place).
 // Returns nothing when the node is to be added, possibly rewritten.
+// A slice of a slice along the same axis is one slice: element k is x's
+// start + step * (inner start + inner step * k). A slice of the whole axis is its operand.
+std::optional<NodeId> simplify_slice(const Graph& g, NodeSpec& spec, bool& rewritten) {
+  const Node& x = g.node(spec.inputs[0]);
+  if (x.op == Op::slice && x.axes == spec.axes) {
+    spec.start = x.start + x.step * spec.start;
+    spec.step *= x.step;
+    spec.inputs[0] = x.inputs[0];
+    rewritten = true;
+  }
+  if (g.node(spec.inputs[0]).shape == spec.shape) return spec.inputs[0];
+  return std::nullopt;
+}
+
 std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec, bool& rewritten) {
   if (ir::op_kind(spec.op) == ir::OpKind::binary) return simplify_binary(g, spec);
   switch (spec.op) {
@@ -99,6 +113,11 @@ std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec, bool& rewrit
     }
     case Op::expand:
       if (g.node(spec.inputs[0]).shape == spec.shape) return spec.inputs[0];
+      return std::nullopt;
+    case Op::slice:
+      return simplify_slice(g, spec, rewritten);
+    case Op::concat:  // of one operand: that operand (its dtype is the result's)
+      if (spec.inputs.size() == 1) return spec.inputs[0];
       return std::nullopt;
     case Op::permute: {
       const Node& x = g.node(spec.inputs[0]);

@@ -117,6 +117,63 @@ void infer_reduce(const Graph& g, const NodeSpec& spec, Node& n) {
   }
 }
 
+// The one axis of a slice or concat, normalized.
+int64_t single_axis(const NodeSpec& spec, int64_t rank, std::string_view op) {
+  if (spec.axes.size() != 1) {
+    throw UsageError(fmt::format("{}: takes exactly one axis, got [{}]", op,
+                                 fmt::join(spec.axes, ",")));
+  }
+  return normalize_axis(spec.axes[0], rank, op);
+}
+
+// The canonical slice: start in range, step >= 1, the result's extent along the axis giving the
+// length (the parser states it; add_slice computes it from Python's bounds).
+void infer_slice(const Node& x, const NodeSpec& spec, Node& n) {
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  const int64_t axis = single_axis(spec, rank, "slice");
+  check_dims(spec.shape, "slice");
+  Shape others = spec.shape;
+  if (others.size() == x.shape.size()) others[static_cast<size_t>(axis)] = x.shape[axis];
+  if (others != x.shape) {
+    throw UsageError(fmt::format("slice: the result {} must have the shape of the operand {} but "
+                                 "along axis {}",
+                                 shape_str(spec.shape), type_str(x), axis));
+  }
+  const int64_t extent = x.shape[axis], length = spec.shape[axis];
+  if (spec.step < 1 || spec.start < 0 || spec.start + spec.step * (length - 1) >= extent) {
+    throw UsageError(fmt::format("slice: start {}, step {} and length {} do not fit axis {} of {} "
+                                 "(need 0 <= start, step >= 1, start + step * (length - 1) < {})",
+                                 spec.start, spec.step, length, axis, type_str(x), extent));
+  }
+  n.axes = {axis};
+  n.shape = spec.shape;
+  n.start = spec.start;
+  n.step = spec.step;
+}
+
+// torch.cat: every operand has the first one's rank and extents but along the axis.
+void infer_concat(const Graph& g, const NodeSpec& spec, Node& n) {
+  const Node& first = g.node(spec.inputs[0]);
+  const int64_t rank = static_cast<int64_t>(first.shape.size());
+  const int64_t axis = single_axis(spec, rank, "concat");
+  n.axes = {axis};
+  n.shape = first.shape;
+  n.shape[axis] = 0;
+  n.dtype = first.dtype;
+  for (size_t k = 0; k < spec.inputs.size(); ++k) {
+    const Node& x = g.node(spec.inputs[k]);
+    Shape others = x.shape;
+    if (others.size() == first.shape.size()) others[axis] = first.shape[axis];
+    if (others != first.shape) {
+      throw UsageError(fmt::format("concat: operand {} is {} but operand 0 is {}; along every "
+                                   "axis but the concatenated one ({}) the shapes must be equal",
+                                   k, type_str(x), type_str(first), axis));
+    }
+    n.shape[axis] += x.shape[axis];
+    n.dtype = promote(n.dtype, x.dtype);
+  }
+}
+
 void infer_view(const Graph& g, const NodeSpec& spec, Node& n) {
   const Node& x = g.node(spec.inputs[0]);
   n.dtype = x.dtype;
@@ -155,6 +212,12 @@ void infer_view(const Graph& g, const NodeSpec& spec, Node& n) {
                                 type_str(x), shape_str(spec.shape)));
       }
       n.shape = spec.shape;
+      return;
+    case Op::slice:
+      infer_slice(x, spec, n);
+      return;
+    case Op::concat:
+      infer_concat(g, spec, n);
       return;
     default:
       throw InternalError(fmt::format("infer_view called for {}", op_name(spec.op)));
@@ -195,7 +258,70 @@ void infer_matmul(const Graph& g, const NodeSpec& spec, Node& n) {
   n.dtype = a.dtype;
 }
 
+// torch.gather: idx has x's rank and an integer dtype; along every other axis it is no longer
+// than x (it reads a corner of x there); the result has idx's shape and x's dtype.
+void infer_gather(const Graph& g, const NodeSpec& spec, Node& n) {
+  const Node& x = g.node(spec.inputs[0]);
+  const Node& idx = g.node(spec.inputs[1]);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (spec.axes.size() != 1) {
+    throw UsageError(fmt::format("gather: takes exactly one axis, got [{}]; write axes=[a]",
+                                 fmt::join(spec.axes, ",")));
+  }
+  if (!is_integral(idx.dtype)) {
+    throw UsageError(fmt::format("gather: the index operand is {}; indices must be i32 or i64 "
+                                 "(cast them first)",
+                                 type_str(idx)));
+  }
+  if (rank == 0 || static_cast<int64_t>(idx.shape.size()) != rank) {
+    throw UsageError(fmt::format("gather: the index operand {} must have the rank of the data "
+                                 "operand {} (at least 1); use index_select for a 1-D index",
+                                 type_str(idx), type_str(x)));
+  }
+  const int64_t axis = normalize_axis(spec.axes[0], rank, "gather");
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis && idx.shape[d] > x.shape[d]) {
+      throw UsageError(fmt::format("gather: along axis {} the index operand {} is longer than the "
+                                   "data operand {}; every axis but {} must be at most as long",
+                                   d, type_str(idx), type_str(x), axis));
+    }
+  }
+  n.axes = {axis};
+  n.shape = idx.shape;
+  n.dtype = x.dtype;
+}
+
+void infer_random(const NodeSpec& spec, Node& n) {
+  const std::string_view name = op_name(spec.op);
+  check_dims(spec.shape, name);
+  if (!is_floating(spec.dtype)) {
+    throw UsageError(fmt::format("{}: dtype {} is not supported; random values are f32, f16 or "
+                                 "bf16 (cast the result for another type)",
+                                 name, dtype_name(spec.dtype)));
+  }
+  n.dtype = spec.dtype;
+  n.shape = spec.shape;
+  n.seed = spec.seed;
+  n.offset = spec.offset;
+}
+
+void infer_arange(const NodeSpec& spec, Node& n) {
+  check_dims(spec.shape, "arange");
+  if (spec.shape.size() != 1) {
+    throw UsageError(fmt::format("arange: the result {} must have rank 1",
+                                 shape_str(spec.shape)));
+  }
+  if (spec.dtype == DType::boolean) {
+    throw UsageError("arange: a bool arange is not supported; use an integer or float dtype");
+  }
+  n.shape = spec.shape;
+}
+
 }  // namespace
+
+std::string arity_str(Op op) {
+  return op_arity(op) == kVariadic ? std::string("one or more") : std::to_string(op_arity(op));
+}
 
 std::string type_str(const Node& node) {
   return fmt::format("{}{}", dtype_name(node.dtype), shape_str(node.shape));
@@ -203,9 +329,9 @@ std::string type_str(const Node& node) {
 
 Node infer_node(const Graph& g, const NodeSpec& spec) {
   const std::string_view name = op_name(spec.op);
-  if (static_cast<int>(spec.inputs.size()) != op_arity(spec.op)) {
-    throw UsageError(fmt::format("{}: takes {} operand(s), got {}", name, op_arity(spec.op),
-                            spec.inputs.size()));
+  if (!arity_ok(spec.op, spec.inputs.size())) {
+    throw UsageError(fmt::format("{}: takes {} operand(s), got {}", name, arity_str(spec.op),
+                                 spec.inputs.size()));
   }
   for (NodeId id : spec.inputs) {
     if (id < 0 || static_cast<size_t>(id) >= g.size()) {
@@ -223,6 +349,8 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
       if (spec.op == Op::input) {
         check_dims(spec.shape, "input");
         n.shape = spec.shape;
+      } else if (spec.op == Op::arange) {
+        infer_arange(spec, n);
       } else {
         if (!std::isfinite(spec.value) && !is_floating(spec.dtype)) {
           throw UsageError(fmt::format("const: {} is not a valid {} value", spec.value,
@@ -242,6 +370,12 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
     case OpKind::matmul:
       infer_matmul(g, spec, n);
       return n;
+    case OpKind::gather:
+      infer_gather(g, spec, n);
+      return n;
+    case OpKind::random:
+      infer_random(spec, n);
+      return n;
     default:
       infer_elementwise(g, spec, n);
       return n;
@@ -250,7 +384,8 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
 
 NodeSpec spec_of(const Node& n) {
   return NodeSpec{.op = n.op, .inputs = n.inputs, .dtype = n.dtype, .shape = n.shape,
-                  .axes = n.axes, .keepdim = n.keepdim, .value = n.value};
+                  .axes = n.axes, .keepdim = n.keepdim, .value = n.value, .start = n.start,
+                  .step = n.step, .seed = n.seed, .offset = n.offset};
 }
 
 NodeId Graph::add(const NodeSpec& spec) {
@@ -309,6 +444,47 @@ NodeId add_expand(Graph& g, NodeId x, Shape shape) {
 }
 NodeId add_matmul(Graph& g, NodeId a, NodeId b) {
   return g.add({.op = Op::matmul, .inputs = {a, b}});
+}
+
+NodeId add_gather(Graph& g, NodeId x, int64_t axis, NodeId idx) {
+  return g.add({.op = Op::gather, .inputs = {x, idx}, .axes = {axis}});
+}
+NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, uint64_t seed, uint64_t offset) {
+  return g.add(
+      {.op = op, .dtype = dtype, .shape = std::move(shape), .seed = seed, .offset = offset});
+}
+NodeSpec slice_spec(const Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop,
+                    int64_t step) {
+  const Node& xn = g.node(x);
+  const int64_t rank = static_cast<int64_t>(xn.shape.size());
+  const int64_t a = normalize_axis(axis, rank, "slice");
+  const int64_t extent = xn.shape[a];
+  if (step < 1) {
+    throw UsageError(fmt::format("slice: step {} along axis {} of {}; the step must be at least 1 "
+                                 "(negative steps, which reverse, are not supported)",
+                                 step, axis, type_str(xn)));
+  }
+  // Python's rules: negatives count from the end, then both bounds clamp to [0, extent].
+  auto clamp = [&](int64_t i) { return std::clamp(i < 0 ? i + extent : i, int64_t{0}, extent); };
+  const int64_t lo = clamp(start), hi = clamp(stop);
+  if (hi <= lo) {
+    throw UsageError(fmt::format("slice: [{}:{}:{}] of axis {} of {} is empty (empty tensors are "
+                                 "not supported)",
+                                 start, stop, step, axis, type_str(xn)));
+  }
+  Shape shape = xn.shape;
+  shape[a] = (hi - lo + step - 1) / step;
+  return {.op = Op::slice, .inputs = {x}, .shape = std::move(shape), .axes = {a}, .start = lo,
+          .step = step};
+}
+NodeId add_slice(Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+  return g.add(slice_spec(g, x, axis, start, stop, step));
+}
+NodeId add_concat(Graph& g, std::vector<NodeId> xs, int64_t axis) {
+  return g.add({.op = Op::concat, .inputs = std::move(xs), .axes = {axis}});
+}
+NodeId add_arange(Graph& g, int64_t n, DType dtype) {
+  return g.add({.op = Op::arange, .dtype = dtype, .shape = {n}});
 }
 
 std::optional<Op> parse_op(std::string_view name) {

@@ -28,10 +28,18 @@ struct Node {
   Shape shape;               // result shape
   std::vector<NodeId> inputs;
   // reduce: the reduced axes, sorted ascending. permute: the permutation (result axis i is
-  // operand axis axes[i]).
+  // operand axis axes[i]). slice, concat: the one axis they work along (non-negative);
+  // gather: the one axis the index tensor picks along.
   std::vector<int64_t> axes;
   bool keepdim = false;  // reduce
   double value = 0.0;    // constant (rank 0)
+  // slice: result element k along axes[0] is operand element start + k * step (0 <= start <
+  // the operand's extent, step >= 1, the last element in range); the length is the result's.
+  int64_t start = 0;
+  int64_t step = 1;
+  // rand, randn: the generator's key and the start of its counter stream (ir/random.h).
+  uint64_t seed = 0;
+  uint64_t offset = 0;
 
   bool operator==(const Node&) const = default;
 };
@@ -41,11 +49,17 @@ struct Node {
 struct NodeSpec {
   Op op = Op::input;
   std::vector<NodeId> inputs;
-  DType dtype = DType::f32;  // used by input, constant, cast
-  Shape shape;               // used by input, reshape, expand (the target shape)
-  std::vector<int64_t> axes; // used by reduce (any order, negatives allowed) and permute
+  DType dtype = DType::f32;  // used by input, constant, cast, arange
+  Shape shape;               // used by input, reshape, expand, slice, arange, rand, randn (the
+                             // result shape)
+  std::vector<int64_t> axes; // used by reduce (any order, negatives allowed), permute, gather,
+                             // slice and concat (one axis, negative allowed)
   bool keepdim = false;      // used by reduce
   double value = 0.0;        // used by constant
+  int64_t start = 0;         // used by slice (already in range: see add_slice for Python's)
+  int64_t step = 1;          // used by slice
+  uint64_t seed = 0;         // used by rand, randn
+  uint64_t offset = 0;       // used by rand, randn
 };
 
 class Graph {
@@ -77,6 +91,9 @@ NodeSpec spec_of(const Node& node);
 // Shape and dtype inference for one node of `g`; throws fusejit::Error when ill-formed.
 Node infer_node(const Graph& g, const NodeSpec& spec);
 
+// "2", or "one or more" for a variadic op: for errors about operand counts.
+std::string arity_str(Op op);
+
 // "f32[16384,16384]"
 std::string type_str(const Node& node);
 
@@ -92,5 +109,19 @@ NodeId add_reshape(Graph& g, NodeId x, Shape shape);
 NodeId add_permute(Graph& g, NodeId x, std::vector<int64_t> perm);
 NodeId add_expand(Graph& g, NodeId x, Shape shape);
 NodeId add_matmul(Graph& g, NodeId a, NodeId b);
+// gather(x, idx) along `axis` (torch.gather): result[p] = x[p with p[axis] = idx[p]].
+NodeId add_gather(Graph& g, NodeId x, int64_t axis, NodeId idx);
+// rand (uniform [0,1)) or randn (standard normal) of `dtype` and `shape`.
+NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, uint64_t seed, uint64_t offset);
+// x[start:stop:step] along `axis`, with Python's and PyTorch's bounds: negative start and stop
+// count from the end, both are clamped to the axis; step >= 1. An empty result is an error.
+NodeId add_slice(Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1);
+// The canonical spec of that slice (for recording it elsewhere); throws as add_slice does.
+NodeSpec slice_spec(const Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop,
+                    int64_t step);
+// The operands joined along `axis` (torch.cat): equal shapes but along the axis, dtypes promoted.
+NodeId add_concat(Graph& g, std::vector<NodeId> xs, int64_t axis);
+// [0, 1, ..., n-1] of `dtype` (not bool).
+NodeId add_arange(Graph& g, int64_t n, DType dtype);
 
 }  // namespace fusejit::ir

@@ -1,10 +1,11 @@
 // ir/hash: the structural hash; see hash.h.
 //
 // Merkle style: a node's hash mixes its own fields (op, dtype, shape, axes, keepdim, constant
-// bits) with the hashes of its operands in operand order, so ids never enter it, only the shape
-// of the dataflow. An input node has no operands; it mixes in its position among the inputs
-// instead (the k-th input binds the k-th buffer), which is what tells two inputs apart. The graph
-// hash mixes the output hashes in output order, so only nodes that reach an output count.
+// bits, a slice's start and step, a random op's seed and offset) with the hashes of its operands
+// in operand order, so ids never enter it, only the shape of the dataflow. An input node has no
+// operands; it mixes in its position among the inputs instead (the k-th input binds the k-th
+// buffer), which is what tells two inputs apart. The graph hash mixes the output hashes in
+// output order, so only nodes that reach an output count.
 //
 // Everything is fixed-width integer arithmetic on values, never std::hash or addresses, so the
 // hash is the same across runs, builds and platforms.
@@ -12,6 +13,7 @@
 
 #include <bit>
 #include <cmath>
+#include <string_view>
 #include <vector>
 
 namespace fusejit::ir {
@@ -53,6 +55,14 @@ uint64_t value_bits(double v) {
   return std::bit_cast<uint64_t>(v);
 }
 
+// An op enters by its name, not its position in the op table, so that adding ops to the table
+// leaves the hashes of existing traces (and the names of recorded trace files) as they are.
+uint64_t name_bits(std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
 }  // namespace
 
 uint64_t structural_hash(const Graph& g) {
@@ -61,12 +71,22 @@ uint64_t structural_hash(const Graph& g) {
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
     Mixer m(kNodeSeed);
-    m.add(static_cast<uint64_t>(n.op));
+    m.add(name_bits(op_name(n.op)));
     m.add(static_cast<uint64_t>(n.dtype));
     m.add_list(n.shape);
     m.add_list(n.axes);
     m.add(n.keepdim ? 1 : 0);
     m.add(n.op == Op::constant ? value_bits(n.value) : 0);
+    if (n.op == Op::slice) {  // only here, so that the hashes of other nodes stay as they were
+      m.add(static_cast<uint64_t>(n.start));
+      m.add(static_cast<uint64_t>(n.step));
+    }
+    // Random values depend on the generator's key and counter; other ops keep the hashes they
+    // had before random ops existed.
+    if (op_kind(n.op) == OpKind::random) {
+      m.add(n.seed);
+      m.add(n.offset);
+    }
     if (n.op == Op::input) m.add(input_position++);
     m.add(n.inputs.size());
     // Operands always precede their node in a valid graph; verify() checks that.

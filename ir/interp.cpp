@@ -1,6 +1,7 @@
 // ir/interp: the CPU reference interpreter; see interp.h. This file holds the driver (input
 // checks, evaluation order, freeing), the elementwise ops and the views; reductions and matmul
-// are in interp_reduce.cpp, the shared loops in interp_loops.h.
+// are in interp_reduce.cpp, gather and the random sources in interp_gather.cpp, the shared loops
+// in interp_loops.h.
 //
 // The meaning of each op, computed in double and then rounded to the node's dtype:
 //   gelu       0.5 x (1 + erf(x / sqrt 2))
@@ -284,17 +285,60 @@ Value eval_cast(const Node& n, const Value& x) {
 
 // ---- views -----------------------------------------------------------------------------------
 
-// A copy of x read through `strides` (one per dim of `shape`): permute and expand.
+// A copy of x read through `strides` (one per dim of `shape`) from element `first` on: permute,
+// expand and slice.
 template <class T>
-Value gather(const Shape& shape, const Value& x, std::vector<int64_t> strides) {
+Value gather(const Shape& shape, const Value& x, std::vector<int64_t> strides, int64_t first) {
   const Space<1> s = make_space<1>(shape, {std::move(strides)});
   auto copy = [](T v) { return v; };
   auto store = [](T* dst, const T* src, int64_t count) { std::copy_n(src, count, dst); };
-  return Value::of<T>(shape, map_strided<T, T>(numel(shape), s, copy, store, x.data<T>()));
+  return Value::of<T>(shape,
+                      map_strided<T, T>(numel(shape), s, copy, store, x.data<T>() + first));
+}
+
+// x (of dtype `from`) converted to `dtype`, rounded or wrapped as a cast does.
+Value converted(const Value& x, DType from, DType dtype) {
+  if (from == dtype) return x;
+  Node cast{.op = Op::cast, .dtype = dtype, .shape = x.shape};
+  return eval_cast(cast, x);
+}
+
+// The operands, converted to the result's dtype, copied one after another along the axis: per
+// position of the leading axes, a run of extent * (product of the trailing axes) from each.
+template <class T>
+Value concat_as(const Node& n, const std::vector<Value>& parts) {
+  const size_t axis = static_cast<size_t>(n.axes.at(0));
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < n.shape.size(); ++d) {
+    if (d < axis) outer *= n.shape[d];
+    if (d > axis) inner *= n.shape[d];
+  }
+  std::shared_ptr<T[]> out = allocate<T>(numel(n.shape));
+  T* dst = out.get();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const Value& part : parts) {
+      const int64_t run = part.shape[axis] * inner;
+      dst = std::copy_n(part.data<T>() + o * run, run, dst);
+    }
+  }
+  return Value::of<T>(n.shape, std::move(out));
+}
+
+Value eval_concat(const Node& n, const std::vector<Value>& values) {
+  std::vector<Value> parts;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const Value& x = values[static_cast<size_t>(n.inputs[k])];
+    // The result's dtype promotes every operand's, so a float operand's value is already one of
+    // it and an integer operand widens; only an integer entering a float result converts.
+    const bool widen = x.i && !held_as_int(n.dtype);
+    parts.push_back(widen ? converted(x, DType::i64, n.dtype) : x);
+  }
+  return held_as_int(n.dtype) ? concat_as<int64_t>(n, parts) : concat_as<float>(n, parts);
 }
 
 Value eval_view(const Node& n, const Value& x) {
   std::vector<int64_t> strides;
+  int64_t first = 0;
   switch (n.op) {
     case Op::reshape: {
       Value v = x;  // row-major order is unchanged: share the storage
@@ -309,11 +353,26 @@ Value eval_view(const Node& n, const Value& x) {
     case Op::expand:
       strides = broadcast_strides(x.shape, n.shape);
       break;
+    case Op::slice: {
+      strides = contiguous_strides(x.shape);
+      const size_t axis = static_cast<size_t>(n.axes.at(0));
+      first = n.start * strides[axis];
+      strides[axis] *= n.step;
+      break;
+    }
     default:
       unexpected(n, "view");
   }
-  return x.f ? gather<float>(n.shape, x, std::move(strides))
-             : gather<int64_t>(n.shape, x, std::move(strides));
+  return x.f ? gather<float>(n.shape, x, std::move(strides), first)
+             : gather<int64_t>(n.shape, x, std::move(strides), first);
+}
+
+// 0, 1, ..., n-1, converted to the node's dtype as a cast from i64 would.
+Value eval_arange(const Node& n) {
+  const int64_t count = numel(n.shape);
+  std::shared_ptr<int64_t[]> iota = allocate<int64_t>(count);
+  for (int64_t k = 0; k < count; ++k) iota[static_cast<size_t>(k)] = k;
+  return converted(Value::of<int64_t>(n.shape, std::move(iota)), DType::i64, n.dtype);
 }
 
 // ---- sources and results ---------------------------------------------------------------------
@@ -448,8 +507,8 @@ void check_inputs(const Graph& g, const std::vector<NodeId>& ids,
 Value eval_node(const Node& n, const std::vector<Value>& values) {
   auto arg = [&](size_t k) -> const Value& { return values[static_cast<size_t>(n.inputs[k])]; };
   switch (op_kind(n.op)) {
-    case OpKind::source:
-      return eval_constant(n);  // inputs are bound by the driver
+    case OpKind::source:  // inputs are bound by the driver
+      return n.op == Op::arange ? eval_arange(n) : eval_constant(n);
     case OpKind::unary:
       return eval_unary(n, arg(0));
     case OpKind::binary:
@@ -463,9 +522,13 @@ Value eval_node(const Node& n, const std::vector<Value>& values) {
     case OpKind::reduce:
       return eval_reduce(n, arg(0));
     case OpKind::view:
-      return eval_view(n, arg(0));
+      return n.op == Op::concat ? eval_concat(n, values) : eval_view(n, arg(0));
     case OpKind::matmul:
       return eval_matmul(n, arg(0), arg(1));
+    case OpKind::gather:
+      return eval_gather(n, arg(0), arg(1));
+    case OpKind::random:
+      return eval_random(n);
   }
   unexpected(n, "eval_node");
 }

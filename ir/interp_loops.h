@@ -247,5 +247,8 @@ void for_rows(const Space<N>& s, int64_t begin, int64_t end, Row row) {
 // The accumulating ops, in interp_reduce.cpp.
 Value eval_reduce(const Node& n, const Value& x);
 Value eval_matmul(const Node& n, const Value& a, const Value& b);
+// Positions rather than values, in interp_gather.cpp.
+Value eval_gather(const Node& n, const Value& x, const Value& idx);
+Value eval_random(const Node& n);
 
 }  // namespace fusejit::ir::interp_detail

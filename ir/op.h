@@ -2,10 +2,12 @@
 // name, arity and properties instead of growing `if` chains.
 //
 // Composite ops (softmax, layer_norm, rms_norm, var, linear, addcmul, squeeze, unsqueeze,
-// transpose) are not rows: the API decomposes them into these primitives when they are recorded,
-// so the fuser sees one language.
+// transpose, narrow, chunk; arange's start and step; index_select, embedding, dropout) are not
+// rows: the API decomposes them into these primitives when they are recorded, so the fuser sees
+// one language.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -14,15 +16,17 @@ namespace fusejit::ir {
 
 // What an op does to its operands, which decides shape inference, codegen and fusion.
 enum class OpKind : uint8_t {
-  source,   // input, constant: no operands
+  source,   // input, constant, arange: no operands
   unary,    // elementwise, one operand
   binary,   // elementwise, two operands broadcast together
   compare,  // elementwise, two operands, bool result
   select,   // where(cond, a, b)
   cast,     // elementwise conversion to the node's dtype
   reduce,   // reduction over `axes`
-  view,     // reshape, permute, expand: index arithmetic, never a copy
+  view,     // reshape, permute, expand, slice, concat: index arithmetic, never a copy
   matmul,   // GEMM boundary: a library call, never generated
+  gather,   // gather(x, idx) axes=[a]: x read at positions loaded from an index tensor
+  random,   // rand, randn: no operands; a pure function of (seed, offset, element position)
 };
 
 // Op flags.
@@ -53,10 +57,14 @@ enum class Combine : uint8_t { none, sum, max, min };
 //   gelu_tanh  x * the fast sigmoid of 2u
 enum class FastForm : uint8_t { none, f16, bf16 };
 
+// The arity of an op that takes any number of operands, at least one (concat).
+inline constexpr int kVariadic = -1;
+
 // X(identifier, text name, arity, kind, flags, combine, approx)
 #define FUSEJIT_OPS(X)                                                        \
   X(input, "input", 0, source, 0, none, none)                                 \
   X(constant, "const", 0, source, 0, none, none)                              \
+  X(arange, "arange", 0, source, 0, none, none)                               \
   X(neg, "neg", 1, unary, kKeepsValue, none, none)                            \
   X(abs, "abs", 1, unary, kKeepsValue, none, none)                            \
   X(exp, "exp", 1, unary, kFloatResult, none, f16)                            \
@@ -94,7 +102,12 @@ enum class FastForm : uint8_t { none, f16, bf16 };
   X(reshape, "reshape", 1, view, 0, none, none)                               \
   X(permute, "permute", 1, view, 0, none, none)                               \
   X(expand, "expand", 1, view, 0, none, none)                                 \
-  X(matmul, "matmul", 2, matmul, kFloatOnly, none, none)
+  X(slice, "slice", 1, view, 0, none, none)                                   \
+  X(concat, "concat", kVariadic, view, 0, none, none)                         \
+  X(matmul, "matmul", 2, matmul, kFloatOnly, none, none)                      \
+  X(gather, "gather", 2, gather, 0, none, none)                               \
+  X(rand, "rand", 0, random, 0, none, none)                                   \
+  X(randn, "randn", 0, random, 0, none, none)
 
 enum class Op : uint8_t {
 #define FUSEJIT_OP_ENUM(id, name, arity, kind, flags, combine, approx) id,
@@ -107,7 +120,7 @@ inline constexpr int kNumOps = 0
     FUSEJIT_OPS(FUSEJIT_OP_COUNT)
 #undef FUSEJIT_OP_COUNT
     ;
-static_assert(kNumOps == 40, "an op was added or removed: update the interpreter, codegen, tests");
+static_assert(kNumOps == 46, "an op was added or removed: update the interpreter, codegen, tests");
 
 struct OpInfo {
   std::string_view name;
@@ -128,7 +141,11 @@ inline constexpr OpInfo kOpTable[kNumOps] = {
 constexpr const OpInfo& op_info(Op op) { return kOpTable[static_cast<int>(op)]; }
 constexpr std::string_view op_name(Op op) { return op_info(op).name; }
 constexpr OpKind op_kind(Op op) { return op_info(op).kind; }
-constexpr int op_arity(Op op) { return op_info(op).arity; }
+constexpr int op_arity(Op op) { return op_info(op).arity; }  // kVariadic: any, at least 1
+// Whether `count` operands are what the op takes.
+constexpr bool arity_ok(Op op, size_t count) {
+  return op_arity(op) == kVariadic ? count >= 1 : count == static_cast<size_t>(op_arity(op));
+}
 constexpr bool op_has(Op op, uint32_t flag) { return (op_info(op).flags & flag) != 0; }
 constexpr Combine op_combine(Op op) { return op_info(op).combine; }
 constexpr FastForm op_fast_form(Op op) { return op_info(op).approx; }

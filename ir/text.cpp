@@ -39,7 +39,10 @@ std::string number_str(double v) {
   return std::string(buf, end);
 }
 
-void print_node(std::string& out, size_t id, const Node& n) {
+// Ops that work along one axis spell it `axis=N` rather than `axes=[N]`.
+bool takes_axis(Op op) { return op == Op::slice || op == Op::concat; }
+
+void print_node(std::string& out, size_t id, const Node& n, bool newline = true) {
   fmt::format_to(std::back_inserter(out), "%{} : {} = {}", id, type_str(n), op_name(n.op));
   if (n.op == Op::constant) {
     out += ' ';
@@ -48,12 +51,18 @@ void print_node(std::string& out, size_t id, const Node& n) {
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     fmt::format_to(std::back_inserter(out), "{}%{}", i == 0 ? " " : ", ", n.inputs[i]);
   }
-  // A scalar's permutation is empty and prints as nothing; parsing no axes gives it back.
-  if (!n.axes.empty()) {
+  if (takes_axis(n.op)) {
+    fmt::format_to(std::back_inserter(out), " axis={}", n.axes.at(0));
+  } else if (!n.axes.empty()) {
+    // A scalar's permutation is empty and prints as nothing; parsing no axes gives it back.
     fmt::format_to(std::back_inserter(out), " axes=[{}]", fmt::join(n.axes, ","));
   }
+  if (n.op == Op::slice) fmt::format_to(std::back_inserter(out), " start={} step={}", n.start, n.step);
   if (n.keepdim) out += " keepdim";
-  out += '\n';
+  if (op_kind(n.op) == OpKind::random) {
+    fmt::format_to(std::back_inserter(out), " seed={} offset={}", n.seed, n.offset);
+  }
+  if (newline) out += '\n';
 }
 
 bool is_word_char(char c) {
@@ -103,21 +112,10 @@ class Cursor {
 
   // A decimal integer, optionally negative; `what` names it in errors.
   int64_t integer(std::string_view what, bool allow_negative) {
-    const size_t start = mark();
-    if (allow_negative && pos_ < line_.size() && line_[pos_] == '-') ++pos_;
-    while (pos_ < line_.size() && line_[pos_] >= '0' && line_[pos_] <= '9') ++pos_;
-    int64_t v = 0;
-    const auto [end, ec] = std::from_chars(line_.data() + start, line_.data() + pos_, v);
-    if (ec == std::errc::result_out_of_range) {
-      fail_at(start,
-              fmt::format("{} '{}' is out of range", what, line_.substr(start, pos_ - start)));
-    }
-    if (ec != std::errc() || end != line_.data() + pos_) {
-      pos_ = start;
-      fail(fmt::format("expected {}, found {}", what, found()));
-    }
-    return v;
+    return decimal<int64_t>(what, allow_negative);
   }
+  // A decimal integer in [0, 2^64): a random op's seed or offset.
+  uint64_t unsigned_integer(std::string_view what) { return decimal<uint64_t>(what, false); }
 
   // "%" DIGITS: a node label.
   int64_t label() {
@@ -146,6 +144,24 @@ class Cursor {
   void seek(size_t pos) { pos_ = pos; }
 
  private:
+  template <class T>
+  T decimal(std::string_view what, bool allow_negative) {
+    const size_t start = mark();
+    if (allow_negative && pos_ < line_.size() && line_[pos_] == '-') ++pos_;
+    while (pos_ < line_.size() && line_[pos_] >= '0' && line_[pos_] <= '9') ++pos_;
+    T v = 0;
+    const auto [end, ec] = std::from_chars(line_.data() + start, line_.data() + pos_, v);
+    if (ec == std::errc::result_out_of_range) {
+      fail_at(start,
+              fmt::format("{} '{}' is out of range", what, line_.substr(start, pos_ - start)));
+    }
+    if (ec != std::errc() || end != line_.data() + pos_) {
+      pos_ = start;
+      fail(fmt::format("expected {}, found {}", what, found()));
+    }
+    return v;
+  }
+
   std::string_view line_;
   int line_no_;
   std::string_view source_;
@@ -294,8 +310,18 @@ class Parser {
       case Op::cast:
         spec.dtype = stated.dtype;
         break;
+      case Op::arange:
+        spec.dtype = stated.dtype;
+        spec.shape = stated.shape;
+        break;
       case Op::reshape:
       case Op::expand:
+      case Op::slice:
+        spec.shape = stated.shape;
+        break;
+      case Op::rand:
+      case Op::randn:
+        spec.dtype = stated.dtype;
         spec.shape = stated.shape;
         break;
       default:
@@ -343,16 +369,43 @@ class Parser {
     } while (c.accept(','));
   }
 
-  // ("axes=[" INT ("," INT)* "]")? ("keepdim")?
+  // INT after `word=`, for attributes that take one.
+  int64_t parse_int_attr(Cursor& c, std::string_view word) {
+    c.expect('=', fmt::format("after {}", word));
+    return c.integer(fmt::format("an integer after {}=", word), true);
+  }
+
+  // slice: "axis=" INT "start=" INT "step=" INT; concat: "axis=" INT.
+  void parse_axis_attrs(Cursor& c, NodeSpec& spec) {
+    const std::string_view name = op_name(spec.op);
+    for (std::string_view want : {"axis", "start", "step"}) {
+      if (want != "axis" && spec.op != Op::slice) break;
+      const size_t pos = c.mark();
+      const std::string_view attr = c.word();
+      if (attr != want) {
+        c.fail_at(pos, fmt::format("expected {}=N after the operands of {}, found {}", want, name,
+                                   attr.empty() ? c.found() : fmt::format("'{}'", attr)));
+      }
+      const int64_t v = parse_int_attr(c, want);
+      if (want == "axis") spec.axes = {v};
+      else if (want == "start") spec.start = v;
+      else spec.step = v;
+    }
+  }
+
+  // ("axes=[" INT ("," INT)* "]")? ("keepdim")? ("seed=" UINT "offset=" UINT)?, or
+  // parse_axis_attrs' for slice and concat
   void parse_attrs(Cursor& c, NodeSpec& spec) {
+    if (takes_axis(spec.op)) return parse_axis_attrs(c, spec);
     const OpKind kind = op_kind(spec.op);
     const std::string_view name = op_name(spec.op);
     size_t pos = c.mark();
     std::string_view attr = c.word();
     if (attr == "axes") {
-      if (kind != OpKind::reduce && spec.op != Op::permute) {
-        c.fail_at(pos,
-                  fmt::format("'{}' takes no axes=[...]; only reductions and permute do", name));
+      if (kind != OpKind::reduce && spec.op != Op::permute && kind != OpKind::gather) {
+        c.fail_at(pos, fmt::format("'{}' takes no axes=[...]; only reductions, permute and "
+                                   "gather do",
+                                   name));
       }
       c.expect('=', "after axes");
       c.expect('[', "after axes=");
@@ -365,6 +418,14 @@ class Parser {
       pos = c.mark();
       attr = c.word();
     }
+    if (kind == OpKind::random) {
+      if (attr != "seed") c.fail_at(pos, fmt::format("expected seed=N offset=N after {}", name));
+      spec.seed = parse_counter(c, "seed");
+      pos = c.mark();
+      if (c.word() != "offset") c.fail_at(pos, fmt::format("expected offset=N after the seed"));
+      spec.offset = parse_counter(c, "offset");
+      return;
+    }
     if (attr == "keepdim") {
       if (kind != OpKind::reduce) {
         c.fail_at(pos, fmt::format("'{}' takes no keepdim; only reductions do", name));
@@ -373,6 +434,12 @@ class Parser {
     } else if (!attr.empty()) {
       c.fail_at(pos, fmt::format("unexpected '{}' after the operands of {}", attr, name));
     }
+  }
+
+  // "=" UINT, after the word `what`.
+  static uint64_t parse_counter(Cursor& c, std::string_view what) {
+    c.expect('=', fmt::format("after {}", what));
+    return c.unsigned_integer(fmt::format("the {} (an integer in [0, 2^64))", what));
   }
 
   // "output" ID ("," ID)*
@@ -418,6 +485,12 @@ std::string print(const Graph& g) {
     fmt::format_to(std::back_inserter(out), "{}%{}", i == 0 ? " " : ", ", g.outputs()[i]);
   }
   out += '\n';
+  return out;
+}
+
+std::string node_line(const Graph& g, NodeId id) {
+  std::string out;
+  print_node(out, static_cast<size_t>(id), g.node(id), false);
   return out;
 }
 

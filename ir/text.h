@@ -12,6 +12,8 @@ namespace fusejit::ir {
 inline constexpr int kTraceFormatVersion = 1;
 
 std::string print(const Graph& g);
+// One node as a line of the trace (without the newline): "%4 : f32[64,256] = add %3, %2".
+std::string node_line(const Graph& g, NodeId id);
 
 // Parses a trace; throws fusejit::Error whose message starts with "<source>:<line>:<column>: "
 // when the text is malformed or a node is ill-formed.

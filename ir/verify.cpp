@@ -34,6 +34,14 @@ std::string difference(const Node& have, const Node& want) {
   if (have.keepdim != want.keepdim) {
     return fmt::format("its keepdim is {} but inference gives {}", have.keepdim, want.keepdim);
   }
+  if (have.start != want.start || have.step != want.step) {
+    return fmt::format("its start and step are {} and {} but inference gives {} and {}",
+                       have.start, have.step, want.start, want.step);
+  }
+  if (have.seed != want.seed || have.offset != want.offset) {
+    return fmt::format("its seed/offset are {}/{} but inference gives {}/{}", have.seed,
+                       have.offset, want.seed, want.offset);
+  }
   return "its operands differ from what inference keeps";
 }
 
@@ -43,9 +51,9 @@ void verify(const Graph& g) {
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
     const std::string where = fmt::format("node %{} ({})", i, op_name(n.op));
-    if (static_cast<int>(n.inputs.size()) != op_arity(n.op)) {
+    if (!arity_ok(n.op, n.inputs.size())) {
       fail(g, fmt::format("{} has {} operand(s), but {} takes {}", where, n.inputs.size(),
-                          op_name(n.op), op_arity(n.op)));
+                          op_name(n.op), arity_str(n.op)));
     }
     for (NodeId id : n.inputs) {
       if (id < 0 || static_cast<size_t>(id) >= i) {

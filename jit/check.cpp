@@ -5,11 +5,15 @@
 #include <limits>
 #include <random>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "fusejit/error.h"
 
+#include "ir/interp.h"
 #include "ir/shape.h"
 
 namespace fusejit::jit {
@@ -126,6 +130,11 @@ std::optional<int64_t> operand_axis(const ir::Node& n, size_t k, const ir::Node&
     }
     case ir::OpKind::view:
       if (n.op == ir::Op::permute) return n.axes[static_cast<size_t>(axis)];
+      // slice and concat keep every axis but their own, which mixes (offsets, operand ranges).
+      if (n.op == ir::Op::slice || n.op == ir::Op::concat) {
+        if (axis == n.axes[0]) return std::nullopt;
+        return axis;
+      }
       if (n.op == ir::Op::expand) return broadcast_axis(operand.shape, rank, axis, m);
       // reshape: the axis survives whole when the operand has an axis of the same extent with
       // the same number of elements before it (then the same number after it too).
@@ -148,6 +157,13 @@ std::optional<int64_t> operand_axis(const ir::Node& n, size_t k, const ir::Node&
       const Shape batch(operand.shape.begin(), operand.shape.end() - 2);
       return broadcast_axis(batch, rank - 2, axis, m);
     }
+    case ir::OpKind::gather:
+      // Both operands carry the axis in place, except the data along the gathered axis (the
+      // index reads anywhere in it) or where the index is shorter than the data.
+      if (k == 0 && (axis == n.axes[0] || operand.shape[static_cast<size_t>(axis)] != m)) {
+        return std::nullopt;
+      }
+      return axis;
     default:  // elementwise, broadcasting from the right
       return broadcast_axis(operand.shape, rank, axis, m);
   }
@@ -169,6 +185,9 @@ std::optional<std::vector<int64_t>> label_axis(const ir::Graph& g, int64_t axis,
     const ir::Node& n = g.node(static_cast<ir::NodeId>(i));
     const int64_t l = label[i];
     if (l == kUnknown) continue;
+    // A random draw's and an arange's values follow the element's position in the whole shape:
+    // the sampled rows would not have them, so no cut.
+    if (l >= 0 && (ir::op_kind(n.op) == ir::OpKind::random || n.op == ir::Op::arange)) ok = false;
     for (size_t k = 0; k < n.inputs.size() && ok; ++k) {
       const ir::NodeId in = n.inputs[k];
       if (l == kFree) {
@@ -184,7 +203,7 @@ std::optional<std::vector<int64_t>> label_axis(const ir::Graph& g, int64_t axis,
   return label;
 }
 
-// The trace with the carrying axis of each input, reshape and expand cut to k indices.
+// The trace with the carrying axis of each input, reshape, expand and slice cut to k indices.
 std::optional<ir::Graph> cut_graph(const ir::Graph& g, const std::vector<int64_t>& label,
                                    int64_t k, std::vector<int64_t>& input_axis) {
   ir::Graph out;
@@ -196,7 +215,9 @@ std::optional<ir::Graph> cut_graph(const ir::Graph& g, const std::vector<int64_t
     if (l == kUnknown && n.op != ir::Op::input) continue;
     ir::NodeSpec spec = ir::spec_of(n);
     for (ir::NodeId& in : spec.inputs) in = remap[static_cast<size_t>(in)];
-    if (l >= 0 && (n.op == ir::Op::input || n.op == ir::Op::reshape || n.op == ir::Op::expand)) {
+    const bool states_shape = n.op == ir::Op::input || n.op == ir::Op::reshape ||
+                              n.op == ir::Op::expand || n.op == ir::Op::slice;
+    if (l >= 0 && states_shape) {
       spec.shape[static_cast<size_t>(l)] = k;
     }
     if (n.op == ir::Op::input) input_axis.push_back(l >= 0 ? l : -1);
@@ -271,6 +292,56 @@ std::vector<ir::HostTensor> slice_inputs(const RowSlice& slice,
 
 ir::HostTensor take_rows(const ir::HostTensor& t, const std::vector<int64_t>& rows) {
   return take_slice(t, 0, rows);
+}
+
+bool CheckReport::passed() const {
+  return std::all_of(errors.begin(), errors.end(), [&](double e) { return e <= bound; });
+}
+
+CheckReport check_outputs(const ir::Graph& g, const std::vector<ir::HostTensor>& inputs,
+                          std::vector<ir::HostTensor> got, int64_t sample_rows,
+                          int64_t full_elements) {
+  int64_t elements = 0;
+  bool has_gemm = false;
+  for (const ir::Node& n : g.nodes()) {
+    elements = std::max(elements, ir::numel(n.shape));
+    has_gemm = has_gemm || n.op == ir::Op::matmul;
+  }
+  std::optional<RowSlice> slice;
+  if (elements > full_elements || has_gemm) slice = slice_rows(g, sample_rows);
+  CheckReport report;
+  std::vector<ir::HostTensor> ref;
+  const auto start = std::chrono::steady_clock::now();
+  if (slice) {
+    ref = ir::interpret(slice->graph, slice_inputs(*slice, inputs));
+    for (auto& t : got) t = take_slice(t, slice->output_axis, slice->rows);
+    report.scope = fmt::format(
+        "{} sampled indices of axis {} (of {})", slice->rows.size(), slice->output_axis,
+        g.node(g.outputs()[0]).shape[static_cast<size_t>(slice->output_axis)]);
+  } else {
+    ref = ir::interpret(g, inputs);
+    report.scope = "every element";
+  }
+  report.reference_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.bound = error_bound(g);
+  for (size_t i = 0; i < got.size(); ++i) report.errors.push_back(relative_error(got[i], ref[i]));
+  return report;
+}
+
+std::vector<ir::HostTensor> run_poisoned(Runtime& runtime, const Executable& exe,
+                                         const ir::Graph& g,
+                                         const std::vector<std::shared_ptr<DeviceBuffer>>& inputs) {
+  const RunOptions poison{.poison_outputs = true};
+  const auto outs = run_executable(exe, inputs, runtime.device(), runtime.blas(), poison);
+  runtime.device().synchronize();
+  std::vector<ir::HostTensor> got;
+  for (ir::NodeId id : g.outputs()) {
+    ir::HostTensor t(g.node(id).dtype, g.node(id).shape);
+    runtime.download(*outs[got.size()], t);
+    got.push_back(std::move(t));
+  }
+  return got;
 }
 
 }  // namespace fusejit::jit

@@ -10,6 +10,8 @@
 
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
+#include "jit/executor.h"
+#include "jit/runtime.h"
 
 namespace fusejit::jit {
 
@@ -53,5 +55,30 @@ std::vector<ir::HostTensor> slice_inputs(const RowSlice& slice,
 
 // Takes the rows `rows` of axis 0 of `t`.
 ir::HostTensor take_rows(const ir::HostTensor& t, const std::vector<int64_t>& rows);
+
+// What comparing a trace's outputs with the CPU reference found.
+struct CheckReport {
+  std::vector<double> errors;  // per output, relative_error against the reference
+  double bound = 0.0;          // error_bound of the trace
+  // "every element" or "64 sampled indices of axis 0 (of 16384)".
+  std::string scope;
+  double reference_seconds = 0.0;  // how long the CPU reference took
+  bool passed() const;             // every error within the bound
+};
+
+// Compares `got` (the outputs of `g` computed on `inputs`) with the CPU reference. A trace with
+// a GEMM or a node of more than `full_elements` elements is compared on `sample_rows` indices
+// of an axis it is separable along (slice_rows: the reference on all of a 16384x16384 trace or
+// an 8192^3 GEMM would take minutes); otherwise, or when it has no such axis, on every element.
+CheckReport check_outputs(const ir::Graph& g, const std::vector<ir::HostTensor>& inputs,
+                          std::vector<ir::HostTensor> got, int64_t sample_rows,
+                          int64_t full_elements);
+
+// Runs `exe` (planned from `g`) once on `inputs` with every output poisoned with NaN first, so
+// that an element a kernel fails to write cannot pass on a stale value, and downloads the
+// outputs.
+std::vector<ir::HostTensor> run_poisoned(Runtime& runtime, const Executable& exe,
+                                         const ir::Graph& g,
+                                         const std::vector<std::shared_ptr<DeviceBuffer>>& inputs);
 
 }  // namespace fusejit::jit

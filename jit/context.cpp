@@ -1,6 +1,7 @@
 // jit/context: the Context, recording and eval; see context_impl.h.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -245,8 +246,43 @@ Tensor Context::scalar(double value, DType dtype) {
   return Tensor(impl_->record({.op = ir::Op::constant, .dtype = dtype, .value = value}));
 }
 
+Tensor Context::rand(Shape shape, uint64_t seed, uint64_t offset, DType dtype) {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  return Tensor(impl_->record({.op = ir::Op::rand, .dtype = dtype, .shape = std::move(shape),
+                               .seed = seed, .offset = offset}));
+}
+
+Tensor Context::randn(Shape shape, uint64_t seed, uint64_t offset, DType dtype) {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  return Tensor(impl_->record({.op = ir::Op::randn, .dtype = dtype, .shape = std::move(shape),
+                               .seed = seed, .offset = offset}));
+}
+
 Tensor Context::zeros(Shape shape, DType dtype) { return full(std::move(shape), 0.0, dtype); }
 Tensor Context::ones(Shape shape, DType dtype) { return full(std::move(shape), 1.0, dtype); }
+
+Tensor Context::arange(double start, double stop, double step, DType dtype) {
+  const double count = step == 0.0 ? 0.0 : std::ceil((stop - start) / step);
+  if (!(count >= 1.0) || !std::isfinite(count)) {
+    throw UsageError(fmt::format("arange: [{}, {}) with step {} is empty (or the step is 0); "
+                                 "empty tensors are not supported",
+                                 start, stop, step));
+  }
+  const bool integral = std::trunc(start) == start && std::trunc(step) == step;
+  if (!is_floating(dtype) && !integral) {
+    throw UsageError(fmt::format("arange: start {} and step {} must be whole numbers for {}; use "
+                                 "a float dtype",
+                                 start, step, dtype_name(dtype)));
+  }
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  // Positions in the compute type (f32 for float dtypes), then start + i * step, then the dtype.
+  const DType compute = is_floating(dtype) ? DType::f32 : dtype;
+  Tensor t(impl_->record({.op = ir::Op::arange, .dtype = compute,
+                          .shape = {static_cast<int64_t>(count)}}));
+  if (step != 1.0) t = t * scalar(step, compute);
+  if (start != 0.0) t = t + scalar(start, compute);
+  return compute == dtype ? t : cast(t, dtype);
+}
 
 Tensor Context::full(Shape shape, double value, DType dtype) {
   Tensor s = scalar(value, dtype);

@@ -152,4 +152,47 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   return y;
 }
 
+// gather with `index` laid along `axis` and broadcast over the other axes: a view, so the
+// index is loaded inside the consumer's kernel.
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
+  if (index.rank() != 1) {
+    throw UsageError(fmt::format("index_select: the index {}{} must be 1-D; use gather for an index "
+                                 "of x's rank",
+                                 dtype_name(index.dtype()), ir::shape_str(index.shape())));
+  }
+  if (x.rank() == 0) throw UsageError("index_select: x is a scalar; it has no axis to select along");
+  const size_t a = static_cast<size_t>(ir::normalize_axis(axis, x.rank(), "index_select"));
+  Shape along(x.shape().size(), 1);
+  along[a] = index.shape()[0];
+  Shape out = x.shape();
+  out[a] = index.shape()[0];
+  return gather(x, static_cast<int64_t>(a), expand(reshape(index, along), out));
+}
+
+Tensor embedding(const Tensor& table, const Tensor& ids) {
+  if (table.rank() != 2) {
+    throw UsageError(fmt::format("embedding: the table {}{} must be 2-D [rows, dim]",
+                                 dtype_name(table.dtype()), ir::shape_str(table.shape())));
+  }
+  Shape out = ids.shape();
+  out.push_back(table.shape()[1]);
+  return reshape(index_select(table, 0, reshape(ids, {ids.numel()})), std::move(out));
+}
+
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
+  if (!(p >= 0.0 && p <= 1.0)) {
+    throw UsageError(fmt::format("dropout: p = {} is not a probability; give p in [0, 1]", p));
+  }
+  if (!is_floating(x.dtype())) {
+    throw UsageError(fmt::format("dropout: x is {}{}; dropout needs a floating-point tensor",
+                                 dtype_name(x.dtype()), ir::shape_str(x.shape())));
+  }
+  if (p == 0.0) return x;
+  if (p == 1.0) return x * 0.0;  // NaN and inf become NaN, as in torch
+  Context& ctx = x.context();
+  const Tensor keep = lt(ctx.rand(x.shape(), seed, offset), ctx.scalar(1.0 - p));
+  const Tensor kept = upcast(x) * (1.0 / (1.0 - p));
+  return downcast(where(keep, kept, ctx.scalar(0.0)), x.dtype());
+}
+
 }  // namespace fusejit

@@ -281,6 +281,57 @@ Tensor unsqueeze(const Tensor& x, int64_t axis) {
   return reshape(x, std::move(s));
 }
 
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+  auto& ctx = ctx_of(x, "slice");
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const ir::NodeId id = ctx.node_of(impl_of(x, "slice"));
+  return record(ctx, ir::slice_spec(ctx.trace, id, axis, start, stop, step));
+}
+
+Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t length) {
+  const int64_t a = ir::normalize_axis(axis, x.rank(), "narrow");
+  const int64_t extent = x.shape()[static_cast<size_t>(a)];
+  const int64_t first = start < 0 ? start + extent : start;
+  if (first < 0 || length < 1 || first + length > extent) {
+    throw UsageError(fmt::format("narrow: {} elements from {} do not fit axis {} of {}{} (extent "
+                                 "{})",
+                                 length, start, axis, dtype_name(x.dtype()),
+                                 ir::shape_str(x.shape()), extent));
+  }
+  return slice(x, a, first, first + length);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis) {
+  const int64_t a = ir::normalize_axis(axis, x.rank(), "chunk");
+  if (chunks < 1) {
+    throw UsageError(fmt::format("chunk: {} chunks; ask for at least 1", chunks));
+  }
+  const int64_t extent = x.shape()[static_cast<size_t>(a)];
+  const int64_t size = (extent + chunks - 1) / chunks;
+  std::vector<Tensor> out;
+  for (int64_t first = 0; first < extent; first += size) {
+    out.push_back(slice(x, a, first, first + size));
+  }
+  return out;
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
+  if (xs.empty()) throw UsageError("concat: no tensors given; pass at least one");
+  auto& ctx = ctx_of(xs.front(), "concat");
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  std::vector<ir::NodeId> ids;
+  for (const Tensor& x : xs) ids.push_back(ctx.node_of(impl_of(x, "concat")));
+  return record(ctx, {.op = Op::concat, .inputs = std::move(ids), .axes = {axis}});
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) { return binary(Op::matmul, a, b); }
+
+Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
+  auto& ctx = ctx_of(x, "gather");
+  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const ir::NodeId ix = ctx.node_of(impl_of(x, "gather"));
+  const ir::NodeId ii = ctx.node_of(impl_of(index, "gather"));
+  return record(ctx, {.op = Op::gather, .inputs = {ix, ii}, .axes = {axis}});
+}
 
 }  // namespace fusejit

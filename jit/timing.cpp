@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "ir/shape.h"
 #include "jit/cuda_check.h"
 
 namespace fusejit::jit {
@@ -47,6 +48,14 @@ double median_ms(Device& device, int warmup, int iters, Body&& body) {
 }
 
 }  // namespace
+
+int64_t io_bytes(const ir::Graph& g) {
+  int64_t bytes = 0;
+  for (const std::vector<ir::NodeId>& ids : {g.inputs(), g.outputs()}) {
+    for (ir::NodeId id : ids) bytes += ir::numel(g.node(id).shape) * dtype_size(g.node(id).dtype);
+  }
+  return bytes;
+}
 
 double copy_bandwidth(Device& device) {
   constexpr size_t kBytes = size_t{1} << 30;

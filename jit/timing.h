@@ -4,11 +4,13 @@
 // GEMM's rate.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "jit/blas.h"
 #include "jit/device.h"
 #include "jit/executor.h"
+#include "ir/graph.h"
 
 namespace fusejit::jit {
 
@@ -17,6 +19,9 @@ double copy_bandwidth(Device& device);
 
 // FLOP/s of a plain cuBLASLt GEMM (no epilogue) of this size and dtype (median of 10).
 double gemm_rate(Device& device, Blas& blas, DType dtype, int64_t m, int64_t n, int64_t k);
+
+// The floor's bytes for `g`: each graph input read once, each output written once.
+int64_t io_bytes(const ir::Graph& g);
 
 struct ExecutableTiming {
   double total_ms = 0.0;            // median of whole runs

@@ -5,8 +5,9 @@
 // Source layout (what NVRTC compiles, with no include path and no CUDA headers):
 //   a header line naming the generator and its version
 //   device/fj_core.cuh, fj_math.cuh, fj_memory.cuh (and fj_reduce.cuh for reductions,
-//   fj_cluster.cuh for kernels whose rows are split over thread-block clusters, fj_welford.cuh
-//   for kernels that accumulate a mean and a variance together)
+//   fj_cluster.cuh for kernels whose rows are split over thread-block clusters, fj_random.cuh
+//   for kernels that draw random numbers, fj_welford.cuh for kernels that accumulate a mean
+//   and a variance together)
 //   kKernelMarker, then the template's comment lines and the __global__ function
 #include <algorithm>
 #include <cctype>
@@ -79,6 +80,12 @@ std::string region_summary(const ir::Graph& g, const fusion::Region& region) {
   return s;
 }
 
+bool draws_random(const ir::Graph& g, const fusion::Region& region) {
+  return std::any_of(region.nodes.begin(), region.nodes.end(), [&](ir::NodeId id) {
+    return ir::op_kind(g.node(id).op) == ir::OpKind::random;
+  });
+}
+
 }  // namespace
 
 std::string_view device_source(std::string_view name) {
@@ -100,6 +107,7 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   std::vector<std::string_view> helpers = {"fj_core.cuh", "fj_math.cuh", "fj_memory.cuh"};
   if (body.reduces) helpers.push_back("fj_reduce.cuh");
   if (body.fn.cluster > 1) helpers.push_back("fj_cluster.cuh");
+  if (draws_random(g, region)) helpers.push_back("fj_random.cuh");
   if (body.welford) helpers.push_back("fj_welford.cuh");
   for (std::string_view h : helpers) {
     source += fmt::format("\n// ==== {} ====\n", h);

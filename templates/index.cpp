@@ -45,10 +45,11 @@ std::string print_digit(const Digit& d, bool lane0, bool& compound) {
   return s;
 }
 
-// A base of make_zero: opaque, with no terms.
-bool is_zero(const Base& b) { return b.name.empty() && b.terms.empty(); }
+// A base of make_zero: opaque, with no terms and no constant.
+bool is_zero(const Base& b) { return b.name.empty() && b.terms.empty() && b.constant == 0; }
 
-std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, bool lane0) {
+std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, bool lane0,
+                        int64_t constant = 0) {
   std::string s;
   for (const auto& [digit, place] : terms) {
     if (is_zero(*digit.base)) continue;
@@ -62,12 +63,13 @@ std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, boo
       s += compound ? fmt::format("({}) * {}", d, place) : fmt::format("{} * {}", d, place);
     }
   }
+  if (constant != 0) s += s.empty() ? std::to_string(constant) : fmt::format(" + {}", constant);
   return s.empty() ? "0" : s;
 }
 
 std::string print_base(const Base& b, bool lane0) {
   if (!b.name.empty()) return lane0 && b.lane_root ? b.lane0_name : b.name;
-  return fmt::format("({})", print_terms(b.terms, lane0));
+  return fmt::format("({})", print_terms(b.terms, lane0, b.constant));
 }
 
 std::vector<std::pair<Digit, int64_t>> with_places(const Digits& flat) {
@@ -112,6 +114,19 @@ std::pair<Lane, int> terms_lane(const std::vector<std::pair<Digit, int64_t>>& te
     if (digit_lane(digit) == Lane::none && place % vector != 0) return {Lane::other, vector};
   }
   return {Lane::unit, vector};
+}
+
+// An opaque base: the sum of `terms` plus `constant`, below `bound`. It moves by one element per
+// lane when its terms do and the constant keeps the lane-0 value a multiple of V.
+BasePtr make_opaque(std::vector<std::pair<Digit, int64_t>> terms, int64_t constant,
+                    int64_t bound) {
+  auto opaque = std::make_shared<Base>();
+  opaque->terms = std::move(terms);
+  opaque->constant = constant;
+  opaque->bound = bound;
+  std::tie(opaque->lane, opaque->vector) = terms_lane(opaque->terms);
+  if (opaque->lane == Lane::unit && constant % opaque->vector != 0) opaque->lane = Lane::other;
+  return opaque;
 }
 
 // Splits the digits at the axis boundaries of `shape`, from the least significant end;
@@ -184,6 +199,35 @@ BasePtr make_zero(int64_t bound) {
   return b;
 }
 
+BasePtr make_data_root(std::string name, int64_t bound) {
+  auto b = std::make_shared<Base>();
+  b->name = std::move(name);
+  b->bound = bound;
+  b->lane = Lane::other;
+  return b;
+}
+
+Index gather_operand(const Index& at, const Shape& operand, size_t axis, const BasePtr& position) {
+  Index out{operand, std::vector<Digits>(operand.size())};
+  for (size_t d = 0; d < operand.size(); ++d) {
+    if (operand[d] == 1) continue;
+    if (d == axis) {
+      out.axes[d] = {Digit{position, 1, operand[d]}};
+    } else if (operand[d] == at.shape[d]) {
+      out.axes[d] = at.axes[d];
+    } else {
+      // The coordinate is below at.shape[d] < operand[d]: one digit of the operand's extent
+      // over the coordinate's value (printed without a modulo, since it never reaches it).
+      auto coordinate = std::make_shared<Base>();
+      coordinate->terms = with_places(normalize(at.axes[d]));
+      coordinate->bound = at.shape[d];
+      std::tie(coordinate->lane, coordinate->vector) = terms_lane(coordinate->terms);
+      out.axes[d] = {Digit{coordinate, 1, operand[d]}};
+    }
+  }
+  return out;
+}
+
 Index index_from_digits(const Digits& flat_in, const Shape& shape) {
   const Digits flat = normalize(flat_in);
   int64_t total = 1;
@@ -195,10 +239,7 @@ Index index_from_digits(const Digits& flat_in, const Shape& shape) {
   Index out;
   if (regroup(flat, shape, out)) return out;
   // The boundaries do not fall between digits: name the linear position as one opaque value.
-  auto opaque = std::make_shared<Base>();
-  opaque->terms = with_places(flat);
-  opaque->bound = total;
-  std::tie(opaque->lane, opaque->vector) = terms_lane(opaque->terms);
+  const BasePtr opaque = make_opaque(with_places(flat), 0, total);
   const bool ok = regroup({Digit{opaque, 1, total}}, shape, out);
   if (!ok) throw InternalError("index regroup of a single digit failed");
   return out;
@@ -242,6 +283,48 @@ Index reshape_operand(const Index& at, const Shape& operand) {
   return index_from_digits(flatten(at), operand);
 }
 
+namespace {
+
+// `at` with operand axis `axis` of extent `extent` indexed by one digit of `base` (none when the
+// extent is 1: its coordinate is 0).
+Index with_axis(const Index& at, int64_t axis, const Shape& operand, const BasePtr& base,
+                int64_t ext) {
+  Index out = at;
+  out.shape = operand;
+  const size_t a = static_cast<size_t>(axis);
+  out.axes[a].clear();
+  if (operand[a] > 1) out.axes[a].push_back(Digit{base, 1, ext});
+  return out;
+}
+
+std::vector<std::pair<Digit, int64_t>> axis_terms(const Index& at, int64_t axis, int64_t scale) {
+  std::vector<std::pair<Digit, int64_t>> terms =
+      with_places(normalize(at.axes[static_cast<size_t>(axis)]));
+  for (auto& term : terms) term.second *= scale;
+  return terms;
+}
+
+}  // namespace
+
+Index slice_operand(const Index& at, int64_t axis, int64_t start, int64_t step,
+                    const Shape& operand) {
+  const int64_t extent = operand[static_cast<size_t>(axis)];
+  const BasePtr base = make_opaque(axis_terms(at, axis, step), start, extent);
+  return with_axis(at, axis, operand, base, extent);
+}
+
+Index concat_operand(const Index& at, int64_t axis, int64_t offset, const Shape& operand) {
+  const int64_t extent = operand[static_cast<size_t>(axis)];
+  const int64_t wrap = (offset + extent - 1) / extent * extent - offset;
+  const int64_t bound = at.shape[static_cast<size_t>(axis)] + wrap;
+  return with_axis(at, axis, operand, make_opaque(axis_terms(at, axis, 1), wrap, bound), extent);
+}
+
+Index axis_coordinate(const Index& at, int64_t axis) {
+  const size_t a = static_cast<size_t>(axis);
+  return Index{Shape{at.shape[a]}, {at.axes[a]}};
+}
+
 std::string offset(const Digits& flat, bool lane0) {
   return print_terms(with_places(normalize(flat)), lane0);
 }
@@ -275,6 +358,7 @@ void add_key(const std::vector<std::pair<Digit, int64_t>>& terms, IndexKey& key)
       key.names.emplace_back("(");
       add_key(d.base->terms, key);
       key.names.emplace_back(")");
+      key.numbers.push_back(d.base->constant);
     } else {
       key.names.push_back(d.base->name);
     }

@@ -9,7 +9,15 @@
 //   permute:            the axes' digit lists are reordered;
 //   reshape:            the digits are concatenated and regrouped at the new axis boundaries,
 //                       splitting a digit (b / d) % (e1*e2) into (b / (d*e2)) % e1 and
-//                       (b / d) % e2 where a boundary falls inside it.
+//                       (b / d) % e2 where a boundary falls inside it;
+//   slice:              the axis gets one digit over an opaque base, start + step * (the
+//                       axis's coordinate);
+//   concat:             operand k's axis gets one digit (c + K) % n_k over an opaque base, with c
+//                       the result's coordinate, n_k the operand's extent and K the least
+//                       multiple of n_k at or above its offset, less the offset: c - offset
+//                       where the result takes operand k, and an element in range elsewhere,
+//                       so that every operand can be read (and loads hoisted) wherever the
+//                       kernel picks among them.
 // Printing merges adjacent digits of one base back together, so that a reshape of a reshape,
 // or the row index of a broadcast statistic, prints as the plain root ("row", not
 // "(row * 1000 + k) / 1000"). Two indices of a node that print alike name the same element;
@@ -41,7 +49,8 @@ struct Base {
   bool lane_root = false;
   Lane lane = Lane::none;  // how the value moves over vector lanes (unit for the lane root)
   int vector = 1;          // V, when lane != none
-  std::vector<std::pair<Digit, int64_t>> terms;  // opaque: sum of digit * place
+  std::vector<std::pair<Digit, int64_t>> terms;  // opaque: sum of digit * place ...
+  int64_t constant = 0;                           // ... plus this (>= 0)
 };
 using BasePtr = std::shared_ptr<const Base>;
 
@@ -75,10 +84,25 @@ Index index_from_root(const BasePtr& root, const Shape& shape);
 // The digits of the linear position, merged and without extent-1 digits.
 Digits flatten(const Index& at);
 
+// A kernel variable holding a position loaded at run time (a gather's index, wrapped and
+// clamped to [0, bound)): a root whose value may differ between any two vector lanes.
+BasePtr make_data_root(std::string name, int64_t bound);
+// The data operand's index when `at` indexes the result of gather along `axis`: `position`'s
+// value on that axis, `at`'s coordinates on the others (where the index tensor is shorter than
+// the operand, they are one opaque digit of the operand's extent).
+Index gather_operand(const Index& at, const Shape& operand, size_t axis, const BasePtr& position);
+
 // The operand's index when `at` indexes the result of a view or a broadcast.
 Index broadcast_operand(const Index& at, const Shape& operand);  // numpy broadcast or expand
 Index permute_operand(const Index& at, const std::vector<int64_t>& perm, const Shape& operand);
 Index reshape_operand(const Index& at, const Shape& operand);
+// Operand element start + step * c along `axis` for result element c.
+Index slice_operand(const Index& at, int64_t axis, int64_t start, int64_t step,
+                    const Shape& operand);
+// The element of a concat's operand that starts at `offset` along `axis` (see above).
+Index concat_operand(const Index& at, int64_t axis, int64_t offset, const Shape& operand);
+// The coordinate of `at` along `axis`, as an index of that axis alone.
+Index axis_coordinate(const Index& at, int64_t axis);
 
 // The row-major offset of the element, as a C expression ("0" for the first). With lane0, the
 // lane root is printed as its lane-0 variable.

@@ -56,9 +56,17 @@ kir::ExprP Values::value(ir::NodeId id, const Index& at, ValueScope& scope) {
   switch (ir::op_kind(n.op)) {
     case ir::OpKind::source:
       if (n.op == ir::Op::constant) return literal_of(n.dtype, n.value);
+      if (n.op == ir::Op::arange) return scope.memo[k] = arange(id, at, scope);
       throw InternalError(fmt::format("input %{} is in the region's nodes but not its inputs", id));
     case ir::OpKind::view:
+      if (n.op == ir::Op::concat) return scope.memo[k] = concat(id, at, scope);
       return view(n, at, scope);
+    case ir::OpKind::random:
+    case ir::OpKind::gather: {
+      kir::ExprP v = n.op == ir::Op::gather ? gather(id, at, scope) : random(id, at, scope);
+      scope.memo[k] = v;
+      return v;
+    }
     case ir::OpKind::reduce:
       throw InternalError(
           fmt::format("%{} ({}) is read at an element its kernel does not reduce (index {})", id,
@@ -73,17 +81,111 @@ kir::ExprP Values::value(ir::NodeId id, const Index& at, ValueScope& scope) {
   }
 }
 
-// Views are index arithmetic: the operand's value at the element the view reads.
-kir::ExprP Values::view(const ir::Node& n, const Index& at, ValueScope& scope) {
-  const ir::Node& x = info_.node(n.inputs[0]);
+Index view_operand(const ir::Node& n, const ir::Node& operand, const Index& at) {
   switch (n.op) {
     case ir::Op::reshape:
-      return value(n.inputs[0], reshape_operand(at, x.shape), scope);
+      return reshape_operand(at, operand.shape);
     case ir::Op::permute:
-      return value(n.inputs[0], permute_operand(at, n.axes, x.shape), scope);
-    default:
-      return value(n.inputs[0], broadcast_operand(at, x.shape), scope);
+      return permute_operand(at, n.axes, operand.shape);
+    case ir::Op::slice:
+      return slice_operand(at, n.axes[0], n.start, n.step, operand.shape);
+    case ir::Op::expand:
+      return broadcast_operand(at, operand.shape);
+    default:  // concat reads several operands: Values::concat
+      throw InternalError(fmt::format("view {} has no single operand index", ir::op_name(n.op)));
   }
+}
+
+// Views are index arithmetic: the operand's value at the element the view reads.
+kir::ExprP Values::view(const ir::Node& n, const Index& at, ValueScope& scope) {
+  return value(n.inputs[0], view_operand(n, info_.node(n.inputs[0]), at), scope);
+}
+
+// rand, randn: device/fj_random.cuh's function of (seed, offset, the element's row-major
+// position), rounded to the node's dtype in every rounding mode, as the reference stores it.
+kir::ExprP Values::random(ir::NodeId id, const Index& at, ValueScope& scope) {
+  const ir::Node& n = info_.node(id);
+  auto u64 = [](uint64_t v) { return kir::lit(fmt::format("{}ull", v)); };
+  const kir::ExprP position = kir::cast("unsigned long long", kir::group(kir::offset(at)));
+  const std::string fn = n.op == ir::Op::rand ? "fj_rand" : "fj_randn";
+  const kir::ExprP draw = kir::call(fn, {u64(n.seed), u64(n.offset), position});
+  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)),
+                        apply(dtype_code(n.dtype).round, draw), std::string(ir::op_name(n.op)));
+}
+
+// gather: the index tensor's value at the element (in the kernel: computed or loaded), made a
+// position as ir::gather_position does (negatives count from the end once, the rest is clamped
+// into [0, extent)), then the data operand read there.
+kir::ExprP Values::gather(ir::NodeId id, const Index& at, ValueScope& scope) {
+  const ir::Node& n = info_.node(id);
+  const ir::Node& x = info_.node(n.inputs[0]);
+  const size_t axis = static_cast<size_t>(n.axes.at(0));
+  const int64_t extent = x.shape[axis];
+  const kir::ExprP raw = value(n.inputs[1], at, scope);
+  const kir::ExprP zero = kir::lit(0);
+  const kir::ExprP wrapped =
+      scope.out->let("long long", fresh("gw"),
+                     kir::select(kir::lt(raw, zero), kir::add(raw, kir::lit(extent)), raw));
+  const std::string type(info_.index_type());
+  const kir::ExprP clamped = kir::select(
+      kir::lt(wrapped, zero), zero,
+      kir::select(kir::lt(wrapped, kir::lit(extent)), kir::cast(type, wrapped),
+                  kir::lit(extent - 1)));
+  const std::string position = fresh("gi");
+  scope.out->let(type, position, clamped, fmt::format("gather %{} position", id));
+  return gathered(n.inputs[0], gather_operand(at, x.shape, axis, make_data_root(position, extent)),
+                  scope);
+}
+
+// The gather's data operand at a loaded position: through the region's views to what the
+// kernel reads (partition keeps computed values out: region_check), loaded per element here,
+// never by the template's load hook, which may hoist a load above the position's declaration.
+kir::ExprP Values::gathered(ir::NodeId id, Index at, ValueScope& scope) {
+  for (;;) {
+    const ir::Node& n = info_.node(id);
+    if (info_.inputs.count(id) != 0) {
+      return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh("gx"),
+                            load(info_, id, kir::offset(at)));
+    }
+    if (ir::op_kind(n.op) != ir::OpKind::view || n.op == ir::Op::concat) {
+      return value(id, at, scope);
+    }
+    at = view_operand(n, info_.node(n.inputs[0]), at);
+    id = n.inputs[0];
+  }
+}
+
+// A select over index ranges: every operand is evaluated (at an element in range, see
+// concat_operand) and the result's coordinate along the axis picks one:
+//   c < end0 ? x0 : (c < end1 ? x1 : ... xN)
+kir::ExprP Values::concat(ir::NodeId id, const Index& at, ValueScope& scope) {
+  const ir::Node& n = info_.node(id);
+  const int64_t axis = n.axes[0];
+  std::vector<kir::ExprP> parts;
+  std::vector<int64_t> ends;
+  int64_t offset = 0;
+  for (ir::NodeId in : n.inputs) {
+    const ir::Node& x = info_.node(in);
+    const Index operand_at = concat_operand(at, axis, offset, x.shape);
+    parts.push_back(convert_to(n.dtype, x.dtype, value(in, operand_at, scope)));
+    offset += x.shape[static_cast<size_t>(axis)];
+    ends.push_back(offset);
+  }
+  const kir::ExprP c = kir::offset(axis_coordinate(at, axis));
+  kir::ExprP picked = parts.back();
+  for (size_t k = parts.size() - 1; k-- > 0;) {
+    picked = kir::select(kir::lt(c, kir::lit(ends[k])), parts[k], kir::group(picked));
+  }
+  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)),
+                        picked, "concat");
+}
+
+// The element's position, converted to the node's dtype and rounded to it (as a cast of an
+// integer arange would be).
+kir::ExprP Values::arange(ir::NodeId id, const Index& at, ValueScope& scope) {
+  const DTypeCode& code = dtype_code(info_.node(id).dtype);
+  const kir::ExprP v = apply(code.round, apply(code.convert, kir::offset(at)));
+  return scope.out->let(std::string(code.arith), fresh(fmt::format("v{}", id)), v, "arange");
 }
 
 kir::ExprP Values::elementwise(ir::NodeId id, const Index& at, ValueScope& scope) {

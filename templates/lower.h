@@ -57,13 +57,21 @@ class Values {
 
  private:
   kir::ExprP view(const ir::Node& n, const Index& at, ValueScope& scope);
+  kir::ExprP concat(ir::NodeId id, const Index& at, ValueScope& scope);
+  kir::ExprP arange(ir::NodeId id, const Index& at, ValueScope& scope);
   kir::ExprP elementwise(ir::NodeId id, const Index& at, ValueScope& scope);
+  kir::ExprP random(ir::NodeId id, const Index& at, ValueScope& scope);
+  kir::ExprP gather(ir::NodeId id, const Index& at, ValueScope& scope);
+  kir::ExprP gathered(ir::NodeId id, Index at, ValueScope& scope);
 
   const RegionInfo& info_;
   LeafFn leaf_;
   InterceptFn intercept_;
   std::map<std::string, int> counters_;
 };
+
+// The operand's index when `at` indexes the result of the view `n` (reshape, permute, expand).
+Index view_operand(const ir::Node& n, const ir::Node& operand, const Index& at);
 
 // fn(x), or x when fn is empty (the dtype tables' conversions).
 kir::ExprP apply(std::string_view fn, kir::ExprP x);

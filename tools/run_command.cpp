@@ -4,14 +4,12 @@
 // reference (outputs poisoned with NaN before the checked run).
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <cstdio>
 #include <random>
 
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
-#include "ir/interp.h"
 #include "ir/shape.h"
 #include "ir/text.h"
 #include "jit/check.h"
@@ -64,49 +62,18 @@ int run_command(const Args& args) {
 
   int failures = 0;
   if (check) {
-    jit::RunOptions poison{.poison_outputs = true};
-    const auto outs = jit::run_executable(*exe, inputs, device, runtime.blas(), poison);
-    device.synchronize();
-    std::vector<ir::HostTensor> got;
-    for (ir::NodeId id : g.outputs()) {
-      ir::HostTensor t;
-      t.dtype = g.node(id).dtype;
-      t.shape = g.node(id).shape;
-      runtime.download(*outs[got.size()], t);
-      got.push_back(std::move(t));
-    }
     // Large traces are checked on sampled indices of an output axis along which they are
-    // separable: rows of a row-wise trace, columns of a column reduction, rows of a transpose's
-    // result (the reference on all of a 16384x16384 trace or an 8192^3 GEMM would take minutes).
-    int64_t elements = 0;
-    bool has_gemm = false;
-    for (const ir::Node& n : g.nodes()) {
-      elements = std::max(elements, ir::numel(n.shape));
-      has_gemm = has_gemm || n.op == ir::Op::matmul;
-    }
-    std::optional<jit::RowSlice> slice;
-    if (elements > (int64_t{1} << 24) || has_gemm) slice = jit::slice_rows(g, check_rows);
-    std::vector<ir::HostTensor> ref;
-    const auto ref_start = std::chrono::steady_clock::now();
-    if (slice) {
-      ref = ir::interpret(slice->graph, jit::slice_inputs(*slice, host_inputs));
-      for (auto& t : got) t = jit::take_slice(t, slice->output_axis, slice->rows);
-      fmt::print("checking {} sampled indices of axis {} (of {})", slice->rows.size(),
-                 slice->output_axis,
-                 g.node(g.outputs()[0]).shape[static_cast<size_t>(slice->output_axis)]);
-    } else {
-      ref = ir::interpret(g, host_inputs);
-      fmt::print("checking every element");
-    }
-    fmt::print("; the CPU reference took {:.1f} s\n",
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - ref_start).count());
-    const double bound = jit::error_bound(g);
-    for (size_t i = 0; i < got.size(); ++i) {
-      const double err = jit::relative_error(got[i], ref[i]);
-      const bool pass = err <= bound;
+    // separable (jit/check.h).
+    const jit::CheckReport report = jit::check_outputs(
+        g, host_inputs, jit::run_poisoned(runtime, *exe, g, inputs), check_rows, int64_t{1} << 24);
+    fmt::print("checking {}; the CPU reference took {:.1f} s\n", report.scope,
+               report.reference_seconds);
+    for (size_t i = 0; i < report.errors.size(); ++i) {
+      const bool pass = report.errors[i] <= report.bound;
       failures += pass ? 0 : 1;
       fmt::print("check output {} {}: rel_err {:.3e} (bound {:.0e}, seed {}) {}\n", i,
-                 ir::type_str(g.node(g.outputs()[i])), err, bound, seed, pass ? "PASS" : "FAIL");
+                 ir::type_str(g.node(g.outputs()[i])), report.errors[i], report.bound, seed,
+                 pass ? "PASS" : "FAIL");
     }
   }
 
@@ -114,10 +81,7 @@ int run_command(const Args& args) {
   const jit::ExecutableTiming timing =
       jit::time_executable(*exe, inputs, device, runtime.blas(), iters);
   const double copy_bw = jit::copy_bandwidth(device);
-  // The floor: each graph input read once, each output written once.
-  int64_t total_bytes = 0;
-  for (ir::NodeId id : g.inputs()) total_bytes += static_cast<int64_t>(ir::numel(g.node(id).shape)) * dtype_size(g.node(id).dtype);
-  for (ir::NodeId id : g.outputs()) total_bytes += static_cast<int64_t>(ir::numel(g.node(id).shape)) * dtype_size(g.node(id).dtype);
+  const int64_t total_bytes = jit::io_bytes(g);
   const double total_ms = timing.total_ms;
   for (size_t s = 0; s < exe->steps.size(); ++s) {
     const jit::Step& step = exe->steps[s];

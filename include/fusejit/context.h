@@ -46,6 +46,20 @@ class Context {
   Tensor ones(Shape shape, DType dtype = DType::f32);
   // A rank-0 constant.
   Tensor scalar(double value, DType dtype = DType::f32);
+  // torch.arange: start, start + step, ... below stop (above it for a negative step), computed
+  // from each element's position inside the kernel that reads it (no memory). Float dtypes
+  // compute start + i * step in f32, then round to `dtype`; integer dtypes need integral start
+  // and step. An empty range or step 0 throws fusejit::UsageError.
+  Tensor arange(double start, double stop, double step = 1.0, DType dtype = DType::f32);
+  // Random tensors from the counter-based generator Philox-4x32-10 (docs/trace-format.md): each
+  // element is a pure function of (seed, offset, its row-major position), so a value never
+  // depends on the launch, and the GPU and the CPU reference draw the same numbers. `offset`
+  // selects an independent stream under one seed (use a new offset, or seed, per draw). Like
+  // `full`, nothing is stored: the numbers are computed inside the kernels that read them.
+  // rand: uniform in [0, 1), multiples of 2^-24 (bit-identical on GPU and CPU).
+  Tensor rand(Shape shape, uint64_t seed, uint64_t offset = 0, DType dtype = DType::f32);
+  // randn: standard normal by Box-Muller (GPU and CPU agree to a few f32 ulps).
+  Tensor randn(Shape shape, uint64_t seed, uint64_t offset = 0, DType dtype = DType::f32);
 
   // A stand-in for data: it records like any tensor but holds no values, so a trace can be
   // built and written (trace_text) without allocating inputs. Evaluating a result that depends

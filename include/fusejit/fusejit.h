@@ -6,5 +6,6 @@
 #include "fusejit/error.h"
 #include "fusejit/log.h"
 #include "fusejit/options.h"
+#include "fusejit/profile.h"
 #include "fusejit/tensor.h"
 #include "fusejit/version.h"

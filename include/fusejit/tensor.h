@@ -114,9 +114,33 @@ Tensor transpose(const Tensor& x, int64_t axis0, int64_t axis1);
 Tensor expand(const Tensor& x, Shape shape);  // -1 keeps a dimension
 Tensor squeeze(const Tensor& x, int64_t axis);
 Tensor unsqueeze(const Tensor& x, int64_t axis);
+// x[start:stop:step] along `axis`, bounds as in Python and PyTorch (negative ones count from the
+// end; both clamp to the axis); step >= 1. An empty result throws fusejit::UsageError.
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1);
+// torch.narrow: `length` elements from `start` (negative counts from the end); must fit.
+Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t length);
+// torch.chunk: `chunks` slices of ceil(extent / chunks) elements along `axis` (the last may be
+// shorter, and there may be fewer), e.g. gate, up = chunk(h, 2, -1) for SwiGLU.
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis = 0);
+// torch.cat: the tensors joined along `axis`; every other extent must match, dtypes promote. One
+// kernel reads all of them: a consumer picks the operand by the position along the axis.
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis = 0);
 
 // Matrix product: 2-D, or batched with broadcast batch dimensions.
 Tensor matmul(const Tensor& a, const Tensor& b);
+
+// Indexed reads (PyTorch's semantics), computed inside the kernel of what consumes them: the
+// index is loaded and the data read where it points. Indices are i32 or i64; a negative index
+// counts from the end once (-1 is the last), and an index still outside the axis is clamped to
+// its nearest end, on the GPU and the CPU reference alike (docs/trace-format.md, gather).
+// torch.gather: result[p] = x[p with p[axis] = index[p]]; index has x's rank and is at most as
+// long as x along every other axis; the result has index's shape.
+Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
+// torch.index_select: the slices of x at the positions of the 1-D `index` along `axis`.
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);
+// torch.nn.functional.embedding: rows of the 2-D `table` [rows, dim] picked by `ids` (any
+// shape); the result is ids.shape + [dim].
+Tensor embedding(const Tensor& table, const Tensor& ids);
 
 // Composites, decomposed into the primitives above when recorded. Half-precision inputs are
 // computed in f32 and the result cast back, as PyTorch does.
@@ -137,5 +161,11 @@ Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, double value =
 // x's dtype category, so NaN in x stays NaN. Throws fusejit::UsageError when lo > hi or neither
 // bound is given.
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
+// torch.nn.functional.dropout in training mode: each element kept with probability 1 - p and
+// scaled by 1 / (1 - p), the others 0. The mask is rand(x.shape, seed, offset) < 1 - p (see
+// Context::rand): the same (seed, offset) gives the same mask, on the GPU and the CPU
+// reference. p = 0 returns x; p = 1 returns x * 0 (as torch). x must be floating-point; throws
+// fusejit::UsageError for p outside [0, 1].
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset = 0);
 
 }  // namespace fusejit

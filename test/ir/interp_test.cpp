@@ -12,6 +12,7 @@
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 #include "ir/interp.h"
+#include "ir/random.h"
 #include "ir/shape.h"
 #include "support/catch.h"
 
@@ -370,6 +371,50 @@ void check_views(Op op) {
   }
 }
 
+void check_slice() {
+  Graph g;
+  const NodeId x = add_input(g, f32, {2, 5});
+  const NodeId y = add_input(g, i64, {6});
+  g.add_output(add_slice(g, x, 1, 1, 4));          // x[:, 1:4]
+  g.add_output(add_slice(g, x, -1, -2, 100));      // x[:, -2:] (stop clamped)
+  g.add_output(add_slice(g, y, 0, 1, 6, 2));       // y[1::2]
+  g.add_output(add_slice(g, x, 0, -1, 2));         // x[-1:2] is row 1
+  const std::vector<HostTensor> out =
+      run(g, {tensor(f32, {2, 5}, iota(10)), tensor(i64, {6}, iota(6, 10))});
+  check_tensor(out[0], f32, {2, 3}, {1, 2, 3, 6, 7, 8});
+  check_tensor(out[1], f32, {2, 2}, {3, 4, 8, 9});
+  check_tensor(out[2], i64, {3}, {11, 13, 15});
+  check_tensor(out[3], f32, {1, 5}, {5, 6, 7, 8, 9});
+}
+
+void check_concat() {
+  Graph g;
+  const NodeId a = add_input(g, f32, {2, 2});
+  const NodeId b = add_input(g, i32, {2, 1});
+  const NodeId c = add_input(g, f16, {1, 2});
+  g.add_output(add_concat(g, {a, b, a}, -1));  // dtypes promote as torch.cat: f32
+  g.add_output(add_concat(g, {a, c}, 0));
+  g.add_output(add_concat(g, {b, b}, 0));
+  const std::vector<HostTensor> out = run(g, {tensor(f32, {2, 2}, {1, 2, 3, 4}),
+                                              tensor(i32, {2, 1}, {7, 8}),
+                                              tensor(f16, {1, 2}, {0.5, 9})});
+  check_tensor(out[0], f32, {2, 5}, {1, 2, 7, 1, 2, 3, 4, 8, 3, 4});
+  check_tensor(out[1], f32, {3, 2}, {1, 2, 3, 4, 0.5, 9});
+  check_tensor(out[2], i32, {4, 1}, {7, 8, 7, 8});
+}
+
+void check_arange() {
+  Graph g;
+  g.add_output(add_arange(g, 4, i32));
+  g.add_output(add_arange(g, 3, f32));
+  g.add_output(add_arange(g, 2050, f16));  // 2049 is not an f16: rounds to even, 2048
+  const std::vector<HostTensor> out = run(g, {});
+  check_tensor(out[0], i32, {4}, iota(4));
+  check_tensor(out[1], f32, {3}, iota(3));
+  CHECK(out[2].get(2049) == 2048.0);
+  CHECK(out[2].get(2047) == 2047.0);
+}
+
 // C = A @ B by the definition, for row-major A[m,k], B[k,n].
 std::vector<double> naive_matmul(const std::vector<double>& a, const std::vector<double>& b,
                                  int64_t m, int64_t k, int64_t n) {
@@ -424,6 +469,96 @@ void check_matmul() {
     check_tensor(run(g, {tensor(bf16, {1, 2}, {1, k2m8}), tensor(bf16, {2, 1}, {1, 1})})[0], bf16,
                  {1, 1}, {1});
   }
+}
+
+void check_gather() {
+  {
+    // torch.gather along 0: result[i][j] = x[idx[i][j]][j]; -1 is the last row, -4 wraps to
+    // -1 and clamps to row 0, 7 clamps to the last row.
+    Graph g;
+    const NodeId x = add_input(g, f32, {3, 4});
+    const NodeId idx = add_input(g, i64, {2, 4});
+    g.add_output(add_gather(g, x, 0, idx));
+    const std::vector<HostTensor> out =
+        run(g, {tensor(f32, {3, 4}, iota(12)), tensor(i64, {2, 4}, {2, 0, 1, -1, -4, 7, -3, 1})});
+    check_tensor(out[0], f32, {2, 4}, {8, 1, 6, 11, 0, 9, 2, 7});
+  }
+  {
+    // Along the last axis with an index shorter than x on axis 0, and integer data (i32 index).
+    Graph g;
+    const NodeId x = add_input(g, i32, {3, 4});
+    const NodeId idx = add_input(g, i32, {2, 3});
+    g.add_output(add_gather(g, x, -1, idx));
+    const std::vector<HostTensor> out =
+        run(g, {tensor(i32, {3, 4}, iota(12, -5)), tensor(i32, {2, 3}, {3, 3, 0, -2, 1, 9})});
+    check_tensor(out[0], i32, {2, 3}, {-2, -2, -5, 1, 0, 2});
+  }
+  CHECK(gather_position(-1, 5) == 4);
+  CHECK(gather_position(-5, 5) == 0);
+  CHECK(gather_position(-6, 5) == 0);
+  CHECK(gather_position(5, 5) == 4);
+  CHECK(gather_position(2, 5) == 2);
+}
+
+// The generator against the published Philox4x32-10 known answers (Salmon et al., Random123's
+// kat_vectors: counter words, key words -> output words).
+void check_philox() {
+  const fj_philox_words zero = fj_philox4x32_10(0, 0, 0, 0, 0, 0);
+  CHECK(zero.w[0] == 0x6627e8d5u);
+  CHECK(zero.w[1] == 0xe169c58du);
+  CHECK(zero.w[2] == 0xbc57ac4cu);
+  CHECK(zero.w[3] == 0x9b00dbd8u);
+  const unsigned int f = 0xffffffffu;
+  const fj_philox_words ones = fj_philox4x32_10(f, f, f, f, f, f);
+  CHECK(ones.w[0] == 0x408f276du);
+  CHECK(ones.w[1] == 0x41c83b0eu);
+  CHECK(ones.w[2] == 0xa20bc7c6u);
+  CHECK(ones.w[3] == 0x6d5451fdu);
+  // The same vector through the element layout: counter (lo e, hi e, lo offset, hi offset),
+  // key (lo seed, hi seed).
+  const fj_philox_words pi = fj_random_words(0x299f31d0a4093822ull, 0x0370734413198a2eull,
+                                             0x85a308d3243f6a88ull);
+  CHECK(pi.w[0] == 0xd16cfe09u);
+  CHECK(pi.w[1] == 0x94fdccebu);
+  CHECK(pi.w[2] == 0x5001e420u);
+  CHECK(pi.w[3] == 0x24126ea1u);
+  CHECK(random_uniform(0x299f31d0a4093822ull, 0x0370734413198a2eull, 0x85a308d3243f6a88ull) ==
+        static_cast<float>(0xd16cfe) / 16777216.0f);
+}
+
+void check_random(Op op) {
+  check_philox();
+  // Element 0 of (seed 0, offset 0) is the all-zero known answer.
+  const double u0 = static_cast<double>(0x6627e8) / 16777216.0;
+  const double u1 = static_cast<double>(0xe169c5) / 16777216.0;
+  const double first = op == Op::rand ? u0
+                                      : std::sqrt(-2.0 * std::log(1.0 - u0)) *
+                                            std::cos(2.0 * std::numbers::pi * u1);
+  Graph g;
+  const int64_t n = 1 << 16;
+  g.add_output(add_random(g, op, f32, {n}, 0, 0));
+  g.add_output(add_random(g, op, f32, {n}, 0, 1));
+  g.add_output(add_random(g, op, bf16, {2, 3}, 0, 0));
+  const std::vector<HostTensor> out = run(g, {});
+  CHECK(out[0].get(0) == static_cast<double>(static_cast<float>(first)));
+  double sum = 0, squares = 0;
+  int64_t same = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    const double v = out[0].get(e);
+    sum += v;
+    squares += v * v;
+    same += v == out[1].get(e) ? 1 : 0;
+    if (op == Op::rand) CHECK((v >= 0.0 && v < 1.0));
+  }
+  const double mean = sum / n, variance = squares / n - mean * mean;
+  CHECK(mean == Approx(op == Op::rand ? 0.5 : 0.0).margin(0.01));
+  CHECK(variance == Approx(op == Op::rand ? 1.0 / 12.0 : 1.0).epsilon(0.02));
+  CHECK(same < 8);  // another offset is another stream
+  // A bf16 draw is the f32 draw rounded: the values depend on the position, not the shape.
+  check_tensor(out[2], bf16, {2, 3},
+               {round_to(bf16, out[0].get(0)), round_to(bf16, out[0].get(1)),
+                round_to(bf16, out[0].get(2)), round_to(bf16, out[0].get(3)),
+                round_to(bf16, out[0].get(4)), round_to(bf16, out[0].get(5))});
 }
 
 // Runs the reference checks of `op`; every op of the table has a case here (the compiler warns
@@ -486,8 +621,24 @@ void check_op(Op op) {
     case Op::expand:
       check_views(op);
       return;
+    case Op::slice:
+      check_slice();
+      return;
+    case Op::concat:
+      check_concat();
+      return;
+    case Op::arange:
+      check_arange();
+      return;
     case Op::matmul:
       check_matmul();
+      return;
+    case Op::gather:
+      check_gather();
+      return;
+    case Op::rand:
+    case Op::randn:
+      check_random(op);
       return;
   }
   FAIL("no reference check for op " << static_cast<int>(op));

@@ -26,7 +26,9 @@ Graph graph_for(Op op) {
   NodeId out = x;
   switch (op_kind(op)) {
     case OpKind::source:
-      out = op == Op::input ? x : add_constant(g, DType::f32, 2.5);
+      out = op == Op::input      ? x
+            : op == Op::arange ? add_arange(g, 5, DType::i32)
+                               : add_constant(g, DType::f32, 2.5);
       break;
     case OpKind::unary:
       out = add_unary(g, op, x);
@@ -50,10 +52,18 @@ Graph graph_for(Op op) {
     case OpKind::view:
       out = op == Op::reshape   ? add_reshape(g, x, {3, 2})
             : op == Op::permute ? add_permute(g, x, {1, 0})
+            : op == Op::slice   ? add_slice(g, x, -1, 1, 3)
+            : op == Op::concat  ? add_concat(g, {x, add_input(g, DType::i32, {2, 1}), x}, 1)
                                 : add_expand(g, row, {4, 3});
       break;
     case OpKind::matmul:
       out = add_matmul(g, x, add_input(g, DType::f32, {3, 4}));
+      break;
+    case OpKind::gather:
+      out = add_gather(g, x, -1, add_input(g, DType::i64, {2, 5}));
+      break;
+    case OpKind::random:
+      out = add_random(g, op, DType::bf16, {3, 2}, 0xfedcba9876543210ull, 7);
       break;
   }
   g.set_outputs({out, x});
@@ -111,6 +121,77 @@ TEST_CASE("every op round-trips through print and parse", "[ir][text]") {
   CHECK(print(graph_for(Op::permute)).find("%2 : f32[3,2] = permute %0 axes=[1,0]\n") !=
         std::string::npos);
   CHECK(print(graph_for(Op::cast)).find("%2 : bf16[2,3] = cast %0\n") != std::string::npos);
+  // gather names its axis; random ops carry their key and stream in full 64 bits.
+  CHECK(print(graph_for(Op::gather)).find("%3 : f32[2,5] = gather %0, %2 axes=[1]\n") !=
+        std::string::npos);
+  CHECK(print(graph_for(Op::randn))
+            .find("%2 : bf16[3,2] = randn seed=18364758544493064720 offset=7\n") !=
+        std::string::npos);
+  // slice and concat spell their one axis axis=N; slice adds its start and step.
+  CHECK(print(graph_for(Op::slice)).find("%2 : f32[2,2] = slice %0 axis=1 start=1 step=1\n") !=
+        std::string::npos);
+  CHECK(print(graph_for(Op::concat)).find("%3 : f32[2,7] = concat %0, %2, %0 axis=1\n") !=
+        std::string::npos);
+  CHECK(print(graph_for(Op::arange)).find("%2 : i32[5] = arange\n") != std::string::npos);
+}
+
+TEST_CASE("gather and random nodes reject what they cannot mean", "[ir][text]") {
+  const std::string idx = "%2 : i32[4,3] = input\n";
+  CHECK(parse_error(with_inputs(idx + "%3 : f32[4,3] = gather %0, %2 axes=[1]\noutput %3\n"))
+            .empty());
+  CHECK(parse_error(with_inputs(idx + "%3 : f32[4,3] = gather %0, %2\noutput %3\n"))
+            .find("gather: takes exactly one axis") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : f32[4,3] = input\n%3 : f32[4,3] = gather %0, %2 "
+                                "axes=[1]\noutput %3\n"))
+            .find("indices must be i32 or i64") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : i32[5,3] = input\n%3 : f32[5,3] = gather %0, %2 "
+                                "axes=[1]\noutput %3\n"))
+            .find("along axis 0 the index operand i32[5,3] is longer") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : f32[2] = rand seed=1\noutput %2\n"))
+            .find("expected offset=N after the seed") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : f32[2] = rand\noutput %2\n"))
+            .find("expected seed=N offset=N after rand") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : f32[2] = rand seed=-1 offset=0\noutput %2\n"))
+            .find("expected the seed (an integer in [0, 2^64))") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : i32[2] = rand seed=1 offset=0\noutput %2\n"))
+            .find("rand: dtype i32 is not supported") != std::string::npos);
+  CHECK(parse_error(with_inputs("%2 : f32[4] = sum %0 axes=[1] seed=1\noutput %2\n"))
+            .find("unexpected 'seed'") != std::string::npos);
+}
+
+TEST_CASE("slice, concat and arange parse and say what is wrong", "[ir][text]") {
+  const std::string head = "fusejit-trace 1\n%0 : f32[4,8] = input\n%1 : i64[4,2] = input\n";
+  const Graph g = parse(head +
+                        "%2 : f32[4,3] = slice %0 axis=-1 start=1 step=3\n"
+                        "%3 : f32[4,13] = concat %0, %1, %2 axis=1\n"
+                        "%4 : f16[7] = arange\n"
+                        "output %3, %4\n");
+  CHECK(g.node(2).axes == std::vector<int64_t>{1});
+  CHECK(g.node(2).start == 1);
+  CHECK(g.node(2).step == 3);
+  CHECK(g.node(3).inputs == std::vector<NodeId>{0, 1, 2});
+  auto error_of = [&](const std::string& body) {
+    try {
+      parse(head + body + "output %2\n");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(parsed)");
+  };
+  CHECK_THAT(error_of("%2 : f32[4,3] = slice %0 axis=1 start=7 step=1\n"),
+             ContainsSubstring("do not fit axis 1"));
+  CHECK_THAT(error_of("%2 : f32[4,3] = slice %0 axis=1 step=1\n"),
+             ContainsSubstring("expected start=N"));
+  CHECK_THAT(error_of("%2 : f32[4,3] = slice %0 axis=1 start=0 step=0\n"),
+             ContainsSubstring("step >= 1"));
+  CHECK_THAT(error_of("%2 : f32[8,10] = concat %0, %1 axis=0\n"),
+             ContainsSubstring("operand 1 is i64[4,2] but operand 0 is f32[4,8]"));
+  CHECK_THAT(error_of("%2 : f32[4,8] = concat axis=0\n"),
+             ContainsSubstring("takes one or more operand(s), got 0"));
+  CHECK_THAT(error_of("%2 : bool[3] = arange\n"),
+             ContainsSubstring("bool arange is not supported"));
+  CHECK_THAT(error_of("%2 : f32[4,8] = concat %0 axes=[0]\n"),
+             ContainsSubstring("expected axis=N"));
 }
 
 TEST_CASE("constants print the shortest round-trip decimal", "[ir][text]") {
@@ -224,7 +305,7 @@ TEST_CASE("parse errors name the place, what was expected and what was found", "
   CHECK_THAT(parse_error(with_inputs("%2 : f32[4] = sum %0\noutput %2\n")),
              ContainsSubstring("t.txt:4:15: sum: no axes given"));
   CHECK(parse_error(with_inputs("%2 : f32[4,8] = exp %0 axes=[1]\noutput %2\n")) ==
-        "t.txt:4:24: 'exp' takes no axes=[...]; only reductions and permute do");
+        "t.txt:4:24: 'exp' takes no axes=[...]; only reductions, permute and gather do");
   CHECK(parse_error(with_inputs("%2 : f32[8,4] = permute %0 axes=[1,0] keepdim\noutput %2\n")) ==
         "t.txt:4:39: 'permute' takes no keepdim; only reductions do");
   CHECK(parse_error(with_inputs("%2 : f32[4,8] = exp %0 fast\noutput %2\n")) ==

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "fusejit/fusejit.h"
+#include "ir/random.h"
 #include "ir/text.h"
 #include "support/catch.h"
 
@@ -166,4 +167,107 @@ TEST_CASE("zeros, ones and clamp", "[jit][api]") {
   CHECK(fj::clamp(i, 0.5, std::nullopt).dtype() == DType::f32);
   CHECK_THROWS_AS(fj::clamp(x, 2.0, 1.0), fj::UsageError);
   CHECK_THROWS_AS(fj::clamp(x, std::nullopt, std::nullopt), fj::UsageError);
+}
+
+TEST_CASE("gather, index_select and embedding against hand-computed values", "[jit][api][gather]") {
+  fj::Context ctx(quiet());
+  // x = [[0,1,2],[3,4,5],[6,7,8],[9,10,11]]
+  std::vector<double> iota(12);
+  for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<double>(i);
+  const auto x = ctx.from_vector(iota, {4, 3});
+  const auto rows = ctx.from_vector(std::vector<double>{3, -4, 1}, {3}, DType::i64);
+  check_close(fj::index_select(x, 0, rows).to_host(), {9, 10, 11, 0, 1, 2, 3, 4, 5}, 0);
+  const auto cols = ctx.from_vector(std::vector<double>{2, 0}, {2}, DType::i32);
+  check_close(fj::index_select(x, -1, cols).to_host(), {2, 0, 5, 3, 8, 6, 11, 9}, 0);
+  // torch.gather along 1 with an index shorter than x along 0.
+  const auto idx = ctx.from_vector(std::vector<double>{0, 2, 1, 1}, {2, 2}, DType::i32);
+  check_close(fj::gather(x, 1, idx).to_host(), {0, 2, 4, 4}, 0);
+  // embedding: ids of any shape, result ids.shape + [dim]; out-of-range ids clamp (documented),
+  // -1 is the last row.
+  const auto ids = ctx.from_vector(std::vector<double>{1, -1, 7, -9}, {2, 2}, DType::i32);
+  const auto e = fj::embedding(x, ids);
+  CHECK(e.shape() == Shape{2, 2, 3});
+  // Recorded with what follows: one trace, the gather inside it.
+  const auto y = e * 2.0 + ctx.from_vector(std::vector<double>{1, 1, 1}, {3});
+  CHECK(ctx.trace_text({y}).find("gather") != std::string::npos);
+  check_close(y.to_host(), {7, 9, 11, 19, 21, 23, 19, 21, 23, 1, 3, 5}, 0);
+  check_close(e.to_host(), {3, 4, 5, 9, 10, 11, 9, 10, 11, 0, 1, 2}, 0);
+}
+
+TEST_CASE("gather and friends reject malformed operands at record time", "[jit][api][gather]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2});
+  const auto f = ctx.from_vector(std::vector<double>{0, 1}, {2});
+  const auto i2 = ctx.from_vector(std::vector<double>{0, 1, 1, 0}, {2, 2}, DType::i32);
+  CHECK_THROWS_WITH(fj::index_select(x, 0, f), ContainsSubstring("i32 or i64"));
+  CHECK_THROWS_WITH(fj::index_select(x, 0, i2), ContainsSubstring("must be 1-D"));
+  CHECK_THROWS_WITH(fj::embedding(f, i2), ContainsSubstring("must be 2-D"));
+  CHECK_THROWS_WITH(fj::gather(x, 2, i2), ContainsSubstring("gather"));
+  CHECK_THROWS_WITH(fj::dropout(x, 1.5, 1), ContainsSubstring("[0, 1]"));
+  CHECK_THROWS_WITH(fj::dropout(i2, 0.5, 1), ContainsSubstring("floating"));
+  CHECK_THROWS_WITH(ctx.rand({2}, 1, 0, DType::i32),
+                    ContainsSubstring("random values are f32"));
+}
+
+// On a GPU these compare the device's bits with the reference's (the uniforms exactly).
+TEST_CASE("rand, randn and dropout are pure functions of seed, offset and position",
+          "[jit][api][random]") {
+  fj::Context ctx(quiet());
+  const int64_t n = 4099;
+  const std::vector<double> u = ctx.rand({n}, 42, 3).to_host();
+  const std::vector<double> z = (ctx.randn({n}, 42, 3) * 1.0).to_host();
+  for (int64_t e = 0; e < n; ++e) {
+    INFO("element " << e);
+    CHECK(u[static_cast<size_t>(e)] == fj::ir::random_uniform(42, 3, static_cast<uint64_t>(e)));
+    CHECK(z[static_cast<size_t>(e)] ==
+          Approx(fj::ir::random_normal(42, 3, static_cast<uint64_t>(e))).margin(1e-5));
+  }
+  CHECK(ctx.rand({n}, 42, 4).to_host() != u);
+  CHECK(ctx.rand({n}, 43, 3).to_host() != u);
+  // A reshape of a draw is the same numbers: values follow the row-major position.
+  check_close(fj::reshape(ctx.rand({n}, 42, 3), {1, n}).to_host(), u, 0);
+
+  const auto x = ctx.full({n}, 3.0);
+  const std::vector<double> d = fj::dropout(x, 0.25, 42, 3).to_host();
+  for (size_t e = 0; e < d.size(); ++e) {
+    INFO("element " << e);
+    CHECK(d[e] == (u[e] < 0.75 ? 4.0 : 0.0));
+  }
+  check_close(fj::dropout(x, 0.0, 42, 3).to_host(), std::vector<double>(n, 3.0), 0);
+  const auto inf = ctx.from_vector(std::vector<double>{1, INFINITY}, {2});
+  const std::vector<double> dropped = fj::dropout(inf, 1.0, 42, 3).to_host();
+  CHECK(dropped[0] == 0.0);
+  CHECK(std::isnan(dropped[1]));  // x * 0, as torch
+}
+
+TEST_CASE("slice, narrow, chunk, concat and arange", "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7}, {2, 4});
+  CHECK(fj::slice(x, -1, 1, 3).to_host() == std::vector<double>{1, 2, 5, 6});
+  CHECK(fj::slice(x, 1, -3, 100, 2).to_host() == std::vector<double>{1, 3, 5, 7});
+  CHECK(fj::narrow(x, 0, -1, 1).to_host() == std::vector<double>{4, 5, 6, 7});
+  CHECK_THROWS_AS(fj::narrow(x, 1, 2, 3), fj::UsageError);
+  CHECK_THROWS_AS(fj::slice(x, 1, 3, 1), fj::UsageError);  // empty
+  CHECK_THROWS_AS(fj::slice(x, 1, 0, 4, 0), fj::UsageError);
+  // SwiGLU's split and rotary's rotate_half.
+  const std::vector<fj::Tensor> halves = fj::chunk(x, 2, -1);
+  REQUIRE(halves.size() == 2);
+  CHECK(halves[1].to_host() == std::vector<double>{2, 3, 6, 7});
+  CHECK(fj::chunk(ctx.arange(0, 5), 2).size() == 2);  // sizes 3 and 2
+  CHECK(fj::chunk(ctx.arange(0, 5), 4).size() == 3);  // sizes 2, 2 and 1, as torch.chunk
+  const auto rot = fj::concat({-halves[1], halves[0]}, -1);
+  CHECK(rot.to_host() == std::vector<double>{-2, -3, 0, 1, -6, -7, 4, 5});
+  const auto i = ctx.from_vector(std::vector<double>{9, 8}, {1, 2}, DType::i32);
+  const auto rows = fj::concat({halves[0], i}, 0);  // promoted as torch.cat: f32
+  CHECK(rows.dtype() == DType::f32);
+  CHECK(rows.to_host() == std::vector<double>{0, 1, 4, 5, 9, 8});
+  CHECK_THROWS_AS(fj::concat({x, i}, 0), fj::UsageError);
+  CHECK_THROWS_AS(fj::concat({}, 0), fj::UsageError);
+  CHECK(ctx.arange(0, 4, 1, DType::i64).to_host() == std::vector<double>{0, 1, 2, 3});
+  CHECK(ctx.arange(1, 2, 0.25).to_host() == std::vector<double>{1, 1.25, 1.5, 1.75});
+  CHECK(ctx.arange(5, 0, -2, DType::i32).to_host() == std::vector<double>{5, 3, 1});
+  CHECK(ctx.arange(0, 3, 1, DType::bf16).dtype() == DType::bf16);
+  CHECK_THROWS_AS(ctx.arange(0, 1, 0.5, DType::i32), fj::UsageError);
+  CHECK_THROWS_AS(ctx.arange(0, 1, 0), fj::UsageError);
+  CHECK_THROWS_AS(ctx.arange(3, 1), fj::UsageError);
 }

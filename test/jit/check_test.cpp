@@ -123,3 +123,25 @@ TEST_CASE("relative error: NaN never passes, exact results are 0", "[jit][check]
   b.set(2, 3.0);
   CHECK(jit::relative_error(a, b) == Approx(0.5 / std::sqrt(30.0)));
 }
+
+TEST_CASE("gathers are sliced where the index reads in place, random draws never",
+          "[jit][check][gather]") {
+  Context ctx(Options::parse({{"FUSEJIT_LOG", "error"}}));
+  const auto table = ctx.placeholder({12, 24});
+  const auto ids = ctx.placeholder({40}, DType::i32);
+  const auto x = ctx.placeholder({40, 24});
+  const auto idx = ctx.placeholder({40, 24}, DType::i64);
+  // The table is read anywhere along its rows: embedding is sliced along its columns.
+  const ir::Graph g = ir::parse(ctx.trace_text({embedding(table, ids) * 2.0 + x}));
+  const auto slice = jit::slice_rows(g, 5);
+  REQUIRE(slice.has_value());
+  CHECK(slice->output_axis == 1);
+  require_exact_slice(g, *slice);
+  const ir::Graph along_rows = ir::parse(ctx.trace_text({gather(x, 1, idx)}));
+  const auto rows = jit::slice_rows(along_rows, 5);
+  REQUIRE(rows.has_value());
+  CHECK(rows->output_axis == 0);
+  require_exact_slice(along_rows, *rows);
+  // A draw's values follow positions in its whole shape.
+  CHECK_FALSE(jit::slice_rows(ir::parse(ctx.trace_text({dropout(x, 0.5, 3)})), 5));
+}

@@ -5,6 +5,7 @@
 // for sm_90, and spills no register (ptxas -v through NVRTC: the row schedules count what a
 // thread keeps live against the registers its launch bounds leave it, row_schedule.cpp).
 #include <filesystem>
+#include <map>
 #include <regex>
 
 #include "fusion/pipeline.h"
@@ -86,10 +87,19 @@ TEST_CASE("every kernel of the odd-shapes suite compiles for sm_90", "[jit][nvrt
 
 TEST_CASE("every kernel of 220 random graphs compiles for sm_90", "[jit][nvrtc][random]") {
   int kernels = 0;
+  std::map<ir::Op, int> index_ops;  // the graphs do exercise slice, concat and arange
   for (uint64_t seed = 1; seed <= 220; ++seed) {
     const ir::Graph g = testing::random_graph(seed);
     INFO("random graph seed " << seed << "\n" << ir::print(g));
     kernels += compile_all(g);
+    for (const ir::Node& n : g.nodes()) {
+      if (n.op == ir::Op::slice || n.op == ir::Op::concat || n.op == ir::Op::arange) {
+        ++index_ops[n.op];
+      }
+    }
   }
   CHECK(kernels >= 220);
+  CHECK(index_ops[ir::Op::slice] >= 10);
+  CHECK(index_ops[ir::Op::concat] >= 5);
+  CHECK(index_ops[ir::Op::arange] >= 5);
 }

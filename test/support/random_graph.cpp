@@ -116,6 +116,9 @@ class Builder {
 
   NodeId view(NodeId x) {
     const Shape s = node(x).shape;
+    if (uniform(0, 2) == 0) {
+      if (const NodeId y = index_view(x); y >= 0) return y;
+    }
     if (s.size() >= 2 && coin()) {
       std::vector<int64_t> perm(s.size());
       std::iota(perm.begin(), perm.end(), 0);
@@ -130,6 +133,37 @@ class Builder {
     Shape e = s;
     e.insert(e.begin(), 2);
     return ir::add_expand(g_, x, e);
+  }
+
+  // Along an axis of x of extent 2 or more: a rotation (concat of x's two pieces, swapped, one
+  // maybe negated: the rotary embedding's rotate_half), a strided slice, or x scaled by an arange
+  // of the axis's positions over its extent (values in [0, 1)); -1 when x has no such axis.
+  NodeId index_view(NodeId x) {
+    const Shape s = node(x).shape;
+    std::vector<int64_t> axes;
+    for (size_t a = 0; a < s.size(); ++a) {
+      if (s[a] >= 2) axes.push_back(static_cast<int64_t>(a));
+    }
+    if (axes.empty()) return -1;
+    const int64_t a = axes[static_cast<size_t>(uniform(0, static_cast<int>(axes.size()) - 1))];
+    const int64_t n = s[static_cast<size_t>(a)];
+    switch (uniform(0, 2)) {
+      case 0: {
+        const int64_t k = uniform(1, static_cast<int>(n) - 1);
+        NodeId tail = ir::add_slice(g_, x, a, k, n);
+        if (coin()) tail = ir::add_unary(g_, Op::neg, tail);
+        return ir::add_concat(g_, {tail, ir::add_slice(g_, x, a, 0, k)}, a);
+      }
+      case 1:
+        return ir::add_slice(g_, x, a, uniform(0, static_cast<int>(n) - 1), n, uniform(1, 3));
+      default: {
+        Shape positions(s.size() - static_cast<size_t>(a), 1);
+        positions[0] = n;  // [n, 1, ..., 1]: broadcast along axis a
+        const NodeId r = ir::add_reshape(g_, ir::add_arange(g_, n, DType::f32), positions);
+        const NodeId scale = ir::add_constant(g_, DType::f32, 1.0 / static_cast<double>(n));
+        return ir::add_binary(g_, Op::mul, x, ir::add_binary(g_, Op::mul, r, scale));
+      }
+    }
   }
 
   // Sums into at most this many values are taken over magnitudes (see reduce()).

@@ -71,3 +71,40 @@ TEST_CASE("lanes: contiguous or broadcast or strided", "[templates][index]") {
   CHECK(lane(broadcast_operand(odd, {6})) == Lane::other);
   CHECK_THROWS_AS(make_lane_root("i", "i0", 6, 4), InternalError);
 }
+
+TEST_CASE("a slice offsets and strides its axis", "[templates][index]") {
+  const BasePtr i = make_root("i", 4 * 32);
+  const Index at = index_from_root(i, {4, 32});  // x[:, 64:] of x [4,96]
+  CHECK(offset(slice_operand(at, 1, 64, 1, {4, 96})) == "(i / 32) * 96 + (i % 32 + 64)");
+  // Every other element, from 1: x[:, 1::2] of x [4,64].
+  CHECK(offset(slice_operand(at, 1, 1, 2, {4, 64})) == "(i / 32) * 64 + ((i % 32) * 2 + 1)");
+  // A slice of a slice composes: x[:, 8:][:, 2:] reads x's column 10 on.
+  const Index inner = slice_operand(at, 1, 2, 1, {4, 34});
+  CHECK(offset(slice_operand(inner, 1, 8, 1, {4, 42})) == "(i / 32) * 42 + ((i % 32 + 2) + 8)");
+  // A slice of extent 1 is its start.
+  const Index one = index_from_root(make_root("r", 4), {4, 1});
+  CHECK(offset(slice_operand(one, 1, 5, 1, {4, 8})) == "r * 8 + (5)");
+}
+
+TEST_CASE("a slice keeps vector lanes when its start keeps their alignment", "[templates][index]") {
+  const Index at = index_from_root(make_lane_root("i", "i0", 4 * 64, 4), {4, 64});
+  CHECK(lane(slice_operand(at, 1, 64, 1, {4, 128})) == Lane::unit);
+  CHECK(offset(slice_operand(at, 1, 64, 1, {4, 128}), true) == "(i0 / 64) * 128 + (i0 % 64 + 64)");
+  CHECK(lane(slice_operand(at, 1, 2, 1, {4, 128})) == Lane::other);  // misaligned start
+  CHECK(lane(slice_operand(at, 1, 0, 2, {4, 128})) == Lane::other);  // stride 2
+  CHECK(lane(slice_operand(at, 0, 1, 1, {5, 64})) == Lane::unit);    // another axis
+}
+
+TEST_CASE("a concat's operands are read in range everywhere", "[templates][index]") {
+  const BasePtr i = make_root("i", 4 * 10);
+  const Index at = index_from_root(i, {4, 10});  // concat of [4,3], [4,5], [4,2] along axis 1
+  CHECK(offset(axis_coordinate(at, 1)) == "i % 10");
+  CHECK(offset(concat_operand(at, 1, 0, {4, 3})) == "(i / 10) * 3 + (i % 10) % 3");
+  // Offset 3, extent 5: (c + 2) % 5 is c - 3 for c in [3, 8).
+  CHECK(offset(concat_operand(at, 1, 3, {4, 5})) == "(i / 10) * 5 + (i % 10 + 2) % 5");
+  // Offset 8, extent 2: (c + 0) % 2 is c - 8 for c in [8, 10).
+  CHECK(offset(concat_operand(at, 1, 8, {4, 2})) == "(i / 10) * 2 + (i % 10) % 2");
+  const Index lanes = index_from_root(make_lane_root("i", "i0", 4 * 128, 4), {4, 128});
+  CHECK(lane(concat_operand(lanes, 1, 64, {4, 64})) == Lane::unit);
+  CHECK(lane(concat_operand(lanes, 1, 62, {4, 66})) == Lane::other);
+}
