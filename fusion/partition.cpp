@@ -13,7 +13,9 @@
 //   4. recomputation (recompute.h): an elementwise value written only for other regions to read
 //      is marked free, to be evaluated again where it is read, and steps 0 to 3 run again; kept
 //      when the plan is cheaper (fewer kernels or bytes moved, neither more), repeated while one
-//      is.
+//      is;
+//   5. one-pass statistics (welford.h): each normalization region lists the mean/variance
+//      pairs it can accumulate in one reduction (Region::welford).
 // Every producer/consumer pair considered gets a Decision with its reason, and every region
 // that evaluates a recomputed value one saying so.
 #include "fusion/partition.h"
@@ -34,6 +36,7 @@
 #include "fusion/epilogue.h"
 #include "fusion/recompute.h"
 #include "fusion/region_check.h"
+#include "fusion/welford.h"
 #include "ir/shape.h"
 
 namespace fusejit::fusion {
@@ -423,6 +426,7 @@ Region kernel_region(const Dataflow& df, const std::vector<NodeId>& members) {
   r.nodes = detail::region_nodes(df, members);
   r.inputs = detail::region_inputs(df, members);
   r.outputs = outputs;
+  r.welford = welford_pairs(*df.graph, r);
   return r;
 }
 
@@ -570,6 +574,16 @@ Plan partition(const ir::Graph& g, const PartitionOptions& options) {
   plan.decisions = std::move(best.decisions);
   for (Decision& d : detail::recompute_decisions(best.df, plan.regions, steps)) {
     plan.decisions.push_back(std::move(d));
+  }
+  for (const Region& r : plan.regions) {
+    for (const WelfordPair& p : r.welford) {
+      plan.decisions.push_back(
+          {p.mean, p.variance, true,
+           fmt::format("one-pass statistics: mean %{} and variance %{} accumulated together "
+                       "(count, mean, M2; Welford within a thread, Chan between partials), one "
+                       "reduction instead of two",
+                       p.mean, p.variance)});
+    }
   }
   return plan;
 }

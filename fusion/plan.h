@@ -28,6 +28,9 @@
 //                own row (checked): one block per row can read each row once. Between a reduce
 //                and its uses there are only elementwise ops, broadcasts (implicit or expand),
 //                reshapes that add or drop size-1 axes, and permutes that stay within the row.
+//                `welford` lists the mean/variance pairs (fusion/welford.h) whose statistics
+//                code generation accumulates together in one pass: the variance is not a
+//                reduction of its own after the mean.
 // gemm           One matmul and what its epilogue folds: one library call (one or more
 //                cuBLASLt calls of one description) computing
 //                D = act(alpha * (A @ B) + beta * C + bias), f32 inside, rounded once to D's dtype.
@@ -107,6 +110,14 @@ struct GemmEpilogue {
 // "none", "relu", "gelu_tanh".
 std::string_view activation_name(GemmEpilogue::Activation activation);
 
+// A mean M = mean(X) and a variance, sum or mean of (X - M)^2 over the same axes, that one
+// reduction accumulates together (fusion/welford.h).
+struct WelfordPair {
+  NodeId mean = -1;
+  NodeId variance = -1;
+  bool operator==(const WelfordPair&) const = default;
+};
+
 struct Region {
   RegionKind kind = RegionKind::pointwise;
   // Nodes computed by this region, in topological order (ascending ids). Constants and views
@@ -125,6 +136,9 @@ struct Region {
   // reduction, normalization: the reduced axes of `shape`, sorted; empty otherwise.
   std::vector<int64_t> reduce_axes;
   GemmEpilogue epilogue;  // gemm regions only
+  // normalization: the mean/variance pairs accumulated in one pass (fusion/welford.h), by
+  // ascending variance id; empty otherwise.
+  std::vector<WelfordPair> welford;
 };
 
 // One "why": a cut between regions, a fusion that was refused, or one that was made. Producer

@@ -107,6 +107,12 @@ std::string json_region(const Plan& plan, const Region& r) {
   if (r.kind == RegionKind::reduction || r.kind == RegionKind::normalization) {
     out += fmt::format(",\"reduce_axes\":{}", json_ints(r.reduce_axes));
   }
+  if (r.kind == RegionKind::normalization) {
+    out += fmt::format(",\"welford\":{}", json_list(r.welford, [](const WelfordPair& p) {
+                         return fmt::format("{{\"mean\":{},\"variance\":{}}}", json_id(p.mean),
+                                            json_id(p.variance));
+                       }));
+  }
   if (r.kind == RegionKind::gemm) out += fmt::format(",\"epilogue\":{}", json_epilogue(r.epilogue));
   return out + "}";
 }
@@ -166,6 +172,10 @@ std::string plan_to_text(const Plan& plan) {
     out += fmt::format("  inputs:  {}\n  outputs: {}\n", ids(r.inputs), ids(r.outputs));
     if (r.kind == RegionKind::gemm)
       out += fmt::format("  epilogue: {}\n", epilogue_text(r.epilogue));
+    for (const WelfordPair& p : r.welford) {
+      out += fmt::format("  one-pass statistics: mean %{}, variance %{} (Welford)\n", p.mean,
+                         p.variance);
+    }
     for (const std::string& refusal : r.epilogue.refusals) out += "  not folded: " + refusal + "\n";
     for (NodeId id : r.nodes) out += "    " + ir::node_line(plan.graph, id) + "\n";
   }

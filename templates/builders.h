@@ -21,6 +21,7 @@ struct KernelBody {
   int waves = 4;  // grid cap in full waves; 0: none (Kernel::waves)
   int shared_bytes = 0;  // dynamic shared memory (the templates use static shared memory only)
   bool reduces = false;  // needs device/fj_reduce.cuh
+  bool welford = false;  // needs device/fj_welford.cuh (one-pass mean and variance)
   bool serial_launches = false;  // uses module-scope scratch (see Kernel::serial_launches)
 };
 

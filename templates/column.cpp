@@ -64,7 +64,7 @@ struct ColumnConfig {
 int64_t accumulator_bytes(const RegionInfo& info, const ReduceSpace& space) {
   int64_t bytes = 0;
   for (ir::NodeId r : space.accumulated()) {
-    bytes += accumulator_of(info, r, space.is_paired_max(r)).bytes;
+    bytes += accumulator_of(info, r, space.pairing(r)).bytes;
   }
   return bytes;
 }
@@ -282,7 +282,7 @@ kir::ExprP ColumnBuilder::intercept(ir::NodeId id, const Index& at) {
 }
 
 Accumulator ColumnBuilder::accumulator(ir::NodeId r) const {
-  return accumulator_of(info_, r, space_.is_paired_max(r));
+  return accumulator_of(info_, r, space_.pairing(r));
 }
 
 // Reduce r's accumulators a<r>[V], what each element adds to them, their combination over the
@@ -314,15 +314,11 @@ void ColumnBuilder::add_accumulator(ir::NodeId r) {
 // accumulators: a pair's maximum is its field m, its sum fj_max_sum_total of the pair.
 void ColumnBuilder::add_reduced_value(ir::NodeId r) {
   const ir::Node& n = info_.node(r);
-  kir::ExprP value = acc(r, j_);
-  if (const auto it = space_.online.find(r); it != space_.online.end()) {
-    value = kir::call("fj_max_sum_total", {acc(it->second, j_)});
-  } else if (space_.is_paired_max(r)) {
-    value = kir::member(value, "m");
-  }
+  const kir::ExprP value = reduced_value(info_, space_, r, space_.length,
+                                         [&](ir::NodeId id) { return acc(id, j_); });
   const kir::ExprP reduced =
       finish_.array(std::string(dtype_code(n.dtype).arith), fmt::format("v{}", r), cfg_.v);
-  per_lane(finish_).assign(kir::subscript(reduced, j_), finish(info_, n, value, space_.length));
+  per_lane(finish_).assign(kir::subscript(reduced, j_), value);
   finished_[r] = reduced;
 }
 
@@ -374,7 +370,7 @@ SplitPartials ColumnBuilder::split_partials() const {
   split.value = kir::add(kir::mul(j_, kir::lit(cfg_.tx)), tx_);
   split.lanes = cfg_.v;
   split.holders = holders_;
-  for (const auto& [sum, max] : space_.online) split.paired.insert(max);
+  for (const auto& [sum, max] : space_.online) split.paired[max] = Pairing::max_sum;
   return split;
 }
 

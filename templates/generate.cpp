@@ -6,7 +6,8 @@
 //   a header line naming the generator and its version
 //   device/fj_core.cuh, fj_math.cuh, fj_memory.cuh (and fj_reduce.cuh for reductions,
 //   fj_cluster.cuh for kernels whose rows are split over thread-block clusters, fj_random.cuh
-//   for kernels that draw random numbers)
+//   for kernels that draw random numbers, fj_welford.cuh for kernels that accumulate a mean
+//   and a variance together)
 //   kKernelMarker, then the template's comment lines and the __global__ function
 #include <algorithm>
 #include <cctype>
@@ -107,6 +108,7 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   if (body.reduces) helpers.push_back("fj_reduce.cuh");
   if (body.fn.cluster > 1) helpers.push_back("fj_cluster.cuh");
   if (draws_random(g, region)) helpers.push_back("fj_random.cuh");
+  if (body.welford) helpers.push_back("fj_welford.cuh");
   for (std::string_view h : helpers) {
     source += fmt::format("\n// ==== {} ====\n", h);
     source += device_source(h);

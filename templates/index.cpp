@@ -45,11 +45,14 @@ std::string print_digit(const Digit& d, bool lane0, bool& compound) {
   return s;
 }
 
+// A base of make_zero: opaque, with no terms and no constant.
+bool is_zero(const Base& b) { return b.name.empty() && b.terms.empty() && b.constant == 0; }
+
 std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, bool lane0,
                         int64_t constant = 0) {
-  if (terms.empty()) return std::to_string(constant);
   std::string s;
   for (const auto& [digit, place] : terms) {
+    if (is_zero(*digit.base)) continue;
     if (!s.empty()) s += " + ";
     bool compound = false;
     const std::string d = print_digit(digit, lane0, compound);
@@ -60,8 +63,8 @@ std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, boo
       s += compound ? fmt::format("({}) * {}", d, place) : fmt::format("{} * {}", d, place);
     }
   }
-  if (constant != 0) s += fmt::format(" + {}", constant);
-  return s;
+  if (constant != 0) s += s.empty() ? std::to_string(constant) : fmt::format(" + {}", constant);
+  return s.empty() ? "0" : s;
 }
 
 std::string print_base(const Base& b, bool lane0) {
@@ -187,6 +190,12 @@ BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, 
   b->lane_root = true;
   b->lane = Lane::unit;
   b->vector = vector;
+  return b;
+}
+
+BasePtr make_zero(int64_t bound) {
+  auto b = std::make_shared<Base>();
+  b->bound = bound;
   return b;
 }
 

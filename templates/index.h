@@ -71,6 +71,10 @@ struct Index {
 BasePtr make_root(std::string name, int64_t bound);
 // The lane root: value = lane0_name + j for lane j < vector; bound % vector == 0.
 BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, int vector);
+// A base that is always 0 over a range of `bound` positions: in place of a root, it indexes
+// the first element of that root's range (a row's first element, in place of k). Its digits
+// print as nothing.
+BasePtr make_zero(int64_t bound);
 
 // The index of `shape` whose linear (row-major) position is given by `flat` (digits whose
 // extents multiply to numel(shape)).

@@ -184,6 +184,26 @@ bool uses(const Block& b, std::string_view name) {
   return false;
 }
 
+namespace {
+
+// Removes the let of `name` from `b` or a block nested in it; true when it found it.
+bool erase_let(Block& b, std::string_view name) {
+  for (auto it = b.stmts.begin(); it != b.stmts.end(); ++it) {
+    if (it->kind == StmtKind::let && it->name == name) {
+      b.stmts.erase(it);
+      return true;
+    }
+    if (it->body && erase_let(*it->body, name)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool drop_if_unused(Block& b, std::string_view name) {
+  return !uses(b, name) && erase_let(b, name);
+}
+
 // ---- verify ----
 
 namespace {

@@ -153,6 +153,11 @@ bool uses(const ExprP& e, std::string_view name);
 bool uses(const Stmt& s, std::string_view name);
 bool uses(const Block& b, std::string_view name);
 
+// Removes the declaration (a let) of `name` from `b` or a block nested in it when no statement
+// of `b` reads it, so that a value computed for readers that never came prints nothing; true
+// when it removed one.
+bool drop_if_unused(Block& b, std::string_view name);
+
 // Checks that every variable read is declared before, in an enclosing block or as a
 // parameter, and that no literal spells a declared variable's name; throws InternalError
 // naming the first violation.

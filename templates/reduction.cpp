@@ -19,6 +19,7 @@
 
 #include "fusejit/error.h"
 #include "fusion/online_softmax.h"
+#include "fusion/welford.h"
 #include "ir/shape.h"
 #include "templates/builders.h"
 
@@ -42,6 +43,24 @@ ir::NodeId online_partner(const RegionInfo& info, ir::NodeId sum) {
   return fusion::online_pair(info.graph, sum, [&](ir::NodeId id) {
            return info.nodes.count(id) != 0;
          }).max;
+}
+
+// The mean M when the region lists `variance` in a mean/variance pair (Region::welford); else
+// -1. The pair is checked against the pattern (fusion/welford.h), so that a region built by
+// hand cannot pair values that are not a mean and the variance around it.
+ir::NodeId welford_partner(const RegionInfo& info, ir::NodeId variance) {
+  for (const fusion::WelfordPair& p : info.region.welford) {
+    if (p.variance != variance) continue;
+    const fusion::WelfordPair found = fusion::welford_pair(
+        info.graph, variance, [&](ir::NodeId id) { return info.nodes.count(id) != 0; });
+    if (!(found == p)) {
+      throw InternalError(fmt::format(
+          "the region pairs mean %{} with variance %{}, which is not a variance around it",
+          p.mean, p.variance));
+    }
+    return p.mean;
+  }
+  return -1;
 }
 
 // The layout, from the pattern of kept (K) and reduced (R) axes, extent-1 axes ignored and runs
@@ -80,24 +99,56 @@ bool ReduceSpace::is_paired_max(ir::NodeId r) const {
   return std::any_of(online.begin(), online.end(), [&](const auto& pair) { return pair.second == r; });
 }
 
+Pairing ReduceSpace::pairing(ir::NodeId r) const {
+  if (is_paired_max(r)) return Pairing::max_sum;
+  const bool mean = std::any_of(welford.begin(), welford.end(),
+                                [&](const auto& pair) { return pair.second == r; });
+  return mean ? Pairing::welford : Pairing::none;
+}
+
 std::vector<ir::NodeId> ReduceSpace::accumulated() const {
   std::vector<ir::NodeId> out;
   for (ir::NodeId r : reduces) {
-    if (online.count(r) == 0) out.push_back(r);
+    if (online.count(r) == 0 && welford.count(r) == 0) out.push_back(r);
   }
   return out;
 }
 
-Accumulator accumulator_of(const RegionInfo& info, ir::NodeId r, bool paired_max) {
+Accumulator accumulator_of(const RegionInfo& info, ir::NodeId r, Pairing pairing) {
   const ir::Node& n = info.node(r);
   const DType acc = accumulator_dtype(n);
-  if (paired_max) {
-    return {"fj_max_sum", fmt::format("{{{}, 0.0f}}", reduce_identity(n.op, acc)),
-            fmt::format("fj_op_max_sum<{}>", info.fast != FastMath::none ? "true" : "false"),
-            2 * dtype_size(acc)};
+  switch (pairing) {
+    case Pairing::max_sum:
+      return {"fj_max_sum", fmt::format("{{{}, 0.0f}}", reduce_identity(n.op, acc)),
+              fmt::format("fj_op_max_sum<{}>", info.fast != FastMath::none ? "true" : "false"),
+              2 * dtype_size(acc)};
+    case Pairing::welford:
+      return {"fj_welford", "{0.0f, 0.0f, 0.0f}", "fj_op_welford", 3 * dtype_size(acc)};
+    case Pairing::none:
+      break;
   }
   return {std::string(dtype_code(acc).arith), reduce_identity(n.op, acc),
           std::string(reduce_functor(n.op)), dtype_size(acc)};
+}
+
+kir::ExprP reduced_value(const RegionInfo& info, const ReduceSpace& space, ir::NodeId r,
+                         int64_t count, const std::function<kir::ExprP(ir::NodeId)>& acc) {
+  const ir::Node& n = info.node(r);
+  if (const auto it = space.online.find(r); it != space.online.end()) {
+    return finish(info, n, kir::call("fj_max_sum_total", {acc(it->second)}), count);
+  }
+  if (const auto it = space.welford.find(r); it != space.welford.end()) {
+    return finish(info, n, kir::member(acc(it->second), "m2"), count);
+  }
+  switch (space.pairing(r)) {
+    case Pairing::max_sum:
+      return finish(info, n, kir::member(acc(r), "m"), count);
+    case Pairing::welford:  // the mean itself (f32: nothing to round)
+      return kir::member(acc(r), "m");
+    case Pairing::none:
+      break;
+  }
+  return finish(info, n, acc(r), count);
 }
 
 ReduceSpace analyze_reduction(const RegionInfo& info, bool online) {
@@ -133,6 +184,10 @@ ReduceSpace analyze_reduction(const RegionInfo& info, bool online) {
       r += 1;
       if (const ir::NodeId m = online ? online_partner(info, id) : -1; m >= 0) {
         space.online[id] = m;
+        space.depth[id] = r = space.depth.at(m);
+      }
+      if (const ir::NodeId m = welford_partner(info, id); m >= 0) {
+        space.welford[id] = m;
         space.depth[id] = r = space.depth.at(m);
       }
     }
@@ -191,6 +246,11 @@ kir::ExprP accumulator(const SplitPartials& split, ir::NodeId r) {
 
 kir::ExprP partials(ir::NodeId r) { return kir::var(fmt::format("fj_partial{}", r)); }
 
+Pairing pairing_of(const SplitPartials& split, ir::NodeId r) {
+  const auto it = split.paired.find(r);
+  return it == split.paired.end() ? Pairing::none : it->second;
+}
+
 }  // namespace
 
 void add_split_scratch(kir::Block& head, const RegionInfo& info,
@@ -203,7 +263,7 @@ void add_split_scratch(kir::Block& head, const RegionInfo& info,
       group);
   head.comment("them in a fixed order and resets the count for the next launch");
   for (ir::NodeId r : reduces) {
-    head.array("__device__ " + accumulator_of(info, r, split.paired.count(r) != 0).type,
+    head.array("__device__ " + accumulator_of(info, r, pairing_of(split, r)).type,
                fmt::format("fj_partial{}", r), split.groups * split.pieces * split.width);
   }
   head.array("__device__ unsigned int", "fj_arrivals", split.groups);
@@ -245,8 +305,8 @@ kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& re
 void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,
                     const SplitPartials& split, kir::ExprP first, int64_t step) {
   for (ir::NodeId r : reduces) {
-    const bool paired = split.paired.count(r) != 0;
-    const Accumulator acc = accumulator_of(info, r, paired);
+    const bool paired = pairing_of(split, r) != Pairing::none;
+    const Accumulator acc = accumulator_of(info, r, pairing_of(split, r));
     per_lane(out, split).assign(accumulator(split, r), kir::lit(acc.identity));
     kir::Block& fold = out.loop("int", "q", first, kir::lit(split.pieces),
                                 step == 1 ? nullptr : kir::lit(step), step == 1 ? 0 : 4);
@@ -273,7 +333,8 @@ KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options
       space.passes == 1 &&
       std::all_of(space.outputs.begin(), space.outputs.end(),
                   [](const ReduceOutput& o) { return !o.full || o.pass == 1; });
-  if (space.layout == ReduceLayout::column && single_pass &&
+  // (Welford pairs are only in normalization regions: their axes are trailing, so row-style.)
+  if (space.layout == ReduceLayout::column && single_pass && space.welford.empty() &&
       column_worthwhile(info, space, options)) {
     return build_column(info, space, options);
   }

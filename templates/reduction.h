@@ -3,6 +3,7 @@
 // of an element of the reduced tensor in terms of the kernel's loop variables.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -27,6 +28,10 @@ struct ReduceOutput {
   int pass = 0;       // full outputs: the element pass that writes it (1 .. passes + 1)
 };
 
+// What a reduce's accumulator holds: its own statistic, the (max, sum of exp) of an online
+// softmax pair (fj_max_sum), or the (count, mean, M2) of a mean/variance pair (fj_welford).
+enum class Pairing { none, max_sum, welford };
+
 struct ReduceSpace {
   Shape shape;                // the operand shape of every reduce node
   std::vector<int64_t> axes;  // reduced axes, ascending
@@ -37,6 +42,10 @@ struct ReduceSpace {
   // pass with M, rescaled as the running maximum grows, instead of in a pass of its own
   // (see online_partner in reduction.cpp).
   std::map<ir::NodeId, ir::NodeId> online;
+  // One-pass mean and variance (fusion/welford.h, the region's Region::welford): variance ->
+  // mean. The mean accumulates (count, mean, M2) in an fj_welford, and the variance, read from
+  // its M2, needs no accumulator and no pass of its own.
+  std::map<ir::NodeId, ir::NodeId> welford;
   int passes = 1;      // the deepest reduce
   int64_t rows = 1;    // elements of the result (kept axes)
   int64_t length = 1;  // elements reduced into each
@@ -47,7 +56,10 @@ struct ReduceSpace {
 
   // r is the maximum of an online pair (it accumulates with its sum in an fj_max_sum).
   bool is_paired_max(ir::NodeId r) const;
-  // The reduce nodes that keep an accumulator of their own: all but the sums of online pairs.
+  // What reduce r's accumulator holds (for the reduces of accumulated()).
+  Pairing pairing(ir::NodeId r) const;
+  // The reduce nodes that keep an accumulator of their own: all but the sums of online pairs
+  // and the variances of Welford pairs.
   std::vector<ir::NodeId> accumulated() const;
 };
 
@@ -59,15 +71,23 @@ bool is_reduced_axis(const ReduceSpace& space, size_t axis);
 // How a kernel accumulates reduce r: the accumulator's C type, its identity (a literal that
 // initializes or assigns it) and the functor combining two partial results (or a partial result
 // and one element). The maximum of an online pair accumulates (max, sum of exp(x - max)) in an
-// fj_max_sum with fj_op_max_sum (device/fj_reduce.cuh); other reductions their accumulator
-// dtype with their op's functor.
+// fj_max_sum with fj_op_max_sum (device/fj_reduce.cuh), the mean of a Welford pair (count,
+// mean, M2) in an fj_welford with fj_op_welford (device/fj_welford.cuh); other reductions
+// their accumulator dtype with their op's functor.
 struct Accumulator {
   std::string type;
   std::string identity;
   std::string functor;
   int bytes = 0;
 };
-Accumulator accumulator_of(const RegionInfo& info, ir::NodeId r, bool paired_max);
+Accumulator accumulator_of(const RegionInfo& info, ir::NodeId r, Pairing pairing);
+
+// Reduce r's value once the accumulators are fully reduced over `count` elements; `acc(id)` is
+// the accumulator of reduce id. An online pair's sum is fj_max_sum_total of its maximum's pair
+// and the maximum its field m; a Welford pair's mean is the field m and its variance the
+// field m2 (over the count, for a mean); any other reduce its accumulator, finished.
+kir::ExprP reduced_value(const RegionInfo& info, const ReduceSpace& space, ir::NodeId r,
+                         int64_t count, const std::function<kir::ExprP(ir::NodeId)>& acc);
 
 // The index of an element of the reduced tensor: each axis draws its digits from the root of
 // its group (group_of(axis) picks the position in `roots`); each root is split over the
@@ -109,8 +129,8 @@ struct SplitPartials {
   kir::ExprP value;    // the thread's value within `width` (may read j); null: 0
   int lanes = 0;       // 0: each holder has a scalar accumulator a<r>; L: an array a<r>[j], j < L
   kir::ExprP holders;  // the threads that hold the block's partials; null: thread 0 alone
-  // The maxima of online pairs among the reduces: their partials are fj_max_sum pairs.
-  std::set<ir::NodeId> paired;
+  // The reduces whose partials are pairs (fj_max_sum, fj_welford), loaded field by field.
+  std::map<ir::NodeId, Pairing> paired;
 };
 
 // The kernel's header lines on the split (`pieces`: "rows split in 8 pieces of 512 elements",

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "ir/shape.h"
 #include "templates/builders.h"
 
 namespace fusejit::templates {
@@ -13,8 +14,9 @@ namespace {
 // The row share of a thread, for choosing G: single-pass kernels stream (32 elements in flight
 // per thread); multi-pass kernels hold the row in registers, 64 bytes of storage per thread
 // (32 bf16 or 16 f32 values), which keeps 64 KiB of rows in flight per SM at 64 registers per
-// thread: 16384 bf16 values take two 512-thread blocks per SM, 16384 f32 ones one of 1024
-// (before sm_90; from sm_90 on a cluster of two blocks of 512, see cluster_config).
+// thread: 16384 bf16 values take two 512-thread blocks per SM, 16384 f32 ones one of 1024, or
+// two of 512 with 32 values per thread where what a thread keeps live fits the registers
+// (widest_multi_pass_block).
 constexpr int64_t kStreamElementsPerThread = 32;
 constexpr int64_t kCachedBytesPerThread = 64;
 // Split rows: when a single-pass kernel has too few rows to give the device (about 1024 blocks
@@ -33,6 +35,64 @@ int64_t paired_block(const Target& t) {
 // The elements a thread of a multi-pass kernel holds: 64 bytes of storage (see above).
 int64_t cached_share(const RegionInfo& info) {
   return std::clamp<int64_t>(kCachedBytesPerThread / info.max_element_size(), 8, kCacheBudget);
+}
+
+// What a thread of a cached row kernel keeps in 32-bit registers, holding `values` elements
+// of the row per array (`v` per vector): its register cache (an f32 array per value the
+// passes read again); the vectors along the row that are the same for every row (a weight, a
+// bias), which the compiler hoists out of the row loop whole (values elements each, in their
+// storage type); the V lanes of each full-size output a pass writes; and kLiveMargin for the
+// rest (indices, addresses, accumulators, a reduction's temporaries). Calibrated with ptxas -v
+// for sm_90 (test/jit/compile_test.cpp checks every suite kernel for spills): in blocks of 512
+// holding 32 f32 values per thread, softmax (cache and output: 36 + margin) fits the 64
+// registers two blocks per SM leave, RMS norm (its weight: 68) and layer norm (weight and
+// bias: 100) spill.
+constexpr int64_t kLiveMargin = 16;
+
+// True when `shape`, broadcast against the reduced shape (aligned from the right), varies
+// along reduced axes only: a vector along the row, the same for every row.
+bool along_row_only(const Shape& shape, const ReduceSpace& space) {
+  if (shape.size() > space.shape.size()) return false;
+  const size_t lead = space.shape.size() - shape.size();
+  bool along = false;
+  for (size_t a = 0; a < shape.size(); ++a) {
+    if (shape[a] == 1) continue;
+    if (!is_reduced_axis(space, a + lead)) return false;
+    along = true;
+  }
+  return along;
+}
+
+int64_t live_registers(const RegionInfo& info, const ReduceSpace& space, int64_t values, int v) {
+  const int64_t full = space.rows * space.length;
+  int64_t registers = kLiveMargin;
+  for (ir::NodeId id : frontier(info, space)) {
+    if (ir::numel(info.node(id).shape) == full) registers += values;
+  }
+  for (ir::NodeId id : info.region.inputs) {
+    const ir::Node& n = info.node(id);
+    if (along_row_only(n.shape, space)) registers += ceil_div(values * dtype_size(n.dtype), 4);
+  }
+  for (const ReduceOutput& out : space.outputs) registers += out.full ? v : 0;
+  return registers;
+}
+
+// The widest block of a multi-pass kernel: a quarter of the SM's threads (two blocks per SM:
+// one loads while the other waits on its block reductions) when the row still fits the
+// register cache of such a block and what a thread then keeps live fits the registers two of
+// them leave it; else half the SM's threads (one block per SM, twice the registers per
+// element). Measured on an H200: softmax of f32 rows of 16384, 0.597 ms in one block of 1024
+// per SM, 0.552 ms in two of 512; layer and RMS norms that spilled in blocks of 512 ran 1.1-2x
+// slower, which the register count now refuses.
+int64_t widest_multi_pass_block(const RegionInfo& info, const ReduceSpace& space, int v) {
+  const Target& t = info.target;
+  const int64_t paired = paired_block(t);
+  const int64_t chunks = ceil_div(ceil_div(space.length, v), paired);
+  const int64_t values = chunks * v;
+  if (chunks > kMaxUnrolledChunks || values > kCacheBudget) return widest_cached_block(t);
+  const int64_t registers = live_registers(info, space, values, v);
+  const int cap = t.registers_for(static_cast<int>(paired), min_resident_blocks(t, paired));
+  return registers <= cap ? paired : widest_cached_block(t);
 }
 
 // Multi-pass rows on a GPU with clusters, when `today` (one block per row) leaves the row out
@@ -85,6 +145,26 @@ std::optional<RowConfig> cluster_config(const RegionInfo& info, const ReduceSpac
 
 }  // namespace
 
+// Values computed before any reduction and read again after one: what a register cache holds.
+std::set<ir::NodeId> frontier(const RegionInfo& info, const ReduceSpace& space) {
+  std::set<ir::NodeId> out;
+  auto reach = [&](ir::NodeId id) {
+    const auto it = space.reach.find(id);
+    return it == space.reach.end() ? 0 : it->second;
+  };
+  for (ir::NodeId id : info.region.nodes) {
+    if (info.inputs.count(id) != 0 || space.depth.count(id) != 0 || reach(id) == 0) continue;
+    for (ir::NodeId op : info.node(id).inputs) {
+      if (reach(op) == 0 && info.node(op).op != ir::Op::constant) out.insert(op);
+    }
+  }
+  return out;
+}
+
+int min_resident_blocks(const Target& t, int64_t block) {
+  return std::max<int>(1, t.threads_per_sm / 2 / static_cast<int>(block));
+}
+
 int element_passes(const ReduceSpace& space) {
   int passes = space.passes;
   for (const ReduceOutput& out : space.outputs) {
@@ -105,7 +185,7 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
   // registers; a streaming kernel does better with two such blocks per SM (measured on an
   // H200: sum of squares over rows of 16384, 0.127 ms with 512 threads against 0.145 with 1024).
   const int64_t widest =
-      multi_pass ? widest_cached_block(info.target) : paired_block(info.target);
+      multi_pass ? widest_multi_pass_block(info, space, v) : paired_block(info.target);
   if (g <= 32) {
     c.group = g;
     c.block = 256;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 
 #include "templates/reduction.h"
 
@@ -38,5 +39,15 @@ struct RowConfig {
 int element_passes(const ReduceSpace& space);
 
 RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bool multi_pass);
+
+// The blocks a row kernel of `block` threads asks to keep resident per SM (the minimum of its
+// launch bounds): half the SM's threads in all, which with 2048 threads and 64 K registers per
+// SM leaves each thread 64 registers; blocks of a quarter of the SM's threads or fewer get two
+// or more per SM.
+int min_resident_blocks(const Target& t, int64_t block);
+
+// Values computed before any reduction and read again after one: what the register cache of a
+// multi-pass kernel holds (one array each).
+std::set<ir::NodeId> frontier(const RegionInfo& info, const ReduceSpace& space);
 
 }  // namespace fusejit::templates

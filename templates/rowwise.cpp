@@ -43,22 +43,6 @@ namespace fusejit::templates {
 
 namespace {
 
-// Values computed before any reduction and read again after one: what a register cache holds.
-std::set<ir::NodeId> frontier(const RegionInfo& info, const ReduceSpace& space) {
-  std::set<ir::NodeId> out;
-  auto reach = [&](ir::NodeId id) {
-    const auto it = space.reach.find(id);
-    return it == space.reach.end() ? 0 : it->second;
-  };
-  for (ir::NodeId id : info.region.nodes) {
-    if (info.inputs.count(id) != 0 || space.depth.count(id) != 0 || reach(id) == 0) continue;
-    for (ir::NodeId op : info.node(id).inputs) {
-      if (reach(op) == 0 && info.node(op).op != ir::Op::constant) out.insert(op);
-    }
-  }
-  return out;
-}
-
 // static_cast<type>(value)
 kir::ExprP static_cast_to(std::string_view type, kir::ExprP value) {
   return kir::call(fmt::format("static_cast<{}>", type), {std::move(value)});
@@ -82,8 +66,9 @@ class RowwiseBuilder {
             [this](ir::NodeId id, const Index& at) { return intercept(id, at); }) {
     row_ = make_root("row", space.rows);
     k_ = make_lane_root("k", "k0", space.length, cfg.v);
-    x_ = grouped_index(space.shape, {row_, k_},
-                       [&](size_t a) { return is_reduced_axis(space, a) ? size_t{1} : size_t{0}; });
+    const auto group_of = [&](size_t a) { return is_reduced_axis(space, a) ? size_t{1} : size_t{0}; };
+    x_ = grouped_index(space.shape, {row_, k_}, group_of);
+    first_ = grouped_index(space.shape, {row_, make_zero(space.length)}, group_of);
     row_digits_ = {Digit{row_, 1, space.rows}};
     row_key_ = index_key(Index{{space.rows}, {row_digits_}});
     guard_row_ = space.rows % cfg.rows_per_block != 0;
@@ -94,7 +79,6 @@ class RowwiseBuilder {
     slot_ = cfg.v > 1 ? kir::add(kir::mul(kir::var("c"), kir::lit(cfg.v)), kir::var("j"))
                       : kir::var("c");
     max_cache_entries_ = cfg.chunks <= kMaxUnrolledChunks ? kCacheBudget / (cfg.chunks * cfg.v) : 0;
-    for (const auto& [sum, max] : space.online) max_with_sum_.insert(max);
   }
 
   KernelBody build();
@@ -132,8 +116,10 @@ class RowwiseBuilder {
   void add_cluster_row_loop(kir::Block& out, const kir::Block& row_body) const;
   std::vector<ClusterPartial> cluster_partials(const std::vector<ir::NodeId>& here) const;
   void add_accumulate(kir::Block& main, Pass& p, ir::NodeId r);
-  std::string functor(ir::NodeId r) const;
-  kir::ExprP accumulator(ir::NodeId r) const;
+  void add_deviations(kir::Block& main, const std::vector<ir::NodeId>& means);
+  Accumulator accumulator(ir::NodeId r) const;
+  kir::ExprP welford_shift(ir::NodeId r);
+  bool cached(ir::NodeId id) const;
   void store_full(Pass& p, const ReduceOutput& out);
   void add_chunk_loop(kir::Block& out, const Pass& p) const;
   SplitPartials split_partials() const;
@@ -145,6 +131,7 @@ class RowwiseBuilder {
   Values values_;
   BasePtr row_, k_;
   Index x_;
+  Index first_;  // the row's first element
   Digits row_digits_;
   IndexKey row_key_;  // the element `row` of a reduce result: where its value may be read
   bool guard_row_ = false, guard_k_ = false, guard_end_ = false;
@@ -156,10 +143,15 @@ class RowwiseBuilder {
   Pass* current_ = nullptr;
   std::map<ir::NodeId, kir::ExprP> finished_;
   std::vector<CacheEntry> cache_;
+  // The means of Welford pairs whose operand the register cache holds: their pass counts and
+  // sums, and a second sweep over the cache adds the squared deviations (add_deviations).
+  std::vector<ir::NodeId> exact_;
+  // Per streamed Welford mean: the row's first value of its operand, which every value is
+  // taken relative to (welford_shift).
+  std::map<ir::NodeId, kir::ExprP> shift_;
   std::map<ValueKey, std::string> cache_index_;
   bool filling_cache_ = false;
   int vector_accesses_ = 0;
-  std::set<ir::NodeId> max_with_sum_;  // maxima accumulated with their sum (ReduceSpace::online)
   kir::Block cluster_slots_;  // the __shared__ slots of the cluster exchanges
   kir::ExprP phase_;          // which of a slot's two halves a row uses (one exchange per row)
 };
@@ -237,36 +229,68 @@ kir::ExprP RowwiseBuilder::intercept(ir::NodeId id, const Index& at) {
 
 // The accumulator of reduce r and, in pass p, the statement adding one element to it. The
 // maximum of an online softmax pair (ReduceSpace::online) accumulates (max, sum) together in an
-// fj_max_sum; its sum has no accumulator of its own.
+// fj_max_sum, the mean of a Welford pair (ReduceSpace::welford) (count, mean, M2) in an
+// fj_welford; the sum and the variance have no accumulator of their own. A Welford mean whose
+// operand is in the register cache is accumulated exactly instead of by Welford's update:
+// this pass counts and adds up the values, add_deviations then adds their squared deviations.
 void RowwiseBuilder::add_accumulate(kir::Block& main, Pass& p, ir::NodeId r) {
-  if (space_.online.count(r) != 0) return;
+  if (space_.online.count(r) != 0 || space_.welford.count(r) != 0) return;
   const ir::Node& n = info_.node(r);
-  const DType acc = accumulator_dtype(n);
   const ir::Node& x = info_.node(n.inputs[0]);
-  const kir::ExprP v = convert_to(acc, x.dtype, values_.value(n.inputs[0], x_, p.lane));
-  const std::string name = fmt::format("a{}", r);
-  const std::string identity = reduce_identity(n.op, acc);
-  const kir::ExprP a =
-      max_with_sum_.count(r) != 0
-          ? main.let_mut("fj_max_sum", name, kir::lit(fmt::format("{{{}, 0.0f}}", identity)))
-          : main.let_mut(std::string(dtype_code(acc).arith), name, kir::lit(identity));
-  p.body.assign(a, kir::call(functor(r) + "()", {a, v}));
+  kir::ExprP v =
+      convert_to(accumulator_dtype(n), x.dtype, values_.value(n.inputs[0], x_, p.lane));
+  const Accumulator acc = accumulator(r);
+  const kir::ExprP a = main.let_mut(acc.type, fmt::format("a{}", r), kir::lit(acc.identity));
+  std::string functor = acc.functor;
+  if (space_.pairing(r) == Pairing::welford) {
+    if (cached(n.inputs[0])) {
+      functor = "fj_op_count_sum";
+      exact_.push_back(r);
+    } else {
+      v = kir::infix(v, "-", welford_shift(r));
+    }
+  }
+  p.body.assign(a, kir::call(functor + "()", {a, v}));
 }
 
-std::string RowwiseBuilder::functor(ir::NodeId r) const {
-  if (max_with_sum_.count(r) != 0) {
-    return fmt::format("fj_op_max_sum<{}>", info_.fast != FastMath::none ? "true" : "false");
-  }
-  return std::string(reduce_functor(info_.node(r).op));
+// The shift of a streamed Welford mean r: its operand at the row's first element, loaded once
+// per row. Partial means of the values less the shift stay near 0 when the row's mean is large
+// against its spread, where f32 would round partial means of the values themselves to the
+// mean's precision (x = 1e4 + N(0, 1): 2^-10), and Chan's update would carry that error into M2
+// (a relative 1e-5 to 1e-4 there). Rows held in registers go without: the shift's register is
+// the one their kernels do not have (ptxas spills f32 layer norms of 4096 and 16384 with it).
+kir::ExprP RowwiseBuilder::welford_shift(ir::NodeId r) {
+  if (const auto it = shift_.find(r); it != shift_.end()) return it->second;
+  const ir::NodeId x = info_.node(r).inputs[0];
+  const kir::ExprP k = values_.value(x, first_, row_scope_);
+  shift_[r] = k;
+  return k;
 }
 
-// The expression holding reduce r's value once its group has reduced it.
-kir::ExprP RowwiseBuilder::accumulator(ir::NodeId r) const {
-  if (const auto it = space_.online.find(r); it != space_.online.end()) {
-    return kir::call("fj_max_sum_total", {kir::var(fmt::format("a{}", it->second))});
+// The Welford means of this pass held exactly (exact_): their sums turned into means, and one
+// more sweep over the register cache adding each value's squared deviation from its mean.
+void RowwiseBuilder::add_deviations(kir::Block& main, const std::vector<ir::NodeId>& means) {
+  if (means.empty()) return;
+  auto p = new_pass();
+  current_ = p.get();
+  for (ir::NodeId r : means) {
+    const kir::ExprP a = kir::var(fmt::format("a{}", r));
+    main.assign(a, kir::call("fj_welford_center", {a}));
+    const ir::NodeId x = info_.node(r).inputs[0];
+    p->body.assign(a, kir::call("fj_op_deviation()", {a, values_.value(x, x_, p->lane)}));
   }
-  const kir::ExprP a = kir::var(fmt::format("a{}", r));
-  return max_with_sum_.count(r) != 0 ? kir::member(a, "m") : a;
+  main.comment("squared deviations from the thread's mean");
+  add_chunk_loop(main, *p);
+}
+
+Accumulator RowwiseBuilder::accumulator(ir::NodeId r) const {
+  return accumulator_of(info_, r, space_.pairing(r));
+}
+
+// True when the register cache holds `id` at the row's elements (so that reading it again
+// costs no memory access).
+bool RowwiseBuilder::cached(ir::NodeId id) const {
+  return cache_index_.count(value_key(id, x_)) != 0;
 }
 
 void RowwiseBuilder::store_full(Pass& p, const ReduceOutput& out) {
@@ -328,6 +352,9 @@ SplitPartials RowwiseBuilder::split_partials() const {
   split.groups = space_.rows;
   split.group = kir::var("row");
   split.piece = kir::var("s");
+  for (ir::NodeId r : space_.accumulated()) {
+    if (space_.pairing(r) != Pairing::none) split.paired[r] = space_.pairing(r);
+  }
   return split;
 }
 
@@ -351,6 +378,11 @@ kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
   }
   main.comment("pass {}", pass);
   add_chunk_loop(main, *p);
+  std::vector<ir::NodeId> exact;
+  for (ir::NodeId r : here) {
+    if (std::find(exact_.begin(), exact_.end(), r) != exact_.end()) exact.push_back(r);
+  }
+  add_deviations(main, exact);
   add_group_reduce(main, here);
   if (cfg_.cluster > 1 && !here.empty()) {
     add_cluster_exchange(cluster_slots_, main, cluster_partials(here), cfg_.cluster, phase_);
@@ -358,15 +390,24 @@ kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
   kir::Block* row = &main;
   if (cfg_.split > 1) {
     const SplitPartials split = split_partials();
-    row = &add_split_arrival(main, here, split);
-    add_split_fold(*row, info_, here, split, kir::lit(0), 1);
+    std::vector<ir::NodeId> kept;  // the reductions with accumulators of their own
+    for (ir::NodeId r : space_.accumulated()) {
+      if (space_.depth.at(r) == pass) kept.push_back(r);
+    }
+    row = &add_split_arrival(main, kept, split);
+    add_split_fold(*row, info_, kept, split, kir::lit(0), 1);
     add_split_reset(*row, split);
   }
+  const auto acc = [](ir::NodeId id) { return kir::var(fmt::format("a{}", id)); };
   for (ir::NodeId r : here) {
     const ir::Node& n = info_.node(r);
-    finished_[r] =
-        row->let(std::string(dtype_code(n.dtype).arith), values_.fresh(fmt::format("v{}", r)),
-                 finish(info_, n, accumulator(r), space_.length), std::string(ir::op_name(n.op)));
+    kir::ExprP value = reduced_value(info_, space_, r, space_.length, acc);
+    if (const auto shift = shift_.find(r); shift != shift_.end()) {
+      value = kir::add(shift->second, value);
+    }
+    finished_[r] = row->let(std::string(dtype_code(n.dtype).arith),
+                            values_.fresh(fmt::format("v{}", r)), value,
+                            std::string(ir::op_name(n.op)));
   }
   return *row;
 }
@@ -375,9 +416,10 @@ kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
 // when the group is the block.
 void RowwiseBuilder::add_group_reduce(kir::Block& main, const std::vector<ir::NodeId>& here) const {
   for (ir::NodeId r : here) {
-    if (space_.online.count(r) != 0) continue;  // reduced with its maximum
+    // (An online sum is reduced with its maximum, a Welford variance with its mean.)
+    if (space_.online.count(r) != 0 || space_.welford.count(r) != 0) continue;
     const kir::ExprP a = kir::var(fmt::format("a{}", r));
-    const kir::ExprP op = kir::call(functor(r), {});
+    const kir::ExprP op = kir::call(accumulator(r).functor, {});
     if (cfg_.group > 32) {
       main.assign(a, kir::call(fmt::format("fj_block_reduce<{}>", cfg_.block), {a, op}));
     } else if (cfg_.group > 1) {
@@ -387,16 +429,14 @@ void RowwiseBuilder::add_group_reduce(kir::Block& main, const std::vector<ir::No
 }
 
 // What the blocks of a cluster exchange after a pass: each reduction's block total (an online
-// softmax pair as one value, under its maximum).
+// softmax pair as one value, under its maximum; a Welford pair under its mean).
 std::vector<ClusterPartial> RowwiseBuilder::cluster_partials(
     const std::vector<ir::NodeId>& here) const {
   std::vector<ClusterPartial> out;
   for (ir::NodeId r : here) {
-    if (space_.online.count(r) != 0) continue;  // travels with its maximum
-    const std::string type = max_with_sum_.count(r) != 0
-                                 ? "fj_max_sum"
-                                 : std::string(dtype_code(accumulator_dtype(info_.node(r))).arith);
-    out.push_back({kir::var(fmt::format("a{}", r)), type, functor(r),
+    if (space_.online.count(r) != 0 || space_.welford.count(r) != 0) continue;
+    const Accumulator acc = accumulator(r);
+    out.push_back({kir::var(fmt::format("a{}", r)), acc.type, acc.functor,
                    fmt::format("fj_exchange{}", r)});
   }
   return out;
@@ -439,14 +479,12 @@ KernelBody RowwiseBuilder::kernel_body() const {
   KernelBody kb;
   kb.kind = std::string(fusion::region_kind_name(info_.region.kind));
   kb.reduces = true;
+  kb.welford = !space_.welford.empty();
   kb.block = static_cast<int>(cfg_.block);
   kb.blocks_per_sm = std::max(1, info_.target.blocks_per_sm(static_cast<int>(cfg_.block)));
   kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.pieces();
   kb.serial_launches = cfg_.split > 1;
-  // Half the SM's threads resident: with 2048 threads per SM that caps registers at 64 per
-  // thread (the cache budget fits), and blocks of 512 or fewer threads get two or more per SM.
-  const int min_blocks =
-      std::max(1, info_.target.threads_per_sm / 2 / static_cast<int>(cfg_.block));
+  const int min_blocks = min_resident_blocks(info_.target, cfg_.block);
   kb.fn = kernel_function(info_, static_cast<int>(cfg_.block), min_blocks);
   kb.fn.cluster = static_cast<int>(cfg_.cluster);
   return kb;
@@ -469,9 +507,17 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
         "the blocks of a cluster exchange their partial statistics through distributed shared "
         "memory");
   }
+  for (const auto& [variance, mean] : space_.welford) {
+    const bool exact = std::find(exact_.begin(), exact_.end(), mean) != exact_.end();
+    fn.head.comment(
+        "mean %{} and variance %{} in one pass: (count, mean, M2) per thread ({}), then "
+        "Chan's update between partials (fj_welford)",
+        mean, variance,
+        exact ? "exact, from the register cache" : "Welford's update, relative to the row's first value");
+  }
   fn.head.comment("{} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {
-    add_split_scratch(fn.head, info_, space_.reduces, split_partials(),
+    add_split_scratch(fn.head, info_, space_.accumulated(), split_partials(),
                       fmt::format("rows split in {} pieces of {} elements", cfg_.split, cfg_.piece),
                       "row");
   }
@@ -562,6 +608,10 @@ KernelBody RowwiseBuilder::build() {
     if (cfg_.cluster > 1) cond = conjoin(cond, kir::infix(kir::var("s"), "==", kir::lit(0)));
     if (cfg_.group > 1) cond = conjoin(cond, kir::infix(kir::var("g"), "==", kir::lit(0)));
     (cond ? row_body.branch(cond) : row_body).splice(outputs);
+  }
+  // A Welford mean that only its variance read (var): nothing reads its value.
+  for (const auto& [variance, mean] : space_.welford) {
+    kir::drop_if_unused(row_body, finished_.at(mean)->text);
   }
   add_row_loop(kb.fn.body, row_body);
   return kb;

@@ -6,8 +6,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
+#include "ir/host_tensor.h"
 #include "jit/runtime.h"
 
 namespace fusejit::testing {
@@ -19,12 +21,16 @@ struct GpuCheck {
   bool pass = false;
   double worst_error = 0.0;
   double bound = 0.0;
+  std::vector<double> errors;  // per output: ||out - ref|| / ||ref||
   std::string detail;  // per-output errors, the seed and the trace, for failure messages
 };
 
 // Runs `g` on the GPU (outputs poisoned with NaN first) and compares each output with the CPU
 // reference within jit::error_bound(g).
 GpuCheck check_on_gpu(const ir::Graph& g, uint64_t seed);
+// The same on the given inputs (one per graph input, in order); `what` names them in `detail`.
+GpuCheck check_on_gpu(const ir::Graph& g, const std::vector<ir::HostTensor>& inputs,
+                      const std::string& what);
 
 }  // namespace fusejit::testing
 

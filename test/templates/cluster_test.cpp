@@ -19,8 +19,9 @@ namespace {
 enum class Norm { softmax, layer_norm, rms_norm, logsumexp };
 
 // Exchanges per row: one per reduction depth (softmax and logsumexp: max, then the sum of
-// exponentials; layer norm: mean, then variance; RMS norm: the mean of squares).
-int exchanges(Norm n) { return n == Norm::rms_norm ? 1 : 2; }
+// exponentials; layer norm: mean and variance together, fusion/welford.h; RMS norm: the mean
+// of squares).
+int exchanges(Norm n) { return n == Norm::rms_norm || n == Norm::layer_norm ? 1 : 2; }
 
 std::string norm_name(Norm n) {
   switch (n) {

@@ -3,6 +3,8 @@
 // logsumexp, each over the last axis.
 #pragma once
 
+#include <vector>
+
 #include "ir/graph.h"
 
 namespace fusejit::test {
@@ -46,6 +48,40 @@ inline ir::NodeId rms_norm(ir::Graph& g, ir::NodeId x, ir::NodeId w) {
   const ir::NodeId ms = add_reduce(g, Op::mean, add_binary(g, Op::mul, xf, xf), {-1}, true);
   const ir::NodeId r = add_unary(g, Op::rsqrt, add_binary(g, Op::add, ms, scalar(g, 1e-6)));
   return add_cast(g, add_binary(g, Op::mul, add_binary(g, Op::mul, xf, r), w), d);
+}
+
+// Layer norm over the trailing `rank` axes, with weight and bias when given (>= 0), as the API
+// records it: statistics in f32, the result cast back to x's dtype.
+inline ir::NodeId layer_norm_over(ir::Graph& g, ir::NodeId x, int64_t rank, ir::NodeId w = -1,
+                                  ir::NodeId b = -1) {
+  using ir::Op;
+  const DType d = g.node(x).dtype;
+  const int64_t n = static_cast<int64_t>(g.node(x).shape.size());
+  std::vector<int64_t> axes;
+  for (int64_t a = n - rank; a < n; ++a) axes.push_back(a);
+  const ir::NodeId xf = d == DType::f32 ? x : add_cast(g, x, DType::f32);
+  const ir::NodeId c = add_binary(g, Op::sub, xf, add_reduce(g, Op::mean, xf, axes, true));
+  const ir::NodeId var = add_reduce(g, Op::mean, add_binary(g, Op::mul, c, c), axes, true);
+  ir::NodeId y = add_binary(
+      g, Op::mul, c, add_unary(g, Op::rsqrt, add_binary(g, Op::add, var, scalar(g, 1e-5))));
+  if (w >= 0) y = add_binary(g, Op::mul, y, d == DType::f32 ? w : add_cast(g, w, DType::f32));
+  if (b >= 0) y = add_binary(g, Op::add, y, d == DType::f32 ? b : add_cast(g, b, DType::f32));
+  return d == DType::f32 ? y : add_cast(g, y, d);
+}
+
+// sum((x - mean x)^2) / (N - correction) over `axes`, as the API records var.
+inline ir::NodeId variance(ir::Graph& g, ir::NodeId x, const std::vector<int64_t>& axes,
+                           double correction, bool keepdim) {
+  using ir::Op;
+  const DType d = g.node(x).dtype;
+  int64_t count = 1;
+  for (int64_t a : axes) count *= g.node(x).shape[static_cast<size_t>(a)];
+  const ir::NodeId xf = d == DType::f32 ? x : add_cast(g, x, DType::f32);
+  const ir::NodeId c = add_binary(g, Op::sub, xf, add_reduce(g, Op::mean, xf, axes, true));
+  const ir::NodeId s = add_reduce(g, Op::sum, add_binary(g, Op::mul, c, c), axes, keepdim);
+  const ir::NodeId v =
+      add_binary(g, Op::div, s, scalar(g, static_cast<double>(count) - correction));
+  return d == DType::f32 ? v : add_cast(g, v, d);
 }
 
 // log(sum(exp(x - max x))) + max x, one value per row, in x's dtype.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fusejit/error.h"
+#include "fusion/welford.h"
 #include "ir/graph.h"
 #include "jit/nvrtc.h"
 #include "support/catch.h"
@@ -17,7 +18,7 @@
 namespace fusejit::test {
 
 // A region computing every non-input node of `g`, reading its input nodes and writing its
-// outputs.
+// outputs; a normalization lists its one-pass mean/variance pairs, as the partitioner does.
 inline fusion::Region whole_graph_region(const ir::Graph& g, fusion::RegionKind kind) {
   fusion::Region r;
   r.kind = kind;
@@ -29,6 +30,7 @@ inline fusion::Region whole_graph_region(const ir::Graph& g, fusion::RegionKind 
       r.nodes.push_back(id);
   }
   r.outputs = g.outputs();
+  r.welford = fusion::welford_pairs(g, r);
   return r;
 }
 
