@@ -85,7 +85,8 @@ std::vector<std::shared_ptr<jit::DeviceBuffer>> device_inputs(PendingTrace& p,
 }
 
 // "normalization: max sub exp sum div": what the region computes, without the constants and
-// views it reads (index arithmetic, not work).
+// views it reads (index arithmetic, not work); a region of views alone moves data into a new
+// layout: "pointwise: copy (permute reshape)".
 std::string region_line(const fusion::Plan& plan, const fusion::Region& region,
                         bool allow_tf32) {
   std::string line(fusion::region_kind_name(region.kind));
@@ -93,14 +94,17 @@ std::string region_line(const fusion::Plan& plan, const fusion::Region& region,
   if (region.kind == fusion::RegionKind::gemm) {
     return line + ' ' + jit::gemm_call_label(jit::describe_gemm_call(plan, region, allow_tf32));
   }
+  std::string work, views;
   for (ir::NodeId id : region.nodes) {
     const ir::Op op = plan.graph.node(id).op;
     const ir::OpKind kind = ir::op_kind(op);
-    if (kind == ir::OpKind::source || kind == ir::OpKind::view) continue;
-    line += ' ';
-    line += ir::op_name(op);
+    if (kind == ir::OpKind::source) continue;
+    std::string& to = kind == ir::OpKind::view ? views : work;
+    to += ' ';
+    to += ir::op_name(op);
   }
-  return line;
+  if (work.empty() && !views.empty()) return line + " copy (" + views.substr(1) + ")";
+  return line + work;
 }
 
 }  // namespace

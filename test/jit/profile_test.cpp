@@ -40,6 +40,15 @@ TEST_CASE("plan_summary: a softmax is one normalization kernel, unfused several"
   CHECK(many.regions.size() == static_cast<size_t>(many.kernels));
 }
 
+TEST_CASE("plan_summary: a region of views alone is described as a copy", "[jit][profile]") {
+  fj::Context ctx(quiet());
+  const fj::Tensor x = ctx.placeholder({2, 3, 4, 5});
+  const fj::PlanSummary plan =
+      fj::plan_summary({fj::reshape(fj::transpose(x, 1, 2), {2, 4, 15})});
+  REQUIRE(plan.regions.size() == 1);
+  CHECK_THAT(plan.regions[0], ContainsSubstring(": copy (permute reshape)"));
+}
+
 TEST_CASE("plan_summary: a GEMM with bias and ReLU is one cuBLASLt call", "[jit][profile]") {
   for (const bool epilogue : {true, false}) {
     INFO("epilogue " << epilogue);
