@@ -62,7 +62,14 @@ DeviceGuard::DeviceGuard(int ordinal) {
     cudaGetLastError();
     return;
   }
-  if (current != ordinal && cudaSetDevice(ordinal) == cudaSuccess) previous_ = current;
+  // Set even when it is already the current device: on a thread that has made no runtime call
+  // yet, this is what makes the device's primary context current, which the driver API calls
+  // (module loads, launches) need. Only a change of device is undone.
+  if (cudaSetDevice(ordinal) == cudaSuccess) {
+    if (current != ordinal) previous_ = current;
+  } else {
+    cudaGetLastError();
+  }
 }
 
 DeviceGuard::~DeviceGuard() {
