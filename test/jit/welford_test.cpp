@@ -146,7 +146,9 @@ void check_case(const ir::Graph& g, DType dtype, double mean, double y_limit) {
   const double half = 1e-2;
   CHECK(c.errors[0] <= (dtype == DType::f32 ? y_limit : half));
   CHECK(c.errors[1] <= 1e-5);  // the mean
-  CHECK(c.errors[2] <= 2e-4);  // the variance
+  // The variance: Chan's update carries the partial means' rounding at 1e4 (2^-10) into M2 on
+  // rows held in registers (docs/numerics.md); 2.3e-4 measured on rows of 16.
+  CHECK(c.errors[2] <= 4e-4);
 }
 
 }  // namespace
