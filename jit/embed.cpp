@@ -2,9 +2,11 @@
 // "Embedding"): wrapping caller memory, computing into it, reading a result's address, and the
 // Context's device and stream. DLPack sits on top of these, in jit/dlpack.cpp.
 //
-// Strides are not an IR concept: a wrapped layout that is a permutation of a dense one, with
-// broadcast (stride 0) dimensions, is recorded as permute, reshape and expand over the dense
-// buffer, which kernels already index in place. Anything else is refused.
+// Strides are not an IR concept: a wrapped layout whose dimensions nest (each one's addressed
+// elements fit between two steps of the next larger stride), with broadcast (stride 0)
+// dimensions, is recorded as reshape, slice, permute and expand over a dense buffer, which
+// kernels already index in place. Anything else (overlaps, interleaving, negative strides) is
+// refused.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -25,23 +27,57 @@ namespace {
 
 using detail::byte_size;
 
-// How a strided layout maps onto views of a dense buffer: the dense buffer's shape (its dims
-// are the layout's non-broadcast dims of size > 1, by decreasing stride), the permutation that
-// puts them back in the layout's order, and whether broadcast dims must be expanded.
+// How a strided layout maps onto views of a dense buffer. The layout's real dims (size > 1, not
+// broadcast), by decreasing stride, are the dims of a dense `base` whose extents may exceed the
+// layout's: a dim with stride s gets the base stride g (the gcd of its own stride and every
+// larger one, 1 for the innermost) and is sliced [0, step * (n - 1) + 1) with step s / g. Then
+// permute puts them back in the layout's order, and broadcast dims are expanded.
 struct DenseView {
-  Shape base;
-  std::vector<int64_t> perm;  // permute(base, perm): the real dims in the layout's order
+  struct Slice {
+    int64_t axis, stop, step;
+  };
+  Shape base;                 // outermost first; its row-major strides are the g's
+  std::vector<Slice> slices;  // on base, where a dim has a gap or a step
+  std::vector<int64_t> perm;  // permute(sliced base, perm): the real dims in the layout's order
   Shape squeezed;             // the layout's shape with its broadcast dims as 1
   bool broadcast = false;
+  int64_t span = 1;  // elements from the first to the last addressed one, inclusive
+  int64_t tail = 0;  // base elements past the span (the rest of the base's last row)
 };
+
+// Fills v.base, v.slices, v.span and v.tail for the real dims `order` (outermost first);
+// returns the first dim whose elements do not fit under the next larger stride, or -1.
+int64_t nest(DenseView& v, const Shape& shape, const std::vector<int64_t>& strides,
+             const std::vector<size_t>& order) {
+  const size_t n = order.size();
+  std::vector<int64_t> g(n);  // each real dim's stride in the base
+  for (size_t j = 0; j < n; ++j) {
+    g[j] = std::gcd(j ? g[j - 1] : 0, strides[order[j]]);
+  }
+  if (n) g[n - 1] = 1;
+  v.base.assign(n, 0);
+  for (size_t j = n; j-- > 0;) {
+    const size_t d = order[j];
+    const int64_t step = strides[d] / g[j];
+    const int64_t stop = step * (shape[d] - 1) + 1;  // base extent the dim addresses
+    const int64_t extent = j ? g[j - 1] / g[j] : stop;
+    if (extent < stop) return static_cast<int64_t>(d);
+    v.base[j] = extent;
+    if (extent != stop || step != 1) v.slices.push_back({static_cast<int64_t>(j), stop, step});
+    v.span += strides[d] * (shape[d] - 1);
+  }
+  v.tail = ir::numel(v.base) - v.span;
+  return -1;
+}
 
 DenseView dense_view(const Shape& shape, const std::vector<int64_t>& strides, DType dtype) {
   const auto refuse = [&](std::string_view why) {
-    return UsageError(fmt::format("wrap: strides [{}] of {}{} {}; fusejit reads permuted (e.g. "
-                                  "transposed) dense layouts and stride-0 broadcasts in place. "
-                                  "Make the buffer contiguous first (torch: .contiguous())",
-                                  fmt::join(strides, ", "), dtype_name(dtype),
-                                  ir::shape_str(shape), why));
+    return UsageError(
+        fmt::format("wrap: strides [{}] of {}{} {}; fusejit reads layouts whose "
+                    "dimensions nest (permuted, e.g. transposed, or sliced dense "
+                    "buffers) and stride-0 broadcasts in place. Make the buffer "
+                    "contiguous first (torch: .contiguous())",
+                    fmt::join(strides, ", "), dtype_name(dtype), ir::shape_str(shape), why));
   };
   DenseView v;
   v.squeezed = shape;
@@ -56,26 +92,37 @@ DenseView dense_view(const Shape& shape, const std::vector<int64_t>& strides, DT
       real.push_back(i);
     }
   }
+  int64_t reach = 0;  // bounds every offset, the span and the dense base's size
+  for (size_t d : real) {
+    int64_t dim_reach = 0;
+    if (__builtin_mul_overflow(strides[d], shape[d], &dim_reach) ||
+        __builtin_add_overflow(reach, dim_reach, &reach)) {
+      throw refuse("address past 2^63 elements");
+    }
+  }
   std::vector<size_t> order = real;  // outermost (largest stride) first
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return strides[a] > strides[b]; });
-  int64_t expect = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (strides[*it] != expect) {
-      throw refuse(strides[*it] > expect ? "leave gaps (a sliced buffer)" : "overlap");
-    }
-    expect *= shape[*it];
+  if (const int64_t d = nest(v, shape, strides, order); d >= 0) {
+    throw refuse(
+        fmt::format("overlap or interleave: dimension {}'s {} elements of stride {} do "
+                    "not fit under the next larger stride",
+                    d, shape[static_cast<size_t>(d)], strides[static_cast<size_t>(d)]));
   }
-  for (size_t d : order) v.base.push_back(shape[d]);
   for (size_t d : real) {
     v.perm.push_back(std::find(order.begin(), order.end(), d) - order.begin());
   }
   return v;
 }
 
-// The tensor of `shape` that views the dense `base` tensor as `v` says.
-Tensor view_of(const Tensor& base, const Shape& shape, const DenseView& v) {
-  Tensor t = base;
+// The tensor of `shape` that views `stored` (the dense base, or its first v.span elements) as
+// `v` says. The padding past the span is never read: the slices skip it.
+Tensor view_of(Context& ctx, const Tensor& stored, const Shape& shape, const DenseView& v) {
+  Tensor t = stored;
+  if (v.tail > 0) {
+    t = reshape(concat({t, ctx.zeros({v.tail}, t.dtype())}, 0), v.base);
+  }
+  for (const DenseView::Slice& s : v.slices) t = slice(t, s.axis, 0, s.stop, s.step);
   std::vector<int64_t> identity(v.perm.size());
   std::iota(identity.begin(), identity.end(), 0);
   if (v.perm != identity) t = permute(t, v.perm);
@@ -100,15 +147,19 @@ Tensor Context::wrap(const void* data, Shape shape, DType dtype, std::vector<int
     }
   }
   if (strides.size() != shape.size()) {
-    throw UsageError(fmt::format("wrap: {} strides given for shape {} of rank {}; give one stride "
-                                 "(in elements) per dimension, or none for a dense buffer",
-                                 strides.size(), ir::shape_str(shape), shape.size()));
+    throw UsageError(
+        fmt::format("wrap: {} strides given for shape {} of rank {}; give one stride "
+                    "(in elements) per dimension, or none for a dense buffer",
+                    strides.size(), ir::shape_str(shape), shape.size()));
   }
   const DenseView v = dense_view(shape, strides, dtype);
-  const size_t bytes = byte_size(v.base, dtype);
+  // The memory read is exactly the addressed span: the dense base itself, or, when the base's
+  // last row reaches past the last addressed element, the span alone (view_of pads it).
+  const Shape stored = v.tail > 0 ? Shape{v.span} : v.base;
+  const size_t bytes = byte_size(stored, dtype);
   auto storage = std::make_shared<detail::Storage>();
   storage->host.dtype = dtype;
-  storage->host.shape = v.base;
+  storage->host.shape = stored;
   if (impl_->runtime) {
     impl_->runtime->require_device_pointer(data, "wrap");
     storage->device =
@@ -119,9 +170,9 @@ Tensor Context::wrap(const void* data, Shape shape, DType dtype, std::vector<int
   auto base = std::make_shared<detail::TensorImpl>();
   base->ctx = impl_.get();
   base->dtype = dtype;
-  base->shape = v.base;
+  base->shape = stored;
   base->storage = std::move(storage);
-  return view_of(Tensor(std::move(base)), shape, v);
+  return view_of(*this, Tensor(std::move(base)), shape, v);
 }
 
 int Context::device() const {
@@ -140,8 +191,9 @@ void Context::synchronize() {
 void Context::record_event(CUevent_st* event) {
   const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
   if (!impl_->runtime) {
-    throw UsageError("record_event: this Context runs on the CPU reference (no GPU); results are "
-                     "ready when eval returns");
+    throw UsageError(
+        "record_event: this Context runs on the CPU reference (no GPU); results are "
+        "ready when eval returns");
   }
   if (!event) throw UsageError("record_event: the event is null; create one with cudaEventCreate");
   const jit::DeviceGuard guard(device());
@@ -165,16 +217,17 @@ namespace {
 void check_destination(const Destination& d, detail::ContextImpl& ctx) {
   if (!d.tensor.defined()) throw UsageError("eval_into: a destination's tensor is empty");
   if (d.tensor.impl()->ctx != &ctx) {
-    throw UsageError("eval_into: the tensors belong to different Contexts; evaluate each "
-                     "Context's tensors separately");
+    throw UsageError(
+        "eval_into: the tensors belong to different Contexts; evaluate each "
+        "Context's tensors separately");
   }
   if (!d.data) throw UsageError("eval_into: the destination pointer is null");
   const size_t want = byte_size(d.tensor.shape(), d.tensor.dtype());
   if (d.bytes != want) {
-    throw UsageError(fmt::format("eval_into: the destination holds {} bytes but the tensor {}{} "
-                                 "needs {}",
-                                 d.bytes, dtype_name(d.tensor.dtype()),
-                                 ir::shape_str(d.tensor.shape()), want));
+    throw UsageError(
+        fmt::format("eval_into: the destination holds {} bytes but the tensor {}{} "
+                    "needs {}",
+                    d.bytes, dtype_name(d.tensor.dtype()), ir::shape_str(d.tensor.shape()), want));
   }
   if (ctx.runtime) ctx.runtime->require_device_pointer(d.data, "eval_into");
 }
@@ -198,9 +251,10 @@ void eval_into(const std::vector<Destination>& destinations) {
     check_destination(destinations[i], ctx);
     for (size_t j = 0; j < i; ++j) {
       if (overlap(destinations[i], destinations[j])) {
-        throw UsageError(fmt::format("eval_into: destinations {} and {} overlap; give each tensor "
-                                     "its own buffer",
-                                     j, i));
+        throw UsageError(
+            fmt::format("eval_into: destinations {} and {} overlap; give each tensor "
+                        "its own buffer",
+                        j, i));
       }
     }
   }

@@ -65,12 +65,18 @@ class Context {
   Tensor from_host(const void* data, size_t bytes, Shape shape, DType dtype);
   // Caller memory used in place (zero-copy): `data` holds a tensor of `shape` and `dtype` in the
   // Context's memory (device memory of its GPU; host memory on the CPU path), in the dtype's
-  // native format. `strides` (in elements; empty: dense row-major) may describe any layout that
-  // is a permutation of a dense one (a transposed or permuted buffer), with stride 0 for
-  // broadcast dimensions: they are recorded as permute, reshape and expand views over the
-  // dense buffer, so kernels index it in place. Strides with gaps (a sliced buffer) or
-  // overlaps, and negative strides, throw fusejit::UsageError: make such a buffer contiguous
-  // first.
+  // native format. `strides` (in elements; empty: dense row-major) may describe any layout
+  // whose dimensions nest: sorted by stride, each dimension's addressed elements fit between
+  // two steps of the next larger stride. That covers a permutation of a dense buffer (a
+  // transposed or permuted one), a slice of one with gaps or steps (a column block of a wider
+  // matrix: q, k and v of a fused [B, S, 3H] QKV buffer are shape [B, S, H], strides
+  // [3SH, 3H, 1] at data + 0, H and 2H elements; every other row: stride 2W for rows of W),
+  // both at once (a transposed column block), and stride 0 for broadcast dimensions. They are
+  // recorded as reshape, slice, permute and expand views over a dense buffer, so kernels index
+  // it in place, and only [data, data + (largest offset + 1) elements) is ever read: the
+  // elements past the last addressed one that the dense buffer's last row would hold are
+  // padding, never memory. Overlapping or interleaved dimensions (two strides that do not
+  // nest) and negative strides throw fusejit::UsageError: make such a buffer contiguous first.
   //
   // Lifetime: fusejit reads `data` at each eval that needs it and never writes it. Keep it
   // alive and unmodified until every result depending on it has been evaluated and, on the GPU,

@@ -15,12 +15,13 @@
 
 namespace fusejit {
 
-// A tensor reading `managed`'s memory in place, as Context::wrap does (strides and broadcasts
-// included, byte_offset applied); `managed`'s deleter is called once when fusejit no longer needs
-// the memory. The memory must be the Context's: kDLCUDA (or kDLCUDAManaged) of the Context's GPU,
-// or kDLCPU on the CPU path. Dtypes: float32/16, bfloat16, int32/64, bool (kDLBool, code 6), one
-// lane. Anything else throws fusejit::UsageError naming it; on an error `managed` is not consumed
-// (its deleter is not called: it is still the caller's).
+// A tensor reading `managed`'s memory in place, as Context::wrap does (permuted and sliced
+// strides, e.g. torch's t[:, :, h0:h1] or t[::2], and broadcasts included, byte_offset
+// applied); `managed`'s deleter is called once when fusejit no longer needs the memory. The
+// memory must be the Context's: kDLCUDA (or kDLCUDAManaged) of the Context's GPU, or kDLCPU on
+// the CPU path. Dtypes: float32/16, bfloat16, int32/64, bool (kDLBool, code 6), one lane.
+// Anything else throws fusejit::UsageError naming it; on an error `managed` is not consumed (its
+// deleter is not called: it is still the caller's).
 Tensor from_dlpack(Context& ctx, DLManagedTensor* managed);
 
 // Tensor::to_dlpack, as a free function.

@@ -2,7 +2,12 @@
 // memory, data_ptr, the Context's device and stream. The buffers are "the Context's memory"
 // (support/context_memory.h): host memory here on the CPU path, device memory where a GPU is,
 // so the same tests check both paths.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <limits>
+#include <numeric>
 #include <thread>
 
 #include "fusejit/fusejit.h"
@@ -19,6 +24,12 @@ namespace {
 fj::Options quiet() { return fj::Options::parse({{"FUSEJIT_LOG", "error"}}); }
 
 std::vector<float> floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+std::vector<float> iota_floats(size_t count) {
+  std::vector<float> v(count);
+  std::iota(v.begin(), v.end(), 0.0f);
+  return v;
+}
 
 std::vector<double> read_floats(fj::Context& ctx, const void* ptr, size_t count) {
   std::vector<float> host(count);
@@ -63,13 +74,107 @@ TEST_CASE("wrap maps strides onto views of the dense buffer", "[jit][embed]") {
     CHECK(t.to_host() == std::vector<double>{0, 1, 2, 0, 1, 2});
     const auto col = ctx.wrap(mem.data(), {2, 3}, DType::f32, {1, 0});  // {0, 1} as a column
     CHECK(col.to_host() == std::vector<double>{0, 0, 0, 1, 1, 1});
-    // Column 0 of the [2,3] buffer, repeated: a slice, so refused.
-    CHECK_THROWS_WITH(ctx.wrap(mem.data(), {2, 3}, DType::f32, {3, 0}), ContainsSubstring("gaps"));
+    // Column 0 of the [2,3] buffer, repeated: a slice with a broadcast.
+    const auto col0 = ctx.wrap(mem.data(), {2, 3}, DType::f32, {3, 0});
+    CHECK(col0.to_host() == std::vector<double>{0, 0, 0, 3, 3, 3});
   }
   SECTION("dense strides given explicitly are the fast path") {
     const auto t = ctx.wrap(mem.data(), {2, 3}, DType::f32, {3, 1});
     CHECK(t.data_ptr() == mem.data());
     CHECK((t * 2.0).to_host() == std::vector<double>{0, 2, 4, 6, 8, 10});
+  }
+}
+
+TEST_CASE("wrap reads sliced buffers (strides with gaps) in place", "[jit][embed]") {
+  fj::Context ctx(quiet());
+  ContextMemory mem(ctx, 72 * sizeof(float));
+  mem.put(iota_floats(72));
+  const auto at = [&](int64_t offset) { return static_cast<float*>(mem.data()) + offset; };
+
+  SECTION("q, k and v as column blocks of a fused QKV buffer [B, S, 3H]") {
+    const int64_t B = 2, S = 3, H = 4, W = 3 * H;
+    for (int64_t j = 0; j < 3; ++j) {
+      const auto t = ctx.wrap(at(j * H), {B, S, H}, DType::f32, {S * W, W, 1});
+      std::vector<double> want, sums;
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t s = 0; s < S; ++s) {
+          const double row = static_cast<double>(b * S * W + s * W + j * H);
+          for (int64_t h = 0; h < H; ++h) want.push_back(row + static_cast<double>(h));
+          sums.push_back(4 * row + 6);
+        }
+      }
+      CHECK(t.to_host() == want);
+      CHECK(fj::sum(t, {2}).to_host() == sums);
+    }
+  }
+  SECTION("every other row, every other element") {
+    CHECK(ctx.wrap(at(0), {3, 3}, DType::f32, {6, 1}).to_host() ==
+          std::vector<double>{0, 1, 2, 6, 7, 8, 12, 13, 14});
+    CHECK(ctx.wrap(at(0), {9}, DType::f32, {2}).to_host() ==
+          std::vector<double>{0, 2, 4, 6, 8, 10, 12, 14, 16});
+    CHECK(ctx.wrap(at(1), {3, 2}, DType::f32, {6, 2}).to_host() ==
+          std::vector<double>{1, 3, 7, 9, 13, 15});
+  }
+  SECTION("a transposed slice") {
+    // Columns 1..3 of a [4, 6] matrix, transposed; then every other column, transposed.
+    CHECK(ctx.wrap(at(1), {3, 4}, DType::f32, {1, 6}).to_host() ==
+          std::vector<double>{1, 7, 13, 19, 2, 8, 14, 20, 3, 9, 15, 21});
+    CHECK(ctx.wrap(at(0), {2, 4}, DType::f32, {2, 6}).to_host() ==
+          std::vector<double>{0, 6, 12, 18, 2, 8, 14, 20});
+  }
+  SECTION("k's heads of a [S, 3, NH, D] buffer, as [NH, S, D]") {
+    const int64_t S = 2, NH = 2, D = 3, W = 3 * NH * D;
+    const auto k = ctx.wrap(at(NH * D), {NH, S, D}, DType::f32, {D, W, 1});
+    std::vector<double> want;
+    for (int64_t h = 0; h < NH; ++h) {
+      for (int64_t s = 0; s < S; ++s) {
+        for (int64_t d = 0; d < D; ++d)
+          want.push_back(static_cast<double>(s * W + NH * D + h * D + d));
+      }
+    }
+    CHECK(k.to_host() == want);
+  }
+  SECTION("a slice with a broadcast dimension") {
+    // Column 2 of a [3, 6] block, broadcast over a new middle dim of 2.
+    CHECK(ctx.wrap(at(2), {3, 2, 1}, DType::f32, {6, 0, 1}).to_host() ==
+          std::vector<double>{2, 2, 8, 8, 14, 14});
+  }
+}
+
+TEST_CASE("a sliced wrap reads only the addressed elements' span", "[jit][embed]") {
+  fj::Context ctx(quiet());
+  // A [3, 2] column block of rows 5 wide, at offset 10 of a NaN guard: it addresses offsets
+  // 10 + {0, 1, 5, 6, 10, 11}. The gaps and everything past offset 21 stay NaN; the dense base
+  // [3, 5] would end 3 elements past the last addressed one.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  ContextMemory guard(ctx, 64 * sizeof(float));
+  guard.put(std::vector<float>(64, nan));
+  const std::vector<size_t> addressed = {10, 11, 15, 16, 20, 21};
+  for (size_t i = 0; i < addressed.size(); ++i) {
+    guard.put(std::vector<float>{static_cast<float>(i + 1)}, addressed[i] * sizeof(float));
+  }
+  const auto t = ctx.wrap(static_cast<float*>(guard.data()) + 10, {3, 2}, DType::f32, {5, 1});
+  CHECK(t.to_host() == std::vector<double>{1, 2, 3, 4, 5, 6});
+  CHECK(fj::sum(t * 2.0, {0}).to_host() == std::vector<double>{18, 24});
+  CHECK(fj::sum(fj::exp(t * 0.0), {0, 1}).to_host() == std::vector<double>{6});
+
+  SECTION("on the CPU path, a buffer that ends at an unreadable page") {
+    if (ctx.has_gpu()) return;  // the guard page is host memory
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void* pages =
+        mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(pages != MAP_FAILED);
+    REQUIRE(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE) == 0);
+    // The span is 12 elements: they end exactly at the page boundary.
+    auto* data = reinterpret_cast<float*>(static_cast<char*>(pages) + page) - 12;
+    for (size_t i = 0; i < addressed.size(); ++i)
+      data[addressed[i] - 10] = static_cast<float>(i + 1);
+    {
+      const auto u = ctx.wrap(data, {3, 2}, DType::f32, {5, 1});
+      CHECK((u + 1.0).to_host() == std::vector<double>{2, 3, 4, 5, 6, 7});
+    }
+    ctx.eval_all();
+    munmap(pages, 2 * page);
   }
 }
 
@@ -81,10 +186,15 @@ TEST_CASE("wrap refuses what it cannot read, naming it, and keeps the memory the
   const auto count = [&] { ++released; };
   CHECK_THROWS_WITH(ctx.wrap(nullptr, {2}, DType::f32), ContainsSubstring("null"));
   CHECK_THROWS_AS(ctx.wrap(mem.data(), {2, 0}, DType::f32), fj::UsageError);
-  CHECK_THROWS_WITH(ctx.wrap(mem.data(), {2, 3}, DType::f32, {4, 1}, count),
-                    ContainsSubstring("gaps") && ContainsSubstring("contiguous"));
   CHECK_THROWS_WITH(ctx.wrap(mem.data(), {2, 3}, DType::f32, {2, 1}, count),
+                    ContainsSubstring("overlap") && ContainsSubstring("contiguous"));
+  CHECK_THROWS_WITH(ctx.wrap(mem.data(), {2, 2}, DType::f32, {1, 1}, count),
                     ContainsSubstring("overlap"));
+  // Offsets {0, 2, 4} + {0, 3}: no element twice, but the dims interleave (no dense base).
+  CHECK_THROWS_WITH(ctx.wrap(mem.data(), {3, 2}, DType::f32, {2, 3}, count),
+                    ContainsSubstring("interleave") && ContainsSubstring("dimension 0"));
+  CHECK_THROWS_WITH(ctx.wrap(mem.data(), {2, 3}, DType::f32, {int64_t{1} << 62, 1}, count),
+                    ContainsSubstring("2^63"));
   CHECK_THROWS_WITH(ctx.wrap(mem.data(), {2, 3}, DType::f32, {-3, 1}, count),
                     ContainsSubstring("negative"));
   CHECK_THROWS_WITH(ctx.wrap(mem.data(), {2, 3}, DType::f32, {1}, count),

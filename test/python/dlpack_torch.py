@@ -88,6 +88,17 @@ def main():
                 return 1
             check(f"relu(x*2+y) {dtype}", taken_back(out), torch.relu(x * 2 + y), tol)
 
+            # Sliced layouts, read in place: a column block of a fused [257, 3*129] buffer (at a
+            # byte offset) and every other row of a [514, 129] tensor.
+            qkv = torch.randn(257, 3 * 129, device=device, dtype=dtype)
+            rows = torch.randn(514, 129, device=device, dtype=dtype)
+            k, every_other = qkv[:, 129:258], rows[::2]
+            out = lib.fjt_relu_axpy(handed_over(k), handed_over(every_other), 2.0)
+            if not out:
+                print("dlpack_torch: FAIL: fjt_relu_axpy (sliced):", lib.fjt_error().decode())
+                return 1
+            check(f"relu(k*2+rows[::2]) {dtype}", taken_back(out), torch.relu(k * 2 + every_other), tol)
+
             dst = torch.full((257, 129), float("nan"), device=device, dtype=dtype)
             if lib.fjt_softmax_into(handed_over(x), handed_over(dst)) != 0:
                 print("dlpack_torch: FAIL: fjt_softmax_into:", lib.fjt_error().decode())
