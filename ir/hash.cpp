@@ -64,9 +64,8 @@ uint64_t name_bits(std::string_view name) {
   return h;
 }
 
-}  // namespace
-
-uint64_t structural_hash(const Graph& g) {
+// with_shapes false: each shape enters as its rank only (shape_free_hash).
+uint64_t graph_hash(const Graph& g, bool with_shapes) {
   std::vector<uint64_t> hashes(g.size());
   uint64_t input_position = 0;
   for (size_t i = 0; i < g.size(); ++i) {
@@ -74,7 +73,8 @@ uint64_t structural_hash(const Graph& g) {
     Mixer m(kNodeSeed);
     m.add(name_bits(op_name(n.op)));
     m.add(static_cast<uint64_t>(n.dtype));
-    m.add_list(n.shape);
+    if (with_shapes) m.add_list(n.shape);
+    else m.add(n.shape.size());
     m.add_list(n.axes);
     m.add(n.keepdim ? 1 : 0);
     m.add(n.op == Op::constant ? value_bits(n.value) : 0);
@@ -93,5 +93,10 @@ uint64_t structural_hash(const Graph& g) {
   for (NodeId id : g.outputs()) graph.add(hashes.at(static_cast<size_t>(id)));
   return graph.value();
 }
+
+}  // namespace
+
+uint64_t structural_hash(const Graph& g) { return graph_hash(g, true); }
+uint64_t shape_free_hash(const Graph& g) { return graph_hash(g, false); }
 
 }  // namespace fusejit::ir

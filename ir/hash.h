@@ -10,5 +10,9 @@
 namespace fusejit::ir {
 
 uint64_t structural_hash(const Graph& g);
+// The same with every shape left out but its rank: the traces of one program at different sizes
+// (batch sizes, sequence lengths) hash alike, which is where dynamic dims are looked for
+// (ir/symbolic.h).
+uint64_t shape_free_hash(const Graph& g);
 
 }  // namespace fusejit::ir

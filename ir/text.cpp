@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -23,6 +24,7 @@
 #include "fusejit/error.h"
 #include "ir/dtype.h"
 #include "ir/shape.h"
+#include "ir/symbolic.h"
 
 namespace fusejit::ir {
 
@@ -42,8 +44,10 @@ std::string number_str(double v) {
 // Ops that work along one axis spell it `axis=N` rather than `axes=[N]`.
 bool takes_axis(Op op) { return op == Op::slice || op == Op::concat; }
 
-void print_node(std::string& out, size_t id, const Node& n, bool newline = true) {
-  fmt::format_to(std::back_inserter(out), "%{} : {} = {}", id, type_str(n), op_name(n.op));
+void print_node(std::string& out, size_t id, const Node& n, const std::vector<Symbol>& symbols,
+                bool newline = true) {
+  fmt::format_to(std::back_inserter(out), "%{} : {} = {}", id, type_str(n, symbols),
+                 op_name(n.op));
   if (n.op == Op::constant) {
     out += ' ';
     out += number_str(n.value);
@@ -85,6 +89,7 @@ class Cursor {
   }
   bool at_end() { return mark() == line_.size(); }
   bool peek(char c) { return !at_end() && line_[pos_] == c; }
+  bool peek_digit() { return !at_end() && line_[pos_] >= '0' && line_[pos_] <= '9'; }
   bool accept(char c) {
     if (!peek(c)) return false;
     ++pos_;
@@ -170,8 +175,42 @@ struct Type {
   Shape shape;
 };
 
+// A static factor of a dim that is a multiple of a symbol's sentinel: the parse starts over with
+// other sentinels (ir/symbolic.h).
+struct SentinelClash {
+  int64_t sentinel;
+};
+
+// TERM ("*" TERM)*, TERM := INT | NAME (a symbol of the `dynamic` line): the dim encoded.
+int64_t parse_dim(Cursor& c, const std::vector<Symbol>& symbols) {
+  int64_t dim = 1;
+  do {
+    const size_t pos = c.mark();
+    int64_t factor = 0;
+    if (c.peek_digit()) {
+      factor = c.integer("a dimension (a positive integer or a dynamic dim's name)", false);
+      for (const Symbol& s : symbols) {
+        if (factor % s.sentinel == 0) throw SentinelClash{s.sentinel};
+      }
+    } else {
+      const std::string_view name = c.word();
+      const auto it = std::find_if(symbols.begin(), symbols.end(),
+                                   [&](const Symbol& s) { return s.name == name; });
+      if (name.empty() || it == symbols.end()) {
+        c.seek(pos);
+        c.fail(fmt::format("expected a dimension (a positive integer{}), found {}",
+                           symbols.empty() ? "" : " or a dynamic dim of the 'dynamic' line",
+                           c.found()));
+      }
+      factor = it->sentinel;
+    }
+    if (__builtin_mul_overflow(dim, factor, &dim)) c.fail_at(pos, "dimension out of range");
+  } while (c.accept('*'));
+  return dim;
+}
+
 // DTYPE "[" (DIM ("," DIM)*)? "]"
-Type parse_type(Cursor& c) {
+Type parse_type(Cursor& c, const std::vector<Symbol>& symbols) {
   const size_t start = c.mark();
   const std::string_view name = c.word();
   if (name.empty()) c.fail(fmt::format("expected a type such as f32[4,8], found {}", c.found()));
@@ -181,7 +220,7 @@ Type parse_type(Cursor& c) {
   c.expect('[', fmt::format("after the dtype {}", name));
   if (c.accept(']')) return t;
   do {
-    t.shape.push_back(c.integer("a dimension (a positive integer)", false));
+    t.shape.push_back(parse_dim(c, symbols));
   } while (c.accept(','));
   c.expect(']', "or ',' in the shape");
   return t;
@@ -211,9 +250,10 @@ double parse_number(Cursor& c) {
 // Builds the graph line by line. Labels map to dense ids in file order.
 class Parser {
  public:
-  explicit Parser(std::string_view source) : source_(source) {}
+  Parser(std::string_view source, std::vector<int64_t> excluded)
+      : source_(source), excluded_(std::move(excluded)) {}
 
-  Graph run(std::string_view text) {
+  SymbolicGraph run(std::string_view text) {
     int line_no = 0;
     size_t start = 0;
     while (start < text.size()) {
@@ -231,7 +271,7 @@ class Parser {
                       "naming its results",
                       source_, line_no + 1));
     }
-    return std::move(graph_);
+    return canonical(SymbolicGraph{std::move(graph_), std::move(symbols_)});
   }
 
  private:
@@ -240,6 +280,11 @@ class Parser {
     current_line_ = line_no;
     if (line_no == 1) return parse_header(c);
     if (c.at_end() || c.peek('#')) return;  // blank line or whole-line comment
+    if (version_ >= 2 && graph_.size() == 0 && symbols_.empty()) {
+      const size_t start = c.mark();
+      if (c.word() == "dynamic") return parse_dynamic(c);
+      c.seek(start);
+    }
     if (output_line_ != 0) {
       c.fail(
           fmt::format("unexpected {} after the output line (line {}); the output line comes "
@@ -256,7 +301,7 @@ class Parser {
 
   void parse_header(Cursor& c) {
     const std::string expected =
-        fmt::format("expected '{} {}' as the first line", kHeader, kTraceFormatVersion);
+        fmt::format("expected '{} 1' (or {} with dynamic dims) as the first line", kHeader, kTraceFormatVersion);
     const size_t start = c.mark();
     const std::string_view magic = c.token();
     if (magic != kHeader) {
@@ -265,13 +310,49 @@ class Parser {
     }
     const size_t vpos = c.mark();
     const std::string_view version = c.token();
-    if (version != std::to_string(kTraceFormatVersion)) {
+    if (version == "1" || version == "2") {
+      version_ = version[0] - '0';
+    } else {
       c.fail_at(vpos, fmt::format("unsupported trace format version {}; {} (this build reads "
-                                  "version {} only)",
+                                  "versions 1 and 2)",
                                   version.empty() ? "(none)" : fmt::format("'{}'", version),
-                                  expected, kTraceFormatVersion));
+                                  expected));
     }
     if (!c.at_end()) c.fail(fmt::format("unexpected {} after the header", c.found()));
+  }
+
+  // "dynamic" NAME "=" INT ("," NAME "=" INT)*: the dynamic dims and an example value of each.
+  void parse_dynamic(Cursor& c) {
+    do {
+      const size_t pos = c.mark();
+      const std::string_view name = c.word();
+      if (name.empty() || (name[0] >= '0' && name[0] <= '9')) {
+        c.seek(pos);
+        c.fail(fmt::format("expected a dynamic dim's name (a letter, then letters, digits or "
+                           "_), found {}",
+                           c.found()));
+      }
+      if (std::any_of(symbols_.begin(), symbols_.end(),
+                      [&](const Symbol& s) { return s.name == name; })) {
+        c.fail_at(pos, fmt::format("dynamic dim {} is declared twice", name));
+      }
+      c.expect('=', fmt::format("after {} (an example value: {}=8)", name, name));
+      const int64_t example = c.integer("an example value (an integer of at least 2)", false);
+      if (example < 2) c.fail_at(pos, fmt::format("{}={}: an example value is at least 2", name, example));
+      symbols_.push_back({.name = std::string(name), .sentinel = 0, .example = example});
+    } while (c.accept(','));
+    if (!c.at_end()) c.fail(fmt::format("unexpected {} on the dynamic line", c.found()));
+    const std::vector<int64_t> primes = choose_sentinels(symbols_.size(), excluded_);
+    for (size_t k = 0; k < symbols_.size(); ++k) symbols_[k].sentinel = primes.at(k);
+  }
+
+  std::string shape_text(const Shape& shape) const {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (i > 0) s += ',';
+      s += dim_str(shape[i], symbols_);
+    }
+    return s + "]";
   }
 
   // ID ":" TYPE "=" OP operands attrs
@@ -284,7 +365,7 @@ class Parser {
     }
     c.expect(':', "after the id");
     const size_t type_pos = c.mark();
-    const Type stated = parse_type(c);
+    const Type stated = parse_type(c, symbols_);
     c.expect('=', "after the type");
     const size_t op_pos = c.mark();
     const std::string_view name = c.word();
@@ -339,7 +420,8 @@ class Parser {
       c.fail_at(type_pos,
                 fmt::format("the stated type {}{} differs from the type inferred for "
                             "{}: {}",
-                            dtype_name(stated.dtype), shape_str(stated.shape), name, type_str(n)));
+                            dtype_name(stated.dtype), shape_text(stated.shape), name,
+                            type_str(n, symbols_)));
     }
     ids_.emplace(label, Label{id, current_line_});
   }
@@ -473,6 +555,9 @@ class Parser {
     int line;
   };
   std::string_view source_;
+  std::vector<int64_t> excluded_;  // primes that static dims are multiples of: no sentinels
+  int version_ = 1;
+  std::vector<Symbol> symbols_;
   Graph graph_;
   std::unordered_map<int64_t, Label> ids_;
   int output_line_ = 0;
@@ -481,9 +566,15 @@ class Parser {
 
 }  // namespace
 
-std::string print(const Graph& g) {
-  std::string out = fmt::format("{} {}\n", kHeader, kTraceFormatVersion);
-  for (size_t i = 0; i < g.size(); ++i) print_node(out, i, g.nodes()[i]);
+std::string print(const SymbolicGraph& sym) {
+  const Graph& g = sym.graph;
+  std::string out = fmt::format("{} {}\n", kHeader, sym.symbols.empty() ? 1 : 2);
+  for (size_t k = 0; k < sym.symbols.size(); ++k) {
+    fmt::format_to(std::back_inserter(out), "{}{}={}", k == 0 ? "dynamic " : ", ",
+                   sym.symbols[k].name, sym.symbols[k].example);
+  }
+  if (!sym.symbols.empty()) out += '\n';
+  for (size_t i = 0; i < g.size(); ++i) print_node(out, i, g.nodes()[i], sym.symbols);
   out += "output";
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     fmt::format_to(std::back_inserter(out), "{}%{}", i == 0 ? " " : ", ", g.outputs()[i]);
@@ -492,15 +583,36 @@ std::string print(const Graph& g) {
   return out;
 }
 
+std::string print(const Graph& g) { return print(SymbolicGraph{g, {}}); }
+
 std::string node_line(const Graph& g, NodeId id) {
   std::string out;
-  print_node(out, static_cast<size_t>(id), g.node(id), false);
+  print_node(out, static_cast<size_t>(id), g.node(id), {}, false);
   return out;
 }
 
-Graph parse(std::string_view text, std::string_view source) { return Parser(source).run(text); }
+SymbolicGraph parse_symbolic(std::string_view text, std::string_view source) {
+  std::vector<int64_t> excluded;
+  for (;;) {
+    try {
+      return Parser(source, excluded).run(text);
+    } catch (const SentinelClash& clash) {
+      excluded.push_back(clash.sentinel);  // a static dim is a multiple of it: pick another
+    }
+  }
+}
 
-Graph parse_file(const std::string& path) {
+Graph parse(std::string_view text, std::string_view source) {
+  SymbolicGraph sym = parse_symbolic(text, source);
+  if (sym.symbols.empty()) return std::move(sym.graph);
+  return instantiate(sym.graph, sym.symbols, examples(sym.symbols));
+}
+
+SymbolicGraph parse_symbolic_file(const std::string& path) {
+  return parse_symbolic(read_trace_file(path), path);
+}
+
+std::string read_trace_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw UsageError(fmt::format("cannot read trace file '{}': {}", path, std::strerror(errno)));
@@ -508,7 +620,9 @@ Graph parse_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw UsageError(fmt::format("cannot read trace file '{}': read failed", path));
-  return parse(text.str(), path);
+  return text.str();
 }
+
+Graph parse_file(const std::string& path) { return parse(read_trace_file(path), path); }
 
 }  // namespace fusejit::ir

@@ -284,12 +284,14 @@ TEST_CASE("parse_file reads a file and names it in errors", "[ir][text]") {
 TEST_CASE("parse errors name the place, what was expected and what was found", "[ir][text]") {
   // The header.
   CHECK(parse_error("") ==
-        "t.txt:1:1: expected 'fusejit-trace 1' as the first line, found an empty line");
+        "t.txt:1:1: expected 'fusejit-trace 1' (or 2 with dynamic dims) as the first line, "
+        "found an empty line");
   CHECK(parse_error("fusejit-traces 1\n") ==
-        "t.txt:1:1: expected 'fusejit-trace 1' as the first line, found 'fusejit-traces'");
-  CHECK(parse_error("fusejit-trace 2\n%0 : f32[4] = input\noutput %0\n") ==
-        "t.txt:1:15: unsupported trace format version '2'; expected 'fusejit-trace 1' as the "
-        "first line (this build reads version 1 only)");
+        "t.txt:1:1: expected 'fusejit-trace 1' (or 2 with dynamic dims) as the first line, "
+        "found 'fusejit-traces'");
+  CHECK(parse_error("fusejit-trace 3\n%0 : f32[4] = input\noutput %0\n") ==
+        "t.txt:1:15: unsupported trace format version '3'; expected 'fusejit-trace 1' (or 2 with "
+        "dynamic dims) as the first line (this build reads versions 1 and 2)");
 
   // Tokens, with their columns.
   CHECK(parse_error(with_inputs("%2 : f32[4,8] = mull %0, %1\noutput %2\n")) ==
