@@ -46,4 +46,21 @@ int Plan::library_call_count() const {
       regions.begin(), regions.end(), [](const Region& r) { return r.kind == RegionKind::gemm; }));
 }
 
+Plan instantiate_plan(const Plan& plan, const std::vector<ir::Symbol>& symbols,
+                      const ir::Bindings& values) {
+  auto decode = [&](Shape shape) {
+    for (int64_t& d : shape) d = ir::dim_value(d, symbols, values);
+    return shape;
+  };
+  Plan out{.graph = ir::instantiate(plan.graph, symbols, values),
+           .regions = plan.regions,
+           .decisions = plan.decisions};
+  for (Region& r : out.regions) {
+    r.shape = decode(std::move(r.shape));
+    r.epilogue.batch_a = decode(std::move(r.epilogue.batch_a));
+    r.epilogue.batch_b = decode(std::move(r.epilogue.batch_b));
+  }
+  return out;
+}
+
 }  // namespace fusejit::fusion

@@ -75,6 +75,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/symbolic.h"
 
 namespace fusejit::fusion {
 
@@ -158,5 +159,11 @@ struct Plan {
   int kernel_count() const;        // regions that are generated kernels
   int library_call_count() const;  // gemm regions
 };
+
+// A plan made on a symbolic graph (ir/symbolic.h), at sizes: its graph instantiated, every shape
+// a region states decoded; node ids, regions and decisions are kept. Throws fusejit::Error when
+// the graph is ill-formed at those sizes.
+Plan instantiate_plan(const Plan& plan, const std::vector<ir::Symbol>& symbols,
+                      const ir::Bindings& values);
 
 }  // namespace fusejit::fusion

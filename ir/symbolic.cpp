@@ -2,6 +2,8 @@
 #include "ir/symbolic.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <map>
 
 #include <fmt/format.h>
@@ -276,6 +278,27 @@ std::string type_str(const Node& node, const std::vector<Symbol>& symbols) {
     s += dim_str(node.shape[i], symbols);
   }
   return s + "]";
+}
+
+std::string symbolize(std::string_view text, const std::vector<Symbol>& symbols) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const bool digit = text[i] >= '0' && text[i] <= '9';
+    if (!digit || (i > 0 && (text[i - 1] == '%' || std::isalnum(static_cast<unsigned char>(
+                                                      text[i - 1]))))) {
+      out += text[i++];
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data() + i, text.data() + j, v);
+    const bool symbolic = ec == std::errc() && v > 0 && dim_terms(v, symbols).symbolic();
+    out += symbolic ? dim_str(v, symbols) : std::string(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
 }
 
 Bindings examples(const std::vector<Symbol>& symbols) {

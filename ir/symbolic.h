@@ -53,6 +53,10 @@ std::string dim_str(int64_t dim, const std::vector<Symbol>& symbols);
 // "f32[B,1024]".
 std::string type_str(const Node& node, const std::vector<Symbol>& symbols);
 
+// `text` (a decision's reason, a plan line) with every number that is a symbolic dim written as
+// its terms ("[32749,4096]" -> "[B,4096]"); node ids (%N) are left alone.
+std::string symbolize(std::string_view text, const std::vector<Symbol>& symbols);
+
 // The symbols' examples, as Bindings.
 Bindings examples(const std::vector<Symbol>& symbols);
 // `g` with every dim decoded at `values` (a concrete graph when `values` are plain sizes, or the

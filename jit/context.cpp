@@ -1,6 +1,7 @@
 // jit/context: the Context, recording and eval; see context_impl.h.
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 
@@ -71,6 +72,9 @@ ir::NodeId ContextImpl::node_of(TensorImpl& t) {
   }
   if (auto it = bound_node.find(t.storage.get()); it != bound_node.end()) return it->second;
   const ir::NodeId id = ir::add_input(trace, t.dtype, t.shape);
+  for (const auto& [axis, name] : t.dynamic_axes) {
+    marks.push_back({.input = bound.size(), .axis = axis, .name = name});
+  }
   bound.push_back(t.storage);
   bound_node.emplace(t.storage.get(), id);
   return id;
@@ -105,7 +109,10 @@ std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_gpu(
                                               : runtime->device().borrow(it->second, bytes, {}));
     }
   }
-  std::vector<std::shared_ptr<jit::DeviceBuffer>> buffers = runtime->run(g, inputs, destinations);
+  jit::DynamicSource source;
+  if (!options.disable.dynamic) source = {&dynamic, &marks};
+  std::vector<std::shared_ptr<jit::DeviceBuffer>> buffers =
+      runtime->run(g, inputs, destinations, source);
   std::vector<std::shared_ptr<Storage>> results(outs.size());
   for (size_t i = 0; i < outs.size(); ++i) {
     results[i] = std::make_shared<Storage>();
@@ -135,6 +142,16 @@ std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_cpu(
   return results;
 }
 
+void ContextImpl::record(const ir::Graph& g) {
+  // A trace with dynamic dims is saved in its symbolic form, once, so that `fusejit warm`
+  // compiles the kernels that serve every size.
+  std::optional<jit::DynamicMatch> match;
+  if (!options.disable.dynamic) match = dynamic.match(g, marks, *log);
+  const std::string path = match ? jit::record_trace(options, *match->trace)
+                                 : jit::record_trace(options, ir::SymbolicGraph{g, {}});
+  if (!path.empty()) log->debug("recorded {}", path);
+}
+
 void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, const Into& into) {
   // Outputs: every pending tensor still alive, plus the ones asked for.
   std::vector<std::shared_ptr<TensorImpl>> outs;
@@ -160,10 +177,7 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, co
     }
   }
 
-  if (!options.record_dir.empty() && recorded.insert(ir::structural_hash(g)).second) {
-    const std::string path = jit::record_trace(options, g);
-    if (!path.empty()) log->debug("recorded {}", path);
-  }
+  if (!options.record_dir.empty() && recorded.insert(ir::structural_hash(g)).second) record(g);
 
   std::vector<std::shared_ptr<Storage>> results =
       runtime ? run_on_gpu(g, outs, into) : run_on_cpu(g, outs, into);
@@ -177,6 +191,7 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, co
   trace = ir::Graph();
   bound.clear();
   bound_node.clear();
+  marks.clear();
   pending.clear();
   ++epoch;
 }
@@ -269,6 +284,38 @@ Tensor Context::from_host(const void* data, size_t bytes, Shape shape, DType dty
   ir::HostTensor host(dtype, std::move(shape));
   std::memcpy(host.bytes.data(), data, bytes);
   return materialized(*impl_, std::move(host));
+}
+
+void Context::mark_dynamic(const Tensor& input, int64_t axis, std::string name) {
+  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  if (!input.defined() || input.impl()->ctx != impl_.get()) {
+    throw UsageError("mark_dynamic: the tensor must be a tensor of this Context");
+  }
+  detail::TensorImpl& t = *input.impl();
+  if (!t.storage) {
+    throw UsageError("mark_dynamic: the tensor is computed by the current trace; mark the inputs "
+                     "it is computed from (tensors holding data)");
+  }
+  const int64_t rank = static_cast<int64_t>(t.shape.size());
+  if (axis < -rank || axis >= rank) {
+    throw UsageError(fmt::format("mark_dynamic: axis {} is out of range for shape {}", axis,
+                                 ir::shape_str(t.shape)));
+  }
+  if (axis < 0) axis += rank;
+  if (name.empty()) name = fmt::format("d{}", axis);
+  const bool valid = std::isalpha(static_cast<unsigned char>(name[0])) &&
+                     std::all_of(name.begin(), name.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                     });
+  if (!valid) {
+    throw UsageError(fmt::format("mark_dynamic: name '{}' must be a letter followed by letters, "
+                                 "digits or _ (it is spelled so in traces)",
+                                 name));
+  }
+  auto& axes = t.dynamic_axes;
+  const auto same = [&](const auto& a) { return a.first == axis; };
+  axes.erase(std::remove_if(axes.begin(), axes.end(), same), axes.end());
+  axes.emplace_back(axis, std::move(name));
 }
 
 Tensor Context::placeholder(Shape shape, DType dtype) {

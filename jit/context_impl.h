@@ -26,6 +26,7 @@
 #include "fusejit/options.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
+#include "jit/dynamic.h"
 #include "jit/runtime.h"
 
 namespace fusejit::detail {
@@ -69,6 +70,8 @@ struct TensorImpl {
   ir::NodeId node = -1;  // pending: its node in ctx->trace, recorded in epoch `epoch`
   uint64_t epoch = 0;
   std::shared_ptr<Storage> storage;  // materialized: its values
+  // Context::mark_dynamic: axes of this input that are dynamic, with their names.
+  std::vector<std::pair<int64_t, std::string>> dynamic_axes;
 };
 
 struct ContextImpl {
@@ -88,6 +91,8 @@ struct ContextImpl {
   uint64_t epoch = 1;
   std::vector<std::shared_ptr<Storage>> bound;
   std::unordered_map<const Storage*, ir::NodeId> bound_node;
+  std::vector<ir::DynamicAxis> marks;  // the bound inputs' dynamic axes (mark_dynamic)
+  jit::DynamicDims dynamic;            // symbolic traces found so far (jit/dynamic.h)
   std::vector<std::weak_ptr<TensorImpl>> pending;
   Context::Stats stats;
   std::unordered_set<uint64_t> recorded;  // hashes of traces saved to FUSEJIT_RECORD_DIR
@@ -108,6 +113,8 @@ struct ContextImpl {
   void* data_of(Storage& s);
 
  private:
+  // Saves `g` to FUSEJIT_RECORD_DIR, in its symbolic form when it has dynamic dims.
+  void record(const ir::Graph& g);
   // The values of g's outputs, `outs` in order, computed on the GPU or by the CPU reference.
   std::vector<std::shared_ptr<Storage>> run_on_gpu(
       const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into);

@@ -66,11 +66,11 @@ void dump_eval(const Options& options, const ir::Graph& trace, const Executable&
   }
 }
 
-std::string record_trace(const Options& options, const ir::Graph& trace) {
+std::string record_trace(const Options& options, const ir::SymbolicGraph& trace) {
   if (options.record_dir.empty()) return "";
-  const ir::Graph pruned = ir::prune(trace, trace.outputs());
-  const fs::path path =
-      fs::path(options.record_dir) / fmt::format("{:016x}.trace", ir::structural_hash(pruned));
+  const ir::SymbolicGraph pruned{ir::prune(trace.graph, trace.graph.outputs()), trace.symbols};
+  const fs::path path = fs::path(options.record_dir) /
+                        fmt::format("{:016x}.trace", ir::structural_hash(pruned.graph));
   std::error_code ec;
   if (fs::exists(path, ec)) return "";
   write_file(path, ir::print(pruned));

@@ -15,6 +15,7 @@
 
 #include "fusejit/options.h"
 #include "ir/graph.h"
+#include "ir/symbolic.h"
 #include "jit/executor.h"
 
 namespace fusejit::jit {
@@ -22,8 +23,9 @@ namespace fusejit::jit {
 // Writes the dumps `options.dump` asks for; a directory that cannot be written is an Error.
 void dump_eval(const Options& options, const ir::Graph& trace, const Executable& exe);
 
-// Saves `trace` (pruned to what its outputs need) under options.record_dir unless a file of
-// the same hash is there; returns the path written, or "" when it was already recorded.
-std::string record_trace(const Options& options, const ir::Graph& trace);
+// Saves `trace` (pruned to what its outputs need; with its dynamic dims, if any) under
+// options.record_dir unless a file of the same hash is there; returns the path written, or ""
+// when it was already recorded.
+std::string record_trace(const Options& options, const ir::SymbolicGraph& trace);
 
 }  // namespace fusejit::jit

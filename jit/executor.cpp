@@ -91,7 +91,13 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& load,
       step.kernel = load(templates::generate(p.graph, r, options.codegen));
     }
   }
+  assign_releases(exe);
+  return exe;
+}
+
+void assign_releases(Executable& exe) {
   // Release each intermediate after the last step that reads it; graph outputs are kept.
+  const fusion::Plan& p = exe.plan;
   std::vector<int> last_use(p.graph.size(), -1);
   for (size_t i = 0; i < p.regions.size(); ++i) {
     for (NodeId id : p.regions[i].inputs) last_use[static_cast<size_t>(id)] = static_cast<int>(i);
@@ -102,7 +108,6 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& load,
     if (last_use[id] >= 0) exe.steps[static_cast<size_t>(last_use[id])].release.push_back(
         static_cast<NodeId>(id));
   }
-  return exe;
 }
 
 std::vector<std::shared_ptr<DeviceBuffer>> run_executable(

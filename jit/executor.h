@@ -37,6 +37,8 @@ struct Step {
   const fusion::Region* region = nullptr;
   std::shared_ptr<LoadedKernel> kernel;  // generated regions
   GemmCall gemm;                         // gemm regions: the cuBLASLt calls (jit/gemm_call.h)
+  // A dynamic kernel's outer extent, its trailing argument (templates/kernel.h); 0: static.
+  int64_t outer = 0;
   // Node ids whose buffers can be released after this step.
   std::vector<ir::NodeId> release;
 };
@@ -53,6 +55,8 @@ struct BuildOptions {
 
 Executable build_executable(fusion::Plan plan, const KernelLoader& load,
                             const BuildOptions& options);
+// Sets each step's `release`: the intermediates it is the last reader of.
+void assign_releases(Executable& exe);
 
 // What a run can do besides running, for `fusejit run` and the GPU tests.
 struct RunOptions {

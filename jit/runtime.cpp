@@ -56,6 +56,7 @@ Runtime::Runtime(const DeviceInfo& info, const Options& options, spdlog::logger&
 Runtime::~Runtime() {
   const DeviceGuard guard(device_->info().ordinal);
   memo_.clear();
+  dynamic_.clear();
   kernels_.clear();
   blas_.reset();
   device_.reset();
@@ -89,7 +90,8 @@ std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
   return loaded;
 }
 
-std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g) {
+std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
+                                                         const DynamicSource& source) {
   const DeviceGuard guard(device_->info().ordinal);  // modules load into the current device
   const bool memo = !options_.disable.memo;
   const uint64_t hash = memo ? ir::structural_hash(g) : 0;
@@ -102,21 +104,50 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g) {
       }
     }
   }
+  if (source.dims && !options_.disable.dynamic) {
+    static const std::vector<ir::DynamicAxis> kNoMarks;
+    if (auto match = source.dims->match(g, source.marks ? *source.marks : kNoMarks, log_)) {
+      return executable_for(g, *match);
+    }
+  }
   fusion::Plan plan = fusion::make_plan(g, plan_options(options_));
   ++stats_.plans_built;
   auto exe = std::make_shared<const Executable>(build_executable(
       std::move(plan), [this](const templates::Kernel& k) { return load(k); },
       build_options(options_, device_->info().target())));
+  return remember(g, hash, std::move(exe));
+}
+
+std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
+                                                         const DynamicMatch& match) {
+  const DeviceGuard guard(device_->info().ordinal);
+  const BuildOptions build = build_options(options_, device_->info().target());
+  const KernelLoader loader = [this](const templates::Kernel& k) { return load(k); };
+  DynamicEntry& entry = dynamic_[match.trace.get()];
+  if (!entry.executable) {
+    entry.trace = match.trace;
+    entry.executable = std::make_shared<const DynamicExecutable>(load_dynamic(
+        plan_dynamic(*match.trace, plan_options(options_), build.codegen), loader));
+    ++stats_.plans_built;
+  }
+  ++stats_.dynamic_instances;
+  auto exe = std::make_shared<const Executable>(
+      instantiate_executable(*entry.executable, match.values, loader, build));
+  return remember(g, options_.disable.memo ? 0 : ir::structural_hash(g), std::move(exe));
+}
+
+std::shared_ptr<const Executable> Runtime::remember(const ir::Graph& g, uint64_t hash,
+                                                    std::shared_ptr<const Executable> exe) {
   dump_eval(options_, g, *exe);
-  if (memo) memo_.emplace(hash, std::pair{g, exe});
+  if (!options_.disable.memo) memo_.emplace(hash, std::pair{g, exe});
   return exe;
 }
 
 std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
     const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
-    const std::vector<std::shared_ptr<DeviceBuffer>>& into) {
+    const std::vector<std::shared_ptr<DeviceBuffer>>& into, const DynamicSource& source) {
   const DeviceGuard guard(device_->info().ordinal);
-  const std::shared_ptr<const Executable> exe = executable_for(g);
+  const std::shared_ptr<const Executable> exe = executable_for(g, source);
   // Kernels and GEMM plans assume kBufferAlignment; caller memory may have less (a view at an
   // offset): read a copy of it.
   std::vector<std::shared_ptr<DeviceBuffer>> aligned = inputs;

@@ -21,6 +21,7 @@
 #include "ir/host_tensor.h"
 #include "jit/blas.h"
 #include "jit/device.h"
+#include "jit/dynamic.h"
 #include "fusion/pipeline.h"
 #include "jit/executor.h"
 #include "jit/kernel_cache.h"
@@ -32,6 +33,12 @@ namespace fusejit::jit {
 fusion::PlanOptions plan_options(const Options& options);
 BuildOptions build_options(const Options& options, const templates::Target& target);
 
+// Where a Runtime looks for dynamic dims on a trace-memo miss (jit/dynamic.h); null: nowhere.
+struct DynamicSource {
+  DynamicDims* dims = nullptr;
+  const std::vector<ir::DynamicAxis>* marks = nullptr;  // the user's, or none
+};
+
 class Runtime {
  public:
   // Work goes on `stream` (the caller's, on that device) or on a stream of the Runtime's own.
@@ -42,9 +49,12 @@ class Runtime {
   Device& device() { return *device_; }
   Blas& blas() { return *blas_; }
 
-  // The executable for `g` (its outputs set): from the trace memo, or planned, generated,
-  // compiled and loaded now.
-  std::shared_ptr<const Executable> executable_for(const ir::Graph& g);
+  // The executable for `g` (its outputs set): from the trace memo, or from the plan of the
+  // symbolic trace `g` is an instance of, or planned, generated, compiled and loaded now.
+  std::shared_ptr<const Executable> executable_for(const ir::Graph& g,
+                                                   const DynamicSource& source = {});
+  // The executable for `g`, an instance of `match`'s symbolic trace at its values.
+  std::shared_ptr<const Executable> executable_for(const ir::Graph& g, const DynamicMatch& match);
 
   // Runs `g` (its outputs set) with its inputs bound to `inputs`; returns one buffer per output.
   // `into`, when not empty, gives per output the buffer it must end up in (null: allocated);
@@ -52,7 +62,8 @@ class Runtime {
   // kBufferAlignment-aligned (caller memory) are copied into aligned buffers first.
   std::vector<std::shared_ptr<DeviceBuffer>> run(
       const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
-      const std::vector<std::shared_ptr<DeviceBuffer>>& into = {});
+      const std::vector<std::shared_ptr<DeviceBuffer>>& into = {},
+      const DynamicSource& source = {});
 
   std::shared_ptr<DeviceBuffer> upload(const ir::HostTensor& host);
   // Copies a buffer into `host` (whose dtype and shape are set) and waits for it.
@@ -65,6 +76,8 @@ class Runtime {
 
  private:
   std::shared_ptr<LoadedKernel> load(const templates::Kernel& k);
+  std::shared_ptr<const Executable> remember(const ir::Graph& g, uint64_t hash,
+                                             std::shared_ptr<const Executable> exe);
 
   const Options& options_;
   spdlog::logger& log_;
@@ -76,6 +89,12 @@ class Runtime {
   std::unordered_map<std::string, std::shared_ptr<LoadedKernel>> kernels_;  // by source
   // Trace memo: structural hash -> (trace, executable); the trace is compared on a hit.
   std::unordered_multimap<uint64_t, std::pair<ir::Graph, std::shared_ptr<const Executable>>> memo_;
+  // Dynamic plans by symbolic trace (the key is kept alive by the entry).
+  struct DynamicEntry {
+    std::shared_ptr<const ir::SymbolicGraph> trace;
+    std::shared_ptr<const DynamicExecutable> executable;
+  };
+  std::unordered_map<const ir::SymbolicGraph*, DynamicEntry> dynamic_;
 };
 
 }  // namespace fusejit::jit

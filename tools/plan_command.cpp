@@ -1,5 +1,8 @@
-// fusejit plan [--json] TRACE: the fusion plan of a trace, with no GPU.
+// fusejit plan [--json] [--dim NAME=VALUE]... TRACE: the fusion plan of a trace, with no GPU; for
+// a trace with dynamic dims, the plan at those sizes (default: the examples) and which regions
+// take the sizes at run time.
 #include <cstdio>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -9,7 +12,9 @@
 #include "fusion/plan_print.h"
 #include "ir/text.h"
 #include "jit/gemm_call.h"
+#include "jit/dynamic.h"
 #include "jit/runtime.h"
+#include "templates/target.h"
 #include "tools/commands.h"
 
 namespace fusejit::tools {
@@ -33,22 +38,76 @@ std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32) {
   return out.empty() ? out : "\nlibrary calls:\n" + out;
 }
 
+// The dynamic section of the plan of a trace with dynamic dims: which regions take the sizes
+// at run time (one kernel for all) and which are compiled per size.
+std::string dynamic_text(const ir::SymbolicGraph& trace, const jit::DynamicPlan& dp,
+                         const ir::Bindings& values) {
+  std::string out = fmt::format("\ndynamic dims: {} (planned once for every size)\n",
+                                tools::dims_text(trace, values));
+  for (size_t i = 0; i < dp.plan.regions.size(); ++i) {
+    const fusion::Region& r = dp.plan.regions[i];
+    std::string what = r.kind == fusion::RegionKind::gemm ? "cuBLASLt call at each size"
+                       : dp.kernels[i]                    ? "one kernel for every size"
+                                                          : "compiled per size";
+    std::string shape;
+    for (int64_t d : r.shape) shape += (shape.empty() ? "" : "x") + ir::dim_str(d, trace.symbols);
+    out += fmt::format("  region {} ({}): {} over {}\n", i, fusion::region_kind_name(r.kind), what,
+                       shape);
+  }
+  return out;
+}
+
+std::string dynamic_json(const ir::SymbolicGraph& trace, const jit::DynamicPlan& dp,
+                         const ir::Bindings& values) {
+  std::string dims, regions;
+  for (size_t k = 0; k < trace.symbols.size(); ++k) {
+    dims += fmt::format("{}{{\"name\": \"{}\", \"value\": {}}}", k ? ", " : "",
+                        trace.symbols[k].name, values[k]);
+  }
+  for (size_t i = 0; i < dp.kernels.size(); ++i) {
+    regions += fmt::format("{}{}", i ? ", " : "", dp.kernels[i] ? "true" : "false");
+  }
+  return fmt::format("\"dynamic\": {{\"dims\": [{}], \"regions\": [{}]}}", dims, regions);
+}
+
 }  // namespace
 
 int plan_command(const Args& args) {
   bool json = false;
   std::string path;
-  for (const std::string& a : args) {
+  std::vector<std::string> dims;
+  const std::string usage = "usage: fusejit plan [--json] [--dim NAME=VALUE]... TRACE";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
     if (a == "--json") json = true;
-    else if (!a.empty() && a[0] == '-') throw UsageError("plan: unknown option " + a + "; usage: fusejit plan [--json] TRACE");
+    else if (a == "--dim" && i + 1 < args.size()) dims.push_back(args[++i]);
+    else if (!a.empty() && a[0] == '-') throw UsageError("plan: unknown option " + a + "; " + usage);
     else if (path.empty()) path = a;
-    else throw UsageError("plan: one trace at a time; usage: fusejit plan [--json] TRACE");
+    else throw UsageError("plan: one trace at a time; " + usage);
   }
-  if (path.empty()) throw UsageError("plan: no trace given; usage: fusejit plan [--json] TRACE");
+  if (path.empty()) throw UsageError("plan: no trace given; " + usage);
   const Options options = options_from_env();
-  const fusion::Plan plan = fusion::make_plan(ir::parse_file(path), jit::plan_options(options));
+  const ir::SymbolicGraph trace = ir::parse_symbolic_file(path);
+  const ir::Bindings values = dim_values(trace, dims);
+  std::optional<jit::DynamicPlan> dp;
+  if (!trace.symbols.empty()) {
+    dp = jit::plan_dynamic(trace, jit::plan_options(options),
+                           jit::build_options(options, templates::target_for_arch(
+                                                           options.arch.empty() ? "sm_90"
+                                                                                : options.arch))
+                               .codegen);
+  }
+  // The plan printed is the one a run at these sizes executes.
+  const fusion::Plan plan =
+      dp ? fusion::instantiate_plan(dp->plan, trace.symbols, values)
+         : fusion::make_plan(trace.graph, jit::plan_options(options));
   std::string text = json ? fusion::plan_to_json(plan) : fusion::plan_to_text(plan);
+  if (json && dp) {
+    const size_t close = text.rfind('}');
+    text = text.substr(0, close) + ", " + dynamic_json(trace, *dp, values) + "}";
+  }
   if (!json) text += library_calls_text(plan, options.allow_tf32);
+  if (!json && dp) text += dynamic_text(trace, *dp, values);
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
   return 0;

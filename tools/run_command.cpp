@@ -1,4 +1,4 @@
-// fusejit run [--check] [--iters N] TRACE: runs a trace on the GPU on fresh random inputs,
+// fusejit run [--check] [--iters N] [--dim NAME=VALUE]... [--static] TRACE: runs a trace on the GPU on fresh random inputs,
 // prints each step's time and achieved bandwidth (or GEMM rate) next to the device-to-device
 // copy bandwidth measured in the same run, and with --check compares every output with the CPU
 // reference (outputs poisoned with NaN before the checked run).
@@ -27,17 +27,25 @@ int run_command(const Args& args) {
   int iters = 20;
   int64_t check_rows = 64;
   std::string path;
+  std::vector<std::string> dims;
+  bool specialize = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--check") check = true;
+    else if (args[i] == "--static") specialize = true;
+    else if (args[i] == "--dim" && i + 1 < args.size()) dims.push_back(args[++i]);
     else if (args[i] == "--iters" && i + 1 < args.size()) iters = std::max(1, std::stoi(args[++i]));
     else if (args[i] == "--check-rows" && i + 1 < args.size()) check_rows = std::max(2, std::stoi(args[++i]));
-    else if (!args[i].empty() && args[i][0] == '-') throw UsageError("run: unknown option " + args[i] + "; usage: fusejit run [--check] [--iters N] TRACE");
+    else if (!args[i].empty() && args[i][0] == '-') throw UsageError("run: unknown option " + args[i] + "; usage: fusejit run [--check] [--iters N] [--dim NAME=VALUE]... [--static] TRACE");
     else if (path.empty()) path = args[i];
     else throw UsageError("run: one trace at a time");
   }
   if (path.empty()) throw UsageError("run: no trace given; usage: fusejit run [--check] TRACE");
 
-  const ir::Graph g = ir::parse_file(path);
+  // A trace with dynamic dims runs at the --dim sizes (default: its examples), through the plan
+  // and kernels that serve every size, as an eval at a new size would.
+  const auto trace = std::make_shared<const ir::SymbolicGraph>(ir::parse_symbolic_file(path));
+  const ir::Bindings values = dim_values(*trace, dims);
+  const ir::Graph g = ir::instantiate(trace->graph, trace->symbols, values);
   std::string why;
   const auto info = jit::probe_device(&why);
   if (!info) throw UsageError("run: no GPU: " + why + "; `fusejit plan` works without one");
@@ -53,12 +61,21 @@ int run_command(const Args& args) {
   for (const auto& t : host_inputs) inputs.push_back(runtime.upload(t));
 
   const auto t0 = std::chrono::steady_clock::now();
-  const auto exe = runtime.executable_for(g);
+  // --static: the trace at these sizes compiled for them alone, to compare with the dynamic run.
+  const auto exe = trace->symbols.empty() || specialize
+                       ? runtime.executable_for(g)
+                       : runtime.executable_for(g, jit::DynamicMatch{trace, values});
   const double build_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   fmt::print("trace {}  ({} kernels, {} library calls; planned and compiled in {:.1f} ms)\n", path,
              exe->plan.kernel_count(), exe->plan.library_call_count(), build_ms);
+  if (!trace->symbols.empty() && !specialize) {
+    const auto dynamic = std::count_if(exe->steps.begin(), exe->steps.end(),
+                                       [](const jit::Step& s) { return s.outer > 0; });
+    fmt::print("dynamic dims {}: {} of {} kernels take the sizes at run time\n",
+               dims_text(*trace, values), dynamic, exe->plan.kernel_count());
+  }
 
   int failures = 0;
   if (check) {
@@ -89,9 +106,10 @@ int run_command(const Args& args) {
     const int64_t bytes = jit::step_bytes(*exe, step);
     if (step.kernel) {
       const double bw = static_cast<double>(bytes) / (ms * 1e-3);
-      fmt::print("  {:<14} {:<34} {:9.3f} ms  {:7.0f} GB/s  {:5.1f}% of copy\n",
+      fmt::print("  {:<14} {:<34} {:9.3f} ms  {:7.0f} GB/s  {:5.1f}% of copy{}\n",
                  fusion::region_kind_name(step.region->kind), jit::step_label(*exe, step), ms,
-                 bw / 1e9, 100.0 * bw / copy_bw);
+                 bw / 1e9, 100.0 * bw / copy_bw,
+                 step.outer > 0 ? fmt::format("  (dynamic, outer {})", step.outer) : "");
     } else {
       fmt::print("  {:<14} {:<34} {:9.3f} ms  {:7.1f} TFLOP/s\n", "gemm",
                  jit::step_label(*exe, step), ms, jit::step_flops(step) / (ms * 1e-3) / 1e12);

@@ -29,6 +29,7 @@
 #include "jit/kernel_cache.h"
 #include "jit/log.h"
 #include "jit/nvrtc.h"
+#include "jit/dynamic.h"
 #include "jit/runtime.h"
 #include "templates/kernel.h"
 #include "tools/commands.h"
@@ -200,6 +201,29 @@ void run_jobs(std::vector<Job>& jobs, jit::KernelCache& cache, int threads) {
   }
 }
 
+// The kernels a run of `trace` compiles for `arch` (for a trace with dynamic dims: the kernels
+// that serve every size, and the other regions' at its example sizes), and its library calls.
+std::vector<templates::Kernel> trace_kernels(const ir::SymbolicGraph& trace,
+                                             const Options& options, const std::string& arch,
+                                             int& library_calls) {
+  // Kernels are sized for their arch's per-SM limits (the table of known archs, which holds what
+  // those GPUs report), so each arch gets its own source.
+  const jit::BuildOptions build = jit::build_options(options, templates::target_for_arch(arch));
+  if (!trace.symbols.empty()) {
+    const jit::DynamicPlan dp = jit::plan_dynamic(trace, jit::plan_options(options), build.codegen);
+    library_calls = dp.plan.library_call_count();
+    return jit::kernels_at(dp, ir::examples(trace.symbols), build.codegen);
+  }
+  const fusion::Plan plan = fusion::make_plan(trace.graph, jit::plan_options(options));
+  library_calls = plan.library_call_count();
+  std::vector<templates::Kernel> kernels;
+  for (const fusion::Region& region : plan.regions) {
+    if (region.kind == fusion::RegionKind::gemm) continue;  // cuBLASLt: nothing to compile
+    kernels.push_back(templates::generate(plan.graph, region, build.codegen));
+  }
+  return kernels;
+}
+
 // Plans each trace and generates its kernels as a run would, keeping one job per distinct
 // (kernel, arch) in `jobs`; a trace that cannot be read, planned or generated carries its error.
 std::vector<TraceWork> plan_traces(const std::vector<std::string>& files,
@@ -210,21 +234,14 @@ std::vector<TraceWork> plan_traces(const std::vector<std::string>& files,
   for (const std::string& file : files) {
     TraceWork t{file};
     try {
-      const fusion::Plan plan = fusion::make_plan(ir::parse_file(file), jit::plan_options(options));
-      for (const fusion::Region& region : plan.regions) {
-        if (region.kind == fusion::RegionKind::gemm) {  // cuBLASLt: nothing to compile
-          ++t.library_calls;
-          continue;
-        }
-        ++t.kernels;
-        // Kernels are sized for their arch's per-SM limits (the table of known archs, which
-        // holds what those GPUs report), so each arch gets its own source.
-        for (const std::string& arch : archs) {
-          const jit::BuildOptions build =
-              jit::build_options(options, templates::target_for_arch(arch));
-          templates::Kernel k = templates::generate(plan.graph, region, build.codegen);
+      const ir::SymbolicGraph trace = ir::parse_symbolic_file(file);
+      for (const std::string& arch : archs) {
+        std::vector<templates::Kernel> kernels =
+            trace_kernels(trace, options, arch, t.library_calls);
+        t.kernels = static_cast<int>(kernels.size());
+        for (templates::Kernel& k : kernels) {
           auto [it, fresh] = job_by_key.emplace(cache.key(k, arch).hex(), jobs.size());
-          if (fresh) jobs.push_back(Job{k, arch});
+          if (fresh) jobs.push_back(Job{std::move(k), arch});
           if (std::find(t.jobs.begin(), t.jobs.end(), it->second) == t.jobs.end()) {
             t.jobs.push_back(it->second);
           }

@@ -89,6 +89,19 @@ class Context {
   Tensor wrap(const void* data, Shape shape, DType dtype, std::vector<int64_t> strides = {},
               std::function<void()> release = {});
 
+  // Dynamic dims (README "Dynamic shapes"): marks axis `axis` of `input`, a tensor holding data
+  // (from_vector, from_host, wrap, a result already evaluated), as one whose extent changes
+  // between evals: the batch size, the sequence length. Traces that read it are planned once
+  // and their kernels take that extent as a runtime argument, so a new size costs no planning
+  // and no compile. Without marks, fusejit does the same for the input axes it sees taking a
+  // second value (FUSEJIT_DISABLE=dynamic turns both off). `name` names the dim in recorded
+  // traces and in `fusejit plan` (default "d<axis>"); axes marked with one name are one dim and
+  // must have the same extent. A marked extent of 1 is not made dynamic (it broadcasts). Regions
+  // whose kernels cannot take it at run time (a reduction over it, a transpose moving it inward)
+  // are compiled per size, as before. Throws fusejit::UsageError for a pending tensor or an
+  // axis out of range.
+  void mark_dynamic(const Tensor& input, int64_t axis, std::string name = {});
+
   // The GPU ordinal (-1 on the CPU path) and the stream all work is queued on (null on the CPU
   // path): the caller's, or fusejit's own.
   int device() const;
@@ -142,6 +155,9 @@ class Context {
     int64_t outputs_computed = 0;  // tensors materialized by those evals
     int64_t plans_built = 0;       // traces planned (a trace-memo hit builds none)
     int64_t trace_memo_hits = 0;
+    // Executables made from the plan of a symbolic trace for new sizes (no planning; compiling
+    // only the regions that could not take their sizes at run time); see mark_dynamic.
+    int64_t dynamic_instances = 0;
     int64_t kernels_compiled = 0;  // NVRTC compiles
     int64_t kernel_cache_hits = 0; // kernels found in the memory or disk cache
     // eval_into results copied into their destination instead of written there by the kernel

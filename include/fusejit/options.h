@@ -42,6 +42,7 @@ struct Options {
     bool vectorize = false;  // no 16-byte accesses
     bool passes = false;     // no DCE/CSE/folding/simplification
     bool memo = false;       // no trace-level memo: plan and generate on every eval
+    bool dynamic = false;    // no dynamic dims: every new size is a trace of its own
   } disable;
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
   bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32

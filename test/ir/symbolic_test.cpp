@@ -1,6 +1,8 @@
 // Dynamic dims: symbolic graphs, their text, generalizing a trace, binding one to sizes.
 #include <string>
 
+#include <fmt/format.h>
+
 #include "fusejit/error.h"
 #include "ir/graph.h"
 #include "ir/hash.h"
@@ -145,5 +147,7 @@ TEST_CASE("a dim decodes into its terms", "[ir][symbolic]") {
   CHECK(dim_str(p[1] * p[1], symbols) == "S*S");
   CHECK(dim_str(1024, symbols) == "1024");
   CHECK(dim_value(4 * p[0] * p[1], symbols, {3, 5}) == 60);
+  CHECK(symbolize(fmt::format("%{} over [{},{},{}] x2", p[0], p[0], p[1] * 4, 4096), symbols) ==
+        fmt::format("%{} over [B,4*S,4096] x2", p[0]));
   CHECK_THROWS_AS(dim_value(p[0] * p[1], symbols, {int64_t{1} << 40, int64_t{1} << 40}), Error);
 }

@@ -1,0 +1,134 @@
+// Dynamic dims at run time: one symbolic trace, one plan and one kernel per region across batch
+// sizes (CPU: DynamicDims, plan_dynamic, NVRTC), and evals at sizes never seen ([gpu]).
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+
+#include "fusejit/fusejit.h"
+#include "ir/graph.h"
+#include "ir/interp.h"
+#include "jit/dynamic.h"
+#include "jit/log.h"
+#include "jit/nvrtc.h"
+#include "jit/runtime.h"
+#include "support/catch.h"
+#include "support/gpu.h"
+#include "templates/target.h"
+
+using namespace fusejit;
+
+namespace {
+
+// What a server records per request at batch b: rms_norm(x) * w + x, then silu, and the row
+// sums; a [b, 256] f32 input and a [256] weight.
+ir::Graph request(int64_t b) {
+  ir::Graph g;
+  const ir::NodeId x = ir::add_input(g, DType::f32, {b, 256});
+  const ir::NodeId w = ir::add_input(g, DType::f32, {256});
+  const ir::NodeId sq = ir::add_binary(g, ir::Op::mul, x, x);
+  const ir::NodeId ms = ir::add_reduce(g, ir::Op::mean, sq, {1}, true);
+  const ir::NodeId inv = ir::add_unary(
+      g, ir::Op::rsqrt, ir::add_binary(g, ir::Op::add, ms, ir::add_constant(g, DType::f32, 1e-6)));
+  const ir::NodeId y = ir::add_binary(
+      g, ir::Op::add, ir::add_binary(g, ir::Op::mul, ir::add_binary(g, ir::Op::mul, x, inv), w),
+      x);
+  const ir::NodeId out = ir::add_unary(g, ir::Op::silu, y);
+  g.set_outputs({out});
+  return g;
+}
+
+templates::CodegenOptions sm90() {
+  templates::CodegenOptions o;
+  o.target = templates::target_for_arch("sm_90");
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("one symbolic trace and one kernel per region serve 60 batch sizes",
+          "[jit][dynamic][nvrtc]") {
+  auto log = jit::make_logger(LogLevel::off);
+  jit::DynamicDims dims;
+  std::shared_ptr<const ir::SymbolicGraph> trace;
+  std::optional<jit::DynamicPlan> plan;
+  std::set<std::string> sources;
+  for (int64_t b = 1; b <= 60; ++b) {
+    const std::optional<jit::DynamicMatch> m = dims.match(request(b), {}, *log);
+    if (b == 1) {  // the first size runs as it is: nothing says the batch dim changes yet
+      CHECK_FALSE(m.has_value());
+      continue;
+    }
+    REQUIRE(m.has_value());
+    if (!trace) {
+      trace = m->trace;
+      plan = jit::plan_dynamic(*trace, {}, sm90());
+    }
+    CHECK(m->trace == trace);
+    CHECK(m->values == ir::Bindings{b});
+    for (const templates::Kernel& k : jit::kernels_at(*plan, m->values, sm90())) {
+      sources.insert(k.source);
+    }
+  }
+  REQUIRE(plan.has_value());
+  CHECK(plan->plan.kernel_count() == 1);
+  // One kernel source for every size, and it compiles.
+  REQUIRE(sources.size() == 1);
+  for (int i = 0; i < plan->plan.kernel_count(); ++i) REQUIRE(plan->kernels[0].has_value());
+  CHECK_FALSE(jit::compile(*plan->kernels[0], "sm_90").cubin.empty());
+}
+
+TEST_CASE("marked axes are dynamic from the first eval; other structures stay apart",
+          "[jit][dynamic]") {
+  auto log = jit::make_logger(LogLevel::off);
+  jit::DynamicDims dims;
+  const std::vector<ir::DynamicAxis> marks{{.input = 0, .axis = 0, .name = "B"}};
+  const auto first = dims.match(request(8), marks, *log);
+  REQUIRE(first.has_value());
+  CHECK(first->trace->symbols.at(0).name == "B");
+  const auto again = dims.match(request(13), {}, *log);
+  REQUIRE(again.has_value());
+  CHECK(again->trace == first->trace);
+  // A different program is not an instance of it.
+  ir::Graph other = request(8);
+  other.set_outputs({other.inputs()[0]});
+  CHECK_FALSE(dims.match(other, {}, *log).has_value());
+}
+
+TEST_CASE("a dynamic eval computes what the reference does at sizes never seen",
+          "[jit][dynamic][gpu]") {
+  FUSEJIT_REQUIRE_GPU();
+  Options options = Options::from_env();
+  Context ctx(options);
+  const Context::Stats before = ctx.stats();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> w(256);
+  for (float& v : w) v = normal(rng);
+  const Tensor weight = ctx.from_vector(w, {256});
+  for (int64_t b : {2, 3, 1, 60, 7, 1000, 37, 4096, 5}) {
+    std::vector<float> x(static_cast<size_t>(b * 256));
+    for (float& v : x) v = normal(rng);
+    const Tensor input = ctx.from_vector(x, {b, 256});
+    ctx.mark_dynamic(input, 0, "B");
+    const std::vector<double> got = silu(rms_norm(input, weight) + input).to_host();
+    ir::HostTensor hx(DType::f32, {b, 256}), hw(DType::f32, {256});
+    for (size_t i = 0; i < x.size(); ++i) hx.set(static_cast<int64_t>(i), x[i]);
+    for (size_t i = 0; i < w.size(); ++i) hw.set(static_cast<int64_t>(i), w[i]);
+    const ir::HostTensor want = ir::interpret(request(b), {hx, hw}).at(0);
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err += (got[i] - want.get(static_cast<int64_t>(i))) * (got[i] - want.get(static_cast<int64_t>(i)));
+      norm += want.get(static_cast<int64_t>(i)) * want.get(static_cast<int64_t>(i));
+    }
+    INFO("batch " << b);
+    CHECK(std::sqrt(err / norm) <= 1e-5);
+  }
+  const Context::Stats s = ctx.stats();
+  // Every size, 1 included (it binds to the trace made at 2), shares one plan and one kernel.
+  CHECK(s.plans_built - before.plans_built == 1);
+  CHECK(s.kernels_compiled + s.kernel_cache_hits - before.kernels_compiled -
+            before.kernel_cache_hits ==
+        1);
+  CHECK(s.dynamic_instances - before.dynamic_instances == 9);
+}
