@@ -39,7 +39,9 @@ Runtime::Runtime(const DeviceInfo& info, const Options& options, spdlog::logger&
       log_(log),
       stats_(stats),
       kernel_cache_(options, log),
-      device_(std::make_shared<Device>(info, stream)) {
+      device_(std::make_shared<Device>(info, stream)),
+      kernels_(static_cast<size_t>(options.kernels_max)),
+      memo_(static_cast<size_t>(options.memo_max)) {
   const DeviceGuard guard(info.ordinal);
   blas_ = std::make_unique<Blas>(*device_);
   target_arch_ = info.arch();
@@ -62,9 +64,9 @@ Runtime::~Runtime() {
 }
 
 std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
-  if (auto it = kernels_.find(k.source); it != kernels_.end()) {
+  if (const std::shared_ptr<LoadedKernel>* kept = kernels_.get(k.source)) {
     ++stats_.kernel_cache_hits;
-    return it->second;
+    return *kept;
   }
   // Memory, then the disk store, then NVRTC (FUSEJIT_REQUIRE_WARM makes that last step an
   // error). A GPU newer than this NVRTC knows gets PTX for the newest arch NVRTC does know,
@@ -75,7 +77,7 @@ std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
   else ++stats_.kernel_cache_hits;
   auto loaded = std::make_shared<LoadedKernel>();
   loaded->kernel = k;
-  loaded->driver = &device_->driver();
+  loaded->device = device_;
   const Driver& drv = device_->driver();
   const std::string& image = compiled.cubin.empty() ? compiled.ptx : compiled.cubin;
   FUSEJIT_DRIVER(drv, module_load_data, &loaded->module, image.data());
@@ -85,7 +87,9 @@ std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.shared_bytes);
   }
   log_.debug("compiled and loaded {}", k.name);
-  kernels_.emplace(k.source, loaded);
+  const int64_t evicted = kernels_.evictions();
+  kernels_.insert(k.source, loaded);
+  stats_.kernel_evictions += kernels_.evictions() - evicted;
   return loaded;
 }
 
@@ -94,12 +98,9 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g) {
   const bool memo = !options_.disable.memo;
   const uint64_t hash = memo ? ir::structural_hash(g) : 0;
   if (memo) {
-    auto [lo, hi] = memo_.equal_range(hash);
-    for (auto it = lo; it != hi; ++it) {
-      if (it->second.first == g) {
-        ++stats_.trace_memo_hits;
-        return it->second.second;
-      }
+    if (std::shared_ptr<const Executable> kept = memo_.lookup(g, hash)) {
+      ++stats_.trace_memo_hits;
+      return kept;
     }
   }
   fusion::Plan plan = fusion::make_plan(g, plan_options(options_));
@@ -108,7 +109,7 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g) {
       std::move(plan), [this](const templates::Kernel& k) { return load(k); },
       build_options(options_, device_->info().target())));
   dump_eval(options_, g, *exe);
-  if (memo) memo_.emplace(hash, std::pair{g, exe});
+  if (memo) stats_.trace_memo_evictions += memo_.insert(g, hash, exe);
   return exe;
 }
 
