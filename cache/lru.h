@@ -30,6 +30,9 @@ class LruMap {
     if (capacity == 0)
       throw InternalError("internal error: an LruMap needs a capacity of at least 1");
   }
+  // The index points into the list: a copy would point into the original.
+  LruMap(const LruMap&) = delete;
+  LruMap& operator=(const LruMap&) = delete;
 
   // The value stored under `key`, made the most recently used; nullptr when there is none.
   template <class K>
