@@ -3,21 +3,28 @@
 
 namespace fusejit::cache {
 
-std::shared_ptr<const Entry> MemoryCache::find(const KernelKey& key) const {
+MemoryCache::MemoryCache(size_t capacity) : entries_(capacity) {}
+
+std::shared_ptr<const Entry> MemoryCache::find(const KernelKey& key) {
   std::lock_guard lock(mutex_);
-  auto it = entries_.find(key);
-  return it == entries_.end() ? nullptr : it->second;
+  const std::shared_ptr<const Entry>* entry = entries_.get(key);
+  return entry ? *entry : nullptr;
 }
 
 std::shared_ptr<const Entry> MemoryCache::insert(const KernelKey& key,
                                                  std::shared_ptr<const Entry> entry) {
   std::lock_guard lock(mutex_);
-  return entries_.emplace(key, std::move(entry)).first->second;
+  return entries_.insert(key, std::move(entry));
 }
 
 size_t MemoryCache::size() const {
   std::lock_guard lock(mutex_);
   return entries_.size();
+}
+
+int64_t MemoryCache::evictions() const {
+  std::lock_guard lock(mutex_);
+  return entries_.evictions();
 }
 
 }  // namespace fusejit::cache

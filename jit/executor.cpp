@@ -72,7 +72,10 @@ std::vector<std::shared_ptr<DeviceBuffer>> collect_outputs(
 }  // namespace
 
 LoadedKernel::~LoadedKernel() {
-  if (module && driver) driver->module_unload(module);
+  if (!module || !device) return;
+  const DeviceGuard guard(device->info().ordinal);
+  cudaStreamSynchronize(device->stream());  // a destructor: a failure shows in the next call
+  device->driver().module_unload(module);
 }
 
 Executable build_executable(fusion::Plan plan, const KernelLoader& load,

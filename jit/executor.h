@@ -20,12 +20,15 @@
 
 namespace fusejit::jit {
 
-// A compiled kernel loaded into the Context's device.
+// A compiled kernel loaded into the Context's device. Shared by the Runtime's kernel table and
+// every Executable that launches it; the module is unloaded when the last owner lets go, after
+// the device's stream has finished the launches queued so far (unloading a module under a
+// running kernel is undefined), so a table may forget a kernel at any time.
 struct LoadedKernel {
   templates::Kernel kernel;
   CUmodule module = nullptr;
   CUfunction function = nullptr;
-  const Driver* driver = nullptr;
+  std::shared_ptr<Device> device;  // its driver and stream, kept alive for the unload
   ~LoadedKernel();
 };
 

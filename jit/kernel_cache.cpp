@@ -81,7 +81,10 @@ std::string_view outcome_name(KernelCache::Outcome outcome) {
 }
 
 KernelCache::KernelCache(const Options& options, spdlog::logger& log, Compiler compiler)
-    : options_(options), log_(log), compiler_(std::move(compiler)) {
+    : options_(options),
+      log_(log),
+      compiler_(std::move(compiler)),
+      memory_(static_cast<size_t>(options.kernels_max)) {
   if (!compiler_) {
     compiler_ = [](const templates::Kernel& k, std::string_view arch) { return compile(k, arch); };
   }

@@ -4,7 +4,8 @@
 //   memory (this process) -> disk store (FUSEJIT_CACHE_DIR) -> lock the key across processes
 //   -> look on disk again -> NVRTC compile -> store on disk and in memory -> unlock
 //
-// FUSEJIT_CACHE=memory skips the disk, =off caches nothing (every get compiles).
+// FUSEJIT_CACHE=memory skips the disk, =off caches nothing (every get compiles). The memory
+// level keeps the FUSEJIT_KERNELS_MAX most recently used kernels.
 // FUSEJIT_REQUIRE_WARM=1 turns a would-be compile into a fusejit::Error that names the kernel
 // and says how to warm the cache. FUSEJIT_DUMP=cuda,ptx writes <dump_dir>/<kernel name>.cu and
 // <dump_dir>/<kernel name>.ptx whenever a kernel is compiled or loaded from disk (the .ptx is
@@ -63,8 +64,11 @@ class KernelCache {
 
   struct Counts {
     int64_t memory_hits = 0, disk_hits = 0, compiled = 0;
+    int64_t memory_evictions = 0;  // kernels the memory level forgot (FUSEJIT_KERNELS_MAX)
   };
-  Counts counts() const { return {memory_hits_.load(), disk_hits_.load(), compiled_.load()}; }
+  Counts counts() const {
+    return {memory_hits_.load(), disk_hits_.load(), compiled_.load(), memory_.evictions()};
+  }
 
  private:
   std::optional<CompiledKernel> obtain(const templates::Kernel& k, std::string_view arch, bool wait,

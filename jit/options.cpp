@@ -84,13 +84,18 @@ CacheMode parse_cache(std::string_view value) {
   bad_value("FUSEJIT_CACHE", value, "on, memory, off");
 }
 
-int64_t parse_megabytes(std::string_view value) {
-  int64_t mb = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), mb);
-  if (ec != std::errc() || end != value.data() + value.size() || mb < 1) {
-    bad_value("FUSEJIT_CACHE_MAX_MB", value, "a whole number of megabytes, at least 1");
-  }
-  return mb;
+// The valid values of the counts and caps.
+constexpr std::string_view kMegabytes = "a whole number of megabytes, at least 1";
+constexpr std::string_view kTraces =
+    "a whole number of traces, at least 1 (to keep none, turn the memo off: FUSEJIT_DISABLE=memo)";
+constexpr std::string_view kKernels = "a whole number of kernels, at least 1";
+
+// A whole number, at least 1.
+int64_t parse_count(std::string_view var, std::string_view value, std::string_view valid) {
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size() || n < 1) bad_value(var, value, valid);
+  return n;
 }
 
 Rounding parse_rounding(std::string_view value) {
@@ -121,8 +126,8 @@ std::string default_cache_dir() {
 
 constexpr std::string_view kKnownVars =
     "FUSEJIT_DUMP, FUSEJIT_DUMP_DIR, FUSEJIT_LOG, FUSEJIT_CACHE_DIR, FUSEJIT_CACHE, "
-    "FUSEJIT_CACHE_MAX_MB, FUSEJIT_RECORD_DIR, FUSEJIT_REQUIRE_WARM, FUSEJIT_DISABLE, "
-    "FUSEJIT_ARCH, FUSEJIT_TF32, FUSEJIT_ROUNDING";
+    "FUSEJIT_CACHE_MAX_MB, FUSEJIT_MEMO_MAX, FUSEJIT_KERNELS_MAX, FUSEJIT_RECORD_DIR, "
+    "FUSEJIT_REQUIRE_WARM, FUSEJIT_DISABLE, FUSEJIT_ARCH, FUSEJIT_TF32, FUSEJIT_ROUNDING";
 
 }  // namespace
 
@@ -135,7 +140,9 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_LOG") o.log_level = parse_log(value);
     else if (name == "FUSEJIT_CACHE_DIR") o.cache_dir = value.empty() ? o.cache_dir : value;
     else if (name == "FUSEJIT_CACHE") o.cache = parse_cache(value);
-    else if (name == "FUSEJIT_CACHE_MAX_MB") o.cache_max_mb = parse_megabytes(value);
+    else if (name == "FUSEJIT_CACHE_MAX_MB") o.cache_max_mb = parse_count(name, value, kMegabytes);
+    else if (name == "FUSEJIT_MEMO_MAX") o.memo_max = parse_count(name, value, kTraces);
+    else if (name == "FUSEJIT_KERNELS_MAX") o.kernels_max = parse_count(name, value, kKernels);
     else if (name == "FUSEJIT_RECORD_DIR") o.record_dir = value;
     else if (name == "FUSEJIT_REQUIRE_WARM") o.require_warm = parse_bool(name, value);
     else if (name == "FUSEJIT_DISABLE") parse_disable(o, value);

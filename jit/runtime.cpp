@@ -39,7 +39,10 @@ Runtime::Runtime(const DeviceInfo& info, const Options& options, spdlog::logger&
       log_(log),
       stats_(stats),
       kernel_cache_(options, log),
-      device_(std::make_shared<Device>(info, stream)) {
+      device_(std::make_shared<Device>(info, stream)),
+      kernels_(static_cast<size_t>(options.kernels_max)),
+      memo_(static_cast<size_t>(options.memo_max)),
+      dynamic_(static_cast<size_t>(options.memo_max)) {
   const DeviceGuard guard(info.ordinal);
   blas_ = std::make_unique<Blas>(*device_);
   target_arch_ = info.arch();
@@ -63,9 +66,9 @@ Runtime::~Runtime() {
 }
 
 std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
-  if (auto it = kernels_.find(k.source); it != kernels_.end()) {
+  if (const std::shared_ptr<LoadedKernel>* kept = kernels_.get(k.source)) {
     ++stats_.kernel_cache_hits;
-    return it->second;
+    return *kept;
   }
   // Memory, then the disk store, then NVRTC (FUSEJIT_REQUIRE_WARM makes that last step an
   // error). A GPU newer than this NVRTC knows gets PTX for the newest arch NVRTC does know,
@@ -76,7 +79,7 @@ std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
   else ++stats_.kernel_cache_hits;
   auto loaded = std::make_shared<LoadedKernel>();
   loaded->kernel = k;
-  loaded->driver = &device_->driver();
+  loaded->device = device_;
   const Driver& drv = device_->driver();
   const std::string& image = compiled.cubin.empty() ? compiled.ptx : compiled.cubin;
   FUSEJIT_DRIVER(drv, module_load_data, &loaded->module, image.data());
@@ -86,7 +89,9 @@ std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.shared_bytes);
   }
   log_.debug("compiled and loaded {}", k.name);
-  kernels_.emplace(k.source, loaded);
+  const int64_t evicted = kernels_.evictions();
+  kernels_.insert(k.source, loaded);
+  stats_.kernel_evictions += kernels_.evictions() - evicted;
   return loaded;
 }
 
@@ -96,12 +101,9 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
   const bool memo = !options_.disable.memo;
   const uint64_t hash = memo ? ir::structural_hash(g) : 0;
   if (memo) {
-    auto [lo, hi] = memo_.equal_range(hash);
-    for (auto it = lo; it != hi; ++it) {
-      if (it->second.first == g) {
-        ++stats_.trace_memo_hits;
-        return it->second.second;
-      }
+    if (std::shared_ptr<const Executable> kept = memo_.lookup(g, hash)) {
+      ++stats_.trace_memo_hits;
+      return kept;
     }
   }
   if (source.dims && !options_.disable.dynamic) {
@@ -123,23 +125,23 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
   const DeviceGuard guard(device_->info().ordinal);
   const BuildOptions build = build_options(options_, device_->info().target());
   const KernelLoader loader = [this](const templates::Kernel& k) { return load(k); };
-  DynamicEntry& entry = dynamic_[match.trace.get()];
-  if (!entry.executable) {
-    entry.trace = match.trace;
-    entry.executable = std::make_shared<const DynamicExecutable>(load_dynamic(
+  DynamicEntry* entry = dynamic_.get(match.trace.get());
+  if (!entry) {
+    auto dyn = std::make_shared<const DynamicExecutable>(load_dynamic(
         plan_dynamic(*match.trace, plan_options(options_), build.codegen), loader));
     ++stats_.plans_built;
+    entry = &dynamic_.insert(match.trace.get(), DynamicEntry{match.trace, std::move(dyn)});
   }
   ++stats_.dynamic_instances;
   auto exe = std::make_shared<const Executable>(
-      instantiate_executable(*entry.executable, match.values, loader, build));
+      instantiate_executable(*entry->executable, match.values, loader, build));
   return remember(g, options_.disable.memo ? 0 : ir::structural_hash(g), std::move(exe));
 }
 
 std::shared_ptr<const Executable> Runtime::remember(const ir::Graph& g, uint64_t hash,
                                                     std::shared_ptr<const Executable> exe) {
   dump_eval(options_, g, *exe);
-  if (!options_.disable.memo) memo_.emplace(hash, std::pair{g, exe});
+  if (!options_.disable.memo) stats_.trace_memo_evictions += memo_.insert(g, hash, exe);
   return exe;
 }
 

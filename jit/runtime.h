@@ -1,6 +1,8 @@
 // jit/runtime: a Context's GPU side: the device, the cuBLASLt handle, the loaded modules (by
-// kernel source, over the persistent KernelCache) and the trace-level memo (ready Executables by structural hash of
-// the trace), so that a repeated eval of a trace costs a hash, a lookup and the launches.
+// kernel source, over the persistent KernelCache) and the trace-level memo (ready Executables by
+// structural hash of the trace), so that a repeated eval of a trace costs a hash, a lookup and
+// the launches. Both tables are bounded (FUSEJIT_KERNELS_MAX, FUSEJIT_MEMO_MAX) and forget their
+// least recently used entries.
 // Every public method makes the Runtime's device current for its duration (DeviceGuard) and
 // restores the caller's.
 #pragma once
@@ -15,6 +17,7 @@
 
 #include <spdlog/logger.h>
 
+#include "cache/lru.h"
 #include "fusejit/context.h"
 #include "fusejit/options.h"
 #include "ir/graph.h"
@@ -25,6 +28,7 @@
 #include "fusion/pipeline.h"
 #include "jit/executor.h"
 #include "jit/kernel_cache.h"
+#include "jit/trace_memo.h"
 
 namespace fusejit::jit {
 
@@ -86,15 +90,15 @@ class Runtime {
   std::shared_ptr<Device> device_;  // shared with every buffer it allocated
   std::string target_arch_;  // what NVRTC compiles for: the device's sm_XX, or compute_XX
   std::unique_ptr<Blas> blas_;
-  std::unordered_map<std::string, std::shared_ptr<LoadedKernel>> kernels_;  // by source
-  // Trace memo: structural hash -> (trace, executable); the trace is compared on a hit.
-  std::unordered_multimap<uint64_t, std::pair<ir::Graph, std::shared_ptr<const Executable>>> memo_;
-  // Dynamic plans by symbolic trace (the key is kept alive by the entry).
+  // Loaded kernels by source, the FUSEJIT_KERNELS_MAX most recently loaded or reused.
+  cache::LruMap<std::string, std::shared_ptr<LoadedKernel>> kernels_;
+  TraceMemo memo_;  // FUSEJIT_MEMO_MAX traces, ready to run
+  // Dynamic plans by symbolic trace (the key is kept alive by the entry), as many as the memo.
   struct DynamicEntry {
     std::shared_ptr<const ir::SymbolicGraph> trace;
     std::shared_ptr<const DynamicExecutable> executable;
   };
-  std::unordered_map<const ir::SymbolicGraph*, DynamicEntry> dynamic_;
+  cache::LruMap<const ir::SymbolicGraph*, DynamicEntry> dynamic_;
 };
 
 }  // namespace fusejit::jit

@@ -160,6 +160,12 @@ class Context {
     int64_t dynamic_instances = 0;
     int64_t kernels_compiled = 0;  // NVRTC compiles
     int64_t kernel_cache_hits = 0; // kernels found in the memory or disk cache
+    // Entries the bounded in-memory tables forgot, least recently used first: traces dropped
+    // from the trace memo (FUSEJIT_MEMO_MAX; planned again if they come back) and loaded
+    // kernels dropped from the Context's table (FUSEJIT_KERNELS_MAX; loaded again from the
+    // kernel cache if needed).
+    int64_t trace_memo_evictions = 0;
+    int64_t kernel_evictions = 0;
     // eval_into results copied into their destination instead of written there by the kernel
     // or GEMM that computed them (Tensor::eval_into says when; on the CPU path, every one).
     int64_t outputs_copied = 0;

@@ -33,6 +33,15 @@ struct Options {
   std::string cache_dir;                              // FUSEJIT_CACHE_DIR (default: XDG/home)
   CacheMode cache = CacheMode::on;                    // FUSEJIT_CACHE
   std::optional<int64_t> cache_max_mb;                // FUSEJIT_CACHE_MAX_MB
+  // In-memory bounds, each table forgetting its least recently used entries beyond its cap:
+  //   memo_max     FUSEJIT_MEMO_MAX: traces kept ready (planned, kernels loaded) in a
+  //                Context's trace memo; a forgotten trace is planned again when it comes back,
+  //                its kernels found in the kernel cache.
+  //   kernels_max  FUSEJIT_KERNELS_MAX: kernels kept loaded by a Context (its modules), and
+  //                compiled kernels kept in the memory level of its kernel cache. A kernel that
+  //                a kept trace still uses stays loaded until that trace goes too.
+  int64_t memo_max = 1024;
+  int64_t kernels_max = 4096;
   std::string record_dir;                             // FUSEJIT_RECORD_DIR ("" = off)
   bool require_warm = false;                          // FUSEJIT_REQUIRE_WARM
   // FUSEJIT_DISABLE: features turned off for bisecting.

@@ -297,3 +297,47 @@ TEST_CASE("KernelCache: 8 processes at once compile each kernel once", "[cache][
   CHECK(s.temp_files == 0);
   CHECK(s.lock_files == 0);
 }
+
+TEST_CASE("KernelCache: the memory level keeps FUSEJIT_KERNELS_MAX kernels", "[cache][kernel_cache]") {
+  TempDir dir("memory-cap");
+  test::CapturedLog log;
+  const templates::Kernel a = test::tiny_kernel(1), b = test::tiny_kernel(2);
+  Outcome how{};
+  SECTION("memory only: a forgotten kernel is compiled again") {
+    jit::KernelCache cache(options_for(dir.str("cache"), {{"FUSEJIT_CACHE", "memory"},
+                                                          {"FUSEJIT_KERNELS_MAX", "1"}}),
+                           *log.logger);
+    cache.get(a, "sm_90", &how);
+    CHECK(how == Outcome::compiled);
+    cache.get(b, "sm_90", &how);  // a is forgotten
+    CHECK(how == Outcome::compiled);
+    cache.get(b, "sm_90", &how);
+    CHECK(how == Outcome::memory_hit);
+    cache.get(a, "sm_90", &how);
+    CHECK(how == Outcome::compiled);
+    CHECK(cache.counts().compiled == 3);
+    CHECK(cache.counts().memory_evictions == 2);
+  }
+  SECTION("with the disk store: a forgotten kernel comes back from disk") {
+    jit::KernelCache cache(options_for(dir.str("cache"), {{"FUSEJIT_KERNELS_MAX", "1"}}),
+                           *log.logger);
+    cache.get(a, "sm_90");
+    cache.get(b, "sm_90");
+    cache.get(a, "sm_90", &how);
+    CHECK(how == Outcome::disk_hit);
+    cache.get(a, "sm_90", &how);
+    CHECK(how == Outcome::memory_hit);
+    CHECK(cache.counts().compiled == 2);
+    CHECK(cache.counts().memory_evictions == 2);
+  }
+  SECTION("the default keeps both") {
+    jit::KernelCache cache(options_for(dir.str("cache"), {{"FUSEJIT_CACHE", "memory"}}),
+                           *log.logger);
+    cache.get(a, "sm_90");
+    cache.get(b, "sm_90");
+    cache.get(a, "sm_90", &how);
+    CHECK(how == Outcome::memory_hit);
+    CHECK(cache.counts().memory_evictions == 0);
+  }
+  CHECK(log.warnings() == 0);
+}

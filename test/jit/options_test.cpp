@@ -22,6 +22,8 @@ TEST_CASE("defaults", "[jit][options]") {
   CHECK_FALSE(o.dump.any());
   CHECK_FALSE(o.require_warm);
   CHECK_FALSE(o.cache_max_mb.has_value());
+  CHECK(o.memo_max == 1024);
+  CHECK(o.kernels_max == 4096);
   CHECK(o.arch.empty());
   CHECK_FALSE(o.cache_dir.empty());
 }
@@ -40,6 +42,9 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(parse1("FUSEJIT_CACHE", "memory").cache == CacheMode::memory);
   CHECK(parse1("FUSEJIT_CACHE", "off").cache == CacheMode::off);
   CHECK(parse1("FUSEJIT_CACHE_MAX_MB", "512").cache_max_mb == 512);
+  CHECK(parse1("FUSEJIT_MEMO_MAX", "1").memo_max == 1);
+  CHECK(parse1("FUSEJIT_MEMO_MAX", "100000").memo_max == 100000);
+  CHECK(parse1("FUSEJIT_KERNELS_MAX", "64").kernels_max == 64);
   CHECK(parse1("FUSEJIT_RECORD_DIR", "/tmp/r").record_dir == "/tmp/r");
   CHECK(parse1("FUSEJIT_REQUIRE_WARM", "1").require_warm);
   CHECK_FALSE(parse1("FUSEJIT_REQUIRE_WARM", "0").require_warm);
@@ -65,6 +70,17 @@ TEST_CASE("invalid values name the variable and list the valid ones", "[jit][opt
                       ContainsSubstring("FUSEJIT_CACHE_MAX_MB=10GB"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_CACHE_MAX_MB", "0"),
                       ContainsSubstring("a whole number of megabytes, at least 1"));
+  // A memo of no traces is spelled FUSEJIT_DISABLE=memo; the error says so.
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_MEMO_MAX", "0"),
+                      ContainsSubstring("FUSEJIT_MEMO_MAX=0: invalid value '0'; valid values: a "
+                                        "whole number of traces, at least 1"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_MEMO_MAX", "0"), ContainsSubstring("FUSEJIT_DISABLE=memo"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_MEMO_MAX", "-3"), ContainsSubstring("FUSEJIT_MEMO_MAX=-3"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_MEMO_MAX", "1k"), ContainsSubstring("FUSEJIT_MEMO_MAX=1k"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_KERNELS_MAX", "0"),
+                      ContainsSubstring("FUSEJIT_KERNELS_MAX=0: invalid value '0'; valid values: "
+                                        "a whole number of kernels, at least 1"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_KERNELS_MAX", ""), ContainsSubstring("FUSEJIT_KERNELS_MAX="));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_REQUIRE_WARM", "yes"),
                       ContainsSubstring("FUSEJIT_REQUIRE_WARM=yes"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_DISABLE", "fusoin"),
