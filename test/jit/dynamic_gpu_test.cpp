@@ -1,38 +1,25 @@
 // Dynamic kernels on the GPU: one kernel from generate_dynamic, run through an Executable
 // built by hand at outer extents from 1 to its max_outer (Step::outer), with poisoned outputs,
 // against the CPU reference of the graph at each size.
-#include <functional>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "fusion/pipeline.h"
 #include "ir/interp.h"
 #include "ir/text.h"
 #include "jit/check.h"
 #include "jit/nvrtc.h"
 #include "support/catch.h"
 #include "support/gpu.h"
+#include "support/symbolic_graph.h"
 
 using namespace fusejit;
 using namespace fusejit::ir;
 
+using fusejit::testing::outer_extent;
+using fusejit::testing::plan_at;
+using fusejit::testing::SymbolicGraph;
+
 namespace {
-
-// A graph over the values of its symbols (B, or B and S).
-using Builder = std::function<void(Graph&, const std::vector<int64_t>& sym)>;
-
-fusion::Plan plan_at(const Builder& build, const std::vector<int64_t>& sym) {
-  Graph g;
-  build(g, sym);
-  return fusion::make_plan(g);
-}
-
-int64_t product(const std::vector<int64_t>& sym) {
-  int64_t p = 1;
-  for (int64_t v : sym) p *= v;
-  return p;
-}
 
 std::shared_ptr<jit::LoadedKernel> load(jit::Runtime& rt, const templates::Kernel& k) {
   const jit::CompiledKernel c = jit::compile(k, rt.device().info().arch());
@@ -47,7 +34,7 @@ std::shared_ptr<jit::LoadedKernel> load(jit::Runtime& rt, const templates::Kerne
 
 // The region's dynamic kernel between sizes a and b, run at every size of `sizes` (each with
 // outer extent at most a's) against the reference.
-void require_dynamic_match(const Builder& build, const std::vector<int64_t>& a,
+void require_dynamic_match(const SymbolicGraph& build, const std::vector<int64_t>& a,
                            const std::vector<int64_t>& b,
                            const std::vector<std::vector<int64_t>>& sizes) {
   jit::Runtime& rt = *testing::gpu_runtime();
@@ -57,8 +44,8 @@ void require_dynamic_match(const Builder& build, const std::vector<int64_t>& a,
   templates::CodegenOptions options;
   options.target = rt.device().info().target();
   std::string why;
-  const auto k = templates::generate_dynamic(pa.graph, pb.graph, pa.regions.front(), product(a),
-                                             product(b), options, &why);
+  const auto k = templates::generate_dynamic(pa.graph, pb.graph, pa.regions.front(),
+                                             outer_extent(a), outer_extent(b), options, &why);
   INFO("refused: " << why);
   REQUIRE(k.has_value());
   const auto loaded = load(rt, *k);
@@ -70,7 +57,7 @@ void require_dynamic_match(const Builder& build, const std::vector<int64_t>& a,
     jit::Step step;
     step.region = &exe.plan.regions.front();
     step.kernel = loaded;
-    step.outer = product(size);
+    step.outer = outer_extent(size);
     exe.steps.push_back(step);
     const Graph& g = exe.plan.graph;
     const std::vector<HostTensor> host = jit::random_inputs(g, 7);

@@ -4,13 +4,11 @@
 // pair of values. Regions whose kernel depends on the outer extent beyond the loop bound must be
 // refused.
 #include <cctype>
-#include <functional>
-#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
 
-#include "fusion/pipeline.h"
+#include "support/symbolic_graph.h"
 #include "test/templates/norms.h"
 #include "test/templates/support.h"
 
@@ -20,16 +18,11 @@ using fusejit::test::compile_and_check;
 using fusejit::test::has;
 using fusejit::test::kernel_text;
 
+using fusejit::testing::outer_extent;
+using fusejit::testing::plan_at;
+using fusejit::testing::SymbolicGraph;
+
 namespace {
-
-// A graph over the values of its symbols (B, or B and S).
-using Builder = std::function<void(Graph&, const std::vector<int64_t>& sym)>;
-
-fusion::Plan plan_at(const Builder& build, const std::vector<int64_t>& sym) {
-  Graph g;
-  build(g, sym);
-  return fusion::make_plan(g);
-}
 
 // The plan's one generated region (the graphs here plan to one kernel).
 const fusion::Region& only_region(const fusion::Plan& p) {
@@ -50,23 +43,19 @@ bool has_number(const std::string& text, int64_t v) {
   return false;
 }
 
-int64_t product(const std::vector<int64_t>& sym) {
-  return std::accumulate(sym.begin(), sym.end(), int64_t{1}, std::multiplies<>());
-}
-
 struct Outcome {
   std::optional<templates::Kernel> kernel;
   std::string why;
 };
 
-Outcome dynamic_at(const Builder& build, const std::vector<int64_t>& a,
+Outcome dynamic_at(const SymbolicGraph& build, const std::vector<int64_t>& a,
                    const std::vector<int64_t>& b, const templates::CodegenOptions& options = {}) {
   const fusion::Plan pa = plan_at(build, a), pb = plan_at(build, b);
   const fusion::Region& region = only_region(pa);
   REQUIRE(only_region(pb).nodes == region.nodes);
   Outcome out;
-  out.kernel = templates::generate_dynamic(pa.graph, pb.graph, region, product(a), product(b),
-                                           options, &out.why);
+  out.kernel = templates::generate_dynamic(pa.graph, pb.graph, region, outer_extent(a),
+                                           outer_extent(b), options, &out.why);
   return out;
 }
 
@@ -76,7 +65,7 @@ const std::vector<int64_t> kA2 = {131, 67}, kB2 = {97, 45}, kC2 = {77, 33}, kD2 
 
 // Requires a dynamic kernel between a and b that compiles, names none of the symbols' values,
 // and is the same source between c and d; returns it.
-templates::Kernel require_dynamic(const Builder& build, const std::vector<int64_t>& a,
+templates::Kernel require_dynamic(const SymbolicGraph& build, const std::vector<int64_t>& a,
                                   const std::vector<int64_t>& b, const std::vector<int64_t>& c,
                                   const std::vector<int64_t>& d,
                                   const templates::CodegenOptions& options = {}) {
@@ -88,9 +77,9 @@ templates::Kernel require_dynamic(const Builder& build, const std::vector<int64_
   const std::string text = kernel_text(k);
   INFO(text);
   CHECK(k.dynamic);
-  CHECK(k.max_outer == product(a));
+  CHECK(k.max_outer == outer_extent(a));
   CHECK(k.items_per_outer >= 1);
-  CHECK(k.work_blocks == templates::work_blocks_at(k, product(a)));
+  CHECK(k.work_blocks == templates::work_blocks_at(k, outer_extent(a)));
   CHECK(has(text, "long long fj_outer"));
   for (const auto* sym : {&a, &b}) {
     for (int64_t v : *sym) CHECK_FALSE(has_number(text, v));
@@ -103,7 +92,7 @@ templates::Kernel require_dynamic(const Builder& build, const std::vector<int64_
   return k;
 }
 
-std::string refusal(const Builder& build, const std::vector<int64_t>& a,
+std::string refusal(const SymbolicGraph& build, const std::vector<int64_t>& a,
                     const std::vector<int64_t>& b) {
   const Outcome o = dynamic_at(build, a, b);
   if (o.kernel) FAIL("a dynamic kernel was made:\n" << kernel_text(*o.kernel));
@@ -115,7 +104,7 @@ std::string refusal(const Builder& build, const std::vector<int64_t>& a,
 
 TEST_CASE("pointwise chains with broadcast weights are dynamic", "[templates][dynamic]") {
   for (const DType d : {DType::f32, DType::bf16}) {
-    const Builder build = [d](Graph& g, const std::vector<int64_t>& s) {
+    const SymbolicGraph build = [d](Graph& g, const std::vector<int64_t>& s) {
       const NodeId x = add_input(g, d, {s[0], 1024});
       const NodeId w = add_input(g, d, {1024});
       const NodeId y = add_unary(g, Op::relu, add_binary(g, Op::mul, x, w));
@@ -130,7 +119,7 @@ TEST_CASE("pointwise chains with broadcast weights are dynamic", "[templates][dy
 }
 
 TEST_CASE("an odd row length keeps the vector width its rows allow", "[templates][dynamic]") {
-  const Builder build = [](Graph& g, const std::vector<int64_t>& s) {
+  const SymbolicGraph build = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::f32, {s[0], 1030});
     g.set_outputs({add_unary(g, Op::exp, x)});
   };
@@ -139,14 +128,14 @@ TEST_CASE("an odd row length keeps the vector width its rows allow", "[templates
 }
 
 TEST_CASE("reshapes within the outer block and two symbols are dynamic", "[templates][dynamic]") {
-  const Builder reshaped = [](Graph& g, const std::vector<int64_t>& s) {
+  const SymbolicGraph reshaped = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::f32, {s[0], s[1], 256});
     const NodeId b = add_input(g, DType::f32, {256});
     const NodeId flat = add_reshape(g, x, {s[0] * s[1], 256});
     g.set_outputs({add_unary(g, Op::tanh, add_binary(g, Op::add, flat, b))});
   };
   require_dynamic(reshaped, kA2, kB2, kC2, kD2);
-  const Builder two = [](Graph& g, const std::vector<int64_t>& s) {
+  const SymbolicGraph two = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::bf16, {s[0], s[1], 128});
     const NodeId y = add_input(g, DType::bf16, {s[0], s[1], 128});
     const NodeId w = add_input(g, DType::bf16, {1, 1, 128});
@@ -160,30 +149,30 @@ TEST_CASE("norms and softmax over the last axis are dynamic", "[templates][dynam
   using test::layer_norm;
   using test::rms_norm;
   using test::softmax;
-  const Builder soft = [](Graph& g, const std::vector<int64_t>& s) {
+  const SymbolicGraph soft = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({softmax(g, add_input(g, DType::f32, {s[0], 4096}))});
   };
   require_dynamic(soft, kA1, kB1, kC1, kD1);
-  const Builder narrow = [](Graph& g, const std::vector<int64_t>& s) {  // rows per block > 1
+  const SymbolicGraph narrow = [](Graph& g, const std::vector<int64_t>& s) {  // rows per block > 1
     g.set_outputs({softmax(g, add_input(g, DType::f32, {s[0], 24}))});
   };
   const templates::Kernel k = require_dynamic(narrow, kA1, kB1, kC1, kD1);
   CHECK(k.items_per_block > 1);
   CHECK(has(kernel_text(k), "row < (int)fj_outer"));  // the guard on the last block's rows
-  const Builder ln = [](Graph& g, const std::vector<int64_t>& s) {
+  const SymbolicGraph ln = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::bf16, {s[0], 1024});
     const NodeId w = add_input(g, DType::f32, {1024});
     const NodeId b = add_input(g, DType::f32, {1024});
     g.set_outputs({layer_norm(g, x, w, b)});
   };
   require_dynamic(ln, kA1, kB1, kC1, kD1);
-  const Builder rms = [](Graph& g, const std::vector<int64_t>& s) {
+  const SymbolicGraph rms = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::bf16, {s[0], s[1], 512});
     const NodeId w = add_input(g, DType::bf16, {512});
     g.set_outputs({rms_norm(g, x, w)});
   };
   require_dynamic(rms, kA2, kB2, kC2, kD2);
-  const Builder sum = [](Graph& g, const std::vector<int64_t>& s) {  // a reduction region
+  const SymbolicGraph sum = [](Graph& g, const std::vector<int64_t>& s) {  // a reduction region
     const NodeId x = add_input(g, DType::f32, {s[0], 768});
     g.set_outputs({add_reduce(g, Op::sum, add_unary(g, Op::abs, x), {-1}, false)});
   };
@@ -244,7 +233,7 @@ TEST_CASE("regions whose kernel depends on the outer extent are refused", "[temp
 }
 
 TEST_CASE("a dynamic kernel's grid follows its outer extent", "[templates][dynamic]") {
-  const Builder build = [](Graph& g, const std::vector<int64_t>& s) {
+  const SymbolicGraph build = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], 4096}))});
   };
   const Outcome o = dynamic_at(build, kA1, kB1);
@@ -263,7 +252,7 @@ TEST_CASE("a dynamic kernel's grid follows its outer extent", "[templates][dynam
 }
 
 TEST_CASE("generate_dynamic checks its instantiations", "[templates][dynamic]") {
-  const Builder build = [](Graph& g, const std::vector<int64_t>& s) {
+  const SymbolicGraph build = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], 64}))});
   };
   const fusion::Plan pa = plan_at(build, {101}), pb = plan_at(build, {99});
