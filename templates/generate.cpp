@@ -213,9 +213,10 @@ std::string first_difference(const std::string& x, const std::string& y) {
 // outer unit"), or a static extent, or a number that grows with the symbols: a digit
 // (base / d) % e of an index whose d or e spans a symbolic dim (the index of a node broadcast
 // over one symbol of two, (i / H) % S; a permute that moves the outer block inward), a row
-// length or count that holds a symbol. The outermost digit of the outer block prints neither
-// its divisor's symbols nor its `% e`: the printer leaves that out when the root's bound makes
-// it redundant (i < O * inner, so i / inner < O, at every O as at O_a). So when the two
+// length or count that holds a symbol. The outermost digit of the outer block, i / inner,
+// prints no symbol: its divisor is the static inner size, and the printer leaves out its `% e`
+// because the root's bound makes it redundant (i < O * inner, so i / inner < O, at every O as
+// at O_a). So when the two
 // sources are equal, no printed number depends on the symbols and every index expression is
 // the same at every O; only the loop bounds read fj_outer. What the templates decide without
 // printing (vector widths, row guards) they take from counts per outer unit, or from counts

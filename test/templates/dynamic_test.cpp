@@ -261,3 +261,18 @@ TEST_CASE("generate_dynamic checks its instantiations", "[templates][dynamic]") 
   CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pa.graph, r, 101, 101), InternalError);
   CHECK(templates::generate_dynamic(pa.graph, pb.graph, r, 101, 99).has_value());
 }
+
+TEST_CASE("index width is decided at the first instantiation", "[templates][dynamic]") {
+  // 4099 rows of 2^18 f32 pass 2^30 elements (64-bit indices); 3001 rows do not, but the kernel
+  // keeps the first instantiation's width, and serves up to 4099 rows.
+  const SymbolicGraph build = [](Graph& g, const std::vector<int64_t>& s) {
+    g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], 262144}))});
+  };
+  const templates::Kernel k = require_dynamic(build, kA1, kB1, kA1, kB1);
+  CHECK(has(kernel_text(k), "for (long long t = "));
+  CHECK(has(kernel_text(k), "t < 65536 * fj_outer"));
+  const Outcome narrow = dynamic_at(build, kB1, kC1);
+  REQUIRE(narrow.kernel.has_value());
+  CHECK(has(kernel_text(*narrow.kernel), "t < 65536 * (int)fj_outer"));
+  CHECK(narrow.kernel->max_outer == kB1[0]);
+}
