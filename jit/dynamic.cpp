@@ -69,13 +69,14 @@ int64_t power_product(const std::vector<int>& exponents, const ir::Bindings& val
   return p;
 }
 
-// The dynamic kernel of one region, or none; `a` and `b` are the plan at two generation values.
+// The dynamic kernel of one region, or none and why; `a` and `b` are the plan at two generation
+// values.
 std::optional<templates::Kernel> dynamic_kernel(const fusion::Plan& a, const fusion::Plan& b,
                                                 size_t region, int64_t outer_a, int64_t outer_b,
-                                                const templates::CodegenOptions& codegen) {
-  // Until templates::generate_dynamic lands, every region is specialized per size.
-  (void)a, (void)b, (void)region, (void)outer_a, (void)outer_b, (void)codegen;
-  return std::nullopt;
+                                                const templates::CodegenOptions& codegen,
+                                                std::string* why) {
+  return templates::generate_dynamic(a.graph, b.graph, a.regions[region], outer_a, outer_b,
+                                     codegen, why);
 }
 
 }  // namespace
@@ -137,11 +138,15 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
   }
   const size_t n = dp.plan.regions.size();
   dp.kernels.resize(n);
+  dp.reasons.resize(n);
   for (const fusion::Region& r : dp.plan.regions) {
     dp.outer_exponents.push_back(region_exponents(dp.plan, r, dp.symbols));
   }
   const int64_t va = generation_value(dp.plan, dp.symbols);
-  if (va == 0) return dp;
+  if (va == 0) {
+    dp.reasons.assign(n, "the static dims leave too little room under 32-bit indexing");
+    return dp;
+  }
   const ir::Bindings at_a(dp.symbols.size(), va), at_b(dp.symbols.size(), va - 2);
   const fusion::Plan a = fusion::instantiate_plan(dp.plan, dp.symbols, at_a);
   const fusion::Plan b = fusion::instantiate_plan(dp.plan, dp.symbols, at_b);
@@ -150,7 +155,7 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
     const bool symbolic = std::any_of(e.begin(), e.end(), [](int x) { return x > 0; });
     if (dp.plan.regions[i].kind == fusion::RegionKind::gemm || !symbolic) continue;
     dp.kernels[i] = dynamic_kernel(a, b, i, power_product(e, at_a), power_product(e, at_b),
-                                   codegen);
+                                   codegen, &dp.reasons[i]);
   }
   return dp;
 }
@@ -161,8 +166,7 @@ int64_t outer_extent(const DynamicPlan& plan, size_t region, const ir::Bindings&
 
 bool runs_dynamic(const DynamicPlan& plan, size_t region, const ir::Bindings& values) {
   const auto& k = plan.kernels.at(region);
-  (void)values;
-  return k.has_value();
+  return k && outer_extent(plan, region, values) <= k->max_outer;
 }
 
 std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bindings& values,

@@ -62,6 +62,7 @@ struct DynamicPlan {
   // each symbol in its outer extent.
   std::vector<std::optional<templates::Kernel>> kernels;
   std::vector<std::vector<int>> outer_exponents;
+  std::vector<std::string> reasons;  // per region without a dynamic kernel: why (may be empty)
 };
 
 DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptions& plan_options,

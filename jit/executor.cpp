@@ -165,9 +165,12 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
       args.clear();
       for (NodeId id : k.params) pointers.push_back(ptr(id));
       for (void*& p : pointers) args.push_back(&p);
+      // A dynamic kernel's outer extent (long long fj_outer); launch_grid checks its range.
+      long long outer = step.outer;
+      if (k.dynamic) args.push_back(&outer);
       // Cluster kernels carry their cluster shape in the CUBIN (__cluster_dims__), so the plain
       // launch below launches clusters; the grid must hold whole clusters.
-      const int64_t grid = templates::launch_grid(k, device.info().sm_count);
+      const int64_t grid = templates::launch_grid(k, device.info().sm_count, step.outer);
       if (grid % std::max(k.cluster, 1) != 0) {
         throw InternalError(fmt::format("kernel {}: grid of {} blocks is not a whole number of "
                                         "clusters of {}", k.name, grid, k.cluster));

@@ -40,7 +40,8 @@ struct Step {
   const fusion::Region* region = nullptr;
   std::shared_ptr<LoadedKernel> kernel;  // generated regions
   GemmCall gemm;                         // gemm regions: the cuBLASLt calls (jit/gemm_call.h)
-  // A dynamic kernel's outer extent, its trailing argument (templates/kernel.h); 0: static.
+  // A dynamic kernel (Kernel::dynamic): the outer extent of the sizes this executable runs at,
+  // passed as its trailing argument and sizing its grid; 0 for a static kernel.
   int64_t outer = 0;
   // Node ids whose buffers can be released after this step.
   std::vector<ir::NodeId> release;

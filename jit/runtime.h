@@ -51,6 +51,8 @@ class Runtime {
   ~Runtime();
 
   Device& device() { return *device_; }
+  // The same, shared: what a module loaded into it keeps (LoadedKernel::device).
+  const std::shared_ptr<Device>& shared_device() const { return device_; }
   Blas& blas() { return *blas_; }
 
   // The executable for `g` (its outputs set): from the trace memo, or from the plan of the

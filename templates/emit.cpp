@@ -188,6 +188,28 @@ std::string RegionInfo::input_param(ir::NodeId id) const {
   return fmt::format("in{}", it - region.inputs.begin());
 }
 
+int64_t RegionInfo::per_outer(int64_t count, std::string_view what) const {
+  if (!dynamic()) return count;
+  if (count % outer != 0) {
+    throw NotSizeIndependent(fmt::format("{} ({}) is not a multiple of the outer extent ({})",
+                                         what, count, outer));
+  }
+  return count / outer;
+}
+
+std::string RegionInfo::type_str(ir::NodeId id) const {
+  const ir::Node& n = node(id);
+  if (peer == nullptr) return ir::type_str(n);
+  const Shape& other = peer->node(id).shape;
+  std::string dims;
+  for (size_t a = 0; a < n.shape.size(); ++a) {
+    if (a > 0) dims += ",";
+    const bool same = a < other.size() && other[a] == n.shape[a];
+    dims += same ? std::to_string(n.shape[a]) : "?";
+  }
+  return fmt::format("{}[{}]", dtype_name(n.dtype), dims);
+}
+
 // The element sizes of the buffers the region reads and writes, smallest and largest.
 std::pair<int, int> RegionInfo::element_sizes() const {
   int smallest = 8, largest = 1;

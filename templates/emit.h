@@ -8,6 +8,7 @@
 #pragma once
 
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,8 +64,20 @@ struct RegionInfo {
   bool round_every_node = false;  // Rounding::node: f16/bf16 nodes rounded where computed
   FastMath fast = FastMath::none;
   Target target;
+  // Dynamic kernels (generate_dynamic): the outer extent of this instantiation of the region,
+  // which the kernel reads from its trailing argument fj_outer (0: a static kernel), and the
+  // graph of the other instantiation (the dims that differ from it print as "?").
+  int64_t outer = 0;
+  const ir::Graph* peer = nullptr;
 
   RegionInfo(const ir::Graph& g, const fusion::Region& r, const CodegenOptions& options);
+  bool dynamic() const { return outer > 0; }
+  // `count` (a sweep's elements, a reduction's rows) per unit of the outer extent: count itself
+  // in a static kernel; in a dynamic one, throws NotSizeIndependent (naming `what`) unless the
+  // outer extent divides it.
+  int64_t per_outer(int64_t count, std::string_view what) const;
+  // The node's dtype and shape, e.g. "f32[?,1024]" (dims that differ from the peer's as "?").
+  std::string type_str(ir::NodeId id) const;
   const ir::Node& node(ir::NodeId id) const { return graph.node(id); }
   // Parameter names: in<k> for region.inputs[k], out<k> for region.outputs[k].
   std::string input_param(ir::NodeId id) const;
@@ -75,6 +88,14 @@ struct RegionInfo {
   int max_element_size() const { return element_sizes().second; }
   std::pair<int, int> element_sizes() const;
   std::string_view index_type() const { return wide_index ? "long long" : "int"; }
+};
+
+// Thrown by a template asked for a dynamic kernel (RegionInfo::outer) that it cannot make
+// independent of the outer extent; generate_dynamic turns it into "no dynamic kernel" and the
+// message into the reason.
+class NotSizeIndependent : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // Vector width: elements per thread per access, so that the narrowest buffer moves 16 bytes

@@ -14,13 +14,16 @@
 //     memory, under 48 KiB);
 //   - arguments: one device pointer per entry of `params`, in order (region inputs, then region
 //     outputs), each buffer dense row-major in its node's dtype and 16-byte aligned (the pool's
-//     256-byte alignment is more than enough); nothing else.
+//     256-byte alignment is more than enough); then, for a `dynamic` kernel only, the outer
+//     extent as a 64-bit integer (`long long fj_outer`, 1 <= outer <= max_outer), with every
+//     buffer sized for that extent; nothing else.
 //   - a kernel with serial_launches set must not run concurrently with itself (same module);
 //   - outputs are written completely (every element, whatever they held before); inputs are
 //     only read. An output buffer must not alias an input buffer.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,7 +46,8 @@ struct Kernel {
   std::string name;    // e.g. "fj_pointwise_3f2a9c01d4e5b677": kind plus a hash of the source
   std::string source;  // complete CUDA C, compilable by NVRTC with no include path
   // Parameters, in order: one pointer per region input, then one per region output (node ids of
-  // the region's graph), then nothing else: shapes are constants in the source.
+  // the region's graph), then nothing else: shapes are constants in the source (but the outer
+  // extent of a dynamic kernel, its trailing scalar argument; see the launch contract).
   std::vector<ir::NodeId> params;
   int block = 256;          // threads per block
   int64_t work_blocks = 1;  // blocks that cover all work with no grid-stride loop
@@ -61,12 +65,25 @@ struct Kernel {
   // columns are split over several blocks): launches of one loaded module must not overlap in time (one
   // stream at a time; a second stream needs its own loaded copy of the module).
   bool serial_launches = false;
+  // Dynamic kernels (generate_dynamic): the region's outer extent is not in the source but a
+  // trailing argument, and one kernel serves every extent 1 <= outer <= max_outer (its index
+  // arithmetic fits its index type up to there). The work is items_per_outer * outer items
+  // (vectors of a sweep, rows) in blocks of items_per_block; work_blocks is that at max_outer.
+  bool dynamic = false;
+  int64_t max_outer = 0;
+  int64_t items_per_outer = 0;
+  int64_t items_per_block = 1;
 };
 
-// Grid size: the work's blocks, capped at Kernel::waves full waves of the device (the kernels
-// loop over the rest with a grid stride), in whole clusters (a multiple of Kernel::cluster, at
-// least one).
-int64_t launch_grid(const Kernel& k, int sm_count);
+// Grid size: the work's blocks (for a dynamic kernel, those of `outer`, which must be in
+// [1, max_outer]; a static kernel takes outer 0), capped at Kernel::waves full waves of the
+// device (the kernels loop over the rest with a grid stride), in whole clusters (a multiple of
+// Kernel::cluster, at least one). Throws InternalError for an outer extent the kernel does not
+// take.
+int64_t launch_grid(const Kernel& k, int sm_count, int64_t outer = 0);
+// The blocks that cover the work with no grid-stride loop at outer extent `outer` (0 for a
+// static kernel: work_blocks); throws InternalError like launch_grid.
+int64_t work_blocks_at(const Kernel& k, int64_t outer);
 
 struct CodegenOptions {
   bool vectorize = true;  // 16-byte accesses where contiguity and alignment allow
@@ -93,5 +110,23 @@ struct CodegenOptions {
 //   holds the computed nodes (constants and views included).
 Kernel generate(const ir::Graph& g, const fusion::Region& region,
                 const CodegenOptions& options = {});
+
+// A kernel of the region whose outer extent is a runtime argument (Kernel::dynamic), or nothing
+// when the region's kernel would depend on that extent beyond its loop bound (then a static
+// kernel per size, from generate, is always correct); `why`, when given, gets the reason.
+//
+// `a` and `b` are one graph instantiated at two values of its symbolic dims: the same nodes
+// (the region's ids name the same nodes in both), the same shapes but for those dims. outer_a
+// and outer_b (odd, different) are the products of the symbols' values that occur in the
+// region's nodes. The kernel is generated at `a` (index width from a's sizes: it serves every
+// outer <= outer_a) and at `b`, and taken only when both are the same source: see generate.cpp
+// for why that means no index expression depends on the outer extent. Supported: the linear
+// pointwise sweep and row-style reductions and normalizations over trailing axes (one thread
+// group per row, no rows split over blocks or clusters), where every sweep's element count
+// (every reduction's row count) is a multiple of the outer extent.
+std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
+                                       const fusion::Region& region, int64_t outer_a,
+                                       int64_t outer_b, const CodegenOptions& options = {},
+                                       std::string* why = nullptr);
 
 }  // namespace fusejit::templates

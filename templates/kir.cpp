@@ -455,8 +455,10 @@ std::string print(const Function& f) {
   for (size_t i = 0; i < f.params.size(); ++i) {
     const Param& q = f.params[i];
     const std::string sep = i + 1 < f.params.size() ? "," : ") {";
-    p.line(0, fmt::format("    {}{}* __restrict__ {}{}{}", q.is_const ? "const " : "", q.type,
-                          q.name, sep, q.comment.empty() ? "" : "  // " + q.comment));
+    const std::string decl =
+        q.pointer ? fmt::format("{}{}* __restrict__ {}", q.is_const ? "const " : "", q.type, q.name)
+                  : fmt::format("{} {}", q.type, q.name);
+    p.line(0, fmt::format("    {}{}{}", decl, sep, q.comment.empty() ? "" : "  // " + q.comment));
   }
   if (f.params.empty()) p.line(0, "    ) {");
   p.block(f.body, 1);

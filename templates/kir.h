@@ -129,12 +129,14 @@ struct Block {
   bool empty() const { return stmts.empty(); }
 };
 
-// A kernel parameter: `const T* __restrict__ name  // comment` (or without const for outputs).
+// A kernel parameter: `const T* __restrict__ name  // comment` (or without const for outputs),
+// or a scalar `T name  // comment`.
 struct Param {
-  std::string type;  // element type
+  std::string type;  // element type (a scalar's type)
   std::string name;
   bool is_const = true;
   std::string comment;
+  bool pointer = true;
 };
 
 struct Function {

@@ -264,15 +264,29 @@ kir::Function kernel_function(const RegionInfo& info, int block, int min_blocks)
     const ir::NodeId id = info.region.inputs[k];
     const ir::Node& n = info.node(id);
     f.params.push_back(kir::Param{std::string(dtype_code(n.dtype).storage), fmt::format("in{}", k),
-                                  true, fmt::format("%{} {}", id, ir::type_str(n))});
+                                  true, fmt::format("%{} {}", id, info.type_str(id))});
   }
   for (size_t k = 0; k < info.region.outputs.size(); ++k) {
     const ir::NodeId id = info.region.outputs[k];
     const ir::Node& n = info.node(id);
     f.params.push_back(kir::Param{std::string(dtype_code(n.dtype).storage), fmt::format("out{}", k),
-                                  false, fmt::format("%{} {}", id, ir::type_str(n))});
+                                  false, fmt::format("%{} {}", id, info.type_str(id))});
+  }
+  if (info.dynamic()) {
+    f.params.push_back(kir::Param{"long long", "fj_outer", false,
+                                  "the outer extent (the dims marked ?), at most the kernel's max_outer",
+                                  false});
   }
   return f;
+}
+
+kir::ExprP outer_extent(const RegionInfo& info, int64_t count, std::string_view what) {
+  if (!info.dynamic()) return kir::lit(count);
+  const int64_t per_outer = info.per_outer(count, what);
+  const std::string idx(info.index_type());
+  kir::ExprP outer = kir::var("fj_outer");
+  if (!info.wide_index) outer = kir::cast(idx, outer);  // fits: outer <= max_outer
+  return per_outer == 1 ? outer : kir::mul(kir::lit(per_outer), outer);
 }
 
 void vector_store(kir::Block& decl, kir::Block& body, kir::Block& stores, DType dtype,

@@ -85,8 +85,14 @@ kir::ExprP load(const RegionInfo& info, ir::NodeId id, kir::ExprP offset);
 kir::ExprP finish(const RegionInfo& info, const ir::Node& reduce, kir::ExprP acc, int64_t count);
 
 // The kernel function of a region: launch bounds and one parameter per region input, then
-// output (in<k>, out<k>); the body is the template's.
+// output (in<k>, out<k>), then for a dynamic kernel the outer extent (long long fj_outer); the
+// body is the template's.
 kir::Function kernel_function(const RegionInfo& info, int block, int min_blocks = 0);
+
+// A loop bound of `count` items (a sweep's vectors, a reduction's rows): the literal in a static
+// kernel; in a dynamic one, count per outer unit times fj_outer in the index type (throws
+// NotSizeIndependent, naming `what`, unless the outer extent divides count).
+kir::ExprP outer_extent(const RegionInfo& info, int64_t count, std::string_view what);
 
 // A V-lane vector store of `value` (one lane's value, in the dtype's arithmetic type) to `dst`
 // (an aligned pointer): the lanes' values are collected in `array`, declared in `decl`, set in

@@ -61,7 +61,7 @@ struct Sweep {
   std::vector<size_t> outputs;  // positions in region.outputs
 };
 
-// Adds one sweep to `out`; returns its number of vectors.
+// Adds one sweep to `out`; returns its number of vectors (per outer unit, in a dynamic kernel).
 int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, int v) {
   const std::string idx(info.index_type());
   const int64_t vectors = sweep.count / v;
@@ -94,7 +94,8 @@ int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, i
       idx, "t",
       kir::add(kir::mul(kir::cast(idx, kir::lit("blockIdx.x")), kir::lit(kBlock)),
                kir::cast(idx, kir::lit("threadIdx.x"))),
-      kir::lit(vectors), kir::mul(kir::cast(idx, kir::lit("gridDim.x")), kir::lit(kBlock)));
+      outer_extent(info, vectors, "a sweep's vectors"),
+      kir::mul(kir::cast(idx, kir::lit("gridDim.x")), kir::lit(kBlock)));
   if (v == 1) {
     loop.let(idx, "i", kir::var("t"));
     loop.splice(body);
@@ -106,7 +107,7 @@ int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, i
     lanes.splice(body);
     loop.splice(stores);
   }
-  return vectors;
+  return info.per_outer(vectors, "a sweep's vectors");
 }
 
 }  // namespace
@@ -116,7 +117,10 @@ KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options
   if (region.outputs.empty()) throw InternalError("pointwise region without outputs");
   // A transposed read big enough to pay goes through shared-memory tiles; everything else
   // (including what the tiled template cannot handle) is swept linearly here.
-  if (auto tiled = build_tiled_transpose(info, options)) return std::move(*tiled);
+  if (auto tiled = build_tiled_transpose(info, options)) {
+    if (info.dynamic()) throw NotSizeIndependent("the region reads through a tiled transpose");
+    return std::move(*tiled);
+  }
   std::map<int64_t, Sweep> by_count;
   std::vector<int64_t> order;
   for (size_t k = 0; k < region.outputs.size(); ++k) {
@@ -131,21 +135,28 @@ KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options
   kb.block = kBlock;
   kb.blocks_per_sm = info.target.blocks_per_sm(kBlock);
   kb.waves = 0;  // nothing per block to amortize: one block per 256 vectors
+  // A dynamic kernel sweeps count = per_outer * outer elements for any outer: its vector width
+  // divides per_outer, so that it divides every such count.
   std::vector<std::pair<int64_t, int>> plan;
-  for (int64_t count : order)
-    plan.emplace_back(count, vector_width(info, options.vectorize, {count}));
+  for (int64_t count : order) {
+    const int64_t per_outer = info.per_outer(count, "an output's elements");
+    plan.emplace_back(count, vector_width(info, options.vectorize, {per_outer}));
+  }
   kb.fn = kernel_function(info, kBlock);
   for (const auto& [count, v] : plan) {
-    kb.fn.head.comment("pointwise sweep over {} elements: {} per thread and iteration{}", count, v,
+    kb.fn.head.comment("pointwise sweep over {} elements{}: {} per thread and iteration{}",
+                       info.per_outer(count, "an output's elements"),
+                       info.dynamic() ? " per outer unit" : "", v,
                        v > 1 ? ", 16-byte vector accesses where contiguous" : "");
   }
   kb.fn.head.comment("{} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
-  int64_t work = 1;
+  int64_t items = 1;  // the longest sweep's vectors (per outer unit)
   for (const auto& [count, v] : plan) {
-    const int64_t vectors = add_sweep(kb.fn.body, info, by_count[count], v);
-    work = std::max(work, ceil_div(vectors, kBlock));
+    items = std::max(items, add_sweep(kb.fn.body, info, by_count[count], v));
   }
-  kb.work_blocks = work;
+  kb.items_per_outer = items;
+  kb.items_per_block = kBlock;
+  kb.work_blocks = ceil_div(items * std::max<int64_t>(info.outer, 1), kBlock);
   return kb;
 }
 

@@ -329,6 +329,11 @@ void add_split_reset(kir::Block& out, const SplitPartials& split) {
 
 KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options) {
   const ReduceSpace space = analyze_reduction(info);
+  // Dynamic kernels: reductions over trailing axes only, whose kept axes hold the outer extent
+  // (so that the row count scales with it and the row length does not).
+  if (info.dynamic() && space.layout != ReduceLayout::row) {
+    throw NotSizeIndependent("the reduced axes are not the trailing ones");
+  }
   const bool single_pass =
       space.passes == 1 &&
       std::all_of(space.outputs.begin(), space.outputs.end(),

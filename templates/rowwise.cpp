@@ -71,7 +71,8 @@ class RowwiseBuilder {
     first_ = grouped_index(space.shape, {row_, make_zero(space.length)}, group_of);
     row_digits_ = {Digit{row_, 1, space.rows}};
     row_key_ = index_key(Index{{space.rows}, {row_digits_}});
-    guard_row_ = space.rows % cfg.rows_per_block != 0;
+    // (A dynamic kernel's rows are rows_per_outer * outer: the guard holds for every outer.)
+    guard_row_ = info.per_outer(space.rows, "the reduction's rows") % cfg.rows_per_block != 0;
     guard_k_ = cfg.chunks * cfg.group * cfg.v != cfg.piece;
     guard_end_ = cfg.pieces() * cfg.piece != space.length;  // the last cluster piece is short
     // One exchange per row: its slots alternate by row (reduction.h, add_cluster_exchange).
@@ -483,6 +484,10 @@ KernelBody RowwiseBuilder::kernel_body() const {
   kb.block = static_cast<int>(cfg_.block);
   kb.blocks_per_sm = std::max(1, info_.target.blocks_per_sm(static_cast<int>(cfg_.block)));
   kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.pieces();
+  if (cfg_.pieces() == 1) {
+    kb.items_per_outer = info_.per_outer(space_.rows, "the reduction's rows");
+    kb.items_per_block = cfg_.rows_per_block;
+  }
   kb.serial_launches = cfg_.split > 1;
   const int min_blocks = min_resident_blocks(info_.target, cfg_.block);
   kb.fn = kernel_function(info_, static_cast<int>(cfg_.block), min_blocks);
@@ -498,10 +503,11 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
                         cfg_.cluster, cfg_.group, cfg_.cluster, cfg_.piece)
           : fmt::format("{} thread(s) per row", cfg_.group);
   fn.head.comment(
-      "{}, row-style: {} rows of {} elements; {}, {} vector(s) of {} per thread; {} pass(es) "
+      "{}, row-style: {} rows{} of {} elements; {}, {} vector(s) of {} per thread; {} pass(es) "
       "over the row{}",
-      kind, space_.rows, space_.length, threads, cfg_.chunks, cfg_.v, element_passes(space_),
-      cache_.empty() ? "" : ", row cached in registers");
+      kind, info_.per_outer(space_.rows, "the reduction's rows"),
+      info_.dynamic() ? " per outer unit" : "", space_.length, threads, cfg_.chunks, cfg_.v,
+      element_passes(space_), cache_.empty() ? "" : ", row cached in registers");
   if (cfg_.cluster > 1) {
     fn.head.comment(
         "the blocks of a cluster exchange their partial statistics through distributed shared "
@@ -536,9 +542,9 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
     return;
   }
   const std::string idx(info_.index_type());
-  const kir::ExprP rows = kir::lit(space_.rows);
   kir::Block* loop = nullptr;
   if (cfg_.split > 1) {
+    const kir::ExprP rows = kir::lit(space_.rows);
     out.let_mut("__shared__ bool", "fj_last");
     loop = &out.loop(idx, "u", kir::lit("blockIdx.x"), kir::lit(space_.rows * cfg_.split),
                      kir::lit("gridDim.x"));
@@ -548,6 +554,7 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
     if (kir::uses(row_body, "row")) loop->let(idx, "row", kir::infix(u, "%", rows));
     if (kir::uses(row_body, "s")) loop->let(idx, "s", kir::infix(u, "/", rows));
   } else {
+    const kir::ExprP rows = outer_extent(info_, space_.rows, "the reduction's rows");
     const kir::ExprP row0 = kir::var("row0");
     if (cfg_.rows_per_block > 1) {
       const kir::ExprP per_block = kir::lit(cfg_.rows_per_block);
@@ -598,7 +605,10 @@ KernelBody RowwiseBuilder::build() {
   KernelBody kb = kernel_body();
   add_header(kb.fn, kb.kind);
   kir::Block row_body;
-  if (guard_row_) row_body.let("bool", "live", kir::lt(kir::var("row"), kir::lit(space_.rows)));
+  if (guard_row_) {
+    row_body.let("bool", "live",
+                 kir::lt(kir::var("row"), outer_extent(info_, space_.rows, "the reduction's rows")));
+  }
   row_body.splice(row_prelude_);
   row_body.splice(cache);
   row_body.splice(main);
@@ -639,6 +649,11 @@ KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& online_space
     const ReduceSpace& space = choose_online(info, online_space, v, plain);
     const bool multi_pass = element_passes(space) > 1;
     const RowConfig cfg = row_config(info, space, v, multi_pass);
+    // Rows split over blocks or clusters size their scratch and grids by the row count.
+    if (info.dynamic() && cfg.pieces() > 1) {
+      throw NotSizeIndependent(fmt::format("the rows are split over {} {}", cfg.pieces(),
+                                           cfg.split > 1 ? "blocks" : "blocks of a cluster"));
+    }
     std::set<ir::NodeId> cacheable;
     if (multi_pass) cacheable = frontier(info, space);
     RowwiseBuilder builder(info, space, cfg, cacheable);

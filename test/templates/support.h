@@ -34,11 +34,8 @@ inline fusion::Region whole_graph_region(const ir::Graph& g, fusion::RegionKind 
   return r;
 }
 
-// Generates the region's kernel and compiles it for sm_90; checks what every kernel must
-// satisfy. Returns the kernel.
-inline templates::Kernel generate_and_compile(const ir::Graph& g, const fusion::Region& region,
-                                              const templates::CodegenOptions& options = {}) {
-  const templates::Kernel k = templates::generate(g, region, options);
+// Compiles the region's kernel for sm_90; checks what every kernel must satisfy.
+inline void compile_and_check(const templates::Kernel& k, const fusion::Region& region) {
   if (const char* show = std::getenv("FUSEJIT_TEST_SHOW_KERNELS");
       show != nullptr && *show == '1') {
     std::cout << k.source.substr(k.source.find(templates::kKernelMarker)) << "\n";
@@ -61,6 +58,14 @@ inline templates::Kernel generate_and_compile(const ir::Graph& g, const fusion::
   CHECK(k.block <= 1024);
   CHECK(k.block % 32 == 0);
   CHECK(k.work_blocks >= 1);
+}
+
+// Generates the region's kernel and compiles it for sm_90 (compile_and_check). Returns the
+// kernel.
+inline templates::Kernel generate_and_compile(const ir::Graph& g, const fusion::Region& region,
+                                              const templates::CodegenOptions& options = {}) {
+  const templates::Kernel k = templates::generate(g, region, options);
+  compile_and_check(k, region);
   return k;
 }
 

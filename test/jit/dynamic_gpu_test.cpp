@@ -1,0 +1,134 @@
+// Dynamic kernels on the GPU: one kernel from generate_dynamic, run through an Executable
+// built by hand at outer extents from 1 to its max_outer (Step::outer), with poisoned outputs,
+// against the CPU reference of the graph at each size.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ir/interp.h"
+#include "ir/text.h"
+#include "jit/check.h"
+#include "jit/nvrtc.h"
+#include "support/catch.h"
+#include "support/gpu.h"
+#include "support/symbolic_graph.h"
+
+using namespace fusejit;
+using namespace fusejit::ir;
+
+using fusejit::testing::outer_extent;
+using fusejit::testing::plan_at;
+using fusejit::testing::GraphAtSizes;
+
+namespace {
+
+std::shared_ptr<jit::LoadedKernel> load(jit::Runtime& rt, const templates::Kernel& k) {
+  const jit::CompiledKernel c = jit::compile(k, rt.device().info().arch());
+  auto loaded = std::make_shared<jit::LoadedKernel>();
+  loaded->kernel = k;
+  loaded->device = rt.shared_device();
+  const jit::Driver& drv = rt.device().driver();
+  FUSEJIT_DRIVER(drv, module_load_data, &loaded->module, c.cubin.data());
+  FUSEJIT_DRIVER(drv, module_get_function, &loaded->function, loaded->module, k.name.c_str());
+  return loaded;
+}
+
+// The region's dynamic kernel between sizes a and b, run at every size of `sizes` (each with
+// outer extent at most a's) against the reference.
+void require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>& a,
+                           const std::vector<int64_t>& b,
+                           const std::vector<std::vector<int64_t>>& sizes) {
+  jit::Runtime& rt = *testing::gpu_runtime();
+  const fusion::Plan pa = plan_at(build, a), pb = plan_at(build, b);
+  REQUIRE(pa.kernel_count() == 1);
+  REQUIRE(pa.library_call_count() == 0);
+  templates::CodegenOptions options;
+  options.target = rt.device().info().target();
+  std::string why;
+  const auto k = templates::generate_dynamic(pa.graph, pb.graph, pa.regions.front(),
+                                             outer_extent(a), outer_extent(b), options, &why);
+  INFO("refused: " << why);
+  REQUIRE(k.has_value());
+  const auto loaded = load(rt, *k);
+  for (const std::vector<int64_t>& size : sizes) {
+    jit::Executable exe;
+    exe.plan = plan_at(build, size);
+    REQUIRE(exe.plan.regions.size() == 1);
+    REQUIRE(exe.plan.regions.front().nodes == pa.regions.front().nodes);
+    jit::Step step;
+    step.region = &exe.plan.regions.front();
+    step.kernel = loaded;
+    step.outer = outer_extent(size);
+    exe.steps.push_back(step);
+    const Graph& g = exe.plan.graph;
+    const std::vector<HostTensor> host = jit::random_inputs(g, 7);
+    std::vector<std::shared_ptr<jit::DeviceBuffer>> inputs;
+    for (const HostTensor& t : host) inputs.push_back(rt.upload(t));
+    const std::vector<HostTensor> got = jit::run_poisoned(rt, exe, g, inputs);
+    const std::vector<HostTensor> ref = interpret(g, host);
+    REQUIRE(got.size() == ref.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double err = jit::relative_error(got[i], ref[i]);
+      INFO(fmt::format("outer {} (sizes {}), output {}: rel_err {:.3e}\n{}", step.outer,
+                       fmt::join(size, "x"), i, err, print(g)));
+      CHECK(err <= jit::error_bound(g));  // NaN (an element never written) fails
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dynamic kernels match the reference at every outer extent", "[gpu][jit][dynamic]") {
+  FUSEJIT_REQUIRE_GPU();
+  const std::vector<std::vector<int64_t>> one = {{1}, {2}, {7}, {60}, {4099}};
+  SECTION("a pointwise chain with a broadcast weight") {
+    require_dynamic_match(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::bf16, {s[0], 1024});
+          const NodeId w = add_input(g, DType::bf16, {1024});
+          g.set_outputs({add_unary(g, Op::relu, add_binary(g, Op::mul, x, w))});
+        },
+        {4099}, {3001}, one);
+  }
+  SECTION("a reshape within the outer block, two symbols") {
+    require_dynamic_match(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::f32, {s[0], s[1], 256});
+          const NodeId b = add_input(g, DType::f32, {256});
+          const NodeId flat = add_reshape(g, x, {s[0] * s[1], 256});
+          g.set_outputs({add_unary(g, Op::tanh, add_binary(g, Op::add, flat, b))});
+        },
+        {131, 67}, {97, 45}, {{1, 1}, {2, 1}, {1, 7}, {3, 20}, {60, 2}, {131, 67}});
+  }
+  SECTION("softmax over narrow rows (several rows per block)") {
+    require_dynamic_match(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::f32, {s[0], 24});
+          const NodeId m = add_reduce(g, Op::max, x, {-1}, true);
+          const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+          g.set_outputs({add_binary(g, Op::div, e, add_reduce(g, Op::sum, e, {-1}, true))});
+        },
+        {4099}, {3001}, one);
+  }
+  SECTION("RMS norm over rows of 4096, bf16") {
+    require_dynamic_match(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::bf16, {s[0], 4096});
+          const NodeId w = add_input(g, DType::bf16, {4096});
+          const NodeId xf = add_cast(g, x, DType::f32);
+          const NodeId ms = add_reduce(g, Op::mean, add_binary(g, Op::mul, xf, xf), {-1}, true);
+          const NodeId eps = add_constant(g, DType::f32, 1e-6);
+          const NodeId r = add_unary(g, Op::rsqrt, add_binary(g, Op::add, ms, eps));
+          const NodeId y = add_binary(g, Op::mul, add_binary(g, Op::mul, xf, r), w);
+          g.set_outputs({add_cast(g, y, DType::bf16)});
+        },
+        {4099}, {3001}, one);
+  }
+  SECTION("row sums") {
+    require_dynamic_match(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::f32, {s[0], 768});
+          g.set_outputs({add_reduce(g, Op::sum, x, {-1}, false)});
+        },
+        {4099}, {3001}, one);
+  }
+}

@@ -1,0 +1,278 @@
+// Dynamic kernels (generate_dynamic): regions whose outer extent is a runtime argument. Each
+// graph is written once over its symbols' values and planned at two instantiations; the kernel
+// must come back, compile with NVRTC, carry no symbol's value, and be the same source at a third
+// pair of values. Regions whose kernel depends on the outer extent beyond the loop bound must be
+// refused.
+#include <cctype>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "support/symbolic_graph.h"
+#include "test/templates/norms.h"
+#include "test/templates/support.h"
+
+using namespace fusejit;
+using namespace fusejit::ir;
+using fusejit::test::compile_and_check;
+using fusejit::test::has;
+using fusejit::test::kernel_text;
+
+using fusejit::testing::outer_extent;
+using fusejit::testing::plan_at;
+using fusejit::testing::GraphAtSizes;
+
+namespace {
+
+// The plan's one generated region (the graphs here plan to one kernel).
+const fusion::Region& only_region(const fusion::Plan& p) {
+  REQUIRE(p.kernel_count() == 1);
+  REQUIRE(p.library_call_count() == 0);
+  return p.regions.front();
+}
+
+// True when `text` holds the number `v` on its own (not inside a longer number or a name).
+bool has_number(const std::string& text, int64_t v) {
+  const std::string n = std::to_string(v);
+  const auto part = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.'; };
+  for (size_t at = text.find(n); at != std::string::npos; at = text.find(n, at + 1)) {
+    const bool before = at > 0 && part(text[at - 1]);
+    const bool after = at + n.size() < text.size() && part(text[at + n.size()]);
+    if (!before && !after) return true;
+  }
+  return false;
+}
+
+struct Outcome {
+  std::optional<templates::Kernel> kernel;
+  std::string why;
+};
+
+Outcome dynamic_at(const GraphAtSizes& build, const std::vector<int64_t>& a,
+                   const std::vector<int64_t>& b, const templates::CodegenOptions& options = {}) {
+  const fusion::Plan pa = plan_at(build, a), pb = plan_at(build, b);
+  const fusion::Region& region = only_region(pa);
+  REQUIRE(only_region(pb).nodes == region.nodes);
+  Outcome out;
+  out.kernel = templates::generate_dynamic(pa.graph, pb.graph, region, outer_extent(a),
+                                           outer_extent(b), options, &out.why);
+  return out;
+}
+
+// Symbol values: two pairs, every symbol larger at the first of each.
+const std::vector<int64_t> kA1 = {4099}, kB1 = {3001}, kC1 = {2049}, kD1 = {1023};
+const std::vector<int64_t> kA2 = {131, 67}, kB2 = {97, 45}, kC2 = {77, 33}, kD2 = {53, 11};
+
+// Requires a dynamic kernel between a and b that compiles, names none of the symbols' values,
+// and is the same source between c and d; returns it.
+templates::Kernel require_dynamic(const GraphAtSizes& build, const std::vector<int64_t>& a,
+                                  const std::vector<int64_t>& b, const std::vector<int64_t>& c,
+                                  const std::vector<int64_t>& d,
+                                  const templates::CodegenOptions& options = {}) {
+  const Outcome first = dynamic_at(build, a, b, options);
+  INFO("refused: " << first.why);
+  REQUIRE(first.kernel.has_value());
+  const templates::Kernel& k = *first.kernel;
+  compile_and_check(k, only_region(plan_at(build, a)));
+  const std::string text = kernel_text(k);
+  INFO(text);
+  CHECK(k.dynamic);
+  CHECK(k.max_outer == outer_extent(a));
+  CHECK(k.items_per_outer >= 1);
+  CHECK(k.work_blocks == templates::work_blocks_at(k, outer_extent(a)));
+  CHECK(has(text, "long long fj_outer"));
+  for (const auto* sym : {&a, &b}) {
+    for (int64_t v : *sym) CHECK_FALSE(has_number(text, v));
+  }
+  const Outcome second = dynamic_at(build, c, d, options);
+  INFO("refused at the second pair: " << second.why);
+  REQUIRE(second.kernel.has_value());
+  CHECK(second.kernel->source == k.source);
+  CHECK(second.kernel->items_per_outer == k.items_per_outer);
+  return k;
+}
+
+std::string refusal(const GraphAtSizes& build, const std::vector<int64_t>& a,
+                    const std::vector<int64_t>& b) {
+  const Outcome o = dynamic_at(build, a, b);
+  if (o.kernel) FAIL("a dynamic kernel was made:\n" << kernel_text(*o.kernel));
+  CHECK_FALSE(o.why.empty());
+  return o.why;
+}
+
+}  // namespace
+
+TEST_CASE("pointwise chains with broadcast weights are dynamic", "[templates][dynamic]") {
+  for (const DType d : {DType::f32, DType::bf16}) {
+    const GraphAtSizes build = [d](Graph& g, const std::vector<int64_t>& s) {
+      const NodeId x = add_input(g, d, {s[0], 1024});
+      const NodeId w = add_input(g, d, {1024});
+      const NodeId y = add_unary(g, Op::relu, add_binary(g, Op::mul, x, w));
+      g.set_outputs({add_binary(g, Op::add, y, add_constant(g, d, 0.5))});
+    };
+    INFO(dtype_name(d));
+    const templates::Kernel k = require_dynamic(build, kA1, kB1, kC1, kD1);
+    const int v = d == DType::f32 ? 4 : 8;
+    CHECK(k.items_per_outer == 1024 / v);
+    CHECK(has(kernel_text(k), fmt::format("t < {} * (int)fj_outer", 1024 / v)));
+  }
+}
+
+TEST_CASE("an odd row length keeps the vector width its rows allow", "[templates][dynamic]") {
+  const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::f32, {s[0], 1030});
+    g.set_outputs({add_unary(g, Op::exp, x)});
+  };
+  const templates::Kernel k = require_dynamic(build, kA1, kB1, kC1, kD1);
+  CHECK(k.items_per_outer == 1030 / 2);  // two f32 per vector: 1030 is even, not a multiple of 4
+}
+
+TEST_CASE("reshapes within the outer block and two symbols are dynamic", "[templates][dynamic]") {
+  const GraphAtSizes reshaped = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::f32, {s[0], s[1], 256});
+    const NodeId b = add_input(g, DType::f32, {256});
+    const NodeId flat = add_reshape(g, x, {s[0] * s[1], 256});
+    g.set_outputs({add_unary(g, Op::tanh, add_binary(g, Op::add, flat, b))});
+  };
+  require_dynamic(reshaped, kA2, kB2, kC2, kD2);
+  const GraphAtSizes two = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::bf16, {s[0], s[1], 128});
+    const NodeId y = add_input(g, DType::bf16, {s[0], s[1], 128});
+    const NodeId w = add_input(g, DType::bf16, {1, 1, 128});
+    const NodeId sum = add_binary(g, Op::add, x, y);
+    g.set_outputs({sum, add_binary(g, Op::mul, sum, w)});
+  };
+  require_dynamic(two, kA2, kB2, kC2, kD2);
+}
+
+TEST_CASE("norms and softmax over the last axis are dynamic", "[templates][dynamic]") {
+  using test::layer_norm;
+  using test::rms_norm;
+  using test::softmax;
+  const GraphAtSizes soft = [](Graph& g, const std::vector<int64_t>& s) {
+    g.set_outputs({softmax(g, add_input(g, DType::f32, {s[0], 4096}))});
+  };
+  require_dynamic(soft, kA1, kB1, kC1, kD1);
+  const GraphAtSizes narrow = [](Graph& g, const std::vector<int64_t>& s) {  // rows per block > 1
+    g.set_outputs({softmax(g, add_input(g, DType::f32, {s[0], 24}))});
+  };
+  const templates::Kernel k = require_dynamic(narrow, kA1, kB1, kC1, kD1);
+  CHECK(k.items_per_block > 1);
+  CHECK(has(kernel_text(k), "row < (int)fj_outer"));  // the guard on the last block's rows
+  const GraphAtSizes ln = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::bf16, {s[0], 1024});
+    const NodeId w = add_input(g, DType::f32, {1024});
+    const NodeId b = add_input(g, DType::f32, {1024});
+    g.set_outputs({layer_norm(g, x, w, b)});
+  };
+  require_dynamic(ln, kA1, kB1, kC1, kD1);
+  const GraphAtSizes rms = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::bf16, {s[0], s[1], 512});
+    const NodeId w = add_input(g, DType::bf16, {512});
+    g.set_outputs({rms_norm(g, x, w)});
+  };
+  require_dynamic(rms, kA2, kB2, kC2, kD2);
+  const GraphAtSizes sum = [](Graph& g, const std::vector<int64_t>& s) {  // a reduction region
+    const NodeId x = add_input(g, DType::f32, {s[0], 768});
+    g.set_outputs({add_reduce(g, Op::sum, add_unary(g, Op::abs, x), {-1}, false)});
+  };
+  require_dynamic(sum, kA1, kB1, kC1, kD1);
+}
+
+TEST_CASE("regions whose kernel depends on the outer extent are refused", "[templates][dynamic]") {
+  SECTION("a reduction over the dynamic axis") {
+    refusal(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          g.set_outputs({add_reduce(g, Op::sum, add_input(g, DType::f32, {s[0], 256}), {0}, false)});
+        },
+        kA1, kB1);
+  }
+  SECTION("a reduction over every axis") {
+    refusal(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          g.set_outputs({add_reduce(g, Op::max, add_input(g, DType::f32, {s[0], 256}), {0, 1},
+                                    false)});
+        },
+        kA1, kB1);
+  }
+  SECTION("a permute that moves the dynamic axis inside") {
+    refusal(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_permute(g, add_input(g, DType::f32, {s[0], 96}), {1, 0});
+          g.set_outputs({add_unary(g, Op::exp, x)});
+        },
+        kA1, kB1);
+  }
+  SECTION("a node broadcast over one symbol of two") {
+    const std::string why = refusal(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::f32, {s[0], s[1], 64});
+          const NodeId y = add_input(g, DType::f32, {s[1], 64});
+          g.set_outputs({add_binary(g, Op::add, x, y)});
+        },
+        kA2, kB2);
+    CHECK(has(why, "beyond its loop bounds"));
+  }
+  SECTION("a slice along the dynamic axis") {
+    refusal(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::f32, {s[0], 64});
+          g.set_outputs({add_unary(g, Op::neg, add_slice(g, x, 0, 1, s[0]))});
+        },
+        kA1, kB1);
+  }
+  SECTION("a concat along the dynamic axis") {
+    refusal(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::f32, {s[0], 64});
+          const NodeId y = add_input(g, DType::f32, {s[0], 64});
+          g.set_outputs({add_unary(g, Op::neg, add_concat(g, {x, y}, 0))});
+        },
+        kA1, kB1);
+  }
+}
+
+TEST_CASE("a dynamic kernel's grid follows its outer extent", "[templates][dynamic]") {
+  const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+    g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], 4096}))});
+  };
+  const Outcome o = dynamic_at(build, kA1, kB1);
+  REQUIRE(o.kernel.has_value());
+  const templates::Kernel& k = *o.kernel;
+  REQUIRE(k.items_per_outer == 1024);  // 4096 f32 in vectors of 4
+  REQUIRE(k.items_per_block == 256);
+  CHECK(templates::launch_grid(k, 132, 1) == 4);
+  CHECK(templates::launch_grid(k, 132, 7) == 28);
+  CHECK(templates::launch_grid(k, 132, kA1[0]) == 4 * kA1[0]);  // no wave cap: one block each
+  CHECK_THROWS_AS(templates::launch_grid(k, 132, kA1[0] + 1), InternalError);
+  CHECK_THROWS_AS(templates::launch_grid(k, 132, 0), InternalError);
+  templates::Kernel fixed = k;
+  fixed.dynamic = false;
+  CHECK_THROWS_AS(templates::launch_grid(fixed, 132, 5), InternalError);
+}
+
+TEST_CASE("generate_dynamic checks its instantiations", "[templates][dynamic]") {
+  const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+    g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], 64}))});
+  };
+  const fusion::Plan pa = plan_at(build, {101}), pb = plan_at(build, {99});
+  const fusion::Region& r = only_region(pa);
+  CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pb.graph, r, 102, 99), InternalError);
+  CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pa.graph, r, 101, 101), InternalError);
+  CHECK(templates::generate_dynamic(pa.graph, pb.graph, r, 101, 99).has_value());
+}
+
+TEST_CASE("index width is decided at the first instantiation", "[templates][dynamic]") {
+  // 4099 rows of 2^18 f32 pass 2^30 elements (64-bit indices); 3001 rows do not, but the kernel
+  // keeps the first instantiation's width, and serves up to 4099 rows.
+  const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+    g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], 262144}))});
+  };
+  const templates::Kernel k = require_dynamic(build, kA1, kB1, kA1, kB1);
+  CHECK(has(kernel_text(k), "for (long long t = "));
+  CHECK(has(kernel_text(k), "t < 65536 * fj_outer"));
+  const Outcome narrow = dynamic_at(build, kB1, kC1);
+  REQUIRE(narrow.kernel.has_value());
+  CHECK(has(kernel_text(*narrow.kernel), "t < 65536 * (int)fj_outer"));
+  CHECK(narrow.kernel->max_outer == kB1[0]);
+}
