@@ -406,6 +406,13 @@ NodeId Graph::add(const NodeSpec& spec) {
   return id;
 }
 
+void Graph::clear() {
+  nodes_.clear();
+  outputs_.clear();
+  inputs_.clear();
+  hashes_.clear();
+}
+
 void Graph::add_output(NodeId id) {
   if (id < 0 || static_cast<size_t>(id) >= nodes_.size()) {
     throw UsageError(fmt::format("output: %{} does not exist (the trace has {} nodes)", id,

@@ -70,6 +70,9 @@ class Graph {
   void add_output(NodeId id);
   void set_outputs(std::vector<NodeId> ids);
 
+  // Empties the graph, keeping its memory for the next one (a Context's next trace).
+  void clear();
+
   // Ids of the input nodes, in order.
   const std::vector<NodeId>& inputs() const { return inputs_; }
 

@@ -53,6 +53,9 @@ struct Storage {
   bool host_valid = false;
   std::shared_ptr<jit::DeviceBuffer> device;
   std::unique_ptr<HostBorrow> borrowed_host;
+  // Its input node in its Context's trace of epoch `bound_epoch` (bound once per trace).
+  uint64_t bound_epoch = 0;
+  ir::NodeId bound_node = -1;
 };
 
 struct ContextImpl;
@@ -87,7 +90,6 @@ struct ContextImpl {
   ir::Graph trace;
   uint64_t epoch = 1;
   std::vector<std::shared_ptr<Storage>> bound;
-  std::unordered_map<const Storage*, ir::NodeId> bound_node;
   std::vector<std::weak_ptr<TensorImpl>> pending;
   Context::Stats stats;
   std::unordered_set<uint64_t> recorded;  // hashes of traces saved to FUSEJIT_RECORD_DIR

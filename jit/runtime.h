@@ -76,6 +76,7 @@ class Runtime {
   std::unordered_map<std::string, std::shared_ptr<LoadedKernel>> kernels_;  // by source
   // Trace memo: structural hash -> (trace, executable); the trace is compared on a hit.
   std::unordered_multimap<uint64_t, std::pair<ir::Graph, std::shared_ptr<const Executable>>> memo_;
+  RunScratch scratch_;  // run's bookkeeping vectors, reused (the Context serializes runs)
 };
 
 }  // namespace fusejit::jit
