@@ -6,6 +6,9 @@
 //                 in this run, plus the bytes the other regions must move.
 // With --torch FILE (from bench/torch_bench.py run in the same device call), it also prints the
 // ratio to PyTorch eager and torch.compile.
+//
+// fusejit_bench --overhead [--torch FILE]: the host time of recording and of a cached eval on
+// tiny tensors instead (bench/overhead.cpp), next to bench/torch_overhead.py's figures.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -20,6 +23,7 @@
 #include "jit/log.h"
 #include "jit/runtime.h"
 #include "jit/timing.h"
+#include "overhead.h"
 
 using namespace fusejit;
 
@@ -31,31 +35,22 @@ std::string stem(const std::string& path) {
   return name.substr(0, name.rfind('.'));
 }
 
-// name -> (eager ms, compile ms)
-std::map<std::string, std::pair<double, double>> read_torch(const std::string& path) {
-  std::map<std::string, std::pair<double, double>> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream s(line);
-    std::string name;
-    double eager = 0, compiled = 0;
-    if (s >> name >> eager >> compiled) out[name] = {eager, compiled};
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     std::vector<std::string> traces;
-    std::map<std::string, std::pair<double, double>> torch;
+    bench::TorchFigures torch;
+    std::string torch_file;
+    bool overhead = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--torch" && i + 1 < argc) torch = read_torch(argv[++i]);
+      if (a == "--torch" && i + 1 < argc) torch_file = argv[++i];
+      else if (a == "--overhead") overhead = true;
       else traces.push_back(a);
     }
+    if (overhead) return bench::run_overhead(torch_file);
+    if (!torch_file.empty()) torch = bench::read_torch(torch_file);
     std::string why;
     const auto info = jit::probe_device(&why);
     if (!info) {

@@ -9,6 +9,7 @@
 
 #include "fusejit/error.h"
 #include "ir/dtype.h"
+#include "ir/hash.h"
 #include "ir/shape.h"
 
 namespace fusejit::ir {
@@ -397,8 +398,19 @@ NodeSpec spec_of(const Node& n) {
 }
 
 NodeId Graph::add(const NodeSpec& spec) {
-  nodes_.push_back(infer_node(*this, spec));
-  return static_cast<NodeId>(nodes_.size() - 1);
+  Node n = infer_node(*this, spec);
+  const auto id = static_cast<NodeId>(nodes_.size());
+  hashes_.push_back(node_hash(n, hashes_, n.op == Op::input ? inputs_.size() : 0));
+  if (n.op == Op::input) inputs_.push_back(id);
+  nodes_.push_back(std::move(n));
+  return id;
+}
+
+void Graph::clear() {
+  nodes_.clear();
+  outputs_.clear();
+  inputs_.clear();
+  hashes_.clear();
 }
 
 void Graph::add_output(NodeId id) {
@@ -412,14 +424,6 @@ void Graph::add_output(NodeId id) {
 void Graph::set_outputs(std::vector<NodeId> ids) {
   outputs_.clear();
   for (NodeId id : ids) add_output(id);
-}
-
-std::vector<NodeId> Graph::inputs() const {
-  std::vector<NodeId> ids;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].op == Op::input) ids.push_back(static_cast<NodeId>(i));
-  }
-  return ids;
 }
 
 NodeId add_input(Graph& g, DType dtype, Shape shape) {

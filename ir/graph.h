@@ -70,14 +70,26 @@ class Graph {
   void add_output(NodeId id);
   void set_outputs(std::vector<NodeId> ids);
 
-  // Ids of the input nodes, in order.
-  std::vector<NodeId> inputs() const;
+  // Empties the graph, keeping its memory for the next one (a Context's next trace).
+  void clear();
 
-  bool operator==(const Graph&) const = default;
+  // Ids of the input nodes, in order.
+  const std::vector<NodeId>& inputs() const { return inputs_; }
+
+  // Per node, its structural hash (ir/hash.h's node_hash), kept as nodes are added so that
+  // hashing a recorded trace costs nothing more at eval.
+  const std::vector<uint64_t>& node_hashes() const { return hashes_; }
+
+  // The hashes first: they tell two different graphs apart quickest.
+  bool operator==(const Graph& other) const {
+    return hashes_ == other.hashes_ && outputs_ == other.outputs_ && nodes_ == other.nodes_;
+  }
 
  private:
   std::vector<Node> nodes_;
   std::vector<NodeId> outputs_;
+  std::vector<NodeId> inputs_;
+  std::vector<uint64_t> hashes_;
 };
 
 // The spec that recreates `node` (with the same operand ids): for rebuilding graphs.

@@ -64,39 +64,59 @@ uint64_t name_bits(std::string_view name) {
   return h;
 }
 
-// with_shapes false: each shape enters as its rank only (shape_free_hash).
-uint64_t graph_hash(const Graph& g, bool with_shapes) {
-  std::vector<uint64_t> hashes(g.size());
-  uint64_t input_position = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const Node& n = g.nodes()[i];
-    Mixer m(kNodeSeed);
-    m.add(name_bits(op_name(n.op)));
-    m.add(static_cast<uint64_t>(n.dtype));
-    if (with_shapes) m.add_list(n.shape);
-    else m.add(n.shape.size());
-    m.add_list(n.axes);
-    m.add(n.keepdim ? 1 : 0);
-    m.add(n.op == Op::constant ? value_bits(n.value) : 0);
-    if (n.op == Op::slice) {  // only here, so that the hashes of other nodes stay as they were
-      m.add(static_cast<uint64_t>(n.start));
-      m.add(static_cast<uint64_t>(n.step));
-    }
-    if (n.op == Op::input) m.add(input_position++);
-    m.add(n.inputs.size());
-    // Operands always precede their node in a valid graph; verify() checks that.
-    for (NodeId id : n.inputs) m.add(hashes.at(static_cast<size_t>(id)));
-    hashes[i] = m.value();
+}  // namespace
+
+uint64_t node_hash(const Node& n, std::span<const uint64_t> earlier, uint64_t input_position) {
+  Mixer m(kNodeSeed);
+  m.add(name_bits(op_name(n.op)));
+  m.add(static_cast<uint64_t>(n.dtype));
+  m.add_list(n.shape);
+  m.add_list(n.axes);
+  m.add(n.keepdim ? 1 : 0);
+  m.add(n.op == Op::constant ? value_bits(n.value) : 0);
+  if (n.op == Op::slice) {  // only here, so that the hashes of other nodes stay as they were
+    m.add(static_cast<uint64_t>(n.start));
+    m.add(static_cast<uint64_t>(n.step));
   }
+  if (n.op == Op::input) m.add(input_position);
+  m.add(n.inputs.size());
+  // Operands always precede their node in a valid graph; verify() checks that.
+  for (NodeId id : n.inputs) m.add(earlier[static_cast<size_t>(id)]);
+  return m.value();
+}
+
+namespace {
+
+uint64_t graph_hash(const Graph& g, std::span<const uint64_t> node_hashes) {
   Mixer graph(kGraphSeed);
   graph.add(g.outputs().size());
-  for (NodeId id : g.outputs()) graph.add(hashes.at(static_cast<size_t>(id)));
+  for (NodeId id : g.outputs()) graph.add(node_hashes[static_cast<size_t>(id)]);
   return graph.value();
 }
 
 }  // namespace
 
-uint64_t structural_hash(const Graph& g) { return graph_hash(g, true); }
-uint64_t shape_free_hash(const Graph& g) { return graph_hash(g, false); }
+uint64_t structural_hash(const Graph& g) { return graph_hash(g, g.node_hashes()); }
+
+uint64_t recompute_structural_hash(const Graph& g) {
+  std::vector<uint64_t> hashes(g.size());
+  uint64_t input_position = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes()[i];
+    hashes[i] = node_hash(n, std::span(hashes).first(i), n.op == Op::input ? input_position++ : 0);
+  }
+  return graph_hash(g, hashes);
+}
+
+uint64_t shape_free_hash(const Graph& g) {
+  std::vector<uint64_t> hashes(g.size());
+  uint64_t input_position = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    Node n = g.nodes()[i];
+    n.shape.assign(n.shape.size(), 0);  // the rank stays, the extents go
+    hashes[i] = node_hash(n, std::span(hashes).first(i), n.op == Op::input ? input_position++ : 0);
+  }
+  return graph_hash(g, hashes);
+}
 
 }  // namespace fusejit::ir

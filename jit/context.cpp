@@ -70,13 +70,16 @@ ir::NodeId ContextImpl::node_of(TensorImpl& t) {
     }
     return t.node;
   }
-  if (auto it = bound_node.find(t.storage.get()); it != bound_node.end()) return it->second;
+  // A Storage belongs to the tensors of one Context (checked above), so its binding is this one.
+  Storage& s = *t.storage;
+  if (s.bound_epoch == epoch) return s.bound_node;
   const ir::NodeId id = ir::add_input(trace, t.dtype, t.shape);
   for (const auto& [axis, name] : t.dynamic_axes) {
     marks.push_back({.input = bound.size(), .axis = axis, .name = name});
   }
   bound.push_back(t.storage);
-  bound_node.emplace(t.storage.get(), id);
+  s.bound_epoch = epoch;
+  s.bound_node = id;
   return id;
 }
 
@@ -163,24 +166,31 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, co
   }
   if (outs.empty()) return;
 
-  ir::Graph g = trace;
-  std::vector<ir::NodeId> ids;
-  for (const auto& t : outs) ids.push_back(t->node);
-  g.set_outputs(ids);
-  const std::vector<ir::NodeId> input_ids = g.inputs();
+  const std::vector<ir::NodeId>& input_ids = trace.inputs();
   for (size_t k = 0; k < bound.size(); ++k) {
     if (!bound[k]) {
       throw UsageError(fmt::format("eval: the trace reads placeholder %{} ({}), which holds no data; "
                               "placeholders are for building traces (Context::trace_text), create "
                               "the tensor with from_vector or from_host to evaluate it",
-                              input_ids[k], ir::type_str(g.node(input_ids[k]))));
+                              input_ids[k], ir::type_str(trace.node(input_ids[k]))));
     }
   }
 
-  if (!options.record_dir.empty() && recorded.insert(ir::structural_hash(g)).second) record(g);
-
-  std::vector<std::shared_ptr<Storage>> results =
-      runtime ? run_on_gpu(g, outs, into) : run_on_cpu(g, outs, into);
+  // The trace is evaluated in place: it restarts after eval anyway, and copying it would cost
+  // more than the rest of a cached eval. Should the run throw, it is put back as it was.
+  ir::Graph& g = trace;
+  std::vector<ir::NodeId> ids;
+  ids.reserve(outs.size());
+  for (const auto& t : outs) ids.push_back(t->node);
+  g.set_outputs(std::move(ids));
+  std::vector<std::shared_ptr<Storage>> results;
+  try {
+    if (!options.record_dir.empty() && recorded.insert(ir::structural_hash(g)).second) record(g);
+    results = runtime ? run_on_gpu(g, outs, into) : run_on_cpu(g, outs, into);
+  } catch (...) {
+    g.set_outputs({});
+    throw;
+  }
 
   ++stats.traces_evaluated;
   stats.outputs_computed += static_cast<int64_t>(outs.size());
@@ -188,9 +198,8 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, co
     outs[i]->storage = std::move(results[i]);
     outs[i]->node = -1;
   }
-  trace = ir::Graph();
+  trace.clear();  // keeps its capacity for the next trace
   bound.clear();
-  bound_node.clear();
   marks.clear();
   pending.clear();
   ++epoch;

@@ -54,6 +54,9 @@ struct Storage {
   bool host_valid = false;
   std::shared_ptr<jit::DeviceBuffer> device;
   std::unique_ptr<HostBorrow> borrowed_host;
+  // Its input node in its Context's trace of epoch `bound_epoch` (bound once per trace).
+  uint64_t bound_epoch = 0;
+  ir::NodeId bound_node = -1;
 };
 
 struct ContextImpl;
@@ -90,7 +93,6 @@ struct ContextImpl {
   ir::Graph trace;
   uint64_t epoch = 1;
   std::vector<std::shared_ptr<Storage>> bound;
-  std::unordered_map<const Storage*, ir::NodeId> bound_node;
   std::vector<ir::DynamicAxis> marks;  // the bound inputs' dynamic axes (mark_dynamic)
   jit::DynamicDims dynamic;            // symbolic traces found so far (jit/dynamic.h)
   std::vector<std::weak_ptr<TensorImpl>> pending;

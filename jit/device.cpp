@@ -62,10 +62,16 @@ DeviceGuard::DeviceGuard(int ordinal) {
     cudaGetLastError();
     return;
   }
-  // Set even when it is already the current device: on a thread that has made no runtime call
-  // yet, this is what makes the device's primary context current, which the driver API calls
-  // (module loads, launches) need. Only a change of device is undone.
+  // Set even when it is already the current device the first time on a thread: on a thread
+  // that has made no runtime call yet, this is what makes the device's primary context current,
+  // which the driver API calls (module loads, launches) need. After that, a guard on a thread
+  // whose current device is already `ordinal` has nothing to do: the hot path of an eval holds
+  // several guards, and cudaSetDevice costs more than cudaGetDevice. Only a change of device is
+  // undone.
+  thread_local int primed = -1;  // the device a guard last made current on this thread
+  if (current == ordinal && primed == ordinal) return;
   if (cudaSetDevice(ordinal) == cudaSuccess) {
+    primed = ordinal;
     if (current != ordinal) previous_ = current;
   } else {
     cudaGetLastError();

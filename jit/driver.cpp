@@ -39,6 +39,8 @@ Driver Driver::load() {
   lookup(d.launch_kernel, "cuLaunchKernel");
   lookup(d.func_set_attribute, "cuFuncSetAttribute");
   lookup(d.get_error_string, "cuGetErrorString");
+  lookup(d.graph_add_kernel_node, "cuGraphAddKernelNode");
+  lookup(d.graph_exec_kernel_node_set_params, "cuGraphExecKernelNodeSetParams");
   return d;
 }
 

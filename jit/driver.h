@@ -1,5 +1,5 @@
 // jit/driver: the few CUDA driver API functions fusejit needs (loading modules, launching
-// kernels). libcuda is never linked: a binary must start on a machine with no GPU driver. The
+// kernels, putting them into CUDA graphs). libcuda is never linked: a binary must start on a machine with no GPU driver. The
 // functions are looked up through the runtime (cudaGetDriverEntryPointByVersion) at first GPU
 // use.
 #pragma once
@@ -16,6 +16,11 @@ struct Driver {
                             unsigned, unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
   CUresult (*get_error_string)(CUresult, const char**) = nullptr;
+  // CUDA graphs of driver-API kernels (jit/graph_replay.h); the graph itself is the runtime's.
+  CUresult (*graph_add_kernel_node)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                    const CUDA_KERNEL_NODE_PARAMS*) = nullptr;
+  CUresult (*graph_exec_kernel_node_set_params)(CUgraphExec, CUgraphNode,
+                                                const CUDA_KERNEL_NODE_PARAMS*) = nullptr;
 
   // Looks every function up; throws fusejit::Error when the driver lacks one.
   static Driver load();

@@ -2,6 +2,7 @@
 #include "jit/executor.h"
 
 #include <algorithm>
+#include <bit>
 
 #include <fmt/format.h>
 
@@ -21,10 +22,9 @@ size_t byte_size(const ir::Node& n) {
 
 // The caller buffers that regions can write graph outputs into directly, by node id (RunOptions::
 // outputs says when); the others get their values by a copy at the end of the run.
-std::vector<std::shared_ptr<DeviceBuffer>> direct_outputs(
-    const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
-    const std::vector<std::shared_ptr<DeviceBuffer>>& into) {
-  std::vector<std::shared_ptr<DeviceBuffer>> direct(g.size());
+void direct_outputs(const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                    const std::vector<std::shared_ptr<DeviceBuffer>>& into,
+                    std::vector<std::shared_ptr<DeviceBuffer>>& direct) {
   const std::vector<NodeId>& outs = g.outputs();
   for (size_t i = 0; i < into.size() && i < outs.size(); ++i) {
     const auto& buf = into[i];
@@ -38,7 +38,6 @@ std::vector<std::shared_ptr<DeviceBuffer>> direct_outputs(
     });
     if (!aliases_input) direct[id] = buf;
   }
-  return direct;
 }
 
 // Fills `outs` (one buffer per graph output) from `values`, copying into the caller's buffers
@@ -99,8 +98,16 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& load,
 }
 
 void assign_releases(Executable& exe) {
-  // Release each intermediate after the last step that reads it; graph outputs are kept.
   const fusion::Plan& p = exe.plan;
+  // What a graph replay sizes itself by (replays_as_graph, run_graph).
+  for (const Step& step : exe.steps) {
+    if (step.kernel) {
+      ++exe.kernel_steps;
+      exe.kernel_params += step.kernel->kernel.params.size() + (step.kernel->kernel.dynamic ? 1 : 0);
+    }
+    for (NodeId id : step.region->outputs) exe.output_bytes += byte_size(p.graph.node(id));
+  }
+  // Release each intermediate after the last step that reads it; graph outputs are kept.
   std::vector<int> last_use(p.graph.size(), -1);
   for (size_t i = 0; i < p.regions.size(); ++i) {
     for (NodeId id : p.regions[i].inputs) last_use[static_cast<size_t>(id)] = static_cast<int>(i);
@@ -113,92 +120,178 @@ void assign_releases(Executable& exe) {
   }
 }
 
+namespace {
+
+// The launch of a kernel step, its pointer arguments appended to scratch.pointers.
+KernelLaunch prepare_launch(const Step& step, RunScratch& scratch, int sm_count) {
+  const templates::Kernel& k = step.kernel->kernel;
+  // Cluster kernels carry their cluster shape in the CUBIN (__cluster_dims__), so a plain
+  // launch (or graph node) launches clusters; the grid must hold whole clusters.
+  const int64_t grid = templates::launch_grid(k, sm_count, step.outer);
+  if (grid % std::max(k.cluster, 1) != 0) {
+    throw InternalError(fmt::format("kernel {}: grid of {} blocks is not a whole number of "
+                                    "clusters of {}", k.name, grid, k.cluster));
+  }
+  KernelLaunch l{.function = step.kernel->function,
+                 .grid = static_cast<unsigned>(grid),
+                 .block = static_cast<unsigned>(k.block),
+                 .shared_bytes = static_cast<unsigned>(k.shared_bytes),
+                 .first = scratch.pointers.size(),
+                 .count = k.params.size() + (k.dynamic ? 1 : 0)};
+  for (NodeId id : k.params) {
+    const auto& buf = scratch.values[static_cast<size_t>(id)];
+    if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
+    scratch.pointers.push_back(buf->data());
+  }
+  // A dynamic kernel's trailing `long long fj_outer` travels in a slot of the argument array:
+  // the slot's 8 bytes are the value (launch_grid above has checked its range).
+  if (k.dynamic) {
+    scratch.pointers.push_back(std::bit_cast<void*>(static_cast<long long>(step.outer)));
+  }
+  return l;
+}
+
+// args[i] = &pointers[i], once the pointers are all in place (the vector no longer grows).
+void point_args(RunScratch& scratch) {
+  scratch.args.resize(scratch.pointers.size());
+  for (size_t i = 0; i < scratch.pointers.size(); ++i) scratch.args[i] = &scratch.pointers[i];
+}
+
+// Gives each output of `step` its buffer: the caller's (direct) or a new one of the pool.
+void allocate_outputs(const Step& step, const ir::Graph& g, RunScratch& scratch, Device& device,
+                      bool poison) {
+  for (NodeId id : step.region->outputs) {
+    auto& buf = scratch.values[static_cast<size_t>(id)];
+    const auto& direct = scratch.direct[static_cast<size_t>(id)];
+    buf = direct ? direct : device.allocate(byte_size(g.node(id)));
+    if (poison) FUSEJIT_CUDA(cudaMemsetAsync(buf->data(), 0xFF, buf->bytes(), device.stream()));
+  }
+}
+
+// One strided-batched cuBLASLt call per outer batch index (jit/gemm_call.h); C is laid out as D.
+void run_gemm(const GemmCall& c, const RunScratch& scratch, Blas& blas) {
+  auto ptr = [&](NodeId id) -> char* {
+    const auto& buf = scratch.values[static_cast<size_t>(id)];
+    if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
+    return static_cast<char*>(buf->data());
+  };
+  const int64_t elem = dtype_size(c.problem.dtype);
+  const void* bias = c.bias >= 0 ? ptr(c.bias) : nullptr;
+  const char* residual = c.residual >= 0 ? ptr(c.residual) : nullptr;
+  const char* a = ptr(c.a);
+  const char* b = ptr(c.b);
+  char* d = ptr(c.d);
+  for (const GemmOffsets& o : c.calls) {
+    blas.gemm(c.problem, a + o.a * elem, b + o.b * elem, bias,
+              residual ? residual + o.d * elem : nullptr, d + o.d * elem);
+  }
+}
+
+void record_event(const RunOptions& options, size_t step, bool stop, cudaStream_t stream) {
+  if (!options.step_events) return;
+  const auto& pair = (*options.step_events)[step];
+  FUSEJIT_CUDA(cudaEventRecord(stop ? pair.second : pair.first, stream));
+}
+
+// The steps one at a time, each intermediate released after its last reader.
+void run_steps(const Executable& exe, Device& device, Blas& blas, const RunOptions& options,
+               RunScratch& scratch) {
+  const ir::Graph& g = exe.plan.graph;
+  const Driver& drv = device.driver();
+  for (size_t s = 0; s < exe.steps.size(); ++s) {
+    const Step& step = exe.steps[s];
+    allocate_outputs(step, g, scratch, device, options.poison_outputs);
+    record_event(options, s, false, device.stream());
+    if (step.kernel) {
+      scratch.pointers.clear();
+      const KernelLaunch l = prepare_launch(step, scratch, device.info().sm_count);
+      point_args(scratch);
+      FUSEJIT_DRIVER(drv, launch_kernel, l.function, l.grid, 1, 1, l.block, 1, 1, l.shared_bytes,
+                     device.stream(), scratch.args.data(), nullptr);
+    } else {
+      run_gemm(step.gemm, scratch, blas);
+    }
+    record_event(options, s, true, device.stream());
+    for (NodeId id : step.release) scratch.values[static_cast<size_t>(id)].reset();
+  }
+}
+
+bool replays_as_graph(const Executable& exe, const RunOptions& options) {
+  return options.graph_min_launches > 0 && !options.step_events && !options.poison_outputs &&
+         exe.kernel_steps == exe.steps.size() &&
+         exe.kernel_steps >= static_cast<size_t>(options.graph_min_launches) &&
+         exe.output_bytes <= kGraphMaxBytes;
+}
+
+// Every step's buffers first, then the whole plan as one graph launch; the intermediates are
+// released (stream-ordered, after the graph) when the run ends.
+void run_graph(const Executable& exe, Device& device, const RunOptions& options,
+               RunScratch& scratch) {
+  const ir::Graph& g = exe.plan.graph;
+  scratch.pointers.clear();
+  scratch.pointers.reserve(exe.kernel_params);
+  scratch.launches.clear();
+  for (const Step& step : exe.steps) {
+    allocate_outputs(step, g, scratch, device, false);
+    scratch.launches.push_back(prepare_launch(step, scratch, device.info().sm_count));
+  }
+  point_args(scratch);
+  if (!exe.graph) {
+    exe.graph = std::make_unique<GraphReplay>(device.driver(), scratch.launches, scratch.pointers,
+                                              scratch.args.data());
+  }
+  exe.graph->launch(device.driver(), scratch.launches, scratch.pointers, scratch.args.data(),
+                    device.stream());
+  if (options.graph_launches) ++*options.graph_launches;
+}
+
+void create_events(const Executable& exe, const RunOptions& options) {
+  if (!options.step_events) return;
+  auto& events = *options.step_events;
+  while (events.size() < exe.steps.size()) {
+    cudaEvent_t start, stop;
+    FUSEJIT_CUDA(cudaEventCreate(&start));
+    FUSEJIT_CUDA(cudaEventCreate(&stop));
+    events.emplace_back(start, stop);
+  }
+}
+
+// Empties the scratch's buffer lists however the run ends, keeping their capacity.
+struct ScratchRelease {
+  RunScratch& scratch;
+  ~ScratchRelease() {
+    scratch.values.clear();
+    scratch.direct.clear();
+  }
+};
+
+}  // namespace
+
 std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
     const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     Device& device, Blas& blas, const RunOptions& options) {
   const ir::Graph& g = exe.plan.graph;
-  std::vector<std::shared_ptr<DeviceBuffer>> values(g.size());
-  const std::vector<NodeId> input_ids = g.inputs();
+  const std::vector<NodeId>& input_ids = g.inputs();
   if (input_ids.size() != inputs.size()) {
     throw InternalError(fmt::format("executable has {} inputs, {} bound", input_ids.size(),
                                     inputs.size()));
   }
-  for (size_t k = 0; k < inputs.size(); ++k) values[static_cast<size_t>(input_ids[k])] = inputs[k];
-  const std::vector<std::shared_ptr<DeviceBuffer>> direct =
-      options.outputs ? direct_outputs(g, inputs, *options.outputs)
-                      : std::vector<std::shared_ptr<DeviceBuffer>>(g.size());
-
-  const Driver& drv = device.driver();
-  std::vector<void*> pointers;
-  std::vector<void*> args;
-  if (options.step_events) {
-    auto& events = *options.step_events;
-    while (events.size() < exe.steps.size()) {
-      cudaEvent_t start, stop;
-      FUSEJIT_CUDA(cudaEventCreate(&start));
-      FUSEJIT_CUDA(cudaEventCreate(&stop));
-      events.emplace_back(start, stop);
-    }
+  RunScratch own;
+  RunScratch& scratch = options.scratch ? *options.scratch : own;
+  const ScratchRelease release{scratch};
+  scratch.values.assign(g.size(), nullptr);
+  scratch.direct.assign(g.size(), nullptr);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    scratch.values[static_cast<size_t>(input_ids[k])] = inputs[k];
   }
-  for (size_t s = 0; s < exe.steps.size(); ++s) {
-    const Step& step = exe.steps[s];
-    const fusion::Region& r = *step.region;
-    for (NodeId id : r.outputs) {
-      auto& buf = values[static_cast<size_t>(id)];
-      buf = direct[static_cast<size_t>(id)] ? direct[static_cast<size_t>(id)]
-                                            : device.allocate(byte_size(g.node(id)));
-      if (options.poison_outputs) {
-        FUSEJIT_CUDA(cudaMemsetAsync(buf->data(), 0xFF, buf->bytes(), device.stream()));
-      }
-    }
-    if (options.step_events) {
-      FUSEJIT_CUDA(cudaEventRecord((*options.step_events)[s].first, device.stream()));
-    }
-    auto ptr = [&](NodeId id) -> void* {
-      const auto& buf = values[static_cast<size_t>(id)];
-      if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
-      return buf->data();
-    };
-    if (step.kernel) {
-      const templates::Kernel& k = step.kernel->kernel;
-      pointers.clear();
-      args.clear();
-      for (NodeId id : k.params) pointers.push_back(ptr(id));
-      for (void*& p : pointers) args.push_back(&p);
-      // A dynamic kernel's outer extent (long long fj_outer); launch_grid checks its range.
-      long long outer = step.outer;
-      if (k.dynamic) args.push_back(&outer);
-      // Cluster kernels carry their cluster shape in the CUBIN (__cluster_dims__), so the plain
-      // launch below launches clusters; the grid must hold whole clusters.
-      const int64_t grid = templates::launch_grid(k, device.info().sm_count, step.outer);
-      if (grid % std::max(k.cluster, 1) != 0) {
-        throw InternalError(fmt::format("kernel {}: grid of {} blocks is not a whole number of "
-                                        "clusters of {}", k.name, grid, k.cluster));
-      }
-      FUSEJIT_DRIVER(drv, launch_kernel, step.kernel->function, static_cast<unsigned>(grid), 1, 1,
-                     static_cast<unsigned>(k.block), 1, 1, static_cast<unsigned>(k.shared_bytes),
-                     device.stream(), args.data(), nullptr);
-    } else {
-      // One strided-batched call per outer batch index (jit/gemm_call.h); C is laid out as D.
-      const GemmCall& c = step.gemm;
-      const int64_t elem = dtype_size(c.problem.dtype);
-      const void* bias = c.bias >= 0 ? ptr(c.bias) : nullptr;
-      auto* residual = c.residual >= 0 ? static_cast<const char*>(ptr(c.residual)) : nullptr;
-      auto* a = static_cast<const char*>(ptr(c.a));
-      auto* b = static_cast<const char*>(ptr(c.b));
-      auto* d = static_cast<char*>(ptr(c.d));
-      for (const GemmOffsets& o : c.calls) {
-        blas.gemm(c.problem, a + o.a * elem, b + o.b * elem, bias,
-                  residual ? residual + o.d * elem : nullptr, d + o.d * elem);
-      }
-    }
-    if (options.step_events) {
-      FUSEJIT_CUDA(cudaEventRecord((*options.step_events)[s].second, device.stream()));
-    }
-    for (NodeId id : step.release) values[static_cast<size_t>(id)].reset();
+  if (options.outputs) direct_outputs(g, inputs, *options.outputs, scratch.direct);
+  create_events(exe, options);
+  if (replays_as_graph(exe, options)) {
+    run_graph(exe, device, options, scratch);
+  } else {
+    run_steps(exe, device, blas, options, scratch);
   }
-
-  return collect_outputs(g, values, options, device);
+  return collect_outputs(g, scratch.values, options, device);
 }
 
 int64_t step_bytes(const Executable& exe, const Step& step) {

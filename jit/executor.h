@@ -16,6 +16,7 @@
 #include "jit/blas.h"
 #include "jit/device.h"
 #include "jit/gemm_call.h"
+#include "jit/graph_replay.h"
 #include "templates/kernel.h"
 
 namespace fusejit::jit {
@@ -50,6 +51,13 @@ struct Step {
 struct Executable {
   fusion::Plan plan;
   std::vector<Step> steps;
+  size_t kernel_steps = 0;   // steps that launch a generated kernel
+  size_t kernel_params = 0;  // their parameters together
+  size_t output_bytes = 0;   // every region output's bytes together
+  // The CUDA graph its launches replay as (RunOptions::graph_min_launches), built at the first
+  // run that replays. Run-time state of a shared, otherwise immutable value: runs of one
+  // Executable must be serialized (a Context's evals are, by its lock).
+  mutable std::unique_ptr<GraphReplay> graph;
 };
 
 struct BuildOptions {
@@ -59,8 +67,23 @@ struct BuildOptions {
 
 Executable build_executable(fusion::Plan plan, const KernelLoader& load,
                             const BuildOptions& options);
-// Sets each step's `release`: the intermediates it is the last reader of.
+// Sets each step's `release` (the intermediates it is the last reader of) and the counts a graph
+// replay sizes itself by; the steps must be complete.
 void assign_releases(Executable& exe);
+
+// Graph replay keeps every region output alive for the whole run (a launch at a time frees an
+// intermediate after its last reader): it is for plans of small tensors, where launches cost
+// more than the kernels.
+inline constexpr size_t kGraphMaxBytes = size_t{64} << 20;
+
+// run_executable's bookkeeping, by node id and by launch.
+struct RunScratch {
+  std::vector<std::shared_ptr<DeviceBuffer>> values;  // per node: its buffer
+  std::vector<std::shared_ptr<DeviceBuffer>> direct;  // per node: the caller buffer it goes to
+  std::vector<void*> pointers;                        // kernel arguments, launch after launch
+  std::vector<void*> args;                            // &pointers[i]
+  std::vector<KernelLaunch> launches;
+};
 
 // What a run can do besides running, for `fusejit run` and the GPU tests.
 struct RunOptions {
@@ -73,7 +96,16 @@ struct RunOptions {
   // output is computed into a buffer of the pool and copied there (device to device) at the end.
   const std::vector<std::shared_ptr<DeviceBuffer>>* outputs = nullptr;
   int64_t* outputs_copied = nullptr;  // when set: counts the outputs copied there
+  // Replay the kernels as one CUDA graph (jit/graph_replay.h) when the plan launches at least
+  // this many and does nothing else (no GEMM), nothing asks for per-step events or poisoning,
+  // and its region outputs together fit kGraphMaxBytes. 0: never.
+  int graph_min_launches = 0;
+  int64_t* graph_launches = nullptr;  // when set: counts the runs replayed as a graph
+  // Vectors reused from run to run, so that a steady-state run allocates no host memory for
+  // its bookkeeping (null: the run's own). Holds no buffer after the run.
+  RunScratch* scratch = nullptr;
 };
+
 
 // Runs `exe` with its graph's inputs bound to `inputs` (in input order); returns one buffer per
 // graph output (options.outputs' where given). Work is queued on the device's stream; nothing

@@ -152,18 +152,29 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
   const std::shared_ptr<const Executable> exe = executable_for(g, source);
   // Kernels and GEMM plans assume kBufferAlignment; caller memory may have less (a view at an
   // offset): read a copy of it.
-  std::vector<std::shared_ptr<DeviceBuffer>> aligned = inputs;
-  for (auto& buf : aligned) {
-    if (is_aligned(buf->data())) continue;
-    auto copy = device_->allocate(buf->bytes());
-    FUSEJIT_CUDA(cudaMemcpyAsync(copy->data(), buf->data(), buf->bytes(),
-                                 cudaMemcpyDeviceToDevice, device_->stream()));
-    buf = std::move(copy);
+  const bool aligned = std::all_of(inputs.begin(), inputs.end(),
+                                   [](const auto& buf) { return is_aligned(buf->data()); });
+  std::vector<std::shared_ptr<DeviceBuffer>> copies;
+  if (!aligned) {
+    copies = inputs;
+    for (auto& buf : copies) {
+      if (is_aligned(buf->data())) continue;
+      auto copy = device_->allocate(buf->bytes());
+      FUSEJIT_CUDA(cudaMemcpyAsync(copy->data(), buf->data(), buf->bytes(),
+                                   cudaMemcpyDeviceToDevice, device_->stream()));
+      buf = std::move(copy);
+    }
   }
   RunOptions options;
   if (!into.empty()) options.outputs = &into;
   options.outputs_copied = &stats_.outputs_copied;
-  return run_executable(*exe, aligned, *device_, *blas_, options);
+  // A graph is built once per Executable: worth it only when the memo keeps the Executable.
+  if (!options_.disable.graphs && !options_.disable.memo) {
+    options.graph_min_launches = options_.graph_min_launches;
+  }
+  options.graph_launches = &stats_.graph_launches;
+  options.scratch = &scratch_;
+  return run_executable(*exe, aligned ? inputs : copies, *device_, *blas_, options);
 }
 
 void Runtime::copy(void* dst, const void* src, size_t bytes) {

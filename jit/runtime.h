@@ -101,6 +101,7 @@ class Runtime {
     std::shared_ptr<const DynamicExecutable> executable;
   };
   cache::LruMap<const ir::SymbolicGraph*, DynamicEntry> dynamic_;
+  RunScratch scratch_;  // run's bookkeeping vectors, reused (the Context serializes runs)
 };
 
 }  // namespace fusejit::jit

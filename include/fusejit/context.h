@@ -169,6 +169,8 @@ class Context {
     // eval_into results copied into their destination instead of written there by the kernel
     // or GEMM that computed them (Tensor::eval_into says when; on the CPU path, every one).
     int64_t outputs_copied = 0;
+    // evals whose kernels were replayed as one CUDA graph (README, "Launch overhead")
+    int64_t graph_launches = 0;
   };
   Stats stats() const;
 

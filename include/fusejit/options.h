@@ -52,7 +52,11 @@ struct Options {
     bool passes = false;     // no DCE/CSE/folding/simplification
     bool memo = false;       // no trace-level memo: plan and generate on every eval
     bool dynamic = false;    // no dynamic dims: every new size is a trace of its own
+    bool graphs = false;     // no CUDA graph replay: every kernel launched one by one
   } disable;
+  // A cached plan of at least this many kernel launches (and nothing else: no GEMMs) replays
+  // as one CUDA graph; see README "Launch overhead". Not an env var: for benchmarks and tests.
+  int graph_min_launches = 3;
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
   bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node

@@ -336,3 +336,34 @@ TEST_CASE("slice, narrow, chunk, concat and arange", "[jit][api]") {
   CHECK_THROWS_AS(ctx.arange(0, 1, 0), fj::UsageError);
   CHECK_THROWS_AS(ctx.arange(3, 1), fj::UsageError);
 }
+
+TEST_CASE("a materialized tensor binds once per trace, in every trace that reads it",
+          "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>{1, 2, 3}, {3});
+  const fj::Tensor alias = x;  // the same storage through a second handle
+  for (int round = 1; round <= 3; ++round) {
+    const auto y = x * alias + x;
+    CHECK(ctx.trace_text({y}) == "fusejit-trace 1\n"
+                                 "%0 : f32[3] = input\n"
+                                 "%1 : f32[3] = mul %0, %0\n"
+                                 "%2 : f32[3] = add %1, %0\n"
+                                 "output %2\n");
+    check_close(y.to_host(), {2, 6, 12}, 0);
+    CHECK(ctx.impl().trace.size() == 0);  // the trace restarts after each eval
+    CHECK(ctx.stats().traces_evaluated == round);
+  }
+}
+
+TEST_CASE("an eval that throws leaves the trace as it was", "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto p = ctx.placeholder({2});
+  const auto x = ctx.from_vector(std::vector<double>{1, 2}, {2});
+  const auto y = p + x;
+  const auto z = x * 3.0;
+  REQUIRE(ctx.impl().trace.size() == 5);  // two inputs, add, the constant 3, mul
+  REQUIRE_THROWS_WITH(z.to_host(), ContainsSubstring("placeholder %0"));
+  CHECK(ctx.impl().trace.size() == 5);
+  CHECK(ctx.impl().trace.outputs().empty());
+  CHECK(ctx.trace_text({y}).find("add %0, %1") != std::string::npos);
+}

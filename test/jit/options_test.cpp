@@ -52,6 +52,8 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(dis.disable.fusion);
   CHECK(dis.disable.vectorize);
   CHECK_FALSE(dis.disable.epilogue);
+  CHECK_FALSE(dis.disable.graphs);
+  CHECK(parse1("FUSEJIT_DISABLE", "graphs,memo").disable.graphs);
   CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
   CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
   CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);
