@@ -2,12 +2,16 @@
 #include "jit/executor.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
 #include "ir/shape.h"
 #include "jit/cuda_check.h"
+#include "jit/parallel.h"
 
 namespace fusejit::jit {
 
@@ -69,18 +73,43 @@ std::vector<std::shared_ptr<DeviceBuffer>> collect_outputs(
   return outs;
 }
 
+// Gives each step with a kernel (kernels[i] named) its loaded kernel: those `find` does not
+// know are obtained on up to `threads` threads, then loaded in step order. A source that occurs
+// twice in the plan is found or obtained once, and its steps share the loaded kernel.
+void load_kernels(const std::vector<templates::Kernel>& kernels, const KernelLoader& loader,
+                  int threads, std::vector<Step>& steps) {
+  std::vector<size_t> missing;  // steps whose kernel must be obtained, first occurrences only
+  std::map<std::string_view, size_t> first_step;  // by source
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (kernels[i].name.empty()) continue;  // a gemm step
+    if (!first_step.emplace(kernels[i].source, i).second) continue;
+    steps[i].kernel = loader.find(kernels[i]);
+    if (!steps[i].kernel) missing.push_back(i);
+  }
+  std::vector<std::optional<ObtainedKernel>> obtained(missing.size());
+  parallel_for(missing.size(), threads,
+               [&](size_t m) { obtained[m] = loader.obtain(kernels[missing[m]]); });
+  for (size_t m = 0; m < missing.size(); ++m) {
+    steps[missing[m]].kernel = loader.load(kernels[missing[m]], *obtained[m]);
+  }
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (!kernels[i].name.empty()) steps[i].kernel = steps[first_step.at(kernels[i].source)].kernel;
+  }
+}
+
 }  // namespace
 
 LoadedKernel::~LoadedKernel() {
   if (module && driver) driver->module_unload(module);
 }
 
-Executable build_executable(fusion::Plan plan, const KernelLoader& load,
+Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
                             const BuildOptions& options) {
   Executable exe;
   exe.plan = std::move(plan);
   const fusion::Plan& p = exe.plan;
   exe.steps.resize(p.regions.size());
+  std::vector<templates::Kernel> kernels(p.regions.size());
   for (size_t i = 0; i < p.regions.size(); ++i) {
     const fusion::Region& r = p.regions[i];
     Step& step = exe.steps[i];
@@ -88,9 +117,10 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& load,
     if (r.kind == fusion::RegionKind::gemm) {
       step.gemm = describe_gemm_call(p, r, options.allow_tf32);
     } else {
-      step.kernel = load(templates::generate(p.graph, r, options.codegen));
+      kernels[i] = templates::generate(p.graph, r, options.codegen);
     }
   }
+  load_kernels(kernels, loader, options.compile_threads, exe.steps);
   // Release each intermediate after the last step that reads it; graph outputs are kept.
   std::vector<int> last_use(p.graph.size(), -1);
   for (size_t i = 0; i < p.regions.size(); ++i) {

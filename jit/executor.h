@@ -16,6 +16,7 @@
 #include "jit/blas.h"
 #include "jit/device.h"
 #include "jit/gemm_call.h"
+#include "jit/kernel_cache.h"
 #include "templates/kernel.h"
 
 namespace fusejit::jit {
@@ -29,9 +30,24 @@ struct LoadedKernel {
   ~LoadedKernel();
 };
 
-// How the executor obtains a loaded kernel for generated source (the kernel caches sit behind
-// this: memory, then disk, then NVRTC).
-using KernelLoader = std::function<std::shared_ptr<LoadedKernel>(const templates::Kernel&)>;
+// A compiled kernel as the kernel cache gave it, and where it came from.
+struct ObtainedKernel {
+  CompiledKernel compiled;
+  KernelCache::Outcome outcome = KernelCache::Outcome::compiled;
+};
+
+// How the executor obtains loaded kernels for generated sources: build_executable asks `find`
+// for every kernel of the plan, then `obtain`s the ones it did not find concurrently (NVRTC
+// compiles, or the kernel cache's memory and disk), then `load`s those in plan order. `find`
+// and `load` run on the thread that called build_executable; `obtain` runs on a pool of
+// threads, several at once, and must be thread-safe.
+struct KernelLoader {
+  // The kernel already loaded (a Context's table), or null.
+  std::function<std::shared_ptr<LoadedKernel>(const templates::Kernel&)> find;
+  std::function<ObtainedKernel(const templates::Kernel&)> obtain;
+  std::function<std::shared_ptr<LoadedKernel>(const templates::Kernel&, const ObtainedKernel&)>
+      load;
+};
 
 struct Step {
   const fusion::Region* region = nullptr;
@@ -49,9 +65,13 @@ struct Executable {
 struct BuildOptions {
   templates::CodegenOptions codegen;
   bool allow_tf32 = false;
+  int compile_threads = 1;  // threads that obtain a plan's missing kernels at once (jit/parallel.h)
 };
 
-Executable build_executable(fusion::Plan plan, const KernelLoader& load,
+// Generates every kernel of the plan, obtains the missing ones on up to options.compile_threads
+// threads, and loads them. A kernel that fails (NVRTC, FUSEJIT_REQUIRE_WARM) throws its error;
+// when several fail, the first in plan order, as a serial build would.
+Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
                             const BuildOptions& options);
 
 // What a run can do besides running, for `fusejit run` and the GPU tests.

@@ -13,6 +13,7 @@
 #include "jit/cuda_check.h"
 #include "jit/dump.h"
 #include "jit/nvrtc.h"
+#include "jit/parallel.h"
 
 namespace fusejit::jit {
 
@@ -30,6 +31,7 @@ BuildOptions build_options(const Options& options, const templates::Target& targ
   b.codegen.rounding = options.rounding;
   b.codegen.target = target;
   b.allow_tf32 = options.allow_tf32;
+  b.compile_threads = default_compile_threads();
   return b;
 }
 
@@ -61,17 +63,27 @@ Runtime::~Runtime() {
   device_.reset();
 }
 
-std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
+std::shared_ptr<LoadedKernel> Runtime::find_loaded(const templates::Kernel& k) {
   if (auto it = kernels_.find(k.source); it != kernels_.end()) {
     ++stats_.kernel_cache_hits;
     return it->second;
   }
+  return nullptr;
+}
+
+ObtainedKernel Runtime::obtain(const templates::Kernel& k) {
   // Memory, then the disk store, then NVRTC (FUSEJIT_REQUIRE_WARM makes that last step an
   // error). A GPU newer than this NVRTC knows gets PTX for the newest arch NVRTC does know,
-  // which the driver compiles for the GPU when the module loads.
-  KernelCache::Outcome how{};
-  const CompiledKernel compiled = kernel_cache_.get(k, target_arch_, &how);
-  if (how == KernelCache::Outcome::compiled) ++stats_.kernels_compiled;
+  // which the driver compiles for the GPU when the module loads. Runs on compile threads: it
+  // touches only the (thread-safe) kernel cache.
+  ObtainedKernel o;
+  o.compiled = kernel_cache_.get(k, target_arch_, &o.outcome);
+  return o;
+}
+
+std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k, const ObtainedKernel& o) {
+  const CompiledKernel& compiled = o.compiled;
+  if (o.outcome == KernelCache::Outcome::compiled) ++stats_.kernels_compiled;
   else ++stats_.kernel_cache_hits;
   auto loaded = std::make_shared<LoadedKernel>();
   loaded->kernel = k;
@@ -104,9 +116,12 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g) {
   }
   fusion::Plan plan = fusion::make_plan(g, plan_options(options_));
   ++stats_.plans_built;
+  const KernelLoader loader{
+      [this](const templates::Kernel& k) { return find_loaded(k); },
+      [this](const templates::Kernel& k) { return obtain(k); },
+      [this](const templates::Kernel& k, const ObtainedKernel& o) { return load(k, o); }};
   auto exe = std::make_shared<const Executable>(build_executable(
-      std::move(plan), [this](const templates::Kernel& k) { return load(k); },
-      build_options(options_, device_->info().target())));
+      std::move(plan), loader, build_options(options_, device_->info().target())));
   dump_eval(options_, g, *exe);
   if (memo) memo_.emplace(hash, std::pair{g, exe});
   return exe;
