@@ -100,6 +100,7 @@ std::vector<std::string> compile_flags(std::string_view arch, const CompileOptio
       fmt::format("--gpu-architecture={}", arch),
       "-std=c++17",
       "-default-device",
+      "-minimal",
       "--prec-div=true",
       "--prec-sqrt=true",
       "--ftz=false",

@@ -9,7 +9,11 @@
 // Options: -std=c++17, no fast math (precise division, square root, denormals: the results
 // must match the CPU reference), FMA contraction left on (as nvcc's default; it only makes
 // results more accurate), -default-device, no include path: generated sources are
-// self-contained.
+// self-contained. -minimal: NVRTC leaves out of its implicit builtin header what our sources
+// never use (textures, surfaces, the device runtime's cudaDevice* calls, dynamic parallelism);
+// the CUBINs are byte for byte the same without it (checked on every kernel of examples/traces
+// and bench/traces for sm_90), and parsing that header is part of every compile's fixed cost.
+// What else was tried, and why it is not here: bench/RESULTS.md, "Compile latency".
 //
 // Every NVRTC call goes through check_nvrtc, which names the call and NVRTC's error string.
 #pragma once

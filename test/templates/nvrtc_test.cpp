@@ -27,6 +27,7 @@ TEST_CASE("compile flags: precise math and C++17 and the arch", "[templates][nvr
   CHECK(has("--prec-div=true"));
   CHECK(has("--prec-sqrt=true"));
   CHECK(has("--ftz=false"));
+  CHECK(has("-minimal"));  // no textures, surfaces or device runtime in the builtin header
   for (const std::string& f : flags) CHECK(f.find("fast_math") == std::string::npos);
   CHECK_FALSE(has("-lineinfo"));
   const auto with_lines = jit::compile_flags("sm_90", {.line_info = true});
