@@ -1,7 +1,7 @@
 // Parallel compiles: jit::parallel_for's contract (every item once, the first failure in item
 // order), and build_executable obtaining a plan's missing kernels on several threads while it
 // finds and loads them on the calling one, with the real NVRTC and kernel cache (no GPU: the
-// loader below loads nothing).
+// loader below loads nothing); the [gpu] case does the same through a Runtime.
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -18,7 +18,9 @@
 #include "jit/executor.h"
 #include "jit/log.h"
 #include "jit/parallel.h"
+#include "jit/runtime.h"
 #include "support/catch.h"
+#include "support/gpu.h"
 
 using namespace fusejit;
 namespace fs = std::filesystem;
@@ -201,4 +203,42 @@ TEST_CASE("a parallel build reports the first failing kernel in plan order", "[j
   RecordingLoader rec_broken{broken};
   CHECK_THROWS_AS(jit::build_executable(plan, rec_broken.loader(), options), CompileError);
   fs::remove_all(dir);
+}
+
+TEST_CASE("a Runtime compiles a plan's kernels in parallel, counts them, and runs them right",
+          "[jit][parallel][gpu]") {
+  FUSEJIT_REQUIRE_GPU();
+  const auto info = jit::probe_device();
+  REQUIRE(info);
+  const ir::Graph g = four_kernels(4096);
+  auto log = jit::make_logger(LogLevel::error);
+  // Memory only: every kernel is compiled here, by this Runtime.
+  const Options options = Options::parse({{"FUSEJIT_CACHE", "memory"}, {"FUSEJIT_LOG", "error"}});
+  Context::Stats stats;
+  jit::Runtime rt(*info, options, *log, stats);
+  const auto exe = rt.executable_for(g);
+  int kernels = 0;
+  for (const jit::Step& s : exe->steps) {
+    if (!s.kernel) continue;
+    ++kernels;
+    CHECK(s.kernel->module != nullptr);
+    CHECK(s.kernel->function != nullptr);
+  }
+  CHECK(kernels == 4);
+  CHECK(stats.kernels_compiled == 4);
+  CHECK(stats.kernel_cache_hits == 0);
+  rt.executable_for(g);  // the memo: nothing more compiled
+  CHECK(stats.kernels_compiled == 4);
+
+  const testing::GpuCheck check = testing::check_on_gpu(g, 7);
+  INFO(check.detail);
+  CHECK(check.pass);
+
+  // FUSEJIT_REQUIRE_WARM: the error names a kernel and nothing is compiled.
+  const Options strict = Options::parse(
+      {{"FUSEJIT_CACHE", "memory"}, {"FUSEJIT_REQUIRE_WARM", "1"}, {"FUSEJIT_LOG", "error"}});
+  Context::Stats strict_stats;
+  jit::Runtime strict_rt(*info, strict, *log, strict_stats);
+  CHECK_THROWS_WITH(strict_rt.executable_for(g), ContainsSubstring("FUSEJIT_REQUIRE_WARM=1"));
+  CHECK(strict_stats.kernels_compiled == 0);
 }
