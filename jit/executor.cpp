@@ -73,34 +73,33 @@ std::vector<std::shared_ptr<DeviceBuffer>> collect_outputs(
   return outs;
 }
 
-// Gives each step with a kernel (kernels[i] named) its loaded kernel: those `find` does not
-// know are obtained on up to `threads` threads, then loaded in step order. A source that occurs
-// twice in the plan is found or obtained once, and its steps share the loaded kernel.
-void load_kernels(const std::vector<templates::Kernel>& kernels, const KernelLoader& loader,
-                  int threads, std::vector<Step>& steps) {
-  std::vector<size_t> missing;  // steps whose kernel must be obtained, first occurrences only
-  std::map<std::string_view, size_t> first_step;  // by source
+}  // namespace
+
+LoadedKernel::~LoadedKernel() {
+  if (module && driver) driver->module_unload(module);
+}
+
+std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
+    const std::vector<templates::Kernel>& kernels, const KernelLoader& loader, int threads) {
+  std::vector<std::shared_ptr<LoadedKernel>> out(kernels.size());
+  std::vector<size_t> missing;  // kernels to obtain, first occurrences only
+  std::map<std::string_view, size_t> first;  // by source
   for (size_t i = 0; i < kernels.size(); ++i) {
-    if (kernels[i].name.empty()) continue;  // a gemm step
-    if (!first_step.emplace(kernels[i].source, i).second) continue;
-    steps[i].kernel = loader.find(kernels[i]);
-    if (!steps[i].kernel) missing.push_back(i);
+    if (kernels[i].name.empty()) continue;  // no kernel here (a gemm step)
+    if (!first.emplace(kernels[i].source, i).second) continue;
+    out[i] = loader.find(kernels[i]);
+    if (!out[i]) missing.push_back(i);
   }
   std::vector<std::optional<ObtainedKernel>> obtained(missing.size());
   parallel_for(missing.size(), threads,
                [&](size_t m) { obtained[m] = loader.obtain(kernels[missing[m]]); });
   for (size_t m = 0; m < missing.size(); ++m) {
-    steps[missing[m]].kernel = loader.load(kernels[missing[m]], *obtained[m]);
+    out[missing[m]] = loader.load(kernels[missing[m]], *obtained[m]);
   }
   for (size_t i = 0; i < kernels.size(); ++i) {
-    if (!kernels[i].name.empty()) steps[i].kernel = steps[first_step.at(kernels[i].source)].kernel;
+    if (!kernels[i].name.empty()) out[i] = out[first.at(kernels[i].source)];
   }
-}
-
-}  // namespace
-
-LoadedKernel::~LoadedKernel() {
-  if (module && driver) driver->module_unload(module);
+  return out;
 }
 
 Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
@@ -120,7 +119,10 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
       kernels[i] = templates::generate(p.graph, r, options.codegen);
     }
   }
-  load_kernels(kernels, loader, options.compile_threads, exe.steps);
+  const auto loaded = load_kernels(kernels, loader, options.compile_threads);
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    if (loaded[i]) exe.steps[i].kernel = loaded[i];
+  }
   // Release each intermediate after the last step that reads it; graph outputs are kept.
   std::vector<int> last_use(p.graph.size(), -1);
   for (size_t i = 0; i < p.regions.size(); ++i) {

@@ -68,6 +68,13 @@ struct BuildOptions {
   int compile_threads = 1;  // threads that obtain a plan's missing kernels at once (jit/parallel.h)
 };
 
+// The loaded kernel for each of `kernels` (null where a kernel has no name: a slot with no
+// kernel): those `find` does not know are obtained on up to `threads` threads at once, then
+// loaded in order on this thread. A source that occurs twice is found or obtained once and its
+// slots share the loaded kernel. When kernels fail, the first failure in order is rethrown.
+std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
+    const std::vector<templates::Kernel>& kernels, const KernelLoader& loader, int threads);
+
 // Generates every kernel of the plan, obtains the missing ones on up to options.compile_threads
 // threads, and loads them. A kernel that fails (NVRTC, FUSEJIT_REQUIRE_WARM) throws its error;
 // when several fail, the first in plan order, as a serial build would.
