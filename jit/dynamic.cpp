@@ -185,18 +185,20 @@ std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bin
   return out;
 }
 
-DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& load) {
-  DynamicExecutable dyn{.plan = std::move(plan), .kernels = {}};
-  for (const auto& k : dyn.plan.kernels) dyn.kernels.push_back(k ? load(*k) : nullptr);
-  return dyn;
+DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& loader, int threads) {
+  std::vector<templates::Kernel> kernels;  // an unnamed kernel: none for that region
+  for (const auto& k : plan.kernels) kernels.push_back(k ? *k : templates::Kernel{});
+  return DynamicExecutable{.plan = std::move(plan),
+                           .kernels = load_kernels(kernels, loader, threads)};
 }
 
 Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindings& values,
-                                  const KernelLoader& load, const BuildOptions& options) {
+                                  const KernelLoader& loader, const BuildOptions& options) {
   Executable exe;
   exe.plan = fusion::instantiate_plan(dyn.plan.plan, dyn.plan.symbols, values);
   const fusion::Plan& p = exe.plan;
   exe.steps.resize(p.regions.size());
+  std::vector<templates::Kernel> specialized(p.regions.size());  // unnamed: none needed
   for (size_t i = 0; i < p.regions.size(); ++i) {
     const fusion::Region& r = p.regions[i];
     Step& step = exe.steps[i];
@@ -207,8 +209,12 @@ Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindin
       step.kernel = dyn.kernels[i];
       step.outer = outer_extent(dyn.plan, i, values);
     } else {
-      step.kernel = load(templates::generate(p.graph, r, options.codegen));
+      specialized[i] = templates::generate(p.graph, r, options.codegen);
     }
+  }
+  const auto loaded = load_kernels(specialized, loader, options.compile_threads);
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    if (loaded[i]) exe.steps[i].kernel = loaded[i];
   }
   assign_releases(exe);
   return exe;

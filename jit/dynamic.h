@@ -81,10 +81,11 @@ struct DynamicExecutable {
   std::vector<std::shared_ptr<LoadedKernel>> kernels;  // per region; null where not dynamic
 };
 
-DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& load);
+// Loads the plan's dynamic kernels (the missing ones obtained on up to `threads` threads).
+DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& loader, int threads);
 // The executable at `values`: the plan instantiated, dynamic regions launching their kernel with
-// their outer extent, the others' static kernels loaded through `load`.
+// their outer extent, the others' static kernels loaded through `loader`.
 Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindings& values,
-                                  const KernelLoader& load, const BuildOptions& options);
+                                  const KernelLoader& loader, const BuildOptions& options);
 
 }  // namespace fusejit::jit

@@ -3,12 +3,16 @@
 
 #include <algorithm>
 #include <bit>
+#include <map>
+#include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
 #include "ir/shape.h"
 #include "jit/cuda_check.h"
+#include "jit/parallel.h"
 
 namespace fusejit::jit {
 
@@ -77,12 +81,36 @@ LoadedKernel::~LoadedKernel() {
   device->driver().module_unload(module);
 }
 
-Executable build_executable(fusion::Plan plan, const KernelLoader& load,
+std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
+    const std::vector<templates::Kernel>& kernels, const KernelLoader& loader, int threads) {
+  std::vector<std::shared_ptr<LoadedKernel>> out(kernels.size());
+  std::vector<size_t> missing;  // kernels to obtain, first occurrences only
+  std::map<std::string_view, size_t> first;  // by source
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (kernels[i].name.empty()) continue;  // no kernel here (a gemm step)
+    if (!first.emplace(kernels[i].source, i).second) continue;
+    out[i] = loader.find(kernels[i]);
+    if (!out[i]) missing.push_back(i);
+  }
+  std::vector<std::optional<ObtainedKernel>> obtained(missing.size());
+  parallel_for(missing.size(), threads,
+               [&](size_t m) { obtained[m] = loader.obtain(kernels[missing[m]]); });
+  for (size_t m = 0; m < missing.size(); ++m) {
+    out[missing[m]] = loader.load(kernels[missing[m]], *obtained[m]);
+  }
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (!kernels[i].name.empty()) out[i] = out[first.at(kernels[i].source)];
+  }
+  return out;
+}
+
+Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
                             const BuildOptions& options) {
   Executable exe;
   exe.plan = std::move(plan);
   const fusion::Plan& p = exe.plan;
   exe.steps.resize(p.regions.size());
+  std::vector<templates::Kernel> kernels(p.regions.size());
   for (size_t i = 0; i < p.regions.size(); ++i) {
     const fusion::Region& r = p.regions[i];
     Step& step = exe.steps[i];
@@ -90,8 +118,12 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& load,
     if (r.kind == fusion::RegionKind::gemm) {
       step.gemm = describe_gemm_call(p, r, options.allow_tf32);
     } else {
-      step.kernel = load(templates::generate(p.graph, r, options.codegen));
+      kernels[i] = templates::generate(p.graph, r, options.codegen);
     }
+  }
+  const auto loaded = load_kernels(kernels, loader, options.compile_threads);
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    if (loaded[i]) exe.steps[i].kernel = loaded[i];
   }
   assign_releases(exe);
   return exe;

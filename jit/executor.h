@@ -17,6 +17,7 @@
 #include "jit/device.h"
 #include "jit/gemm_call.h"
 #include "jit/graph_replay.h"
+#include "jit/kernel_cache.h"
 #include "templates/kernel.h"
 
 namespace fusejit::jit {
@@ -33,9 +34,24 @@ struct LoadedKernel {
   ~LoadedKernel();
 };
 
-// How the executor obtains a loaded kernel for generated source (the kernel caches sit behind
-// this: memory, then disk, then NVRTC).
-using KernelLoader = std::function<std::shared_ptr<LoadedKernel>(const templates::Kernel&)>;
+// A compiled kernel as the kernel cache gave it, and where it came from.
+struct ObtainedKernel {
+  CompiledKernel compiled;
+  KernelCache::Outcome outcome = KernelCache::Outcome::compiled;
+};
+
+// How the executor obtains loaded kernels for generated sources: build_executable asks `find`
+// for every kernel of the plan, then `obtain`s the ones it did not find concurrently (NVRTC
+// compiles, or the kernel cache's memory and disk), then `load`s those in plan order. `find`
+// and `load` run on the thread that called build_executable; `obtain` runs on a pool of
+// threads, several at once, and must be thread-safe.
+struct KernelLoader {
+  // The kernel already loaded (a Context's table), or null.
+  std::function<std::shared_ptr<LoadedKernel>(const templates::Kernel&)> find;
+  std::function<ObtainedKernel(const templates::Kernel&)> obtain;
+  std::function<std::shared_ptr<LoadedKernel>(const templates::Kernel&, const ObtainedKernel&)>
+      load;
+};
 
 struct Step {
   const fusion::Region* region = nullptr;
@@ -63,9 +79,20 @@ struct Executable {
 struct BuildOptions {
   templates::CodegenOptions codegen;
   bool allow_tf32 = false;
+  int compile_threads = 1;  // threads that obtain a plan's missing kernels at once (jit/parallel.h)
 };
 
-Executable build_executable(fusion::Plan plan, const KernelLoader& load,
+// The loaded kernel for each of `kernels` (null where a kernel has no name: a slot with no
+// kernel): those `find` does not know are obtained on up to `threads` threads at once, then
+// loaded in order on this thread. A source that occurs twice is found or obtained once and its
+// slots share the loaded kernel. When kernels fail, the first failure in order is rethrown.
+std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
+    const std::vector<templates::Kernel>& kernels, const KernelLoader& loader, int threads);
+
+// Generates every kernel of the plan, obtains the missing ones on up to options.compile_threads
+// threads, and loads them. A kernel that fails (NVRTC, FUSEJIT_REQUIRE_WARM) throws its error;
+// when several fail, the first in plan order, as a serial build would.
+Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
                             const BuildOptions& options);
 // Sets each step's `release` (the intermediates it is the last reader of) and the counts a graph
 // replay sizes itself by; the steps must be complete.

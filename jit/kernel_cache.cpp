@@ -80,14 +80,14 @@ std::string_view outcome_name(KernelCache::Outcome outcome) {
   return "?";
 }
 
-KernelCache::KernelCache(const Options& options, spdlog::logger& log, Compiler compiler)
+KernelCache::KernelCache(const Options& options, spdlog::logger& log, Compiler compiler,
+                         bool keep_ptx)
     : options_(options),
       log_(log),
       compiler_(std::move(compiler)),
-      memory_(static_cast<size_t>(options.kernels_max)) {
-  if (!compiler_) {
-    compiler_ = [](const templates::Kernel& k, std::string_view arch) { return compile(k, arch); };
-  }
+      memory_(static_cast<size_t>(options.kernels_max)),
+      keep_ptx_(keep_ptx || options.dump.ptx) {
+  if (!compiler_) compiler_ = compile;
   if (options_.cache == CacheMode::on) {
     cache::DiskStore::Config config;
     config.dir = options_.cache_dir;
@@ -131,7 +131,7 @@ Error KernelCache::not_warm(const templates::Kernel& k, std::string_view arch) c
 
 CompiledKernel KernelCache::compile_now(const templates::Kernel& k, std::string_view arch) {
   if (options_.require_warm) throw not_warm(k, arch);
-  return compiler_(k, arch);
+  return compiler_(k, arch, CompileOptions{.ptx = keep_ptx_});
 }
 
 CompiledKernel KernelCache::from_disk(const templates::Kernel& k, const cache::KernelKey& key,
@@ -154,13 +154,13 @@ std::optional<CompiledKernel> KernelCache::obtain(const templates::Kernel& k, st
     return c;
   }
   const cache::KernelKey key = this->key(k, arch);
-  if (std::shared_ptr<const cache::Entry> e = memory_.find(key)) {
+  if (std::shared_ptr<const cache::Entry> e = memory_.find(key); e && complete(*e)) {
     ++memory_hits_;
     if (outcome) *outcome = Outcome::memory_hit;
     return to_compiled(*e);
   }
   if (disk_) {
-    if (std::optional<cache::Entry> e = disk_->load(key)) {
+    if (std::optional<cache::Entry> e = disk_->load(key); e && complete(*e)) {
       return from_disk(k, key, std::move(*e), outcome);
     }
   }
@@ -173,7 +173,7 @@ std::optional<CompiledKernel> KernelCache::obtain(const templates::Kernel& k, st
     lock = disk_->lock(key, wait ? cache::FileLock::Wait::yes : cache::FileLock::Wait::no);
     if (!lock) return std::nullopt;
     if (lock->held()) {
-      if (std::optional<cache::Entry> e = disk_->load(key)) {
+      if (std::optional<cache::Entry> e = disk_->load(key); e && complete(*e)) {
         return from_disk(k, key, std::move(*e), outcome);
       }
     }

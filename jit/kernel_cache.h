@@ -11,6 +11,11 @@
 // <dump_dir>/<kernel name>.ptx whenever a kernel is compiled or loaded from disk (the .ptx is
 // that of the last arch obtained; its .target line says which).
 //
+// Entries for a real arch keep the CUBIN and, only when PTX is wanted (FUSEJIT_DUMP=ptx, or
+// keep_ptx: `fusejit warm --ptx`), the PTX too; an entry for a virtual arch (compute_XX) is PTX.
+// When PTX is wanted and a cached entry has none, the kernel is compiled again and the entry
+// replaced (the key is the same: keeping the PTX is no NVRTC option).
+//
 // The key's ingredients are listed in cache/key.h; this file supplies the NVRTC-specific ones
 // (compiler_identity(), compile_flags()). Thread-safe: threads may get() concurrently.
 #pragma once
@@ -44,11 +49,13 @@ class KernelCache {
  public:
   enum class Outcome { memory_hit, disk_hit, compiled };
   // What compiles a kernel; jit::compile unless a test substitutes one.
-  using Compiler = std::function<CompiledKernel(const templates::Kernel&, std::string_view arch)>;
+  using Compiler = std::function<CompiledKernel(const templates::Kernel&, std::string_view arch,
+                                                const CompileOptions&)>;
 
   // Opens the disk store when options.cache is `on` (an unusable directory degrades to memory
-  // only, with one warning).
-  KernelCache(const Options& options, spdlog::logger& log, Compiler compiler = {});
+  // only, with one warning). keep_ptx: entries keep the PTX of real archs too.
+  KernelCache(const Options& options, spdlog::logger& log, Compiler compiler = {},
+              bool keep_ptx = false);
 
   // The compiled kernel for `arch` ("sm_90"); `outcome` says where it came from. Throws
   // fusejit::Error when NVRTC fails, or when a compile is needed under FUSEJIT_REQUIRE_WARM.
@@ -78,10 +85,13 @@ class KernelCache {
   CompiledKernel from_disk(const templates::Kernel& k, const cache::KernelKey& key,
                            cache::Entry entry, Outcome* outcome);
   void dump(const templates::Kernel& k, const CompiledKernel& c);
+  // Whether a cached entry holds everything wanted (the PTX, when keep_ptx_).
+  bool complete(const cache::Entry& e) const { return !keep_ptx_ || !e.ptx.empty(); }
 
   Options options_;
   spdlog::logger& log_;
   Compiler compiler_;
+  bool keep_ptx_;
   std::unique_ptr<cache::DiskStore> disk_;
   cache::MemoryCache memory_;
   std::atomic<int64_t> memory_hits_{0}, disk_hits_{0}, compiled_{0};

@@ -100,6 +100,7 @@ std::vector<std::string> compile_flags(std::string_view arch, const CompileOptio
       fmt::format("--gpu-architecture={}", arch),
       "-std=c++17",
       "-default-device",
+      "-minimal",
       "--prec-div=true",
       "--prec-sqrt=true",
       "--ftz=false",
@@ -140,10 +141,12 @@ CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
   }
 
   size_t size = 0;
-  FJ_NVRTC(nvrtcGetPTXSize(prog.get(), &size));
-  out.ptx.assign(size, '\0');
-  FJ_NVRTC(nvrtcGetPTX(prog.get(), out.ptx.data()));
-  while (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
+  if (!real || options.ptx) {
+    FJ_NVRTC(nvrtcGetPTXSize(prog.get(), &size));
+    out.ptx.assign(size, '\0');
+    FJ_NVRTC(nvrtcGetPTX(prog.get(), out.ptx.data()));
+    while (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
+  }
   if (real) {
     FJ_NVRTC(nvrtcGetCUBINSize(prog.get(), &size));
     out.cubin.assign(size, '\0');

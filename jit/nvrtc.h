@@ -1,14 +1,19 @@
-// jit/nvrtc: the NVRTC wrapper. Compiles a generated kernel to a CUBIN for one real arch plus
-// its PTX (the PTX is what newer GPUs JIT-compile), with no GPU and no driver needed.
+// jit/nvrtc: the NVRTC wrapper. Compiles a generated kernel to a CUBIN for one real arch, or to
+// PTX for a virtual one (the PTX is what newer GPUs JIT-compile), with no GPU and no driver.
 //
-// One compilation gives both: NVRTC targeting a real arch (-arch=sm_XX) still hands back the
-// PTX it generated on the way (.target sm_XX, which the driver can JIT for any later GPU), so
-// there is no second compile. With a virtual arch (compute_XX) only the PTX is produced.
+// NVRTC targeting a real arch (-arch=sm_XX) generates PTX on the way (.target sm_XX) and can
+// hand it back next to the CUBIN at no extra compile cost; compile() does so only when asked
+// (CompileOptions::ptx: FUSEJIT_DUMP=ptx, `fusejit warm --ptx`), since nothing runs it: a GPU
+// newer than this NVRTC knows gets kernels compiled for compute_XX, PTX only.
 //
 // Options: -std=c++17, no fast math (precise division, square root, denormals: the results
 // must match the CPU reference), FMA contraction left on (as nvcc's default; it only makes
 // results more accurate), -default-device, no include path: generated sources are
-// self-contained.
+// self-contained. -minimal: NVRTC leaves out of its implicit builtin header what our sources
+// never use (textures, surfaces, the device runtime's cudaDevice* calls, dynamic parallelism);
+// the CUBINs are byte for byte the same without it (checked on every kernel of examples/traces
+// and bench/traces for sm_90), and parsing that header is part of every compile's fixed cost.
+// What else was tried, and why it is not here: bench/RESULTS.md, "Compile latency".
 //
 // Every NVRTC call goes through check_nvrtc, which names the call and NVRTC's error string.
 #pragma once
@@ -25,13 +30,14 @@ namespace fusejit::jit {
 
 struct CompileOptions {
   bool line_info = false;          // -lineinfo, for profilers (not in the CUBIN otherwise)
+  bool ptx = false;                // hand back the PTX of a real arch too (not an NVRTC option)
   std::vector<std::string> extra;  // appended verbatim, after fusejit's own options
 };
 
 struct CompiledKernel {
   std::string name;   // the kernel's name: extern "C", so also its symbol in the CUBIN/PTX
   std::string cubin;  // empty for a virtual arch (compute_XX)
-  std::string ptx;
+  std::string ptx;    // for a virtual arch, or when CompileOptions::ptx asked for it; else empty
   std::string log;  // NVRTC's log (warnings), possibly empty
 };
 

@@ -13,6 +13,7 @@
 #include "jit/cuda_check.h"
 #include "jit/dump.h"
 #include "jit/nvrtc.h"
+#include "jit/parallel.h"
 
 namespace fusejit::jit {
 
@@ -30,6 +31,7 @@ BuildOptions build_options(const Options& options, const templates::Target& targ
   b.codegen.rounding = options.rounding;
   b.codegen.target = target;
   b.allow_tf32 = options.allow_tf32;
+  b.compile_threads = default_compile_threads();
   return b;
 }
 
@@ -65,17 +67,27 @@ Runtime::~Runtime() {
   device_.reset();
 }
 
-std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k) {
+std::shared_ptr<LoadedKernel> Runtime::find_loaded(const templates::Kernel& k) {
   if (const std::shared_ptr<LoadedKernel>* kept = kernels_.get(k.source)) {
     ++stats_.kernel_cache_hits;
     return *kept;
   }
+  return nullptr;
+}
+
+ObtainedKernel Runtime::obtain(const templates::Kernel& k) {
   // Memory, then the disk store, then NVRTC (FUSEJIT_REQUIRE_WARM makes that last step an
   // error). A GPU newer than this NVRTC knows gets PTX for the newest arch NVRTC does know,
-  // which the driver compiles for the GPU when the module loads.
-  KernelCache::Outcome how{};
-  const CompiledKernel compiled = kernel_cache_.get(k, target_arch_, &how);
-  if (how == KernelCache::Outcome::compiled) ++stats_.kernels_compiled;
+  // which the driver compiles for the GPU when the module loads. Runs on compile threads: it
+  // touches only the (thread-safe) kernel cache.
+  ObtainedKernel o;
+  o.compiled = kernel_cache_.get(k, target_arch_, &o.outcome);
+  return o;
+}
+
+std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k, const ObtainedKernel& o) {
+  const CompiledKernel& compiled = o.compiled;
+  if (o.outcome == KernelCache::Outcome::compiled) ++stats_.kernels_compiled;
   else ++stats_.kernel_cache_hits;
   auto loaded = std::make_shared<LoadedKernel>();
   loaded->kernel = k;
@@ -115,8 +127,7 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
   fusion::Plan plan = fusion::make_plan(g, plan_options(options_));
   ++stats_.plans_built;
   auto exe = std::make_shared<const Executable>(build_executable(
-      std::move(plan), [this](const templates::Kernel& k) { return load(k); },
-      build_options(options_, device_->info().target())));
+      std::move(plan), loader(), build_options(options_, device_->info().target())));
   return remember(g, hash, std::move(exe));
 }
 
@@ -124,18 +135,25 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
                                                          const DynamicMatch& match) {
   const DeviceGuard guard(device_->info().ordinal);
   const BuildOptions build = build_options(options_, device_->info().target());
-  const KernelLoader loader = [this](const templates::Kernel& k) { return load(k); };
   DynamicEntry* entry = dynamic_.get(match.trace.get());
   if (!entry) {
     auto dyn = std::make_shared<const DynamicExecutable>(load_dynamic(
-        plan_dynamic(*match.trace, plan_options(options_), build.codegen), loader));
+        plan_dynamic(*match.trace, plan_options(options_), build.codegen), loader(),
+        build.compile_threads));
     ++stats_.plans_built;
     entry = &dynamic_.insert(match.trace.get(), DynamicEntry{match.trace, std::move(dyn)});
   }
   ++stats_.dynamic_instances;
   auto exe = std::make_shared<const Executable>(
-      instantiate_executable(*entry->executable, match.values, loader, build));
+      instantiate_executable(*entry->executable, match.values, loader(), build));
   return remember(g, options_.disable.memo ? 0 : ir::structural_hash(g), std::move(exe));
+}
+
+KernelLoader Runtime::loader() {
+  return KernelLoader{
+      [this](const templates::Kernel& k) { return find_loaded(k); },
+      [this](const templates::Kernel& k) { return obtain(k); },
+      [this](const templates::Kernel& k, const ObtainedKernel& o) { return load(k, o); }};
 }
 
 std::shared_ptr<const Executable> Runtime::remember(const ir::Graph& g, uint64_t hash,

@@ -81,7 +81,12 @@ class Runtime {
   void require_device_pointer(const void* ptr, std::string_view what);
 
  private:
-  std::shared_ptr<LoadedKernel> load(const templates::Kernel& k);
+  // The three steps of build_executable's KernelLoader (jit/executor.h).
+  std::shared_ptr<LoadedKernel> find_loaded(const templates::Kernel& k);
+  ObtainedKernel obtain(const templates::Kernel& k);
+  std::shared_ptr<LoadedKernel> load(const templates::Kernel& k, const ObtainedKernel& o);
+  // build_executable's loader: the three steps above.
+  KernelLoader loader();
   std::shared_ptr<const Executable> remember(const ir::Graph& g, uint64_t hash,
                                              std::shared_ptr<const Executable> exe);
 

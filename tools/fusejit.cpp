@@ -20,10 +20,12 @@ commands:
                           bandwidth; --check compares every output with the CPU reference
                           (large traces on R sampled indices, default 64, of an output
                           axis they are separable along: rows, columns, a transpose's rows)
-  warm [--arch sm_90,...] [--cache-dir D] [--jobs N] PATH...
+  warm [--arch sm_90,...] [--cache-dir D] [--jobs|-j N] [--ptx] PATH...
                           compile every kernel of the traces (files, or folders of *.trace)
-                          into the disk cache, with or without a GPU; ends with
-                          `compiled: N  cached: M  failed: K`
+                          into the disk cache, with or without a GPU, on N threads (default:
+                          one per hardware thread), showing progress on stderr; --ptx keeps
+                          the PTX next to each CUBIN (an arch compute_XX gives PTX only); ends
+                          with `compiled: N  cached: M  failed: K`
   cache stats|verify|prune|clear [--cache-dir D]
                           inspect and maintain the disk kernel cache: counts per arch, check
                           every entry, remove unsound ones and evict to the cap, empty it

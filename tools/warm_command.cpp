@@ -1,23 +1,27 @@
-// fusejit warm [--arch sm_90,sm_80] [--cache-dir D] [--jobs N] PATH...: compiles every kernel
-// of the traces (files, or folders searched recursively for *.trace) into the disk cache, with
-// or without a GPU, so that a run (FUSEJIT_REQUIRE_WARM=1, say) finds them all.
+// fusejit warm [--arch sm_90,sm_80] [--cache-dir D] [--jobs N] [--ptx] PATH...: compiles every
+// kernel of the traces (files, or folders searched recursively for *.trace) into the disk cache,
+// with or without a GPU, so that a run (FUSEJIT_REQUIRE_WARM=1, say) finds them all.
 //
 // Each trace is planned and its kernels generated exactly as a run would (the same
-// FUSEJIT_DISABLE options); kernels shared by several traces are compiled once. Kernels run
+// FUSEJIT_DISABLE options); kernels shared by several traces are compiled once, all traces'
+// kernels on N threads at once (--jobs, -j; default one per hardware thread). Kernels run
 // through jit::KernelCache, so concurrent warms into one directory compile each kernel once;
-// one whose lock another process holds is put off until the rest are done.
+// one whose lock another process holds is put off until the rest are done. --ptx keeps each
+// kernel's PTX next to its CUBIN (an arch named compute_XX gives PTX only, for GPUs newer than
+// this NVRTC knows).
 //
-// Output: one line per trace, then exactly one line `compiled: N  cached: M  failed: K` over
-// distinct (kernel, arch) pairs; K also counts traces that could not be read or planned. The
-// exit status is 1 when K > 0.
+// Output: progress on stderr while it works (tools/progress.h: a bar on a terminal, plain lines
+// otherwise); on stdout, one line per trace, then exactly one line
+// `compiled: N  cached: M  failed: K` over distinct (kernel, arch) pairs; K also counts traces
+// that could not be read or planned. The exit status is 1 when K > 0.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -30,9 +34,11 @@
 #include "jit/log.h"
 #include "jit/nvrtc.h"
 #include "jit/dynamic.h"
+#include "jit/parallel.h"
 #include "jit/runtime.h"
 #include "templates/kernel.h"
 #include "tools/commands.h"
+#include "tools/progress.h"
 
 namespace fusejit::tools {
 
@@ -41,12 +47,13 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kWarmUsage =
-    "usage: fusejit warm [--arch sm_90,sm_80] [--cache-dir D] [--jobs N] PATH...";
+    "usage: fusejit warm [--arch sm_90,sm_80] [--cache-dir D] [--jobs N] [--ptx] PATH...";
 
 struct WarmArgs {
   std::vector<std::string> archs;
   std::string cache_dir;
   int jobs = 0;  // 0: one per hardware thread
+  bool ptx = false;
   std::vector<std::string> paths;
 };
 
@@ -74,6 +81,8 @@ WarmArgs parse_args(const Args& args) {
         throw UsageError(fmt::format("warm: --jobs {}: expected a whole number, at least 1", n));
       }
       w.jobs = std::stoi(n);
+    } else if (a == "--ptx") {
+      w.ptx = true;
     } else if (!a.empty() && a[0] == '-') {
       throw UsageError(fmt::format("warm: unknown option {}; {}", a, kWarmUsage));
     } else {
@@ -159,43 +168,63 @@ struct TraceWork {
   std::string error;  // could not be read, planned or generated
 };
 
+// Counts the jobs done and the traces whose every job is done, for the progress display.
+class Tracker {
+ public:
+  Tracker(const std::vector<TraceWork>& traces, size_t jobs, Progress& progress)
+      : traces_of_job_(jobs), remaining_(traces.size()), progress_(progress) {
+    for (size_t t = 0; t < traces.size(); ++t) {
+      for (size_t j : traces[t].jobs) traces_of_job_[j].push_back(t);
+      remaining_[t] = static_cast<int>(traces[t].jobs.size());
+      traces_done_ += remaining_[t] == 0;  // failed to plan, or GEMMs only
+    }
+    progress_.update(traces_done_, 0);
+  }
+  void job_done(size_t job) {
+    std::lock_guard lock(mutex_);
+    ++jobs_done_;
+    for (size_t t : traces_of_job_[job]) traces_done_ += --remaining_[t] == 0;
+    progress_.update(traces_done_, jobs_done_);
+  }
+
+ private:
+  std::vector<std::vector<size_t>> traces_of_job_;
+  std::vector<int> remaining_;  // per trace: its jobs not done yet
+  int traces_done_ = 0, jobs_done_ = 0;
+  Progress& progress_;
+  std::mutex mutex_;
+};
+
 // Runs every job on `threads` threads: first without waiting on other processes' locks, then
 // the put-off ones, waiting.
-void run_jobs(std::vector<Job>& jobs, jit::KernelCache& cache, int threads) {
+void run_jobs(std::vector<Job>& jobs, jit::KernelCache& cache, int threads, Tracker& tracker) {
   std::vector<size_t> order(jobs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   for (const bool wait : {false, true}) {
-    std::atomic<size_t> next{0};
     std::mutex deferred_mutex;
     std::vector<size_t> deferred;
-    auto worker = [&] {
-      for (size_t n = next++; n < order.size(); n = next++) {
-        Job& job = jobs[order[n]];
-        try {
-          jit::KernelCache::Outcome how{};
-          std::optional<jit::CompiledKernel> got;
-          if (wait)
-            got = cache.get(job.kernel, job.arch, &how);
-          else
-            got = cache.try_get(job.kernel, job.arch, &how);
-          if (!got) {
-            std::lock_guard lock(deferred_mutex);
-            deferred.push_back(order[n]);
-            continue;
-          }
-          job.state = how == jit::KernelCache::Outcome::compiled ? Job::State::compiled
-                                                                 : Job::State::cached;
-        } catch (const std::exception& e) {
-          job.state = Job::State::failed;
-          job.error = e.what();
+    jit::parallel_for(order.size(), threads, [&](size_t n) {
+      Job& job = jobs[order[n]];
+      try {
+        jit::KernelCache::Outcome how{};
+        std::optional<jit::CompiledKernel> got;
+        if (wait)
+          got = cache.get(job.kernel, job.arch, &how);
+        else
+          got = cache.try_get(job.kernel, job.arch, &how);
+        if (!got) {
+          std::lock_guard lock(deferred_mutex);
+          deferred.push_back(order[n]);
+          return;
         }
+        job.state = how == jit::KernelCache::Outcome::compiled ? Job::State::compiled
+                                                               : Job::State::cached;
+      } catch (const std::exception& e) {
+        job.state = Job::State::failed;
+        job.error = e.what();
       }
-    };
-    std::vector<std::thread> pool;
-    const size_t count = std::min<size_t>(static_cast<size_t>(threads), order.size());
-    for (size_t t = 1; t < count; ++t) pool.emplace_back(worker);
-    worker();
-    for (std::thread& t : pool) t.join();
+      tracker.job_done(order[n]);
+    });
     std::sort(deferred.begin(), deferred.end());
     order = std::move(deferred);
   }
@@ -289,7 +318,7 @@ int warm_command(const Args& args) {
   const std::vector<std::string> files = trace_files(w.paths);
 
   auto log = jit::make_logger(options.log_level);
-  jit::KernelCache cache(options, *log);
+  jit::KernelCache cache(options, *log, {}, w.ptx);
   if (!cache.disk()->writable()) {
     throw UsageError(
         fmt::format("warm: the cache directory '{}' is {}; name a writable one with "
@@ -302,7 +331,11 @@ int warm_command(const Args& args) {
   const std::vector<TraceWork> traces = plan_traces(files, archs, options, cache, jobs);
   const int threads =
       w.jobs > 0 ? w.jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  run_jobs(jobs, cache, threads);
+  Progress progress(stderr, Progress::stderr_is_terminal(), "fusejit warm",
+                    static_cast<int>(traces.size()), static_cast<int>(jobs.size()));
+  Tracker tracker(traces, jobs.size(), progress);
+  run_jobs(jobs, cache, threads, tracker);
+  progress.finish();
   check_on_disk(jobs, cache);
 
   std::string arch_list;

@@ -28,9 +28,10 @@ Options options_for(const std::string& cache_dir,
 struct CountingCompiler {
   std::shared_ptr<std::atomic<int>> count = std::make_shared<std::atomic<int>>(0);
   jit::KernelCache::Compiler fn() const {
-    return [c = count](const templates::Kernel& k, std::string_view arch) {
+    return [c = count](const templates::Kernel& k, std::string_view arch,
+                       const jit::CompileOptions& options) {
       ++*c;
-      return jit::compile(k, arch);
+      return jit::compile(k, arch, options);
     };
   }
 };
@@ -49,7 +50,7 @@ TEST_CASE("KernelCache: memory, then disk, then NVRTC", "[cache][kernel_cache]")
   CHECK(how == Outcome::compiled);
   CHECK(compiled.name == k.name);
   CHECK_FALSE(compiled.cubin.empty());
-  CHECK_THAT(compiled.ptx, ContainsSubstring(".target sm_90"));
+  CHECK(compiled.ptx.empty());  // kept only when asked for (below)
 
   const jit::CompiledKernel again = first.get(k, "sm_90", &how);
   CHECK(how == Outcome::memory_hit);
@@ -75,6 +76,55 @@ TEST_CASE("KernelCache: memory, then disk, then NVRTC", "[cache][kernel_cache]")
   CHECK(s.lock_files == 0);
   CHECK(s.temp_files == 0);
   CHECK(second.disk()->verify().empty());
+  CHECK(log.warnings() == 0);
+}
+
+TEST_CASE("KernelCache: the PTX is kept when asked for; an entry without it is compiled again",
+          "[cache][kernel_cache]") {
+  TempDir dir("ptx");
+  test::CapturedLog log;
+  const Options options = options_for(dir.str("cache"));
+  const templates::Kernel k = test::tiny_kernel(7);
+  Outcome how{};
+
+  jit::KernelCache plain(options, *log.logger);
+  plain.get(k, "sm_90", &how);
+  CHECK(how == Outcome::compiled);
+  const cache::KernelKey key = plain.key(k, "sm_90");
+  auto stored_ptx = [&] {
+    std::string problem;
+    const auto e =
+        cache::decode_entry(test::read_bytes(plain.disk()->entry_path(key)), key, &problem);
+    REQUIRE(e);
+    return e->ptx;
+  };
+  CHECK(stored_ptx().empty());
+
+  // Asking for the PTX keeps the key (no NVRTC option changes) but not the entry without it.
+  CountingCompiler count;
+  jit::KernelCache with_ptx(options, *log.logger, count.fn(), /*keep_ptx=*/true);
+  CHECK(with_ptx.key(k, "sm_90") == key);
+  const jit::CompiledKernel c = with_ptx.get(k, "sm_90", &how);
+  CHECK(how == Outcome::compiled);
+  CHECK(*count.count == 1);
+  CHECK_THAT(c.ptx, ContainsSubstring(".target sm_90"));
+  CHECK_THAT(stored_ptx(), ContainsSubstring(".entry " + k.name));
+  with_ptx.get(k, "sm_90", &how);
+  CHECK(how == Outcome::memory_hit);
+
+  // Now complete for both: the plain cache takes the entry with its PTX as it is.
+  jit::KernelCache plain_again(options, *log.logger, count.fn());
+  plain_again.get(k, "sm_90", &how);
+  CHECK(how == Outcome::disk_hit);
+  jit::KernelCache ptx_again(options, *log.logger, count.fn(), /*keep_ptx=*/true);
+  ptx_again.get(k, "sm_90", &how);
+  CHECK(how == Outcome::disk_hit);
+  CHECK(*count.count == 1);
+
+  // A virtual arch is PTX whatever is asked.
+  const jit::CompiledKernel virt = plain.get(k, "compute_90", &how);
+  CHECK(virt.cubin.empty());
+  CHECK_THAT(virt.ptx, ContainsSubstring(".target sm_90"));
   CHECK(log.warnings() == 0);
 }
 

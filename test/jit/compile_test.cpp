@@ -39,7 +39,7 @@ int compile_all(const ir::Graph& g, const templates::CodegenOptions& options = {
   for (const fusion::Region& r : plan.regions) {
     if (r.kind == fusion::RegionKind::gemm) continue;
     const templates::Kernel k = templates::generate(plan.graph, r, options);
-    const jit::CompiledKernel c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
+    const jit::CompiledKernel c = jit::compile(k, "sm_90", {.ptx = true, .extra = {"--ptxas-options=-v"}});
     CHECK_FALSE(c.cubin.empty());
     CHECK(c.ptx.find(k.name) != std::string::npos);
     INFO(k.name << " (" << fusion::region_kind_name(r.kind) << "): ptxas says\n" << c.log);

@@ -86,13 +86,13 @@ TEST_CASE("FUSEJIT_DUMP=ir,plan,decisions writes one set of files per planned tr
   const ir::NodeId h = ir::add_matmul(g, ir::add_unary(g, ir::Op::exp, x), w);
   g.set_outputs({ir::add_unary(g, ir::Op::sigmoid, h)});
   // Kernels are generated but not compiled or loaded: no GPU is needed for the dump.
-  const jit::Executable exe = jit::build_executable(
-      fusion::make_plan(g), [](const templates::Kernel& k) {
-        auto loaded = std::make_shared<jit::LoadedKernel>();
-        loaded->kernel = k;
-        return loaded;
-      },
-      {});
+  jit::KernelLoader loader;
+  loader.find = [](const templates::Kernel& k) {
+    auto loaded = std::make_shared<jit::LoadedKernel>();
+    loaded->kernel = k;
+    return loaded;
+  };
+  const jit::Executable exe = jit::build_executable(fusion::make_plan(g), loader, {});
   jit::dump_eval(options, g, exe);
   const auto files = files_in(dir);
   REQUIRE(files.size() == 3);

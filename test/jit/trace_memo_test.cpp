@@ -31,14 +31,17 @@ ir::Graph trace(int variant) {
 std::shared_ptr<const Executable> executable(
     const ir::Graph& g, std::vector<std::weak_ptr<jit::LoadedKernel>>* kernels = nullptr) {
   return std::make_shared<const Executable>(
-      jit::build_executable(fusion::make_plan(g),
-                            [kernels](const templates::Kernel& k) {
+      jit::build_executable(
+          fusion::make_plan(g),
+          jit::KernelLoader{[](const templates::Kernel&) { return nullptr; },
+                            [](const templates::Kernel&) { return jit::ObtainedKernel{}; },
+                            [kernels](const templates::Kernel& k, const jit::ObtainedKernel&) {
                               auto loaded = std::make_shared<jit::LoadedKernel>();
                               loaded->kernel = k;
                               if (kernels) kernels->push_back(loaded);
                               return loaded;
-                            },
-                            {}));
+                            }},
+          {}));
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ TEST_CASE("compile flags: precise math and C++17 and the arch", "[templates][nvr
   CHECK(has("--prec-div=true"));
   CHECK(has("--prec-sqrt=true"));
   CHECK(has("--ftz=false"));
+  CHECK(has("-minimal"));  // no textures, surfaces or device runtime in the builtin header
   for (const std::string& f : flags) CHECK(f.find("fast_math") == std::string::npos);
   CHECK_FALSE(has("-lineinfo"));
   const auto with_lines = jit::compile_flags("sm_90", {.line_info = true});
@@ -45,9 +46,14 @@ templates::Kernel tiny_kernel(const std::string& name, const std::string& body) 
 
 }  // namespace
 
-TEST_CASE("one compile gives the CUBIN and the PTX", "[templates][nvrtc]") {
+TEST_CASE("one compile gives the CUBIN, and the PTX when asked for", "[templates][nvrtc]") {
   const auto k = tiny_kernel("fj_test_tiny", "p[threadIdx.x] *= 2.0f;");
-  const jit::CompiledKernel c = jit::compile(k, "sm_90");
+  const jit::CompiledKernel cubin_only = jit::compile(k, "sm_90");
+  CHECK(cubin_only.cubin.substr(1, 3) == "ELF");
+  CHECK(cubin_only.ptx.empty());
+
+  const jit::CompiledKernel c = jit::compile(k, "sm_90", {.ptx = true});
+  CHECK(c.cubin == cubin_only.cubin);
   CHECK(c.name == "fj_test_tiny");
   CHECK(c.cubin.size() > 100);
   CHECK(c.cubin.substr(1, 3) == "ELF");

@@ -42,7 +42,7 @@ inline void compile_and_check(const templates::Kernel& k, const fusion::Region& 
   }
   INFO("kernel " << k.name << "\n" << k.source.substr(k.source.find(templates::kKernelMarker)));
   jit::CompiledKernel c;
-  REQUIRE_NOTHROW(c = jit::compile(k, "sm_90"));
+  REQUIRE_NOTHROW(c = jit::compile(k, "sm_90", {.ptx = true}));
   CHECK(c.name == k.name);
   INFO("NVRTC log:\n" << c.log);
   CHECK(c.log.find("warning") == std::string::npos);  // generated code compiles cleanly

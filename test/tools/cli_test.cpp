@@ -7,6 +7,8 @@
 #include <regex>
 #include <string>
 
+#include <unistd.h>
+
 #include "support/catch.h"
 
 namespace {
@@ -16,8 +18,10 @@ struct Result {
   std::string out;  // stdout and stderr
 };
 
-Result run(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " " FUSEJIT_CLI " " + args + " 2>&1";
+// `redirect` says which streams come back (default both, as a person sees them).
+Result run(const std::string& args, const std::string& env = "",
+           const std::string& redirect = "2>&1") {
+  const std::string cmd = env + " " FUSEJIT_CLI " " + args + " " + redirect;
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -152,4 +156,45 @@ TEST_CASE("run without a GPU says so instead of crashing", "[tools][errors]") {
   const Result r = run("run " + trace("ew_chain_f32"), "CUDA_VISIBLE_DEVICES=");
   CHECK(r.status == 1);
   CHECK(r.out.find("run: no GPU") != std::string::npos);
+}
+
+TEST_CASE("warm: progress on stderr as plain lines, results on stdout", "[tools][warm]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("fusejit_cli_test_warm_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string warm = "warm -j 2 --arch sm_90 --cache-dir ";
+  const std::string traces = std::string(FUSEJIT_SOURCE_DIR) + "/examples/traces";
+
+  // stdout alone: the per-trace lines and the contract's last line, no progress.
+  const Result out = run(warm + (dir / "a").string() + " " + traces, "", "2>/dev/null");
+  CHECK(out.status == 0);
+  CHECK(out.out.find("fusejit warm:") == std::string::npos);
+  std::smatch m;
+  REQUIRE(std::regex_search(out.out, m, std::regex("\ncompiled: (\\d+)  cached: 0  failed: 0\n$")));
+  const int kernels = std::stoi(m[1]);
+  CHECK(kernels > 2);
+
+  // stderr alone (not a terminal): plain lines, counts that only grow, the last one complete.
+  const Result err = run(warm + (dir / "b").string() + " " + traces, "", "2>&1 >/dev/null");
+  CHECK(err.status == 0);
+  CHECK(err.out.find('\r') == std::string::npos);
+  CHECK(err.out.find("compiled:") == std::string::npos);
+  const std::regex line("fusejit warm: (\\d+)/(\\d+) traces, (\\d+)/(\\d+) kernels \\((\\d+)%\\), [0-9.]+ s\n");
+  int lines = 0, last_traces = -1, last_kernels = -1;
+  for (auto it = std::sregex_iterator(err.out.begin(), err.out.end(), line);
+       it != std::sregex_iterator(); ++it, ++lines) {
+    const std::smatch& l = *it;
+    CHECK(std::stoi(l[2]) == 23);  // examples/traces holds 23 traces
+    CHECK(std::stoi(l[4]) == kernels);
+    CHECK(std::stoi(l[1]) >= last_traces);
+    CHECK(std::stoi(l[3]) >= last_kernels);
+    last_traces = std::stoi(l[1]);
+    last_kernels = std::stoi(l[3]);
+  }
+  CHECK(count(err.out, "\n") == lines);  // nothing else on stderr
+  CHECK(lines >= 2);  // a line per tenth of the kernels at least, then the last
+  CHECK(last_traces == 23);
+  CHECK(last_kernels == kernels);
+  CHECK(err.out.find("(100%)") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
