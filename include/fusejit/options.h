@@ -56,7 +56,8 @@ struct Options {
   } disable;
   // A cached plan of at least this many kernel launches (and nothing else: no GEMMs) replays
   // as one CUDA graph; see README "Launch overhead". Not an env var: for benchmarks and tests.
-  int graph_min_launches = 3;
+  // 2: on an H200 a graph already pays for two launches (bench/RESULTS.md "Host overhead").
+  int graph_min_launches = 2;
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
   bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
