@@ -194,30 +194,13 @@ DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& loader, int
 
 Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindings& values,
                                   const KernelLoader& loader, const BuildOptions& options) {
-  Executable exe;
-  exe.plan = fusion::instantiate_plan(dyn.plan.plan, dyn.plan.symbols, values);
-  const fusion::Plan& p = exe.plan;
-  exe.steps.resize(p.regions.size());
-  std::vector<templates::Kernel> specialized(p.regions.size());  // unnamed: none needed
-  for (size_t i = 0; i < p.regions.size(); ++i) {
-    const fusion::Region& r = p.regions[i];
-    Step& step = exe.steps[i];
-    step.region = &r;
-    if (r.kind == fusion::RegionKind::gemm) {
-      step.gemm = describe_gemm_call(p, r, options.allow_tf32);
-    } else if (runs_dynamic(dyn.plan, i, values)) {
-      step.kernel = dyn.kernels[i];
-      step.outer = outer_extent(dyn.plan, i, values);
-    } else {
-      specialized[i] = templates::generate(p.graph, r, options.codegen);
-    }
-  }
-  const auto loaded = load_kernels(specialized, loader, options.compile_threads);
-  for (size_t i = 0; i < loaded.size(); ++i) {
-    if (loaded[i]) exe.steps[i].kernel = loaded[i];
-  }
-  assign_releases(exe);
-  return exe;
+  return build_executable(fusion::instantiate_plan(dyn.plan.plan, dyn.plan.symbols, values),
+                          loader, options, [&](size_t region, Step& step) {
+                            if (!runs_dynamic(dyn.plan, region, values)) return false;
+                            step.kernel = dyn.kernels[region];
+                            step.outer = outer_extent(dyn.plan, region, values);
+                            return true;
+                          });
 }
 
 }  // namespace fusejit::jit

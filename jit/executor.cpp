@@ -105,7 +105,7 @@ std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
 }
 
 Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
-                            const BuildOptions& options) {
+                            const BuildOptions& options, const PrebuiltKernel& prebuilt) {
   Executable exe;
   exe.plan = std::move(plan);
   const fusion::Plan& p = exe.plan;
@@ -117,7 +117,7 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
     step.region = &r;
     if (r.kind == fusion::RegionKind::gemm) {
       step.gemm = describe_gemm_call(p, r, options.allow_tf32);
-    } else {
+    } else if (!prebuilt || !prebuilt(i, step)) {
       kernels[i] = templates::generate(p.graph, r, options.codegen);
     }
   }

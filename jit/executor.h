@@ -92,8 +92,11 @@ std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
 // Generates every kernel of the plan, obtains the missing ones on up to options.compile_threads
 // threads, and loads them. A kernel that fails (NVRTC, FUSEJIT_REQUIRE_WARM) throws its error;
 // when several fail, the first in plan order, as a serial build would.
+// `prebuilt`, when given, may fill the kernel step of region i itself (a dynamic kernel with its
+// outer extent, jit/dynamic.h) and return true; the other regions' kernels are generated.
+using PrebuiltKernel = std::function<bool(size_t region, Step& step)>;
 Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
-                            const BuildOptions& options);
+                            const BuildOptions& options, const PrebuiltKernel& prebuilt = {});
 // Sets each step's `release` (the intermediates it is the last reader of) and the counts a graph
 // replay sizes itself by; the steps must be complete.
 void assign_releases(Executable& exe);

@@ -132,3 +132,16 @@ TEST_CASE("a dynamic eval computes what the reference does at sizes never seen",
         1);
   CHECK(s.dynamic_instances - before.dynamic_instances == 9);
 }
+
+TEST_CASE("mark_dynamic refuses what it cannot mark", "[jit][dynamic][errors]") {
+  Context ctx;
+  const Tensor x = ctx.from_vector(std::vector<float>(6, 1.0f), {2, 3});
+  CHECK_THROWS_WITH(ctx.mark_dynamic(x, 2), ContainsSubstring("axis 2 is out of range for shape [2,3]"));
+  CHECK_THROWS_WITH(ctx.mark_dynamic(x, 0, "2B"), ContainsSubstring("name '2B' must be a letter"));
+  CHECK_THROWS_WITH(ctx.mark_dynamic(exp(x), 0),
+                    ContainsSubstring("the tensor is computed by the current trace"));
+  Context other;
+  CHECK_THROWS_WITH(other.mark_dynamic(x, 0), ContainsSubstring("a tensor of this Context"));
+  ctx.mark_dynamic(x, -2, "B");  // negative axes count from the end
+  CHECK(exp(x).to_host().size() == 6);
+}

@@ -198,3 +198,36 @@ TEST_CASE("warm: progress on stderr as plain lines, results on stdout", "[tools]
   CHECK(err.out.find("(100%)") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("plan on a trace with dynamic dims: which regions serve every size", "[tools][dynamic]") {
+  const std::string dir = std::string(FUSEJIT_SOURCE_DIR) + "/test/traces/dynamic/";
+  const Result text = run("plan --dim B=5 --dim S=77 " + dir + "rmsnorm_residual_bf16.trace");
+  INFO(text.out);
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("dynamic dims: B=5, S=77 (planned once for every size)") !=
+        std::string::npos);
+  CHECK(count(text.out, "one kernel for every size") == 2);
+  // Reasons name the dims, not the numbers standing for them while planning.
+  CHECK(text.out.find("[B*S,4096]") != std::string::npos);
+
+  const Result json = run("plan --json " + dir + "colsum_f32.trace");
+  INFO(json.out);
+  REQUIRE(json.status == 0);
+  CHECK(json.out.find("\"dynamic\": {\"dims\": [{\"name\": \"B\", \"value\": 16384}], "
+                      "\"regions\": [false]}") != std::string::npos);
+  CHECK(json_int(json.out, "kernels") == 1);
+}
+
+TEST_CASE("--dim names a dynamic dim of the trace and a positive size", "[tools][dynamic]") {
+  const std::string t = std::string(FUSEJIT_SOURCE_DIR) + "/test/traces/dynamic/ew_chain_f32.trace";
+  for (const char* bad : {"--dim N=4", "--dim B=0", "--dim B", "--dim B=x"}) {
+    const Result r = run(std::string("plan ") + bad + " " + t);
+    INFO(bad << ": " << r.out);
+    CHECK(r.status != 0);
+    CHECK(r.out.find("expected NAME=VALUE with NAME a dynamic dim of the trace (B)") !=
+          std::string::npos);
+  }
+  const Result r = run("plan --dim B=4 " + trace("ew_chain_f32"));
+  CHECK(r.status != 0);
+  CHECK(r.out.find("(it has none)") != std::string::npos);
+}
