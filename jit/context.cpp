@@ -83,8 +83,8 @@ ir::NodeId ContextImpl::node_of(TensorImpl& t) {
   return id;
 }
 
-std::shared_ptr<TensorImpl> ContextImpl::record(const ir::NodeSpec& spec) {
-  const ir::NodeId id = trace.add(spec);
+std::shared_ptr<TensorImpl> ContextImpl::record(ir::NodeSpec&& spec) {
+  const ir::NodeId id = trace.add(std::move(spec));
   auto t = std::make_shared<TensorImpl>();
   t->ctx = this;
   t->dtype = trace.node(id).dtype;

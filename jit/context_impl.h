@@ -103,8 +103,8 @@ struct ContextImpl {
 
   // The node of `t` in the current trace, binding it as an input if it is materialized.
   ir::NodeId node_of(TensorImpl& t);
-  // Appends a node and returns a pending tensor for it.
-  std::shared_ptr<TensorImpl> record(const ir::NodeSpec& spec);
+  // Appends a node (taking over the spec's operand list) and returns a pending tensor for it.
+  std::shared_ptr<TensorImpl> record(ir::NodeSpec&& spec);
   // Materializes every pending tensor still held (and `extra`, held or not). A tensor in
   // `into` is computed into that caller memory (the Context's memory, of its size).
   using Into = std::unordered_map<const TensorImpl*, void*>;

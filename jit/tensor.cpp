@@ -29,7 +29,9 @@ TensorImpl& impl_of(const Tensor& t, std::string_view op) {
 
 detail::ContextImpl& ctx_of(const Tensor& t, std::string_view op) { return *impl_of(t, op).ctx; }
 
-Tensor record(detail::ContextImpl& ctx, ir::NodeSpec spec) { return Tensor(ctx.record(spec)); }
+Tensor record(detail::ContextImpl& ctx, ir::NodeSpec spec) {
+  return Tensor(ctx.record(std::move(spec)));
+}
 
 Tensor unary(Op op, const Tensor& x) {
   auto& ctx = ctx_of(x, ir::op_name(op));
