@@ -12,6 +12,7 @@
 // hash is the same across runs, builds and platforms.
 #include "ir/hash.h"
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <string_view>
@@ -31,15 +32,21 @@ constexpr uint64_t finalize(uint64_t z) {
 // An order-sensitive accumulator: add(a); add(b) differs from add(b); add(a).
 class Mixer {
  public:
-  explicit Mixer(uint64_t seed) : state_(finalize(seed)) {}
-  void add(uint64_t v) { state_ = finalize(state_ ^ finalize(v + 0x9e3779b97f4a7c15ull)); }
+  constexpr explicit Mixer(uint64_t seed) : state_(finalize(seed)) {}
+  // Carries on from `value()` of an earlier Mixer.
+  static constexpr Mixer resume(uint64_t state) {
+    Mixer m(0);
+    m.state_ = state;
+    return m;
+  }
+  constexpr void add(uint64_t v) { state_ = finalize(state_ ^ finalize(v + 0x9e3779b97f4a7c15ull)); }
   // Lists carry their length, so [1,2],[3] and [1],[2,3] differ.
   template <class T>
   void add_list(const std::vector<T>& values) {
     add(values.size());
     for (const T& v : values) add(static_cast<uint64_t>(v));
   }
-  uint64_t value() const { return state_; }
+  constexpr uint64_t value() const { return state_; }
 
  private:
   uint64_t state_;
@@ -58,17 +65,28 @@ uint64_t value_bits(double v) {
 
 // An op enters by its name, not its position in the op table, so that adding ops to the table
 // leaves the hashes of existing traces (and the names of recorded trace files) as they are.
-uint64_t name_bits(std::string_view name) {
+constexpr uint64_t name_bits(std::string_view name) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
   for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
   return h;
 }
 
+// Per op, a node's Mixer once the seed and the op's name are in: the same for every node of the
+// op, so worked out at compile time (it is most of what hashing a small node costs).
+constexpr std::array<uint64_t, kNumOps> kOpPrefix = [] {
+  std::array<uint64_t, kNumOps> prefix{};
+  for (int i = 0; i < kNumOps; ++i) {
+    Mixer m(kNodeSeed);
+    m.add(name_bits(op_name(static_cast<Op>(i))));
+    prefix[static_cast<size_t>(i)] = m.value();
+  }
+  return prefix;
+}();
+
 }  // namespace
 
 uint64_t node_hash(const Node& n, std::span<const uint64_t> earlier, uint64_t input_position) {
-  Mixer m(kNodeSeed);
-  m.add(name_bits(op_name(n.op)));
+  Mixer m = Mixer::resume(kOpPrefix[static_cast<size_t>(n.op)]);
   m.add(static_cast<uint64_t>(n.dtype));
   m.add_list(n.shape);
   m.add_list(n.axes);
