@@ -76,7 +76,11 @@ Tensor reduce(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
 
 }  // namespace
 
-const Shape& Tensor::shape() const { return impl_of(*this, "shape").shape; }
+const Shape& Tensor::shape() const {
+  auto& t = impl_of(*this, "shape");
+  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
+  return t.ctx->shape_of(t);
+}
 DType Tensor::dtype() const { return impl_of(*this, "dtype").dtype; }
 int64_t Tensor::numel() const { return ir::numel(shape()); }
 
