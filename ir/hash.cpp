@@ -71,14 +71,18 @@ constexpr uint64_t name_bits(std::string_view name) {
   return h;
 }
 
-// Per op, a node's Mixer once the seed and the op's name are in: the same for every node of the
-// op, so worked out at compile time (it is most of what hashing a small node costs).
-constexpr std::array<uint64_t, kNumOps> kOpPrefix = [] {
-  std::array<uint64_t, kNumOps> prefix{};
-  for (int i = 0; i < kNumOps; ++i) {
-    Mixer m(kNodeSeed);
-    m.add(name_bits(op_name(static_cast<Op>(i))));
-    prefix[static_cast<size_t>(i)] = m.value();
+// Per op and dtype, a node's Mixer once the seed, the op's name and the dtype are in: the same
+// for every such node, so worked out at compile time (it is most of what hashing a small node
+// costs).
+constexpr std::array<std::array<uint64_t, kNumDTypes>, kNumOps> kPrefix = [] {
+  std::array<std::array<uint64_t, kNumDTypes>, kNumOps> prefix{};
+  for (int op = 0; op < kNumOps; ++op) {
+    for (int dtype = 0; dtype < kNumDTypes; ++dtype) {
+      Mixer m(kNodeSeed);
+      m.add(name_bits(op_name(static_cast<Op>(op))));
+      m.add(static_cast<uint64_t>(dtype));
+      prefix[static_cast<size_t>(op)][static_cast<size_t>(dtype)] = m.value();
+    }
   }
   return prefix;
 }();
@@ -86,8 +90,7 @@ constexpr std::array<uint64_t, kNumOps> kOpPrefix = [] {
 }  // namespace
 
 uint64_t node_hash(const Node& n, std::span<const uint64_t> earlier, uint64_t input_position) {
-  Mixer m = Mixer::resume(kOpPrefix[static_cast<size_t>(n.op)]);
-  m.add(static_cast<uint64_t>(n.dtype));
+  Mixer m = Mixer::resume(kPrefix[static_cast<size_t>(n.op)][static_cast<size_t>(n.dtype)]);
   m.add_list(n.shape);
   m.add_list(n.axes);
   m.add(n.keepdim ? 1 : 0);
