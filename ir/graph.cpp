@@ -415,7 +415,7 @@ NodeId Graph::add(NodeSpec&& spec) {
   return append(std::move(n));
 }
 
-NodeId Graph::append(Node n) {
+NodeId Graph::append(Node&& n) {
   const auto id = static_cast<NodeId>(nodes_.size());
   hashes_.push_back(node_hash(n, hashes_, n.op == Op::input ? inputs_.size() : 0));
   if (n.op == Op::input) inputs_.push_back(id);

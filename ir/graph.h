@@ -94,7 +94,7 @@ class Graph {
   std::vector<uint64_t> hashes_;
 
   // Hashes and appends an inferred node.
-  NodeId append(Node n);
+  NodeId append(Node&& n);
 };
 
 // The spec that recreates `node` (with the same operand ids): for rebuilding graphs.
