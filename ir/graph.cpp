@@ -336,7 +336,10 @@ std::string type_str(const Node& node) {
   return fmt::format("{}{}", dtype_name(node.dtype), shape_str(node.shape));
 }
 
-Node infer_node(const Graph& g, const NodeSpec& spec) {
+namespace {
+
+// infer_node but for the operand list, which the caller copies or moves into the node.
+Node infer_fields(const Graph& g, const NodeSpec& spec) {
   const std::string_view name = op_name(spec.op);
   if (!arity_ok(spec.op, spec.inputs.size())) {
     throw UsageError(fmt::format("{}: takes {} operand(s), got {}", name, arity_str(spec.op),
@@ -351,7 +354,6 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
   }
   Node n;
   n.op = spec.op;
-  n.inputs = spec.inputs;
   switch (op_kind(spec.op)) {
     case OpKind::source:
       n.dtype = spec.dtype;
@@ -391,14 +393,29 @@ Node infer_node(const Graph& g, const NodeSpec& spec) {
   }
 }
 
+}  // namespace
+
+Node infer_node(const Graph& g, const NodeSpec& spec) {
+  Node n = infer_fields(g, spec);
+  n.inputs = spec.inputs;
+  return n;
+}
+
 NodeSpec spec_of(const Node& n) {
   return NodeSpec{.op = n.op, .inputs = n.inputs, .dtype = n.dtype, .shape = n.shape,
                   .axes = n.axes, .keepdim = n.keepdim, .value = n.value, .start = n.start,
                   .step = n.step};
 }
 
-NodeId Graph::add(const NodeSpec& spec) {
-  Node n = infer_node(*this, spec);
+NodeId Graph::add(const NodeSpec& spec) { return append(infer_node(*this, spec)); }
+
+NodeId Graph::add(NodeSpec&& spec) {
+  Node n = infer_fields(*this, spec);
+  n.inputs = std::move(spec.inputs);
+  return append(std::move(n));
+}
+
+NodeId Graph::append(Node&& n) {
   const auto id = static_cast<NodeId>(nodes_.size());
   hashes_.push_back(node_hash(n, hashes_, n.op == Op::input ? inputs_.size() : 0));
   if (n.op == Op::input) inputs_.push_back(id);

@@ -59,8 +59,10 @@ struct NodeSpec {
 
 class Graph {
  public:
-  // Infers and appends a node; throws fusejit::Error when it is ill-formed.
+  // Infers and appends a node; throws fusejit::Error when it is ill-formed. The rvalue form
+  // moves the operand list into the node instead of copying it (recording an op).
   NodeId add(const NodeSpec& spec);
+  NodeId add(NodeSpec&& spec);
 
   const Node& node(NodeId id) const { return nodes_.at(static_cast<size_t>(id)); }
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -90,6 +92,9 @@ class Graph {
   std::vector<NodeId> outputs_;
   std::vector<NodeId> inputs_;
   std::vector<uint64_t> hashes_;
+
+  // Hashes and appends an inferred node.
+  NodeId append(Node&& n);
 };
 
 // The spec that recreates `node` (with the same operand ids): for rebuilding graphs.

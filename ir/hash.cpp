@@ -12,6 +12,7 @@
 // hash is the same across runs, builds and platforms.
 #include "ir/hash.h"
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <string_view>
@@ -31,15 +32,21 @@ constexpr uint64_t finalize(uint64_t z) {
 // An order-sensitive accumulator: add(a); add(b) differs from add(b); add(a).
 class Mixer {
  public:
-  explicit Mixer(uint64_t seed) : state_(finalize(seed)) {}
-  void add(uint64_t v) { state_ = finalize(state_ ^ finalize(v + 0x9e3779b97f4a7c15ull)); }
+  constexpr explicit Mixer(uint64_t seed) : state_(finalize(seed)) {}
+  // Carries on from `value()` of an earlier Mixer.
+  static constexpr Mixer resume(uint64_t state) {
+    Mixer m(0);
+    m.state_ = state;
+    return m;
+  }
+  constexpr void add(uint64_t v) { state_ = finalize(state_ ^ finalize(v + 0x9e3779b97f4a7c15ull)); }
   // Lists carry their length, so [1,2],[3] and [1],[2,3] differ.
   template <class T>
   void add_list(const std::vector<T>& values) {
     add(values.size());
     for (const T& v : values) add(static_cast<uint64_t>(v));
   }
-  uint64_t value() const { return state_; }
+  constexpr uint64_t value() const { return state_; }
 
  private:
   uint64_t state_;
@@ -58,18 +65,32 @@ uint64_t value_bits(double v) {
 
 // An op enters by its name, not its position in the op table, so that adding ops to the table
 // leaves the hashes of existing traces (and the names of recorded trace files) as they are.
-uint64_t name_bits(std::string_view name) {
+constexpr uint64_t name_bits(std::string_view name) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
   for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
   return h;
 }
 
+// Per op and dtype, a node's Mixer once the seed, the op's name and the dtype are in: the same
+// for every such node, so worked out at compile time (it is most of what hashing a small node
+// costs).
+constexpr std::array<std::array<uint64_t, kNumDTypes>, kNumOps> kPrefix = [] {
+  std::array<std::array<uint64_t, kNumDTypes>, kNumOps> prefix{};
+  for (int op = 0; op < kNumOps; ++op) {
+    for (int dtype = 0; dtype < kNumDTypes; ++dtype) {
+      Mixer m(kNodeSeed);
+      m.add(name_bits(op_name(static_cast<Op>(op))));
+      m.add(static_cast<uint64_t>(dtype));
+      prefix[static_cast<size_t>(op)][static_cast<size_t>(dtype)] = m.value();
+    }
+  }
+  return prefix;
+}();
+
 }  // namespace
 
 uint64_t node_hash(const Node& n, std::span<const uint64_t> earlier, uint64_t input_position) {
-  Mixer m(kNodeSeed);
-  m.add(name_bits(op_name(n.op)));
-  m.add(static_cast<uint64_t>(n.dtype));
+  Mixer m = Mixer::resume(kPrefix[static_cast<size_t>(n.op)][static_cast<size_t>(n.dtype)]);
   m.add_list(n.shape);
   m.add_list(n.axes);
   m.add(n.keepdim ? 1 : 0);

@@ -27,6 +27,7 @@ std::vector<int64_t> contiguous_strides(const Shape& shape) {
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
+  if (a == b) return a;  // the common case: nothing to align
   const size_t rank = std::max(a.size(), b.size());
   Shape out(rank);
   for (size_t i = 0; i < rank; ++i) {

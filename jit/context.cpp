@@ -83,12 +83,20 @@ ir::NodeId ContextImpl::node_of(TensorImpl& t) {
   return id;
 }
 
-std::shared_ptr<TensorImpl> ContextImpl::record(const ir::NodeSpec& spec) {
-  const ir::NodeId id = trace.add(spec);
+const Shape& ContextImpl::shape_of(TensorImpl& t) {
+  if (t.shape_in_trace) {
+    t.shape = trace.node(t.node).shape;
+    t.shape_in_trace = false;
+  }
+  return t.shape;
+}
+
+std::shared_ptr<TensorImpl> ContextImpl::record(ir::NodeSpec&& spec) {
+  const ir::NodeId id = trace.add(std::move(spec));
   auto t = std::make_shared<TensorImpl>();
   t->ctx = this;
   t->dtype = trace.node(id).dtype;
-  t->shape = trace.node(id).shape;
+  t->shape_in_trace = true;
   t->node = id;
   t->epoch = epoch;
   pending.push_back(t);
@@ -165,6 +173,7 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, co
     if (!t->storage && std::find(outs.begin(), outs.end(), t) == outs.end()) outs.push_back(t);
   }
   if (outs.empty()) return;
+  for (const auto& t : outs) shape_of(*t);  // before the trace they are read from restarts
 
   const std::vector<ir::NodeId>& input_ids = trace.inputs();
   for (size_t k = 0; k < bound.size(); ++k) {

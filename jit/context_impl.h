@@ -69,7 +69,11 @@ size_t byte_size(const Shape& shape, DType dtype);
 struct TensorImpl {
   ContextImpl* ctx = nullptr;
   DType dtype = DType::f32;
+  // Read through ContextImpl::shape_of. While shape_in_trace, the shape is its node's and this
+  // copy is still empty: most recorded tensors are dropped before anyone asks, and copying it at
+  // every op was a tenth of what recording costs. shape_of and eval make the copy.
   Shape shape;
+  bool shape_in_trace = false;
   ir::NodeId node = -1;  // pending: its node in ctx->trace, recorded in epoch `epoch`
   uint64_t epoch = 0;
   std::shared_ptr<Storage> storage;  // materialized: its values
@@ -103,8 +107,10 @@ struct ContextImpl {
 
   // The node of `t` in the current trace, binding it as an input if it is materialized.
   ir::NodeId node_of(TensorImpl& t);
-  // Appends a node and returns a pending tensor for it.
-  std::shared_ptr<TensorImpl> record(const ir::NodeSpec& spec);
+  // The shape of `t`, copied out of the trace the first time it is asked for.
+  const Shape& shape_of(TensorImpl& t);
+  // Appends a node (taking over the spec's operand list) and returns a pending tensor for it.
+  std::shared_ptr<TensorImpl> record(ir::NodeSpec&& spec);
   // Materializes every pending tensor still held (and `extra`, held or not). A tensor in
   // `into` is computed into that caller memory (the Context's memory, of its size).
   using Into = std::unordered_map<const TensorImpl*, void*>;

@@ -29,7 +29,9 @@ TensorImpl& impl_of(const Tensor& t, std::string_view op) {
 
 detail::ContextImpl& ctx_of(const Tensor& t, std::string_view op) { return *impl_of(t, op).ctx; }
 
-Tensor record(detail::ContextImpl& ctx, ir::NodeSpec spec) { return Tensor(ctx.record(spec)); }
+Tensor record(detail::ContextImpl& ctx, ir::NodeSpec spec) {
+  return Tensor(ctx.record(std::move(spec)));
+}
 
 Tensor unary(Op op, const Tensor& x) {
   auto& ctx = ctx_of(x, ir::op_name(op));
@@ -74,7 +76,11 @@ Tensor reduce(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
 
 }  // namespace
 
-const Shape& Tensor::shape() const { return impl_of(*this, "shape").shape; }
+const Shape& Tensor::shape() const {
+  auto& t = impl_of(*this, "shape");
+  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
+  return t.ctx->shape_of(t);
+}
 DType Tensor::dtype() const { return impl_of(*this, "dtype").dtype; }
 int64_t Tensor::numel() const { return ir::numel(shape()); }
 

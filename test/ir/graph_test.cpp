@@ -14,6 +14,8 @@ TEST_CASE("broadcasting follows numpy", "[ir][shape]") {
   CHECK(broadcast_shapes({2, 3}, {3}, "add") == Shape{2, 3});
   REQUIRE_THROWS_WITH(broadcast_shapes({2, 3}, {4}, "mul"),
                       ContainsSubstring("mul: shapes [2,3] and [4] do not broadcast"));
+  CHECK(broadcast_shapes({2, 3}, {2, 3}, "add") == Shape{2, 3});  // the equal-shapes shortcut
+  CHECK(broadcast_shapes({}, {}, "add") == Shape{});
   CHECK(broadcasts_to({3}, {2, 3}));
   CHECK_FALSE(broadcasts_to({2, 3}, {3}));
   CHECK_FALSE(broadcasts_to({2}, {2, 3}));
@@ -84,4 +86,22 @@ TEST_CASE("ill-formed nodes throw errors that name the op, the shapes and the fi
   REQUIRE_THROWS_WITH(add_input(g, DType::f32, {0, 3}), ContainsSubstring("empty tensors"));
   REQUIRE_THROWS_WITH(g.add({.op = Op::add, .inputs = {x, 99}}),
                       ContainsSubstring("operand %99 does not exist"));
+}
+
+TEST_CASE("a spec moved into Graph::add makes the node a copied one does", "[ir][infer]") {
+  Graph copied, moved;
+  for (Graph* g : {&copied, &moved}) {
+    add_input(*g, DType::f32, {2, 3});
+    add_input(*g, DType::f32, {3});
+  }
+  const NodeSpec spec{.op = Op::add, .inputs = {0, 1}};
+  const NodeId a = copied.add(spec);
+  NodeSpec taken = spec;
+  const NodeId b = moved.add(std::move(taken));
+  CHECK(a == b);
+  CHECK(moved.node(b).inputs == std::vector<NodeId>{0, 1});
+  CHECK(moved.node(b).shape == Shape{2, 3});
+  CHECK(moved == copied);  // the nodes and their kept hashes
+  REQUIRE_THROWS_WITH(moved.add(NodeSpec{.op = Op::add, .inputs = {0, 7}}),
+                      ContainsSubstring("operand %7 does not exist"));
 }

@@ -38,6 +38,23 @@ TEST_CASE("ops record and evaluate lazily", "[jit][api]") {
   CHECK(ctx.stats().traces_evaluated == 1);
 }
 
+TEST_CASE("a recorded tensor's shape outlives later ops and the eval", "[jit][api]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  auto y = fj::exp(x);
+  auto z = fj::sum(y, {1});  // recorded before y's shape is first asked for
+  const Shape& held = y.shape();
+  for (int i = 0; i < 100; ++i) z = z + 1.0;  // the trace grows (and moves) under the reference
+  CHECK(held == Shape{2, 3});
+  CHECK(z.shape() == Shape{2});
+  auto never_asked = fj::tanh(y);
+  z.eval();  // the trace restarts; the held tensors keep their shapes
+  CHECK(&y.shape() == &held);
+  CHECK(held == Shape{2, 3});
+  CHECK(never_asked.shape() == Shape{2, 3});
+  CHECK(ctx.impl().trace.size() == 0);
+}
+
 TEST_CASE("a held intermediate is computed in the same eval, never twice", "[jit][api]") {
   fj::Context ctx(quiet());
   const auto x = ctx.from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2});
