@@ -218,7 +218,7 @@ TEST_CASE("plan on a trace with dynamic dims: which regions serve every size", "
   CHECK(json_int(json.out, "kernels") == 1);
 }
 
-TEST_CASE("--dim names a dynamic dim of the trace and a positive size", "[tools][dynamic]") {
+TEST_CASE("the --dim option names a dynamic dim of the trace and a positive size", "[tools][dynamic]") {
   const std::string t = std::string(FUSEJIT_SOURCE_DIR) + "/test/traces/dynamic/ew_chain_f32.trace";
   for (const char* bad : {"--dim N=4", "--dim B=0", "--dim B", "--dim B=x"}) {
     const Result r = run(std::string("plan ") + bad + " " + t);
