@@ -16,6 +16,9 @@ declare -A FUSEJIT_PACKAGES=(
   [libspdlog-dev]=/usr/include/spdlog/spdlog.h
   [libfmt-dev]=/usr/include/fmt/format.h
   [libdlpack-dev]=/usr/include/dlpack/dlpack.h
+  [libcli11-dev]=/usr/include/CLI/CLI.hpp
+  [libxxhash-dev]=/usr/include/xxhash.h
+  [nlohmann-json3-dev]=/usr/include/nlohmann/json.hpp
 )
 
 fusejit_install_packages() {
