@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
+#include <tuple>
 
 #include "fusejit/fusejit.h"
 #include "fusion/pipeline.h"
@@ -120,6 +122,48 @@ TEST_CASE("every kernel of the odd-shapes suite compiles for sm_90", "[jit][nvrt
   const auto [traces, kernels] = compile_folder("test/traces/odd");
   CHECK(traces >= 78);
   CHECK(kernels >= 78);
+}
+
+// The GPU test's 1200 wide random graphs (gpu_test.cpp) cover what they claim: every dtype,
+// reductions over every axis of ranks 1 to 4 in every numeric dtype, permutes and broadcasts in
+// every numeric dtype, bool outputs; and a sample of them compiles for sm_90.
+TEST_CASE("the wide random graphs cover every dtype and axis with permutes and broadcasts",
+          "[jit][nvrtc][random]") {
+  constexpr uint64_t kGraphs = 1200;  // as in gpu_test.cpp
+  std::set<std::tuple<DType, size_t, int64_t>> reduced;  // (input dtype, rank, axis)
+  std::set<DType> permuted, broadcast, outputs;
+  int kernels = 0;
+  for (uint64_t seed = 1; seed <= kGraphs; ++seed) {
+    const ir::Graph g = testing::random_graph(seed, testing::RandomGraphs::wide);
+    INFO("wide random graph seed " << seed << "\n" << ir::print(g));
+    for (const ir::Node& n : g.nodes()) {
+      const auto operand = [&](size_t i) -> const ir::Node& { return g.node(n.inputs[i]); };
+      if (ir::op_kind(n.op) == ir::OpKind::reduce) {
+        for (int64_t axis : n.axes) reduced.insert({operand(0).dtype, operand(0).shape.size(), axis});
+      } else if (n.op == ir::Op::permute) {
+        permuted.insert(n.dtype);
+      } else if ((ir::op_kind(n.op) == ir::OpKind::binary || ir::op_kind(n.op) == ir::OpKind::compare) &&
+                 operand(0).shape != operand(1).shape) {
+        broadcast.insert(operand(0).dtype);
+      }
+    }
+    for (ir::NodeId out : g.outputs()) outputs.insert(g.node(out).dtype);
+    if (seed % 40 == 0) kernels += compile_all(g);
+  }
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64}) {
+    INFO(dtype_name(t));
+    CHECK(permuted.count(t) == 1);
+    CHECK(broadcast.count(t) == 1);
+    CHECK(outputs.count(t) == 1);
+    for (size_t rank = 1; rank <= 4; ++rank) {
+      for (int64_t axis = 0; axis < static_cast<int64_t>(rank); ++axis) {
+        INFO("reduction over axis " << axis << " of rank " << rank);
+        CHECK(reduced.count({t, rank, axis}) == 1);
+      }
+    }
+  }
+  CHECK(outputs.count(DType::boolean) == 1);
+  CHECK(kernels >= 30);
 }
 
 TEST_CASE("every kernel of 220 random graphs compiles for sm_90", "[jit][nvrtc][random]") {

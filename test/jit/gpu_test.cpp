@@ -1,6 +1,7 @@
 // GPU differential tests: every op x dtype, 200+ random graphs, the seed workloads and GEMMs,
 // each run on the GPU with poisoned outputs and compared with the CPU reference on fresh random
 // inputs. Tagged [gpu]: they skip, saying so, when no GPU is present.
+#include <cstdlib>
 #include <random>
 
 #include "fusejit/error.h"
@@ -185,6 +186,20 @@ TEST_CASE("200+ random graphs match the reference on the GPU", "[gpu][jit][rando
   for (uint64_t seed = 1; seed <= 240; ++seed) {
     INFO("random graph seed " << seed);
     require_match(testing::random_graph(seed));
+  }
+}
+
+// The wide random graphs (every dtype, rank up to 4, reductions over any axis, permutes,
+// broadcasts, bool outputs: compile_test.cpp checks that they cover all of it). 1,200 of them, or
+// FUSEJIT_RANDOM_GRAPHS (scripts/gpu-check's sanitizer step runs fewer).
+TEST_CASE("1200 wide random graphs match the reference on the GPU", "[gpu][jit][random]") {
+  FUSEJIT_REQUIRE_GPU();
+  uint64_t graphs = 1200;
+  if (const char* n = std::getenv("FUSEJIT_RANDOM_GRAPHS")) graphs = std::strtoull(n, nullptr, 10);
+  REQUIRE(graphs > 0);  // FUSEJIT_RANDOM_GRAPHS must be a positive count
+  for (uint64_t seed = 1; seed <= graphs; ++seed) {
+    INFO("wide random graph seed " << seed);
+    require_match(testing::random_graph(seed, testing::RandomGraphs::wide));
   }
 }
 

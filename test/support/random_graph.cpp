@@ -18,14 +18,23 @@ using ir::Op;
 
 class Builder {
  public:
-  explicit Builder(uint64_t seed) : rng_(seed) {}
+  Builder(uint64_t seed, RandomGraphs kind) : rng_(seed), wide_(kind == RandomGraphs::wide) {}
 
   ir::Graph build() {
-    const DType dtype = pick<DType>({DType::f32, DType::f32, DType::f32, DType::bf16, DType::f16});
-    const int rank = uniform(1, 3);
+    const DType dtype =
+        wide_ ? pick<DType>({DType::f32, DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64})
+              : pick<DType>({DType::f32, DType::f32, DType::f32, DType::bf16, DType::f16});
+    integers_ = is_integral(dtype);
+    const int rank = uniform(1, wide_ ? 4 : 3);
     Shape shape;
     for (int i = 0; i < rank; ++i) shape.push_back(pick<int64_t>({1, 3, 8, 33, 64, 130, 256, 1000}));
-    if (ir::numel(shape) > 300000) shape.back() = 7;
+    // Integer sums stay far from overflow on [-8, 8] inputs when there are few enough terms.
+    const int64_t cap = integers_ ? 65536 : 300000;
+    if (!wide_ && ir::numel(shape) > cap) shape.back() = 7;
+    while (ir::numel(shape) > cap) {
+      auto widest = std::max_element(shape.begin(), shape.end());
+      *widest = *widest > 7 ? 7 : 1;
+    }
 
     values_.push_back(ir::add_input(g_, dtype, shape));
     if (coin()) values_.push_back(ir::add_input(g_, dtype, shape));
@@ -33,12 +42,19 @@ class Builder {
       Shape b = shape;
       if (b.size() > 1 && coin()) b.erase(b.begin());
       else for (auto& d : b) if (coin()) d = 1;
-      values_.push_back(ir::add_input(g_, coin() ? dtype : DType::f32, b));
+      values_.push_back(ir::add_input(g_, integers_ || coin() ? dtype : DType::f32, b));
     }
     const int ops = uniform(2, 9);
     for (int i = 0; i < ops; ++i) step();
     std::vector<NodeId> outs{values_.back()};
-    if (values_.size() > 3 && coin()) {
+    if (wide_ && uniform(0, 5) == 0) {
+      // A bool output. Comparing two computed floats could flip where they are a rounding
+      // apart, so float graphs compare an input, which both sides see exactly.
+      const Op cmp = pick<Op>({Op::lt, Op::ge, Op::eq});
+      const NodeId x = is_integral(node(values_.back()).dtype) ? values_.back() : values_.front();
+      const NodeId y = is_integral(node(x).dtype) ? partner(x) : ir::add_constant(g_, node(x).dtype, 0.25);
+      outs.push_back(ir::add_binary(g_, cmp, x, y));
+    } else if (values_.size() > 3 && coin()) {
       const NodeId other = values_[static_cast<size_t>(uniform(1, static_cast<int>(values_.size()) - 2))];
       if (g_.node(other).op != Op::input) outs.push_back(other);
     }
@@ -63,12 +79,14 @@ class Builder {
     for (NodeId v : values_) {
       const Shape& a = node(x).shape;
       const Shape& b = node(v).shape;
+      if (integers_ && is_integral(node(x).dtype) != is_integral(node(v).dtype)) continue;
       if (ir::broadcasts_to(b, a) || ir::broadcasts_to(a, b)) ok.push_back(v);
     }
     return ok[static_cast<size_t>(uniform(0, static_cast<int>(ok.size()) - 1))];
   }
 
   NodeId safe_unary(NodeId x) {
+    if (is_integral(node(x).dtype)) return ir::add_unary(g_, pick<Op>({Op::neg, Op::abs}), x);
     const Op op = pick<Op>({Op::neg, Op::abs, Op::exp, Op::log, Op::sqrt, Op::rsqrt, Op::sin,
                             Op::cos, Op::tanh, Op::sigmoid, Op::relu, Op::gelu, Op::gelu_tanh,
                             Op::silu, Op::reciprocal});
@@ -92,7 +110,9 @@ class Builder {
       y = safe_unary(x);
     } else if (kind <= 5) {
       const NodeId p = partner(x);
-      const Op op = pick<Op>({Op::add, Op::sub, Op::mul, Op::maximum, Op::minimum, Op::div});
+      // Integers: no products or quotients, which would leave [-8, 8] for overflow or rounding.
+      const Op op = integers_ ? pick<Op>({Op::add, Op::sub, Op::maximum, Op::minimum})
+                              : pick<Op>({Op::add, Op::sub, Op::mul, Op::maximum, Op::minimum, Op::div});
       if (op == Op::div) {
         const NodeId den = ir::add_binary(g_, Op::add, ir::add_unary(g_, Op::abs, p),
                                           ir::add_constant(g_, node(p).dtype, 1.0));
@@ -107,7 +127,9 @@ class Builder {
     } else if (kind == 7) {
       y = view(x);
     } else if (kind == 8) {
-      y = ir::add_cast(g_, x, pick<DType>({DType::f32, DType::bf16, DType::f16}));
+      // Never float to integer: a value one rounding apart on the GPU could truncate differently.
+      y = is_integral(node(x).dtype) ? ir::add_cast(g_, x, pick<DType>({DType::i32, DType::i64, DType::f32}))
+                                     : ir::add_cast(g_, x, pick<DType>({DType::f32, DType::bf16, DType::f16}));
     } else {
       y = reduce(x);
     }
@@ -147,7 +169,7 @@ class Builder {
     if (axes.empty()) return -1;
     const int64_t a = axes[static_cast<size_t>(uniform(0, static_cast<int>(axes.size()) - 1))];
     const int64_t n = s[static_cast<size_t>(a)];
-    switch (uniform(0, 2)) {
+    switch (uniform(0, is_integral(node(x).dtype) ? 1 : 2)) {
       case 0: {
         const int64_t k = uniform(1, static_cast<int>(n) - 1);
         NodeId tail = ir::add_slice(g_, x, a, k, n);
@@ -172,10 +194,15 @@ class Builder {
   NodeId reduce(NodeId x) {
     const Shape s = node(x).shape;
     if (s.empty()) return safe_unary(x);  // nothing left to reduce
-    const Op op = pick<Op>({Op::sum, Op::mean, Op::max, Op::min});
+    const Op op = is_integral(node(x).dtype) ? pick<Op>({Op::sum, Op::max, Op::min})
+                                             : pick<Op>({Op::sum, Op::mean, Op::max, Op::min});
     std::vector<int64_t> axes;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (coin()) axes.push_back(static_cast<int64_t>(i));
+    if (wide_ && coin()) {  // one axis, any of them: leading, middle and last all come up
+      axes.push_back(uniform(0, static_cast<int>(s.size()) - 1));
+    } else {
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (coin()) axes.push_back(static_cast<int64_t>(i));
+      }
     }
     if (axes.empty()) axes.push_back(static_cast<int64_t>(s.size()) - 1);
     // A sum into a handful of values over signed data is ill-conditioned: the result, about
@@ -196,17 +223,21 @@ class Builder {
     const bool keepdim = coin();
     const NodeId r = ir::add_reduce(g_, op, x, axes, keepdim);
     // The normalization pattern: broadcast the result back against its input.
-    if (keepdim && coin()) return ir::add_binary(g_, pick<Op>({Op::sub, Op::mul}), x, r);
+    if (keepdim && coin()) {
+      return ir::add_binary(g_, is_integral(node(x).dtype) ? Op::sub : pick<Op>({Op::sub, Op::mul}), x, r);
+    }
     return r;
   }
 
   std::mt19937_64 rng_;
+  bool wide_ = false;
+  bool integers_ = false;  // an integer graph: only ops that stay exact on small integers
   ir::Graph g_;
   std::vector<NodeId> values_;
 };
 
 }  // namespace
 
-ir::Graph random_graph(uint64_t seed) { return Builder(seed).build(); }
+ir::Graph random_graph(uint64_t seed, RandomGraphs kind) { return Builder(seed, kind).build(); }
 
 }  // namespace fusejit::testing

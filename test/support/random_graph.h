@@ -9,6 +9,11 @@
 
 namespace fusejit::testing {
 
-ir::Graph random_graph(uint64_t seed);
+// `narrow`: f32, bf16 and f16 graphs of rank 1 to 3 (what the older tests were tuned on).
+// `wide`: also i32 and i64 graphs (only ops exact on small integers), rank up to 4, single-axis
+// reductions over any axis, and bool outputs (comparisons); the 1,000+ graph GPU test.
+enum class RandomGraphs { narrow, wide };
+
+ir::Graph random_graph(uint64_t seed, RandomGraphs kind = RandomGraphs::narrow);
 
 }  // namespace fusejit::testing
