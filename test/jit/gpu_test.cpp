@@ -8,6 +8,7 @@
 #include "fusejit/fusejit.h"
 #include "ir/graph.h"
 #include "ir/text.h"
+#include "jit/check.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 #include "support/random_graph.h"
@@ -197,10 +198,24 @@ TEST_CASE("1200 wide random graphs match the reference on the GPU", "[gpu][jit][
   uint64_t graphs = 1200;
   if (const char* n = std::getenv("FUSEJIT_RANDOM_GRAPHS")) graphs = std::strtoull(n, nullptr, 10);
   REQUIRE(graphs > 0);  // FUSEJIT_RANDOM_GRAPHS must be a positive count
+  // A graph whose f16/bf16 result depends on where rounding happens (testing::rounding_sensitive:
+  // cancellation, sin of a large value) is held to the bound with FUSEJIT_ROUNDING=node, the
+  // reference's own rounding; there should be few of them.
+  uint64_t sensitive = 0;
   for (uint64_t seed = 1; seed <= graphs; ++seed) {
     INFO("wide random graph seed " << seed);
-    require_match(testing::random_graph(seed, testing::RandomGraphs::wide));
+    const ir::Graph g = testing::random_graph(seed, testing::RandomGraphs::wide);
+    const std::vector<ir::HostTensor> inputs = jit::random_inputs(g, fresh_seed());
+    testing::GpuCheck c = testing::check_on_gpu(g, inputs, "wide graph");
+    if (!c.pass && testing::rounding_sensitive(g, inputs)) {
+      ++sensitive;
+      c = testing::check_on_gpu(g, inputs, "wide graph, rounding-sensitive", Rounding::node);
+    }
+    INFO(c.detail);
+    CHECK(c.pass);
   }
+  INFO(sensitive << " of " << graphs << " graphs were rounding-sensitive");
+  CHECK(sensitive * 50 <= graphs);
 }
 
 TEST_CASE("normalizations over long rows match on the GPU", "[gpu][jit]") {
@@ -292,7 +307,7 @@ TEST_CASE("a repeated eval reuses the planned and compiled trace", "[gpu][jit][m
   CHECK(ctx.stats().kernels_compiled == 1);
 }
 
-TEST_CASE("running out of GPU memory is a clear error", "[gpu][jit][errors]") {
+TEST_CASE("running out of GPU memory is a clear error", "[gpu][jit][errors][oom]") {
   FUSEJIT_REQUIRE_GPU();
   jit::Runtime& rt = *testing::gpu_runtime();
   REQUIRE_THROWS_WITH(rt.device().allocate(size_t{1} << 50),

@@ -14,8 +14,9 @@
 
 namespace fusejit::testing {
 
-// The process-wide test runtime, or null (with the reason) when there is no GPU.
-jit::Runtime* gpu_runtime(std::string* why = nullptr);
+// The process-wide test runtime, or null (with the reason) when there is no GPU. `rounding`
+// picks one of two runtimes: FUSEJIT_ROUNDING=store (the default) or node.
+jit::Runtime* gpu_runtime(std::string* why = nullptr, Rounding rounding = Rounding::store);
 
 struct GpuCheck {
   bool pass = false;
@@ -27,10 +28,16 @@ struct GpuCheck {
 
 // Runs `g` on the GPU (outputs poisoned with NaN first) and compares each output with the CPU
 // reference within jit::error_bound(g).
-GpuCheck check_on_gpu(const ir::Graph& g, uint64_t seed);
+GpuCheck check_on_gpu(const ir::Graph& g, uint64_t seed, Rounding rounding = Rounding::store);
 // The same on the given inputs (one per graph input, in order); `what` names them in `detail`.
 GpuCheck check_on_gpu(const ir::Graph& g, const std::vector<ir::HostTensor>& inputs,
-                      const std::string& what);
+                      const std::string& what, Rounding rounding = Rounding::store);
+
+// Whether `g`'s outputs on these inputs move by more than half the f16/bf16 bound when its
+// f16/bf16 intermediates are kept in f32 instead of rounded at every node (the reference's way):
+// a graph that cancels or feeds a large value to sin. Its result then depends on where rounding
+// happens, so only FUSEJIT_ROUNDING=node can be held to the reference's bound on it.
+bool rounding_sensitive(const ir::Graph& g, const std::vector<ir::HostTensor>& inputs);
 
 }  // namespace fusejit::testing
 
