@@ -1,4 +1,5 @@
-// fusejit_compile_bench [--arch sm_90] [--repeat R] [--jobs N] [--ptx] [--per-kernel] TRACE...:
+// fusejit_compile_bench [--arch sm_90] [--repeat R] [--jobs N] [--ptx] [--per-kernel]
+//                       [--nvrtc-option OPT]... TRACE...:
 // NVRTC compile latency with a cold cache, on the CPU (no GPU, no kernel cache at all: every
 // kernel goes straight to jit::compile with the options the runtime uses).
 //
@@ -36,7 +37,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: fusejit_compile_bench [--arch sm_90] [--repeat R] [--jobs N] [--ptx] [--per-kernel] "
-    "TRACE...";
+    "[--nvrtc-option OPT]... TRACE...";
 
 struct BenchArgs {
   std::string arch = "sm_90";
@@ -44,6 +45,7 @@ struct BenchArgs {
   int jobs = 1;
   bool ptx = false;
   bool per_kernel = false;
+  std::vector<std::string> extra;  // NVRTC options added to fusejit's own, to measure them
   std::vector<std::string> traces;
 };
 
@@ -68,6 +70,7 @@ BenchArgs parse_args(int argc, char** argv) {
     else if (a == "--jobs" || a == "-j") b.jobs = positive(a, value());
     else if (a == "--ptx") b.ptx = true;
     else if (a == "--per-kernel") b.per_kernel = true;
+    else if (a == "--nvrtc-option") b.extra.push_back(value());
     else if (!a.empty() && a[0] == '-') throw UsageError(fmt::format("unknown option {}; {}", a, kUsage));
     else b.traces.push_back(a);
   }
@@ -113,7 +116,7 @@ Timing time_compile(const templates::Kernel& k, const BenchArgs& b) {
   for (int r = 0; r < b.repeat; ++r) {
     const double cpu0 = thread_cpu_ms();
     const auto wall0 = std::chrono::steady_clock::now();
-    jit::compile(k, b.arch, {.ptx = b.ptx});
+    jit::compile(k, b.arch, {.ptx = b.ptx, .extra = b.extra});
     best.wall_ms = std::min(best.wall_ms, wall_ms_since(wall0));
     best.cpu_ms = std::min(best.cpu_ms, thread_cpu_ms() - cpu0);
   }
@@ -153,7 +156,7 @@ int run(const BenchArgs& b) {
   if (b.jobs > 1) {
     const auto start = std::chrono::steady_clock::now();
     jit::parallel_for(kernels.size(), b.jobs, [&](size_t i) {
-      jit::compile(kernels[i], b.arch, {.ptx = b.ptx});
+      jit::compile(kernels[i], b.arch, {.ptx = b.ptx, .extra = b.extra});
     });
     fmt::print("wall ms for all {} kernels on {} threads: {:.1f}\n", kernels.size(), b.jobs,
                wall_ms_since(start));
