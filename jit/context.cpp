@@ -91,9 +91,62 @@ const Shape& ContextImpl::shape_of(TensorImpl& t) {
   return t.shape;
 }
 
+namespace {
+
+// The blocks of recorded tensors (a TensorImpl and its shared_ptr control block, one
+// allocation), recycled per thread: recording allocates one per op and most die at the next
+// op or eval, so a free list spares malloc and free their share of an op's cost. At most
+// kKeep blocks wait per thread; blocks of other sizes go to the heap as usual.
+class RecycledBlocks {
+ public:
+  static constexpr size_t kKeep = 1024;
+  ~RecycledBlocks() {
+    for (void* p : free_) ::operator delete(p);
+  }
+  void* take(size_t bytes) {
+    if (bytes == size_ && !free_.empty()) {
+      void* p = free_.back();
+      free_.pop_back();
+      return p;
+    }
+    return ::operator new(bytes);
+  }
+  void give(void* p, size_t bytes) {
+    if (size_ == 0) size_ = bytes;
+    if (bytes == size_ && free_.size() < kKeep) {
+      free_.push_back(p);
+    } else {
+      ::operator delete(p);
+    }
+  }
+
+ private:
+  size_t size_ = 0;  // the one block size kept (allocate_shared's, fixed by the build)
+  std::vector<void*> free_;
+};
+
+RecycledBlocks& recycled_blocks() {
+  thread_local RecycledBlocks blocks;
+  return blocks;
+}
+
+template <class T>
+struct RecyclingAllocator {
+  using value_type = T;
+  RecyclingAllocator() = default;
+  template <class U>
+  RecyclingAllocator(const RecyclingAllocator<U>&) {}  // NOLINT: rebinding is implicit
+  T* allocate(size_t n) { return static_cast<T*>(recycled_blocks().take(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { recycled_blocks().give(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const RecyclingAllocator<U>&) const { return true; }
+};
+
+}  // namespace
+
 std::shared_ptr<TensorImpl> ContextImpl::record(ir::NodeSpec&& spec) {
   const ir::NodeId id = trace.add(std::move(spec));
-  auto t = std::make_shared<TensorImpl>();
+  auto t = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
   t->ctx = this;
   t->dtype = trace.node(id).dtype;
   t->shape_in_trace = true;
