@@ -29,7 +29,8 @@ constexpr int kUsageStatus = 2;
 std::string version_text() { return fmt::format("fusejit {}", FUSEJIT_VERSION_STRING); }
 
 // CLI11's own words, where they are unclear, in ours: "--iters: 1 required N in 1..1000000
-// missing" names the option and what it accepts; "The following argument was not expected"
+// missing" names the option and what it accepts, "--iters: At Most 1 required but received 2"
+// says it was given twice; "The following argument was not expected"
 // says whether it is an unknown option or one argument too many.
 std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   const std::string what = e.what();
@@ -42,6 +43,9 @@ std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   }
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
     const size_t colon = what.find(": ");
+    if (colon != std::string::npos && what.find(": At Most 1 required") == colon) {
+      return fmt::format("{} given more than once; it takes one value", what.substr(0, colon));
+    }
     if (colon != std::string::npos && what.ends_with(" missing")) {
       const std::string name = what.substr(0, colon);
       if (const CLI::Option* opt = app.get_option_no_throw(name)) {
@@ -83,8 +87,16 @@ int main(int argc, char** argv) {
                         std::printf("%s\n", version_text().c_str());
                         return 0;
                       }});
-  // `fusejit help` is `fusejit --help`; `fusejit` alone is a usage error that shows the help.
-  if (argc >= 2 && !std::strcmp(argv[1], "help") && argc == 2) {
+  // `fusejit help [COMMAND]` is `fusejit [COMMAND] --help`; `fusejit` alone is a usage error
+  // that shows the help.
+  if (argc >= 2 && !std::strcmp(argv[1], "help")) {
+    for (const tools::Command& c : commands) {
+      if (argc == 3 && c.app->get_name() == argv[2]) {
+        std::fputs(c.app->help("fusejit").c_str(), stdout);
+        return 0;
+      }
+    }
+    if (argc > 2) return usage_error(app, fmt::format("help: no command '{}'", argv[2]));
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }

@@ -121,7 +121,7 @@ Command add_plan_command(CLI::App& tool) {
                 "one JSON object: kernels, library_calls, regions (kind, ops, inputs, outputs, "
                 "epilogue), and dynamic for a trace with dynamic dims");
   add_dim_option(*app, args->dims);
-  app->add_option("TRACE", args->path, "the trace file")->required();
+  app->add_option("TRACE", args->path, "the trace file")->type_name("FILE")->required();
   return {app, [args] { return plan(*args); }};
 }
 

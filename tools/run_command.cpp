@@ -1,7 +1,8 @@
-// fusejit run [--check] [--iters N] [--dim NAME=VALUE]... [--static] TRACE: runs a trace on the GPU on fresh random inputs,
-// prints each step's time and achieved bandwidth (or GEMM rate) next to the device-to-device
-// copy bandwidth measured in the same run, and with --check compares every output with the CPU
-// reference (outputs poisoned with NaN before the checked run).
+// fusejit run [--check] [--check-rows R] [--iters N] [--dim NAME=VALUE]... [--static] TRACE: runs
+// a trace on the GPU on fresh random inputs, prints each step's time and achieved bandwidth (or
+// GEMM rate) next to the device-to-device copy bandwidth measured in the same run, and with
+// --check compares every output with the CPU reference (outputs poisoned with NaN before the
+// checked run).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -152,7 +153,7 @@ Command add_run_command(CLI::App& tool) {
   app->add_flag("--static", args->specialize,
                 "for a trace with dynamic dims: compile it for the --dim sizes alone, to compare "
                 "with the kernels that serve every size");
-  app->add_option("TRACE", args->path, "the trace file")->required();
+  app->add_option("TRACE", args->path, "the trace file")->type_name("FILE")->required();
   return {app, [args] { return run(*args); }};
 }
 

@@ -372,6 +372,7 @@ Command add_warm_command(CLI::App& tool) {
       ->check(whole_number(1, kMaxJobs));
   app->add_flag("--ptx", args->ptx, "keep each kernel's PTX next to its CUBIN");
   app->add_option("PATH", args->paths, "trace files, or folders searched for *.trace")
+      ->type_name("FILE|DIR")
       ->required();
   return {app, [args] { return warm(*args); }};
 }

@@ -211,6 +211,7 @@ TEST_CASE("a bad command line exits 2 and names the option, the value and what i
       {"warm -j 0 " + t, {"--jobs: 0 is out of range", "1 to 1024"}},
       {"warm " + t + " -j", {"--jobs needs a value", "N in 1..1024"}},
       {"warm --jobs 2x " + t, {"--jobs: '2x' is not a whole number"}},
+      {"run --iters 5 --iters 6 " + t, {"--iters given more than once"}},
       // Unknown options and commands, missing and extra arguments.
       {"plan --frobnicate " + t, {"fusejit plan: error: unknown option --frobnicate"}},
       {"warm --frobnicate " + t, {"fusejit warm: error: unknown option --frobnicate"}},
@@ -258,8 +259,11 @@ TEST_CASE("every command takes --help and -h, and lists its options", "[tools][h
       for (const std::string& m : c.mentions) CHECK(r.out.find(m) != std::string::npos);
     }
   }
-  // `fusejit help` is `fusejit --help`; `fusejit` alone shows it on stderr, as a usage error.
+  // `fusejit help [COMMAND]` is `fusejit [COMMAND] --help`; `fusejit` alone shows the help on
+  // stderr, as a usage error.
   CHECK(run("help", "", "2>/dev/null").out == run("--help", "", "2>/dev/null").out);
+  CHECK(run("help warm", "", "2>/dev/null").out == run("warm --help", "", "2>/dev/null").out);
+  CHECK(run("help frobnicate").status == 2);
   const Result bare = run("", "", "2>&1 >/dev/null");
   CHECK(bare.status == 2);
   CHECK(bare.out.find("Usage: fusejit") != std::string::npos);
