@@ -269,7 +269,7 @@ TEST_CASE("every command takes --help and -h, and lists its options", "[tools][h
   CHECK(bare.out.find("Usage: fusejit") != std::string::npos);
 }
 
-TEST_CASE("--version and the version command print the version", "[tools][help]") {
+TEST_CASE("version: --version and the version command print it", "[tools][help]") {
   const Result flag = run("--version", "", "2>/dev/null");
   CHECK(flag.status == 0);
   CHECK(std::regex_match(flag.out, std::regex("fusejit [0-9]+\\.[0-9]+\\.[0-9]+\n")));
