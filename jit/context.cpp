@@ -9,6 +9,7 @@
 
 #include "fusejit/context.h"
 #include "fusejit/error.h"
+#include "fusion/pipeline.h"
 #include "ir/hash.h"
 #include "ir/interp.h"
 #include "jit/dump.h"
@@ -17,6 +18,7 @@
 #include "ir/text.h"
 #include "ir/shape.h"
 #include "jit/context_impl.h"
+#include "jit/executor.h"
 #include "jit/kernel_cache.h"
 #include "jit/log.h"
 #include "templates/target.h"
@@ -33,12 +35,13 @@ std::string no_gpu_dump_arch(const Options& options) {
   return options.arch.empty() ? kNoGpuDumpArch : options.arch;
 }
 
-// Without a GPU eval runs the CPU reference and plans nothing, yet everything FUSEJIT_DUMP asks
-// for but a GPU's own numbers can be made: the trace is planned and its kernels generated as
-// for a GPU of FUSEJIT_ARCH (default kNoGpuDumpArch), and dumped as a GPU eval dumps them
-// (jit/dump.h; .cu and .ptx by the kernel cache). The kernel cache keeps nothing on disk here,
-// and NVRTC runs only when the PTX is asked for. Dumping is a debugging aid: a failure to dump
-// is a warning, never a failed eval.
+// Without a GPU eval runs the CPU reference and plans nothing, yet nothing FUSEJIT_DUMP asks for
+// needs a GPU to make: the trace is planned and its kernels generated as for a GPU of
+// FUSEJIT_ARCH (default kNoGpuDumpArch), then dumped as a GPU eval dumps them (jit/dump.h; the
+// .cu and .ptx files by the kernel cache, which keeps nothing on disk here). NVRTC runs only
+// when the PTX is asked for. Every eval dumps (a GPU eval dumps on a trace-memo miss; the files
+// of one trace have the same names). Dumping is a debugging aid: a failure to dump is a
+// warning, never a failed eval.
 void dump_without_gpu(const Options& options, spdlog::logger& log, const ir::Graph& g) {
   if (!options.dump.any()) return;
   const std::string arch = no_gpu_dump_arch(options);
