@@ -84,7 +84,7 @@ std::vector<std::string> target_archs(const WarmArgs& w, const Options& options)
       std::string list;
       for (const std::string& s : supported) list += (list.empty() ? "" : ", ") + s;
       bad_arch(arch, fmt::format("NVRTC {} cannot target {}; it targets {}",
-                                       jit::nvrtc_version_string(), arch, list));
+                                 jit::nvrtc_version_string(), arch, list));
     }
   }
   return archs;

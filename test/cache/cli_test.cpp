@@ -218,6 +218,11 @@ TEST_CASE("warm: several archs, FUSEJIT_ARCH, failures and bad arguments", "[cac
   for (const char* arch : {"sm_80: 1 entries", "sm_86: 1 entries", "sm_90: 1 entries"}) {
     CHECK_THAT(r.out, ContainsSubstring(arch));
   }
+  // --arch repeated, and spelled --arch=LIST, adds to the list.
+  r = run_cli("warm --arch sm_80 --arch=sm_86,sm_90 --cache-dir " + dir.str("repeated") + " " +
+              one);
+  CHECK(r.status == 0);
+  CHECK(summary(r).compiled == 3);
   // The cache directory from the environment, as a run would use it.
   r = run_cli("warm --arch sm_90 " + one, "FUSEJIT_CACHE_DIR=" + cache_dir);
   CHECK(summary(r).cached == 1);
