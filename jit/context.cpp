@@ -9,6 +9,7 @@
 
 #include "fusejit/context.h"
 #include "fusejit/error.h"
+#include "fusion/pipeline.h"
 #include "ir/hash.h"
 #include "ir/interp.h"
 #include "jit/dump.h"
@@ -17,9 +18,63 @@
 #include "ir/text.h"
 #include "ir/shape.h"
 #include "jit/context_impl.h"
+#include "jit/executor.h"
+#include "jit/kernel_cache.h"
 #include "jit/log.h"
+#include "templates/target.h"
 
 namespace fusejit {
+
+namespace {
+
+// The arch FUSEJIT_DUMP writes for when there is no GPU and FUSEJIT_ARCH names none (the
+// default `fusejit plan` and `fusejit warm` use too).
+constexpr const char* kNoGpuDumpArch = "sm_90";
+
+std::string no_gpu_dump_arch(const Options& options) {
+  return options.arch.empty() ? kNoGpuDumpArch : options.arch;
+}
+
+// Without a GPU eval runs the CPU reference and plans nothing, yet nothing FUSEJIT_DUMP asks for
+// needs a GPU to make: the trace is planned and its kernels generated as for a GPU of
+// FUSEJIT_ARCH (default kNoGpuDumpArch), then dumped as a GPU eval dumps them (jit/dump.h; the
+// .cu and .ptx files by the kernel cache, which keeps nothing on disk here). NVRTC runs only
+// when the PTX is asked for. Every eval dumps (a GPU eval dumps on a trace-memo miss; the files
+// of one trace have the same names). Dumping is a debugging aid: a failure to dump is a
+// warning, never a failed eval.
+void dump_without_gpu(const Options& options, spdlog::logger& log, const ir::Graph& g) {
+  if (!options.dump.any()) return;
+  const std::string arch = no_gpu_dump_arch(options);
+  try {
+    Options memory_only = options;
+    memory_only.cache = CacheMode::memory;
+    memory_only.require_warm = false;
+    jit::KernelCache::Compiler source_only;  // empty: NVRTC
+    if (!options.dump.ptx) {
+      source_only = [](const templates::Kernel& k, std::string_view, const jit::CompileOptions&) {
+        return jit::CompiledKernel{k.name, "", "", ""};
+      };
+    }
+    jit::KernelCache kernels(memory_only, log, source_only, options.dump.ptx);
+    const jit::KernelLoader loader{
+        [](const templates::Kernel&) { return std::shared_ptr<jit::LoadedKernel>(); },
+        [&](const templates::Kernel& k) { return jit::ObtainedKernel{kernels.get(k, arch)}; },
+        [](const templates::Kernel& k, const jit::ObtainedKernel&) {
+          auto unloaded = std::make_shared<jit::LoadedKernel>();  // no module: nothing to launch
+          unloaded->kernel = k;
+          return unloaded;
+        }};
+    const jit::Executable exe =
+        jit::build_executable(fusion::make_plan(g, jit::plan_options(options)), loader,
+                              jit::build_options(options, templates::target_for_arch(arch)));
+    jit::dump_eval(options, g, exe);
+  } catch (const Error& e) {
+    log.warn("FUSEJIT_DUMP without a GPU: could not dump the plan and kernels for {}: {}", arch,
+             e.what());
+  }
+}
+
+}  // namespace
 
 namespace detail {
 
@@ -189,6 +244,7 @@ std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_gpu(
 
 std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_cpu(
     const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into) {
+  dump_without_gpu(options, *log, g);
   std::vector<ir::HostTensor> inputs;
   inputs.reserve(bound.size());
   for (const auto& s : bound) inputs.push_back(host_of(*s));
@@ -293,6 +349,11 @@ Context::Context(Options options, Placement placement)
                        why);
     } else {
       impl_->log->info("no GPU ({}): eval runs the CPU reference", why);
+    }
+    if (impl_->options.dump.any()) {
+      impl_->log->info("no GPU: FUSEJIT_DUMP writes the plan and kernels of each eval as for {} "
+                       "(FUSEJIT_ARCH)",
+                       no_gpu_dump_arch(impl_->options));
     }
   }
 }

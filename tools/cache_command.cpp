@@ -6,8 +6,10 @@
 //   prune   removes unsound entries and stale temporary/lock files, then evicts least recently
 //           used entries down to the cap
 //   clear   removes every entry (and only what fusejit wrote)
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -21,34 +23,20 @@ namespace fusejit::tools {
 
 namespace {
 
-constexpr const char* kCacheUsage = "usage: fusejit cache stats|verify|prune|clear [--cache-dir D]";
-
 std::string megabytes(uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
-}  // namespace
+struct CacheArgs {
+  std::string action;
+  std::string dir;
+};
 
-int cache_command(const Args& args) {
-  std::string action, dir;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--cache-dir") {
-      if (i + 1 >= args.size())
-        throw UsageError(fmt::format("cache: --cache-dir needs a value; {}", kCacheUsage));
-      dir = args[++i];
-    } else if (!args[i].empty() && args[i][0] == '-') {
-      throw UsageError(fmt::format("cache: unknown option {}; {}", args[i], kCacheUsage));
-    } else if (action.empty()) {
-      action = args[i];
-    } else {
-      throw UsageError(fmt::format("cache: one action at a time; {}", kCacheUsage));
-    }
-  }
-  if (action != "stats" && action != "verify" && action != "prune" && action != "clear") {
-    throw UsageError(action.empty()
-                    ? fmt::format("cache: no action given; {}", kCacheUsage)
-                    : fmt::format("cache: unknown action '{}'; {}", action, kCacheUsage));
-  }
+const std::vector<std::string> kActions = {"stats", "verify", "prune", "clear"};
+
+int cache(const CacheArgs& args) {
+  const std::string& action = args.action;
+  const std::string& dir = args.dir;
   const Options options = options_from_env();
   auto log = jit::make_logger(options.log_level);
   cache::DiskStore::Config config;
@@ -96,6 +84,32 @@ int cache_command(const Args& args) {
   const int64_t removed = store.clear();
   fmt::print("cleared {}: {} entries removed\n", config.dir, removed);
   return 0;
+}
+
+}  // namespace
+
+Command add_cache_command(CLI::App& tool) {
+  auto args = std::make_shared<CacheArgs>();
+  CLI::App* app = tool.add_subcommand(
+      "cache",
+      "Inspect and maintain the disk kernel cache (FUSEJIT_CACHE_DIR; the cap is "
+      "FUSEJIT_CACHE_MAX_MB). stats: entries, bytes, the cap, entries per arch. verify: read "
+      "every entry in full, print each unsound one on a line of its own, exit 1 when there is "
+      "any. prune: remove unsound entries and stale temporary or lock files, then evict least "
+      "recently used entries down to the cap. clear: remove every entry.");
+  app->add_option("ACTION", args->action, "what to do")
+      ->required()
+      ->type_name("stats|verify|prune|clear")
+      ->check(CLI::Validator(
+          [](std::string& action) -> std::string {
+            if (std::find(kActions.begin(), kActions.end(), action) != kActions.end()) return "";
+            return fmt::format("unknown action '{}'; expected stats, verify, prune or clear",
+                               action);
+          },
+          ""));
+  app->add_option("--cache-dir", args->dir, "the cache directory (default: FUSEJIT_CACHE_DIR)")
+      ->type_name("D");
+  return {app, [args] { return cache(*args); }};
 }
 
 }  // namespace fusejit::tools

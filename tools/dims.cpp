@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "fusejit/error.h"
 #include "tools/commands.h"
 
 namespace fusejit::tools {
@@ -24,13 +23,21 @@ ir::Bindings dim_values(const ir::SymbolicGraph& trace, const std::vector<std::s
     if (it == trace.symbols.end() || !number) {
       std::string known;
       for (const ir::Symbol& s : trace.symbols) known += (known.empty() ? "" : ", ") + s.name;
-      throw UsageError(fmt::format("--dim {}: expected NAME=VALUE with NAME a dynamic dim of the "
+      throw BadArguments(fmt::format("--dim {}: expected NAME=VALUE with NAME a dynamic dim of the "
                                    "trace ({}) and VALUE a positive integer",
                                    d, known.empty() ? "it has none" : known));
     }
     values[static_cast<size_t>(it - trace.symbols.begin())] = value;
   }
   return values;
+}
+
+void add_dim_option(CLI::App& app, std::vector<std::string>& dims) {
+  app.add_option("--dim", dims,
+                 "the size of a dynamic dim of the trace (repeat for each; default: the "
+                 "trace's example sizes)")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false);
 }
 
 std::string dims_text(const ir::SymbolicGraph& trace, const ir::Bindings& values) {

@@ -1,38 +1,67 @@
-// fusejit: the command-line tool. See `fusejit help`.
+// fusejit: the command-line tool. See `fusejit --help`, and `fusejit COMMAND --help`.
+//
+// main() parses with CLI11 and maps every outcome to an exit status (tools/commands.h):
+// CLI11's parse errors and tools::BadArguments are usage errors (2); any exception from the
+// library is a failure (1), printed as "fusejit COMMAND: error: ...".
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
+#include <vector>
 
-#include "fusejit/error.h"
+#include <fmt/format.h>
+
 #include "fusejit/version.h"
 #include "tools/commands.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: fusejit COMMAND [ARGS]
+constexpr const char* kFooter = R"(
+Exit status: 0 done; 1 a failure (an error from fusejit, a kernel that did not warm, an unsound
+cache entry, a --check that failed); 2 a usage error (an unknown command or option, a bad or
+missing value).
 
-commands:
-  plan [--json] TRACE     print the fusion plan: regions, ops, kernels, library calls, and why
-                          each cut was made (no GPU needed)
-  run [--check] [--check-rows R] [--iters N] TRACE
-                          run a trace on the GPU on fresh random inputs; print each kernel's
-                          time and achieved GB/s or TFLOP/s next to the device-to-device copy
-                          bandwidth; --check compares every output with the CPU reference
-                          (large traces on R sampled indices, default 64, of an output
-                          axis they are separable along: rows, columns, a transpose's rows)
-  warm [--arch sm_90,...] [--cache-dir D] [--jobs|-j N] [--ptx] PATH...
-                          compile every kernel of the traces (files, or folders of *.trace)
-                          into the disk cache, with or without a GPU, on N threads (default:
-                          one per hardware thread), showing progress on stderr; --ptx keeps
-                          the PTX next to each CUBIN (an arch compute_XX gives PTX only); ends
-                          with `compiled: N  cached: M  failed: K`
-  cache stats|verify|prune|clear [--cache-dir D]
-                          inspect and maintain the disk kernel cache: counts per arch, check
-                          every entry, remove unsound ones and evict to the cap, empty it
-  version                 print the version
+Environment: FUSEJIT_LOG, FUSEJIT_DUMP, FUSEJIT_DISABLE, FUSEJIT_CACHE_DIR, FUSEJIT_ARCH, ...
+(see README.md).)";
 
-Environment: FUSEJIT_LOG, FUSEJIT_DUMP, FUSEJIT_DISABLE, ... (see README.md).
-)";
+constexpr int kUsageStatus = 2;
+
+std::string version_text() { return fmt::format("fusejit {}", FUSEJIT_VERSION_STRING); }
+
+// CLI11's own words, where they are unclear, in ours: "--iters: 1 required N in 1..1000000
+// missing" names the option and what it accepts, "--iters: At Most 1 required but received 2"
+// says it was given twice; "The following argument was not expected"
+// says whether it is an unknown option or one argument too many.
+std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
+  const std::string what = e.what();
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    const std::vector<std::string> extras = app.remaining();
+    if (!extras.empty() && extras.front().size() > 1 && extras.front()[0] == '-') {
+      return fmt::format("unknown option {}", extras.front());
+    }
+    if (!extras.empty()) return fmt::format("unexpected argument '{}'", extras.front());
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
+    const size_t colon = what.find(": ");
+    if (colon != std::string::npos && what.find(": At Most 1 required") == colon) {
+      return fmt::format("{} given more than once; it takes one value", what.substr(0, colon));
+    }
+    if (colon != std::string::npos && what.ends_with(" missing")) {
+      const std::string name = what.substr(0, colon);
+      if (const CLI::Option* opt = app.get_option_no_throw(name)) {
+        return fmt::format("{} needs a value: {}", name, opt->get_type_name());
+      }
+    }
+  }
+  return what;
+}
+
+int usage_error(const CLI::App& app, const std::string& message) {
+  const std::string path = app.get_parent() ? "fusejit " + app.get_name() : "fusejit";
+  std::fprintf(stderr, "%s: error: %s\nRun `%s --help` for the options.\n", path.c_str(),
+               message.c_str(), path.c_str());
+  return kUsageStatus;
+}
 
 }  // namespace
 
@@ -43,29 +72,79 @@ fusejit::Options fusejit::tools::options_from_env() {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
-      !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  const std::string command = argv[1];
-  const fusejit::tools::Args args(argv + 2, argv + argc);
-  try {
-    if (command == "plan") return fusejit::tools::plan_command(args);
-    if (command == "run") return fusejit::tools::run_command(args);
-    if (command == "warm") return fusejit::tools::warm_command(args);
-    if (command == "cache") return fusejit::tools::cache_command(args);
-    if (command == "version") {
-      std::printf("fusejit %s\n", FUSEJIT_VERSION_STRING);
-      return 0;
+  namespace tools = fusejit::tools;
+  CLI::App app("fusejit: a just-in-time kernel-fusion engine for NVIDIA GPUs; this tool plans, "
+               "runs and warms traces and looks after the kernel cache.",
+               "fusejit");
+  app.set_version_flag("--version", version_text(), "print the version and exit");
+  app.footer(kFooter);
+  app.require_subcommand(1);
+  std::vector<tools::Command> commands = {tools::add_plan_command(app), tools::add_run_command(app),
+                                          tools::add_warm_command(app),
+                                          tools::add_cache_command(app)};
+  CLI::App* version = app.add_subcommand("version", "Print the version.");
+  commands.push_back({version, [] {
+                        std::printf("%s\n", version_text().c_str());
+                        return 0;
+                      }});
+  // `fusejit help [COMMAND]` is `fusejit [COMMAND] --help`; `fusejit` alone is a usage error
+  // that shows the help.
+  if (argc >= 2 && !std::strcmp(argv[1], "help")) {
+    for (const tools::Command& c : commands) {
+      if (argc == 3 && c.app->get_name() == argv[2]) {
+        std::fputs(c.app->help("fusejit").c_str(), stdout);
+        return 0;
+      }
     }
-    std::fprintf(stderr, "fusejit: unknown command '%s'\n\n%s", command.c_str(), kUsage);
-    return 2;
-  } catch (const fusejit::Error& e) {
-    std::fprintf(stderr, "fusejit %s: error: %s\n", command.c_str(), e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fusejit %s: %s\n", command.c_str(), e.what());
-    return 3;
+    if (argc > 2) return usage_error(app, fmt::format("help: no command '{}'", argv[2]));
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
   }
+  if (argc < 2) {
+    std::fputs(app.help().c_str(), stderr);
+    return kUsageStatus;
+  }
+  // Before the command: its name, or the tool's own --help and --version.
+  const std::string first = argv[1];
+  std::string known;
+  bool found = first == "-h" || first == "--help" || first == "--version";
+  for (const tools::Command& c : commands) {
+    known += (known.empty() ? "" : ", ") + c.app->get_name();
+    found = found || c.app->get_name() == first;
+  }
+  if (!found && first[0] == '-') {
+    return usage_error(app, fmt::format("unknown option {}; the options before a command are "
+                                        "--help and --version",
+                                        first));
+  }
+  if (!found) {
+    return usage_error(app, fmt::format("unknown command '{}'; the commands are {}", first, known));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // The subcommand being parsed, when there is one, names the error.
+    const CLI::App* where = &app;
+    for (const tools::Command& c : commands) {
+      if (c.app->parsed()) where = c.app;
+    }
+    return usage_error(*where, parse_error_text(*where, e));
+  }
+
+  for (const tools::Command& c : commands) {
+    if (!c.app->parsed()) continue;
+    const std::string name = c.app->get_name();
+    try {
+      return c.run();
+    } catch (const tools::BadArguments& e) {
+      return usage_error(*c.app, e.what());
+    } catch (const std::exception& e) {  // fusejit::Error, and anything else from the library
+      std::fflush(stdout);
+      std::fprintf(stderr, "fusejit %s: error: %s\n", name.c_str(), e.what());
+      return 1;
+    }
+  }
+  return usage_error(app, "no command given");  // require_subcommand makes this unreachable
 }

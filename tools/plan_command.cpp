@@ -2,11 +2,11 @@
 // a trace with dynamic dims, the plan at those sizes (default: the examples) and which regions
 // take the sizes at run time.
 #include <cstdio>
+#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
 
-#include "fusejit/error.h"
 #include "fusejit/options.h"
 #include "fusion/pipeline.h"
 #include "fusion/plan_print.h"
@@ -71,22 +71,16 @@ std::string dynamic_json(const ir::SymbolicGraph& trace, const jit::DynamicPlan&
   return fmt::format("\"dynamic\": {{\"dims\": [{}], \"regions\": [{}]}}", dims, regions);
 }
 
-}  // namespace
-
-int plan_command(const Args& args) {
+struct PlanArgs {
   bool json = false;
-  std::string path;
   std::vector<std::string> dims;
-  const std::string usage = "usage: fusejit plan [--json] [--dim NAME=VALUE]... TRACE";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--json") json = true;
-    else if (a == "--dim" && i + 1 < args.size()) dims.push_back(args[++i]);
-    else if (!a.empty() && a[0] == '-') throw UsageError("plan: unknown option " + a + "; " + usage);
-    else if (path.empty()) path = a;
-    else throw UsageError("plan: one trace at a time; " + usage);
-  }
-  if (path.empty()) throw UsageError("plan: no trace given; " + usage);
+  std::string path;
+};
+
+int plan(const PlanArgs& args) {
+  const bool json = args.json;
+  const std::string& path = args.path;
+  const std::vector<std::string>& dims = args.dims;
   const Options options = options_from_env();
   const ir::SymbolicGraph trace = ir::parse_symbolic_file(path);
   const ir::Bindings values = dim_values(trace, dims);
@@ -112,6 +106,23 @@ int plan_command(const Args& args) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
   return 0;
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& tool) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* app = tool.add_subcommand(
+      "plan",
+      "Print the fusion plan of a trace: regions, their ops, kernels and library calls, and why "
+      "each cut was made (no GPU needed). For a trace with dynamic dims, the plan at the --dim "
+      "sizes and which regions take the sizes at run time.");
+  app->add_flag("--json", args->json,
+                "one JSON object: kernels, library_calls, regions (kind, ops, inputs, outputs, "
+                "epilogue), and dynamic for a trace with dynamic dims");
+  add_dim_option(*app, args->dims);
+  app->add_option("TRACE", args->path, "the trace file")->type_name("FILE")->required();
+  return {app, [args] { return plan(*args); }};
 }
 
 }  // namespace fusejit::tools

@@ -1,10 +1,12 @@
-// fusejit run [--check] [--iters N] [--dim NAME=VALUE]... [--static] TRACE: runs a trace on the GPU on fresh random inputs,
-// prints each step's time and achieved bandwidth (or GEMM rate) next to the device-to-device
-// copy bandwidth measured in the same run, and with --check compares every output with the CPU
-// reference (outputs poisoned with NaN before the checked run).
+// fusejit run [--check] [--check-rows R] [--iters N] [--dim NAME=VALUE]... [--static] TRACE: runs
+// a trace on the GPU on fresh random inputs, prints each step's time and achieved bandwidth (or
+// GEMM rate) next to the device-to-device copy bandwidth measured in the same run, and with
+// --check compares every output with the CPU reference (outputs poisoned with NaN before the
+// checked run).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 
 #include <fmt/format.h>
@@ -21,25 +23,27 @@
 
 namespace fusejit::tools {
 
+namespace {
 
-int run_command(const Args& args) {
+struct RunArgs {
   bool check = false;
   int iters = 20;
   int64_t check_rows = 64;
-  std::string path;
   std::vector<std::string> dims;
-  bool specialize = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--check") check = true;
-    else if (args[i] == "--static") specialize = true;
-    else if (args[i] == "--dim" && i + 1 < args.size()) dims.push_back(args[++i]);
-    else if (args[i] == "--iters" && i + 1 < args.size()) iters = std::max(1, std::stoi(args[++i]));
-    else if (args[i] == "--check-rows" && i + 1 < args.size()) check_rows = std::max(2, std::stoi(args[++i]));
-    else if (!args[i].empty() && args[i][0] == '-') throw UsageError("run: unknown option " + args[i] + "; usage: fusejit run [--check] [--iters N] [--dim NAME=VALUE]... [--static] TRACE");
-    else if (path.empty()) path = args[i];
-    else throw UsageError("run: one trace at a time");
-  }
-  if (path.empty()) throw UsageError("run: no trace given; usage: fusejit run [--check] TRACE");
+  bool specialize = false;  // --static
+  std::string path;
+};
+
+constexpr int64_t kMaxIters = 1000000;
+constexpr int64_t kMaxCheckRows = int64_t{1} << 24;
+
+int run(const RunArgs& args) {
+  const bool check = args.check;
+  const int iters = args.iters;
+  const int64_t check_rows = args.check_rows;
+  const std::string& path = args.path;
+  const std::vector<std::string>& dims = args.dims;
+  const bool specialize = args.specialize;
 
   // A trace with dynamic dims runs at the --dim sizes (default: its examples), through the plan
   // and kernels that serve every size, as an eval at a new size would.
@@ -48,7 +52,7 @@ int run_command(const Args& args) {
   const ir::Graph g = ir::instantiate(trace->graph, trace->symbols, values);
   std::string why;
   const auto info = jit::probe_device(&why);
-  if (!info) throw UsageError("run: no GPU: " + why + "; `fusejit plan` works without one");
+  if (!info) throw Error("no GPU: " + why + "; `fusejit plan` works without one");
   const Options options = options_from_env();
   auto log = jit::make_logger(options.log_level);
   Context::Stats stats;
@@ -123,6 +127,34 @@ int run_command(const Args& args) {
              check ? (failures ? "FAIL" : "pass") : "skipped", total_ms, bw / 1e9, copy_bw / 1e9,
              100.0 * bw / copy_bw);
   return failures ? 1 : 0;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& tool) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* app = tool.add_subcommand(
+      "run",
+      "Run a trace on the GPU on fresh random inputs; print each kernel's time and achieved "
+      "GB/s or TFLOP/s next to the device-to-device copy bandwidth. Exits 1 when --check finds "
+      "an output out of bounds.");
+  app->add_flag("--check", args->check,
+                "compare every output with the CPU reference (outputs poisoned with NaN first; "
+                "large traces on sampled indices of an output axis they are separable along)");
+  app->add_option("--check-rows", args->check_rows,
+                  "indices sampled along that axis when the trace is large (default 64)")
+      ->type_name(number_type("R", 2, kMaxCheckRows))
+      ->check(whole_number(2, kMaxCheckRows));
+  app->add_option("--iters", args->iters,
+                  "timed runs of each step after warm-up; the median is reported (default 20)")
+      ->type_name(number_type("N", 1, kMaxIters))
+      ->check(whole_number(1, kMaxIters));
+  add_dim_option(*app, args->dims);
+  app->add_flag("--static", args->specialize,
+                "for a trace with dynamic dims: compile it for the --dim sizes alone, to compare "
+                "with the kernels that serve every size");
+  app->add_option("TRACE", args->path, "the trace file")->type_name("FILE")->required();
+  return {app, [args] { return run(*args); }};
 }
 
 }  // namespace fusejit::tools

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -46,9 +47,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kWarmUsage =
-    "usage: fusejit warm [--arch sm_90,sm_80] [--cache-dir D] [--jobs N] [--ptx] PATH...";
-
 struct WarmArgs {
   std::vector<std::string> archs;
   std::string cache_dir;
@@ -57,41 +55,8 @@ struct WarmArgs {
   std::vector<std::string> paths;
 };
 
-WarmArgs parse_args(const Args& args) {
-  WarmArgs w;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size())
-        throw UsageError(fmt::format("warm: {} needs a value; {}", a, kWarmUsage));
-      return args[++i];
-    };
-    if (a == "--arch") {
-      std::string list = value();
-      for (size_t start = 0; start <= list.size();) {
-        size_t end = std::min(list.find(',', start), list.size());
-        if (end > start) w.archs.push_back(list.substr(start, end - start));
-        start = end + 1;
-      }
-    } else if (a == "--cache-dir") {
-      w.cache_dir = value();
-    } else if (a == "--jobs" || a == "-j") {
-      const std::string& n = value();
-      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1) {
-        throw UsageError(fmt::format("warm: --jobs {}: expected a whole number, at least 1", n));
-      }
-      w.jobs = std::stoi(n);
-    } else if (a == "--ptx") {
-      w.ptx = true;
-    } else if (!a.empty() && a[0] == '-') {
-      throw UsageError(fmt::format("warm: unknown option {}; {}", a, kWarmUsage));
-    } else {
-      w.paths.push_back(a);
-    }
-  }
-  if (w.paths.empty()) throw UsageError(fmt::format("warm: no traces given; {}", kWarmUsage));
-  return w;
-}
+// More compile threads than this is a typo, not a machine.
+constexpr int64_t kMaxJobs = 1024;
 
 // --arch, else FUSEJIT_ARCH, else the GPU's, else sm_90. Each must be one this NVRTC targets.
 std::vector<std::string> target_archs(const WarmArgs& w, const Options& options) {
@@ -101,16 +66,25 @@ std::vector<std::string> target_archs(const WarmArgs& w, const Options& options)
     const auto device = jit::probe_device();
     archs.push_back(device ? device->arch() : "sm_90");
   }
+  // A bad --arch is a usage error; a bad FUSEJIT_ARCH one of the environment.
+  auto bad_arch = [&](const std::string& arch, const std::string& why) {
+    if (w.archs.empty()) throw Error(fmt::format("FUSEJIT_ARCH={}: {}", arch, why));
+    throw BadArguments(fmt::format("--arch {}: {}", arch, why));
+  };
   const std::vector<std::string> supported = jit::supported_archs();
   for (const std::string& arch : archs) {
-    jit::compile_flags(arch);  // throws for a malformed name
+    try {
+      jit::compile_flags(arch);  // throws for a malformed name
+    } catch (const Error& e) {
+      bad_arch(arch, e.what());
+    }
     std::string real = arch.starts_with("compute_") ? "sm_" + arch.substr(8) : arch;
     while (!real.empty() && std::isalpha(static_cast<unsigned char>(real.back()))) real.pop_back();
     if (std::find(supported.begin(), supported.end(), real) == supported.end()) {
       std::string list;
       for (const std::string& s : supported) list += (list.empty() ? "" : ", ") + s;
-      throw UsageError(fmt::format("warm: NVRTC {} cannot target {}; it targets {}",
-                              jit::nvrtc_version_string(), arch, list));
+      bad_arch(arch, fmt::format("NVRTC {} cannot target {}; it targets {}",
+                                 jit::nvrtc_version_string(), arch, list));
     }
   }
   return archs;
@@ -128,14 +102,14 @@ std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
         if (it->path().extension() == ".trace" && it->is_regular_file(ec))
           found.push_back(it->path().string());
       }
-      if (ec) throw UsageError(fmt::format("warm: cannot read folder {}: {}", p, ec.message()));
-      if (found.empty()) throw UsageError(fmt::format("warm: no *.trace files under {}", p));
+      if (ec) throw UsageError(fmt::format("cannot read folder {}: {}", p, ec.message()));
+      if (found.empty()) throw UsageError(fmt::format("no *.trace files under {}", p));
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::exists(p, ec)) {
       files.push_back(p);
     } else {
-      throw UsageError(fmt::format("warm: {}: no such file or folder", p));
+      throw UsageError(fmt::format("{}: no such file or folder", p));
     }
   }
   // A trace named twice (a file and its folder, say) is warmed once.
@@ -300,17 +274,14 @@ void check_on_disk(std::vector<Job>& jobs, const jit::KernelCache& cache) {
   }
 }
 
-}  // namespace
-
-int warm_command(const Args& args) {
+int warm(const WarmArgs& w) {
   const auto start = std::chrono::steady_clock::now();
-  const WarmArgs w = parse_args(args);
   Options options = options_from_env();
   options.require_warm = false;  // compiling is the point
   if (!w.cache_dir.empty()) options.cache_dir = w.cache_dir;
   if (options.cache != CacheMode::on) {
     throw UsageError(
-        fmt::format("warm: FUSEJIT_CACHE={} keeps nothing on disk, so there is nothing to "
+        fmt::format("FUSEJIT_CACHE={} keeps nothing on disk, so there is nothing to "
                     "warm; unset it or set it to on",
                     options.cache == CacheMode::off ? "off" : "memory"));
   }
@@ -321,7 +292,7 @@ int warm_command(const Args& args) {
   jit::KernelCache cache(options, *log, {}, w.ptx);
   if (!cache.disk()->writable()) {
     throw UsageError(
-        fmt::format("warm: the cache directory '{}' is {}; name a writable one with "
+        fmt::format("the cache directory '{}' is {}; name a writable one with "
                     "--cache-dir or FUSEJIT_CACHE_DIR",
                     options.cache_dir, cache::access_name(cache.disk()->access())));
   }
@@ -375,6 +346,35 @@ int warm_command(const Args& args) {
   fmt::print("compiled: {}  cached: {}  failed: {}\n", compiled, cached, failed);
   std::fflush(stdout);
   return failed > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+Command add_warm_command(CLI::App& tool) {
+  auto args = std::make_shared<WarmArgs>();
+  CLI::App* app = tool.add_subcommand(
+      "warm",
+      "Compile every kernel of the traces into the disk cache, with or without a GPU, showing "
+      "progress on stderr; ends with `compiled: N  cached: M  failed: K` on stdout and exits 1 "
+      "when K > 0.");
+  app->add_option("--arch", args->archs,
+                  "target archs, comma-separated or repeated (default: FUSEJIT_ARCH, else the "
+                  "GPU's, else sm_90); compute_XX gives PTX only")
+      ->type_name("ARCH[,ARCH...]")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  app->add_option("--cache-dir", args->cache_dir,
+                  "the cache directory to fill (default: FUSEJIT_CACHE_DIR)")
+      ->type_name("D");
+  app->add_option("-j,--jobs", args->jobs,
+                  "compile on N threads (default: one per hardware thread)")
+      ->type_name(number_type("N", 1, kMaxJobs))
+      ->check(whole_number(1, kMaxJobs));
+  app->add_flag("--ptx", args->ptx, "keep each kernel's PTX next to its CUBIN");
+  app->add_option("PATH", args->paths, "trace files, or folders searched for *.trace")
+      ->type_name("FILE|DIR")
+      ->required();
+  return {app, [args] { return warm(*args); }};
 }
 
 }  // namespace fusejit::tools

@@ -218,6 +218,11 @@ TEST_CASE("warm: several archs, FUSEJIT_ARCH, failures and bad arguments", "[cac
   for (const char* arch : {"sm_80: 1 entries", "sm_86: 1 entries", "sm_90: 1 entries"}) {
     CHECK_THAT(r.out, ContainsSubstring(arch));
   }
+  // --arch repeated, and spelled --arch=LIST, adds to the list.
+  r = run_cli("warm --arch sm_80 --arch=sm_86,sm_90 --cache-dir " + dir.str("repeated") + " " +
+              one);
+  CHECK(r.status == 0);
+  CHECK(summary(r).compiled == 3);
   // The cache directory from the environment, as a run would use it.
   r = run_cli("warm --arch sm_90 " + one, "FUSEJIT_CACHE_DIR=" + cache_dir);
   CHECK(summary(r).cached == 1);
@@ -234,12 +239,16 @@ TEST_CASE("warm: several archs, FUSEJIT_ARCH, failures and bad arguments", "[cac
   CHECK(s.compiled == 1);
   CHECK(has_line_starting(r.out, bad + ": failed"));
 
+  // A bad --arch is a usage error (2); the same in FUSEJIT_ARCH a failure (1).
   r = run_cli("warm --arch bogus --cache-dir " + cache_dir + " " + one);
-  CHECK(r.status == 1);
-  CHECK_THAT(r.out, ContainsSubstring("bogus"));
+  CHECK(r.status == 2);
+  CHECK_THAT(r.out, ContainsSubstring("--arch bogus"));
   r = run_cli("warm --arch sm_1 --cache-dir " + cache_dir + " " + one);
-  CHECK(r.status == 1);
+  CHECK(r.status == 2);
   CHECK_THAT(r.out, ContainsSubstring("cannot target sm_1"));
+  r = run_cli("warm --cache-dir " + cache_dir + " " + one, "FUSEJIT_ARCH=sm_1");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, ContainsSubstring("sm_1"));
   r = run_cli("warm --cache-dir " + cache_dir + " " + dir.str("nothing-here"));
   CHECK(r.status == 1);
   CHECK_THAT(r.out, ContainsSubstring("nothing-here"));
@@ -251,12 +260,16 @@ TEST_CASE("warm: several archs, FUSEJIT_ARCH, failures and bad arguments", "[cac
   CHECK(r.status == 1);
   CHECK_THAT(r.out, ContainsSubstring("afile/cache"));
   r = run_cli("warm");
-  CHECK(r.status == 1);
-  CHECK_THAT(r.out, ContainsSubstring("usage: fusejit warm"));
+  CHECK(r.status == 2);
+  CHECK_THAT(r.out, ContainsSubstring("fusejit warm: error: PATH is required"));
 
   r = run_cli("cache frobnicate --cache-dir " + cache_dir);
-  CHECK(r.status == 1);
+  CHECK(r.status == 2);
   CHECK_THAT(r.out, ContainsSubstring("unknown action 'frobnicate'"));
+  // The cache directory named before the action works too.
+  r = run_cli("cache --cache-dir " + cache_dir + " stats");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, ContainsSubstring("cache directory: " + cache_dir + " (read-write)"));
   r = run_cli("cache verify --cache-dir " + dir.str("never-made"));
   CHECK(r.status == 0);
   CHECK_FALSE(fs::exists(dir.str("never-made")));

@@ -1,13 +1,18 @@
 // The fusejit CLI, run as a user runs it: `plan --json` on the seed traces (the fusion
-// contract: kernels, library calls, outputs per region), and clear errors for bad input.
+// contract: kernels, library calls, outputs per region, read with nlohmann::json), --help and
+// --version, and the exit statuses: 2 with a clear message for a bad command line, 1 for a
+// failure.
 #include <array>
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "support/catch.h"
 
@@ -37,11 +42,23 @@ std::string trace(const std::string& name) {
   return std::string(FUSEJIT_SOURCE_DIR) + "/examples/traces/" + name + ".trace";
 }
 
-int json_int(const std::string& json, const std::string& key) {
-  std::smatch m;
-  const std::regex re("\"" + key + "\": *([0-9]+)");
-  REQUIRE(std::regex_search(json, m, re));
-  return std::stoi(m[1]);
+// `fusejit plan --json ARGS`, parsed: stdout alone, which must be one JSON object.
+nlohmann::json plan_json(const std::string& args) {
+  const Result r = run("plan --json " + args, "", "2>/dev/null");
+  INFO("plan --json " << args << ": " << r.out);
+  REQUIRE(r.status == 0);
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  REQUIRE(plan.is_object());
+  return plan;
+}
+
+// The regions of a plan of the given kind.
+std::vector<nlohmann::json> regions_of_kind(const nlohmann::json& plan, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  for (const nlohmann::json& r : plan.at("regions")) {
+    if (r.at("kind") == kind) out.push_back(r);
+  }
+  return out;
 }
 
 int count(const std::string& s, const std::string& what) {
@@ -58,48 +75,64 @@ TEST_CASE("plan --json: each memory-bound seed workload is one kernel", "[tools]
     for (const char* dtype : {"f32", "bf16"}) {
       const std::string file = std::string(name) + "_" + dtype;
       INFO(file);
-      const Result r = run("plan --json " + trace(file));
-      INFO(r.out);
-      REQUIRE(r.status == 0);
-      CHECK(json_int(r.out, "kernels") == 1);
-      CHECK(json_int(r.out, "library_calls") == 0);
+      const nlohmann::json plan = plan_json(trace(file));
+      CHECK(plan.at("kernels") == 1);
+      CHECK(plan.at("library_calls") == 0);
+      REQUIRE(plan.at("regions").size() == 1);
+      const nlohmann::json& region = plan.at("regions").at(0);
+      CHECK(region.at("kind") != "gemm");
+      CHECK_FALSE(region.at("ops").empty());
+      CHECK_FALSE(region.at("inputs").empty());
+      CHECK_FALSE(region.at("outputs").empty());
+      CHECK_FALSE(region.contains("epilogue"));
     }
   }
 }
 
 TEST_CASE("plan --json: add_layernorm writes both outputs from one kernel", "[tools][plan]") {
-  const Result r = run("plan --json " + trace("add_layernorm_f32"));
-  REQUIRE(r.status == 0);
-  std::smatch m;
-  REQUIRE(std::regex_search(r.out, m, std::regex("\"outputs\": *\\[([^\\]]*)\\]")));
-  CHECK(count(m[1], "%") == 2);
-  CHECK(count(r.out, "\"normalization\"") == 1);
+  const nlohmann::json plan = plan_json(trace("add_layernorm_f32"));
+  REQUIRE(plan.at("regions").size() == 1);
+  const nlohmann::json& region = plan.at("regions").at(0);
+  CHECK(region.at("kind") == "normalization");
+  const nlohmann::json& outputs = region.at("outputs");
+  REQUIRE(outputs.size() == 2);
+  for (const nlohmann::json& o : outputs) CHECK(o.get<std::string>().starts_with("%"));
 }
 
 TEST_CASE("plan --json: GEMMs are library calls that absorb their epilogues", "[tools][plan]") {
   struct Expect {
     const char* name;
     int kernels, calls;
-    const char* epilogue;  // a substring of the JSON
+    const char* activation;  // of the first GEMM's epilogue
+    bool bias;               // the first GEMM's epilogue adds a bias
   };
-  for (const Expect& e : {Expect{"gemm_bias_relu_bf16", 0, 1, "\"activation\":\"relu\""},
-                          Expect{"gemm_bias_gelu_bf16", 0, 1, "\"activation\":\"gelu_tanh\""},
-                          Expect{"gemm_layernorm_bf16", 1, 1, "\"bias\":\"%"},
-                          Expect{"two_gemm_mul_bf16", 1, 2, "\"epilogue\""},
-                          Expect{"mlp_bf16", 0, 2, "\"activation\":\"gelu_tanh\""}}) {
+  for (const Expect& e : {Expect{"gemm_bias_relu_bf16", 0, 1, "relu", true},
+                          Expect{"gemm_bias_gelu_bf16", 0, 1, "gelu_tanh", true},
+                          Expect{"gemm_layernorm_bf16", 1, 1, "none", true},
+                          Expect{"two_gemm_mul_bf16", 1, 2, "none", false},
+                          Expect{"mlp_bf16", 0, 2, "gelu_tanh", true}}) {
     INFO(e.name);
-    const Result r = run("plan --json " + trace(e.name));
-    INFO(r.out);
-    REQUIRE(r.status == 0);
-    CHECK(json_int(r.out, "kernels") == e.kernels);
-    CHECK(json_int(r.out, "library_calls") == e.calls);
-    CHECK(r.out.find(e.epilogue) != std::string::npos);
+    const nlohmann::json plan = plan_json(trace(e.name));
+    CHECK(plan.at("kernels") == e.kernels);
+    CHECK(plan.at("library_calls") == e.calls);
+    const std::vector<nlohmann::json> gemms = regions_of_kind(plan, "gemm");
+    REQUIRE(gemms.size() == static_cast<size_t>(e.calls));
+    for (const nlohmann::json& g : gemms) {
+      INFO(g.dump());
+      CHECK(g.at("ops").at(0) == "matmul");
+      REQUIRE(g.contains("epilogue"));
+    }
+    const nlohmann::json& epilogue = gemms.front().at("epilogue");
+    CHECK(epilogue.at("activation") == e.activation);
+    CHECK(epilogue.at("bias").is_string() == e.bias);
+    if (e.bias) CHECK(epilogue.at("bias").get<std::string>().starts_with("%"));
   }
   // gemm_layernorm: the kernel after the GEMM is the normalization.
-  const Result r = run("plan --json " + trace("gemm_layernorm_bf16"));
-  CHECK(count(r.out, "\"normalization\"") == 1);
+  CHECK(regions_of_kind(plan_json(trace("gemm_layernorm_bf16")), "normalization").size() == 1);
   // mlp: both calls carry a bias.
-  CHECK(count(run("plan --json " + trace("mlp_bf16")).out, "\"bias\":\"%") == 2);
+  for (const nlohmann::json& g : regions_of_kind(plan_json(trace("mlp_bf16")), "gemm")) {
+    CHECK(g.at("epilogue").at("bias").is_string());
+  }
 }
 
 TEST_CASE("plan: the plain-text plan names regions and reasons", "[tools][plan]") {
@@ -118,21 +151,24 @@ TEST_CASE("plan: a batched matmul broadcast on both sides is strided cuBLASLt ca
                          "%1 : bf16[1,16,64,512] = input\n"
                          "%2 : bf16[8,16,512,512] = matmul %0, %1\n"
                          "output %2\n";
-  Result r = run("plan --json " + path);
-  REQUIRE(r.status == 0);
-  CHECK(json_int(r.out, "kernels") == 0);
-  CHECK(json_int(r.out, "library_calls") == 1);
-  CHECK(r.out.find(R"("batch_a":[8,1],"batch_b":[1,16])") != std::string::npos);
-  r = run("plan " + path);
+  const nlohmann::json plan = plan_json(path);
+  CHECK(plan.at("kernels") == 0);
+  CHECK(plan.at("library_calls") == 1);
+  REQUIRE(plan.at("regions").size() == 1);
+  const nlohmann::json& epilogue = plan.at("regions").at(0).at("epilogue");
+  CHECK(epilogue.at("batch_a") == nlohmann::json::array({8, 1}));
+  CHECK(epilogue.at("batch_b") == nlohmann::json::array({1, 16}));
+  const Result r = run("plan " + path);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("region 0: cublasLt 512x512x64 x16 (8 calls) bf16, batch strides A 0 B 32768 "
                    "D 262144") != std::string::npos);
   std::filesystem::remove(path);
 }
 
-TEST_CASE("CLI errors are clear", "[tools][errors]") {
+TEST_CASE("a failure exits 1 and says which command failed and why", "[tools][errors]") {
   Result r = run("plan /nonexistent/x.trace");
   CHECK(r.status == 1);
+  CHECK(r.out.find("fusejit plan: error: ") != std::string::npos);
   CHECK(r.out.find("/nonexistent/x.trace") != std::string::npos);
 
   const std::string bad =
@@ -142,20 +178,104 @@ TEST_CASE("CLI errors are clear", "[tools][errors]") {
   CHECK(r.status == 1);
   CHECK(r.out.find(bad + ":3:") != std::string::npos);
   CHECK(r.out.find("mull") != std::string::npos);
+  std::filesystem::remove(bad);
 
-  r = run("frobnicate");
-  CHECK(r.status == 2);
-  CHECK(r.out.find("unknown command 'frobnicate'") != std::string::npos);
-
+  // A bad environment is the library's error, not the command line's.
   r = run("plan " + trace("ew_chain_f32"), "FUSEJIT_LOG=loud");
   CHECK(r.status == 1);
+  CHECK(r.out.find("fusejit plan: error: ") != std::string::npos);
   CHECK(r.out.find("FUSEJIT_LOG=loud") != std::string::npos);
 }
 
 TEST_CASE("run without a GPU says so instead of crashing", "[tools][errors]") {
   const Result r = run("run " + trace("ew_chain_f32"), "CUDA_VISIBLE_DEVICES=");
   CHECK(r.status == 1);
-  CHECK(r.out.find("run: no GPU") != std::string::npos);
+  CHECK(r.out.find("fusejit run: error: no GPU") != std::string::npos);
+}
+
+TEST_CASE("a bad command line exits 2 and names the option, the value and what is accepted",
+          "[tools][errors]") {
+  const std::string t = trace("ew_chain_f32");
+  struct Case {
+    std::string args;
+    std::vector<std::string> says;  // each a substring of the message
+  };
+  const std::vector<Case> cases = {
+      // Numbers: not a number, out of range, too large for any integer, missing.
+      {"run --iters abc " + t, {"fusejit run: error: --iters", "'abc'", "from 1 to 1000000"}},
+      {"run --iters 0 " + t, {"--iters: 0 is out of range", "from 1 to 1000000"}},
+      {"run --iters -5 " + t, {"--iters: -5 is out of range"}},
+      {"run --check-rows 1 " + t, {"--check-rows: 1 is out of range", "from 2 to"}},
+      {"run " + t + " --iters", {"--iters needs a value", "N in 1..1000000"}},
+      {"warm --jobs 99999999999 " + t, {"fusejit warm: error: --jobs: 99999999999", "1 to 1024"}},
+      {"warm -j 0 " + t, {"--jobs: 0 is out of range", "1 to 1024"}},
+      {"warm " + t + " -j", {"--jobs needs a value", "N in 1..1024"}},
+      {"warm --jobs 2x " + t, {"--jobs: '2x' is not a whole number"}},
+      {"run --iters 5 --iters 6 " + t, {"--iters given more than once"}},
+      // Unknown options and commands, missing and extra arguments.
+      {"plan --frobnicate " + t, {"fusejit plan: error: unknown option --frobnicate"}},
+      {"warm --frobnicate " + t, {"fusejit warm: error: unknown option --frobnicate"}},
+      {"--frobnicate", {"fusejit: error: unknown option --frobnicate"}},
+      {"frobnicate", {"fusejit: error: unknown command 'frobnicate'", "plan, run, warm, cache"}},
+      {"plan", {"fusejit plan: error: TRACE is required"}},
+      {"plan " + t + " " + t, {"unexpected argument"}},
+      {"warm --arch sm_90", {"fusejit warm: error: PATH is required"}},
+      {"cache", {"fusejit cache: error: ACTION is required"}},
+      {"cache frobnicate", {"unknown action 'frobnicate'", "stats, verify, prune or clear"}},
+      // Values checked once the trace or the compiler is known.
+      {"plan --dim B=4 " + t, {"fusejit plan: error: --dim B=4", "(it has none)"}},
+      {"warm --arch sm_1 " + t, {"fusejit warm: error: --arch sm_1", "cannot target sm_1"}},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(c.args);
+    INFO("fusejit " << c.args << "\n" << r.out);
+    CHECK(r.status == 2);
+    for (const std::string& s : c.says) CHECK(r.out.find(s) != std::string::npos);
+    CHECK(r.out.find("--help") != std::string::npos);  // where to look next
+    CHECK(r.out.find("stoi") == std::string::npos);
+  }
+}
+
+TEST_CASE("every command takes --help and -h, and lists its options", "[tools][help]") {
+  struct Case {
+    std::string command;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Case> cases = {
+      {"", {"plan", "run", "warm", "cache", "version", "--version", "Exit status"}},
+      {"plan", {"--json", "--dim", "TRACE"}},
+      {"run", {"--check", "--check-rows", "--iters", "1..1000000", "--dim", "--static", "TRACE"}},
+      {"warm", {"--arch", "--cache-dir", "-j,--jobs", "1..1024", "--ptx", "PATH"}},
+      {"cache", {"stats|verify|prune|clear", "--cache-dir"}},
+      {"version", {"Usage: fusejit version"}},
+  };
+  for (const Case& c : cases) {
+    for (const char* flag : {"--help", "-h"}) {
+      const Result r = run(c.command + " " + flag, "", "2>/dev/null");  // help goes to stdout
+      INFO("fusejit " << c.command << " " << flag << "\n" << r.out);
+      CHECK(r.status == 0);
+      CHECK(r.out.find("Usage: fusejit" + (c.command.empty() ? "" : " " + c.command)) !=
+            std::string::npos);
+      for (const std::string& m : c.mentions) CHECK(r.out.find(m) != std::string::npos);
+    }
+  }
+  // `fusejit help [COMMAND]` is `fusejit [COMMAND] --help`; `fusejit` alone shows the help on
+  // stderr, as a usage error.
+  CHECK(run("help", "", "2>/dev/null").out == run("--help", "", "2>/dev/null").out);
+  CHECK(run("help warm", "", "2>/dev/null").out == run("warm --help", "", "2>/dev/null").out);
+  CHECK(run("help frobnicate").status == 2);
+  const Result bare = run("", "", "2>&1 >/dev/null");
+  CHECK(bare.status == 2);
+  CHECK(bare.out.find("Usage: fusejit") != std::string::npos);
+}
+
+TEST_CASE("version: --version and the version command print it", "[tools][help]") {
+  const Result flag = run("--version", "", "2>/dev/null");
+  CHECK(flag.status == 0);
+  CHECK(std::regex_match(flag.out, std::regex("fusejit [0-9]+\\.[0-9]+\\.[0-9]+\n")));
+  const Result command = run("version", "", "2>/dev/null");
+  CHECK(command.status == 0);
+  CHECK(command.out == flag.out);
 }
 
 TEST_CASE("warm: progress on stderr as plain lines, results on stdout", "[tools][warm]") {
@@ -210,12 +330,12 @@ TEST_CASE("plan on a trace with dynamic dims: which regions serve every size", "
   // Reasons name the dims, not the numbers standing for them while planning.
   CHECK(text.out.find("[B*S,4096]") != std::string::npos);
 
-  const Result json = run("plan --json " + dir + "colsum_f32.trace");
-  INFO(json.out);
-  REQUIRE(json.status == 0);
-  CHECK(json.out.find("\"dynamic\": {\"dims\": [{\"name\": \"B\", \"value\": 16384}], "
-                      "\"regions\": [false]}") != std::string::npos);
-  CHECK(json_int(json.out, "kernels") == 1);
+  const nlohmann::json plan = plan_json(dir + "colsum_f32.trace");
+  CHECK(plan.at("dynamic") == nlohmann::json::parse(
+                                  R"({"dims": [{"name": "B", "value": 16384}], "regions": [false]})"));
+  CHECK(plan.at("kernels") == 1);
+  CHECK(plan_json("--dim B=37 " + dir + "colsum_f32.trace").at("dynamic").at("dims").at(0).at(
+            "value") == 37);
 }
 
 TEST_CASE("the --dim option names a dynamic dim of the trace and a positive size", "[tools][dynamic]") {
@@ -223,11 +343,11 @@ TEST_CASE("the --dim option names a dynamic dim of the trace and a positive size
   for (const char* bad : {"--dim N=4", "--dim B=0", "--dim B", "--dim B=x"}) {
     const Result r = run(std::string("plan ") + bad + " " + t);
     INFO(bad << ": " << r.out);
-    CHECK(r.status != 0);
+    CHECK(r.status == 2);
     CHECK(r.out.find("expected NAME=VALUE with NAME a dynamic dim of the trace (B)") !=
           std::string::npos);
   }
   const Result r = run("plan --dim B=4 " + trace("ew_chain_f32"));
-  CHECK(r.status != 0);
+  CHECK(r.status == 2);
   CHECK(r.out.find("(it has none)") != std::string::npos);
 }
