@@ -120,7 +120,9 @@ std::optional<Entry> DiskStore::load(const KernelKey& key) {
   std::string problem;
   std::optional<Entry> entry = decode_entry(bytes, key, &problem);
   if (!entry) {
-    if (writable() && (::unlink(path.c_str()) == 0 || errno == ENOENT)) {
+    // Removed through the shard opened with O_NOFOLLOW: a symlinked shard is not followed.
+    if (writable() && layout::remove_store_file(config_.dir, key.shard(),
+                                                path.filename().string(), nullptr)) {
       log_.warn(
           "kernel cache entry {} is unsound ({}); removed it, the kernel is compiled and "
           "stored again",
