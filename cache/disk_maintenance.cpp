@@ -1,12 +1,19 @@
 // cache/disk_maintenance: what `fusejit cache stats|verify|prune|clear` do to a disk store:
-// counting, checking every entry in full, repairing, emptying. See disk_store.h.
+// counting, checking every entry in full, repairing, emptying. See disk_store.h. Every listing
+// goes through layout::list_store, so none of them leaves the cache directory.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "cache/disk_layout.h"
 #include "cache/disk_store.h"
+#include "cache/file_io.h"
 #include "fusejit/error.h"
 
 namespace fusejit::cache {
@@ -17,41 +24,29 @@ namespace {
 
 // Temporary and lock files older than this belong to no live process: a compile and a write
 // take seconds at most.
-constexpr auto kStaleAfter = std::chrono::minutes(10);
+constexpr int64_t kStaleAfterNs = int64_t{10} * 60 * 1000000000;
 
-// Calls f(path, kind) for every file in every shard directory.
-template <typename F>
-void for_each_file(const std::string& dir, F&& f) {
-  std::error_code ec;
-  for (const fs::directory_entry& shard : fs::directory_iterator(dir, ec)) {
-    if (!layout::is_shard_name(shard.path().filename().string())) continue;
-    std::error_code shard_ec;
-    if (!shard.is_directory(shard_ec)) continue;
-    for (const fs::directory_entry& file : fs::directory_iterator(shard.path(), shard_ec)) {
-      f(file.path(), layout::classify(file.path().filename().string()));
-    }
-  }
-}
+// The header and the two short strings: enough to count an entry by arch.
+constexpr size_t kSummaryBytes = kEntryHeaderSize + 4096 + 64;
 
-bool is_stale(const fs::path& path) {
-  std::error_code ec;
-  const auto mtime = fs::last_write_time(path, ec);
-  return !ec && fs::file_time_type::clock::now() - mtime > kStaleAfter;
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // Why an entry file is unsound, or "" when it is sound.
-std::string check_entry(const fs::path& path) {
-  const std::string file = path.filename().string();
-  const std::optional<KernelKey> key = KernelKey::from_hex(file.substr(0, 32));
+std::string check_entry(const std::string& dir, const layout::ShardFile& f) {
+  if (!f.regular()) return fmt::format("{}, not a regular file", file_type_name(f.mode));
+  const std::optional<KernelKey> key = KernelKey::from_hex(f.name.substr(0, 32));
   if (!key) return "the name is not a kernel key";
-  if (path.parent_path().filename().string() != key->shard()) {
+  if (f.shard != key->shard()) {
     return fmt::format("in the wrong shard directory (belongs in {}/)", key->shard());
   }
-  std::string bytes, why;
-  bool missing = false;
-  if (!layout::read_file(path, bytes, &why, &missing)) {
-    return missing ? "" : "unreadable: " + why;  // missing: evicted while we looked
-  }
+  std::string bytes;
+  const ReadResult read = read_regular_file(f.path(dir), bytes);
+  if (read.status == ReadStatus::missing) return "";  // evicted while we looked
+  if (read.status != ReadStatus::ok) return "unreadable: " + read.why;
   std::string problem;
   return decode_entry(bytes, *key, &problem) ? "" : problem;
 }
@@ -61,101 +56,101 @@ void require_writable(const DiskStore& store, std::string_view what) {
   throw UsageError(
       fmt::format("cache {}: the cache directory '{}' is {}; nothing can be removed "
                   "(FUSEJIT_CACHE_DIR or --cache-dir names another)",
-                  what, store.config().dir, access_name(store.access())));
+                  what, display_path(store.config().dir), access_name(store.access())));
 }
 
 }  // namespace
 
+void DiskStore::require_reachable(std::string_view what) const {
+  if (dir_error_ == 0 || dir_error_ == ENOENT) return;
+  throw UsageError(fmt::format("cache {}: the cache directory '{}' cannot be used: {}", what,
+                               display_path(config_.dir), std::strerror(dir_error_)));
+}
+
 DiskStore::Stats DiskStore::stats() const {
+  require_reachable("stats");
   Stats s;
   if (!usable()) return s;
-  for_each_file(config_.dir, [&](const fs::path& path, layout::FileKind kind) {
-    if (kind == layout::FileKind::temp) ++s.temp_files;
-    if (kind == layout::FileKind::lock) ++s.lock_files;
-    if (kind != layout::FileKind::entry) return;
-    std::error_code ec;
-    const uint64_t size = fs::file_size(path, ec);
-    if (ec) return;
-    // The header and the two short strings are enough to count by arch.
-    std::string prefix, why, problem;
-    layout::read_file(path, prefix, &why);
-    prefix.resize(std::min<size_t>(prefix.size(), kEntryHeaderSize + 4096 + 64));
-    const std::optional<EntrySummary> summary = peek_entry(prefix, &problem);
+  for (const layout::ShardFile& f : layout::list_store(config_.dir).files) {
+    if (f.kind == layout::FileKind::temp) ++s.temp_files;
+    if (f.kind == layout::FileKind::lock) ++s.lock_files;
+    if (f.kind != layout::FileKind::entry || !f.regular()) continue;
+    std::string prefix, problem;
+    const ReadResult read = read_regular_file(f.path(config_.dir), prefix, kSummaryBytes);
+    if (read.status == ReadStatus::missing) continue;  // evicted while we looked
+    const std::optional<EntrySummary> summary =
+        read.status == ReadStatus::ok ? peek_entry(prefix, &problem) : std::nullopt;
     ArchCount& arch = s.per_arch[summary ? summary->arch : "?"];
     ++arch.entries;
-    arch.bytes += size;
+    arch.bytes += f.size;
     ++s.entries;
-    s.bytes += size;
-  });
+    s.bytes += f.size;
+  }
   return s;
 }
 
 std::vector<DiskStore::Problem> DiskStore::verify() const {
+  require_reachable("verify");
   std::vector<Problem> problems;
   if (!usable()) return problems;
-  for_each_file(config_.dir, [&](const fs::path& path, layout::FileKind kind) {
-    if (kind != layout::FileKind::entry) return;
-    if (std::string what = check_entry(path); !what.empty()) {
-      problems.push_back({path, std::move(what)});
+  for (const layout::ShardFile& f : layout::list_store(config_.dir).files) {
+    if (f.kind != layout::FileKind::entry) continue;
+    if (std::string what = check_entry(config_.dir, f); !what.empty()) {
+      problems.push_back({f.path(config_.dir), std::move(what)});
     }
-  });
+  }
   std::sort(problems.begin(), problems.end(),
             [](const Problem& a, const Problem& b) { return a.path < b.path; });
   return problems;
 }
 
 DiskStore::PruneResult DiskStore::prune() {
+  require_reachable("prune");
   require_writable(*this, "prune");
   PruneResult r;
-  for (Problem& p : verify()) {
-    std::error_code ec;
-    fs::remove(p.path, ec);
-    r.removed_unsound.push_back(std::move(p));
+  const layout::Listing listing = layout::list_store(config_.dir);
+  const int64_t stale_before = now_ns() - kStaleAfterNs;
+  std::string why;
+  for (const layout::ShardFile& f : listing.files) {
+    if (f.kind == layout::FileKind::entry) {
+      std::string what = check_entry(config_.dir, f);
+      if (what.empty()) continue;
+      // A directory under an entry's name is not removed; verify keeps reporting it.
+      if (!layout::remove_store_file(config_.dir, f.shard, f.name, &why)) {
+        what += "; not removed: " + why;
+      }
+      r.removed_unsound.push_back({f.path(config_.dir), std::move(what)});
+    } else if (f.kind == layout::FileKind::temp || f.kind == layout::FileKind::lock) {
+      if (f.mtime_ns < stale_before && !S_ISDIR(f.mode) &&
+          layout::remove_store_file(config_.dir, f.shard, f.name, &why)) {
+        ++r.removed_leftovers;
+      }
+    }
   }
-  std::vector<fs::path> leftovers;
-  for_each_file(config_.dir, [&](const fs::path& path, layout::FileKind kind) {
-    const bool leftover = kind == layout::FileKind::temp || kind == layout::FileKind::lock;
-    if (leftover && is_stale(path)) leftovers.push_back(path);
-  });
-  for (const fs::path& path : leftovers) {
-    std::error_code ec;
-    if (fs::remove(path, ec)) ++r.removed_leftovers;
-  }
-  const Stats before = stats();
-  {
-    std::lock_guard guard(evict_mutex_);
-    evict_locked(fs::path());
-  }
-  const Stats after = stats();
-  r.evicted = before.entries - after.entries;
-  r.evicted_bytes = before.bytes - after.bytes;
+  const Evicted evicted = evict(fs::path());
+  r.evicted = evicted.entries;
+  r.evicted_bytes = evicted.bytes;
   return r;
 }
 
 int64_t DiskStore::clear() {
+  require_reachable("clear");
   require_writable(*this, "clear");
-  std::vector<fs::path> doomed;
+  const layout::Listing listing = layout::list_store(config_.dir);
   int64_t entries = 0;
-  for_each_file(config_.dir, [&](const fs::path& path, layout::FileKind kind) {
-    if (kind == layout::FileKind::other) return;  // not ours: left alone
-    doomed.push_back(path);
-    entries += kind == layout::FileKind::entry ? 1 : 0;
-  });
-  for (const fs::path& path : doomed) {
-    std::error_code ec;
-    fs::remove(path, ec);
-    if (ec)
-      throw UsageError(fmt::format("cache clear: cannot remove {}: {}", path.string(), ec.message()));
+  for (const layout::ShardFile& f : listing.files) {
+    if (f.kind == layout::FileKind::other || S_ISDIR(f.mode)) continue;  // not ours: left alone
+    std::string why;
+    if (!layout::remove_store_file(config_.dir, f.shard, f.name, &why)) {
+      throw UsageError("cache clear: " + why);
+    }
+    entries += f.kind == layout::FileKind::entry ? 1 : 0;
   }
-  // Shard directories that are now empty go too (fs::remove leaves a non-empty one alone).
-  std::error_code ec;
-  for (const fs::directory_entry& shard : fs::directory_iterator(config_.dir, ec)) {
-    if (!layout::is_shard_name(shard.path().filename().string())) continue;
-    std::error_code rm_ec;
-    fs::remove(shard.path(), rm_ec);
+  // Shard directories that are now empty go too (rmdir leaves a non-empty one, and a symlink,
+  // alone).
+  for (const std::string& shard : listing.shards) {
+    ::rmdir((fs::path(config_.dir) / shard).c_str());
   }
-  std::lock_guard guard(evict_mutex_);
-  approx_bytes_.reset();
   return entries;
 }
 

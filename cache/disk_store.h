@@ -1,19 +1,26 @@
 // cache/disk_store: the on-disk level of the kernel cache, shared by every process that names
-// the same directory (FUSEJIT_CACHE_DIR), and shippable to other machines.
+// the same directory (FUSEJIT_CACHE_DIR), and shippable to other machines. File names are in
+// disk_layout.h; the entry format in entry.h and docs/cache-format.md.
 //
-//   <dir>/<first 2 hex of key>/<32-hex key>.fjk    one entry (entry.h, docs/cache-format.md)
-//   <dir>/<shard>/<key>.lock                       held while a process compiles that kernel
-//   <dir>/<shard>/<key>.fjk.tmp-<pid>-<n>          an entry being written
-//
-// - Writes are atomic: a temporary file in the entry's own directory, fsync, rename. A reader
-//   sees the old entry, the new one or none, never half of one.
-// - A corrupt or truncated entry (bad magic, version, key, size or checksum) is a miss: load()
-//   warns naming the file and removes it; the caller compiles and stores it again.
-// - Least-recently-used eviction under a byte cap: a hit touches the entry's mtime; after a
-//   store, the oldest entries go until the .fjk files sum to at most the cap.
+// - Writes are atomic (file_io.h): a temporary file in the entry's own directory, fsync,
+//   rename. A reader sees the old entry, the new one or none, never half of one.
+// - Only regular files are entries. A load opens the entry with O_NOFOLLOW | O_NONBLOCK and
+//   checks it with fstat first: a symlink is not followed, a FIFO does not block. Anything else
+//   at an entry's path is a miss that warns; the next store replaces it (an empty directory is
+//   removed first), or fails that one entry, with a warning, when a non-empty directory stands
+//   there.
+// - A corrupt, truncated or stale (another format version) entry is a miss: load() warns
+//   naming the file and removes it; the caller compiles and stores it again.
+// - Least-recently-used eviction under a byte cap: a hit touches the entry's mtime; after every
+//   store the writer takes <dir>/evict.lock, lists the store and removes the oldest entries
+//   until the .fjk files sum to at most the cap. Every writer lists after its own rename, so
+//   the cap holds however many processes write at once.
 // - A directory that cannot be created degrades to memory-only (usable() is false), one that
 //   cannot be written to read-only (loads still hit), each with one warning; so does the first
-//   write that fails (a full disk, say).
+//   write that fails for a reason other than that one entry's path (a full disk, say).
+// - Maintenance (disk_maintenance.cpp) lists without leaving the directory (disk_layout.h),
+//   touches only fusejit's names, and throws UsageError naming the path and the OS error when
+//   the directory cannot be read. No std::filesystem_error leaves this layer.
 // This file does not know how kernels are compiled: the caller (jit/kernel_cache) does that
 // between lock() and store().
 #pragma once
@@ -25,6 +32,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <spdlog/logger.h>
@@ -54,6 +62,11 @@ class DiskStore {
 
   const Config& config() const { return config_; }
   Access access() const;
+  // Whether the directory was there (or was made) when the store was opened. false with
+  // access() none for a directory that does not exist; one that cannot be reached for another
+  // reason (a path too long, no permission on a parent) is an error for the maintenance
+  // commands below.
+  bool exists() const { return dir_error_ == 0; }
   bool usable() const { return access() != Access::none; }
   bool writable() const { return access() == Access::read_write; }
   std::filesystem::path entry_path(const KernelKey& key) const;
@@ -62,9 +75,14 @@ class DiskStore {
   // warned about, removed, and reported as a miss.
   std::optional<Entry> load(const KernelKey& key);
 
-  // Writes the entry atomically, then evicts down to the cap. Failures degrade the store to
-  // read-only with one warning; they are never thrown.
-  void store(const KernelKey& key, const Entry& entry);
+  // Writes the entry atomically, then evicts down to the cap; true when the entry is on disk.
+  // Never throws. A failure of this one entry (a directory in the way) warns and leaves the
+  // store writable; any other failure degrades it to read-only with one warning.
+  bool store(const KernelKey& key, const Entry& entry);
+
+  // Whether a regular file stands at the key's entry path (not whether it is sound): what
+  // `fusejit warm` checks after warming.
+  bool contains(const KernelKey& key) const;
 
   // The cross-process lock for compiling `key`. An unheld lock comes back when the store is not
   // writable or the lock file cannot be made (going on unlocked is only slower). With
@@ -94,35 +112,37 @@ class DiskStore {
     int64_t removed_leftovers = 0;  // stale temporary and lock files
   };
 
+  // Each throws UsageError (naming the directory and the OS error) when the directory cannot
+  // be listed; a directory that does not exist is an empty cache to stats and verify.
+  // Counts from the names and lstat sizes; reads only the first bytes of each entry (its arch).
   Stats stats() const;
-  // Every unsound entry, one problem each (reads and checks every entry in full).
+  // Every unsound entry, one problem each (reads and checks every entry in full). Stale entries
+  // (another format version) are unsound, saying "stale".
   std::vector<Problem> verify() const;
   // Removes unsound entries and stale leftovers, then evicts down to the cap.
   PruneResult prune();
   // Removes every entry, temporary and lock file, and the emptied shard directories; never
-  // anything fusejit did not name. Returns the count of entries removed.
+  // anything fusejit did not name, and never through a symlink. Returns the count of entries
+  // removed.
   int64_t clear();
 
  private:
-  struct Listed {
-    std::filesystem::path path;
-    uint64_t size = 0;
-    std::filesystem::file_time_type used;
+  struct Evicted {
+    int64_t entries = 0;
+    uint64_t bytes = 0;
   };
-  // Every *.fjk file in a shard directory, with its size and mtime.
-  std::vector<Listed> list_entries() const;
-  // Under evict_mutex_: removes least recently used entries (never `keep`) until the total is
-  // at most the cap.
-  void evict_locked(const std::filesystem::path& keep);
+  // Under <dir>/evict.lock: removes least recently used entries (never `keep`) until the
+  // total is at most the cap.
+  Evicted evict(const std::filesystem::path& keep);
   void degrade(Access to, const std::string& why);
+  // Throws UsageError when the directory exists but could not be reached.
+  void require_reachable(std::string_view what) const;
 
   Config config_;
   spdlog::logger& log_;
   std::atomic<Access> access_{Access::none};
-  std::atomic<uint64_t> temp_counter_{0};
+  int dir_error_ = 0;  // errno of opening the directory; 0 when it is there
   std::mutex evict_mutex_;
-  std::optional<uint64_t> approx_bytes_;  // the directory's size as this process last saw it
-  int stores_since_scan_ = 0;
 };
 
 const char* access_name(DiskStore::Access access);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "cache/hash.h"
+
 namespace fusejit::cache {
 
 namespace {
@@ -11,6 +13,7 @@ namespace {
 // Names and archs are short; anything longer is a corrupt size field, not a kernel.
 constexpr uint32_t kMaxNameSize = 4096;
 constexpr uint32_t kMaxArchSize = 64;
+constexpr size_t kChecksumOffset = 56;
 
 void put_u32(std::string& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -55,8 +58,8 @@ std::optional<Header> read_header(std::string_view bytes, std::string* problem) 
   Header h;
   h.version = static_cast<uint32_t>(get_le(bytes, 4, 4));
   if (h.version != kFormatVersion) {
-    *problem =
-        fmt::format("format version {} (this fusejit reads version {})", h.version, kFormatVersion);
+    *problem = fmt::format("stale: format version {} (this fusejit reads version {})", h.version,
+                           kFormatVersion);
     return std::nullopt;
   }
   h.key.digest.hi = get_le(bytes, 8, 8);
@@ -66,7 +69,7 @@ std::optional<Header> read_header(std::string_view bytes, std::string* problem) 
   h.cubin_size = get_le(bytes, 32, 8);
   h.ptx_size = get_le(bytes, 40, 8);
   h.source_size = get_le(bytes, 48, 8);
-  h.checksum = get_le(bytes, 56, 8);
+  h.checksum = get_le(bytes, kChecksumOffset, 8);
   if (h.name_size == 0 || h.name_size > kMaxNameSize || h.arch_size == 0 ||
       h.arch_size > kMaxArchSize) {
     *problem = fmt::format("bad header: name size {}, arch size {}", h.name_size, h.arch_size);
@@ -76,6 +79,13 @@ std::optional<Header> read_header(std::string_view bytes, std::string* problem) 
 }
 
 }  // namespace
+
+uint64_t entry_checksum(std::string_view bytes) {
+  Hash64 h;
+  h.update(bytes.substr(0, kChecksumOffset));
+  if (bytes.size() > kEntryHeaderSize) h.update(bytes.substr(kEntryHeaderSize));
+  return h.digest();
+}
 
 std::string encode_entry(const KernelKey& key, const Entry& e) {
   std::string out;
@@ -94,9 +104,9 @@ std::string encode_entry(const KernelKey& key, const Entry& e) {
   for (const std::string* part : {&e.name, &e.arch, &e.cubin, &e.ptx, &e.source}) {
     out.append(*part);
   }
-  const uint64_t sum = fnv1a64(out.data() + kEntryHeaderSize, out.size() - kEntryHeaderSize);
+  const uint64_t sum = entry_checksum(out);
   for (int i = 0; i < 8; ++i)
-    out[56 + static_cast<size_t>(i)] = static_cast<char>((sum >> (8 * i)) & 0xff);
+    out[kChecksumOffset + static_cast<size_t>(i)] = static_cast<char>((sum >> (8 * i)) & 0xff);
   return out;
 }
 
@@ -115,10 +125,12 @@ std::optional<Entry> decode_entry(std::string_view bytes, const KernelKey& expec
                            bytes.size(), h->file_size());
     return std::nullopt;
   }
-  const uint64_t sum = fnv1a64(bytes.data() + kEntryHeaderSize, bytes.size() - kEntryHeaderSize);
+  const uint64_t sum = entry_checksum(bytes);
   if (sum != h->checksum) {
-    *problem = fmt::format("payload checksum mismatch (stored {:016x}, computed {:016x})",
-                           h->checksum, sum);
+    *problem = fmt::format(
+        "payload checksum mismatch (the checksum covers the header too; stored {:016x}, "
+        "computed {:016x})",
+        h->checksum, sum);
     return std::nullopt;
   }
   Entry e;

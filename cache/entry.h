@@ -12,9 +12,11 @@
 //       32     8  u64 cubin size
 //       40     8  u64 ptx size
 //       48     8  u64 source size   (0 when the source is not kept)
-//       56     8  u64 checksum: FNV-1a 64 over every byte after the header
+//       56     8  u64 checksum: XXH3-64 over every byte of the file but these 8, in order
+//                  (bytes 0..55, then 64..end): the header's sizes and key are covered too
 //       64        name, arch, cubin, ptx, source, back to back
-// The file is exactly 64 + the five sizes long.
+// The file is exactly 64 + the five sizes long. Version 1 (a checksum over the payload only,
+// keys from an older hash) is read as stale: a miss, replaced when the kernel is stored again.
 //
 // This file owns the bytes only; files, locking and eviction are disk_store's.
 #pragma once
@@ -29,7 +31,7 @@
 namespace fusejit::cache {
 
 inline constexpr std::string_view kEntryMagic = "FJKC";
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr size_t kEntryHeaderSize = 64;
 inline constexpr std::string_view kEntryExtension = ".fjk";
 
@@ -42,6 +44,9 @@ struct Entry {
 };
 
 std::string encode_entry(const KernelKey& key, const Entry& entry);
+
+// The checksum of an encoded entry's bytes (the field at offset 56 is skipped).
+uint64_t entry_checksum(std::string_view bytes);
 
 // Decodes the complete bytes of an entry file whose name says `expected`. On any problem (bad
 // magic, another format version, another key, sizes that disagree with the file's length, a

@@ -29,9 +29,16 @@ FileLock& FileLock::operator=(FileLock&& other) noexcept {
 FileLock::Result FileLock::acquire(const std::string& path, Wait wait,
                                    std::chrono::milliseconds timeout, std::string* why) {
   release();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd =
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (why) *why = std::strerror(errno);
+    return Result::failed;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (why) *why = "not a regular file";
+    ::close(fd);
     return Result::failed;
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -62,7 +69,7 @@ void FileLock::release() {
   // Unlink only the file we hold: after an earlier unlink the path may name someone else's.
   struct stat held {
   }, named{};
-  if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 &&
+  if (::fstat(fd_, &held) == 0 && ::lstat(path_.c_str(), &named) == 0 &&
       held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
     ::unlink(path_.c_str());
   }

@@ -30,7 +30,8 @@ class FileLock {
   FileLock& operator=(const FileLock&) = delete;
 
   // Creates `path` if needed and locks it. Wait::yes polls until `timeout`, then gives up
-  // (busy). failed: the file cannot be opened (`why` says so); the caller goes on unlocked.
+  // (busy). failed: the file cannot be opened, or is not a regular file (a symlink is not
+  // followed, a FIFO not waited on); `why` says so, and the caller goes on unlocked.
   Result acquire(const std::string& path, Wait wait,
                  std::chrono::milliseconds timeout = std::chrono::minutes(2),
                  std::string* why = nullptr);

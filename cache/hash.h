@@ -1,17 +1,16 @@
-// cache/hash: the hashes the cache relies on, written here so that their values never change
-// with a standard library or a platform (std::hash promises neither).
+// cache/hash: the hashes the cache relies on. Both are xxHash's XXH3 (libxxhash), whose values
+// are specified and fixed across versions, platforms and byte orders (std::hash promises
+// neither). Not cryptographic: they guard against accidents (two kernels sharing a key, a
+// damaged file), not against someone forging an entry for a known key.
 //
-//   Hash128  a 128-bit streaming hash for kernel keys: two independent 64-bit lanes, each a
-//            multiply-rotate-multiply round per 8-byte little-endian word (seeds and constants
-//            differ per lane), finished with the input length and a full 64-bit avalanche.
-//            Not cryptographic: it guards against accidents (two kernels sharing a key), not
-//            against someone forging an entry for a known key.
-//   fnv1a64  FNV-1a, 64 bits: the payload checksum of a disk entry (docs/cache-format.md). It
-//            is simple enough to re-implement from the format document alone.
+//   Hash128   streaming XXH3-128 (seed 0): the kernel key (key.h).
+//   Hash64    streaming XXH3-64 (seed 0): the checksum of a disk entry (entry.h,
+//             docs/cache-format.md).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -24,6 +23,15 @@ struct Digest128 {
   // 32 lowercase hex digits, hi first.
   std::string hex() const;
 };
+
+namespace detail {
+// Owns one XXH3 streaming state (xxhash.h stays out of this header).
+struct Xxh3State;
+struct Xxh3StateDelete {
+  void operator()(Xxh3State* state) const;
+};
+using Xxh3Ptr = std::unique_ptr<Xxh3State, Xxh3StateDelete>;
+}  // namespace detail
 
 class Hash128 {
  public:
@@ -38,17 +46,18 @@ class Hash128 {
   Digest128 digest() const;
 
  private:
-  void absorb(uint64_t word);
-  uint64_t a_, b_;
-  uint64_t length_ = 0;
-  uint64_t tail_ = 0;  // up to 7 bytes not yet absorbed, little-endian
-  unsigned tail_size_ = 0;
+  detail::Xxh3Ptr state_;
 };
 
-inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-inline constexpr uint64_t kFnvPrime = 0x100000001b3ull;
+class Hash64 {
+ public:
+  Hash64();
+  Hash64& update(const void* data, size_t size);
+  Hash64& update(std::string_view bytes) { return update(bytes.data(), bytes.size()); }
+  uint64_t digest() const;
 
-// FNV-1a over `size` bytes, continuing from `state` (pass the previous result to chain).
-uint64_t fnv1a64(const void* data, size_t size, uint64_t state = kFnvOffset);
+ private:
+  detail::Xxh3Ptr state_;
+};
 
 }  // namespace fusejit::cache

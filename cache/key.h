@@ -18,8 +18,10 @@
 // The cache layer sits below jit and never calls NVRTC: whoever builds a key passes the
 // compiler identity and the flags in. Anything else that changes the CUBIN must join this list.
 //
-// The key is a 128-bit Hash128 digest written as 32 lowercase hex digits; the disk store names
-// entries by it (<dir>/<first 2 hex>/<32 hex>.fjk) and repeats it inside each entry.
+// The key is the XXH3-128 digest (Hash128) of the framed ingredients, written as 32 lowercase
+// hex digits; the disk store names entries by it (<dir>/<first 2 hex>/<32 hex>.fjk) and
+// repeats it inside each entry. Scheme 1 used a home-made hash: its entries are never looked
+// up again, and LRU eviction removes them in time.
 #pragma once
 
 #include <optional>
@@ -31,7 +33,7 @@
 
 namespace fusejit::cache {
 
-inline constexpr std::string_view kKeyScheme = "fusejit-kernel-key 1";
+inline constexpr std::string_view kKeyScheme = "fusejit-kernel-key 2";
 
 struct KeyIngredients {
   std::string_view source;

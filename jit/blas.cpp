@@ -1,6 +1,9 @@
 // jit/blas: see blas.h.
 #include "jit/blas.h"
 
+#include <memory>
+#include <type_traits>
+
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
@@ -72,8 +75,9 @@ Blas::~Blas() {
 }
 
 const Blas::Plan& Blas::plan_for(const GemmProblem& p) {
-  auto [it, inserted] = plans_.try_emplace(p.key());
-  if (!inserted) return *it->second;
+  // The plan goes into the map only once it is complete: any step below may throw, and a
+  // half-made (or null) plan left under its key would be used by the next call.
+  if (const auto it = plans_.find(p.key()); it != plans_.end()) return *it->second;
   auto plan = std::make_unique<Plan>();
   const cudaDataType_t type = cuda_type(p.dtype);
   const cublasComputeType_t compute = p.dtype == DType::f32
@@ -109,6 +113,10 @@ const Blas::Plan& Blas::plan_for(const GemmProblem& p) {
 
   cublasLtMatmulPreference_t pref = nullptr;
   FUSEJIT_CUDA(cublasLtMatmulPreferenceCreate(&pref));
+  // Destroyed however this function leaves.
+  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                        decltype(&cublasLtMatmulPreferenceDestroy)>
+      pref_owner(pref, &cublasLtMatmulPreferenceDestroy);
   const uint64_t workspace = kWorkspaceBytes;
   FUSEJIT_CUDA(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
@@ -123,17 +131,14 @@ const Blas::Plan& Blas::plan_for(const GemmProblem& p) {
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       handle_, plan->desc, plan->a, plan->b, plan->c, plan->d, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
-    plans_.erase(it);
     throw UsageError(fmt::format("matmul: cuBLASLt has no algorithm for {} [{}x{}] @ [{}x{}] (batch {}, "
                             "epilogue {}): {}",
                             dtype_name(p.dtype), p.m, p.k, p.k, p.n, p.batch,
                             static_cast<int>(epilogue_of(p)), cublasLtGetStatusString(status)));
   }
   plan->algo = result.algo;
-  it->second = std::move(plan);
-  return *it->second;
+  return *plans_.emplace(p.key(), std::move(plan)).first->second;
 }
 
 void Blas::gemm(const GemmProblem& p, const void* a, const void* b, const void* bias,

@@ -267,8 +267,8 @@ void ContextImpl::record(const ir::Graph& g) {
   // compiles the kernels that serve every size.
   std::optional<jit::DynamicMatch> match;
   if (!options.disable.dynamic) match = dynamic.match(g, marks, *log);
-  const std::string path = match ? jit::record_trace(options, *match->trace)
-                                 : jit::record_trace(options, ir::SymbolicGraph{g, {}});
+  const std::string path = match ? jit::record_trace(options, *match->trace, *log)
+                                 : jit::record_trace(options, ir::SymbolicGraph{g, {}}, *log);
   if (!path.empty()) log->debug("recorded {}", path);
 }
 

@@ -1,12 +1,12 @@
 // jit/dump: see dump.h.
 #include "jit/dump.h"
 
+#include <atomic>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
-#include "fusejit/error.h"
+#include "cache/file_io.h"
 #include "fusion/plan_print.h"
 #include "ir/hash.h"
 #include "ir/prune.h"
@@ -18,33 +18,40 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Writes `text` to `path` through a temporary file and a rename, so a reader never sees half.
-void write_file(const fs::path& path, const std::string& text) {
+// One warning per kind of file and process; a directory that cannot be written would
+// otherwise warn at every eval.
+std::atomic<bool> dump_warned{false};
+std::atomic<bool> record_warned{false};
+
+// Writes `text` to `path` atomically (creating its directory); false, after logging, when it
+// cannot. `hint` names the variable that chose the directory.
+bool write_file(const fs::path& path, const std::string& text, std::atomic<bool>& warned,
+                std::string_view hint, spdlog::logger& log) {
   std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out) {
-      throw UsageError(fmt::format("cannot write {}: check that the directory is writable (set "
-                              "FUSEJIT_DUMP_DIR or FUSEJIT_RECORD_DIR elsewhere)",
-                              tmp.string()));
-    }
+  fs::create_directories(path.parent_path(), ec);  // a failure shows in the write below
+  const cache::WriteResult written = cache::write_file_atomically(path, text);
+  if (written.ok) return true;
+  if (!warned.exchange(true)) {
+    log.warn("{} (set {} to a writable directory); the run goes on without this file, and "
+             "further failures are logged at debug level",
+             written.why, hint);
+  } else {
+    log.debug("{}", written.why);
   }
-  fs::rename(tmp, path, ec);
-  if (ec) throw UsageError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
+  return false;
 }
 
 }  // namespace
 
-void dump_eval(const Options& options, const ir::Graph& trace, const Executable& exe) {
+void dump_eval(const Options& options, const ir::Graph& trace, const Executable& exe,
+               spdlog::logger& log) {
   if (!options.dump.ir && !options.dump.plan && !options.dump.decisions) return;
   const fs::path base = fs::path(options.dump_dir) /
                         fmt::format("eval_{:016x}", ir::structural_hash(trace));
   if (options.dump.ir) {
-    write_file(base.string() + ".ir", "# as recorded\n" + ir::print(trace) + "# as optimized\n" +
-                                          ir::print(exe.plan.graph));
+    write_file(base.string() + ".ir",
+               "# as recorded\n" + ir::print(trace) + "# as optimized\n" + ir::print(exe.plan.graph),
+               dump_warned, "FUSEJIT_DUMP_DIR", log);
   }
   if (options.dump.plan) {
     std::string text = fusion::plan_to_text(exe.plan);
@@ -59,21 +66,23 @@ void dump_eval(const Options& options, const ir::Graph& trace, const Executable&
       }
       text += "\n";
     }
-    write_file(base.string() + ".plan", text);
+    write_file(base.string() + ".plan", text, dump_warned, "FUSEJIT_DUMP_DIR", log);
   }
   if (options.dump.decisions) {
-    write_file(base.string() + ".decisions", fusion::decisions_to_text(exe.plan));
+    write_file(base.string() + ".decisions", fusion::decisions_to_text(exe.plan), dump_warned,
+               "FUSEJIT_DUMP_DIR", log);
   }
 }
 
-std::string record_trace(const Options& options, const ir::SymbolicGraph& trace) {
+std::string record_trace(const Options& options, const ir::SymbolicGraph& trace,
+                         spdlog::logger& log) {
   if (options.record_dir.empty()) return "";
   const ir::SymbolicGraph pruned{ir::prune(trace.graph, trace.graph.outputs()), trace.symbols};
   const fs::path path = fs::path(options.record_dir) /
                         fmt::format("{:016x}.trace", ir::structural_hash(pruned.graph));
   std::error_code ec;
   if (fs::exists(path, ec)) return "";
-  write_file(path, ir::print(pruned));
+  if (!write_file(path, ir::print(pruned), record_warned, "FUSEJIT_RECORD_DIR", log)) return "";
   return path.string();
 }
 

@@ -9,9 +9,17 @@
 //
 // FUSEJIT_RECORD_DIR: each evaluated trace once, as <hash>.trace (deduplicated by the hash), for
 // `fusejit warm`.
+//
+// Files are written atomically through cache/file_io.h (a temporary file of a name unique to
+// the process and thread, then a rename), so processes recording the same trace at once each
+// write a whole file and one of them wins. Dumps and recordings are diagnostics: a file that
+// cannot be written never fails the eval. The first failure of each kind is a warning on `log`,
+// later ones are debug messages.
 #pragma once
 
 #include <string>
+
+#include <spdlog/logger.h>
 
 #include "fusejit/options.h"
 #include "ir/graph.h"
@@ -20,12 +28,14 @@
 
 namespace fusejit::jit {
 
-// Writes the dumps `options.dump` asks for; a directory that cannot be written is an Error.
-void dump_eval(const Options& options, const ir::Graph& trace, const Executable& exe);
+// Writes the dumps `options.dump` asks for. Never throws for a file that cannot be written.
+void dump_eval(const Options& options, const ir::Graph& trace, const Executable& exe,
+               spdlog::logger& log);
 
 // Saves `trace` (pruned to what its outputs need; with its dynamic dims, if any) under
 // options.record_dir unless a file of the same hash is there; returns the path written, or ""
-// when it was already recorded.
-std::string record_trace(const Options& options, const ir::SymbolicGraph& trace);
+// when it was already recorded or could not be written (never throws for that).
+std::string record_trace(const Options& options, const ir::SymbolicGraph& trace,
+                         spdlog::logger& log);
 
 }  // namespace fusejit::jit

@@ -2,6 +2,7 @@
 #include "fusejit/options.h"
 
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
@@ -92,11 +93,19 @@ constexpr std::string_view kTraces =
     "a whole number of traces, at least 1 (to keep none, turn the memo off: FUSEJIT_DISABLE=memo)";
 constexpr std::string_view kKernels = "a whole number of kernels, at least 1";
 
-// A whole number, at least 1.
-int64_t parse_count(std::string_view var, std::string_view value, std::string_view valid) {
+// The largest FUSEJIT_CACHE_MAX_MB whose bytes (MB << 20) fit in 64 bits.
+constexpr int64_t kMaxCacheMegabytes = static_cast<int64_t>(UINT64_MAX >> 20);
+
+// A whole number from 1 to `max`; a larger one is an error that names the maximum.
+int64_t parse_count(std::string_view var, std::string_view value, std::string_view valid,
+                    int64_t max = INT64_MAX) {
   int64_t n = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size() || n < 1) bad_value(var, value, valid);
+  const bool whole = end == value.data() + value.size();
+  if (whole && (ec == std::errc::result_out_of_range || (ec == std::errc() && n > max))) {
+    throw UsageError(fmt::format("{}={}: out of range; the maximum is {}", var, value, max));
+  }
+  if (ec != std::errc() || !whole || n < 1) bad_value(var, value, valid);
   return n;
 }
 
@@ -142,7 +151,8 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_LOG") o.log_level = parse_log(value);
     else if (name == "FUSEJIT_CACHE_DIR") o.cache_dir = value.empty() ? o.cache_dir : value;
     else if (name == "FUSEJIT_CACHE") o.cache = parse_cache(value);
-    else if (name == "FUSEJIT_CACHE_MAX_MB") o.cache_max_mb = parse_count(name, value, kMegabytes);
+    else if (name == "FUSEJIT_CACHE_MAX_MB")
+      o.cache_max_mb = parse_count(name, value, kMegabytes, kMaxCacheMegabytes);
     else if (name == "FUSEJIT_MEMO_MAX") o.memo_max = parse_count(name, value, kTraces);
     else if (name == "FUSEJIT_KERNELS_MAX") o.kernels_max = parse_count(name, value, kKernels);
     else if (name == "FUSEJIT_RECORD_DIR") o.record_dir = value;

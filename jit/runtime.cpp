@@ -158,7 +158,7 @@ KernelLoader Runtime::loader() {
 
 std::shared_ptr<const Executable> Runtime::remember(const ir::Graph& g, uint64_t hash,
                                                     std::shared_ptr<const Executable> exe) {
-  dump_eval(options_, g, *exe);
+  dump_eval(options_, g, *exe, log_);
   if (!options_.disable.memo) stats_.trace_memo_evictions += memo_.insert(g, hash, exe);
   return exe;
 }

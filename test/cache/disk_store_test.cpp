@@ -9,46 +9,11 @@ using namespace fusejit;
 using test::TempDir;
 namespace fs = std::filesystem;
 
-namespace {
-
-cache::KernelKey key_of(int i) {
-  cache::KeyIngredients in;
-  const std::string source = "kernel source " + std::to_string(i);
-  in.source = source;
-  in.arch = "sm_90";
-  return cache::make_key(in);
-}
-
-cache::Entry entry_of(int i, const std::string& arch = "sm_90", size_t cubin_bytes = 1000) {
-  cache::Entry e;
-  e.name = "fj_test_" + std::to_string(i);
-  e.arch = arch;
-  e.cubin.assign(cubin_bytes, static_cast<char>('a' + i % 26));
-  e.ptx = ".target " + arch + "\n// kernel " + std::to_string(i) + "\n";
-  e.source = "// source " + std::to_string(i) + "\n";
-  return e;
-}
-
-cache::DiskStore::Config config_for(const TempDir& dir, uint64_t max_bytes = 1ull << 30) {
-  cache::DiskStore::Config c;
-  c.dir = dir.str("cache");
-  c.max_bytes = max_bytes;
-  return c;
-}
-
-uint64_t entry_bytes(const std::string& dir) {
-  uint64_t total = 0;
-  for (const auto& f : fs::recursive_directory_iterator(dir)) {
-    if (f.path().extension() == ".fjk") total += f.file_size();
-  }
-  return total;
-}
-
-void set_age(const fs::path& path, std::chrono::seconds age) {
-  fs::last_write_time(path, fs::file_time_type::clock::now() - age);
-}
-
-}  // namespace
+using test::config_for;
+using test::entry_bytes;
+using test::entry_of;
+using test::key_of;
+using test::set_age;
 
 TEST_CASE("disk store: store and load round trip", "[cache][disk]") {
   TempDir dir("roundtrip");

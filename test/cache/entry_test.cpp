@@ -1,6 +1,7 @@
 // The entry format (docs/cache-format.md): the bytes round-trip, the header sits where the
 // document says, and every kind of damage is named.
 #include "cache/entry.h"
+#include "cache/hash.h"
 #include "support.h"
 
 using namespace fusejit;
@@ -60,7 +61,12 @@ TEST_CASE("entry: round trip, and the layout of the document", "[cache][entry]")
   CHECK(le(bytes, 32, 8) == e.cubin.size());
   CHECK(le(bytes, 40, 8) == e.ptx.size());
   CHECK(le(bytes, 48, 8) == e.source.size());
-  CHECK(le(bytes, 56, 8) == cache::fnv1a64(bytes.data() + 64, bytes.size() - 64));
+  CHECK(le(bytes, 56, 8) == cache::entry_checksum(bytes));
+  // XXH3-64 over all but the checksum field itself, as the document says.
+  CHECK(le(bytes, 56, 8) == cache::Hash64()
+                                .update(std::string_view(bytes).substr(0, 56))
+                                .update(std::string_view(bytes).substr(64))
+                                .digest());
   CHECK(bytes.substr(64, e.name.size()) == e.name);
 
   std::string problem;
@@ -100,8 +106,8 @@ TEST_CASE("entry: every kind of damage is a named problem", "[cache][entry]") {
   bad[0] = 'X';
   CHECK_THAT(problem_of(bad, key), ContainsSubstring("magic"));
   bad = good;
-  bad[4] = 2;
-  CHECK_THAT(problem_of(bad, key), ContainsSubstring("format version 2"));
+  bad[4] = 3;
+  CHECK_THAT(problem_of(bad, key), ContainsSubstring("format version 3"));
   CHECK_THAT(problem_of(good, some_key(2)), ContainsSubstring("key mismatch"));
   bad = good;
   bad[9] ^= 1;  // the key inside the header
@@ -121,4 +127,29 @@ TEST_CASE("entry: every kind of damage is a named problem", "[cache][entry]") {
     bad[at] ^= 0x10;
     CHECK_THAT(problem_of(bad, key), ContainsSubstring("checksum"));
   }
+}
+
+TEST_CASE("entry: the checksum covers the header, so sizes cannot trade bytes", "[cache][entry]") {
+  // Moving one byte from the CUBIN's size to the PTX's keeps the file's length: only a checksum
+  // over the header notices (version 1's, over the payload alone, did not).
+  const cache::KernelKey key = some_key(1);
+  const std::string good = cache::encode_entry(key, some_entry());
+  auto put = [](std::string& b, size_t at, uint64_t v) {
+    for (int i = 0; i < 8; ++i) b[at + static_cast<size_t>(i)] = static_cast<char>(v >> (8 * i));
+  };
+  std::string shifted = good;
+  put(shifted, 32, le(good, 32, 8) - 1);  // cubin size
+  put(shifted, 40, le(good, 40, 8) + 1);  // ptx size
+  CHECK_THAT(problem_of(shifted, key), ContainsSubstring("checksum"));
+  std::string renamed = good;  // a byte from the arch to the name (both sizes are < 256)
+  renamed[24] = static_cast<char>(renamed[24] + 1);
+  renamed[28] = static_cast<char>(renamed[28] - 1);
+  CHECK_THAT(problem_of(renamed, key), ContainsSubstring("checksum"));
+}
+
+TEST_CASE("entry: a version 1 entry is stale, never misread", "[cache][entry]") {
+  const cache::KernelKey key = some_key(1);
+  std::string old = cache::encode_entry(key, some_entry());
+  old[4] = 1;  // what fusejit wrote before the format took XXH3 over header and payload
+  CHECK_THAT(problem_of(old, key), ContainsSubstring("stale: format version 1"));
 }

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/ostream_sink.h>
 
+#include "cache/disk_store.h"
 #include "support/catch.h"
 #include "templates/kernel.h"
 
@@ -133,6 +135,48 @@ inline void flip_byte(const fs::path& path, size_t from_end = 7) {
   std::string bytes = read_bytes(path);
   bytes[bytes.size() - from_end] ^= 0x5a;
   write_bytes(path, bytes);
+}
+
+// Disk store fixtures: a key and an entry per number, a store's config under a TempDir, the
+// bytes its .fjk files hold, and made-up ages.
+inline cache::KernelKey key_of(int i) {
+  cache::KeyIngredients in;
+  const std::string source = "kernel source " + std::to_string(i);
+  in.source = source;
+  in.arch = "sm_90";
+  return cache::make_key(in);
+}
+
+inline cache::Entry entry_of(int i, const std::string& arch = "sm_90", size_t cubin_bytes = 1000) {
+  cache::Entry e;
+  e.name = "fj_test_" + std::to_string(i);
+  e.arch = arch;
+  e.cubin.assign(cubin_bytes, static_cast<char>('a' + i % 26));
+  e.ptx = ".target " + arch + "\n// kernel " + std::to_string(i) + "\n";
+  e.source = "// source " + std::to_string(i) + "\n";
+  return e;
+}
+
+inline cache::DiskStore::Config config_for(const TempDir& dir, uint64_t max_bytes = 1ull << 30) {
+  cache::DiskStore::Config c;
+  c.dir = dir.str("cache");
+  c.max_bytes = max_bytes;
+  return c;
+}
+
+// Bytes of the regular .fjk files under `dir`, symlinks not followed.
+inline uint64_t entry_bytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const auto& f : fs::recursive_directory_iterator(dir)) {
+    if (f.path().extension() == ".fjk" && f.is_regular_file() && !f.is_symlink()) {
+      total += f.file_size();
+    }
+  }
+  return total;
+}
+
+inline void set_age(const fs::path& path, std::chrono::seconds age) {
+  fs::last_write_time(path, fs::file_time_type::clock::now() - age);
 }
 
 }  // namespace fusejit::test

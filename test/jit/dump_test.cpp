@@ -1,9 +1,15 @@
 // FUSEJIT_RECORD_DIR and FUSEJIT_DUMP=ir,plan,decisions, with no GPU: the recorded traces parse
-// back and are deduplicated; the per-eval dumps name the kernels each region became.
+// back and are deduplicated; the per-eval dumps name the kernels each region became; writers
+// racing on one file each succeed, and a file that cannot be written never fails an eval.
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "fusejit/fusejit.h"
 #include "fusion/pipeline.h"
@@ -93,7 +99,7 @@ TEST_CASE("FUSEJIT_DUMP=ir,plan,decisions writes one set of files per planned tr
     return loaded;
   };
   const jit::Executable exe = jit::build_executable(fusion::make_plan(g), loader, {});
-  jit::dump_eval(options, g, exe);
+  jit::dump_eval(options, g, exe, *spdlog::default_logger());
   const auto files = files_in(dir);
   REQUIRE(files.size() == 3);
   const std::string ir_text = read(files[2].extension() == ".ir" ? files[2] : files[1]);
@@ -107,4 +113,62 @@ TEST_CASE("FUSEJIT_DUMP=ir,plan,decisions writes one set of files per planned tr
   CHECK(plan_text.find("cublasLt 8x16x64") != std::string::npos);
   CHECK(plan_text.find("region 2: fj_pointwise_") != std::string::npos);
   CHECK(decisions_text.find("matmul") != std::string::npos);
+}
+
+TEST_CASE("FUSEJIT_RECORD_DIR: writers recording the same trace at once all succeed",
+          "[jit][record]") {
+  // Each round, four writers find the trace unrecorded and write it at once: each through its
+  // own temporary file, so none fails and the file is whole.
+  const fs::path dir = fresh_dir("record_race");
+  const Options options =
+      Options::parse({{"FUSEJIT_LOG", "error"}, {"FUSEJIT_RECORD_DIR", dir.string()}});
+  ir::Graph g;
+  const ir::NodeId x = ir::add_input(g, DType::f32, {4, 8});
+  g.set_outputs({ir::add_unary(g, ir::Op::exp, x)});
+  const ir::SymbolicGraph trace{g, {}};
+  std::ostringstream sink_text;
+  spdlog::logger log("record_race", std::make_shared<spdlog::sinks::ostream_sink_mt>(sink_text));
+  std::atomic<int> failures{0};
+  for (int round = 0; round < 50; ++round) {
+    fs::remove_all(dir);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> writers;
+    for (int w = 0; w < 4; ++w) {
+      writers.emplace_back([&] {
+        ++ready;
+        while (ready.load() < 4) {
+        }
+        try {
+          jit::record_trace(options, trace, log);
+        } catch (...) {
+          ++failures;
+        }
+      });
+    }
+    for (std::thread& t : writers) t.join();
+    const auto files = files_in(dir);
+    REQUIRE(files.size() == 1);
+    CHECK(ir::parse_file(files[0].string()).outputs().size() == 1);
+  }
+  CHECK(failures == 0);
+  CHECK(sink_text.str().empty());
+}
+
+TEST_CASE("FUSEJIT_RECORD_DIR and FUSEJIT_DUMP_DIR that cannot be written do not fail an eval",
+          "[jit][record][dump]") {
+  const fs::path dir = fresh_dir("unwritable");
+  fs::create_directories(dir);
+  std::ofstream(dir / "afile") << "not a directory";
+  const std::string below_a_file = (dir / "afile" / "sub").string();
+  Context ctx(Options::parse({{"FUSEJIT_LOG", "error"},
+                              {"FUSEJIT_RECORD_DIR", below_a_file},
+                              {"FUSEJIT_DUMP", "ir,plan,decisions"},
+                              {"FUSEJIT_DUMP_DIR", below_a_file}}));
+  for (int i = 0; i < 2; ++i) {
+    const auto x = ctx.from_vector(std::vector<double>(6, 2.0 + i), {2, 3});
+    std::vector<double> out;
+    REQUIRE_NOTHROW(out = (x * 3.0).to_host());
+    CHECK(out == std::vector<double>(6, 3.0 * (2.0 + i)));
+  }
+  CHECK(files_in(dir).size() == 1);
 }

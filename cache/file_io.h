@@ -1,0 +1,54 @@
+// cache/file_io: the file operations that the disk store and the dumps (jit/dump) share: one
+// atomic writer, one careful reader, and how a path appears in a message. Everything here
+// reports failures as values; nothing throws std::filesystem_error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace fusejit::cache {
+
+// A path as messages show it: whole when it is short, else its head and its tail around "..."
+// with the full length, so that a 100,000-character path still gives a readable line.
+std::string display_path(const std::filesystem::path& path);
+
+// "<what> <path>: <strerror(error)>", the path shown by display_path.
+std::string os_error(std::string_view what, const std::filesystem::path& path, int error);
+
+struct WriteResult {
+  bool ok = true;
+  // The bytes were written but `path` refused them: a non-empty directory (or another thing
+  // a file cannot be renamed over) stands there. Only that one file failed.
+  bool target_in_the_way = false;
+  std::string why;  // what failed, naming the path; empty when ok
+};
+
+// Writes `bytes` to `path` atomically: a new temporary file in the same directory, named
+// "<path>.tmp-<pid>-<thread>-<n>" (so that processes and threads never share one), written,
+// fsynced and renamed over `path`. A reader sees the old file, the new one or none, never half
+// of one. Whatever non-directory stands at `path` (a FIFO, a symlink) is replaced, never
+// followed; an empty directory there is removed first. The temporary file never outlives a
+// failure. The parent directory must exist.
+WriteResult write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+
+enum class ReadStatus { ok, missing, not_regular, failed };
+struct ReadResult {
+  ReadStatus status = ReadStatus::ok;
+  uint64_t file_size = 0;  // the whole file's size, even when fewer bytes were read
+  std::string why;         // for not_regular and failed: what is wrong (no path)
+};
+
+// Reads `path` (at most `max_bytes` of it) when it is a regular file. It is opened with
+// O_NOFOLLOW | O_NONBLOCK and checked with fstat before any read, so a symlink is not followed
+// and a FIFO or a device never blocks: both are not_regular.
+ReadResult read_regular_file(const std::filesystem::path& path, std::string& bytes,
+                             size_t max_bytes = std::numeric_limits<size_t>::max());
+
+// What kind of file a stat mode describes, for messages: "a directory", "a FIFO", ...
+const char* file_type_name(unsigned mode);
+
+}  // namespace fusejit::cache
