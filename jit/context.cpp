@@ -67,7 +67,7 @@ void dump_without_gpu(const Options& options, spdlog::logger& log, const ir::Gra
     const jit::Executable exe =
         jit::build_executable(fusion::make_plan(g, jit::plan_options(options)), loader,
                               jit::build_options(options, templates::target_for_arch(arch)));
-    jit::dump_eval(options, g, exe);
+    jit::dump_eval(options, g, exe, log);
   } catch (const Error& e) {
     log.warn("FUSEJIT_DUMP without a GPU: could not dump the plan and kernels for {}: {}", arch,
              e.what());

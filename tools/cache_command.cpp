@@ -44,7 +44,7 @@ int cache(const CacheArgs& args) {
   if (options.cache_max_mb) config.max_bytes = static_cast<uint64_t>(*options.cache_max_mb) << 20;
   config.create = false;  // looking is no reason to create it
   cache::DiskStore store(config, *log);
-  const bool exists = std::filesystem::exists(config.dir);
+  const bool exists = store.exists();  // never throws, whatever the path
 
   if (action == "stats") {
     const cache::DiskStore::Stats s = store.stats();

@@ -263,8 +263,8 @@ std::vector<TraceWork> plan_traces(const std::vector<std::string>& files,
 void check_on_disk(std::vector<Job>& jobs, const jit::KernelCache& cache) {
   for (Job& job : jobs) {
     if (job.state == Job::State::failed) continue;
-    std::error_code ec;
-    if (!fs::exists(cache.disk()->entry_path(cache.key(job.kernel, job.arch)), ec)) {
+    // A regular file, not just a name: a directory at the entry's path is not warm.
+    if (!cache.disk()->contains(cache.key(job.kernel, job.arch))) {
       job.state = Job::State::failed;
       job.error = fmt::format(
           "not in {} after warming: writing it failed, or the cache's cap ({} MB, "
