@@ -21,7 +21,7 @@ using ir::NodeId;
 // only when they read the same key node (inputs never merge), so draws with different keys stay
 // apart.
 using NodeKey = std::tuple<ir::Op, DType, Shape, std::vector<NodeId>, std::vector<int64_t>, bool,
-                           uint64_t, int64_t, int64_t>;
+                           uint64_t, int64_t, int64_t, int64_t>;
 
 NodeKey key_of(const Node& n, std::vector<NodeId> inputs) {
   if (ir::op_has(n.op, ir::kCommutative) && inputs.size() == 2 && inputs[1] < inputs[0]) {
@@ -30,7 +30,7 @@ NodeKey key_of(const Node& n, std::vector<NodeId> inputs) {
   // Integer and bool constants hold integral values: fold -0.0 into 0.0 for them.
   const double value = is_floating(n.dtype) ? n.value : n.value + 0.0;
   return {n.op,      n.dtype,   n.shape, std::move(inputs), n.axes, n.keepdim,
-          std::bit_cast<uint64_t>(value), n.start, n.step};
+          std::bit_cast<uint64_t>(value), n.integer, n.start, n.step};
 }
 
 }  // namespace

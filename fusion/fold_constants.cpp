@@ -27,17 +27,16 @@ bool foldable(const Graph& g, const ir::NodeSpec& spec) {
   return true;
 }
 
-// The reference's value of `spec` applied to the constants of `g` it names.
-double evaluate(const Graph& g, const ir::NodeSpec& spec) {
+// The reference's value of `spec` applied to the constants of `g` it names, as a constant of
+// `g` (an integer result exactly, not through a double).
+NodeId evaluate(Graph& g, const ir::NodeSpec& spec, DType dtype) {
   Graph scalar;
   ir::NodeSpec node = spec;
-  for (NodeId& in : node.inputs) {
-    const Node& c = g.node(in);
-    in = ir::add_constant(scalar, c.dtype, c.value);
-  }
+  for (NodeId& in : node.inputs) in = scalar.add(ir::spec_of(g.node(in)));
   scalar.set_outputs({scalar.add(node)});
-  const std::vector<ir::HostTensor> result = ir::interpret(scalar, {});
-  return result.at(0).get(0);
+  const ir::HostTensor result = ir::interpret(scalar, {}).at(0);
+  if (is_floating(dtype)) return ir::add_constant(g, dtype, result.get(0));
+  return ir::add_integer_constant(g, dtype, result.get_integer(0));
 }
 
 }  // namespace
@@ -51,7 +50,7 @@ ir::Graph fold_constants(ir::Graph g) {
     ir::NodeSpec spec = ir::spec_of(n);
     for (NodeId& in : spec.inputs) in = renamed[static_cast<size_t>(in)];
     if (foldable(out, spec)) {
-      renamed[i] = ir::add_constant(out, n.dtype, evaluate(out, spec));
+      renamed[i] = evaluate(out, spec, n.dtype);
       folded = true;
     } else {
       renamed[i] = out.add(spec);

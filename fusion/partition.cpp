@@ -60,6 +60,10 @@ struct Group {
   bool gemm = false;      // a matmul and what its epilogue folds: never merges
   bool reduces = false;   // has a reduce member
   bool gathers = false;   // has a gather member (region_check's gather rules apply)
+  // What the members read from memory (region_inputs of the members), ascending; and their
+  // weight (partition.h): the kernel-size limits are checked on these.
+  std::vector<NodeId> reads;
+  int64_t weight = 0;
   int generation = 0;     // bumped when the group grows
   RegionVerdict verdict;  // the latest accepted one (not for gemm)
 };
@@ -91,6 +95,8 @@ int new_group(State& s, NodeId id, bool gemm) {
   g.gemm = gemm;
   g.reduces = ir::op_kind(s.df.node(id).op) == ir::OpKind::reduce;
   g.gathers = ir::op_kind(s.df.node(id).op) == ir::OpKind::gather;
+  g.reads = s.df.reads[static_cast<size_t>(id)];
+  g.weight = ir::op_has(s.df.node(id).op, ir::kCostly) ? kCostlyOpWeight : 1;
   s.groups.push_back(std::move(g));
   const int gi = static_cast<int>(s.groups.size()) - 1;
   s.group_of[static_cast<size_t>(id)] = gi;
@@ -117,12 +123,54 @@ std::vector<NodeId> united_outputs(const State& s, int a, int b) {
   return out;
 }
 
+// What the union of groups a and b reads from memory: what each reads, less what the other
+// computes (a member read by the other group is one of that group's outputs).
+std::vector<NodeId> united_reads(const State& s, int a, int b) {
+  auto outside = [&](int from, int other) {
+    std::vector<NodeId> kept;
+    const Group& f = s.group(from);
+    const Group& o = s.group(other);
+    std::set_difference(f.reads.begin(), f.reads.end(), o.outputs.begin(), o.outputs.end(),
+                        std::back_inserter(kept));
+    return kept;
+  };
+  const std::vector<NodeId> ra = outside(a, b), rb = outside(b, a);
+  std::vector<NodeId> out;
+  std::set_union(ra.begin(), ra.end(), rb.begin(), rb.end(), std::back_inserter(out));
+  return out;
+}
+
+// Why the union of groups a and b would be too large a kernel (partition.h), or nothing.
+std::optional<std::string> too_large(const State& s, int a, int b,
+                                     const std::vector<NodeId>& outputs) {
+  const int64_t weight = s.group(a).weight + s.group(b).weight;
+  if (weight > kMaxRegionWeight) {
+    return fmt::format("region size limit: the kernel would weigh {} (one per op, {} per costly "
+                       "op), more than the {} that keep NVRTC's compile time to about a second",
+                       weight, kCostlyOpWeight, kMaxRegionWeight);
+  }
+  const auto buffers = static_cast<int64_t>(united_reads(s, a, b).size() + outputs.size());
+  const int64_t bytes = 8 * (buffers + 1);  // and the outer extent of a dynamic kernel
+  if (bytes > kMaxKernelParamBytes) {
+    return fmt::format("kernel parameter limit: the kernel would take {} buffers ({} bytes of "
+                       "parameters with the outer extent), more than the {} bytes a kernel is "
+                       "given",
+                       buffers, bytes, kMaxKernelParamBytes);
+  }
+  return std::nullopt;
+}
+
 // The verdict on merging groups a and b. Without reductions or gathers only the outputs matter,
 // which keeps long elementwise chains linear.
 RegionVerdict check_union(const State& s, int a, int b) {
   const std::vector<NodeId> outputs = united_outputs(s, a, b);
   const Group& ga = s.group(a);
   const Group& gb = s.group(b);
+  if (std::optional<std::string> why = too_large(s, a, b, outputs)) {
+    RegionVerdict refused;
+    refused.reason = std::move(*why);
+    return refused;
+  }
   if (!ga.reduces && !gb.reduces && !ga.gathers && !gb.gathers) {
     return detail::check_pointwise(s.df, outputs);
   }
@@ -136,11 +184,14 @@ RegionVerdict check_union(const State& s, int a, int b) {
 int merge_groups(State& s, int a, int b, RegionVerdict verdict) {
   if (s.group(a).members.size() < s.group(b).members.size()) std::swap(a, b);
   std::vector<NodeId> outputs = united_outputs(s, a, b);
+  std::vector<NodeId> reads = united_reads(s, a, b);
   Group& k = s.group(a);
   Group& g = s.group(b);
   k.members.insert(k.members.end(), g.members.begin(), g.members.end());
   for (NodeId m : g.members) s.group_of[static_cast<size_t>(m)] = a;
   k.outputs = std::move(outputs);
+  k.reads = std::move(reads);
+  k.weight += g.weight;
   k.first = std::min(k.first, g.first);
   k.last = std::max(k.last, g.last);
   k.reduces = k.reduces || g.reduces;
@@ -427,6 +478,16 @@ Region kernel_region(const Dataflow& df, const std::vector<NodeId>& members) {
   r.inputs = detail::region_inputs(df, members);
   r.outputs = outputs;
   r.welford = welford_pairs(*df.graph, r);
+  // Only a lone node can pass kMaxKernelParamBytes; no kernel can take more than this.
+  const auto bytes = static_cast<int64_t>(8 * (r.inputs.size() + r.outputs.size() + 1));
+  if (bytes > kHardKernelParamBytes) {
+    throw UsageError(fmt::format(
+        "{} %{} reads {} buffers: its kernel would take {} bytes of parameters, more than the "
+        "{} CUDA allows; combine the operands in steps (for instance concat or sum them in "
+        "groups of a few hundred)",
+        ir::op_name(df.node(members.back()).op), members.back(), r.inputs.size(), bytes,
+        kHardKernelParamBytes));
+  }
   return r;
 }
 

@@ -2,6 +2,7 @@
 #include "fusion/recompute.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -118,7 +119,11 @@ PlanCost plan_cost(const ir::Graph& g, const std::vector<Region>& regions) {
     for (const auto* ids : {&r.inputs, &r.outputs}) {
       for (NodeId id : *ids) {
         const Node& n = g.node(id);
-        c.bytes += ir::numel(n.shape) * dtype_size(n.dtype);
+        // Each tensor is at most 2^62 bytes (ir/shape.h); a sum of many saturates.
+        const int64_t b = ir::numel(n.shape) * dtype_size(n.dtype);
+        c.bytes = c.bytes > std::numeric_limits<int64_t>::max() - b
+                      ? std::numeric_limits<int64_t>::max()
+                      : c.bytes + b;
       }
     }
   }

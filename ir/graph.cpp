@@ -10,6 +10,7 @@
 #include "fusejit/error.h"
 #include "ir/dtype.h"
 #include "ir/hash.h"
+#include "ir/host_tensor.h"
 #include "ir/shape.h"
 
 namespace fusejit::ir {
@@ -141,7 +142,8 @@ void infer_slice(const Node& x, const NodeSpec& spec, Node& n) {
                                  shape_str(spec.shape), type_str(x), axis));
   }
   const int64_t extent = x.shape[axis], length = spec.shape[axis];
-  if (spec.step < 1 || spec.start < 0 || spec.start + spec.step * (length - 1) >= extent) {
+  const std::optional<int64_t> span = checked_mul(spec.step, length - 1);
+  if (spec.step < 1 || spec.start < 0 || !span || *span >= extent - spec.start) {
     throw UsageError(fmt::format("slice: start {}, step {} and length {} do not fit axis {} of {} "
                                  "(need 0 <= start, step >= 1, start + step * (length - 1) < {})",
                                  spec.start, spec.step, length, axis, type_str(x), extent));
@@ -170,7 +172,10 @@ void infer_concat(const Graph& g, const NodeSpec& spec, Node& n) {
                                    "axis but the concatenated one ({}) the shapes must be equal",
                                    k, type_str(x), type_str(first), axis));
     }
-    n.shape[axis] += x.shape[axis];
+    if (__builtin_add_overflow(n.shape[axis], x.shape[axis], &n.shape[axis])) {
+      throw UsageError(fmt::format("concat: the result's extent along axis {} overflows 64 bits",
+                                   axis));
+    }
     n.dtype = promote(n.dtype, x.dtype);
   }
 }
@@ -181,6 +186,7 @@ void infer_view(const Graph& g, const NodeSpec& spec, Node& n) {
   switch (spec.op) {
     case Op::reshape:
       check_dims(spec.shape, "reshape");
+      check_tensor_size(spec.shape, x.dtype, "reshape");
       if (numel(spec.shape) != numel(x.shape)) {
         throw UsageError(fmt::format("reshape: cannot reshape {} ({} elements) to {} ({} elements); the "
                                 "element counts must match",
@@ -368,8 +374,12 @@ Node infer_fields(const Graph& g, const NodeSpec& spec) {
                                   dtype_name(spec.dtype)));
         }
         n.value = spec.value;
-        if (spec.dtype == DType::boolean) n.value = spec.value != 0.0 ? 1.0 : 0.0;
-        else if (is_integral(spec.dtype)) n.value = std::trunc(spec.value);
+        if (spec.dtype == DType::boolean || is_integral(spec.dtype)) {
+          const bool exact = static_cast<double>(spec.integer) == spec.value;
+          n.integer = exact ? wrap_integer(spec.dtype, spec.integer)
+                            : round_to_integer(spec.dtype, spec.value);
+          n.value = static_cast<double>(n.integer);
+        }
       }
       return n;
     case OpKind::reduce:
@@ -393,24 +403,33 @@ Node infer_fields(const Graph& g, const NodeSpec& spec) {
   }
 }
 
+// infer_fields, and the result within the size limit (ir/shape.h): every node of a graph is.
+Node infer_sized(const Graph& g, const NodeSpec& spec) {
+  Node n = infer_fields(g, spec);
+  if (!within_size_limit(n.shape, n.dtype)) {
+    check_tensor_size(n.shape, n.dtype, fmt::format("{} (node %{})", op_name(spec.op), g.size()));
+  }
+  return n;
+}
+
 }  // namespace
 
 Node infer_node(const Graph& g, const NodeSpec& spec) {
-  Node n = infer_fields(g, spec);
+  Node n = infer_sized(g, spec);
   n.inputs = spec.inputs;
   return n;
 }
 
 NodeSpec spec_of(const Node& n) {
   return NodeSpec{.op = n.op, .inputs = n.inputs, .dtype = n.dtype, .shape = n.shape,
-                  .axes = n.axes, .keepdim = n.keepdim, .value = n.value, .start = n.start,
+                  .axes = n.axes, .keepdim = n.keepdim, .value = n.value, .integer = n.integer, .start = n.start,
                   .step = n.step};
 }
 
 NodeId Graph::add(const NodeSpec& spec) { return append(infer_node(*this, spec)); }
 
 NodeId Graph::add(NodeSpec&& spec) {
-  Node n = infer_fields(*this, spec);
+  Node n = infer_sized(*this, spec);
   n.inputs = std::move(spec.inputs);
   return append(std::move(n));
 }
@@ -448,6 +467,11 @@ NodeId add_input(Graph& g, DType dtype, Shape shape) {
 }
 NodeId add_constant(Graph& g, DType dtype, double value) {
   return g.add({.op = Op::constant, .dtype = dtype, .value = value});
+}
+
+NodeId add_integer_constant(Graph& g, DType dtype, int64_t value) {
+  return g.add({.op = Op::constant, .dtype = dtype, .value = static_cast<double>(value),
+                .integer = value});
 }
 NodeId add_unary(Graph& g, Op op, NodeId x) { return g.add({.op = op, .inputs = {x}}); }
 NodeId add_binary(Graph& g, Op op, NodeId a, NodeId b) {

@@ -32,7 +32,8 @@ struct Node {
   // gather: the one axis the index tensor picks along.
   std::vector<int64_t> axes;
   bool keepdim = false;  // reduce
-  double value = 0.0;    // constant (rank 0)
+  double value = 0.0;    // constant (rank 0); of an integral or bool dtype, `integer` as a double
+  int64_t integer = 0;   // constant of an integral or bool dtype: its exact value (i32 wrapped)
   // slice: result element k along axes[0] is operand element start + k * step (0 <= start <
   // the operand's extent, step >= 1, the last element in range); the length is the result's.
   int64_t start = 0;
@@ -53,6 +54,10 @@ struct NodeSpec {
                              // slice and concat (one axis, negative allowed)
   bool keepdim = false;      // used by reduce
   double value = 0.0;        // used by constant
+  // Used by a constant of an integral or bool dtype, whose exact value it is when `value` is its
+  // nearest double (as spec_of and add_integer_constant give); else `value` is converted as a
+  // cast would (truncated, wrapped). So a double alone still states such a constant.
+  int64_t integer = 0;
   int64_t start = 0;         // used by slice (already in range: see add_slice for Python's)
   int64_t step = 1;          // used by slice
 };
@@ -112,6 +117,8 @@ std::string type_str(const Node& node);
 // Convenience builders over Graph::add, used by the API, the tests and the passes.
 NodeId add_input(Graph& g, DType dtype, Shape shape);
 NodeId add_constant(Graph& g, DType dtype, double value);
+// An integral or bool constant of exactly `value` (wrapped to i32, or != 0 for bool).
+NodeId add_integer_constant(Graph& g, DType dtype, int64_t value);
 NodeId add_unary(Graph& g, Op op, NodeId x);
 NodeId add_binary(Graph& g, Op op, NodeId a, NodeId b);
 NodeId add_where(Graph& g, NodeId cond, NodeId a, NodeId b);

@@ -95,6 +95,12 @@ uint64_t node_hash(const Node& n, std::span<const uint64_t> earlier, uint64_t in
   m.add_list(n.axes);
   m.add(n.keepdim ? 1 : 0);
   m.add(n.op == Op::constant ? value_bits(n.value) : 0);
+  // An integer constant's double is exact up to 2^53; past it, the exact value tells apart
+  // constants with one double (only there, so that other hashes stay as they were).
+  constexpr int64_t kExactInDouble = int64_t{1} << 53;
+  if (n.op == Op::constant && (n.integer > kExactInDouble || n.integer < -kExactInDouble)) {
+    m.add(static_cast<uint64_t>(n.integer));
+  }
   if (n.op == Op::slice) {  // only here, so that the hashes of other nodes stay as they were
     m.add(static_cast<uint64_t>(n.start));
     m.add(static_cast<uint64_t>(n.step));

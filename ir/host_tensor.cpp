@@ -129,12 +129,60 @@ double round_to(DType dtype, double v) {
   throw InternalError(fmt::format("round_to: unknown dtype {}", static_cast<int>(dtype)));
 }
 
+namespace {
+
+// The byte vector of a tensor of this type: a clear error for a shape past the size limit or
+// memory the host does not have, rather than std::length_error or std::bad_alloc.
+std::vector<std::byte> zeroed_bytes(DType dtype, const Shape& shape) {
+  check_tensor_size(shape, dtype, "host tensor");
+  const int64_t size = numel(shape) * dtype_size(dtype);
+  try {
+    return std::vector<std::byte>(static_cast<size_t>(size));
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(fmt::format("host tensor {}{}: cannot allocate {} bytes of host memory",
+                                       dtype_name(dtype), shape_str(shape), size),
+                           size);
+  }
+}
+
+}  // namespace
+
 HostTensor::HostTensor(DType dtype_, Shape shape_)
-    : dtype(dtype_),
-      shape(std::move(shape_)),
-      bytes(static_cast<size_t>(ir::numel(shape) * dtype_size(dtype))) {}
+    : dtype(dtype_), shape(std::move(shape_)), bytes(zeroed_bytes(dtype, shape)) {}
 
 int64_t HostTensor::numel() const { return ir::numel(shape); }
+
+int64_t round_to_integer(DType dtype, double v) {
+  if (dtype == DType::boolean) return v != 0.0 ? 1 : 0;  // NaN != 0: true
+  return wrap_to_int(v, dtype == DType::i32 ? 32 : 64);
+}
+
+int64_t wrap_integer(DType dtype, int64_t v) {
+  if (dtype == DType::boolean) return v != 0 ? 1 : 0;
+  if (dtype == DType::i32) return static_cast<int32_t>(static_cast<uint32_t>(v));
+  return v;
+}
+
+int64_t HostTensor::get_integer(int64_t i) const {
+  const std::byte* p =
+      bytes.data() + static_cast<size_t>(i) * static_cast<size_t>(dtype_size(dtype));
+  switch (dtype) {
+    case DType::i32: {
+      int32_t v;
+      std::memcpy(&v, p, sizeof v);
+      return v;
+    }
+    case DType::i64: {
+      int64_t v;
+      std::memcpy(&v, p, sizeof v);
+      return v;
+    }
+    case DType::boolean:
+      return std::to_integer<int>(*p) != 0 ? 1 : 0;
+    default:
+      throw InternalError(fmt::format("get_integer of a {} tensor", dtype_name(dtype)));
+  }
+}
 
 double HostTensor::get(int64_t i) const {
   const std::byte* p =

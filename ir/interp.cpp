@@ -378,14 +378,13 @@ Value eval_arange(const Node& n) {
 // ---- sources and results ---------------------------------------------------------------------
 
 Value eval_constant(const Node& n) {
-  const double v = round_to(n.dtype, n.value);
   if (held_as_int(n.dtype)) {
     std::shared_ptr<int64_t[]> one = allocate<int64_t>(1);
-    one[0] = static_cast<int64_t>(v);
+    one[0] = n.integer;
     return Value::of<int64_t>(Shape{}, std::move(one));
   }
   std::shared_ptr<float[]> one = allocate<float>(1);
-  one[0] = static_cast<float>(v);
+  one[0] = static_cast<float>(round_to(n.dtype, n.value));
   return Value::of<float>(Shape{}, std::move(one));
 }
 

@@ -69,7 +69,16 @@ struct Value {
 // that computes it (so large buffers are also first touched in parallel).
 template <class T>
 std::shared_ptr<T[]> allocate(int64_t n) {
-  return std::make_shared_for_overwrite<T[]>(static_cast<size_t>(n));
+  try {
+    return std::make_shared_for_overwrite<T[]>(static_cast<size_t>(n));
+  } catch (const std::bad_alloc&) {
+    const int64_t bytes = n * static_cast<int64_t>(sizeof(T));  // n is a valid tensor's count
+    throw OutOfMemoryError(
+        fmt::format("CPU reference: cannot allocate {} bytes of host memory for a value of {} "
+                    "elements",
+                    bytes, n),
+        bytes);
+  }
 }
 
 // Wrapping integer arithmetic: computed modulo 2^64 (store_span then wraps i32 results modulo

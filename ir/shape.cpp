@@ -5,13 +5,59 @@
 #include <fmt/ranges.h>
 
 #include "fusejit/error.h"
+#include "ir/dtype.h"
 
 namespace fusejit::ir {
 
-int64_t numel(const Shape& shape) {
+std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
+  return product;
+}
+
+std::optional<int64_t> checked_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    const std::optional<int64_t> next = checked_mul(n, d);
+    if (!next) return std::nullopt;
+    n = *next;
+  }
   return n;
+}
+
+int64_t numel(const Shape& shape) {
+  const std::optional<int64_t> n = checked_numel(shape);
+  if (!n) {
+    throw UsageError(fmt::format("shape {}: the element count overflows 64 bits (a tensor holds "
+                                 "at most 2^62 bytes)",
+                                 shape_str(shape)));
+  }
+  return *n;
+}
+
+namespace {
+
+std::optional<int64_t> byte_count(const Shape& shape, DType dtype) {
+  const std::optional<int64_t> count = checked_numel(shape);
+  return count ? checked_mul(*count, dtype_size(dtype)) : count;
+}
+
+}  // namespace
+
+bool within_size_limit(const Shape& shape, DType dtype) {
+  const std::optional<int64_t> bytes = byte_count(shape, dtype);
+  return bytes && *bytes <= kMaxTensorBytes;
+}
+
+void check_tensor_size(const Shape& shape, DType dtype, std::string_view what) {
+  const std::optional<int64_t> bytes = byte_count(shape, dtype);
+  if (!bytes || *bytes > kMaxTensorBytes) {
+    throw UsageError(fmt::format(
+        "{}: {}{} holds {} bytes, more than the limit of 2^62 bytes per tensor; split the "
+        "computation into smaller tensors",
+        what, dtype_name(dtype), shape_str(shape),
+        bytes ? std::to_string(*bytes) : std::string("2^63 or more")));
+  }
 }
 
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -9,7 +11,25 @@
 
 namespace fusejit::ir {
 
+// The size limit of a tensor, in bytes: every node of a graph, every input bound and every
+// buffer holds at most this much (docs/trace-format.md, "Limits"). 2^62 leaves a factor of two
+// below INT64_MAX, so any index or byte offset into a valid tensor, plus one more such offset
+// (a grid stride, a rounded-up tile), still fits the 64-bit index arithmetic of the kernels and
+// of the CPU reference; and it is far beyond the memory of any GPU.
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 62;
+
+// a * b, or nothing when the product does not fit int64. The one overflow-checked multiply
+// that element counts, byte sizes and strides go through.
+std::optional<int64_t> checked_mul(int64_t a, int64_t b);
+// The element count, or nothing when it does not fit int64.
+std::optional<int64_t> checked_numel(const Shape& shape);
+// The element count; throws fusejit::UsageError naming the shape when it does not fit int64.
 int64_t numel(const Shape& shape);
+// True when a tensor of this shape and dtype holds at most kMaxTensorBytes.
+bool within_size_limit(const Shape& shape, DType dtype);
+// Throws fusejit::UsageError naming `what`, the type and the limit when a tensor of this shape
+// and dtype would exceed kMaxTensorBytes (or its count overflow).
+void check_tensor_size(const Shape& shape, DType dtype, std::string_view what);
 // "[16384,16384]"; "[]" for a scalar.
 std::string shape_str(const Shape& shape);
 // Row-major strides in elements.

@@ -29,14 +29,15 @@ bool is_prime(int64_t n) {
   return true;
 }
 
-int64_t checked_mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) {
+// a * b for a dim; a product that overflows is a usage error.
+int64_t dim_product(int64_t a, int64_t b) {
+  const std::optional<int64_t> r = checked_mul(a, b);
+  if (!r) {
     throw UsageError(fmt::format("dynamic dims: a dim of {} * {} overflows 64 bits; use fewer "
                                  "dynamic dims or smaller sizes",
                                  a, b));
   }
-  return r;
+  return *r;
 }
 
 bool uses_shape(Op op) {
@@ -113,11 +114,11 @@ struct Attribution {
           while (cursor < rest.size() && rest[cursor] % values[k] != 0) ++cursor;
           if (cursor == rest.size()) return false;
           rest[cursor] /= values[k];
-          sentinels[cursor] = checked_mul(sentinels[cursor], symbols[k].sentinel);
+          sentinels[cursor] = dim_product(sentinels[cursor], symbols[k].sentinel);
         }
       }
     }
-    for (size_t j = 0; j < rest.size(); ++j) out[j0 + j] = checked_mul(rest[j], sentinels[j]);
+    for (size_t j = 0; j < rest.size(); ++j) out[j0 + j] = dim_product(rest[j], sentinels[j]);
     return true;
   }
 
@@ -254,7 +255,7 @@ int64_t dim_value(int64_t dim, const std::vector<Symbol>& symbols, const Binding
   const DimTerms t = dim_terms(dim, symbols);
   int64_t v = t.coefficient;
   for (size_t k = 0; k < symbols.size(); ++k) {
-    for (int e = 0; e < t.exponents[k]; ++e) v = checked_mul(v, values.at(k));
+    for (int e = 0; e < t.exponents[k]; ++e) v = dim_product(v, values.at(k));
   }
   return v;
 }

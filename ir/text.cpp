@@ -50,7 +50,7 @@ void print_node(std::string& out, size_t id, const Node& n, const std::vector<Sy
                  op_name(n.op));
   if (n.op == Op::constant) {
     out += ' ';
-    out += number_str(n.value);
+    out += is_floating(n.dtype) ? number_str(n.value) : std::to_string(n.integer);
   }
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     fmt::format_to(std::back_inserter(out), "{}%{}", i == 0 ? " " : ", ", n.inputs[i]);
@@ -64,6 +64,28 @@ void print_node(std::string& out, size_t id, const Node& n, const std::vector<Sy
   if (n.op == Op::slice) fmt::format_to(std::back_inserter(out), " start={} step={}", n.start, n.step);
   if (n.keepdim) out += " keepdim";
   if (newline) out += '\n';
+}
+
+// Trace text quoted in an error message: in single quotes, bytes outside printable ASCII as
+// \xNN (a binary file's bytes never reach a terminal raw), at most kQuotedBytes of it.
+constexpr size_t kQuotedBytes = 40;
+
+std::string escaped(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (b < 0x20 || b >= 0x7f) {
+      fmt::format_to(std::back_inserter(out), "\\x{:02x}", b);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string quoted(std::string_view text) {
+  if (text.size() <= kQuotedBytes) return fmt::format("'{}'", escaped(text));
+  return fmt::format("'{}'... ({} bytes)", escaped(text.substr(0, kQuotedBytes)), text.size());
 }
 
 bool is_word_char(char c) {
@@ -136,12 +158,14 @@ class Cursor {
     size_t end = pos_;
     while (end < line_.size() && continues_token(line_[end])) ++end;
     if (end == pos_) ++end;
-    return fmt::format("'{}'", line_.substr(pos_, std::min<size_t>(end - pos_, 32)));
+    return quoted(line_.substr(pos_, std::min<size_t>(end - pos_, 32)));
   }
 
   [[noreturn]] void fail(const std::string& what) { fail_at(pos_, what); }
   [[noreturn]] void fail_at(size_t pos, const std::string& what) const {
-    throw UsageError(fmt::format("{}:{}:{}: {}", source_, line_no_, pos + 1, what));
+    // Every quote of the line goes through quoted(); escaping the whole message again keeps any
+    // raw byte that reaches it some other way off the caller's terminal.
+    throw UsageError(fmt::format("{}:{}:{}: {}", source_, line_no_, pos + 1, escaped(what)));
   }
   void seek(size_t pos) { pos_ = pos; }
 
@@ -155,7 +179,7 @@ class Cursor {
     const auto [end, ec] = std::from_chars(line_.data() + start, line_.data() + pos_, v);
     if (ec == std::errc::result_out_of_range) {
       fail_at(start,
-              fmt::format("{} '{}' is out of range", what, line_.substr(start, pos_ - start)));
+              fmt::format("{} {} is out of range", what, quoted(line_.substr(start, pos_ - start))));
     }
     if (ec != std::errc() || end != line_.data() + pos_) {
       pos_ = start;
@@ -204,7 +228,9 @@ int64_t parse_dim(Cursor& c, const std::vector<Symbol>& symbols) {
       }
       factor = it->sentinel;
     }
-    if (__builtin_mul_overflow(dim, factor, &dim)) c.fail_at(pos, "dimension out of range");
+    const std::optional<int64_t> product = checked_mul(dim, factor);
+    if (!product) c.fail_at(pos, "dimension out of range (a dim's product overflows 64 bits)");
+    dim = *product;
   } while (c.accept('*'));
   return dim;
 }
@@ -236,13 +262,13 @@ double parse_number(Cursor& c) {
   double v = 0;
   const auto [end, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
   if (ec == std::errc::result_out_of_range) {
-    c.fail_at(start, fmt::format("number '{}' is out of range for a double", tok));
+    c.fail_at(start, fmt::format("number {} is out of range for a double", quoted(tok)));
   }
   if (tok.empty() || ec != std::errc() || end != tok.data() + tok.size() || std::isnan(v) ||
       std::isinf(v)) {
     c.fail_at(start, fmt::format("expected a number (such as 1.5, -2, 1e-30, inf, -inf or nan), "
                                  "found {}",
-                                 tok.empty() ? "end of line" : fmt::format("'{}'", tok)));
+                                 tok.empty() ? "end of line" : quoted(tok)));
   }
   return v;
 }
@@ -306,7 +332,7 @@ class Parser {
     const std::string_view magic = c.token();
     if (magic != kHeader) {
       c.fail_at(start, fmt::format("{}, found {}", expected,
-                                   magic.empty() ? "an empty line" : fmt::format("'{}'", magic)));
+                                   magic.empty() ? "an empty line" : quoted(magic)));
     }
     const size_t vpos = c.mark();
     const std::string_view version = c.token();
@@ -315,7 +341,7 @@ class Parser {
     } else {
       c.fail_at(vpos, fmt::format("unsupported trace format version {}; {} (this build reads "
                                   "versions 1 and 2)",
-                                  version.empty() ? "(none)" : fmt::format("'{}'", version),
+                                  version.empty() ? "(none)" : quoted(version),
                                   expected));
     }
     if (!c.at_end()) c.fail(fmt::format("unexpected {} after the header", c.found()));
@@ -383,7 +409,7 @@ class Parser {
         break;
       case Op::constant:
         spec.dtype = stated.dtype;
-        spec.value = parse_constant(c, stated.dtype);
+        parse_constant(c, stated.dtype, spec);
         break;
       case Op::cast:
         spec.dtype = stated.dtype;
@@ -426,8 +452,29 @@ class Parser {
     ids_.emplace(label, Label{id, current_line_});
   }
 
-  double parse_constant(Cursor& c, DType dtype) {
+  // NUMBER into spec.value; an integral constant written as a plain decimal integer also into
+  // spec.integer, exactly (through a double it would lose the digits past 2^53).
+  void parse_constant(Cursor& c, DType dtype, NodeSpec& spec) {
     const size_t pos = c.mark();
+    if (is_integral(dtype)) {
+      const std::string_view tok = c.token();
+      int64_t exact = 0;
+      const auto [end, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), exact);
+      if (!tok.empty() && end == tok.data() + tok.size()) {
+        if (ec == std::errc::result_out_of_range) {
+          c.fail_at(pos, fmt::format("const: {} is out of range for {} (a 64-bit integer)", tok,
+                                     dtype_name(dtype)));
+        }
+        spec.integer = exact;
+        spec.value = static_cast<double>(exact);
+        return;
+      }
+      c.seek(pos);  // not a plain integer: a number such as 1e+05, checked below
+    }
+    spec.value = read_number(c, dtype, pos);
+  }
+
+  double read_number(Cursor& c, DType dtype, size_t pos) {
     const double v = parse_number(c);
     const bool ok = dtype == DType::boolean ? (v == 0.0 || v == 1.0)
                     : is_integral(dtype)    ? std::isfinite(v) && std::trunc(v) == v
@@ -463,7 +510,7 @@ class Parser {
       const std::string_view attr = c.word();
       if (attr != want) {
         c.fail_at(pos, fmt::format("expected {}=N after the operands of {}, found {}", want, name,
-                                   attr.empty() ? c.found() : fmt::format("'{}'", attr)));
+                                   attr.empty() ? c.found() : quoted(attr)));
       }
       const int64_t v = parse_int_attr(c, want);
       if (want == "axis") spec.axes = {v};

@@ -94,9 +94,8 @@ DenseView dense_view(const Shape& shape, const std::vector<int64_t>& strides, DT
   }
   int64_t reach = 0;  // bounds every offset, the span and the dense base's size
   for (size_t d : real) {
-    int64_t dim_reach = 0;
-    if (__builtin_mul_overflow(strides[d], shape[d], &dim_reach) ||
-        __builtin_add_overflow(reach, dim_reach, &reach)) {
+    const std::optional<int64_t> dim_reach = ir::checked_mul(strides[d], shape[d]);
+    if (!dim_reach || __builtin_add_overflow(reach, *dim_reach, &reach)) {
       throw refuse("address past 2^63 elements");
     }
   }
@@ -138,6 +137,7 @@ Tensor Context::wrap(const void* data, Shape shape, DType dtype, std::vector<int
   const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
   if (!data) throw UsageError("wrap: the data pointer is null; pass the address of the buffer");
   detail::check_dims(shape, "wrap");
+  ir::check_tensor_size(shape, dtype, "wrap");
   if (strides.empty()) {
     strides.assign(shape.size(), 0);
     int64_t step = 1;

@@ -215,7 +215,8 @@ Tensor reshape(const Tensor& x, Shape shape) {
       if (infer_at >= 0) throw UsageError("reshape: only one dimension may be -1");
       infer_at = static_cast<int64_t>(i);
     } else {
-      known *= shape[i];
+      // An overflowing product is as impossible to infer from as a zero one.
+      known = ir::checked_mul(known, shape[i]).value_or(0);
     }
   }
   if (infer_at >= 0) {

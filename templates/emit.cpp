@@ -83,33 +83,35 @@ std::string device_function(ir::Op op, FastMath fast) {
 const DTypeCode& dtype_code(DType dtype) { return kDTypeCodes[static_cast<size_t>(dtype)]; }
 
 std::string literal(DType dtype, double value) {
+  if (!is_floating(dtype)) return integer_literal(dtype, ir::round_to_integer(dtype, value));
   const double v = ir::round_to(dtype, value);
+  const float f = static_cast<float>(v);
+  if (std::isnan(f)) return "__uint_as_float(0x7fffffffu)";
+  if (std::isinf(f)) return f > 0 ? "__uint_as_float(0x7f800000u)" : "__uint_as_float(0xff800000u)";
+  const std::string s = fmt::format("{:a}f", f);
+  return std::signbit(f) ? "(" + s + ")" : s;
+}
+
+std::string integer_literal(DType dtype, int64_t value) {
+  const int64_t i = ir::wrap_integer(dtype, value);
   switch (dtype) {
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: {
-      const float f = static_cast<float>(v);
-      if (std::isnan(f)) return "__uint_as_float(0x7fffffffu)";
-      if (std::isinf(f))
-        return f > 0 ? "__uint_as_float(0x7f800000u)" : "__uint_as_float(0xff800000u)";
-      const std::string s = fmt::format("{:a}f", f);
-      return std::signbit(f) ? "(" + s + ")" : s;
-    }
-    case DType::i32: {
-      const auto i = static_cast<int32_t>(v);
+    case DType::i32:
       if (i == std::numeric_limits<int32_t>::min()) return "(-2147483647 - 1)";
       return i < 0 ? fmt::format("({})", i) : fmt::format("{}", i);
-    }
-    case DType::i64: {
-      // round_to keeps i64 in a double; values from 2^63 up wrapped to the minimum.
-      const auto i = v >= 0x1p63 ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(v);
+    case DType::i64:
+      // -9223372036854775808LL would be a negated literal too large for long long.
       if (i == std::numeric_limits<int64_t>::min()) return "(-9223372036854775807LL - 1)";
       return i < 0 ? fmt::format("({}LL)", i) : fmt::format("{}LL", i);
-    }
     case DType::boolean:
-      return v != 0.0 ? "true" : "false";
+      return i != 0 ? "true" : "false";
+    default:
+      throw InternalError(fmt::format("integer_literal of {}", dtype_name(dtype)));
   }
-  throw InternalError("literal: unknown dtype");
+}
+
+std::string constant_literal(const ir::Node& constant) {
+  return is_floating(constant.dtype) ? literal(constant.dtype, constant.value)
+                                     : integer_literal(constant.dtype, constant.integer);
 }
 
 DType accumulator_dtype(const ir::Node& reduce) {

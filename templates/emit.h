@@ -34,6 +34,10 @@ const DTypeCode& dtype_code(DType dtype);
 // A value of `dtype` (rounded to it as the reference does) as a literal of its arithmetic
 // type; exact and locale-independent (hex floats; non-finite values as bit patterns).
 std::string literal(DType dtype, double value);
+// An integral or bool value (wrapped to i32, != 0 for bool) as an exact literal.
+std::string integer_literal(DType dtype, int64_t value);
+// A constant node's value as a literal: integers exactly, from Node::integer.
+std::string constant_literal(const ir::Node& constant);
 
 // Reductions: the accumulator dtype of a reduce node, the combining functor and its identity.
 DType accumulator_dtype(const ir::Node& reduce);

@@ -75,7 +75,7 @@ std::string region_summary(const RegionInfo& info) {
       for (size_t i = 0; i < n.axes.size(); ++i) s += fmt::format("{}{}", i ? "," : "", n.axes[i]);
       s += n.keepdim ? "] keepdim" : "]";
     }
-    if (n.op == ir::Op::constant) s += " = " + literal(n.dtype, n.value);
+    if (n.op == ir::Op::constant) s += " = " + constant_literal(n);
     s += "\n";
   }
   return s;
@@ -286,7 +286,10 @@ int64_t work_blocks_at(const Kernel& k, int64_t outer) {
 int64_t launch_grid(const Kernel& k, int sm_count, int64_t outer) {
   const int64_t wave = static_cast<int64_t>(std::max(sm_count, 1)) * std::max(k.blocks_per_sm, 1);
   const int64_t work = work_blocks_at(k, outer);
-  const int64_t grid = k.waves > 0 ? std::min(work, wave * k.waves) : work;
+  // CUDA's grid is at most 2^31 - 1 blocks in x; every kernel loops over the rest with a grid
+  // stride, so a tensor near the size limit (ir/shape.h) still launches.
+  constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+  const int64_t grid = std::min(k.waves > 0 ? std::min(work, wave * k.waves) : work, kMaxGridX);
   const int64_t cluster = std::max(k.cluster, 1);
   return std::max(cluster, grid - grid % cluster);
 }

@@ -55,7 +55,7 @@ kir::ExprP Values::value(ir::NodeId id, const Index& at, ValueScope& scope) {
   }
   switch (ir::op_kind(n.op)) {
     case ir::OpKind::source:
-      if (n.op == ir::Op::constant) return literal_of(n.dtype, n.value);
+      if (n.op == ir::Op::constant) return kir::lit(constant_literal(n));
       if (n.op == ir::Op::arange) return scope.memo[k] = arange(id, at, scope);
       throw InternalError(fmt::format("input %{} is in the region's nodes but not its inputs", id));
     case ir::OpKind::view:

@@ -156,6 +156,18 @@ TEST_CASE("constant folding computes as the reference does, rounding included", 
       std::isnan(folded("%0 : f32[] = const 0\n%1 : f32[] = const inf\n"
                         "%2 : f32[] = mul %0, %1\noutput %2\n")));
 
+  // Integers fold exactly, past 2^53 and at the ends of i64 (wrapping as the reference does).
+  auto folded_integer = [](const std::string& body) {
+    const ir::Graph g = fold_constants(ir::parse(std::string(kHeader) + body));
+    return g.node(g.outputs().at(0)).integer;
+  };
+  CHECK(folded_integer("%0 : i64[] = const 9007199254740992\n%1 : i64[] = const 1\n"
+                       "%2 : i64[] = add %0, %1\noutput %2\n") == 9007199254740993);
+  CHECK(folded_integer("%0 : i64[] = const 9223372036854775807\n%1 : i64[] = const 1\n"
+                       "%2 : i64[] = add %0, %1\noutput %2\n") == INT64_MIN);
+  CHECK(folded_integer("%0 : i64[] = const 9223372036854775807\n%1 : i64[] = neg %0\n"
+                       "output %1\n") == -INT64_MAX);
+
   // An operand that is not a constant stops folding; so does a view.
   check_unchanged(fold_constants,
                   "%0 : f32[] = input\n%1 : f32[] = const 2\n%2 : f32[] = mul %0, %1\noutput %2\n");

@@ -2,8 +2,10 @@
 #include <cctype>
 #include <string>
 
+#include "fusion/partition.h"
 #include "fusion/pipeline.h"
 #include "fusion/plan_print.h"
+#include "ir/text.h"
 #include "workloads.h"
 
 using namespace fusejit;
@@ -241,4 +243,21 @@ TEST_CASE("plan and decisions print as text", "[fusion][json]") {
   CHECK(folded.find("  inputs:  %0 %1 %2\n  outputs: %5\n  epilogue: bias %2, gelu_tanh\n") !=
         std::string::npos);
   CHECK(folded.find("%5 : bf16[64,256] = gelu_tanh %4") != std::string::npos);
+}
+
+TEST_CASE("the plan prints a node as the trace does, a scalar permute included",
+          "[fusion][plan_print]") {
+  Graph g;
+  const NodeId s = ir::add_input(g, DType::f32, {});
+  g.add_output(un(g, Op::exp, ir::add_permute(g, s, {})));
+  const Plan plan = partition(g);  // no passes: simplification would drop the identity permute
+  REQUIRE(plan.regions.at(0).nodes.size() == 2);
+  const std::string trace = ir::print(plan.graph);
+  const std::string text = plan_to_text(plan);
+  for (NodeId id : plan.regions.at(0).nodes) {
+    const std::string line = ir::node_line(plan.graph, id);
+    INFO(line);
+    CHECK(trace.find(line + "\n") != std::string::npos);
+    CHECK(text.find("    " + line + "\n") != std::string::npos);
+  }
 }

@@ -683,6 +683,23 @@ TEST_CASE("integer ops are exact beyond 2^53", "[ir][interp]") {
         static_cast<int64_t>(static_cast<uint64_t>(p53 + 1) + static_cast<uint64_t>(INT64_MAX)));
 }
 
+TEST_CASE("integer constants are exact beyond 2^53", "[ir][interp]") {
+  Graph g;
+  const NodeId a = add_input(g, i64, {2});
+  g.add_output(add_binary(g, Op::add, a, add_integer_constant(g, i64, INT64_MAX)));
+  g.add_output(add_integer_constant(g, i64, 9007199254740993));
+  g.add_output(add_integer_constant(g, i64, INT64_MIN));
+  const std::vector<HostTensor> out = interpret(g, {i64_tensor({2}, {0, 1})});
+  CHECK(i64_at(out[0], 0) == INT64_MAX);
+  CHECK(i64_at(out[0], 1) == INT64_MIN);  // wraps
+  CHECK(i64_at(out[1], 0) == 9007199254740993);
+  CHECK(i64_at(out[2], 0) == INT64_MIN);
+  // A double still states a constant, converted as a cast would.
+  Graph h;
+  CHECK(h.node(add_constant(h, i64, -3.7)).integer == -3);
+  CHECK(h.node(add_constant(h, DType::i32, 4294967297.0)).integer == 1);
+}
+
 TEST_CASE("an integer operand enters a floating op as an f32 value", "[ir][interp]") {
   // 2^24 + 1 is not an f32: it becomes 2^24 before the add (as the GPU converts it), so the sum
   // 2^24 + 0.5 rounds to 2^24, not to 2^24 + 2.

@@ -390,3 +390,56 @@ TEST_CASE("verify rejects a graph without outputs, printing it", "[ir][verify]")
   REQUIRE_THROWS_WITH(verify(g), ContainsSubstring("%2 : f32[4,8] = mul %0, %1\n"));
   REQUIRE_THROWS_AS(verify(Graph{}), InternalError);
 }
+
+TEST_CASE("integer constants keep their exact value through parse and print", "[ir][text]") {
+  const std::string text =
+      "fusejit-trace 1\n"
+      "%0 : i64[] = const 9223372036854775807\n"
+      "%1 : i64[] = const -9223372036854775808\n"
+      "%2 : i64[] = const 9007199254740993\n"
+      "%3 : i32[] = const -2147483648\n"
+      "%4 : i64[] = const 100000\n"
+      "output %0, %1, %2, %3, %4\n";
+  const Graph g = parse(text);
+  CHECK(g.node(0).integer == INT64_MAX);
+  CHECK(g.node(1).integer == INT64_MIN);
+  CHECK(g.node(2).integer == 9007199254740993);
+  CHECK(g.node(3).integer == INT32_MIN);
+  CHECK(print(g) == text);
+  // Constants that differ only past 2^53 are different nodes with different hashes.
+  CHECK(g.node_hashes()[2] != parse(std::string(text).replace(text.find("993"), 3, "992"))
+                                  .node_hashes()[2]);
+  // The exponent spelling of earlier builds still reads, and prints as a plain integer.
+  const Graph old = parse("fusejit-trace 1\n%0 : i64[] = const 1e+18\noutput %0\n");
+  CHECK(old.node(0).integer == 1000000000000000000);
+  CHECK(print(old).find("const 1000000000000000000\n") != std::string::npos);
+  REQUIRE_THROWS_WITH(parse("fusejit-trace 1\n%0 : i64[] = const 9223372036854775808\noutput %0\n",
+                            "t"),
+                      ContainsSubstring("t:2:20: const: 9223372036854775808 is out of range"));
+  CHECK_NOTHROW(verify(g));
+}
+
+TEST_CASE("parse errors escape bytes that are not printable and shorten long text",
+          "[ir][text]") {
+  std::string binary = "\x7f" "ELF\x02\x01\x01";
+  binary += std::string(5000, '\xfe');
+  binary += "\n\x01\x02\n";
+  std::string message;
+  try {
+    parse(binary, "bin");
+  } catch (const UsageError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.find("\\x7fELF\\x02\\x01\\x01\\xfe") != std::string::npos);
+  CHECK(message.find("(5007 bytes)") != std::string::npos);
+  CHECK(message.size() < 400);
+  for (const char ch : message) {
+    const auto b = static_cast<unsigned char>(ch);
+    CHECK((b >= 0x20 && b < 0x7f));
+  }
+  REQUIRE_THROWS_WITH(parse("fusejit-trace 1\n%0 : f32[] = const 1\x01\x02\noutput %0\n"),
+                      ContainsSubstring("found '1\\x01\\x02'"));
+  REQUIRE_THROWS_WITH(parse("fusejit-trace 1\n\x01\x02 junk\noutput %0\n"),
+                      ContainsSubstring("found '\\x01'"));
+}

@@ -44,6 +44,21 @@ TEST_CASE("a caller's mistake is a UsageError, and still an Error", "[jit][error
   CHECK_THROWS_AS(fj::Options::parse({{"FUSEJIT_LOG", "loud"}}), fj::UsageError);
 }
 
+TEST_CASE("shapes past the 2^62-byte tensor limit are UsageErrors when recorded",
+          "[jit][errors][limits]") {
+  fj::Context ctx(fj::Options::parse({{"FUSEJIT_LOG", "error"}}));
+  const auto x = ctx.from_vector(std::vector<double>(4, 1.0), {4});
+  const int64_t big = int64_t{1} << 32;
+  CHECK_THROWS_WITH(ctx.full({big, big}, 1.0),
+                    ContainsSubstring("f32[4294967296,4294967296]") &&
+                        ContainsSubstring("limit of 2^62 bytes"));
+  CHECK_THROWS_AS(fj::reshape(x, {big, big}), fj::UsageError);
+  CHECK_THROWS_AS(fj::reshape(x, {-1, big, big}), fj::UsageError);
+  CHECK_THROWS_AS(fj::expand(fj::reshape(x, {4, 1}), {4, INT64_MAX / 2}), fj::UsageError);
+  float host = 0;
+  CHECK_THROWS_WITH(ctx.wrap(&host, {big, big}, fj::DType::f32), ContainsSubstring("wrap"));
+}
+
 TEST_CASE("CUDA failures are CudaError, allocation failures OutOfMemoryError", "[jit][errors]") {
   try {
     fj::jit::throw_cuda_error("cudaMemcpyAsync(...)", cudaErrorInvalidValue);

@@ -129,6 +129,20 @@ TEST_CASE("constants of every dtype including non-finite ones", "[templates][poi
   CHECK(text.find("(-2147483647 - 1)") != std::string::npos);
 }
 
+TEST_CASE("i64 constants reach the kernel exactly, INT64_MIN included", "[templates][pointwise]") {
+  Graph g;
+  const NodeId l = add_input(g, DType::i64, {1000});
+  NodeId y = add_binary(g, Op::add, l, add_integer_constant(g, DType::i64, INT64_MAX));
+  y = add_binary(g, Op::mul, y, add_integer_constant(g, DType::i64, 9007199254740993));
+  y = add_binary(g, Op::sub, y, add_integer_constant(g, DType::i64, INT64_MIN));
+  g.add_output(y);
+  const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+  CHECK(text.find("9223372036854775807LL") != std::string::npos);
+  CHECK(text.find("9007199254740993LL") != std::string::npos);
+  CHECK(text.find("(-9223372036854775807LL - 1)") != std::string::npos);
+  CHECK(text.find("9223372036854775808") == std::string::npos);
+}
+
 TEST_CASE("f16 and bf16 nodes are rounded where the rounding mode says", "[templates][pointwise]") {
   Graph g;
   const NodeId a = add_input(g, DType::bf16, {128});

@@ -78,3 +78,41 @@ TEST_CASE("kernels over more than 2^31 elements use 64-bit indices", "[templates
     CHECK(has(text, "64-bit index arithmetic"));
   }
 }
+
+// At the size limit (2^62 bytes, ir/shape.h) every template still generates a kernel that
+// compiles, with 64-bit indices, and a grid CUDA can launch (the rest is a grid-stride loop).
+TEST_CASE("kernels at the 2^62-byte tensor limit compile and launch within CUDA's grid",
+          "[templates][wide][limits]") {
+  constexpr int64_t k2to30 = int64_t{1} << 30;
+  SECTION("pointwise") {
+    Graph g;
+    g.add_output(add_unary(g, Op::exp, add_input(g, DType::f32, {k2to30, k2to30})));
+    const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
+    CHECK(has(kernel_text(k), "64-bit index arithmetic"));
+    CHECK(k.work_blocks > (int64_t{1} << 31));
+    CHECK(templates::launch_grid(k, 132) == (int64_t{1} << 31) - 1);
+  }
+  SECTION("row reduction") {
+    Graph g;
+    g.add_output(add_reduce(g, Op::sum, add_input(g, DType::f32, {k2to30, k2to30}), {1}, false));
+    const templates::Kernel k = compile_graph(g, RegionKind::reduction);
+    CHECK(has(kernel_text(k), "64-bit index arithmetic"));
+    CHECK(templates::launch_grid(k, 132) <= (int64_t{1} << 31) - 1);
+  }
+  SECTION("column reduction") {
+    Graph g;
+    g.add_output(add_reduce(g, Op::sum, add_input(g, DType::bf16, {int64_t{1} << 59, 4}), {0},
+                            false));
+    const templates::Kernel k = compile_graph(g, RegionKind::reduction);
+    CHECK(has(kernel_text(k), "64-bit index arithmetic"));
+    CHECK(templates::launch_grid(k, 132) <= (int64_t{1} << 31) - 1);
+  }
+  SECTION("transpose") {
+    Graph g;
+    const NodeId x = add_input(g, DType::f32, {k2to30, k2to30});
+    g.add_output(add_permute(g, x, {1, 0}));
+    const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
+    CHECK(has(kernel_text(k), "64-bit index arithmetic"));
+    CHECK(templates::launch_grid(k, 132) <= (int64_t{1} << 31) - 1);
+  }
+}
