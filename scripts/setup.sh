@@ -1,45 +1,135 @@
 # Shared set-up for scripts/demo and scripts/test (sourced, not run).
-# Installs the Debian packages the build needs when they are missing (as root; otherwise prints
-# the exact apt-get line and stops), then configures and builds into $BUILD_DIR.
+# Finds what the build needs; installs the Debian packages of what is missing (as root, through
+# apt-get); when that cannot be done (not root, no apt-get, apt-get failing e.g. without a
+# network) it says exactly what is missing and how to get it, and stops. Then configures and
+# builds into $BUILD_DIR.
+#
+# What counts as present (so that a machine whose tools come from elsewhere, e.g. cmake and
+# ninja from a Python environment on the PATH, needs no apt-get):
+#   tools      on the PATH (`command -v`): cmake at least the version CMakeLists.txt requires,
+#              ninja (any version), g++ (or $CXX);
+#   libraries  a header of theirs in a standard include dir (/usr/include, /usr/local/include,
+#              $CPATH, PREFIX/include for PREFIX in $CMAKE_PREFIX_PATH or the parent of a bin
+#              dir on the PATH), or a CMake package config under one of those prefixes (as
+#              find_package looks: PREFIX/lib*/cmake/NAME*, PREFIX/share/cmake/NAME*, ...).
+# FUSEJIT_SETUP_DRY_RUN=1: report what is missing, install nothing, go on.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 BUILD_TYPE=${BUILD_TYPE:-Release}
 
-# Debian package -> a file it installs, to tell whether it is there.
-declare -A FUSEJIT_PACKAGES=(
-  [cmake]=/usr/bin/cmake
-  [ninja-build]=/usr/bin/ninja
-  [g++]=/usr/bin/g++
-  [catch2]=/usr/include/catch2/catch.hpp
-  [libspdlog-dev]=/usr/include/spdlog/spdlog.h
-  [libfmt-dev]=/usr/include/fmt/format.h
-  [libdlpack-dev]=/usr/include/dlpack/dlpack.h
-  [libcli11-dev]=/usr/include/CLI/CLI.hpp
-  [libxxhash-dev]=/usr/include/xxhash.h
-  [nlohmann-json3-dev]=/usr/include/nlohmann/json.hpp
+# Debian package -> "headers (one suffices)|CMake package names (one suffices)|how else to get it".
+declare -A FUSEJIT_LIBRARIES=(
+  [catch2]="catch2/catch.hpp catch2/catch_all.hpp|Catch2|Catch2 v2 or v3 from github.com/catchorg/Catch2, installed where CMake finds it"
+  [libspdlog-dev]="spdlog/spdlog.h|spdlog|spdlog from github.com/gabime/spdlog"
+  [libfmt-dev]="fmt/format.h|fmt|fmt from github.com/fmtlib/fmt"
+  [libdlpack-dev]="dlpack/dlpack.h|dlpack|the header dlpack/dlpack.h from github.com/dmlc/dlpack"
+  [libcli11-dev]="CLI/CLI.hpp|CLI11|CLI11 from github.com/CLIUtils/CLI11"
+  [libxxhash-dev]="xxhash.h|xxHash|xxHash from github.com/Cyan4973/xxHash"
+  [nlohmann-json3-dev]="nlohmann/json.hpp|nlohmann_json|nlohmann-json from github.com/nlohmann/json"
 )
 
-fusejit_install_packages() {
-  local missing=()
-  for pkg in "${!FUSEJIT_PACKAGES[@]}"; do
-    [ -e "${FUSEJIT_PACKAGES[$pkg]}" ] || missing+=("$pkg")
+# The cmake version CMakeLists.txt requires (cmake_minimum_required).
+fusejit_cmake_required() {
+  sed -n 's/^cmake_minimum_required(VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt" | head -n 1
+}
+
+# True when version $1 >= version $2.
+fusejit_version_at_least() {
+  [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" = "$2" ]
+}
+
+# Install prefixes to look under: $CMAKE_PREFIX_PATH, the parents of bin dirs on the PATH (as
+# find_package does), /usr/local, /usr.
+fusejit_prefixes() {
+  local p
+  local IFS=:
+  for p in ${CMAKE_PREFIX_PATH:-}; do [ -n "$p" ] && echo "$p"; done
+  for p in ${PATH:-}; do
+    case "$p" in */bin) echo "${p%/bin}" ;; esac
   done
-  # Catch2 v3 from elsewhere (e.g. the GPU machine) also does.
-  if [[ " ${missing[*]} " == *" catch2 "* ]] && ls /usr/local/lib*/cmake/Catch2 /usr/lib*/cmake/Catch2 >/dev/null 2>&1; then
-    missing=("${missing[@]/catch2}")
+  echo /usr/local
+  echo /usr
+}
+
+# True when one of the headers (space-separated) or CMake packages (space-separated) is found.
+fusejit_library_found() {
+  local headers=$1 packages=$2 dir h prefix name d
+  local dirs=()
+  local IFS=:
+  for dir in ${CPATH:-}; do [ -n "$dir" ] && dirs+=("$dir"); done
+  IFS=$'\n'
+  for prefix in $(fusejit_prefixes); do dirs+=("$prefix/include"); done
+  IFS=' '
+  for dir in "${dirs[@]}"; do
+    for h in $headers; do [ -f "$dir/$h" ] && return 0; done
+  done
+  IFS=$'\n'
+  for prefix in $(fusejit_prefixes); do
+    IFS=' '
+    for name in $packages; do
+      for d in "$prefix"/lib*/cmake/"$name"* "$prefix"/lib*/*/cmake/"$name"* \
+               "$prefix"/share/cmake/"$name"* "$prefix"/share/"$name"*/cmake "$prefix"/"$name"*/cmake; do
+        [ -d "$d" ] && return 0
+      done
+    done
+    IFS=$'\n'
+  done
+  return 1
+}
+
+# Prints one line per missing Debian package: "PACKAGE<TAB>what is wrong; how else to get it".
+fusejit_missing_packages() {
+  local need have cxx pkg headers packages rest hint
+  need=$(fusejit_cmake_required)
+  if ! command -v cmake >/dev/null; then
+    printf 'cmake\tno cmake on the PATH; or: pip install "cmake>=%s"\n' "$need"
+  else
+    have=$(cmake --version 2>/dev/null | sed -n 's/^cmake version \([0-9][0-9.]*\).*/\1/p' | head -n 1)
+    if [ -z "$have" ] || ! fusejit_version_at_least "$have" "$need"; then
+      printf 'cmake\t%s is cmake %s, older than the %s CMakeLists.txt requires; or: pip install "cmake>=%s"\n' \
+        "$(command -v cmake)" "${have:-of unknown version}" "$need" "$need"
+    fi
   fi
-  local wanted=()
-  for m in "${missing[@]}"; do [ -n "$m" ] && wanted+=("$m"); done
-  if [ ${#wanted[@]} -gt 0 ]; then
-    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-      echo "fusejit: installing ${wanted[*]}"
-      apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${wanted[@]}" >/dev/null
+  if ! command -v ninja >/dev/null || ! ninja --version >/dev/null 2>&1; then
+    printf 'ninja-build\tno working ninja on the PATH; or: pip install ninja\n'
+  fi
+  cxx=${CXX:-g++}
+  if ! command -v "$cxx" >/dev/null; then
+    printf 'g++\tno C++ compiler %s on the PATH (C++20: g++ 12 or clang 14 and later)\n' "$cxx"
+  fi
+  for pkg in $(printf '%s\n' "${!FUSEJIT_LIBRARIES[@]}" | sort); do
+    IFS='|' read -r headers packages hint <<<"${FUSEJIT_LIBRARIES[$pkg]}"
+    if ! fusejit_library_found "$headers" "$packages"; then
+      printf '%s\tnone of %s in the include dirs, no CMake package %s; or: %s\n' \
+        "$pkg" "$headers" "$packages" "$hint"
+    fi
+  done
+}
+
+fusejit_install_packages() {
+  local report wanted=()
+  report=$(fusejit_missing_packages)
+  if [ -n "$report" ]; then
+    mapfile -t wanted < <(cut -f1 <<<"$report")
+    if [ -n "${FUSEJIT_SETUP_DRY_RUN:-}" ]; then
+      echo "fusejit: missing (dry run, nothing installed):"
+      sed 's/^\([^\t]*\)\t/  \1: /' <<<"$report"
+    elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null &&
+         { echo "fusejit: installing ${wanted[*]}"
+           apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${wanted[@]}" >/dev/null; }; then
+      :
     else
-      echo "fusejit: missing packages. Run as root:" >&2
+      echo "fusejit: the build needs what follows, and it could not be installed here" >&2
+      if [ "$(id -u)" -ne 0 ]; then echo "  (not root, so apt-get was not tried)" >&2
+      elif ! command -v apt-get >/dev/null; then echo "  (no apt-get on this machine)" >&2
+      else echo "  (apt-get failed, above: no network, or no such package?)" >&2
+      fi
+      sed 's/^\([^\t]*\)\t/  \1: /' <<<"$report" >&2
+      echo "Install them (Debian/Ubuntu, as root):" >&2
       echo "  apt-get update && apt-get install -y ${wanted[*]}" >&2
+      echo "or get each the other way named above, then run this again." >&2
       exit 1
     fi
   fi
