@@ -39,7 +39,7 @@ struct FastDivisor {
 
 // The multiplier and shift of `d`; throws InternalError unless 1 <= d <= kFastDivMaxDivisor.
 FastDivisor fast_divisor(int64_t d);
-// What the kernel computes (fj_div in device/fj_fastdiv.cuh), in the same 32-bit arithmetic:
+// What the kernel computes (fj_fastdiv in device/fj_fastdiv.cuh), in the same 32-bit arithmetic:
 // n / d for n <= kFastDivMaxDividend.
 uint32_t fast_divide(uint32_t n, FastDivisor f);
 

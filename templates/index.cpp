@@ -31,9 +31,9 @@ std::string print_base(const Base& b, bool lane0, RuntimeExtents* rt);
 
 // "b / d % e" with the parts that are no-ops left out; `compound` tells whether it has an
 // operator (and needs parentheses before a multiplication). With `rt` (a dynamic kernel), a
-// divisor or extent that stands for a runtime extent divides by its argument (fj_div, fj_mod),
-// and the modulo is left out only where d * e is the base's bound itself: a comparison of two
-// products of symbols at one instantiation says nothing about other sizes.
+// divisor or extent that stands for a runtime extent divides by its argument (fj_fastdiv,
+// fj_fastmod), and the modulo is left out only where d * e is the base's bound itself: a
+// comparison of two products of symbols at one instantiation says nothing about other sizes.
 std::string print_digit(const Digit& d, bool lane0, bool& compound, RuntimeExtents* rt = nullptr) {
   std::string s = print_base(*d.base, lane0, rt);
   compound = false;
@@ -41,7 +41,7 @@ std::string print_digit(const Digit& d, bool lane0, bool& compound, RuntimeExten
   const bool ext_rt = rt != nullptr && rt->runtime(d.ext);
   const bool any_rt = div_rt || ext_rt || (rt != nullptr && rt->runtime(d.base->bound));
   if (d.div > 1) {
-    s = div_rt ? fmt::format("fj_div({}, fj_m{})", s, rt->argument(d.div))
+    s = div_rt ? fmt::format("fj_fastdiv({}, fj_m{})", s, rt->argument(d.div))
                : fmt::format("{} / {}", s, d.div);
     compound = !div_rt;
   }
@@ -49,7 +49,7 @@ std::string print_digit(const Digit& d, bool lane0, bool& compound, RuntimeExten
   if (modulo) {
     if (ext_rt) {
       const int k = rt->argument(d.ext);
-      s = fmt::format("fj_mod({}, fj_e{}, fj_m{})", s, k, k);
+      s = fmt::format("fj_fastmod({}, fj_e{}, fj_m{})", s, k, k);
     } else {
       s = fmt::format("{} % {}", s, d.ext);
     }

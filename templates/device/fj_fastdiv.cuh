@@ -5,13 +5,13 @@
 // (multiplier in the low 32 bits, shift above): n / d = (umulhi(n, m) + n) >> shift, exact for
 // 0 <= n < 2^31 (the host keeps every dividend there; fastdiv.h has the proof).
 
-__device__ __forceinline__ int fj_div(int n, unsigned long long magic) {
+__device__ __forceinline__ int fj_fastdiv(int n, unsigned long long magic) {
   const unsigned u = static_cast<unsigned>(n);
   return static_cast<int>((__umulhi(u, static_cast<unsigned>(magic)) + u) >>
                           static_cast<unsigned>(magic >> 32));
 }
 
 // n % d, from the quotient.
-__device__ __forceinline__ int fj_mod(int n, int d, unsigned long long magic) {
-  return n - fj_div(n, magic) * d;
+__device__ __forceinline__ int fj_fastmod(int n, int d, unsigned long long magic) {
+  return n - fj_fastdiv(n, magic) * d;
 }

@@ -212,7 +212,7 @@ TEST_CASE("a table broadcast over one symbol of two takes that dim at run time",
     INFO(dtype_name(d));
     const templates::Kernel k = require_dynamic(build, kA2, kB2, kC2, kD2);
     require_extents(k, {DimTerms{.coefficient = 64, .exponents = {0, 1}}});
-    CHECK(has(kernel_text(k), "fj_mod(i0, fj_e0, fj_m0)"));  // vector loads of the table too
+    CHECK(has(kernel_text(k), "fj_fastmod(i0, fj_e0, fj_m0)"));  // vector loads of the table too
     CHECK(k.items_per_outer == 64 / (d == DType::f32 ? 4 : 8));
   }
 }
@@ -227,13 +227,14 @@ TEST_CASE("a permute that moves a dynamic axis inward takes its dims at run time
   };
   const templates::Kernel k = require_dynamic(build, kA2, kB2, kC2, kD2);
   const std::string text = kernel_text(k);
-  CHECK(has(text, "fj_div("));
-  CHECK(has(text, "fj_mod("));
+  CHECK(has(text, "fj_fastdiv("));
+  CHECK(has(text, "fj_fastmod("));
   // In order of first use: b's modulo (B), the input's place of b (96*S), s's divisor (96*B).
   require_extents(k, {DimTerms{.coefficient = 1, .exponents = {1, 0}},
                       DimTerms{.coefficient = 96, .exponents = {0, 1}},
                       DimTerms{.coefficient = 96, .exponents = {1, 0}}});
-  CHECK(has(text, "fj_mod(i0 / 96, fj_e0, fj_m0) * fj_e1 + fj_div(i0, fj_m2) * 96 + i0 % 96"));
+  CHECK(has(text,
+            "fj_fastmod(i0 / 96, fj_e0, fj_m0) * fj_e1 + fj_fastdiv(i0, fj_m2) * 96 + i0 % 96"));
   // Heads moved past the sequence: [B,S,NH,D] -> [B,NH,S,D], one symbol.
   const GraphAtSizes heads = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::bf16, {s[0], 128, 8, 64});
@@ -247,6 +248,20 @@ TEST_CASE("a permute that moves a dynamic axis inward takes its dims at run time
   require_dynamic(seq, kA1, kB1, kC1, kD1);
 }
 
+TEST_CASE("a softmax over scores plus a mask broadcast over one symbol of two is dynamic",
+          "[templates][dynamic]") {
+  // softmax(x[B,S,512] + mask[S,512]) over the last axis: one row per (b, s), the mask's row is
+  // row % S, a modulo by a runtime extent in a row kernel.
+  const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::f32, {s[0], s[1], 512});
+    const NodeId mask = add_input(g, DType::f32, {s[1], 512});
+    g.set_outputs({test::softmax(g, add_binary(g, Op::add, x, mask))});
+  };
+  const templates::Kernel k = require_dynamic(build, kA2, kB2, kC2, kD2);
+  require_extents(k, {DimTerms{.coefficient = 1, .exponents = {0, 1}}});
+  CHECK(has(kernel_text(k), "fj_fastmod(row, fj_e0, fj_m0)"));
+}
+
 TEST_CASE("a dynamic dim in the middle takes its dims at run time", "[templates][dynamic]") {
   // x[4,S,64] * w[4,1,64]: w's element is (i / (64*S)) * 64 + i % 64.
   const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
@@ -256,7 +271,7 @@ TEST_CASE("a dynamic dim in the middle takes its dims at run time", "[templates]
   };
   const templates::Kernel k = require_dynamic(build, kA1, kB1, kC1, kD1);
   require_extents(k, {DimTerms{.coefficient = 64, .exponents = {1}}});
-  CHECK(has(kernel_text(k), "fj_div(i0, fj_m0)"));
+  CHECK(has(kernel_text(k), "fj_fastdiv(i0, fj_m0)"));
   // The static kernel of the same region divides by constants, and takes no runtime extent.
   const fusion::Plan p = plan_at(build, kA1);
   const templates::Kernel fixed = templates::generate(p.graph, only_region(p));
