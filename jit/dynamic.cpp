@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
 #include "ir/hash.h"
 #include "jit/gemm_call.h"
+#include "templates/emit.h"
+#include "templates/fastdiv.h"
 
 namespace fusejit::jit {
 
@@ -26,24 +29,46 @@ ir::DimTerms numel_terms(const Shape& shape, const std::vector<ir::Symbol>& symb
   return total;
 }
 
-// The symbols' value when a dynamic kernel is generated: odd (so that the divisibility of an
-// extent by a power of two, which decides vector widths, is that of its static part), as large
-// as keeps every node of the plan under 2^31 elements (so kernels index with 32 bits and serve
-// every size up to it), at most 2^15. 0 when that leaves too little room to be worth a kernel.
-int64_t generation_value(const fusion::Plan& plan, const std::vector<ir::Symbol>& symbols) {
-  constexpr double kLimit = 2147483647.0;
+// The largest value the symbols may take when a dynamic kernel is generated: as large as keeps
+// every node of the plan at or under `limit` elements (so kernels index with 32 bits or 32-bit
+// arithmetic and serve every size up to it), at most 2^15. 0 when that leaves too little room
+// to be worth a kernel.
+int64_t generation_ceiling(const fusion::Plan& plan, const std::vector<ir::Symbol>& symbols,
+                           double limit) {
   double v = 32767;
   for (const ir::Node& n : plan.graph.nodes()) {
     const ir::DimTerms t = numel_terms(n.shape, symbols);
     int degree = 0;
     for (int e : t.exponents) degree += e;
     if (degree == 0) continue;
-    v = std::min(v, std::floor(std::pow(kLimit / static_cast<double>(t.coefficient),
+    v = std::min(v, std::floor(std::pow(limit / static_cast<double>(t.coefficient),
                                         1.0 / degree)));
   }
-  auto value = static_cast<int64_t>(v);
-  if (value % 2 == 0) --value;
+  const auto value = static_cast<int64_t>(v);
   return value >= 9 ? value : 0;
+}
+
+// The symbols' values at the two instantiations a dynamic kernel is generated at: odd primes
+// at most `ceiling` that divide no static coefficient of the plan, the largest ones at `a`, the
+// next ones at `b` (so every symbol is larger at `a`, every outer extent odd, and a number of a
+// kernel's index arithmetic decodes to one dim of the symbols: templates/fastdiv.h). Empty
+// when there are not enough such primes.
+std::pair<ir::Bindings, ir::Bindings> generation_values(const fusion::Plan& plan,
+                                                        const std::vector<ir::Symbol>& symbols,
+                                                        int64_t ceiling) {
+  std::vector<int64_t> coefficients;
+  for (const ir::Node& n : plan.graph.nodes()) {
+    for (int64_t d : n.shape) coefficients.push_back(ir::dim_terms(d, symbols).coefficient);
+  }
+  // ir::choose_sentinels lists the primes below 2^15 that divide no static coefficient, largest
+  // first (a few milliseconds for all of them, once per symbolic trace).
+  std::vector<int64_t> primes;
+  for (int64_t p : ir::choose_sentinels(SIZE_MAX, coefficients)) {
+    if (p <= ceiling && primes.size() < 2 * symbols.size()) primes.push_back(p);
+  }
+  if (primes.size() < 2 * symbols.size()) return {};
+  const auto half = primes.begin() + static_cast<std::ptrdiff_t>(symbols.size());
+  return {ir::Bindings(primes.begin(), half), ir::Bindings(half, primes.end())};
 }
 
 std::vector<int> region_exponents(const fusion::Plan& plan, const fusion::Region& r,
@@ -69,14 +94,58 @@ int64_t power_product(const std::vector<int>& exponents, const ir::Bindings& val
   return p;
 }
 
-// The dynamic kernel of one region, or none and why; `a` and `b` are the plan at two generation
-// values.
+// The dynamic kernel of one region, or none and why; `a` and `b` are the plan at the
+// generation values.
 std::optional<templates::Kernel> dynamic_kernel(const fusion::Plan& a, const fusion::Plan& b,
-                                                size_t region, int64_t outer_a, int64_t outer_b,
+                                                size_t region, const std::vector<int>& exponents,
+                                                const ir::Bindings& at_a,
+                                                const ir::Bindings& at_b,
                                                 const templates::CodegenOptions& codegen,
                                                 std::string* why) {
-  return templates::generate_dynamic(a.graph, b.graph, a.regions[region], outer_a, outer_b,
-                                     codegen, why);
+  const templates::DynamicSizes sizes{.outer_a = power_product(exponents, at_a),
+                                      .outer_b = power_product(exponents, at_b),
+                                      .symbols_a = at_a,
+                                      .symbols_b = at_b};
+  return templates::generate_dynamic(a.graph, b.graph, a.regions[region], sizes, codegen, why);
+}
+
+int64_t terms_value(const ir::DimTerms& t, const ir::Bindings& values) {
+  int64_t v = t.coefficient;
+  for (size_t k = 0; k < t.exponents.size(); ++k) {
+    for (int e = 0; e < t.exponents[k]; ++e) v *= values[k];
+  }
+  return v;
+}
+
+// Whether every node of the region has at most `limit` elements at `values`.
+bool region_fits(const DynamicPlan& plan, size_t region, const ir::Bindings& values,
+                 int64_t limit) {
+  const fusion::Region& r = plan.plan.regions[region];
+  for (const auto* ids : {&r.inputs, &r.nodes, &r.outputs}) {
+    for (ir::NodeId id : *ids) {
+      const ir::DimTerms t = numel_terms(plan.plan.graph.node(id).shape, plan.symbols);
+      // Compared in double: a product of four symbols can pass 2^63.
+      double n = static_cast<double>(t.coefficient);
+      for (size_t k = 0; k < t.exponents.size(); ++k) {
+        n *= std::pow(static_cast<double>(values[k]), t.exponents[k]);
+      }
+      if (n > static_cast<double>(limit)) return false;
+    }
+  }
+  return true;
+}
+
+// "S, 64*S": a kernel's runtime extents, for the plan's reasons.
+std::string extents_text(const templates::Kernel& k, const std::vector<ir::Symbol>& symbols) {
+  std::string s;
+  for (const ir::DimTerms& t : k.runtime_extents) {
+    int64_t dim = t.coefficient;
+    for (size_t i = 0; i < t.exponents.size(); ++i) {
+      for (int e = 0; e < t.exponents[i]; ++e) dim *= symbols[i].sentinel;
+    }
+    s += (s.empty() ? "" : ", ") + ir::dim_str(dim, symbols);
+  }
+  return s;
 }
 
 }  // namespace
@@ -142,20 +211,43 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
   for (const fusion::Region& r : dp.plan.regions) {
     dp.outer_exponents.push_back(region_exponents(dp.plan, r, dp.symbols));
   }
-  const int64_t va = generation_value(dp.plan, dp.symbols);
-  if (va == 0) {
+  // Kernels are generated where every node stays under 2^31 elements (32-bit indexing past
+  // 2^30 elements is 64-bit index arithmetic: they serve the most sizes), and a region refused
+  // there is tried again where every node stays at or under 2^30 elements (32-bit index
+  // arithmetic, which fast division by runtime extents needs).
+  struct Instances {
+    ir::Bindings at_a, at_b;
+    std::optional<fusion::Plan> a, b;
+  };
+  std::vector<Instances> tries;
+  for (double limit : {2147483647.0, static_cast<double>(templates::kNarrowIndexLimit)}) {
+    const int64_t ceiling = generation_ceiling(dp.plan, dp.symbols, limit);
+    auto [at_a, at_b] = ceiling == 0 ? std::pair<ir::Bindings, ir::Bindings>{}
+                                     : generation_values(dp.plan, dp.symbols, ceiling);
+    if (at_a.empty() || (!tries.empty() && tries.back().at_a == at_a)) continue;
+    tries.push_back(Instances{.at_a = std::move(at_a), .at_b = std::move(at_b), .a = {}, .b = {}});
+  }
+  if (tries.empty()) {
     dp.reasons.assign(n, "the static dims leave too little room under 32-bit indexing");
     return dp;
   }
-  const ir::Bindings at_a(dp.symbols.size(), va), at_b(dp.symbols.size(), va - 2);
-  const fusion::Plan a = fusion::instantiate_plan(dp.plan, dp.symbols, at_a);
-  const fusion::Plan b = fusion::instantiate_plan(dp.plan, dp.symbols, at_b);
   for (size_t i = 0; i < n; ++i) {
     const std::vector<int>& e = dp.outer_exponents[i];
     const bool symbolic = std::any_of(e.begin(), e.end(), [](int x) { return x > 0; });
     if (dp.plan.regions[i].kind == fusion::RegionKind::gemm || !symbolic) continue;
-    dp.kernels[i] = dynamic_kernel(a, b, i, power_product(e, at_a), power_product(e, at_b),
-                                   codegen, &dp.reasons[i]);
+    for (Instances& at : tries) {
+      if (!at.a) {
+        at.a = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_a);
+        at.b = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_b);
+      }
+      dp.kernels[i] =
+          dynamic_kernel(*at.a, *at.b, i, e, at.at_a, at.at_b, codegen, &dp.reasons[i]);
+      if (dp.kernels[i]) break;
+    }
+    if (dp.kernels[i] && !dp.kernels[i]->runtime_extents.empty()) {
+      dp.reasons[i] = fmt::format("runtime extents {}, divided by fast division",
+                                  extents_text(*dp.kernels[i], dp.symbols));
+    }
   }
   return dp;
 }
@@ -166,7 +258,25 @@ int64_t outer_extent(const DynamicPlan& plan, size_t region, const ir::Bindings&
 
 bool runs_dynamic(const DynamicPlan& plan, size_t region, const ir::Bindings& values) {
   const auto& k = plan.kernels.at(region);
-  return k && outer_extent(plan, region, values) <= k->max_outer;
+  if (!k || outer_extent(plan, region, values) > k->max_outer) return false;
+  if (k->max_elements > 0 && !region_fits(plan, region, values, k->max_elements)) return false;
+  for (const ir::DimTerms& t : k->runtime_extents) {
+    if (terms_value(t, values) > templates::kFastDivMaxDivisor) return false;
+  }
+  for (const ir::DimTerms& t : k->dividend_bounds) {
+    if (terms_value(t, values) > templates::kFastDivMaxDividend + 1) return false;
+  }
+  return true;
+}
+
+std::vector<uint64_t> runtime_arguments(const templates::Kernel& k, const ir::Bindings& values) {
+  std::vector<uint64_t> args;
+  for (const ir::DimTerms& t : k.runtime_extents) {
+    const int64_t extent = terms_value(t, values);
+    args.push_back(static_cast<uint64_t>(extent));
+    args.push_back(templates::fast_divisor(extent).packed());
+  }
+  return args;
 }
 
 std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bindings& values,
@@ -199,6 +309,8 @@ Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindin
                             if (!runs_dynamic(dyn.plan, region, values)) return false;
                             step.kernel = dyn.kernels[region];
                             step.outer = outer_extent(dyn.plan, region, values);
+                            step.runtime_extents =
+                                runtime_arguments(*dyn.plan.kernels[region], values);
                             return true;
                           });
 }

@@ -6,8 +6,11 @@
 // seen before at other sizes (the axes that changed become symbols, as torch's automatic dynamic
 // does). A symbolic trace is planned once (DynamicPlan); each region whose kernel can take its
 // outer extent as a runtime argument (templates::generate_dynamic) gets one kernel for every
-// size, the others a static kernel per size. An Executable for one set of sizes is then the
-// plan instantiated, with no planning and, for dynamic regions, no compiling.
+// size, the others a static kernel per size. Index arithmetic that divides by a dim of a symbol
+// (a table broadcast over one symbol of two, a permute moving a dynamic axis inward) takes
+// that dim as a runtime extent with a precomputed fast divisor (templates/fastdiv.h). An
+// Executable for one set of sizes is then the plan instantiated, with no planning and, for
+// dynamic regions, no compiling.
 #pragma once
 
 #include <cstdint>
@@ -62,15 +65,21 @@ struct DynamicPlan {
   // each symbol in its outer extent.
   std::vector<std::optional<templates::Kernel>> kernels;
   std::vector<std::vector<int>> outer_exponents;
-  std::vector<std::string> reasons;  // per region without a dynamic kernel: why (may be empty)
+  // Per region without a dynamic kernel: why (may be empty); per region whose dynamic kernel
+  // takes runtime extents: which (fusejit plan prints both).
+  std::vector<std::string> reasons;
 };
 
 DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptions& plan_options,
                          const templates::CodegenOptions& codegen);
 // Region `region`'s outer extent at `values`.
 int64_t outer_extent(const DynamicPlan& plan, size_t region, const ir::Bindings& values);
-// Whether region `region` runs its dynamic kernel at `values` (one exists and serves that extent).
+// Whether region `region` runs its dynamic kernel at `values`: one exists and serves those sizes
+// (its outer extent, its 32-bit index range, the range of its fast divisions).
 bool runs_dynamic(const DynamicPlan& plan, size_t region, const ir::Bindings& values);
+// The launch arguments of a dynamic kernel's runtime extents at `values` (Kernel::
+// runtime_extents): per extent its value and its fast-division magic, computed once per size.
+std::vector<uint64_t> runtime_arguments(const templates::Kernel& k, const ir::Bindings& values);
 // Every kernel a run at `values` uses: the dynamic kernels, and the other regions' static ones.
 std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bindings& values,
                                           const templates::CodegenOptions& codegen);

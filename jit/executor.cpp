@@ -135,7 +135,8 @@ void assign_releases(Executable& exe) {
   for (const Step& step : exe.steps) {
     if (step.kernel) {
       ++exe.kernel_steps;
-      exe.kernel_params += step.kernel->kernel.params.size() + (step.kernel->kernel.dynamic ? 1 : 0);
+      exe.kernel_params += step.kernel->kernel.params.size() +
+                           (step.kernel->kernel.dynamic ? 1 : 0) + step.runtime_extents.size();
     }
     for (NodeId id : step.region->outputs) exe.output_bytes += byte_size(p.graph.node(id));
   }
@@ -169,7 +170,7 @@ KernelLaunch prepare_launch(const Step& step, RunScratch& scratch, int sm_count)
                  .block = static_cast<unsigned>(k.block),
                  .shared_bytes = static_cast<unsigned>(k.shared_bytes),
                  .first = scratch.pointers.size(),
-                 .count = k.params.size() + (k.dynamic ? 1 : 0)};
+                 .count = k.params.size() + (k.dynamic ? 1 : 0) + step.runtime_extents.size()};
   for (NodeId id : k.params) {
     const auto& buf = scratch.values[static_cast<size_t>(id)];
     if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
@@ -180,6 +181,13 @@ KernelLaunch prepare_launch(const Step& step, RunScratch& scratch, int sm_count)
   if (k.dynamic) {
     scratch.pointers.push_back(std::bit_cast<void*>(static_cast<long long>(step.outer)));
   }
+  // Then its runtime extents: `int fj_e<k>` reads the low 4 bytes of its slot (little-endian),
+  // `unsigned long long fj_m<k>` all 8.
+  if (step.runtime_extents.size() != 2 * k.runtime_extents.size()) {
+    throw InternalError(fmt::format("kernel {}: {} runtime extent arguments for {} extents", k.name,
+                                    step.runtime_extents.size(), k.runtime_extents.size()));
+  }
+  for (uint64_t slot : step.runtime_extents) scratch.pointers.push_back(std::bit_cast<void*>(slot));
   return l;
 }
 

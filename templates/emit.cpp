@@ -31,10 +31,6 @@ constexpr std::array<DTypeCode, kNumDTypes> kDTypeCodes{{
     {"unsigned char", "bool", "fj_u8_to_bool", "fj_bool_to_u8", "fj_to_bool", "", ""},
 }};
 
-// Index math fits in int32 when every extent does, with room for a grid stride past the end:
-// loop variables stay below 2 * 2^30.
-constexpr int64_t kNarrowIndexLimit = int64_t{1} << 30;
-
 // Approximate math is allowed when every output is stored as f16 or bf16: their coarse
 // rounding hides the approximations' error (bounds in docs/numerics.md). Any f32, integer or
 // bool output, or any comparison inside the kernel (its result could flip, and a `where` would

@@ -55,6 +55,10 @@ std::string device_function(ir::Op op, FastMath fast);
 // The kernel's name in a template's output, until generate() names it after the source's hash.
 inline constexpr std::string_view kKernelNameToken = "FJ_KERNEL_NAME";
 
+// Index math fits in int32 when every extent does, with room for a grid stride past the end:
+// loop variables stay below 2 * 2^30.
+inline constexpr int64_t kNarrowIndexLimit = int64_t{1} << 30;
+
 // Region facts the templates share.
 struct RegionInfo {
   const ir::Graph& graph;

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "fusejit/dtype.h"
+#include "templates/fastdiv.h"
 
 namespace fusejit::templates {
 
@@ -105,9 +106,10 @@ Index concat_operand(const Index& at, int64_t axis, int64_t offset, const Shape&
 Index axis_coordinate(const Index& at, int64_t axis);
 
 // The row-major offset of the element, as a C expression ("0" for the first). With lane0, the
-// lane root is printed as its lane-0 variable.
-std::string offset(const Index& at, bool lane0 = false);
-std::string offset(const Digits& flat, bool lane0 = false);
+// lane root is printed as its lane-0 variable. With `runtime` (a dynamic kernel), the numbers
+// that stand for runtime extents print as their kernel arguments (templates/fastdiv.h).
+std::string offset(const Index& at, bool lane0 = false, RuntimeExtents* runtime = nullptr);
+std::string offset(const Digits& flat, bool lane0 = false, RuntimeExtents* runtime = nullptr);
 
 Lane lane(const Index& at);
 bool uses(const Index& at, const BasePtr& root);

@@ -16,7 +16,8 @@
 //     outputs), each buffer dense row-major in its node's dtype and 16-byte aligned (the pool's
 //     256-byte alignment is more than enough); then, for a `dynamic` kernel only, the outer
 //     extent as a 64-bit integer (`long long fj_outer`, 1 <= outer <= max_outer), with every
-//     buffer sized for that extent; nothing else.
+//     buffer sized for that extent; then its runtime extents (Kernel::runtime_extents), two
+//     arguments each; nothing else.
 //   - a kernel with serial_launches set must not run concurrently with itself (same module);
 //   - outputs are written completely (every element, whatever they held before); inputs are
 //     only read. An output buffer must not alias an input buffer.
@@ -30,6 +31,7 @@
 
 #include "fusejit/options.h"
 #include "fusion/plan.h"
+#include "ir/symbolic.h"
 #include "templates/target.h"
 
 namespace fusejit::templates {
@@ -73,6 +75,16 @@ struct Kernel {
   int64_t max_outer = 0;
   int64_t items_per_outer = 0;
   int64_t items_per_block = 1;
+  // Runtime extents (dynamic kernels whose index arithmetic divides by or multiplies with a dim
+  // of a symbol, templates/fastdiv.h): after fj_outer, per extent k, `int fj_e<k>` (the value of
+  // runtime_extents[k] at the sizes launched, exponents in the order of the symbols) and
+  // `unsigned long long fj_m<k>` (FastDivisor::packed of it). Such a kernel is exact while each
+  // of dividend_bounds is at most kFastDivMaxDividend at those sizes.
+  std::vector<ir::DimTerms> runtime_extents;
+  std::vector<ir::DimTerms> dividend_bounds;
+  // A dynamic kernel with 32-bit index arithmetic serves only sizes at which every node of its
+  // region has at most this many elements (0: 64-bit, no limit beyond max_outer).
+  int64_t max_elements = 0;
 };
 
 // Grid size: the work's blocks (for a dynamic kernel, those of `outer`, which must be in
@@ -111,22 +123,34 @@ struct CodegenOptions {
 Kernel generate(const ir::Graph& g, const fusion::Region& region,
                 const CodegenOptions& options = {});
 
-// A kernel of the region whose outer extent is a runtime argument (Kernel::dynamic), or nothing
-// when the region's kernel would depend on that extent beyond its loop bound (then a static
-// kernel per size, from generate, is always correct); `why`, when given, gets the reason.
+// The sizes of the two instantiations generate_dynamic compares: the region's outer extents
+// (odd, different), and the symbols' values, in the order of the symbols: at each
+// instantiation distinct primes that divide no static extent of the graph, every one larger at
+// `a`. Without symbols' values (empty), no runtime extent is passed: a region whose index
+// arithmetic needs one is refused.
+struct DynamicSizes {
+  int64_t outer_a = 0;
+  int64_t outer_b = 0;
+  std::vector<int64_t> symbols_a;
+  std::vector<int64_t> symbols_b;
+};
+
+// A kernel of the region whose sizes are runtime arguments (Kernel::dynamic), or nothing when
+// the region's kernel would depend on them beyond its loop bound and its runtime extents (then
+// a static kernel per size, from generate, is always correct); `why`, when given, gets the
+// reason.
 //
 // `a` and `b` are one graph instantiated at two values of its symbolic dims: the same nodes
-// (the region's ids name the same nodes in both), the same shapes but for those dims. outer_a
-// and outer_b (odd, different) are the products of the symbols' values that occur in the
-// region's nodes. The kernel is generated at `a` (index width from a's sizes: it serves every
-// outer <= outer_a) and at `b`, and taken only when both are the same source: see generate.cpp
-// for why that means no index expression depends on the outer extent. Supported: the linear
-// pointwise sweep and row-style reductions and normalizations over trailing axes (one thread
-// group per row, no rows split over blocks or clusters), where every sweep's element count
-// (every reduction's row count) is a multiple of the outer extent.
+// (the region's ids name the same nodes in both), the same shapes but for those dims. The
+// kernel is generated at `a` (index width from a's sizes: it serves every outer <= outer_a) and
+// at `b`, and taken only when both are the same source: see generate.cpp for why that means no
+// index expression depends on the sizes but through fj_outer and the runtime extents.
+// Supported: the linear pointwise sweep and row-style reductions and normalizations over
+// trailing axes (one thread group per row, no rows split over blocks or clusters), where every
+// sweep's element count (every reduction's row count) is a multiple of the outer extent.
 std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
-                                       const fusion::Region& region, int64_t outer_a,
-                                       int64_t outer_b, const CodegenOptions& options = {},
+                                       const fusion::Region& region, const DynamicSizes& sizes,
+                                       const CodegenOptions& options = {},
                                        std::string* why = nullptr);
 
 }  // namespace fusejit::templates

@@ -341,7 +341,7 @@ void verify(const Function& f) {
 
 // ---- printing ----
 
-std::string print(const ExprP& e) {
+std::string print(const ExprP& e, RuntimeExtents* runtime) {
   if (!e) throw InternalError("kernel IR: printing an empty expression");
   switch (e->kind) {
     case ExprKind::var:
@@ -351,26 +351,28 @@ std::string print(const ExprP& e) {
       std::string s = e->text + "(";
       for (size_t i = 0; i < e->args.size(); ++i) {
         if (i) s += ", ";
-        s += print(e->args[i]);
+        s += print(e->args[i], runtime);
       }
       return s + ")";
     }
     case ExprKind::infix:
-      return fmt::format("{} {} {}", print(e->args[0]), e->text, print(e->args[1]));
+      return fmt::format("{} {} {}", print(e->args[0], runtime), e->text,
+                         print(e->args[1], runtime));
     case ExprKind::prefix:
-      return e->text + print(e->args[0]);
+      return e->text + print(e->args[0], runtime);
     case ExprKind::select:
-      return fmt::format("{} ? {} : {}", print(e->args[0]), print(e->args[1]), print(e->args[2]));
+      return fmt::format("{} ? {} : {}", print(e->args[0], runtime), print(e->args[1], runtime),
+                         print(e->args[2], runtime));
     case ExprKind::group:
-      return fmt::format("({})", print(e->args[0]));
+      return fmt::format("({})", print(e->args[0], runtime));
     case ExprKind::subscript:
-      return fmt::format("{}[{}]", print(e->args[0]), print(e->args[1]));
+      return fmt::format("{}[{}]", print(e->args[0], runtime), print(e->args[1], runtime));
     case ExprKind::cast:
-      return fmt::format("({}){}", e->text, print(e->args[0]));
+      return fmt::format("({}){}", e->text, print(e->args[0], runtime));
     case ExprKind::offset:
-      return templates::offset(e->at, e->lane0);
+      return templates::offset(e->at, e->lane0, runtime);
     case ExprKind::member:
-      return fmt::format("{}.{}", print(e->args[0]), e->text);
+      return fmt::format("{}.{}", print(e->args[0], runtime), e->text);
   }
   throw InternalError("kernel IR: unknown expression kind");
 }
@@ -379,6 +381,7 @@ namespace {
 
 class Printer {
  public:
+  explicit Printer(RuntimeExtents* runtime) : runtime_(runtime) {}
   void block(const Block& b, int level) {
     for (const Stmt& s : b.stmts) stmt(s, level);
   }
@@ -438,13 +441,16 @@ class Printer {
     }
   }
 
+  std::string print(const ExprP& e) { return kir::print(e, runtime_); }
+
+  RuntimeExtents* runtime_;
   std::string out_;
 };
 
 }  // namespace
 
-std::string print(const Function& f) {
-  Printer p;
+std::string print(const Function& f, RuntimeExtents* runtime) {
+  Printer p(runtime);
   p.block(f.head, 0);
   const std::string bounds =
       f.min_blocks > 0 ? fmt::format("{}, {}", f.block, f.min_blocks) : fmt::format("{}", f.block);

@@ -165,8 +165,9 @@ bool drop_if_unused(Block& b, std::string_view name);
 // naming the first violation.
 void verify(const Function& f);
 
-// C text.
-std::string print(const ExprP& e);
-std::string print(const Function& f);
+// C text. With `runtime` (a dynamic kernel), offsets print the numbers that stand for runtime
+// extents as the kernel's arguments (templates/fastdiv.h), registering them while it collects.
+std::string print(const ExprP& e, RuntimeExtents* runtime = nullptr);
+std::string print(const Function& f, RuntimeExtents* runtime = nullptr);
 
 }  // namespace fusejit::templates::kir

@@ -49,7 +49,9 @@ std::string dynamic_text(const ir::SymbolicGraph& trace, const jit::DynamicPlan&
     std::string what = r.kind == fusion::RegionKind::gemm ? "cuBLASLt call at each size"
                        : dp.kernels[i]                    ? "one kernel for every size"
                                                           : "compiled per size";
-    if (!dp.kernels[i] && !dp.reasons[i].empty()) what += " (" + dp.reasons[i] + ")";
+    if (r.kind != fusion::RegionKind::gemm && !dp.reasons[i].empty()) {
+      what += " (" + dp.reasons[i] + ")";
+    }
     std::string shape;
     for (int64_t d : r.shape) shape += (shape.empty() ? "" : "x") + ir::dim_str(d, trace.symbols);
     out += fmt::format("  region {} ({}): {} over {}\n", i, fusion::region_kind_name(r.kind), what,

@@ -7,6 +7,7 @@
 #include "ir/interp.h"
 #include "ir/text.h"
 #include "jit/check.h"
+#include "jit/dynamic.h"
 #include "jit/nvrtc.h"
 #include "support/catch.h"
 #include "support/gpu.h"
@@ -44,8 +45,10 @@ void require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>
   templates::CodegenOptions options;
   options.target = rt.device().info().target();
   std::string why;
-  const auto k = templates::generate_dynamic(pa.graph, pb.graph, pa.regions.front(),
-                                             outer_extent(a), outer_extent(b), options, &why);
+  const templates::DynamicSizes at{
+      .outer_a = outer_extent(a), .outer_b = outer_extent(b), .symbols_a = a, .symbols_b = b};
+  const auto k =
+      templates::generate_dynamic(pa.graph, pb.graph, pa.regions.front(), at, options, &why);
   INFO("refused: " << why);
   REQUIRE(k.has_value());
   const auto loaded = load(rt, *k);
@@ -58,6 +61,7 @@ void require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>
     step.region = &exe.plan.regions.front();
     step.kernel = loaded;
     step.outer = outer_extent(size);
+    step.runtime_extents = jit::runtime_arguments(*k, size);
     exe.steps.push_back(step);
     const Graph& g = exe.plan.graph;
     const std::vector<HostTensor> host = jit::random_inputs(g, 7);
@@ -97,7 +101,7 @@ TEST_CASE("dynamic kernels match the reference at every outer extent", "[gpu][ji
           const NodeId flat = add_reshape(g, x, {s[0] * s[1], 256});
           g.set_outputs({add_unary(g, Op::tanh, add_binary(g, Op::add, flat, b))});
         },
-        {131, 67}, {97, 45}, {{1, 1}, {2, 1}, {1, 7}, {3, 20}, {60, 2}, {131, 67}});
+        {131, 67}, {97, 43}, {{1, 1}, {2, 1}, {1, 7}, {3, 20}, {60, 2}, {131, 67}});
   }
   SECTION("softmax over narrow rows (several rows per block)") {
     require_dynamic_match(
@@ -120,6 +124,34 @@ TEST_CASE("dynamic kernels match the reference at every outer extent", "[gpu][ji
           const NodeId r = add_unary(g, Op::rsqrt, add_binary(g, Op::add, ms, eps));
           const NodeId y = add_binary(g, Op::mul, add_binary(g, Op::mul, xf, r), w);
           g.set_outputs({add_cast(g, y, DType::bf16)});
+        },
+        {4099}, {3001}, one);
+  }
+  const std::vector<std::vector<int64_t>> two = {{1, 1}, {2, 1}, {1, 7}, {3, 20}, {60, 2},
+                                                 {5, 1000}, {131, 67}};
+  SECTION("a table broadcast over one symbol of two (a runtime modulo)") {
+    require_dynamic_match(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::bf16, {s[0], s[1], 256});
+          const NodeId pos = add_input(g, DType::bf16, {s[1], 256});
+          g.set_outputs({add_binary(g, Op::add, x, pos)});
+        },
+        {131, 67}, {97, 43}, two);
+  }
+  SECTION("a permute that moves a dynamic axis inward (runtime divisions)") {
+    require_dynamic_match(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::f32, {s[0], s[1], 4, 32});
+          g.set_outputs({add_unary(g, Op::exp, add_permute(g, x, {0, 2, 1, 3}))});
+        },
+        {131, 67}, {97, 43}, two);
+  }
+  SECTION("a dynamic dim in the middle (a runtime division)") {
+    require_dynamic_match(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::f32, {3, s[0], 64});
+          const NodeId w = add_input(g, DType::f32, {3, 1, 64});
+          g.set_outputs({add_binary(g, Op::mul, x, w)});
         },
         {4099}, {3001}, one);
   }

@@ -14,6 +14,7 @@
 #include "jit/runtime.h"
 #include "support/catch.h"
 #include "support/gpu.h"
+#include "templates/fastdiv.h"
 #include "templates/target.h"
 
 using namespace fusejit;
@@ -144,4 +145,56 @@ TEST_CASE("mark_dynamic refuses what it cannot mark", "[jit][dynamic][errors]") 
   CHECK_THROWS_WITH(other.mark_dynamic(x, 0), ContainsSubstring("a tensor of this Context"));
   ctx.mark_dynamic(x, -2, "B");  // negative axes count from the end
   CHECK(exp(x).to_host().size() == 6);
+}
+
+TEST_CASE("a positional table over one symbol of two is one kernel with a runtime extent",
+          "[jit][dynamic][nvrtc]") {
+  // x[B,S,1024] + pos[S,1024], B and S dynamic: the table's element is i % (1024*S).
+  ir::Graph g;
+  const ir::NodeId x = ir::add_input(g, DType::bf16, {8, 2048, 1024});
+  const ir::NodeId pos = ir::add_input(g, DType::bf16, {2048, 1024});
+  g.set_outputs({ir::add_binary(g, ir::Op::add, x, pos)});
+  const std::vector<ir::DynamicAxis> marks{{.input = 0, .axis = 0, .name = "B"},
+                                           {.input = 0, .axis = 1, .name = "S"},
+                                           {.input = 1, .axis = 0, .name = "S"}};
+  std::string why;
+  const std::optional<ir::SymbolicGraph> sym = ir::generalize(g, marks, &why);
+  INFO(why);
+  REQUIRE(sym.has_value());
+  const jit::DynamicPlan plan = jit::plan_dynamic(*sym, {}, sm90());
+  REQUIRE(plan.kernels.size() == 1);
+  INFO(plan.reasons[0]);
+  REQUIRE(plan.kernels[0].has_value());
+  const templates::Kernel& k = *plan.kernels[0];
+  REQUIRE(k.runtime_extents.size() == 1);
+  CHECK(k.max_elements == int64_t{1} << 30);
+  CHECK(plan.reasons[0] == "runtime extents 1024*S, divided by fast division");
+  CHECK_FALSE(jit::compile(k, "sm_90").cubin.empty());
+  // The arguments at a size: the extent and its fast divisor, once per size.
+  const ir::Bindings at{8, 2048};
+  REQUIRE(jit::runs_dynamic(plan, 0, at));
+  CHECK(jit::runtime_arguments(k, at) ==
+        std::vector<uint64_t>{1024 * 2048, templates::fast_divisor(1024 * 2048).packed()});
+  CHECK(jit::runs_dynamic(plan, 0, {1, 1}));
+  CHECK(jit::runs_dynamic(plan, 0, {3, 1000}));
+  // Past the sizes its 32-bit index arithmetic serves (here x alone has more than 2^30
+  // elements), the size gets a static kernel of its own.
+  const ir::Bindings huge{1, (int64_t{1} << 20) + 1};
+  CHECK_FALSE(jit::runs_dynamic(plan, 0, huge));
+  const std::vector<templates::Kernel> at_huge = jit::kernels_at(plan, huge, sm90());
+  REQUIRE(at_huge.size() == 1);
+  CHECK_FALSE(at_huge[0].dynamic);
+}
+
+TEST_CASE("a column sum over a dynamic axis is still compiled per size", "[jit][dynamic]") {
+  ir::Graph g;
+  const ir::NodeId x = ir::add_input(g, DType::f32, {300, 512});
+  g.set_outputs({ir::add_reduce(g, ir::Op::sum, x, {0}, false)});
+  const std::optional<ir::SymbolicGraph> sym =
+      ir::generalize(g, {{.input = 0, .axis = 0, .name = "B"}});
+  REQUIRE(sym.has_value());
+  const jit::DynamicPlan plan = jit::plan_dynamic(*sym, {}, sm90());
+  REQUIRE(plan.kernels.size() == 1);
+  CHECK_FALSE(plan.kernels[0].has_value());
+  CHECK_FALSE(plan.reasons[0].empty());
 }

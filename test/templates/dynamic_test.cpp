@@ -10,6 +10,7 @@
 
 #include "support/symbolic_graph.h"
 #include "test/templates/norms.h"
+#include "templates/emit.h"
 #include "test/templates/support.h"
 
 using namespace fusejit;
@@ -54,14 +55,17 @@ Outcome dynamic_at(const GraphAtSizes& build, const std::vector<int64_t>& a,
   const fusion::Region& region = only_region(pa);
   REQUIRE(only_region(pb).nodes == region.nodes);
   Outcome out;
-  out.kernel = templates::generate_dynamic(pa.graph, pb.graph, region, outer_extent(a),
-                                           outer_extent(b), options, &out.why);
+  const templates::DynamicSizes sizes{
+      .outer_a = outer_extent(a), .outer_b = outer_extent(b), .symbols_a = a, .symbols_b = b};
+  out.kernel = templates::generate_dynamic(pa.graph, pb.graph, region, sizes, options, &out.why);
   return out;
 }
 
-// Symbol values: two pairs, every symbol larger at the first of each.
-const std::vector<int64_t> kA1 = {4099}, kB1 = {3001}, kC1 = {2049}, kD1 = {1023};
-const std::vector<int64_t> kA2 = {131, 67}, kB2 = {97, 45}, kC2 = {77, 33}, kD2 = {53, 11};
+// Symbol values: two pairs, every symbol larger at the first of each; primes that divide no
+// static extent of the graphs below, as jit/dynamic.cpp chooses them, so that a number of the
+// index arithmetic tells the runtime extent it stands for.
+const std::vector<int64_t> kA1 = {4099}, kB1 = {3001}, kC1 = {2053}, kD1 = {1021};
+const std::vector<int64_t> kA2 = {131, 67}, kB2 = {97, 43}, kC2 = {79, 37}, kD2 = {53, 11};
 
 // Requires a dynamic kernel between a and b that compiles, names none of the symbols' values,
 // and is the same source between c and d; returns it.
@@ -179,6 +183,102 @@ TEST_CASE("norms and softmax over the last axis are dynamic", "[templates][dynam
   require_dynamic(sum, kA1, kB1, kC1, kD1);
 }
 
+// Requires `k` to take exactly `extents` (static coefficient, powers of the symbols) as runtime
+// extents, with the fast-division helper pasted in and its arguments declared.
+void require_extents(const templates::Kernel& k, const std::vector<ir::DimTerms>& extents) {
+  const std::string text = kernel_text(k);
+  INFO(text);
+  REQUIRE(k.runtime_extents.size() == extents.size());
+  for (size_t i = 0; i < extents.size(); ++i) {
+    CHECK(k.runtime_extents[i].coefficient == extents[i].coefficient);
+    CHECK(k.runtime_extents[i].exponents == extents[i].exponents);
+    CHECK(has(text, fmt::format("int fj_e{}", i)));
+    CHECK(has(text, fmt::format("unsigned long long fj_m{}", i)));
+  }
+  CHECK(has(k.source, "fj_fastdiv.cuh"));
+  CHECK_FALSE(k.dividend_bounds.empty());
+  CHECK(k.max_elements == templates::kNarrowIndexLimit);
+}
+
+TEST_CASE("a table broadcast over one symbol of two takes that dim at run time",
+          "[templates][dynamic]") {
+  // x[B,S,H] + table[S,H]: the table's element is i % (S*H), a modulo by a runtime extent.
+  for (const DType d : {DType::f32, DType::bf16}) {
+    const GraphAtSizes build = [d](Graph& g, const std::vector<int64_t>& s) {
+      const NodeId x = add_input(g, d, {s[0], s[1], 64});
+      const NodeId pos = add_input(g, d, {s[1], 64});
+      g.set_outputs({add_binary(g, Op::add, x, pos)});
+    };
+    INFO(dtype_name(d));
+    const templates::Kernel k = require_dynamic(build, kA2, kB2, kC2, kD2);
+    require_extents(k, {DimTerms{.coefficient = 64, .exponents = {0, 1}}});
+    CHECK(has(kernel_text(k), "fj_fastmod(i0, fj_e0, fj_m0)"));  // vector loads of the table too
+    CHECK(k.items_per_outer == 64 / (d == DType::f32 ? 4 : 8));
+  }
+}
+
+TEST_CASE("a permute that moves a dynamic axis inward takes its dims at run time",
+          "[templates][dynamic]") {
+  // [B,S,96] read as [S,B,96] (the contiguous axis stays innermost: the linear sweep): the
+  // output's s is i / (96*B), its b is (i / 96) % B, and the input's place of b is 96*S.
+  const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::f32, {s[0], s[1], 96});
+    g.set_outputs({add_unary(g, Op::exp, add_permute(g, x, {1, 0, 2}))});
+  };
+  const templates::Kernel k = require_dynamic(build, kA2, kB2, kC2, kD2);
+  const std::string text = kernel_text(k);
+  CHECK(has(text, "fj_fastdiv("));
+  CHECK(has(text, "fj_fastmod("));
+  // In order of first use: b's modulo (B), the input's place of b (96*S), s's divisor (96*B).
+  require_extents(k, {DimTerms{.coefficient = 1, .exponents = {1, 0}},
+                      DimTerms{.coefficient = 96, .exponents = {0, 1}},
+                      DimTerms{.coefficient = 96, .exponents = {1, 0}}});
+  CHECK(has(text,
+            "fj_fastmod(i0 / 96, fj_e0, fj_m0) * fj_e1 + fj_fastdiv(i0, fj_m2) * 96 + i0 % 96"));
+  // Heads moved past the sequence: [B,S,NH,D] -> [B,NH,S,D], one symbol.
+  const GraphAtSizes heads = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::bf16, {s[0], 128, 8, 64});
+    g.set_outputs({add_unary(g, Op::neg, add_permute(g, x, {0, 2, 1, 3}))});
+  };
+  require_dynamic(heads, kA1, kB1, kC1, kD1);
+  const GraphAtSizes seq = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::bf16, {4, s[0], 8, 64});
+    g.set_outputs({add_unary(g, Op::neg, add_permute(g, x, {0, 2, 1, 3}))});
+  };
+  require_dynamic(seq, kA1, kB1, kC1, kD1);
+}
+
+TEST_CASE("a softmax over scores plus a mask broadcast over one symbol of two is dynamic",
+          "[templates][dynamic]") {
+  // softmax(x[B,S,512] + mask[S,512]) over the last axis: one row per (b, s), the mask's row is
+  // row % S, a modulo by a runtime extent in a row kernel.
+  const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::f32, {s[0], s[1], 512});
+    const NodeId mask = add_input(g, DType::f32, {s[1], 512});
+    g.set_outputs({test::softmax(g, add_binary(g, Op::add, x, mask))});
+  };
+  const templates::Kernel k = require_dynamic(build, kA2, kB2, kC2, kD2);
+  require_extents(k, {DimTerms{.coefficient = 1, .exponents = {0, 1}}});
+  CHECK(has(kernel_text(k), "fj_fastmod(row, fj_e0, fj_m0)"));
+}
+
+TEST_CASE("a dynamic dim in the middle takes its dims at run time", "[templates][dynamic]") {
+  // x[4,S,64] * w[4,1,64]: w's element is (i / (64*S)) * 64 + i % 64.
+  const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::f32, {4, s[0], 64});
+    const NodeId w = add_input(g, DType::f32, {4, 1, 64});
+    g.set_outputs({add_binary(g, Op::mul, x, w)});
+  };
+  const templates::Kernel k = require_dynamic(build, kA1, kB1, kC1, kD1);
+  require_extents(k, {DimTerms{.coefficient = 64, .exponents = {1}}});
+  CHECK(has(kernel_text(k), "fj_fastdiv(i0, fj_m0)"));
+  // The static kernel of the same region divides by constants, and takes no runtime extent.
+  const fusion::Plan p = plan_at(build, kA1);
+  const templates::Kernel fixed = templates::generate(p.graph, only_region(p));
+  CHECK(fixed.runtime_extents.empty());
+  CHECK_FALSE(has(fixed.source, "fj_fastdiv.cuh"));
+}
+
 TEST_CASE("regions whose kernel depends on the outer extent are refused", "[templates][dynamic]") {
   SECTION("a reduction over the dynamic axis") {
     refusal(
@@ -195,7 +295,7 @@ TEST_CASE("regions whose kernel depends on the outer extent are refused", "[temp
         },
         kA1, kB1);
   }
-  SECTION("a permute that moves the dynamic axis inside") {
+  SECTION("a transpose of the contiguous axis (tiled through shared memory)") {
     refusal(
         [](Graph& g, const std::vector<int64_t>& s) {
           const NodeId x = add_permute(g, add_input(g, DType::f32, {s[0], 96}), {1, 0});
@@ -203,14 +303,19 @@ TEST_CASE("regions whose kernel depends on the outer extent are refused", "[temp
         },
         kA1, kB1);
   }
-  SECTION("a node broadcast over one symbol of two") {
-    const std::string why = refusal(
-        [](Graph& g, const std::vector<int64_t>& s) {
-          const NodeId x = add_input(g, DType::f32, {s[0], s[1], 64});
-          const NodeId y = add_input(g, DType::f32, {s[1], 64});
-          g.set_outputs({add_binary(g, Op::add, x, y)});
-        },
-        kA2, kB2);
+  SECTION("without the symbols' values, a node broadcast over one symbol of two") {
+    const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+      const NodeId x = add_input(g, DType::f32, {s[0], s[1], 64});
+      const NodeId y = add_input(g, DType::f32, {s[1], 64});
+      g.set_outputs({add_binary(g, Op::add, x, y)});
+    };
+    const fusion::Plan pa = plan_at(build, kA2), pb = plan_at(build, kB2);
+    const templates::DynamicSizes outer_only{.outer_a = outer_extent(kA2),
+                                             .outer_b = outer_extent(kB2)};
+    std::string why;
+    CHECK_FALSE(templates::generate_dynamic(pa.graph, pb.graph, only_region(pa), outer_only, {},
+                                            &why)
+                    .has_value());
     CHECK(has(why, "beyond its loop bounds"));
   }
   SECTION("a slice along the dynamic axis") {
@@ -255,11 +360,19 @@ TEST_CASE("generate_dynamic checks its instantiations", "[templates][dynamic]") 
   const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], 64}))});
   };
-  const fusion::Plan pa = plan_at(build, {101}), pb = plan_at(build, {99});
+  const fusion::Plan pa = plan_at(build, {101}), pb = plan_at(build, {97});
   const fusion::Region& r = only_region(pa);
-  CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pb.graph, r, 102, 99), InternalError);
-  CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pa.graph, r, 101, 101), InternalError);
-  CHECK(templates::generate_dynamic(pa.graph, pb.graph, r, 101, 99).has_value());
+  const auto sizes = [](int64_t a, int64_t b) {
+    return templates::DynamicSizes{.outer_a = a, .outer_b = b, .symbols_a = {a}, .symbols_b = {b}};
+  };
+  CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pb.graph, r, sizes(102, 97)),
+                  InternalError);
+  CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pa.graph, r, sizes(101, 101)),
+                  InternalError);
+  templates::DynamicSizes unequal = sizes(101, 97);
+  unequal.symbols_b.push_back(89);
+  CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pb.graph, r, unequal), InternalError);
+  CHECK(templates::generate_dynamic(pa.graph, pb.graph, r, sizes(101, 97)).has_value());
 }
 
 TEST_CASE("index width is decided at the first instantiation", "[templates][dynamic]") {
