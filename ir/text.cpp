@@ -214,7 +214,8 @@ int64_t parse_dim(Cursor& c, const std::vector<Symbol>& symbols) {
     if (c.peek_digit()) {
       factor = c.integer("a dimension (a positive integer or a dynamic dim's name)", false);
       for (const Symbol& s : symbols) {
-        if (factor % s.sentinel == 0) throw SentinelClash{s.sentinel};
+        // 0 is a multiple of every sentinel, but no product with a symbol can be mistaken for it.
+        if (factor != 0 && factor % s.sentinel == 0) throw SentinelClash{s.sentinel};
       }
     } else {
       const std::string_view name = c.word();
@@ -645,6 +646,14 @@ SymbolicGraph parse_symbolic(std::string_view text, std::string_view source) {
       return Parser(source, excluded).run(text);
     } catch (const SentinelClash& clash) {
       excluded.push_back(clash.sentinel);  // a static dim is a multiple of it: pick another
+      // Each clash rules out one prime of the thousands below 2^15; a trace that needs this many
+      // has static dims built to collide with them.
+      if (excluded.size() > 256) {
+        throw UsageError(fmt::format("{}: the static dims are multiples of {} candidate stand-ins "
+                                     "for the dynamic dims; write those dims in terms of the "
+                                     "dynamic ones",
+                                     source, excluded.size()));
+      }
     }
   }
 }

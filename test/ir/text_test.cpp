@@ -443,3 +443,11 @@ TEST_CASE("parse errors escape bytes that are not printable and shorten long tex
   REQUIRE_THROWS_WITH(parse("fusejit-trace 1\n\x01\x02 junk\noutput %0\n"),
                       ContainsSubstring("found '\\x01'"));
 }
+
+// Found by the trace fuzzer (test/fuzz/crashes/parse_hang_zero_dim.trace): a 0 dim in a trace
+// with dynamic dims is a multiple of every stand-in prime, and the parse started over forever.
+TEST_CASE("a zero dim next to dynamic dims is refused at once", "[ir][text][dynamic]") {
+  const std::string text = "fusejit-trace 2\ndynamic B=8\n%0 : f32[B,0] = input\noutput %0\n";
+  // Zero-size dims are refused (as in version 1), now at once instead of never.
+  CHECK_THROWS_WITH(parse_symbolic(text), Catch::Contains("a dimension of 0"));
+}

@@ -116,11 +116,11 @@ TEST_CASE("without a GPU, a dump directory that cannot be written is a warning, 
     CHECK(relu(x).to_host() == std::vector<double>{0.0, 2.0});
   }
   set_log_callback({});
-  // The kernel cache warns that it cannot write the .cu; the IR's failure ends the dump.
+  // The dump warns once per process and kind of file (jit/dump.cpp), naming the variable to
+  // change; ctest runs this case in a process of its own, so the warning is still to come.
   INFO(warnings.size() << " warnings");
   const auto ours = std::find_if(warnings.begin(), warnings.end(), [](const std::string& w) {
-    return w.find("FUSEJIT_DUMP without a GPU: could not dump the plan and kernels for sm_90") !=
-           std::string::npos;
+    return w.find("FUSEJIT_DUMP_DIR") != std::string::npos;
   });
   REQUIRE(ours != warnings.end());
   CHECK(ours->find((dir / "a_file").string()) != std::string::npos);  // names where
