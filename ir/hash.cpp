@@ -65,11 +65,7 @@ uint64_t value_bits(double v) {
 
 // An op enters by its name, not its position in the op table, so that adding ops to the table
 // leaves the hashes of existing traces (and the names of recorded trace files) as they are.
-constexpr uint64_t name_bits(std::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return h;
-}
+constexpr uint64_t name_bits(std::string_view name) { return fnv1a64(name); }
 
 // Per op and dtype, a node's Mixer once the seed, the op's name and the dtype are in: the same
 // for every such node, so worked out at compile time (it is most of what hashing a small node

@@ -17,22 +17,13 @@
 
 #include "fusejit/error.h"
 #include "ir/shape.h"
+#include "ir/hash.h"
 #include "templates/builders.h"
 #include "templates/device_sources.h"
 
 namespace fusejit::templates {
 
 namespace {
-
-// FNV-1a, 64 bits: stable across platforms and runs.
-uint64_t fnv1a(std::string_view text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 void check_region(const ir::Graph& g, const fusion::Region& region) {
   if (region.kind == fusion::RegionKind::gemm) {
@@ -132,7 +123,7 @@ Kernel assemble(const RegionInfo& info, const KernelBody& body,
   source += region_summary(info);
   source += kir::print(body.fn, runtime);
 
-  const std::string name = fmt::format("fj_{}_{:016x}", body.kind, fnv1a(source));
+  const std::string name = fmt::format("fj_{}_{:016x}", body.kind, ir::fnv1a64(source));
   for (size_t pos = source.find(kKernelNameToken); pos != std::string::npos;
        pos = source.find(kKernelNameToken, pos)) {
     source.replace(pos, kKernelNameToken.size(), name);
