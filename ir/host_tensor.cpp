@@ -199,18 +199,10 @@ double HostTensor::get(int64_t i) const {
       std::memcpy(&v, p, sizeof v);
       return dtype == DType::f16 ? half_bits_to_float(v) : bf16_bits_to_float(v);
     }
-    case DType::i32: {
-      int32_t v;
-      std::memcpy(&v, p, sizeof v);
-      return v;
-    }
-    case DType::i64: {
-      int64_t v;
-      std::memcpy(&v, p, sizeof v);
-      return static_cast<double>(v);
-    }
+    case DType::i32:
+    case DType::i64:
     case DType::boolean:
-      return *p != std::byte{0} ? 1.0 : 0.0;
+      return static_cast<double>(get_integer(i));
   }
   throw InternalError(fmt::format("HostTensor::get: unknown dtype {}", static_cast<int>(dtype)));
 }

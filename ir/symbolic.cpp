@@ -251,13 +251,16 @@ DimTerms dim_terms(int64_t dim, const std::vector<Symbol>& symbols) {
   return t;
 }
 
-int64_t dim_value(int64_t dim, const std::vector<Symbol>& symbols, const Bindings& values) {
-  const DimTerms t = dim_terms(dim, symbols);
-  int64_t v = t.coefficient;
-  for (size_t k = 0; k < symbols.size(); ++k) {
-    for (int e = 0; e < t.exponents[k]; ++e) v = dim_product(v, values.at(k));
+int64_t DimTerms::value(const Bindings& values) const {
+  int64_t v = coefficient;
+  for (size_t k = 0; k < exponents.size(); ++k) {
+    for (int e = 0; e < exponents[k]; ++e) v = dim_product(v, values.at(k));
   }
   return v;
+}
+
+int64_t dim_value(int64_t dim, const std::vector<Symbol>& symbols, const Bindings& values) {
+  return dim_terms(dim, symbols).value(values);
 }
 
 std::string dim_str(int64_t dim, const std::vector<Symbol>& symbols) {

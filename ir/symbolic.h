@@ -44,6 +44,8 @@ struct DimTerms {
   int64_t coefficient = 1;
   std::vector<int> exponents;  // per symbol
   bool symbolic() const;
+  // The dim when the symbols take `values`; throws fusejit::UsageError on overflow.
+  int64_t value(const Bindings& values) const;
 };
 DimTerms dim_terms(int64_t dim, const std::vector<Symbol>& symbols);
 // The dim's value when the symbols take `values`; throws fusejit::UsageError on overflow.

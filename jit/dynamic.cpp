@@ -109,14 +109,6 @@ std::optional<templates::Kernel> dynamic_kernel(const fusion::Plan& a, const fus
   return templates::generate_dynamic(a.graph, b.graph, a.regions[region], sizes, codegen, why);
 }
 
-int64_t terms_value(const ir::DimTerms& t, const ir::Bindings& values) {
-  int64_t v = t.coefficient;
-  for (size_t k = 0; k < t.exponents.size(); ++k) {
-    for (int e = 0; e < t.exponents[k]; ++e) v *= values[k];
-  }
-  return v;
-}
-
 // Whether every node of the region has at most `limit` elements at `values`.
 bool region_fits(const DynamicPlan& plan, size_t region, const ir::Bindings& values,
                  int64_t limit) {
@@ -137,13 +129,11 @@ bool region_fits(const DynamicPlan& plan, size_t region, const ir::Bindings& val
 
 // "S, 64*S": a kernel's runtime extents, for the plan's reasons.
 std::string extents_text(const templates::Kernel& k, const std::vector<ir::Symbol>& symbols) {
+  ir::Bindings sentinels;  // the encoded dim is the dim at the sentinels
+  for (const ir::Symbol& sym : symbols) sentinels.push_back(sym.sentinel);
   std::string s;
   for (const ir::DimTerms& t : k.runtime_extents) {
-    int64_t dim = t.coefficient;
-    for (size_t i = 0; i < t.exponents.size(); ++i) {
-      for (int e = 0; e < t.exponents[i]; ++e) dim *= symbols[i].sentinel;
-    }
-    s += (s.empty() ? "" : ", ") + ir::dim_str(dim, symbols);
+    s += (s.empty() ? "" : ", ") + ir::dim_str(t.value(sentinels), symbols);
   }
   return s;
 }
@@ -261,10 +251,10 @@ bool runs_dynamic(const DynamicPlan& plan, size_t region, const ir::Bindings& va
   if (!k || outer_extent(plan, region, values) > k->max_outer) return false;
   if (k->max_elements > 0 && !region_fits(plan, region, values, k->max_elements)) return false;
   for (const ir::DimTerms& t : k->runtime_extents) {
-    if (terms_value(t, values) > templates::kFastDivMaxDivisor) return false;
+    if (t.value(values) > templates::kFastDivMaxDivisor) return false;
   }
   for (const ir::DimTerms& t : k->dividend_bounds) {
-    if (terms_value(t, values) > templates::kFastDivMaxDividend + 1) return false;
+    if (t.value(values) > templates::kFastDivMaxDividend + 1) return false;
   }
   return true;
 }
@@ -272,7 +262,7 @@ bool runs_dynamic(const DynamicPlan& plan, size_t region, const ir::Bindings& va
 std::vector<uint64_t> runtime_arguments(const templates::Kernel& k, const ir::Bindings& values) {
   std::vector<uint64_t> args;
   for (const ir::DimTerms& t : k.runtime_extents) {
-    const int64_t extent = terms_value(t, values);
+    const int64_t extent = t.value(values);
     args.push_back(static_cast<uint64_t>(extent));
     args.push_back(templates::fast_divisor(extent).packed());
   }
