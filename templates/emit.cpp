@@ -195,6 +195,12 @@ int64_t RegionInfo::per_outer(int64_t count, std::string_view what) const {
   return count / outer;
 }
 
+bool RegionInfo::symbolic(int64_t count) const {
+  if (symbol_values == nullptr || count == 0) return false;
+  return std::any_of(symbol_values->begin(), symbol_values->end(),
+                     [count](int64_t v) { return v > 1 && count % v == 0; });
+}
+
 std::string RegionInfo::type_str(ir::NodeId id) const {
   const ir::Node& n = node(id);
   if (peer == nullptr) return ir::type_str(n);

@@ -77,9 +77,14 @@ struct RegionInfo {
   // graph of the other instantiation (the dims that differ from it print as "?").
   int64_t outer = 0;
   const ir::Graph* peer = nullptr;
+  // The symbols' values at this instantiation (generate_dynamic; null in a static kernel): a
+  // count that one of them divides stands for a runtime extent (templates/fastdiv.h).
+  const std::vector<int64_t>* symbol_values = nullptr;
 
   RegionInfo(const ir::Graph& g, const fusion::Region& r, const CodegenOptions& options);
   bool dynamic() const { return outer > 0; }
+  // Whether `count` changes with the symbols (a dynamic kernel takes it at launch, kir::extent).
+  bool symbolic(int64_t count) const;
   // `count` (a sweep's elements, a reduction's rows) per unit of the outer extent: count itself
   // in a static kernel; in a dynamic one, throws NotSizeIndependent (naming `what`) unless the
   // outer extent divides it.

@@ -308,6 +308,10 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   info_b.outer = sizes.outer_b;
   info_b.peer = &a;
   info_b.wide_index = info_a.wide_index;
+  if (!sizes.symbols_a.empty()) {
+    info_a.symbol_values = &sizes.symbols_a;
+    info_b.symbol_values = &sizes.symbols_b;
+  }
   const auto refuse = [&](std::string reason) -> std::optional<Kernel> {
     if (why != nullptr) *why = std::move(reason);
     return std::nullopt;

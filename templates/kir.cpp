@@ -57,6 +57,13 @@ ExprP offset(const Index& at, bool lane0) {
   e->lane0 = lane0;
   return e;
 }
+ExprP extent(int64_t n) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::extent;
+  e->number = n;
+  return e;
+}
+
 ExprP member(ExprP object, std::string field) {
   return make(ExprKind::member, std::move(field), {std::move(object)});
 }
@@ -156,6 +163,7 @@ bool uses(const ExprP& e, std::string_view name) {
     case ExprKind::var:
       return e->text == name;
     case ExprKind::lit:
+    case ExprKind::extent:
       return false;
     case ExprKind::offset:
       for (const std::string& v : variables(e->at, e->lane0)) {
@@ -371,6 +379,10 @@ std::string print(const ExprP& e, RuntimeExtents* runtime) {
       return fmt::format("({}){}", e->text, print(e->args[0], runtime));
     case ExprKind::offset:
       return templates::offset(e->at, e->lane0, runtime);
+    case ExprKind::extent:
+      return runtime != nullptr && runtime->runtime(e->number)
+                 ? fmt::format("fj_e{}", runtime->argument(e->number))
+                 : std::to_string(e->number);
     case ExprKind::member:
       return fmt::format("{}.{}", print(e->args[0], runtime), e->text);
   }

@@ -38,6 +38,7 @@ enum class ExprKind {
   cast,       // (text)args[0]
   offset,     // the row-major offset of `at` (lane-0 variable of the lane root when lane0)
   member,     // args[0].text: a field of a struct value
+  extent,     // a count that a dynamic kernel may take at launch: `number`, or its argument
 };
 
 struct Expr;
@@ -49,6 +50,7 @@ struct Expr {
   std::vector<ExprP> args;
   Index at;            // offset only
   bool lane0 = false;  // offset only
+  int64_t number = 0;  // extent only
 };
 
 ExprP var(std::string name);
@@ -63,6 +65,9 @@ ExprP subscript(ExprP array, ExprP index);
 ExprP cast(std::string type, ExprP value);
 ExprP offset(const Index& at, bool lane0 = false);
 ExprP member(ExprP object, std::string field);
+// A count (a loop bound, a row length, a mean's divisor) that prints as itself, or in a dynamic
+// kernel, where it stands for a runtime extent, as that extent's argument fj_e<k>.
+ExprP extent(int64_t n);
 // `a + b`, `a * b`, ... (shorthands of infix)
 ExprP add(ExprP a, ExprP b);
 ExprP mul(ExprP a, ExprP b);
@@ -165,8 +170,8 @@ bool drop_if_unused(Block& b, std::string_view name);
 // naming the first violation.
 void verify(const Function& f);
 
-// C text. With `runtime` (a dynamic kernel), offsets print the numbers that stand for runtime
-// extents as the kernel's arguments (templates/fastdiv.h), registering them while it collects.
+// C text. With `runtime` (a dynamic kernel), offsets and extents print the numbers that stand
+// for runtime extents as the kernel's arguments (templates/fastdiv.h), registering them while it collects.
 std::string print(const ExprP& e, RuntimeExtents* runtime = nullptr);
 std::string print(const Function& f, RuntimeExtents* runtime = nullptr);
 

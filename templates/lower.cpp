@@ -250,7 +250,10 @@ kir::ExprP load(const RegionInfo& info, ir::NodeId id, kir::ExprP offset) {
 kir::ExprP finish(const RegionInfo& info, const ir::Node& reduce, kir::ExprP acc, int64_t count) {
   kir::ExprP v = std::move(acc);
   if (reduce.op == ir::Op::mean) {
-    v = kir::infix(v, "/", literal_of(DType::f32, static_cast<double>(count)));
+    // (A row length that changes with the symbols is the kernel's argument, as a float.)
+    v = kir::infix(v, "/",
+                   info.symbolic(count) ? kir::cast("float", kir::extent(count))
+                                        : literal_of(DType::f32, static_cast<double>(count)));
   }
   return info.round_every_node ? apply(dtype_code(reduce.dtype).round, v) : v;
 }

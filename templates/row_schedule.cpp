@@ -212,4 +212,28 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
   return c;
 }
 
+std::optional<RowConfig> looped_row_config(const RegionInfo& info, const ReduceSpace& space,
+                                           int v) {
+  RowConfig c;
+  c.v = v;
+  c.looped = true;
+  const Target& t = info.target;
+  // Rows enough for a warp each on every resident warp slot of a large GPU (an H200: 132 SMs
+  // of 64 warps), or rows that change with the symbols.
+  constexpr int64_t kManyRows = 8192;
+  const bool many_rows = info.symbolic(space.rows) || space.rows >= kManyRows;
+  if (many_rows) {
+    c.group = 32;
+    c.block = 256;
+  } else if (space.rows >= kSplitTargetBlocks) {
+    c.group = c.block = paired_block(t);
+  } else {
+    return std::nullopt;
+  }
+  c.rows_per_block = c.block / c.group;
+  c.piece = space.length;
+  c.chunks = 0;  // set by the length at run time
+  return c;
+}
+
 }  // namespace fusejit::templates

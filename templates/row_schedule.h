@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <set>
 
 #include "templates/reduction.h"
@@ -29,9 +30,15 @@ struct RowConfig {
   int64_t cluster = 1;  // C: blocks per row, a thread-block cluster
   int64_t piece = 1;    // elements of a row per block: length / S, or ceil(length / C) in whole vectors
   int64_t chunks = 1;   // vectors per thread per piece
+  // A row length given at launch (a dynamic kernel whose reduced axes change with the symbols):
+  // each thread strides over the row with a loop bounded at run time, and multi-pass kernels
+  // read the row again in each pass instead of holding it in registers (looped_row_config).
+  bool looped = false;
 
   int64_t pieces() const { return std::max(split, cluster); }
-  bool cached() const { return chunks <= kMaxUnrolledChunks && chunks * v <= kCacheBudget; }
+  bool cached() const {
+    return !looped && chunks <= kMaxUnrolledChunks && chunks * v <= kCacheBudget;
+  }
 };
 
 // Passes over the row's elements: one per reduction depth, plus one for outputs that need the
@@ -39,6 +46,14 @@ struct RowConfig {
 int element_passes(const ReduceSpace& space);
 
 RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bool multi_pass);
+
+// The schedule of a row whose length the kernel takes at launch: nothing may depend on the
+// length, so a warp per row (8 rows per block of 256) when the rows are many or change with
+// the symbols (the rows of attention scores, whose length is the sequence), else a block of
+// half an SM's threads per row when the rows alone fill the device. Nothing when they do not
+// (a full reduction): such rows are split over blocks, by their length.
+std::optional<RowConfig> looped_row_config(const RegionInfo& info, const ReduceSpace& space,
+                                           int v);
 
 // The blocks a row kernel of `block` threads asks to keep resident per SM (the minimum of its
 // launch bounds): half the SM's threads in all, which with 2048 threads and 64 K registers per

@@ -71,15 +71,22 @@ class RowwiseBuilder {
     first_ = grouped_index(space.shape, {row_, make_zero(space.length)}, group_of);
     row_digits_ = {Digit{row_, 1, space.rows}};
     row_key_ = index_key(Index{{space.rows}, {row_digits_}});
-    // (A dynamic kernel's rows are rows_per_outer * outer: the guard holds for every outer.)
-    guard_row_ = info.per_outer(space.rows, "the reduction's rows") % cfg.rows_per_block != 0;
-    guard_k_ = cfg.chunks * cfg.group * cfg.v != cfg.piece;
-    guard_end_ = cfg.pieces() * cfg.piece != space.length;  // the last cluster piece is short
+    if (cfg.looped) {
+      // The rows are a static coefficient times odd primes here, so this is the coefficient's
+      // divisibility, which every size shares. The row loop bounds k0.
+      guard_row_ = space.rows % cfg.rows_per_block != 0;
+    } else {
+      // (A dynamic kernel's rows are rows_per_outer * outer: the guard holds for every outer.)
+      guard_row_ = info.per_outer(space.rows, "the reduction's rows") % cfg.rows_per_block != 0;
+      guard_k_ = cfg.chunks * cfg.group * cfg.v != cfg.piece;
+      guard_end_ = cfg.pieces() * cfg.piece != space.length;  // the last cluster piece is short
+    }
     // One exchange per row: its slots alternate by row (reduction.h, add_cluster_exchange).
     if (cfg.cluster > 1 && space.passes == 1) phase_ = kir::var("fj_phase");
     slot_ = cfg.v > 1 ? kir::add(kir::mul(kir::var("c"), kir::lit(cfg.v)), kir::var("j"))
                       : kir::var("c");
-    max_cache_entries_ = cfg.chunks <= kMaxUnrolledChunks ? kCacheBudget / (cfg.chunks * cfg.v) : 0;
+    max_cache_entries_ =
+        cfg.cached() && cfg.chunks > 0 ? kCacheBudget / (cfg.chunks * cfg.v) : 0;
   }
 
   KernelBody build();
@@ -123,6 +130,9 @@ class RowwiseBuilder {
   bool cached(ir::NodeId id) const;
   void store_full(Pass& p, const ReduceOutput& out);
   void add_chunk_loop(kir::Block& out, const Pass& p) const;
+  void add_strided_loop(kir::Block& out, const Pass& p) const;
+  // The bound of the row loop: the rows (per outer unit times fj_outer, or a runtime extent).
+  kir::ExprP rows_bound() const;
   SplitPartials split_partials() const;
 
   const RegionInfo& info_;
@@ -314,6 +324,10 @@ void RowwiseBuilder::store_full(Pass& p, const ReduceOutput& out) {
 // check needs k0).
 void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   const std::string idx(info_.index_type());
+  if (cfg_.looped) {
+    add_strided_loop(out, p);
+    return;
+  }
   kir::Block& chunk = out.loop("int", "c", kir::lit(0), kir::lit(cfg_.chunks), nullptr,
                                cfg_.chunks <= kMaxUnrolledChunks ? 1 : 4);
   const bool uses_k = kir::uses(p.body, "k");
@@ -341,6 +355,27 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   kir::Block& lanes =
       cfg_.v > 1 ? live.loop("int", "j", kir::lit(0), kir::lit(cfg_.v), nullptr, 1) : live;
   if (uses_k) lanes.let(idx, "k", cfg_.v > 1 ? kir::add(k0, kir::var("j")) : k0);
+  lanes.splice(p.body);
+  live.splice(p.stores);
+}
+
+// A row length given at launch: thread g's vectors start at k0 = (g + G * c) * V, for every
+// c that keeps k0 below the length (the loop unrolled by 4 so that loads overlap).
+void RowwiseBuilder::add_strided_loop(kir::Block& out, const Pass& p) const {
+  const std::string idx(info_.index_type());
+  kir::ExprP first = kir::lit(0);
+  if (cfg_.group > 1) {
+    first = cfg_.v > 1 ? kir::mul(kir::var("g"), kir::lit(cfg_.v)) : kir::var("g");
+  }
+  kir::Block& chunk = out.loop(idx, "k0", first, kir::extent(space_.length),
+                               kir::lit(cfg_.group * cfg_.v), 4);
+  kir::Block& live = guard_row_ ? chunk.branch(kir::var("live")) : chunk;
+  live.splice(p.prelude);
+  kir::Block& lanes =
+      cfg_.v > 1 ? live.loop("int", "j", kir::lit(0), kir::lit(cfg_.v), nullptr, 1) : live;
+  if (kir::uses(p.body, "k")) {
+    lanes.let(idx, "k", cfg_.v > 1 ? kir::add(kir::var("k0"), kir::var("j")) : kir::var("k0"));
+  }
   lanes.splice(p.body);
   live.splice(p.stores);
 }
@@ -484,7 +519,26 @@ KernelBody RowwiseBuilder::kernel_body() const {
   kb.block = static_cast<int>(cfg_.block);
   kb.blocks_per_sm = std::max(1, info_.target.blocks_per_sm(static_cast<int>(cfg_.block)));
   kb.work_blocks = ceil_div(space_.rows, cfg_.rows_per_block) * cfg_.pieces();
-  if (cfg_.pieces() == 1) {
+  if (cfg_.looped) {
+    // The grid follows the rows when they are a fixed number per outer unit, else the
+    // elements (about 8 vectors per thread; blocks past the rows exit at once).
+    const auto per_outer = [&](int64_t count) {
+      return count % info_.outer == 0 && !info_.symbolic(count / info_.outer);
+    };
+    const int64_t elements = space_.rows * space_.length;
+    if (per_outer(space_.rows)) {
+      kb.items_per_outer = space_.rows / info_.outer;
+      kb.items_per_block = cfg_.rows_per_block;
+    } else if (per_outer(elements)) {
+      kb.items_per_outer = elements / info_.outer;
+      kb.items_per_block = cfg_.block * cfg_.v * 8;
+    } else {
+      throw NotSizeIndependent(fmt::format(
+          "neither the reduction's rows ({}) nor its elements ({}) are a fixed number per outer "
+          "unit ({})",
+          space_.rows, elements, info_.outer));
+    }
+  } else if (cfg_.pieces() == 1) {
     kb.items_per_outer = info_.per_outer(space_.rows, "the reduction's rows");
     kb.items_per_block = cfg_.rows_per_block;
   }
@@ -502,12 +556,19 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
           ? fmt::format("{} x {} thread(s) per row (a cluster of {} blocks, {} elements each)",
                         cfg_.cluster, cfg_.group, cfg_.cluster, cfg_.piece)
           : fmt::format("{} thread(s) per row", cfg_.group);
-  fn.head.comment(
-      "{}, row-style: {} rows{} of {} elements; {}, {} vector(s) of {} per thread; {} pass(es) "
-      "over the row{}",
-      kind, info_.per_outer(space_.rows, "the reduction's rows"),
-      info_.dynamic() ? " per outer unit" : "", space_.length, threads, cfg_.chunks, cfg_.v,
-      element_passes(space_), cache_.empty() ? "" : ", row cached in registers");
+  if (cfg_.looped) {
+    fn.head.comment(
+        "{}, row-style over rows whose length is given at launch: {}, striding over the row in "
+        "vectors of {}; {} pass(es) over the row, each reading it from memory",
+        kind, threads, cfg_.v, element_passes(space_));
+  } else {
+    fn.head.comment(
+        "{}, row-style: {} rows{} of {} elements; {}, {} vector(s) of {} per thread; {} pass(es) "
+        "over the row{}",
+        kind, info_.per_outer(space_.rows, "the reduction's rows"),
+        info_.dynamic() ? " per outer unit" : "", space_.length, threads, cfg_.chunks, cfg_.v,
+        element_passes(space_), cache_.empty() ? "" : ", row cached in registers");
+  }
   if (cfg_.cluster > 1) {
     fn.head.comment(
         "the blocks of a cluster exchange their partial statistics through distributed shared "
@@ -554,7 +615,7 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
     if (kir::uses(row_body, "row")) loop->let(idx, "row", kir::infix(u, "%", rows));
     if (kir::uses(row_body, "s")) loop->let(idx, "s", kir::infix(u, "/", rows));
   } else {
-    const kir::ExprP rows = outer_extent(info_, space_.rows, "the reduction's rows");
+    const kir::ExprP rows = rows_bound();
     const kir::ExprP row0 = kir::var("row0");
     if (cfg_.rows_per_block > 1) {
       const kir::ExprP per_block = kir::lit(cfg_.rows_per_block);
@@ -572,6 +633,11 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
     }
   }
   loop->splice(row_body);
+}
+
+kir::ExprP RowwiseBuilder::rows_bound() const {
+  if (cfg_.looped) return kir::extent(space_.rows);
+  return outer_extent(info_, space_.rows, "the reduction's rows");
 }
 
 // Clusters: the grid-stride loop over rows runs per cluster (every block of a cluster takes the
@@ -606,8 +672,7 @@ KernelBody RowwiseBuilder::build() {
   add_header(kb.fn, kb.kind);
   kir::Block row_body;
   if (guard_row_) {
-    row_body.let("bool", "live",
-                 kir::lt(kir::var("row"), outer_extent(info_, space_.rows, "the reduction's rows")));
+    row_body.let("bool", "live", kir::lt(kir::var("row"), rows_bound()));
   }
   row_body.splice(row_prelude_);
   row_body.splice(cache);
@@ -644,6 +709,27 @@ const ReduceSpace& choose_online(const RegionInfo& info, const ReduceSpace& spac
 KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& online_space,
                          const CodegenOptions& options) {
   int v = vector_width(info, options.vectorize, {online_space.length});
+  if (info.dynamic() && info.symbolic(online_space.length)) {
+    // A row length given at launch: never held in registers, so online softmax pairs save a
+    // pass. (The length's static coefficient decides the vector width, which an odd prime
+    // leaves alone: the same at every size.)
+    for (;;) {
+      const std::optional<RowConfig> cfg = looped_row_config(info, online_space, v);
+      if (!cfg) {
+        throw NotSizeIndependent(fmt::format(
+            "the row length changes with the sizes, and {} row(s) are too few to give each "
+            "thread block one",
+            online_space.rows));
+      }
+      RowwiseBuilder builder(info, online_space, *cfg, {});
+      KernelBody kb = builder.build();
+      if (v > 1 && builder.vector_accesses() == 0) {
+        v = 1;
+        continue;
+      }
+      return kb;
+    }
+  }
   ReduceSpace plain;
   for (;;) {
     const ReduceSpace& space = choose_online(info, online_space, v, plain);

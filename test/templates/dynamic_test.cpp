@@ -279,6 +279,51 @@ TEST_CASE("a dynamic dim in the middle takes its dims at run time", "[templates]
   CHECK_FALSE(has(fixed.source, "fj_fastdiv.cuh"));
 }
 
+TEST_CASE("a row length that changes with the sizes is taken at run time",
+          "[templates][dynamic]") {
+  // softmax over attention scores [B,8,S,S]: the row length S and the row count 8*B*S are
+  // kernel arguments; each thread strides over the row in a loop bounded at run time.
+  for (const DType d : {DType::f32, DType::bf16}) {
+    const GraphAtSizes scores = [d](Graph& g, const std::vector<int64_t>& s) {
+      const NodeId x = add_input(g, d, {s[0], 8, s[1], s[1]});
+      g.set_outputs({add_cast(g, test::softmax(g, add_cast(g, x, DType::f32)), d)});
+    };
+    INFO(dtype_name(d));
+    const templates::Kernel k = require_dynamic(scores, kA2, kB2, kC2, kD2);
+    const std::string text = kernel_text(k);
+    INFO(text);
+    REQUIRE(k.runtime_extents.size() == 2);
+    CHECK(k.runtime_extents[0].coefficient == 8);  // the rows, 8*B*S
+    CHECK(k.runtime_extents[0].exponents == std::vector<int>{1, 1});
+    CHECK(k.runtime_extents[1].coefficient == 1);  // the row length, S
+    CHECK(k.runtime_extents[1].exponents == std::vector<int>{0, 1});
+    CHECK(has(text, "row0 < fj_e0"));
+    CHECK(has(text, "k0 < fj_e1; k0 += 32"));  // a warp per row, scalar: S may be odd
+    CHECK(has(text, "row * fj_e1 + k0"));
+    CHECK(has(text, "fj_max_sum"));  // online softmax: two passes over the row, not three
+    CHECK(k.items_per_outer == 8);   // elements per B*S*S
+  }
+  // A layer norm over a dynamic hidden size D, on N rows: the mean divides by D at run time.
+  // Its static coefficient 16 gives vectors of 4 f32.
+  const GraphAtSizes ln = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::f32, {s[0], 16 * s[1]});
+    g.set_outputs({test::layer_norm_over(g, x, 1)});
+  };
+  const templates::Kernel k = require_dynamic(ln, kA2, kB2, kC2, kD2);
+  const std::string text = kernel_text(k);
+  INFO(text);
+  CHECK(has(text, "(float)fj_e"));
+  CHECK(has(text, "k0 += 128"));  // 32 threads x 4 lanes
+  CHECK(has(text, "fj_load_vec"));
+  // Few static rows of a dynamic length: a block per row, when they fill the device.
+  const GraphAtSizes few = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::f32, {2048, s[0]});
+    g.set_outputs({add_reduce(g, Op::sum, x, {1}, false)});
+  };
+  const templates::Kernel block_rows = require_dynamic(few, kA1, kB1, kC1, kD1);
+  CHECK(has(kernel_text(block_rows), "fj_block_reduce<512>"));
+}
+
 TEST_CASE("regions whose kernel depends on the outer extent are refused", "[templates][dynamic]") {
   SECTION("a reduction over the dynamic axis") {
     refusal(
@@ -286,6 +331,14 @@ TEST_CASE("regions whose kernel depends on the outer extent are refused", "[temp
           g.set_outputs({add_reduce(g, Op::sum, add_input(g, DType::f32, {s[0], 256}), {0}, false)});
         },
         kA1, kB1);
+  }
+  SECTION("a dynamic row length over too few rows to fill the device") {
+    const std::string why = refusal(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          g.set_outputs({add_reduce(g, Op::sum, add_input(g, DType::f32, {64, s[0]}), {1}, false)});
+        },
+        kA1, kB1);
+    CHECK(has(why, "too few"));
   }
   SECTION("a reduction over every axis") {
     refusal(
