@@ -101,11 +101,12 @@ std::optional<templates::Kernel> dynamic_kernel(const fusion::Plan& a, const fus
                                                 const ir::Bindings& at_a,
                                                 const ir::Bindings& at_b,
                                                 const templates::CodegenOptions& codegen,
-                                                std::string* why) {
+                                                std::string* why, int64_t alignment = 1) {
   const templates::DynamicSizes sizes{.outer_a = power_product(exponents, at_a),
                                       .outer_b = power_product(exponents, at_b),
                                       .symbols_a = at_a,
-                                      .symbols_b = at_b};
+                                      .symbols_b = at_b,
+                                      .alignment = alignment};
   return templates::generate_dynamic(a.graph, b.graph, a.regions[region], sizes, codegen, why);
 }
 
@@ -209,14 +210,25 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
     ir::Bindings at_a, at_b;
     std::optional<fusion::Plan> a, b;
   };
-  std::vector<Instances> tries;
-  for (double limit : {2147483647.0, static_cast<double>(templates::kNarrowIndexLimit)}) {
-    const int64_t ceiling = generation_ceiling(dp.plan, dp.symbols, limit);
-    auto [at_a, at_b] = ceiling == 0 ? std::pair<ir::Bindings, ir::Bindings>{}
-                                     : generation_values(dp.plan, dp.symbols, ceiling);
-    if (at_a.empty() || (!tries.empty() && tries.back().at_a == at_a)) continue;
-    tries.push_back(Instances{.at_a = std::move(at_a), .at_b = std::move(at_b), .a = {}, .b = {}});
-  }
+  // Aligned variants are generated at kAlignedSizes times such primes (every symbol a multiple
+  // of it, as the sizes they serve), under the same limits.
+  const auto instances = [&](int64_t alignment) {
+    std::vector<Instances> tries;
+    for (double limit : {2147483647.0, static_cast<double>(templates::kNarrowIndexLimit)}) {
+      const int64_t ceiling = generation_ceiling(dp.plan, dp.symbols, limit) / alignment;
+      auto [at_a, at_b] = ceiling == 0 ? std::pair<ir::Bindings, ir::Bindings>{}
+                                       : generation_values(dp.plan, dp.symbols, ceiling);
+      for (int64_t& v : at_a) v *= alignment;
+      for (int64_t& v : at_b) v *= alignment;
+      if (at_a.empty() || (!tries.empty() && tries.back().at_a == at_a)) continue;
+      tries.push_back(
+          Instances{.at_a = std::move(at_a), .at_b = std::move(at_b), .a = {}, .b = {}});
+    }
+    return tries;
+  };
+  std::vector<Instances> tries = instances(1);
+  std::vector<Instances> aligned_tries = instances(kAlignedSizes);
+  dp.aligned.resize(n);
   if (tries.empty()) {
     dp.reasons.assign(n, "the static dims leave too little room under 32-bit indexing");
     return dp;
@@ -234,9 +246,30 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
           dynamic_kernel(*at.a, *at.b, i, e, at.at_a, at.at_b, codegen, &dp.reasons[i]);
       if (dp.kernels[i]) break;
     }
+    for (Instances& at : dp.kernels[i] ? aligned_tries : std::vector<Instances>{}) {
+      if (!at.a) {
+        at.a = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_a);
+        at.b = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_b);
+      }
+      std::string why;
+      dp.aligned[i] =
+          dynamic_kernel(*at.a, *at.b, i, e, at.at_a, at.at_b, codegen, &why, kAlignedSizes);
+      // A variant is worth its compile only where alignment changed the kernel: the same
+      // source, or one that differs by its index width alone (the aligned values are larger),
+      // is dropped.
+      if (dp.aligned[i] && (dp.aligned[i]->source == dp.kernels[i]->source ||
+                            dp.aligned[i]->max_elements != dp.kernels[i]->max_elements)) {
+        dp.aligned[i].reset();
+      }
+      if (dp.aligned[i]) break;
+    }
     if (dp.kernels[i] && !dp.kernels[i]->runtime_extents.empty()) {
       dp.reasons[i] = fmt::format("runtime extents {}, divided by fast division",
                                   extents_text(*dp.kernels[i], dp.symbols));
+    }
+    if (dp.aligned[i]) {
+      dp.reasons[i] += fmt::format("{}a variant for sizes that are multiples of {}",
+                                   dp.reasons[i].empty() ? "" : "; ", kAlignedSizes);
     }
   }
   return dp;
@@ -246,17 +279,42 @@ int64_t outer_extent(const DynamicPlan& plan, size_t region, const ir::Bindings&
   return power_product(plan.outer_exponents.at(region), values);
 }
 
-bool runs_dynamic(const DynamicPlan& plan, size_t region, const ir::Bindings& values) {
-  const auto& k = plan.kernels.at(region);
-  if (!k || outer_extent(plan, region, values) > k->max_outer) return false;
-  if (k->max_elements > 0 && !region_fits(plan, region, values, k->max_elements)) return false;
-  for (const ir::DimTerms& t : k->runtime_extents) {
+namespace {
+
+// Whether the dynamic kernel `k` of region `region` serves `values`: its outer extent, its
+// 32-bit index range, the range of its fast divisions, and its alignment.
+bool serves(const templates::Kernel& k, const DynamicPlan& plan, size_t region,
+            const ir::Bindings& values) {
+  if (outer_extent(plan, region, values) > k.max_outer) return false;
+  if (k.max_elements > 0 && !region_fits(plan, region, values, k.max_elements)) return false;
+  for (const ir::DimTerms& t : k.runtime_extents) {
     if (t.value(values) > templates::kFastDivMaxDivisor) return false;
   }
-  for (const ir::DimTerms& t : k->dividend_bounds) {
+  for (const ir::DimTerms& t : k.dividend_bounds) {
     if (t.value(values) > templates::kFastDivMaxDividend + 1) return false;
   }
+  const std::vector<int>& exponents = plan.outer_exponents.at(region);
+  for (size_t s = 0; s < exponents.size(); ++s) {
+    if (exponents[s] > 0 && values.at(s) % k.alignment != 0) return false;
+  }
   return true;
+}
+
+}  // namespace
+
+const templates::Kernel* dynamic_kernel_at(const DynamicPlan& plan, size_t region,
+                                           const ir::Bindings& values) {
+  for (const auto* variants : {&plan.aligned, &plan.kernels}) {
+    if (region < variants->size() && (*variants)[region] &&
+        serves(*(*variants)[region], plan, region, values)) {
+      return &*(*variants)[region];
+    }
+  }
+  return nullptr;
+}
+
+bool runs_dynamic(const DynamicPlan& plan, size_t region, const ir::Bindings& values) {
+  return dynamic_kernel_at(plan, region, values) != nullptr;
 }
 
 std::vector<uint64_t> runtime_arguments(const templates::Kernel& k, const ir::Bindings& values) {
@@ -276,7 +334,8 @@ std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bin
   for (size_t i = 0; i < plan.plan.regions.size(); ++i) {
     if (plan.plan.regions[i].kind == fusion::RegionKind::gemm) continue;
     if (runs_dynamic(plan, i, values)) {
-      out.push_back(*plan.kernels[i]);
+      if (plan.kernels[i]) out.push_back(*plan.kernels[i]);
+      if (i < plan.aligned.size() && plan.aligned[i]) out.push_back(*plan.aligned[i]);
       continue;
     }
     if (!at) at = fusion::instantiate_plan(plan.plan, plan.symbols, values);
@@ -286,21 +345,36 @@ std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bin
 }
 
 DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& loader, int threads) {
-  std::vector<templates::Kernel> kernels;  // an unnamed kernel: none for that region
-  for (const auto& k : plan.kernels) kernels.push_back(k ? *k : templates::Kernel{});
-  return DynamicExecutable{.plan = std::move(plan),
-                           .kernels = load_kernels(kernels, loader, threads)};
+  // Both variants in one parallel load; an unnamed kernel: none for that region.
+  const size_t n = plan.kernels.size();
+  std::vector<templates::Kernel> kernels;
+  for (const auto* variants : {&plan.kernels, &plan.aligned}) {
+    for (size_t i = 0; i < n; ++i) {
+      const bool has = i < variants->size() && (*variants)[i];
+      kernels.push_back(has ? *(*variants)[i] : templates::Kernel{});
+    }
+  }
+  std::vector<std::shared_ptr<LoadedKernel>> loaded = load_kernels(kernels, loader, threads);
+  std::vector<std::shared_ptr<LoadedKernel>> aligned(loaded.begin() + static_cast<std::ptrdiff_t>(n),
+                                                     loaded.end());
+  loaded.resize(n);
+  return DynamicExecutable{
+      .plan = std::move(plan), .kernels = std::move(loaded), .aligned = std::move(aligned)};
 }
 
 Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindings& values,
                                   const KernelLoader& loader, const BuildOptions& options) {
   return build_executable(fusion::instantiate_plan(dyn.plan.plan, dyn.plan.symbols, values),
                           loader, options, [&](size_t region, Step& step) {
-                            if (!runs_dynamic(dyn.plan, region, values)) return false;
-                            step.kernel = dyn.kernels[region];
+                            const templates::Kernel* k =
+                                dynamic_kernel_at(dyn.plan, region, values);
+                            if (k == nullptr) return false;
+                            const bool aligned = region < dyn.plan.aligned.size() &&
+                                                 dyn.plan.aligned[region] &&
+                                                 k == &*dyn.plan.aligned[region];
+                            step.kernel = aligned ? dyn.aligned[region] : dyn.kernels[region];
                             step.outer = outer_extent(dyn.plan, region, values);
-                            step.runtime_extents =
-                                runtime_arguments(*dyn.plan.kernels[region], values);
+                            step.runtime_extents = runtime_arguments(*k, values);
                             return true;
                           });
 }

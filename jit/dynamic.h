@@ -64,11 +64,19 @@ struct DynamicPlan {
   // Per region: its dynamic kernel (none: a static kernel per size, or a GEMM), and the power of
   // each symbol in its outer extent.
   std::vector<std::optional<templates::Kernel>> kernels;
+  // Per region with a dynamic kernel: its variant for sizes where every symbol of the region is
+  // a multiple of kAlignedSizes (generated at such values, so with the vectors and guards those
+  // sizes allow), when its source differs from the kernel's.
+  std::vector<std::optional<templates::Kernel>> aligned;
   std::vector<std::vector<int>> outer_exponents;
   // Per region without a dynamic kernel: why (may be empty); per region whose dynamic kernel
   // takes runtime extents: which (fusejit plan prints both).
   std::vector<std::string> reasons;
 };
+
+// The alignment of DynamicPlan::aligned: sequence lengths, hidden sizes and batch sizes are
+// mostly multiples of 8, which lets a row of 16-bit values move in 16-byte vectors.
+inline constexpr int64_t kAlignedSizes = 8;
 
 DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptions& plan_options,
                          const templates::CodegenOptions& codegen);
@@ -77,10 +85,16 @@ int64_t outer_extent(const DynamicPlan& plan, size_t region, const ir::Bindings&
 // Whether region `region` runs its dynamic kernel at `values`: one exists and serves those sizes
 // (its outer extent, its 32-bit index range, the range of its fast divisions).
 bool runs_dynamic(const DynamicPlan& plan, size_t region, const ir::Bindings& values);
+
+// The dynamic kernel region `region` launches at `values`: its aligned variant where that
+// serves them, else its kernel where that does; null when neither does.
+const templates::Kernel* dynamic_kernel_at(const DynamicPlan& plan, size_t region,
+                                           const ir::Bindings& values);
 // The launch arguments of a dynamic kernel's runtime extents at `values` (Kernel::
 // runtime_extents): per extent its value and its fast-division magic, computed once per size.
 std::vector<uint64_t> runtime_arguments(const templates::Kernel& k, const ir::Bindings& values);
-// Every kernel a run at `values` uses: the dynamic kernels, and the other regions' static ones.
+// Every kernel a run at `values` loads: the dynamic kernels of the regions they serve (both
+// variants, as load_dynamic loads them), and the other regions' static ones.
 std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bindings& values,
                                           const templates::CodegenOptions& codegen);
 
@@ -88,6 +102,7 @@ std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bin
 struct DynamicExecutable {
   DynamicPlan plan;
   std::vector<std::shared_ptr<LoadedKernel>> kernels;  // per region; null where not dynamic
+  std::vector<std::shared_ptr<LoadedKernel>> aligned;  // per region; null where no variant
 };
 
 // Loads the plan's dynamic kernels (the missing ones obtained on up to `threads` threads).

@@ -159,10 +159,16 @@ namespace {
 // then any size that grows with the symbols, as printed sizes do, differs between them); odd,
 // different outer extents. A violation is the caller's bug.
 void check_instances(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
-                     int64_t outer_a, int64_t outer_b) {
-  if (outer_a < 1 || outer_b < 1 || outer_a % 2 == 0 || outer_b % 2 == 0 || outer_a == outer_b) {
+                     int64_t outer_a, int64_t outer_b, int64_t alignment) {
+  // (Aligned instantiations: the outer extents are powers of the alignment times odd numbers.)
+  const bool odd = alignment > 1 || (outer_a % 2 != 0 && outer_b % 2 != 0);
+  if (outer_a < 1 || outer_b < 1 || !odd || outer_a == outer_b) {
     throw InternalError(fmt::format("generate_dynamic: outer extents {} and {} must be odd and "
                                     "different", outer_a, outer_b));
+  }
+  if (alignment < 1 || (alignment & (alignment - 1)) != 0) {
+    throw InternalError(fmt::format("generate_dynamic: alignment {} is not a power of two",
+                                    alignment));
   }
   int direction = 0;
   auto check = [&](ir::NodeId id) {
@@ -293,12 +299,19 @@ std::optional<std::string> runtime_arguments(const RegionInfo& info, const Runti
 // only where d * e is that bound. The arguments are numbered in order of first use; both
 // instantiations must give the same dims in the same order, and then equal sources mean the
 // same kernel at every size, its runtime extents passed at launch.
+//
+// Aligned instantiations (DynamicSizes::alignment A > 1): the values are A times distinct odd
+// primes, and the kernel serves only sizes where A divides every symbol. The numbers decode as
+// before (a value divides a number or not), and every decision taken from a count's
+// divisibility by a power of two (a vector width, a dropped guard) holds at every such size,
+// where the count is divisible by at least as high a power of two; a decision that a count is
+// not divisible leaves a guard or a narrower vector, which is correct at any size.
 std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
                                        const fusion::Region& region, const DynamicSizes& sizes,
                                        const CodegenOptions& options, std::string* why) {
   check_region(a, region);
   check_region(b, region);
-  check_instances(a, b, region, sizes.outer_a, sizes.outer_b);
+  check_instances(a, b, region, sizes.outer_a, sizes.outer_b, sizes.alignment);
   if (sizes.symbols_a.size() != sizes.symbols_b.size()) {
     throw InternalError("generate_dynamic: the instantiations have different symbol counts");
   }
@@ -360,6 +373,7 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   k.runtime_extents = std::move(runtime_extents);
   k.dividend_bounds = std::move(dividend_bounds);
   k.max_elements = info_a.wide_index ? 0 : kNarrowIndexLimit;
+  k.alignment = sizes.alignment;
   return k;
 }
 

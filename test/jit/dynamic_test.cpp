@@ -169,6 +169,7 @@ TEST_CASE("a positional table over one symbol of two is one kernel with a runtim
   REQUIRE(k.runtime_extents.size() == 1);
   CHECK(k.max_elements == int64_t{1} << 30);
   CHECK(plan.reasons[0] == "runtime extents 1024*S, divided by fast division");
+  CHECK_FALSE(plan.aligned.at(0).has_value());  // alignment changes nothing here
   CHECK_FALSE(jit::compile(k, "sm_90").cubin.empty());
   // The arguments at a size: the extent and its fast divisor, once per size.
   const ir::Bindings at{8, 2048};
@@ -184,6 +185,51 @@ TEST_CASE("a positional table over one symbol of two is one kernel with a runtim
   const std::vector<templates::Kernel> at_huge = jit::kernels_at(plan, huge, sm90());
   REQUIRE(at_huge.size() == 1);
   CHECK_FALSE(at_huge[0].dynamic);
+}
+
+TEST_CASE("a dynamic row length gets a variant for sizes that are multiples of 8",
+          "[jit][dynamic]") {
+  // softmax over scores [B,4,S,S] along S: the kernel for every size reads scalars (S may be
+  // odd); the variant for B and S multiples of 8 reads 16-byte vectors and drops the row guard.
+  ir::Graph g;
+  const ir::NodeId x = ir::add_input(g, DType::bf16, {2, 4, 24, 24});
+  const ir::NodeId xf = ir::add_cast(g, x, DType::f32);
+  const ir::NodeId m = ir::add_reduce(g, ir::Op::max, xf, {3}, true);
+  const ir::NodeId e = ir::add_unary(g, ir::Op::exp, ir::add_binary(g, ir::Op::sub, xf, m));
+  const ir::NodeId sum = ir::add_reduce(g, ir::Op::sum, e, {3}, true);
+  g.set_outputs({ir::add_cast(g, ir::add_binary(g, ir::Op::div, e, sum), DType::bf16)});
+  const std::optional<ir::SymbolicGraph> sym = ir::generalize(
+      g, {{.input = 0, .axis = 0, .name = "B"}, {.input = 0, .axis = 2, .name = "S"},
+          {.input = 0, .axis = 3, .name = "S"}});
+  REQUIRE(sym.has_value());
+  const jit::DynamicPlan plan = jit::plan_dynamic(*sym, {}, sm90());
+  REQUIRE(plan.kernels.size() == 1);
+  INFO(plan.reasons[0]);
+  REQUIRE(plan.kernels[0].has_value());
+  REQUIRE(plan.aligned.size() == 1);
+  REQUIRE(plan.aligned[0].has_value());
+  const templates::Kernel& any = *plan.kernels[0];
+  const templates::Kernel& aligned = *plan.aligned[0];
+  CHECK(any.alignment == 1);
+  CHECK(aligned.alignment == 8);
+  CHECK(plan.reasons[0].find("a variant for sizes that are multiples of 8") != std::string::npos);
+  const auto body = [](const templates::Kernel& k) {  // the kernel after the device helpers
+    return k.source.substr(k.source.find("// ==== kernel ===="));
+  };
+  CHECK(body(any).find("fj_load_vec(") == std::string::npos);
+  CHECK(body(aligned).find("fj_load_vec(") != std::string::npos);
+  CHECK(body(any).find("row < fj_e0;") != std::string::npos);  // 4*B*S rows: guarded by 8
+  CHECK(body(aligned).find("live") == std::string::npos);
+  // Which one a size launches: the variant only where both B and S are multiples of 8.
+  CHECK(jit::dynamic_kernel_at(plan, 0, {8, 2048}) == &aligned);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {16, 64}) == &aligned);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {8, 2049}) == &any);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {3, 2048}) == &any);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 1}) == &any);
+  // Both are loaded, and offline warming compiles both.
+  CHECK(jit::kernels_at(plan, {3, 1000}, sm90()).size() == 2);
+  CHECK_FALSE(jit::compile(any, "sm_90").cubin.empty());
+  CHECK_FALSE(jit::compile(aligned, "sm_90").cubin.empty());
 }
 
 TEST_CASE("a column sum over a dynamic axis is still compiled per size", "[jit][dynamic]") {
