@@ -9,8 +9,9 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -440,7 +441,8 @@ class Parser {
     try {
       id = graph_.add(spec);
     } catch (const Error& e) {
-      c.fail_at(op_pos, e.what());
+      // Dims of dynamic symbols are their sentinels here: say B, not 32749.
+      c.fail_at(op_pos, symbols_.empty() ? std::string(e.what()) : symbolize(e.what(), symbols_));
     }
     const Node& n = graph_.node(id);
     if (n.dtype != stated.dtype || n.shape != stated.shape) {
@@ -465,6 +467,11 @@ class Parser {
         if (ec == std::errc::result_out_of_range) {
           c.fail_at(pos, fmt::format("const: {} is out of range for {} (a 64-bit integer)", tok,
                                      dtype_name(dtype)));
+        }
+        // A literal the dtype cannot hold is a mistake in the trace, not a value to wrap.
+        if (dtype == DType::i32 && (exact < INT32_MIN || exact > INT32_MAX)) {
+          c.fail_at(pos, fmt::format("const: {} is out of range for i32 (-2147483648 to "
+                                     "2147483647)", tok));
         }
         spec.integer = exact;
         spec.value = static_cast<double>(exact);

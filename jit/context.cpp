@@ -470,6 +470,16 @@ std::string Context::trace_text(const std::vector<Tensor>& outputs) {
 }
 
 Tensor Context::scalar(double value, DType dtype) {
+  // An integer the dtype cannot hold is a mistake, not a value to wrap (as torch.full says).
+  const auto out_of_range = [&](double lo, double hi) {
+    return std::isnan(value) || value < lo || value > hi;
+  };
+  if ((dtype == DType::i32 && out_of_range(-0x1p31, 0x1p31 - 1)) ||
+      (dtype == DType::i64 && out_of_range(-0x1p63, 0x1p63 - 1024))) {
+    throw UsageError(fmt::format("scalar: {} is out of range for {} ({} to {})", value,
+                                 dtype_name(dtype), dtype == DType::i32 ? "-2^31" : "-2^63",
+                                 dtype == DType::i32 ? "2^31 - 1" : "2^63 - 1"));
+  }
   const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
   return Tensor(impl_->record({.op = ir::Op::constant, .dtype = dtype, .value = value}));
 }

@@ -416,7 +416,25 @@ TEST_CASE("integer constants keep their exact value through parse and print", "[
   REQUIRE_THROWS_WITH(parse("fusejit-trace 1\n%0 : i64[] = const 9223372036854775808\noutput %0\n",
                             "t"),
                       ContainsSubstring("t:2:20: const: 9223372036854775808 is out of range"));
+  // An i32 literal past its range is an error, not a wrapped value.
+  REQUIRE_THROWS_WITH(parse("fusejit-trace 1\n%0 : i32[] = const 3000000000\noutput %0\n", "t"),
+                      ContainsSubstring("t:2:20: const: 3000000000 is out of range for i32"));
+  REQUIRE_THROWS_AS(parse("fusejit-trace 1\n%0 : i32[] = const -2147483649\noutput %0\n"),
+                    UsageError);
   CHECK_NOTHROW(verify(g));
+}
+
+TEST_CASE("errors in a trace with dynamic dims name the dims, not their sentinels",
+          "[ir][text][dynamic]") {
+  const std::string text =
+      "fusejit-trace 2\n"
+      "dynamic B=4\n"
+      "%0 : f32[B,8] = input\n"
+      "%1 : f32[B,9] = input\n"
+      "%2 : f32[B,8] = add %0, %1\n"
+      "output %2\n";
+  REQUIRE_THROWS_WITH(parse(text, "t"),
+                      ContainsSubstring("t:5:17: add: shapes [B,8] and [B,9] do not broadcast"));
 }
 
 TEST_CASE("parse errors escape bytes that are not printable and shorten long text",

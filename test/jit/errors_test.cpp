@@ -1,6 +1,7 @@
 // Error kinds a caller can catch apart (fusejit/error.h) and the log callback a host application
 // installs (fusejit/log.h). CPU only: CUDA failures are made by the same throw functions the
 // runtime uses, with the statuses a failing device returns.
+#include <cmath>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -57,6 +58,19 @@ TEST_CASE("shapes past the 2^62-byte tensor limit are UsageErrors when recorded"
   CHECK_THROWS_AS(fj::expand(fj::reshape(x, {4, 1}), {4, INT64_MAX / 2}), fj::UsageError);
   float host = 0;
   CHECK_THROWS_WITH(ctx.wrap(&host, {big, big}, fj::DType::f32), ContainsSubstring("wrap"));
+}
+
+TEST_CASE("an integer constant the dtype cannot hold is a UsageError", "[jit][errors]") {
+  fj::Context ctx(fj::Options::parse({{"FUSEJIT_LOG", "error"}}));
+  CHECK_THROWS_WITH(ctx.scalar(3e9, fj::DType::i32),
+                    ContainsSubstring("3000000000 is out of range for i32"));
+  CHECK_THROWS_AS(ctx.full({4}, -2147483649.0, fj::DType::i32), fj::UsageError);
+  CHECK_THROWS_AS(ctx.full({4}, 0x1p63, fj::DType::i64), fj::UsageError);
+  CHECK_THROWS_AS(ctx.scalar(std::nan(""), fj::DType::i64), fj::UsageError);
+  CHECK_NOTHROW(ctx.scalar(2147483647.0, fj::DType::i32));
+  CHECK_NOTHROW(ctx.scalar(-2147483648.0, fj::DType::i32));
+  CHECK_NOTHROW(ctx.scalar(-0x1p63, fj::DType::i64));
+  CHECK_NOTHROW(ctx.scalar(3e9, fj::DType::f32));
 }
 
 TEST_CASE("CUDA failures are CudaError, allocation failures OutOfMemoryError", "[jit][errors]") {
