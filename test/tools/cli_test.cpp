@@ -224,7 +224,8 @@ TEST_CASE("a bad command line exits 2 and names the option, the value and what i
       {"cache frobnicate", {"unknown action 'frobnicate'", "stats, verify, prune or clear"}},
       // Values checked once the trace or the compiler is known.
       {"plan --dim B=4 " + t, {"fusejit plan: error: --dim B=4", "(it has none)"}},
-      {"warm --arch sm_1 " + t, {"fusejit warm: error: --arch sm_1", "cannot target sm_1"}},
+      {"warm --arch sm_1 " + t, {"fusejit warm: error: --arch sm_1", "unknown GPU arch 'sm_1'"}},
+      {"warm --arch sm_10 " + t, {"fusejit warm: error: --arch sm_10", "cannot target sm_10"}},
   };
   for (const Case& c : cases) {
     const Result r = run(c.args);
