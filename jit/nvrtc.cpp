@@ -2,10 +2,10 @@
 #include "jit/nvrtc.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
+#include "cache/file_io.h"
 #include "fusejit/error.h"
 #include "templates/arch.h"
 
@@ -49,10 +49,8 @@ std::string dump_failed_source(const templates::Kernel& k) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
   if (ec) return fmt::format("(not written: no temporary directory: {})", ec.message());
   const std::filesystem::path path = dir / fmt::format("fusejit-failed-{}.cu", k.name);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << k.source;
-  out.close();
-  if (!out) return fmt::format("(not written: cannot write {})", path.string());
+  const cache::WriteResult written = cache::write_file_atomically(path, k.source);
+  if (!written.ok) return fmt::format("(not written: {})", written.why);
   return path.string();
 }
 
