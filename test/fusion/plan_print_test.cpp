@@ -71,7 +71,8 @@ void check_counts(const Json& j, const Plan& plan) {
 
 TEST_CASE("ordered JSON objects compare their keys' order", "[fusion][json]") {
   // What the exact region checks below rely on.
-  CHECK(Json::parse(R"({"a":1,"b":[true,null]})") == Json::parse(R"({ "a": 1, "b": [true, null] })"));
+  CHECK(Json::parse(R"({"a":1,"b":[true,null]})") ==
+        Json::parse(R"({ "a": 1, "b": [true, null] })"));
   CHECK(Json::parse(R"({"a":1,"b":2})") != Json::parse(R"({"b":2,"a":1})"));
   CHECK_FALSE(Json::accept(R"({"a":1,})"));
   CHECK_FALSE(Json::accept(R"({"a":1} x)"));
@@ -86,7 +87,12 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   CHECK(j.at("kernels") == 0);
   CHECK(j.at("library_calls") == 1);
   REQUIRE(j.at("regions").size() == 1);
-  CHECK(j.at("regions").at(0) == Json::parse(R"({"kind":"gemm","ops":["matmul","add","relu"],"inputs":["%0","%1","%2"],"outputs":["%5"],"shape":[64,256],"epilogue":{"bias":"%2","activation":"relu","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],"refusals":[]}})"));
+  CHECK(j.at("regions").at(0) == Json::parse(R"(
+      {"kind":"gemm","ops":["matmul","add","relu"],"inputs":["%0","%1","%2"],"outputs":["%5"],
+       "shape":[64,256],
+       "epilogue":{"bias":"%2","activation":"relu","alpha":1,"beta":0,"residual":null,
+                   "transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],
+                   "refusals":[]}})"));
   const Json bias = decision(j, "%3", "%4");
   CHECK(bias.at("fused") == true);
   CHECK(bias.at("reason").get<std::string>().starts_with(
@@ -99,10 +105,18 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   check_counts(off, off_plan);
   CHECK(off.at("kernels") == 1);
   CHECK(off.at("library_calls") == 1);
-  CHECK(region_of_kind(off, "gemm") == Json::parse(R"js({"kind":"gemm","ops":["matmul"],"inputs":["%0","%1"],"outputs":["%3"],"shape":[64,256],"epilogue":{"bias":null,"activation":"none","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],"refusals":["epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"]}})js"));
+  CHECK(region_of_kind(off, "gemm") == Json::parse(R"js(
+      {"kind":"gemm","ops":["matmul"],"inputs":["%0","%1"],"outputs":["%3"],"shape":[64,256],
+       "epilogue":{"bias":null,"activation":"none","alpha":1,"beta":0,"residual":null,
+                   "transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],
+                   "refusals":["epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"]}})js"));
   CHECK(the_one(off.at("regions"), [](const Json& r) { return r.at("kind") != "gemm"; })
             .at("ops") == Json::parse(R"(["add","relu"])"));
-  CHECK(decision(off, "%3", "%4") == Json::parse(R"js({"producer":"%3","consumer":"%4","fused":false,"reason":"matmul %3 is a library call: what follows starts a new region (epilogue folding disabled (FUSEJIT_DISABLE=epilogue))"})js"));
+  const Json library = decision(off, "%3", "%4");
+  CHECK(library.at("fused") == false);
+  CHECK(library.at("reason") ==
+        "matmul %3 is a library call: what follows starts a new region (epilogue folding "
+        "disabled (FUSEJIT_DISABLE=epilogue))");
 
   // Alpha, beta and the residual, as numbers and ids.
   Graph g;
@@ -152,8 +166,12 @@ TEST_CASE("plan JSON of a column softmax: recomputed values in both regions' ops
   check_counts(j, plan);
   CHECK(j.at("kernels") == 2);
   CHECK(j.at("library_calls") == 0);
-  CHECK(region_of_kind(j, "reduction") == Json::parse(R"({"kind":"reduction","ops":["max","sub","exp","sum"],"inputs":["%0"],"outputs":["%1","%4"],"shape":[64,256],"reduce_axes":[0]})"));
-  CHECK(region_of_kind(j, "pointwise") == Json::parse(R"({"kind":"pointwise","ops":["sub","exp","div"],"inputs":["%0","%1","%4"],"outputs":["%5"],"shape":[64,256]})"));
+  CHECK(region_of_kind(j, "reduction") == Json::parse(R"(
+      {"kind":"reduction","ops":["max","sub","exp","sum"],"inputs":["%0"],"outputs":["%1","%4"],
+       "shape":[64,256],"reduce_axes":[0]})"));
+  CHECK(region_of_kind(j, "pointwise") == Json::parse(R"(
+      {"kind":"pointwise","ops":["sub","exp","div"],"inputs":["%0","%1","%4"],"outputs":["%5"],
+       "shape":[64,256]})"));
   const Json recompute = decision(j, "%3", "%5");
   CHECK(recompute.at("fused") == true);
   CHECK(recompute.at("reason").get<std::string>().starts_with(

@@ -46,6 +46,8 @@ TEST_CASE("target_for_arch takes any arch spelling and refuses old or malformed 
   CHECK(templates::target_for_arch("sm_90a").cc == 90);
   CHECK(templates::target_for_arch("compute_86").cc == 86);
   CHECK(templates::target_for_arch("sm_91").cluster_blocks == 8);  // the sm_90 row
-  REQUIRE_THROWS_WITH(templates::target_for_arch("sm_60"), ContainsSubstring("older than the oldest"));
-  REQUIRE_THROWS_WITH(templates::target_for_arch("volta"), ContainsSubstring("unknown GPU arch 'volta'"));
+  REQUIRE_THROWS_WITH(templates::target_for_arch("sm_60"),
+                      ContainsSubstring("older than the oldest"));
+  REQUIRE_THROWS_WITH(templates::target_for_arch("volta"),
+                      ContainsSubstring("unknown GPU arch 'volta'"));
 }
