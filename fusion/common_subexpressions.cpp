@@ -7,6 +7,8 @@
 #include <tuple>
 #include <vector>
 
+#include "ir/rebuild.h"
+
 namespace fusejit::fusion {
 
 namespace {
@@ -36,32 +38,17 @@ NodeKey key_of(const Node& n, std::vector<NodeId> inputs) {
 }  // namespace
 
 ir::Graph eliminate_common_subexpressions(ir::Graph g) {
-  Graph out;
-  std::vector<NodeId> renamed(g.size(), -1);
   std::map<NodeKey, NodeId> seen;
-  bool merged = false;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const Node& n = g.nodes()[i];
-    ir::NodeSpec spec = ir::spec_of(n);
-    for (NodeId& in : spec.inputs) in = renamed[static_cast<size_t>(in)];
-    if (n.op == ir::Op::input) {
-      renamed[i] = out.add(spec);
-      continue;
-    }
+  ir::Rebuilt merged = ir::rebuild(g, [&](NodeId id, ir::NodeSpec spec, Graph& out) {
+    const Node& n = g.node(id);
+    if (n.op == ir::Op::input) return out.add(std::move(spec));
     NodeKey key = key_of(n, spec.inputs);
-    if (auto it = seen.find(key); it != seen.end()) {
-      renamed[i] = it->second;
-      merged = true;
-      continue;
-    }
-    renamed[i] = out.add(spec);
-    seen.emplace(std::move(key), renamed[i]);
-  }
-  if (!merged) return g;
-  std::vector<NodeId> outputs;
-  for (NodeId id : g.outputs()) outputs.push_back(renamed[static_cast<size_t>(id)]);
-  out.set_outputs(std::move(outputs));
-  return out;
+    if (auto it = seen.find(key); it != seen.end()) return it->second;
+    const NodeId added = out.add(std::move(spec));
+    seen.emplace(std::move(key), added);
+    return added;
+  });
+  return merged.changed ? std::move(merged.graph) : g;
 }
 
 }  // namespace fusejit::fusion

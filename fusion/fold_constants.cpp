@@ -10,13 +10,13 @@
 
 #include "ir/host_tensor.h"
 #include "ir/interp.h"
+#include "ir/rebuild.h"
 
 namespace fusejit::fusion {
 
 namespace {
 
 using ir::Graph;
-using ir::Node;
 using ir::NodeId;
 
 bool foldable(const Graph& g, const ir::NodeSpec& spec) {
@@ -42,25 +42,11 @@ NodeId evaluate(Graph& g, const ir::NodeSpec& spec, DType dtype) {
 }  // namespace
 
 ir::Graph fold_constants(ir::Graph g) {
-  Graph out;
-  std::vector<NodeId> renamed(g.size(), -1);
-  bool folded = false;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const Node& n = g.nodes()[i];
-    ir::NodeSpec spec = ir::spec_of(n);
-    for (NodeId& in : spec.inputs) in = renamed[static_cast<size_t>(in)];
-    if (foldable(out, spec)) {
-      renamed[i] = evaluate(out, spec, n.dtype);
-      folded = true;
-    } else {
-      renamed[i] = out.add(spec);
-    }
-  }
-  if (!folded) return g;
-  std::vector<NodeId> outputs;
-  for (NodeId id : g.outputs()) outputs.push_back(renamed[static_cast<size_t>(id)]);
-  out.set_outputs(std::move(outputs));
-  return out;
+  ir::Rebuilt folded = ir::rebuild(g, [&](NodeId id, ir::NodeSpec spec, Graph& out) {
+    if (foldable(out, spec)) return evaluate(out, spec, g.node(id).dtype);
+    return out.add(std::move(spec));
+  });
+  return folded.changed ? std::move(folded.graph) : g;
 }
 
 }  // namespace fusejit::fusion

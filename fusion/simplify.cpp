@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ir/host_tensor.h"
+#include "ir/rebuild.h"
 
 namespace fusejit::fusion {
 
@@ -75,23 +76,22 @@ bool is_identity_permutation(const std::vector<int64_t>& perm) {
   return true;
 }
 
-// What `spec` becomes: an existing node (returned), or a cheaper spec (rewritten in place).
-// Returns nothing when the node is to be added, possibly rewritten.
 // A slice of a slice along the same axis is one slice: element k is x's
 // start + step * (inner start + inner step * k). A slice of the whole axis is its operand.
-std::optional<NodeId> simplify_slice(const Graph& g, NodeSpec& spec, bool& rewritten) {
+std::optional<NodeId> simplify_slice(const Graph& g, NodeSpec& spec) {
   const Node& x = g.node(spec.inputs[0]);
   if (x.op == Op::slice && x.axes == spec.axes) {
     spec.start = x.start + x.step * spec.start;
     spec.step *= x.step;
     spec.inputs[0] = x.inputs[0];
-    rewritten = true;
   }
   if (g.node(spec.inputs[0]).shape == spec.shape) return spec.inputs[0];
   return std::nullopt;
 }
 
-std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec, bool& rewritten) {
+// What `spec` becomes: an existing node (returned), or a cheaper spec (rewritten in place).
+// Returns nothing when the node is to be added, possibly rewritten.
+std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec) {
   if (ir::op_kind(spec.op) == ir::OpKind::binary) return simplify_binary(g, spec);
   switch (spec.op) {
     case Op::neg: {
@@ -106,7 +106,6 @@ std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec, bool& rewrit
       const Node& x = g.node(spec.inputs[0]);
       if (x.op == Op::reshape) {
         spec.inputs[0] = x.inputs[0];
-        rewritten = true;
       }
       if (g.node(spec.inputs[0]).shape == spec.shape) return spec.inputs[0];
       return std::nullopt;
@@ -115,7 +114,7 @@ std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec, bool& rewrit
       if (g.node(spec.inputs[0]).shape == spec.shape) return spec.inputs[0];
       return std::nullopt;
     case Op::slice:
-      return simplify_slice(g, spec, rewritten);
+      return simplify_slice(g, spec);
     case Op::concat:  // of one operand: that operand (its dtype is the result's)
       if (spec.inputs.size() == 1) return spec.inputs[0];
       return std::nullopt;
@@ -127,7 +126,6 @@ std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec, bool& rewrit
         for (int64_t a : spec.axes) composed.push_back(x.axes[static_cast<size_t>(a)]);
         spec.axes = std::move(composed);
         spec.inputs[0] = x.inputs[0];
-        rewritten = true;
       }
       // Normalize negative axes before testing for the identity.
       const Node& operand = g.node(spec.inputs[0]);
@@ -146,26 +144,11 @@ std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec, bool& rewrit
 }  // namespace
 
 ir::Graph simplify(ir::Graph g) {
-  Graph out;
-  std::vector<NodeId> renamed(g.size(), -1);
-  bool changed = false;
-  for (size_t i = 0; i < g.size(); ++i) {
-    NodeSpec spec = ir::spec_of(g.nodes()[i]);
-    for (NodeId& in : spec.inputs) in = renamed[static_cast<size_t>(in)];
-    bool rewritten = false;
-    if (const std::optional<NodeId> same = simplify_node(out, spec, rewritten)) {
-      renamed[i] = *same;
-      changed = true;
-      continue;
-    }
-    changed = changed || rewritten;
-    renamed[i] = out.add(spec);
-  }
-  if (!changed) return g;
-  std::vector<NodeId> outputs;
-  for (NodeId id : g.outputs()) outputs.push_back(renamed[static_cast<size_t>(id)]);
-  out.set_outputs(std::move(outputs));
-  return out;
+  ir::Rebuilt simpler = ir::rebuild(g, [](NodeId, NodeSpec spec, Graph& out) {
+    if (const std::optional<NodeId> same = simplify_node(out, spec)) return *same;
+    return out.add(std::move(spec));
+  });
+  return simpler.changed ? std::move(simpler.graph) : g;
 }
 
 }  // namespace fusejit::fusion

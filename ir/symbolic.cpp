@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
+#include "ir/rebuild.h"
 #include "ir/shape.h"
 
 namespace fusejit::ir {
@@ -53,19 +54,6 @@ bool uses_shape(Op op) {
     default:
       return false;
   }
-}
-
-// Rebuilds `g` node by node, the shape of each spec that states one given by `shape_of`.
-template <class ShapeOf>
-Graph rebuild(const Graph& g, ShapeOf&& shape_of) {
-  Graph out;
-  for (size_t i = 0; i < g.size(); ++i) {
-    NodeSpec spec = spec_of(g.nodes()[i]);
-    if (uses_shape(spec.op)) spec.shape = shape_of(static_cast<NodeId>(i), out);
-    out.add(spec);
-  }
-  out.set_outputs(g.outputs());
-  return out;
 }
 
 // What generalize knows while it encodes: the symbols, their values, and the graph so far.
@@ -316,11 +304,13 @@ Graph instantiate(const Graph& g, const std::vector<Symbol>& symbols, const Bind
     throw InternalError(fmt::format("instantiate: {} values for {} symbols", values.size(),
                                     symbols.size()));
   }
-  return rebuild(g, [&](NodeId id, const Graph&) {
-    Shape s = g.node(id).shape;
-    for (int64_t& d : s) d = dim_value(d, symbols, values);
-    return s;
-  });
+  auto step = [&](NodeId, NodeSpec spec, Graph& out) {
+    if (uses_shape(spec.op)) {
+      for (int64_t& d : spec.shape) d = dim_value(d, symbols, values);
+    }
+    return out.add(std::move(spec));
+  };
+  return rebuild(g, step).graph;
 }
 
 std::optional<Bindings> bind(const SymbolicGraph& sym, const Graph& concrete) {
@@ -367,22 +357,19 @@ std::optional<SymbolicGraph> generalize(const Graph& g, const std::vector<Dynami
   SymbolicGraph sym{.graph = {}, .symbols = symbols};
   try {
     size_t input_position = 0;
-    for (size_t i = 0; i < g.size(); ++i) {
-      const NodeId id = static_cast<NodeId>(i);
-      NodeSpec spec = spec_of(g.node(id));
+    auto step = [&](NodeId id, NodeSpec spec, Graph& out) {
       if (uses_shape(spec.op)) {
-        auto s = encoded_shape(g, id, sym.graph, at, marks, input_position);
+        auto s = encoded_shape(g, id, out, at, marks, input_position);
         if (!s) {
-          set_why(why, fmt::format("%{} ({}) cannot be expressed in the dynamic dims", id,
-                                   op_name(spec.op)));
-          return std::nullopt;
+          throw UsageError(fmt::format("%{} ({}) cannot be expressed in the dynamic dims", id,
+                                       op_name(spec.op)));
         }
         spec.shape = std::move(*s);
       }
       if (spec.op == Op::input) ++input_position;
-      sym.graph.add(spec);
-    }
-    sym.graph.set_outputs(g.outputs());
+      return out.add(std::move(spec));
+    };
+    sym.graph = rebuild(g, step).graph;
     if (instantiate(sym.graph, symbols, values) != g) {
       set_why(why, "the dynamic trace does not give back the recorded one");
       return std::nullopt;

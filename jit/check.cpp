@@ -14,6 +14,7 @@
 #include "fusejit/error.h"
 
 #include "ir/interp.h"
+#include "ir/rebuild.h"
 #include "ir/shape.h"
 
 namespace fusejit::jit {
@@ -206,31 +207,24 @@ std::optional<std::vector<int64_t>> label_axis(const ir::Graph& g, int64_t axis,
 // The trace with the carrying axis of each input, reshape, expand and slice cut to k indices.
 std::optional<ir::Graph> cut_graph(const ir::Graph& g, const std::vector<int64_t>& label,
                                    int64_t k, std::vector<int64_t>& input_axis) {
-  ir::Graph out;
-  // Dead nodes are dropped (they may not survive the cut); inputs are all kept, in order.
-  std::vector<ir::NodeId> remap(g.size(), -1);
-  for (size_t i = 0; i < g.size(); ++i) {
-    const ir::Node& n = g.node(static_cast<ir::NodeId>(i));
-    const int64_t l = label[i];
-    if (l == kUnknown && n.op != ir::Op::input) continue;
-    ir::NodeSpec spec = ir::spec_of(n);
-    for (ir::NodeId& in : spec.inputs) in = remap[static_cast<size_t>(in)];
-    const bool states_shape = n.op == ir::Op::input || n.op == ir::Op::reshape ||
-                              n.op == ir::Op::expand || n.op == ir::Op::slice;
+  // Dead nodes are dropped (they may not survive the cut); inputs are all kept, in order. A
+  // labelled node's operands are all labelled, so no kept node uses a dropped one.
+  auto step = [&](ir::NodeId id, ir::NodeSpec spec, ir::Graph& out) {
+    const int64_t l = label[static_cast<size_t>(id)];
+    if (l == kUnknown && spec.op != ir::Op::input) return ir::kDropped;
+    const bool states_shape = spec.op == ir::Op::input || spec.op == ir::Op::reshape ||
+                              spec.op == ir::Op::expand || spec.op == ir::Op::slice;
     if (l >= 0 && states_shape) {
       spec.shape[static_cast<size_t>(l)] = k;
     }
-    if (n.op == ir::Op::input) input_axis.push_back(l >= 0 ? l : -1);
-    try {
-      remap[i] = out.add(spec);
-    } catch (const Error&) {
-      return std::nullopt;  // the labels were not enough to keep the slice well-formed
-    }
+    if (spec.op == ir::Op::input) input_axis.push_back(l >= 0 ? l : -1);
+    return out.add(std::move(spec));
+  };
+  try {
+    return ir::rebuild(g, step).graph;
+  } catch (const Error&) {
+    return std::nullopt;  // the labels were not enough to keep the slice well-formed
   }
-  std::vector<ir::NodeId> outs;
-  for (ir::NodeId id : g.outputs()) outs.push_back(remap[static_cast<size_t>(id)]);
-  out.set_outputs(outs);
-  return out;
 }
 
 }  // namespace

@@ -5,10 +5,10 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
+#include "cache/file_io.h"
 #include "fusejit/error.h"
 
 namespace fusejit::jit {
@@ -203,13 +203,11 @@ void KernelCache::dump(const templates::Kernel& k, const CompiledKernel& c) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   auto write = [&](const std::string& file, const std::string& text) {
-    std::ofstream out(dir / file, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
+    const cache::WriteResult written = cache::write_file_atomically(dir / file, text);
+    if (!written.ok) {
       std::call_once(dump_warning_, [&] {
         log_.warn("cannot write dumps to {} ({}); FUSEJIT_DUMP_DIR names another directory",
-                  dir.string(), ec ? ec.message() : std::string("write failed"));
+                  dir.string(), ec ? ec.message() : written.why);
       });
     }
   };

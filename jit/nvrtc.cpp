@@ -1,13 +1,13 @@
 // jit/nvrtc: the NVRTC wrapper; see nvrtc.h.
 #include "jit/nvrtc.h"
 
-#include <cctype>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
+#include "cache/file_io.h"
 #include "fusejit/error.h"
+#include "templates/arch.h"
 
 // Every NVRTC call, named in the error it throws.
 #define FJ_NVRTC(call) ::fusejit::jit::check_nvrtc((call), #call)
@@ -33,35 +33,6 @@ class Program {
   nvrtcProgram prog_ = nullptr;
 };
 
-// "sm_90" -> {true, 90}; "compute_90" -> {false, 90}.
-std::pair<bool, int> parse_arch(std::string_view arch) {
-  auto number = [&](std::string_view digits) {
-    if (digits.empty() || digits.size() > 4) return -1;
-    int n = 0;
-    for (char c : digits) {
-      if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
-      n = n * 10 + (c - '0');
-    }
-    return n;
-  };
-  // Arch suffixes such as sm_90a are accepted as written.
-  auto strip = [](std::string_view s) {
-    while (!s.empty() && std::isalpha(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-    return s;
-  };
-  if (arch.substr(0, 3) == "sm_") {
-    const int n = number(strip(arch.substr(3)));
-    if (n > 0) return {true, n};
-  } else if (arch.substr(0, 8) == "compute_") {
-    const int n = number(strip(arch.substr(8)));
-    if (n > 0) return {false, n};
-  }
-  throw UsageError(
-      fmt::format("unknown GPU arch '{}'; name it as sm_XX (for example sm_90) or "
-                  "compute_XX for PTX only",
-                  arch));
-}
-
 std::string program_log(nvrtcProgram prog) {
   size_t size = 0;
   FJ_NVRTC(nvrtcGetProgramLogSize(prog, &size));
@@ -78,10 +49,8 @@ std::string dump_failed_source(const templates::Kernel& k) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
   if (ec) return fmt::format("(not written: no temporary directory: {})", ec.message());
   const std::filesystem::path path = dir / fmt::format("fusejit-failed-{}.cu", k.name);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << k.source;
-  out.close();
-  if (!out) return fmt::format("(not written: cannot write {})", path.string());
+  const cache::WriteResult written = cache::write_file_atomically(path, k.source);
+  if (!written.ok) return fmt::format("(not written: {})", written.why);
   return path.string();
 }
 
@@ -95,7 +64,7 @@ void check_nvrtc(nvrtcResult result, std::string_view call) {
 }
 
 std::vector<std::string> compile_flags(std::string_view arch, const CompileOptions& options) {
-  parse_arch(arch);
+  templates::parse_arch(arch);  // throws for a malformed name
   std::vector<std::string> flags = {
       fmt::format("--gpu-architecture={}", arch),
       "-std=c++17",
@@ -113,7 +82,7 @@ std::vector<std::string> compile_flags(std::string_view arch, const CompileOptio
 
 CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
                        const CompileOptions& options) {
-  const bool real = parse_arch(arch).first;
+  const bool real = templates::parse_arch(arch).real;
   const std::vector<std::string> flags = compile_flags(arch, options);
   std::vector<const char*> argv;
   for (const std::string& f : flags) argv.push_back(f.c_str());

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
+#include "templates/arch.h"
 
 extern char** environ;
 
@@ -115,13 +116,14 @@ Rounding parse_rounding(std::string_view value) {
   bad_value("FUSEJIT_ROUNDING", value, "store (f16/bf16 rounded where stored), node (every node)");
 }
 
+// A real arch (sm_NN, sm_90a): the runtime compiles SASS for it.
 std::string parse_arch(std::string_view value) {
-  // sm_XY or sm_XYZ, optionally with an 'a' suffix (sm_90a).
-  std::string_view digits = value.substr(value.rfind('_') + 1);
-  if (!digits.empty() && digits.back() == 'a') digits.remove_suffix(1);
-  const bool ok = value.starts_with("sm_") && digits.size() >= 2 && digits.size() <= 3 &&
-                  digits.find_first_not_of("0123456789") == std::string_view::npos;
-  if (!ok) bad_value("FUSEJIT_ARCH", value, "sm_NN such as sm_80, sm_90, sm_100");
+  bool real = false;
+  try {
+    real = templates::parse_arch(value).real;
+  } catch (const UsageError&) {
+  }
+  if (!real) bad_value("FUSEJIT_ARCH", value, "sm_NN such as sm_80, sm_90, sm_90a, sm_100");
   return std::string(value);
 }
 

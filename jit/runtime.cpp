@@ -14,6 +14,7 @@
 #include "jit/dump.h"
 #include "jit/nvrtc.h"
 #include "jit/parallel.h"
+#include "templates/arch.h"
 
 namespace fusejit::jit {
 
@@ -50,7 +51,7 @@ Runtime::Runtime(const DeviceInfo& info, const Options& options, spdlog::logger&
   target_arch_ = info.arch();
   const std::vector<std::string> known = supported_archs();
   if (std::find(known.begin(), known.end(), target_arch_) == known.end() && !known.empty()) {
-    target_arch_ = "compute_" + known.back().substr(3);
+    target_arch_ = templates::parse_arch(known.back()).compute();
     log_.warn("NVRTC {} does not know {}; kernels are compiled to PTX for {} and JIT-compiled by "
               "the driver",
               nvrtc_version_string(), info.arch(), target_arch_);

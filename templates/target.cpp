@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
+#include "templates/arch.h"
 
 namespace fusejit::templates {
 
@@ -41,17 +41,7 @@ int Target::registers_for(int block, int blocks) const {
 }
 
 Target target_for_arch(std::string_view arch) {
-  std::string_view digits = arch;
-  if (digits.starts_with("sm_")) digits.remove_prefix(3);
-  else if (digits.starts_with("compute_")) digits.remove_prefix(8);
-  else digits = {};
-  if (!digits.empty() && digits.back() == 'a') digits.remove_suffix(1);
-  int cc = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), cc);
-  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || cc < 10) {
-    throw UsageError(fmt::format("'{}' is not a GPU arch; use sm_NN such as sm_80, sm_90, sm_100",
-                            arch));
-  }
+  const int cc = parse_arch(arch).number;
   if (cc < kKnownTargets.front().cc) {
     throw UsageError(fmt::format("{} is older than the oldest arch fusejit generates code for (sm_{})",
                             arch, kKnownTargets.front().cc));

@@ -36,6 +36,7 @@
 #include "jit/nvrtc.h"
 #include "jit/dynamic.h"
 #include "jit/parallel.h"
+#include "templates/arch.h"
 #include "jit/runtime.h"
 #include "templates/kernel.h"
 #include "tools/commands.h"
@@ -73,14 +74,13 @@ std::vector<std::string> target_archs(const WarmArgs& w, const Options& options)
   };
   const std::vector<std::string> supported = jit::supported_archs();
   for (const std::string& arch : archs) {
+    templates::Arch parsed;
     try {
-      jit::compile_flags(arch);  // throws for a malformed name
+      parsed = templates::parse_arch(arch);
     } catch (const Error& e) {
       bad_arch(arch, e.what());
     }
-    std::string real = arch.starts_with("compute_") ? "sm_" + arch.substr(8) : arch;
-    while (!real.empty() && std::isalpha(static_cast<unsigned char>(real.back()))) real.pop_back();
-    if (std::find(supported.begin(), supported.end(), real) == supported.end()) {
+    if (std::find(supported.begin(), supported.end(), parsed.sm()) == supported.end()) {
       std::string list;
       for (const std::string& s : supported) list += (list.empty() ? "" : ", ") + s;
       bad_arch(arch, fmt::format("NVRTC {} cannot target {}; it targets {}",

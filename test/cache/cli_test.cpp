@@ -245,7 +245,10 @@ TEST_CASE("warm: several archs, FUSEJIT_ARCH, failures and bad arguments", "[cac
   CHECK_THAT(r.out, ContainsSubstring("--arch bogus"));
   r = run_cli("warm --arch sm_1 --cache-dir " + cache_dir + " " + one);
   CHECK(r.status == 2);
-  CHECK_THAT(r.out, ContainsSubstring("cannot target sm_1"));
+  CHECK_THAT(r.out, ContainsSubstring("--arch sm_1: unknown GPU arch 'sm_1'"));
+  r = run_cli("warm --arch sm_10 --cache-dir " + cache_dir + " " + one);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.out, ContainsSubstring("cannot target sm_10"));
   r = run_cli("warm --cache-dir " + cache_dir + " " + one, "FUSEJIT_ARCH=sm_1");
   CHECK(r.status == 1);
   CHECK_THAT(r.out, ContainsSubstring("sm_1"));

@@ -1,6 +1,11 @@
-// The plan as JSON and as text.
-#include <cctype>
+// The plan as JSON and as text. The JSON is read with nlohmann::json, keys kept in the order
+// written (ordered_json, whose objects compare equal only with their keys in the same order).
+#include <algorithm>
+#include <iterator>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "fusion/partition.h"
 #include "fusion/pipeline.h"
@@ -14,156 +19,104 @@ using namespace fusejit::fusion::test;
 
 namespace {
 
-// A strict recursive-descent check that `s` is one JSON value (RFC 8259), nothing else.
-class JsonChecker {
- public:
-  explicit JsonChecker(const std::string& s) : s_(s) {}
-  bool valid() {
-    skip();
-    if (!value()) return false;
-    skip();
-    return i_ == s_.size();
-  }
+using Json = nlohmann::ordered_json;
 
- private:
-  bool value() {
-    if (i_ >= s_.size()) return false;
-    const char c = s_[i_];
-    if (c == '{') return object();
-    if (c == '[') return array();
-    if (c == '"') return string();
-    if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) return number();
-    return word("true") || word("false") || word("null");
-  }
-  bool object() {
-    ++i_;
-    skip();
-    if (eat('}')) return true;
-    do {
-      skip();
-      if (!string()) return false;
-      skip();
-      if (!eat(':')) return false;
-      skip();
-      if (!value()) return false;
-      skip();
-    } while (eat(','));
-    return eat('}');
-  }
-  bool array() {
-    ++i_;
-    skip();
-    if (eat(']')) return true;
-    do {
-      skip();
-      if (!value()) return false;
-      skip();
-    } while (eat(','));
-    return eat(']');
-  }
-  bool string() {
-    if (!eat('"')) return false;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      const auto c = static_cast<unsigned char>(s_[i_]);
-      if (c < 0x20) return false;
-      if (c == '\\') {
-        ++i_;
-        if (i_ >= s_.size()) return false;
-        const char e = s_[i_];
-        if (e == 'u') {
-          for (int k = 0; k < 4; ++k) {
-            if (++i_ >= s_.size() || !std::isxdigit(static_cast<unsigned char>(s_[i_])))
-              return false;
-          }
-        } else if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos) {
-          return false;
-        }
-      }
-      ++i_;
-    }
-    return eat('"');
-  }
-  bool number() {
-    const size_t start = i_;
-    eat('-');
-    while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) ||
-                              std::string_view(".eE+-").find(s_[i_]) != std::string_view::npos)) {
-      ++i_;
-    }
-    return i_ > start && std::isdigit(static_cast<unsigned char>(s_[i_ - 1]));
-  }
-  bool word(std::string_view w) {
-    if (s_.compare(i_, w.size(), w) != 0) return false;
-    i_ += w.size();
-    return true;
-  }
-  bool eat(char c) {
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  void skip() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  const std::string& s_;
-  size_t i_ = 0;
-};
+// `text` as one JSON value; nlohmann refuses malformed text and anything after the value.
+Json parsed(const std::string& text) {
+  INFO(text);
+  REQUIRE(Json::accept(text));
+  return Json::parse(text);
+}
 
-bool valid_json(const std::string& s) { return JsonChecker(s).valid(); }
+std::vector<std::string> keys_of(const Json& object) {
+  std::vector<std::string> keys;
+  for (auto it = object.begin(); it != object.end(); ++it) keys.push_back(it.key());
+  return keys;
+}
 
-size_t count_of(const std::string& s, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
-  return n;
+const std::vector<std::string> kPlanKeys = {"kernels", "library_calls", "regions", "decisions"};
+const std::vector<std::string> kDecisionKeys = {"producer", "consumer", "fused", "reason"};
+
+// The one element of `array` for which `pred` holds.
+template <class Pred>
+Json the_one(const Json& array, Pred pred) {
+  std::vector<Json> found;
+  std::copy_if(array.begin(), array.end(), std::back_inserter(found), pred);
+  REQUIRE(found.size() == 1);
+  return found[0];
+}
+
+Json region_of_kind(const Json& plan, const std::string& kind) {
+  return the_one(plan.at("regions"), [&](const Json& r) { return r.at("kind") == kind; });
+}
+
+Json decision(const Json& plan, const std::string& producer, const std::string& consumer) {
+  return the_one(plan.at("decisions"), [&](const Json& d) {
+    return d.at("producer") == producer && d.at("consumer") == consumer;
+  });
+}
+
+// The plan's counts and keys agree with `plan`: one JSON region per region, one decision per
+// decision, each decision with its four keys in order.
+void check_counts(const Json& j, const Plan& plan) {
+  CHECK(keys_of(j) == kPlanKeys);
+  CHECK(j.at("regions").size() == plan.regions.size());
+  CHECK(j.at("decisions").size() == plan.decisions.size());
+  CHECK(j.at("kernels").get<size_t>() + j.at("library_calls").get<size_t>() ==
+        plan.regions.size());
+  for (const Json& d : j.at("decisions")) CHECK(keys_of(d) == kDecisionKeys);
 }
 
 }  // namespace
 
-TEST_CASE("the JSON checker itself rejects malformed text", "[fusion][json]") {
-  CHECK(valid_json(R"({"a":[1,-2.5e3,true,null,"x\"y\n"],"b":{}})"));
-  CHECK_FALSE(valid_json(R"({"a":1,})"));
-  CHECK_FALSE(valid_json(R"({"a":"line
-break"})"));
-  CHECK_FALSE(valid_json(R"({"a":1} x)"));
-  CHECK_FALSE(valid_json(R"({"a":nan})"));
+TEST_CASE("ordered JSON objects compare their keys' order", "[fusion][json]") {
+  // What the exact region checks below rely on.
+  CHECK(Json::parse(R"({"a":1,"b":[true,null]})") ==
+        Json::parse(R"({ "a": 1, "b": [true, null] })"));
+  CHECK(Json::parse(R"({"a":1,"b":2})") != Json::parse(R"({"b":2,"a":1})"));
+  CHECK_FALSE(Json::accept(R"({"a":1,})"));
+  CHECK_FALSE(Json::accept(R"({"a":1} x)"));
+  CHECK_FALSE(Json::accept(R"({"a":nan})"));
 }
 
 TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][json]") {
   const Plan plan = make_plan(gemm_bias_relu(DType::bf16));
-  const std::string json = plan_to_json(plan);
-  INFO(json);
-  REQUIRE(valid_json(json));
-  CHECK(json.rfind(R"({"kernels":0,"library_calls":1,"regions":[)", 0) == 0);
-  CHECK(count_of(json, R"("kind":)") == plan.regions.size());
-  CHECK(count_of(json, R"("kind":"gemm")") == 1);
-  CHECK(
-      json.find(
-          R"("kind":"gemm","ops":["matmul","add","relu"],"inputs":["%0","%1","%2"],"outputs":["%5"],"shape":[64,256],"epilogue":{"bias":"%2","activation":"relu","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],"refusals":[]}})") !=
-      std::string::npos);
-  CHECK(count_of(json, R"("producer":)") == plan.decisions.size());
-  CHECK(
-      json.find(
-          R"({"producer":"%3","consumer":"%4","fused":true,"reason":"folded into the cuBLASLt epilogue of matmul %3: bias %2)") !=
-      std::string::npos);
-  CHECK(json.find(R"("decisions":[)") > json.find(R"("regions":[)"));
+  const Json j = parsed(plan_to_json(plan));
+  INFO(j.dump());
+  check_counts(j, plan);
+  CHECK(j.at("kernels") == 0);
+  CHECK(j.at("library_calls") == 1);
+  REQUIRE(j.at("regions").size() == 1);
+  CHECK(j.at("regions").at(0) == Json::parse(R"(
+      {"kind":"gemm","ops":["matmul","add","relu"],"inputs":["%0","%1","%2"],"outputs":["%5"],
+       "shape":[64,256],
+       "epilogue":{"bias":"%2","activation":"relu","alpha":1,"beta":0,"residual":null,
+                   "transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],
+                   "refusals":[]}})"));
+  const Json bias = decision(j, "%3", "%4");
+  CHECK(bias.at("fused") == true);
+  CHECK(bias.at("reason").get<std::string>().starts_with(
+      "folded into the cuBLASLt epilogue of matmul %3: bias %2"));
 
   // Folding disabled: the add and relu are a kernel, and the epilogue says why.
-  const std::string off =
-      plan_to_json(make_plan(gemm_bias_relu(DType::bf16), PlanOptions{.epilogue = false}));
-  INFO(off);
-  REQUIRE(valid_json(off));
-  CHECK(off.rfind(R"({"kernels":1,"library_calls":1,"regions":[)", 0) == 0);
-  CHECK(
-      off.find(
-          R"js("kind":"gemm","ops":["matmul"],"inputs":["%0","%1"],"outputs":["%3"],"shape":[64,256],"epilogue":{"bias":null,"activation":"none","alpha":1,"beta":0,"residual":null,"transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],"refusals":["epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"]}})js") !=
-      std::string::npos);
-  CHECK(off.find(R"("ops":["add","relu"])") != std::string::npos);
-  CHECK(
-      off.find(
-          R"js({"producer":"%3","consumer":"%4","fused":false,"reason":"matmul %3 is a library call: what follows starts a new region (epilogue folding disabled (FUSEJIT_DISABLE=epilogue))"})js") !=
-      std::string::npos);
+  const Plan off_plan = make_plan(gemm_bias_relu(DType::bf16), PlanOptions{.epilogue = false});
+  const Json off = parsed(plan_to_json(off_plan));
+  INFO(off.dump());
+  check_counts(off, off_plan);
+  CHECK(off.at("kernels") == 1);
+  CHECK(off.at("library_calls") == 1);
+  CHECK(region_of_kind(off, "gemm") == Json::parse(R"js(
+      {"kind":"gemm","ops":["matmul"],"inputs":["%0","%1"],"outputs":["%3"],"shape":[64,256],
+       "epilogue":{"bias":null,"activation":"none","alpha":1,"beta":0,"residual":null,
+                   "transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],
+                   "refusals":["epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"]}})js"));
+  CHECK(the_one(off.at("regions"), [](const Json& r) { return r.at("kind") != "gemm"; })
+            .at("ops") == Json::parse(R"(["add","relu"])"));
+  const Json library = decision(off, "%3", "%4");
+  CHECK(library.at("fused") == false);
+  CHECK(library.at("reason") ==
+        "matmul %3 is a library call: what follows starts a new region (epilogue folding "
+        "disabled (FUSEJIT_DISABLE=epilogue))");
 
   // Alpha, beta and the residual, as numbers and ids.
   Graph g;
@@ -172,17 +125,34 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   const NodeId r = ir::add_input(g, DType::f32, {R, C});
   const NodeId ax = bin(g, Op::mul, ir::add_matmul(g, x, w), scalar(g, DType::f32, 0.5));
   g.add_output(bin(g, Op::add, ax, bin(g, Op::mul, r, scalar(g, DType::f32, 2.0))));
-  const std::string res = plan_to_json(make_plan(g));
-  INFO(res);
-  REQUIRE(valid_json(res));
-  CHECK(res.find(R"("inputs":["%0","%1","%2"])") != std::string::npos);
-  CHECK(res.find(R"("bias":null,"activation":"none","alpha":0.5,"beta":2,"residual":"%2")") !=
-        std::string::npos);
+  const Plan res_plan = make_plan(g);
+  const Json res = parsed(plan_to_json(res_plan));
+  INFO(res.dump());
+  check_counts(res, res_plan);
+  const Json gemm = region_of_kind(res, "gemm");
+  CHECK(gemm.at("inputs") == Json::parse(R"(["%0","%1","%2"])"));
+  const Json& epilogue = gemm.at("epilogue");
+  const std::vector<std::string> epilogue_keys = keys_of(epilogue);
+  REQUIRE(epilogue_keys.size() >= 5);
+  CHECK(std::vector<std::string>(epilogue_keys.begin(), epilogue_keys.begin() + 5) ==
+        std::vector<std::string>{"bias", "activation", "alpha", "beta", "residual"});
+  CHECK(epilogue.at("bias").is_null());
+  CHECK(epilogue.at("activation") == "none");
+  CHECK(epilogue.at("alpha") == 0.5);
+  CHECK(epilogue.at("beta") == 2);
+  CHECK(epilogue.at("residual") == "%2");
 
-  const std::string norm = plan_to_json(make_plan(layernorm(DType::f32, true)));
-  REQUIRE(valid_json(norm));
-  CHECK(norm.find(R"("kind":"normalization")") != std::string::npos);
-  CHECK(norm.find(R"("shape":[64,256],"reduce_axes":[1])") != std::string::npos);
+  const Plan norm_plan = make_plan(layernorm(DType::f32, true));
+  const Json norm = parsed(plan_to_json(norm_plan));
+  INFO(norm.dump());
+  check_counts(norm, norm_plan);
+  const Json region = region_of_kind(norm, "normalization");
+  const std::vector<std::string> keys = keys_of(region);
+  const auto shape = std::find(keys.begin(), keys.end(), "shape");
+  REQUIRE(shape + 1 < keys.end());
+  CHECK(*(shape + 1) == "reduce_axes");
+  CHECK(region.at("shape") == Json::parse("[64,256]"));
+  CHECK(region.at("reduce_axes") == Json::parse("[1]"));
 }
 
 TEST_CASE("plan JSON of a column softmax: recomputed values in both regions' ops",
@@ -190,32 +160,46 @@ TEST_CASE("plan JSON of a column softmax: recomputed values in both regions' ops
   // softmax over axis 0 of f32[R,C]: %1 = max, %2 = sub, %3 = exp, %4 = sum, %5 = div.
   Graph g;
   g.add_output(softmax_of(g, ir::add_input(g, DType::f32, {R, C}), 0));
-  const std::string json = plan_to_json(make_plan(g));
-  INFO(json);
-  REQUIRE(valid_json(json));
-  CHECK(json.rfind(R"({"kernels":2,"library_calls":0,"regions":[)", 0) == 0);
-  CHECK(json.find(
-            R"({"kind":"reduction","ops":["max","sub","exp","sum"],"inputs":["%0"],"outputs":["%1","%4"],"shape":[64,256],"reduce_axes":[0]})") !=
-        std::string::npos);
-  CHECK(json.find(
-            R"({"kind":"pointwise","ops":["sub","exp","div"],"inputs":["%0","%1","%4"],"outputs":["%5"],"shape":[64,256]})") !=
-        std::string::npos);
-  CHECK(json.find(
-            R"({"producer":"%3","consumer":"%5","fused":true,"reason":"recompute %3 in region 1: exp f32[64,256] is evaluated from %0, %1 (2 ops) in regions 0, 1, never written; recomputing %2, %3 took the plan from 4 kernels and)") !=
-        std::string::npos);
+  const Plan plan = make_plan(g);
+  const Json j = parsed(plan_to_json(plan));
+  INFO(j.dump());
+  check_counts(j, plan);
+  CHECK(j.at("kernels") == 2);
+  CHECK(j.at("library_calls") == 0);
+  CHECK(region_of_kind(j, "reduction") == Json::parse(R"(
+      {"kind":"reduction","ops":["max","sub","exp","sum"],"inputs":["%0"],"outputs":["%1","%4"],
+       "shape":[64,256],"reduce_axes":[0]})"));
+  CHECK(region_of_kind(j, "pointwise") == Json::parse(R"(
+      {"kind":"pointwise","ops":["sub","exp","div"],"inputs":["%0","%1","%4"],"outputs":["%5"],
+       "shape":[64,256]})"));
+  const Json recompute = decision(j, "%3", "%5");
+  CHECK(recompute.at("fused") == true);
+  CHECK(recompute.at("reason").get<std::string>().starts_with(
+      "recompute %3 in region 1: exp f32[64,256] is evaluated from %0, %1 (2 ops) in regions 0, "
+      "1, never written; recomputing %2, %3 took the plan from 4 kernels and"));
 }
 
 TEST_CASE("plan JSON escapes strings and writes missing ids as null", "[fusion][json]") {
   Plan plan;
   const NodeId x = ir::add_input(plan.graph, DType::f32, {4});
   plan.graph.add_output(x);
-  plan.decisions.push_back({x, -1, false, "a \"quoted\"\\ reason\nwith a tab\t and \x01"});
-  const std::string json = plan_to_json(plan);
-  INFO(json);
-  CHECK(valid_json(json));
-  CHECK(json.find(R"("producer":"%0","consumer":null)") != std::string::npos);
-  CHECK(json.find(R"(a \"quoted\"\\ reason\nwith a tab\t and \u0001)") != std::string::npos);
-  CHECK(json.rfind(R"({"kernels":0,"library_calls":0,"regions":[],)", 0) == 0);
+  const std::string reason = "a \"quoted\"\\ reason\nwith a tab\t and \x01";
+  plan.decisions.push_back({x, -1, false, reason});
+  const std::string text = plan_to_json(plan);
+  INFO(text);
+  const Json j = parsed(text);
+  check_counts(j, plan);
+  CHECK(j.at("kernels") == 0);
+  CHECK(j.at("library_calls") == 0);
+  CHECK(j.at("regions") == Json::array());
+  REQUIRE(j.at("decisions").size() == 1);
+  const Json& d = j.at("decisions").at(0);
+  CHECK(d.at("producer") == "%0");
+  CHECK(d.at("consumer").is_null());
+  CHECK(d.at("fused") == false);
+  CHECK(d.at("reason") == reason);  // every character back, the control ones included
+  // Control characters as the short escapes where JSON has them, else \u00XX.
+  CHECK(text.find(R"(a \"quoted\"\\ reason\nwith a tab\t and \u0001)") != std::string::npos);
 }
 
 TEST_CASE("plan and decisions print as text", "[fusion][json]") {

@@ -2,6 +2,7 @@
 // contract: kernels, library calls, outputs per region, read with nlohmann::json), --help and
 // --version, and the exit statuses: 2 with a clear message for a bad command line, 1 for a
 // failure.
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <cstdio>
@@ -42,12 +43,14 @@ std::string trace(const std::string& name) {
   return std::string(FUSEJIT_SOURCE_DIR) + "/examples/traces/" + name + ".trace";
 }
 
-// `fusejit plan --json ARGS`, parsed: stdout alone, which must be one JSON object.
-nlohmann::json plan_json(const std::string& args) {
+// `fusejit plan --json ARGS`, parsed: stdout alone, which must be one JSON object. Json is
+// nlohmann::ordered_json to keep the keys in the order written.
+template <class Json = nlohmann::json>
+Json plan_json(const std::string& args) {
   const Result r = run("plan --json " + args, "", "2>/dev/null");
   INFO("plan --json " << args << ": " << r.out);
   REQUIRE(r.status == 0);
-  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  Json plan = Json::parse(r.out);
   REQUIRE(plan.is_object());
   return plan;
 }
@@ -97,6 +100,54 @@ TEST_CASE("plan --json: add_layernorm writes both outputs from one kernel", "[to
   const nlohmann::json& outputs = region.at("outputs");
   REQUIRE(outputs.size() == 2);
   for (const nlohmann::json& o : outputs) CHECK(o.get<std::string>().starts_with("%"));
+}
+
+// Every *.trace under `folder` of the source tree, sorted.
+std::vector<std::filesystem::path> traces_in(const std::string& folder) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(FUSEJIT_SOURCE_DIR) + "/" +
+                                                           folder)) {
+    if (e.path().extension() == ".trace") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The plan's object with its keys in the order written: the counts come first, so that a
+// reader of the stream sees them before the regions.
+nlohmann::ordered_json ordered_plan_json(const std::filesystem::path& trace) {
+  nlohmann::ordered_json plan = plan_json<nlohmann::ordered_json>(trace.string());
+  REQUIRE(plan.size() >= 3);
+  auto key = plan.begin();
+  CHECK(key.key() == "kernels");
+  CHECK((++key).key() == "library_calls");
+  CHECK((++key).key() == "regions");
+  CHECK(plan.at("kernels").get<size_t>() + plan.at("library_calls").get<size_t>() ==
+        plan.at("regions").size());
+  return plan;
+}
+
+TEST_CASE("plan --json: each index trace (slice, concat, arange) is one kernel", "[tools][plan]") {
+  // test/traces/index/: hand-written traces of the rotary embedding and SwiGLU's split.
+  const std::vector<std::filesystem::path> traces = traces_in("test/traces/index");
+  REQUIRE(traces.size() >= 2);
+  for (const std::filesystem::path& t : traces) {
+    INFO(t.string());
+    const nlohmann::ordered_json plan = ordered_plan_json(t);
+    CHECK(plan.at("kernels") == 1);
+    CHECK(plan.at("library_calls") == 0);
+  }
+}
+
+TEST_CASE("plan --json: every layout trace plans", "[tools][plan]") {
+  // bench/traces/: the layout suite that bench/make_layout_traces.py writes.
+  const std::vector<std::filesystem::path> traces = traces_in("bench/traces");
+  REQUIRE(traces.size() >= 10);
+  for (const std::filesystem::path& t : traces) {
+    INFO(t.string());
+    const nlohmann::ordered_json plan = ordered_plan_json(t);
+    CHECK(plan.at("kernels").get<size_t>() + plan.at("library_calls").get<size_t>() >= 1);
+  }
 }
 
 TEST_CASE("plan --json: GEMMs are library calls that absorb their epilogues", "[tools][plan]") {
@@ -224,7 +275,8 @@ TEST_CASE("a bad command line exits 2 and names the option, the value and what i
       {"cache frobnicate", {"unknown action 'frobnicate'", "stats, verify, prune or clear"}},
       // Values checked once the trace or the compiler is known.
       {"plan --dim B=4 " + t, {"fusejit plan: error: --dim B=4", "(it has none)"}},
-      {"warm --arch sm_1 " + t, {"fusejit warm: error: --arch sm_1", "cannot target sm_1"}},
+      {"warm --arch sm_1 " + t, {"fusejit warm: error: --arch sm_1", "unknown GPU arch 'sm_1'"}},
+      {"warm --arch sm_10 " + t, {"fusejit warm: error: --arch sm_10", "cannot target sm_10"}},
   };
   for (const Case& c : cases) {
     const Result r = run(c.args);
