@@ -3,6 +3,9 @@
 
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "fusion/attention.h"
 #include "fusion/common_subexpressions.h"
 #include "fusion/dead_code.h"
 #include "fusion/fold_constants.h"
@@ -28,10 +31,22 @@ ir::Graph optimize(ir::Graph g, const PassOptions& options) {
 Plan make_plan(const ir::Graph& g, const PlanOptions& options) {
   const ir::Graph optimized =
       optimize(g, PassOptions{.passes = options.passes, .after_pass = options.after_pass});
-  return partition(optimized,
-                   PartitionOptions{.fusion = options.fusion,
-                                    .epilogue = options.epilogue,
-                                    .recompute = options.recompute});
+  Plan plan = partition(optimized,
+                        PartitionOptions{.fusion = options.fusion,
+                                         .epilogue = options.epilogue,
+                                         .recompute = options.recompute});
+  // Attention written from primitives is recognized (fusion/attention.h) and said in the
+  // decisions; until its fused kernel exists it runs as the partition made it.
+  for (const AttentionPattern& a : find_attention(plan.graph)) {
+    plan.decisions.push_back(Decision{
+        .producer = a.scores,
+        .consumer = a.output,
+        .fused = false,
+        .reason = fmt::format("attention {}; it runs as planned above (GEMM, normalization, "
+                              "GEMM): there is no fused attention kernel yet",
+                              a.describe(plan.graph))});
+  }
+  return plan;
 }
 
 }  // namespace fusejit::fusion

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "fusion/attention.h"
+#include "fusion/pipeline.h"
 #include "ir/graph.h"
 #include "support/catch.h"
 
@@ -246,5 +247,25 @@ TEST_CASE("look-alikes of attention are refused with a reason", "[fusion][attent
     std::string why;
     CHECK_FALSE(match_attention(g, out, &why).has_value());
     CHECK(why.find("transpose") != std::string::npos);
+  }
+}
+
+TEST_CASE("the plan says where it recognized attention", "[fusion][attention]") {
+  const Built x = attention(DType::bf16, 2, 4, 100, 64, Scale::scores, Mask::causal_where);
+  const fusion::Plan plan = fusion::make_plan(x.g, {});
+  int said = 0;
+  for (const fusion::Decision& d : plan.decisions) {
+    if (d.reason.find("attention softmax(q kᵀ * 0.125, causal) v") == std::string::npos) continue;
+    ++said;
+    CHECK_FALSE(d.fused);
+    CHECK(d.reason.find("no fused attention kernel yet") != std::string::npos);
+  }
+  CHECK(said == 1);
+  // A graph without attention says nothing of it.
+  const Built no = attention(DType::f32, 1, 2, 16, 64, Scale::scores, Mask::none);
+  Graph g = no.g;
+  g.set_outputs({g.node(no.out).inputs[0], no.out});  // the probabilities are an output too
+  for (const fusion::Decision& d : fusion::make_plan(g, {}).decisions) {
+    CHECK(d.reason.find("attention") == std::string::npos);
   }
 }
