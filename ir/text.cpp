@@ -492,6 +492,13 @@ class Parser {
                                  dtype_name(dtype),
                                  dtype == DType::boolean ? "use 0 or 1" : "expected an integer"));
     }
+    const bool in_range = dtype == DType::i32   ? v >= -0x1p31 && v < 0x1p31
+                          : dtype == DType::i64 ? v >= -0x1p63 && v < 0x1p63
+                                                : true;
+    if (!in_range) {
+      c.fail_at(pos, fmt::format("const: {} is out of range for {}", number_str(v),
+                                 dtype_name(dtype)));
+    }
     return v;
   }
 

@@ -421,6 +421,10 @@ TEST_CASE("integer constants keep their exact value through parse and print", "[
                       ContainsSubstring("t:2:20: const: 3000000000 is out of range for i32"));
   REQUIRE_THROWS_AS(parse("fusejit-trace 1\n%0 : i32[] = const -2147483649\noutput %0\n"),
                     UsageError);
+  REQUIRE_THROWS_WITH(parse("fusejit-trace 1\n%0 : i32[] = const 3e+09\noutput %0\n"),
+                      ContainsSubstring("out of range for i32"));
+  REQUIRE_THROWS_WITH(parse("fusejit-trace 1\n%0 : i64[] = const 1e+19\noutput %0\n"),
+                      ContainsSubstring("out of range for i64"));
   CHECK_NOTHROW(verify(g));
 }
 
