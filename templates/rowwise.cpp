@@ -72,8 +72,9 @@ class RowwiseBuilder {
     row_digits_ = {Digit{row_, 1, space.rows}};
     row_key_ = index_key(Index{{space.rows}, {row_digits_}});
     if (cfg.looped) {
-      // The rows are a static coefficient times odd primes here, so this is the coefficient's
-      // divisibility, which every size shares. The row loop bounds k0.
+      // The rows are a static coefficient times the symbols' values here (odd primes, or for
+      // an aligned kernel the alignment times odd primes), so divisibility by the block's rows
+      // holds at every size the kernel serves when it holds here. The row loop bounds k0.
       guard_row_ = space.rows % cfg.rows_per_block != 0;
     } else {
       // (A dynamic kernel's rows are rows_per_outer * outer: the guard holds for every outer.)
