@@ -130,9 +130,10 @@ std::string refuse_version(size_t version) {
     return fmt::format("version {} is not 9.x (fusejit uses cuDNN 9's graph API)", version);
   }
   if (version == 91000 || version == 91001) {
-    return fmt::format("version {} is refused: cuDNN 9.10.0 and 9.10.1 have known bugs in "
-                       "fp16/bf16 attention; use 9.10.2 or later",
-                       version);
+    return fmt::format(
+        "version {} is refused: cuDNN 9.10.0 and 9.10.1 have known bugs in "
+        "fp16/bf16 attention; use 9.10.2 or later",
+        version);
   }
   return "";
 }
@@ -145,14 +146,13 @@ std::string Api::describe(Status status) const {
   std::array<char, 1024> last{};
   get_last_error_string(last.data(), last.size());
   const char* name = get_error_string(status);
-  return fmt::format("{} ({}){}{}", name ? name : "unknown status", status,
-                     last[0] ? ": " : "", last.data());
+  return fmt::format("{} ({}){}{}", name ? name : "unknown status", status, last[0] ? ": " : "",
+                     last.data());
 }
 
 void Api::check(Status status, std::string_view call) const {
   if (status == static_cast<Status>(StatusCode::success)) return;
-  throw CudaError(fmt::format("{} failed: {}", call, describe(status)), std::string(call),
-                  status);
+  throw CudaError(fmt::format("{} failed: {}", call, describe(status)), std::string(call), status);
 }
 
 void DescriptorDeleter::operator()(Descriptor d) const {
@@ -176,9 +176,7 @@ CudnnHandle::~CudnnHandle() {
 
 CudnnLibrary load_cudnn(std::string_view explicit_path) {
   std::vector<std::string> tried;
-  const auto found = [](std::shared_ptr<Api> api) {
-    return CudnnLibrary{std::move(api), ""};
-  };
+  const auto found = [](std::shared_ptr<Api> api) { return CudnnLibrary{std::move(api), ""}; };
   if (!explicit_path.empty()) {
     const std::string file(explicit_path);
     if (auto api = try_open(file, RTLD_NOW | RTLD_LOCAL, "FUSEJIT_CUDNN_PATH=" + file, tried)) {

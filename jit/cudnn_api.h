@@ -51,15 +51,15 @@ enum class DescriptorType : int32_t {
 
 // cudnnBackendAttributeType_t: the C type of an attribute's elements.
 enum class AttributeType : int32_t {
-  handle = 0,         // Handle
-  data_type = 1,      // DataType (int32)
-  boolean = 2,        // bool (one byte)
-  int64 = 3,          // int64_t
-  float32 = 4,        // float
-  void_ptr = 6,       // void*
-  heur_mode = 8,      // HeurMode (int32)
+  handle = 0,     // Handle
+  data_type = 1,  // DataType (int32)
+  boolean = 2,    // bool (one byte)
+  int64 = 3,      // int64_t
+  float32 = 4,    // float
+  void_ptr = 6,   // void*
+  heur_mode = 8,  // HeurMode (int32)
   pointwise_mode = 14,
-  descriptor = 15,    // Descriptor
+  descriptor = 15,  // Descriptor
   reduction_operator = 18,
 };
 
@@ -143,11 +143,11 @@ struct Api {
   Status (*finalize)(Descriptor) = nullptr;
   Status (*set_attribute)(Descriptor, Attribute, AttributeType, int64_t count,
                           const void* elements) = nullptr;
-  Status (*get_attribute)(Descriptor, Attribute, AttributeType, int64_t requested,
-                          int64_t* count, void* elements) = nullptr;
+  Status (*get_attribute)(Descriptor, Attribute, AttributeType, int64_t requested, int64_t* count,
+                          void* elements) = nullptr;
   Status (*execute)(Handle, Descriptor plan, Descriptor variant_pack) = nullptr;
 
-  std::string path;  // the file it was loaded from (or "already loaded")
+  std::string path;    // the file it was loaded from (or "already loaded")
   size_t version = 0;  // cudnnGetVersion(): major * 10000 + minor * 100 + patch
 
   // "9.19.0"

@@ -20,9 +20,9 @@ TEST_CASE("cudnn: the library loads and is a cuDNN 9", "[jit][cudnn]") {
   INFO(api.path << " " << api.version);
   CHECK(api.version >= 90000);
   CHECK(api.version < 100000);
-  CHECK(api.version_text() ==
-        std::to_string(api.version / 10000) + "." + std::to_string(api.version / 100 % 100) + "." +
-            std::to_string(api.version % 100));
+  CHECK(api.version_text() == std::to_string(api.version / 10000) + "." +
+                                  std::to_string(api.version / 100 % 100) + "." +
+                                  std::to_string(api.version % 100));
   CHECK_FALSE(api.path.empty());
   CHECK(testing::test_cudnn().unavailable.empty());
 }
@@ -39,7 +39,8 @@ TEST_CASE("cudnn: a failed call throws CudaError with cuDNN's own text", "[jit][
   } catch (const CudaError& e) {
     CHECK(e.call() == "cudnnBackendFinalize(tensor)");
     CHECK(e.code() / 1000 * 1000 == static_cast<int>(jit::cudnn::StatusCode::bad_param));
-    CHECK_THAT(e.what(), ContainsSubstring("cudnnBackendFinalize(tensor) failed: CUDNN_STATUS_BAD_PARAM"));
+    CHECK_THAT(e.what(),
+               ContainsSubstring("cudnnBackendFinalize(tensor) failed: CUDNN_STATUS_BAD_PARAM"));
   }
 }
 
@@ -63,15 +64,13 @@ TEST_CASE("cudnn: versions outside 9.x, and 9.10.0/9.10.1, are refused", "[jit][
   CHECK_THAT(jit::cudnn::refuse_version(100000), ContainsSubstring("not 9.x"));
 }
 
-TEST_CASE("cudnn: a bad FUSEJIT_CUDNN_PATH leaves cuDNN unavailable, saying why",
-          "[jit][cudnn]") {
+TEST_CASE("cudnn: a bad FUSEJIT_CUDNN_PATH leaves cuDNN unavailable, saying why", "[jit][cudnn]") {
   SECTION("no such file") {
     const Options o = Options::parse({{"FUSEJIT_CUDNN_PATH", "/nonexistent/libcudnn.so.9"}});
     const CudnnLibrary lib = jit::cudnn::load_cudnn(o.cudnn_path);
     CHECK_FALSE(lib);
     CHECK_THAT(lib.unavailable, ContainsSubstring("cuDNN unavailable"));
-    CHECK_THAT(lib.unavailable,
-               ContainsSubstring("FUSEJIT_CUDNN_PATH=/nonexistent/libcudnn.so.9"));
+    CHECK_THAT(lib.unavailable, ContainsSubstring("FUSEJIT_CUDNN_PATH=/nonexistent/libcudnn.so.9"));
     CHECK_THAT(lib.unavailable, ContainsSubstring("No such file"));
   }
   SECTION("a library that is not cuDNN") {

@@ -8,7 +8,7 @@
 
 namespace cudnn = fusejit::jit::cudnn;
 
-#define FUSEJIT_SAME(ours, theirs)                                                       \
+#define FUSEJIT_SAME(ours, theirs) \
   static_assert(static_cast<int>(cudnn::ours) == static_cast<int>(theirs), #ours " != " #theirs)
 
 FUSEJIT_SAME(StatusCode::success, CUDNN_STATUS_SUCCESS);
@@ -51,7 +51,8 @@ FUSEJIT_SAME(Attribute::engine_heuristics_results, CUDNN_ATTR_ENGINEHEUR_RESULTS
 FUSEJIT_SAME(Attribute::execution_plan_handle, CUDNN_ATTR_EXECUTION_PLAN_HANDLE);
 FUSEJIT_SAME(Attribute::execution_plan_engine_config, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG);
 FUSEJIT_SAME(Attribute::execution_plan_workspace_size, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE);
-FUSEJIT_SAME(Attribute::operation_pointwise_descriptor, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR);
+FUSEJIT_SAME(Attribute::operation_pointwise_descriptor,
+             CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR);
 FUSEJIT_SAME(Attribute::operation_pointwise_x, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
 FUSEJIT_SAME(Attribute::operation_pointwise_b, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
 FUSEJIT_SAME(Attribute::operation_pointwise_y, CUDNN_ATTR_OPERATION_POINTWISE_YDESC);
@@ -111,8 +112,7 @@ static_assert(sizeof(cudnn::Attribute) == sizeof(cudnnBackendAttributeName_t));
 static_assert(sizeof(cudnn::AttributeType) == sizeof(cudnnBackendAttributeType_t));
 static_assert(sizeof(cudnn::DescriptorType) == sizeof(cudnnBackendDescriptorType_t));
 
-TEST_CASE("cudnn: our enum values are the header's (checked when this compiled)",
-          "[jit][cudnn]") {
+TEST_CASE("cudnn: our enum values are the header's (checked when this compiled)", "[jit][cudnn]") {
   INFO("checked against cuDNN " << CUDNN_MAJOR << "." << CUDNN_MINOR << "." << CUDNN_PATCHLEVEL);
   // The values are cuDNN 9's; a header of another major may renumber them.
   CHECK(CUDNN_MAJOR == 9);

@@ -16,10 +16,10 @@ inline const jit::cudnn::CudnnLibrary& test_cudnn() {
 
 }  // namespace fusejit::testing
 
-#define FUSEJIT_REQUIRE_CUDNN()                                         \
-  do {                                                                  \
-    if (!::fusejit::testing::test_cudnn()) {                            \
+#define FUSEJIT_REQUIRE_CUDNN()                                          \
+  do {                                                                   \
+    if (!::fusejit::testing::test_cudnn()) {                             \
       WARN("skipped: " << ::fusejit::testing::test_cudnn().unavailable); \
-      return;                                                           \
-    }                                                                   \
+      return;                                                            \
+    }                                                                    \
   } while (0)
