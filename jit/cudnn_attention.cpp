@@ -198,64 +198,16 @@ AttentionGraph::AttentionGraph(std::shared_ptr<const Api> api, const AttentionPr
   fill_ = api_->version >= 91000 ? -std::numeric_limits<float>::infinity()
                                  : std::numeric_limits<float>::lowest();
 
-  const AttentionProblem& p = problem_;
-  const DataType io = cudnn_type(p.dtype);
-  const auto [b, hq, sq, d] = p.q.dims;
-  const int64_t skv = p.k.dims[2];
-  const Dims scores{b, hq, sq, skv};
-  const Dims scores_strides = dense_strides(scores);
-  const Dims row{b, hq, sq, 1};
-  const Dims row_strides = dense_strides(row);
-  const Dims unit{1, 1, 1, 1};
-  const auto virtual_scores = [&](int64_t id, DataType type = DataType::float32) {
-    return build_tensor(id, type, scores, scores_strides, true);
-  };
-
-  const Descriptor q = build_tensor(kQ, io, p.q.dims, p.q.strides, false);
+  const DataType io = cudnn_type(problem_.dtype);
+  const AttentionTensor& k = problem_.k;
+  const Descriptor q = build_tensor(kQ, io, problem_.q.dims, problem_.q.strides, false);
   // Kᵀ: k's last two dims and strides swapped.
   const Descriptor kt =
-      build_tensor(kK, io, {p.k.dims[0], p.k.dims[1], p.k.dims[3], p.k.dims[2]},
-                   {p.k.strides[0], p.k.strides[1], p.k.strides[3], p.k.strides[2]}, false);
-  const Descriptor v = build_tensor(kV, io, p.v.dims, p.v.strides, false);
-  const Descriptor o = build_tensor(kO, io, p.o.dims, p.o.strides, false);
-  const Descriptor scale = build_tensor(kScale, DataType::float32, unit, unit, false, true);
-
-  const Descriptor s = virtual_scores(kScores);
-  add_matmul(q, kt, s);
-  Descriptor x = virtual_scores(kScaled);
-  add_pointwise(PointwiseMode::mul, DataType::float32, s, scale, nullptr, x);
-  if (p.mask == AttentionMaskKind::bias) {
-    const Descriptor bias =
-        build_tensor(kBias, cudnn_type(p.bias_dtype), p.bias.dims, p.bias.strides, false);
-    const Descriptor biased = virtual_scores(kBiased);
-    add_pointwise(PointwiseMode::add, DataType::float32, x, bias, nullptr, biased);
-    x = biased;
-  }
-  if (p.mask == AttentionMaskKind::causal) {
-    // keep = row >= col; masked = keep ? x : fill.
-    const Descriptor fill = build_tensor(kFill, DataType::float32, unit, unit, false, true);
-    const Descriptor rows = virtual_scores(kRow, DataType::int32);
-    const Descriptor cols = virtual_scores(kCol, DataType::int32);
-    const Descriptor keep = virtual_scores(kKeep, DataType::boolean);
-    const Descriptor masked = virtual_scores(kMasked);
-    add_pointwise(PointwiseMode::gen_index, DataType::float32, x, nullptr, nullptr, rows, 2);
-    add_pointwise(PointwiseMode::gen_index, DataType::float32, x, nullptr, nullptr, cols, 3);
-    add_pointwise(PointwiseMode::cmp_ge, DataType::boolean, rows, cols, nullptr, keep);
-    add_pointwise(PointwiseMode::binary_select, DataType::float32, x, fill, keep, masked);
-    x = masked;
-  }
-  // The softmax over the key axis; P in the I/O type, as cuDNN's second matmul requires.
-  const Descriptor max = build_tensor(kMax, DataType::float32, row, row_strides, true);
-  const Descriptor centered = virtual_scores(kCentered);
-  const Descriptor e = virtual_scores(kExp);
-  const Descriptor sum = build_tensor(kSum, DataType::float32, row, row_strides, true);
-  const Descriptor probabilities = virtual_scores(kProbabilities, io);
-  add_reduction(ReductionOperator::max, x, max);
-  add_pointwise(PointwiseMode::sub, DataType::float32, x, max, nullptr, centered);
-  add_pointwise(PointwiseMode::exp, DataType::float32, centered, nullptr, nullptr, e);
-  add_reduction(ReductionOperator::add, e, sum);
-  add_pointwise(PointwiseMode::div, DataType::float32, e, sum, nullptr, probabilities);
-  add_matmul(probabilities, v, o);
+      build_tensor(kK, io, {k.dims[0], k.dims[1], k.dims[3], k.dims[2]},
+                   {k.strides[0], k.strides[1], k.strides[3], k.strides[2]}, false);
+  const Descriptor v = build_tensor(kV, io, problem_.v.dims, problem_.v.strides, false);
+  const Descriptor o = build_tensor(kO, io, problem_.o.dims, problem_.o.strides, false);
+  add_softmax_times_v(add_scores(q, kt), v, o);
 
   graph_ = make(DescriptorType::operation_graph);
   set(graph_, Attribute::operation_graph_ops, AttributeType::descriptor,
@@ -299,6 +251,61 @@ Descriptor AttentionGraph::build_tensor(int64_t id, DataType type, const Dims& d
     set(t, Attribute::tensor_is_by_value, AttributeType::boolean, 1, &by_value, "tensor");
   finalize(t, "tensor");
   return t;
+}
+
+Descriptor AttentionGraph::virtual_scores(int64_t id, DataType type) {
+  const auto [b, hq, sq, d] = problem_.q.dims;
+  const Dims scores{b, hq, sq, problem_.k.dims[2]};
+  return build_tensor(id, type, scores, dense_strides(scores), true);
+}
+
+// S = (Q Kᵀ) * scale [+ bias] [causal: keep ? S : fill], all f32.
+Descriptor AttentionGraph::add_scores(Descriptor q, Descriptor kt) {
+  const Dims unit{1, 1, 1, 1};
+  const Descriptor scale = build_tensor(kScale, DataType::float32, unit, unit, false, true);
+  const Descriptor s = virtual_scores(kScores);
+  add_matmul(q, kt, s);
+  Descriptor x = virtual_scores(kScaled);
+  add_pointwise(PointwiseMode::mul, DataType::float32, s, scale, nullptr, x);
+  if (problem_.mask == AttentionMaskKind::bias) {
+    const AttentionTensor& b = problem_.bias;
+    const Descriptor bias =
+        build_tensor(kBias, cudnn_type(problem_.bias_dtype), b.dims, b.strides, false);
+    const Descriptor biased = virtual_scores(kBiased);
+    add_pointwise(PointwiseMode::add, DataType::float32, x, bias, nullptr, biased);
+    x = biased;
+  }
+  if (problem_.mask == AttentionMaskKind::causal) {
+    // keep = row >= col; masked = keep ? x : fill.
+    const Descriptor fill = build_tensor(kFill, DataType::float32, unit, unit, false, true);
+    const Descriptor rows = virtual_scores(kRow, DataType::int32);
+    const Descriptor cols = virtual_scores(kCol, DataType::int32);
+    const Descriptor keep = virtual_scores(kKeep, DataType::boolean);
+    const Descriptor masked = virtual_scores(kMasked);
+    add_pointwise(PointwiseMode::gen_index, DataType::float32, x, nullptr, nullptr, rows, 2);
+    add_pointwise(PointwiseMode::gen_index, DataType::float32, x, nullptr, nullptr, cols, 3);
+    add_pointwise(PointwiseMode::cmp_ge, DataType::boolean, rows, cols, nullptr, keep);
+    add_pointwise(PointwiseMode::binary_select, DataType::float32, x, fill, keep, masked);
+    x = masked;
+  }
+  return x;
+}
+
+// O = softmax(S) V over the key axis; P in the I/O type, as cuDNN's second matmul requires.
+void AttentionGraph::add_softmax_times_v(Descriptor x, Descriptor v, Descriptor o) {
+  const auto [b, hq, sq, d] = problem_.q.dims;
+  const Dims row{b, hq, sq, 1};
+  const Descriptor max = build_tensor(kMax, DataType::float32, row, dense_strides(row), true);
+  const Descriptor centered = virtual_scores(kCentered);
+  const Descriptor e = virtual_scores(kExp);
+  const Descriptor sum = build_tensor(kSum, DataType::float32, row, dense_strides(row), true);
+  const Descriptor probabilities = virtual_scores(kProbabilities, cudnn_type(problem_.dtype));
+  add_reduction(ReductionOperator::max, x, max);
+  add_pointwise(PointwiseMode::sub, DataType::float32, x, max, nullptr, centered);
+  add_pointwise(PointwiseMode::exp, DataType::float32, centered, nullptr, nullptr, e);
+  add_reduction(ReductionOperator::add, e, sum);
+  add_pointwise(PointwiseMode::div, DataType::float32, e, sum, nullptr, probabilities);
+  add_matmul(probabilities, v, o);
 }
 
 void AttentionGraph::add_pointwise(PointwiseMode mode, DataType precision, Descriptor x,

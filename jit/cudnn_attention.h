@@ -117,6 +117,10 @@ class AttentionGraph {
   Descriptor build_tensor(int64_t id, DataType type, const std::array<int64_t, 4>& dims,
                           const std::array<int64_t, 4>& strides, bool is_virtual,
                           bool by_value = false);
+  // A virtual tensor of the scores' shape, [b, hq, sq, skv].
+  Descriptor virtual_scores(int64_t id, DataType type = DataType::float32);
+  Descriptor add_scores(Descriptor q, Descriptor kt);
+  void add_softmax_times_v(Descriptor scores, Descriptor v, Descriptor o);
   void add_pointwise(PointwiseMode mode, DataType precision, Descriptor x, Descriptor b,
                      Descriptor t, Descriptor y, int64_t axis = -1);
   void add_matmul(Descriptor a, Descriptor b, Descriptor c);
