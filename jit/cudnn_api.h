@@ -152,13 +152,13 @@ struct Api {
 
   // "9.19.0"
   std::string version_text() const;
-  // Whether a graph may leave out the operation graph's handle (cuDNN 9.8 and later).
+  // Whether an operation graph needs a handle (a GPU) to finalize: before cuDNN 9.8.
   bool graph_needs_handle() const { return version < 90800; }
 
   // Throws CudaError naming `call`, the status and cuDNN's text of the last failure
   // (cudnnGetLastErrorString), unless `status` is success.
   void check(Status status, std::string_view call) const;
-  // The text of a failed call without throwing: "CUDNN_STATUS_...: <last error>".
+  // The text of a failed call without throwing: "CUDNN_STATUS_... (code): <last error>".
   std::string describe(Status status) const;
 };
 
