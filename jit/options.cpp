@@ -140,7 +140,8 @@ std::string default_cache_dir() {
 constexpr std::string_view kKnownVars =
     "FUSEJIT_DUMP, FUSEJIT_DUMP_DIR, FUSEJIT_LOG, FUSEJIT_CACHE_DIR, FUSEJIT_CACHE, "
     "FUSEJIT_CACHE_MAX_MB, FUSEJIT_MEMO_MAX, FUSEJIT_KERNELS_MAX, FUSEJIT_RECORD_DIR, "
-    "FUSEJIT_REQUIRE_WARM, FUSEJIT_DISABLE, FUSEJIT_ARCH, FUSEJIT_TF32, FUSEJIT_ROUNDING";
+    "FUSEJIT_REQUIRE_WARM, FUSEJIT_DISABLE, FUSEJIT_ARCH, FUSEJIT_TF32, FUSEJIT_ROUNDING, "
+    "FUSEJIT_CUDNN_PATH";
 
 }  // namespace
 
@@ -163,6 +164,7 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_ARCH") o.arch = value.empty() ? "" : parse_arch(value);
     else if (name == "FUSEJIT_TF32") o.allow_tf32 = parse_bool(name, value);
     else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
+    else if (name == "FUSEJIT_CUDNN_PATH") o.cudnn_path = value;
     else if (name == "FUSEJIT_UPDATE_GOLDEN") continue;  // read by the golden-kernel tests
     else if (name.starts_with("FUSEJIT_")) {
       o.warnings.push_back(fmt::format(

@@ -61,6 +61,9 @@ struct Options {
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
   bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
+  // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
+  // jit/cudnn_api.h lists where).
+  std::string cudnn_path;
 
   // What parsing noticed but did not refuse: each unknown FUSEJIT_* variable (a typo, or one
   // from a newer fusejit), so that a newer environment never stops an older build. A Context

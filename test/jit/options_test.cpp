@@ -25,6 +25,7 @@ TEST_CASE("defaults", "[jit][options]") {
   CHECK(o.memo_max == 1024);
   CHECK(o.kernels_max == 4096);
   CHECK(o.arch.empty());
+  CHECK(o.cudnn_path.empty());
   CHECK_FALSE(o.cache_dir.empty());
 }
 
@@ -57,6 +58,7 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
   CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
   CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);
+  CHECK(parse1("FUSEJIT_CUDNN_PATH", "/opt/x/libcudnn.so.9").cudnn_path == "/opt/x/libcudnn.so.9");
 }
 
 TEST_CASE("invalid values name the variable and list the valid ones", "[jit][options]") {

@@ -1,0 +1,25 @@
+// cuDNN test support: the process's cuDNN as a Context would find it (FUSEJIT_CUDNN_PATH
+// honoured). Tests that need it begin with FUSEJIT_REQUIRE_CUDNN(), which skips them, saying
+// why, when no usable cuDNN 9 is found.
+#pragma once
+
+#include "fusejit/options.h"
+#include "jit/cudnn_api.h"
+
+namespace fusejit::testing {
+
+inline const jit::cudnn::CudnnLibrary& test_cudnn() {
+  static const jit::cudnn::CudnnLibrary lib =
+      jit::cudnn::load_cudnn(Options::from_env().cudnn_path);
+  return lib;
+}
+
+}  // namespace fusejit::testing
+
+#define FUSEJIT_REQUIRE_CUDNN()                                          \
+  do {                                                                   \
+    if (!::fusejit::testing::test_cudnn()) {                             \
+      WARN("skipped: " << ::fusejit::testing::test_cudnn().unavailable); \
+      return;                                                            \
+    }                                                                    \
+  } while (0)
