@@ -85,8 +85,8 @@ KernelCache::KernelCache(const Options& options, spdlog::logger& log, Compiler c
     : options_(options),
       log_(log),
       compiler_(std::move(compiler)),
-      memory_(static_cast<size_t>(options.kernels_max)),
-      keep_ptx_(keep_ptx || options.dump.ptx) {
+      keep_ptx_(keep_ptx || options.dump.ptx),
+      memory_(static_cast<size_t>(options.kernels_max)) {
   if (!compiler_) compiler_ = compile;
   if (options_.cache == CacheMode::on) {
     cache::DiskStore::Config config;
