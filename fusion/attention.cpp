@@ -66,9 +66,16 @@ class Matcher {
     const Node& scores = node(s);
     // kᵀ: a permute that swaps the last two axes (a scale around it is allowed).
     NodeId kt = scale_on(scores.inputs[1], p);
-    if (!is_last_two_swap(kt)) refuse("the scores' second operand is not a transpose of k");
-    take(kt);
-    p.k = scale_on(node(kt).inputs[0], p);
+    if (node(kt).op != Op::permute) refuse("the scores' second operand is not a transpose of k");
+    if (is_last_two_swap(kt)) {
+      take(kt);
+      p.k = scale_on(node(kt).inputs[0], p);
+    } else {
+      // A permute that is not a plain swap: the graph passes compose k's own permute (from
+      // [b, s, h, d]) with the transpose, so there is no k node, only kᵀ.
+      p.k = kt;
+      p.k_transposed = true;
+    }
     p.q = scale_on(scores.inputs[0], p);
     p.v = o.inputs[1];
     p.k_source = through_views(p.k, p.kv_broadcast);
@@ -180,6 +187,7 @@ class Matcher {
           const NodeId mask = n.inputs[left ? 1 : 0];
           if (!left && !scores_side(n.inputs[1])) refuse("an addition on the scores has no scores side");
           set_mask(p, AttentionMask::additive, mask, -1);
+          p.fill_where_true = true;
           take(x);
           x = n.inputs[left ? 0 : 1];
           continue;
@@ -190,6 +198,9 @@ class Matcher {
           const NodeId fill = n.inputs[fill_true ? 1 : 2];
           if (!is_scalar_constant(fill)) refuse("a where on the scores fills with a tensor");
           set_mask(p, classify(n.inputs[0], fill_true, fill), n.inputs[0], fill);
+          is_scalar_constant(fill, &p.fill_value);
+          p.fill_value *= p.mask_scale;
+          p.fill_where_true = fill_true;
           take(x);
           x = n.inputs[fill_true ? 2 : 1];
           continue;
@@ -205,6 +216,8 @@ class Matcher {
     p.mask = m;
     p.mask_node = mask;
     p.fill = fill;
+    // Walking down from the softmax, the scales met so far are those applied after the mask.
+    p.mask_scale = p.scale;
   }
 
   // The axis (counted from the right: 1 the columns, 2 the rows) along which `id` holds the
@@ -345,6 +358,283 @@ std::string AttentionPattern::describe(const Graph& g) const {
   return fmt::format("softmax(q kᵀ * {}{}) v: q {}, k {}{}, v {}", scale, mask,
                      ir::type_str(g.node(q)), ir::type_str(g.node(k_source)),
                      kv_broadcast ? " (heads broadcast)" : "", ir::type_str(g.node(v_source)));
+}
+
+}  // namespace fusejit::fusion
+
+namespace fusejit::fusion {
+
+AttentionRegion attention_region(const AttentionPattern& p) {
+  return AttentionRegion{.q = p.q,
+                         .k = p.k,
+                         .v = p.v,
+                         .k_transposed = p.k_transposed,
+                         .scores = p.scores,
+                         .output = p.output,
+                         .mask = p.mask,
+                         .mask_node = p.mask_node,
+                         .scale = p.scale,
+                         .mask_scale = p.mask_scale,
+                         .fill = p.fill_value,
+                         .fill_where_true = p.fill_where_true};
+}
+
+namespace {
+
+using ir::Graph;
+using ir::NodeId;
+using ir::Op;
+
+// One axis of a strided view: index i reaches element (i / group) * stride of the buffer.
+struct Axis {
+  int64_t extent = 1;
+  int64_t stride = 0;
+  int64_t group = 1;
+};
+using Layout = std::vector<Axis>;
+
+struct NoLayout {
+  std::string why;
+};
+[[noreturn]] void no_layout(std::string why) { throw NoLayout{std::move(why)}; }
+
+// Two adjacent axes as one (outer first), or nothing when no stride and group express it.
+std::optional<Axis> merge(const Axis& outer, const Axis& inner) {
+  const int64_t extent = outer.extent * inner.extent;
+  if (inner.extent == 1) return Axis{extent, outer.stride, outer.group};
+  if (outer.extent == 1) return Axis{extent, inner.stride, inner.group};
+  // A broadcast inner axis: the merged index divided by its extent is the outer index.
+  if (inner.stride == 0) return Axis{extent, outer.stride, outer.group * inner.extent};
+  if (outer.group == 1 && inner.group == 1 && outer.stride == inner.extent * inner.stride) {
+    return Axis{extent, inner.stride, 1};
+  }
+  return std::nullopt;  // the inner index would need a modulo
+}
+
+Layout dense(const Shape& shape) {
+  Layout out(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    out[d] = Axis{shape[d], shape[d] == 1 ? 0 : stride, 1};
+    stride *= shape[d];
+  }
+  return out;
+}
+
+Layout reshape(const Layout& from, const Shape& to, NodeId id) {
+  Layout src;
+  for (const Axis& a : from) {
+    if (a.extent != 1) src.push_back(a);
+  }
+  Layout out;
+  size_t i = 0;
+  for (int64_t extent : to) {
+    if (extent == 1) {
+      out.push_back(Axis{1, 0, 1});
+      continue;
+    }
+    if (i == src.size()) no_layout(fmt::format("reshape %{} has more elements than its operand", id));
+    Axis acc = src[i++];
+    while (acc.extent < extent && i < src.size()) {
+      const std::optional<Axis> m = merge(acc, src[i++]);
+      if (!m) no_layout(fmt::format("reshape %{} merges axes that no stride can step through", id));
+      acc = *m;
+    }
+    if (acc.extent == extent) {
+      out.push_back(acc);
+    } else if (acc.extent % extent == 0 && acc.group == 1) {
+      // Split: this axis takes the outer part, the rest goes back for the next dims.
+      const int64_t rest = acc.extent / extent;
+      out.push_back(Axis{extent, acc.stride * rest, 1});
+      src[--i] = Axis{rest, acc.stride, 1};
+    } else {
+      no_layout(fmt::format("reshape %{} splits an axis that no stride can step through", id));
+    }
+  }
+  if (i != src.size()) no_layout(fmt::format("reshape %{} has fewer elements than its operand", id));
+  return out;
+}
+
+Layout expand(const Layout& from, const Shape& to) {
+  Layout out(to.size());
+  const size_t lead = to.size() - from.size();
+  for (size_t d = 0; d < to.size(); ++d) {
+    if (d < lead || from[d - lead].extent != to[d]) {
+      out[d] = Axis{to[d], 0, 1};
+    } else {
+      out[d] = from[d - lead];
+    }
+  }
+  return out;
+}
+
+// The layout of `id` over the buffer under its views (reshape, expand, permute), collecting the
+// views; `buffer` gets the first node that is not one.
+Layout strided(const Graph& g, NodeId id, NodeId& buffer, std::vector<NodeId>& views) {
+  std::vector<NodeId> chain;
+  for (;;) {
+    const ir::Node& n = g.node(id);
+    if (n.op != Op::reshape && n.op != Op::expand && n.op != Op::permute) break;
+    chain.push_back(id);
+    id = n.inputs[0];
+  }
+  buffer = id;
+  if (g.node(id).op == Op::constant) no_layout(fmt::format("%{} is a constant", id));
+  Layout layout = dense(g.node(id).shape);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const ir::Node& n = g.node(*it);
+    views.push_back(*it);
+    if (n.op == Op::permute) {
+      Layout p(n.axes.size());
+      for (size_t d = 0; d < n.axes.size(); ++d) p[d] = layout[static_cast<size_t>(n.axes[d])];
+      layout = std::move(p);
+    } else if (n.op == Op::expand) {
+      layout = expand(layout, n.shape);
+    } else {
+      layout = reshape(layout, n.shape, *it);
+    }
+  }
+  return layout;
+}
+
+// `layout` (of a tensor whose last two axes are the matrix) with its batch axes aligned to
+// `batch` (from the right; missing or size-1 axes broadcast) and folded into [batch, heads]:
+// the heads are the batch axes after the first, merged (`heads_last`: the batch is the axes
+// before the last, merged, and the heads the last).
+AttentionView fold(const Layout& layout, const Shape& batch, bool heads_last, NodeId buffer,
+                   const char* what) {
+  const size_t r = layout.size();
+  if (r < 2 || r - 2 > batch.size()) no_layout(fmt::format("{} has more batch axes than the scores", what));
+  Layout b(batch.size());
+  const size_t lead = batch.size() - (r - 2);
+  for (size_t d = 0; d < batch.size(); ++d) {
+    const bool present = d >= lead && layout[d - lead].extent == batch[d];
+    b[d] = present ? layout[d - lead] : Axis{batch[d], 0, 1};
+  }
+  auto merged = [&](size_t from, size_t to) {
+    Axis acc{1, 0, 1};
+    for (size_t d = from; d < to; ++d) {
+      const std::optional<Axis> m = merge(acc, b[d]);
+      if (!m) no_layout(fmt::format("{}'s batch axes cannot be read as [batch, heads] by strides", what));
+      acc = *m;
+    }
+    return acc;
+  };
+  const size_t split = b.empty() ? 0 : heads_last ? b.size() - 1 : std::min<size_t>(1, b.size() - 1);
+  const Axis outer = merged(0, split);
+  const Axis heads = merged(split, b.size());
+  if (outer.group != 1) no_layout(fmt::format("{}'s batch axis is broadcast in groups", what));
+  const Axis& rows = layout[r - 2];
+  const Axis& cols = layout[r - 1];
+  if (rows.group != 1 || cols.group != 1) {
+    no_layout(fmt::format("{}'s last two axes are not strided", what));
+  }
+  return AttentionView{.buffer = buffer,
+                       .strides = {outer.stride, heads.stride, rows.stride, cols.stride},
+                       .head_group = heads.extent == 1 ? 1 : heads.group};
+}
+
+bool half_precision(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt) {
+  AttentionLayout out;
+  const ir::Node& scores = g.node(a.scores);
+  const ir::Node& o = g.node(a.output);
+  const Shape batch(scores.shape.begin(), scores.shape.end() - 2);
+  if (o.shape.size() != scores.shape.size() ||
+      !std::equal(batch.begin(), batch.end(), o.shape.begin())) {
+    no_layout("v broadcasts the output's batch beyond the scores'");
+  }
+  const DType t = g.node(a.q).dtype;
+  if (!half_precision(t)) {
+    no_layout(fmt::format("q is {}: the kernel takes f16 and bf16", dtype_name(t)));
+  }
+  for (NodeId id : {a.k, a.v, a.output}) {
+    if (g.node(id).dtype != t) {
+      no_layout(fmt::format("%{} is {} and q is {}", id, dtype_name(g.node(id).dtype),
+                            dtype_name(t)));
+    }
+  }
+  const bool heads_last = attempt == 1;
+  auto view = [&](NodeId id, const char* what, bool transposed = false) {
+    NodeId buffer = -1;
+    const Layout l = strided(g, id, buffer, out.views);
+    AttentionView v = fold(l, batch, heads_last, buffer, what);
+    if (transposed) std::swap(v.strides[2], v.strides[3]);
+    if (v.strides[3] != 1) no_layout(fmt::format("{}'s last axis is not contiguous", what));
+    return v;
+  };
+  out.q = view(a.q, "q");
+  out.k = view(a.k, "k", a.k_transposed);
+  out.v = view(a.v, "v");
+  const size_t split =
+      batch.empty() ? 0 : heads_last ? batch.size() - 1 : std::min<size_t>(1, batch.size() - 1);
+  out.batch = 1;
+  out.heads = 1;
+  for (size_t d = 0; d < batch.size(); ++d) (d < split ? out.batch : out.heads) *= batch[d];
+  const Shape& qs = g.node(a.q).shape;
+  const Shape& vs = g.node(a.v).shape;
+  out.seq_q = qs[qs.size() - 2];
+  out.head_dim = qs.back();
+  out.seq_kv = vs[vs.size() - 2];
+  out.value_dim = vs.back();
+  for (int64_t d : {out.head_dim, out.value_dim}) {
+    if (d % 16 != 0 || d > kMaxAttentionHeadDim) {
+      no_layout(fmt::format("a head dim of {}: the kernel takes multiples of 16 up to {}", d,
+                            kMaxAttentionHeadDim));
+    }
+  }
+  switch (a.mask) {
+    case AttentionMask::none:
+      break;
+    case AttentionMask::causal:
+      if (!(a.fill <= -1e4)) {
+        no_layout(fmt::format("the causal fill {} is not far enough below the scores for the "
+                              "kernel to skip the masked keys", a.fill));
+      }
+      break;
+    case AttentionMask::computed:
+      no_layout("a mask computed from positions other than causal is not fused yet");
+    case AttentionMask::additive:
+    case AttentionMask::boolean: {
+      NodeId id = a.mask_node;
+      while (g.node(id).op == Op::cast) id = g.node(id).inputs[0];
+      NodeId buffer = -1;
+      Layout l = strided(g, id, buffer, out.views);
+      // The mask broadcasts to the scores as an elementwise operand does: aligned from the right.
+      Layout full = expand(l, scores.shape);
+      out.mask = fold(full, batch, heads_last, buffer, "the mask");
+      const DType mt = g.node(buffer).dtype;
+      const bool ok = a.mask == AttentionMask::boolean ? mt == DType::boolean
+                                                       : half_precision(mt) || mt == DType::f32;
+      if (!ok) {
+        no_layout(fmt::format("the mask is {}: the kernel reads {}", dtype_name(mt),
+                              a.mask == AttentionMask::boolean ? "bool" : "f16, bf16 or f32"));
+      }
+      break;
+    }
+  }
+  std::sort(out.views.begin(), out.views.end());
+  out.views.erase(std::unique(out.views.begin(), out.views.end()), out.views.end());
+  return out;
+}
+
+}  // namespace
+
+std::optional<AttentionLayout> attention_layout(const Graph& g, const AttentionRegion& a,
+                                                std::string* why) {
+  // The batch axes as [first, the rest merged] (the usual [B, H, S, D]), or else as [all but
+  // the last merged, the last]; the same split for every operand.
+  std::string first;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      return layout_of(g, a, attempt);
+    } catch (const NoLayout& e) {
+      if (attempt == 0) first = e.why;
+    }
+  }
+  if (why != nullptr) *why = first;
+  return std::nullopt;
 }
 
 }  // namespace fusejit::fusion

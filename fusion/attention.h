@@ -17,21 +17,15 @@
 // written anyway.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "fusion/plan.h"
 #include "ir/graph.h"
 
 namespace fusejit::fusion {
-
-enum class AttentionMask {
-  none,
-  additive,  // scores + mask (a tensor broadcast to the scores)
-  causal,    // where over an arange comparison that hides column > row (top-left aligned)
-  computed,  // where over another comparison of aranges (a window, a shifted diagonal)
-  boolean,   // where over a bool tensor
-};
 
 std::string_view attention_mask_name(AttentionMask m);
 
@@ -39,6 +33,9 @@ struct AttentionPattern {
   ir::NodeId output = -1;  // matmul(p, v)
   ir::NodeId scores = -1;  // matmul(q, kᵀ)
   ir::NodeId q = -1, k = -1, v = -1;  // the operands as the matmuls read them (k before kᵀ)
+  // k is kᵀ itself: the matmul reads a permute that is not a plain swap of the last two axes
+  // (k's own permute composed with the transpose by the graph passes).
+  bool k_transposed = false;
   // Where k and v come from through views only (reshape, expand, permute): the tensors a kernel
   // reads; with fewer heads than q when they are broadcast over q's heads (grouped-query).
   ir::NodeId k_source = -1, v_source = -1;
@@ -47,6 +44,11 @@ struct AttentionPattern {
   AttentionMask mask = AttentionMask::none;
   ir::NodeId mask_node = -1;  // the additive mask, the where's condition, or -1
   ir::NodeId fill = -1;       // the where's constant fill, or -1
+  // The product of the scales applied after the mask (mask * mask_scale is what is added; a
+  // where's fill becomes fill * mask_scale), and the where's fill value times it.
+  double mask_scale = 1.0;
+  double fill_value = 0.0;
+  bool fill_where_true = true;  // where(c, fill, scores): the fill goes where c holds
   // Every node from the scores matmul to the output (ids ascending), which a fused region
   // would take; the scale constants on q or k are not among them.
   std::vector<ir::NodeId> nodes;
@@ -62,5 +64,36 @@ std::optional<AttentionPattern> match_attention(const ir::Graph& g, ir::NodeId n
 
 // Every attention pattern of `g`, in output order.
 std::vector<AttentionPattern> find_attention(const ir::Graph& g);
+
+// The parts of the pattern as an attention region names them (fusion/plan.h).
+AttentionRegion attention_region(const AttentionPattern& p);
+
+// The largest head dim (of q and k, and of v) the fused kernel takes; head dims are multiples
+// of 16 (templates/attention.h).
+inline constexpr int64_t kMaxAttentionHeadDim = 128;
+
+// One operand of a fused attention as the kernel reads it: element [b, h, i, j] of the logical
+// operand is buffer element b*s0 + (h / head_group)*s1 + i*s2 + j*s3 (a stride of 0 broadcasts).
+struct AttentionView {
+  ir::NodeId buffer = -1;
+  std::array<int64_t, 4> strides{};
+  int64_t head_group = 1;
+};
+
+// How the fused kernel reads an attention region: the scores' batch dims folded into [batch,
+// heads], and each operand's buffer with the strides that reach it through its views.
+struct AttentionLayout {
+  int64_t batch = 1, heads = 1, seq_q = 0, seq_kv = 0, head_dim = 0, value_dim = 0;
+  AttentionView q, k, v;
+  AttentionView mask;              // additive and boolean masks; buffer -1 otherwise
+  std::vector<ir::NodeId> views;   // the view nodes between the operands and their buffers
+};
+
+// The layout, or nothing and why not (in `why`, when given): a view that no strides express
+// (a reshape that would need a modulo), a q, k or v whose last axis is not contiguous, a dtype
+// other than f16 or bf16, head dims not multiples of 16 or over kMaxAttentionHeadDim, a mask
+// the kernel does not compute (AttentionMask::computed) or whose dtype it does not read.
+std::optional<AttentionLayout> attention_layout(const ir::Graph& g, const AttentionRegion& a,
+                                                std::string* why = nullptr);
 
 }  // namespace fusejit::fusion

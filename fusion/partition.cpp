@@ -15,7 +15,13 @@
 //      when the plan is cheaper (fewer kernels or bytes moved, neither more), repeated while one
 //      is;
 //   5. one-pass statistics (welford.h): each normalization region lists the mean/variance
-//      pairs it can accumulate in one reduction (Region::welford).
+//      pairs it can accumulate in one reduction (Region::welford);
+//   6. attention (PartitionOptions::attention): each attention pattern the fused kernel takes
+//      replaces the regions that computed it (GEMM, normalization, GEMM, and any that only
+//      materialized views of its operands) with one attention region. The buffers it reads
+//      are made outputs of the graph for steps 0 to 4, so that some region writes each of
+//      them; regions that then write nothing anyone reads go, and the others keep only the
+//      nodes their remaining outputs need.
 // Every producer/consumer pair considered gets a Decision with its reason, and every region
 // that evaluates a recomputed value one saying so.
 #include "fusion/partition.h"
@@ -32,6 +38,7 @@
 #include <fmt/ranges.h>
 
 #include "fusejit/error.h"
+#include "fusion/attention.h"
 #include "fusion/dataflow.h"
 #include "fusion/epilogue.h"
 #include "fusion/recompute.h"
@@ -265,6 +272,7 @@ std::string fused_reason(const Dataflow& df, const RegionVerdict& v, NodeId prod
     case RegionKind::normalization:
       return "normalization over " + axes + ": each row is read once";
     case RegionKind::gemm:
+    case RegionKind::attention:  // neither comes from check_region
       break;
   }
   return "fused";
@@ -621,18 +629,216 @@ Cut recompute(const ir::Graph& g, const PartitionOptions& options, Cut best,
   return best;
 }
 
+// An attention pattern the fused kernel takes (step 6).
+struct FusedAttention {
+  AttentionPattern pattern;
+  AttentionRegion region;
+  AttentionLayout layout;
+};
+
+// The attention region of `f`: the pattern's nodes and the views under its operands.
+Region attention_kernel_region(const FusedAttention& f, const ir::Graph& g) {
+  Region r;
+  r.kind = RegionKind::attention;
+  std::set<NodeId> nodes(f.pattern.nodes.begin(), f.pattern.nodes.end());
+  nodes.insert(f.layout.views.begin(), f.layout.views.end());
+  // The constants the pattern reads (scales, fills), and what the where's condition of a causal
+  // mask is computed from (aranges and comparisons: the kernel compares positions itself, but
+  // the nodes say what it computes).
+  std::vector<NodeId> todo(nodes.begin(), nodes.end());
+  std::set<NodeId> buffers = {f.layout.q.buffer, f.layout.k.buffer, f.layout.v.buffer};
+  if (f.layout.mask.buffer >= 0) buffers.insert(f.layout.mask.buffer);
+  while (!todo.empty()) {
+    const NodeId id = todo.back();
+    todo.pop_back();
+    for (NodeId in : g.node(id).inputs) {
+      if (buffers.count(in) != 0 || nodes.count(in) != 0) continue;
+      const ir::Op op = g.node(in).op;
+      const bool position = f.region.mask == AttentionMask::causal && in != f.region.q &&
+                            in != f.region.k && in != f.region.v;
+      if (op == ir::Op::constant || position) {
+        nodes.insert(in);
+        todo.push_back(in);
+      }
+    }
+  }
+  r.nodes.assign(nodes.begin(), nodes.end());
+  r.inputs = {f.layout.q.buffer, f.layout.k.buffer, f.layout.v.buffer};
+  if (f.layout.mask.buffer >= 0) r.inputs.push_back(f.layout.mask.buffer);
+  r.outputs = {f.pattern.output};
+  r.shape = g.node(f.pattern.output).shape;
+  r.attention = f.region;
+  return r;
+}
+
+// Step 6 on the cut `c` of `g` (whose outputs include the buffers the kernels read; `outputs`
+// are the graph's own). Returns why it could not be done, or "".
+std::string fuse_attention(Cut& c, const ir::Graph& g, const std::vector<NodeId>& outputs,
+                           const std::vector<FusedAttention>& fused) {
+  const Dataflow& df = c.df;
+  // taken: the attention regions' nodes; computed: the patterns' own (read only inside them).
+  std::vector<bool> taken(g.size(), false), computed(g.size(), false);
+  std::vector<Region> attention;
+  for (const FusedAttention& f : fused) {
+    attention.push_back(attention_kernel_region(f, g));
+    for (NodeId id : attention.back().nodes) taken[static_cast<size_t>(id)] = true;
+    for (NodeId id : f.pattern.nodes) computed[static_cast<size_t>(id)] = true;
+  }
+  // Where each attention region goes: in place of the region that computed its output.
+  std::vector<int> place(c.regions.size(), -1);
+  for (size_t a = 0; a < fused.size(); ++a) {
+    for (size_t i = 0; i < c.regions.size(); ++i) {
+      const Region& r = c.regions[i];
+      if (std::find(r.nodes.begin(), r.nodes.end(), fused[a].pattern.output) == r.nodes.end()) {
+        continue;
+      }
+      if (r.outputs != std::vector<NodeId>{fused[a].pattern.output}) {
+        return fmt::format("the region of %{} also computes %{} from it (a GEMM epilogue)",
+                           fused[a].pattern.output, r.outputs.front());
+      }
+      place[i] = static_cast<int>(a);
+    }
+  }
+  // The values read from memory, until no region is dropped: graph outputs and what the
+  // remaining regions read.
+  std::vector<Region> regions = c.regions;
+  std::vector<bool> alive(regions.size(), true);
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    std::set<NodeId> needed(outputs.begin(), outputs.end());
+    for (const Region& r : attention) needed.insert(r.inputs.begin(), r.inputs.end());
+    for (size_t i = 0; i < regions.size(); ++i) {
+      if (alive[i]) needed.insert(regions[i].inputs.begin(), regions[i].inputs.end());
+    }
+    for (size_t i = 0; i < regions.size(); ++i) {
+      if (!alive[i]) continue;
+      Region& r = regions[i];
+      std::vector<NodeId> kept;
+      for (NodeId o : r.outputs) {
+        if (needed.count(o) != 0 && !computed[static_cast<size_t>(o)]) kept.push_back(o);
+      }
+      if (kept.empty()) {
+        alive[i] = false;
+        dropped = true;
+      } else if (kept != r.outputs) {
+        if (r.kind == RegionKind::gemm) return "a GEMM's output is read by the attention only";
+        r.outputs = std::move(kept);
+        // The nodes the kept outputs need; the inputs those read.
+        std::set<NodeId> inside(r.nodes.begin(), r.nodes.end());
+        std::set<NodeId> need(r.outputs.begin(), r.outputs.end());
+        for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) {
+          if (need.count(*it) == 0) continue;
+          for (NodeId in : g.node(*it).inputs) need.insert(in);
+        }
+        std::vector<NodeId> nodes, members;
+        for (NodeId id : r.nodes) {
+          if (need.count(id) == 0) continue;
+          nodes.push_back(id);
+          if (df.role_of(id) == detail::NodeRole::compute) members.push_back(id);
+        }
+        std::vector<NodeId> inputs;
+        for (NodeId id : r.inputs) {
+          if (need.count(id) != 0) inputs.push_back(id);
+        }
+        const RegionVerdict v = detail::check_region(df, members, r.outputs);
+        if (!v.ok) {
+          return fmt::format("region {} would keep only [%{}], which it cannot compute alone: {}",
+                             i, fmt::join(r.outputs, ", %"), v.reason);
+        }
+        r.nodes = std::move(nodes);
+        r.inputs = std::move(inputs);
+        r.kind = v.kind;
+        r.shape = v.shape;
+        r.reduce_axes = v.reduce_axes;
+        r.welford = welford_pairs(g, r);
+        dropped = true;  // what it reads may have shrunk
+      }
+    }
+  }
+  std::vector<Region> out;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    if (place[i] >= 0) out.push_back(attention[static_cast<size_t>(place[i])]);
+    if (alive[i]) out.push_back(std::move(regions[i]));
+  }
+  if (out.size() < attention.size()) return "an attention's output has no region";
+  // Decisions about the nodes the attention regions took are about a plan that is gone.
+  std::vector<Decision> decisions;
+  for (Decision& d : c.decisions) {
+    const bool gone = (d.producer >= 0 && taken[static_cast<size_t>(d.producer)]) ||
+                      (d.consumer >= 0 && taken[static_cast<size_t>(d.consumer)]);
+    if (!gone) decisions.push_back(std::move(d));
+  }
+  c.regions = std::move(out);
+  c.decisions = std::move(decisions);
+  return "";
+}
+
 }  // namespace
 
 Plan partition(const ir::Graph& g, const PartitionOptions& options) {
   Plan plan;
   plan.graph = g;
+  std::vector<FusedAttention> fused;
+  std::vector<Decision> refused;
+  if (options.attention && options.fusion) {
+    for (AttentionPattern& p : find_attention(g)) {
+      const AttentionRegion a = attention_region(p);
+      std::string why;
+      if (std::optional<AttentionLayout> l = attention_layout(g, a, &why)) {
+        fused.push_back({std::move(p), a, std::move(*l)});
+      } else {
+        refused.push_back({p.scores, p.output, false,
+                           fmt::format("attention {}: not fused, {}; it runs as GEMM, "
+                                       "normalization, GEMM",
+                                       p.describe(g), why)});
+      }
+    }
+    // The buffers the kernels read must be written by some region: graph outputs while cutting.
+    for (const FusedAttention& f : fused) {
+      for (const AttentionView* v : {&f.layout.q, &f.layout.k, &f.layout.v, &f.layout.mask}) {
+        const NodeId b = v->buffer;
+        if (b < 0 || g.node(b).op == ir::Op::input) continue;
+        const std::vector<NodeId>& outs = plan.graph.outputs();
+        if (std::find(outs.begin(), outs.end(), b) == outs.end()) plan.graph.add_output(b);
+      }
+    }
+  }
   Cut best = cut(plan.graph, options, std::vector<bool>(plan.graph.size(), false));
   std::map<NodeId, std::string> steps;
   if (options.fusion && options.recompute) {
     best = recompute(plan.graph, options, std::move(best), steps);
   }
+  if (!fused.empty()) {
+    const std::string why = fuse_attention(best, g, g.outputs(), fused);
+    if (!why.empty()) {
+      // Cut again without it, saying why.
+      PartitionOptions plain = options;
+      plain.attention = false;
+      Plan p = partition(g, plain);
+      for (const FusedAttention& f : fused) {
+        p.decisions.push_back({f.pattern.scores, f.pattern.output, false,
+                               fmt::format("attention {}: not fused, {}; it runs as GEMM, "
+                                           "normalization, GEMM",
+                                           f.pattern.describe(g), why)});
+      }
+      for (Decision& d : refused) p.decisions.push_back(std::move(d));
+      return p;
+    }
+    plan.graph.set_outputs(g.outputs());
+    for (const FusedAttention& f : fused) {
+      std::string kv = f.layout.k.head_group > 1 || f.layout.v.head_group > 1
+                           ? fmt::format(", k and v heads read in groups of {} (no copy)",
+                                         f.layout.k.head_group)
+                           : "";
+      refused.push_back({f.pattern.scores, f.pattern.output, true,
+                         fmt::format("attention {}: one kernel (online softmax; the scores "
+                                     "are never written){}",
+                                     f.pattern.describe(g), kv)});
+    }
+  }
   plan.regions = std::move(best.regions);
   plan.decisions = std::move(best.decisions);
+  for (Decision& d : refused) plan.decisions.push_back(std::move(d));
   for (Decision& d : detail::recompute_decisions(best.df, plan.regions, steps)) {
     plan.decisions.push_back(std::move(d));
   }

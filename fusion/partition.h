@@ -14,6 +14,9 @@ struct PartitionOptions {
   bool epilogue = true;  // false: nothing folds into cuBLASLt epilogues
   // false: no elementwise value is recomputed in the regions that read it (recompute.h)
   bool recompute = true;
+  // true: attention written from primitives (fusion/attention.h) that the fused kernel takes
+  // becomes one attention region (plan.h); the rest of the graph is cut as usual around it.
+  bool attention = false;
 };
 
 // Limits on one generated kernel, which the partitioner cuts regions to respect (the cut's

@@ -34,17 +34,20 @@ Plan make_plan(const ir::Graph& g, const PlanOptions& options) {
   Plan plan = partition(optimized,
                         PartitionOptions{.fusion = options.fusion,
                                          .epilogue = options.epilogue,
-                                         .recompute = options.recompute});
-  // Attention written from primitives is recognized (fusion/attention.h) and said in the
-  // decisions; until its fused kernel exists it runs as the partition made it.
-  for (const AttentionPattern& a : find_attention(plan.graph)) {
-    plan.decisions.push_back(Decision{
-        .producer = a.scores,
-        .consumer = a.output,
-        .fused = false,
-        .reason = fmt::format("attention {}; it runs as planned above (GEMM, normalization, "
-                              "GEMM): there is no fused attention kernel yet",
-                              a.describe(plan.graph))});
+                                         .recompute = options.recompute,
+                                         .attention = options.attention});
+  // With fused attention off, attention written from primitives is still recognized and said
+  // in the decisions (the partition says what it fused or refused when it is on).
+  if (!options.attention) {
+    for (const AttentionPattern& a : find_attention(plan.graph)) {
+      plan.decisions.push_back(Decision{
+          .producer = a.scores,
+          .consumer = a.output,
+          .fused = false,
+          .reason = fmt::format("attention {}; it runs as planned above (GEMM, normalization, "
+                                "GEMM): FUSEJIT_ATTENTION=1 makes it one fused kernel",
+                                a.describe(plan.graph))});
+    }
   }
   return plan;
 }

@@ -19,6 +19,8 @@ std::string_view region_kind_name(RegionKind kind) {
       return "normalization";
     case RegionKind::gemm:
       return "gemm";
+    case RegionKind::attention:
+      return "attention";
   }
   throw InternalError(fmt::format("region_kind_name: unknown kind {}", static_cast<int>(kind)));
 }

@@ -51,6 +51,15 @@
 //                (N = shape's last dim, shape [N] or [1,..,1,N]) broadcast over all rows and
 //                batches; C has the full output shape and dtype. epilogue.refusals says why the
 //                chain stopped.
+// attention      out = softmax(mask(scale * (q @ kᵀ))) @ v written from primitives
+//                (fusion/attention.h), as one generated kernel that never writes the scores
+//                (templates/attention.h). `attention` names the parts; `nodes` are the pattern's
+//                nodes and the views between q, k, v (and the mask) and the buffers they read;
+//                `inputs` are exactly [q's buffer, k's, v's, then the mask's when it has one]
+//                (an id may repeat), `outputs` is the pattern's output, `shape` its shape.
+//                Formed only when FUSEJIT_ATTENTION is on (PlanOptions::attention) and the
+//                kernel takes the pattern (attention_layout); otherwise the pattern is planned
+//                as GEMM, normalization, GEMM.
 //
 // Constants and views are never inputs or outputs of their own accord: they are replicated into
 // every region that reads them (index arithmetic, free to recompute). A view or constant that is
@@ -86,9 +95,10 @@ enum class RegionKind {
   reduction,      // one or more reductions over the same axes, with prologue and epilogue
   normalization,  // a reduction broadcast back against its own input: one pass over each row
   gemm,           // a cuBLASLt call (matmul plus what its epilogue absorbs)
+  attention,      // softmax(mask(q kᵀ * scale)) v as one fused kernel (fusion/attention.h)
 };
 
-// "pointwise", "reduction", "normalization", "gemm".
+// "pointwise", "reduction", "normalization", "gemm", "attention".
 std::string_view region_kind_name(RegionKind kind);
 
 // What a cuBLASLt epilogue absorbs of a GEMM's elementwise tail (fusion/epilogue.h):
@@ -119,6 +129,35 @@ struct WelfordPair {
   bool operator==(const WelfordPair&) const = default;
 };
 
+// How an attention's scores are masked (fusion/attention.h).
+enum class AttentionMask {
+  none,
+  additive,  // scores + mask (a tensor broadcast to the scores)
+  causal,    // where over an arange comparison that hides column > row (top-left aligned)
+  computed,  // where over another comparison of aranges (a window, a shifted diagonal)
+  boolean,   // where over a bool tensor
+};
+
+// The parts of an attention region, by node id of the plan's graph, and the constants folded
+// out of the pattern. With S = q kᵀ (f32), the scores the softmax reads are
+//   none      S * scale
+//   additive  S * scale + mask * mask_scale
+//   causal    S * scale where column <= row, else fill
+//   boolean   S * scale where (mask != 0) != fill_where_true, else fill
+// (mask_scale: the scales applied after the mask; fill is already multiplied by them).
+struct AttentionRegion {
+  NodeId q = -1, k = -1, v = -1;  // the operands as the matmuls read them (k before kᵀ)
+  bool k_transposed = false;      // `k` is kᵀ itself (AttentionPattern::k_transposed)
+  NodeId scores = -1;             // matmul(q, kᵀ)
+  NodeId output = -1;             // matmul(p, v)
+  AttentionMask mask = AttentionMask::none;
+  NodeId mask_node = -1;  // additive: the added tensor; boolean: the where's condition
+  double scale = 1.0;
+  double mask_scale = 1.0;
+  double fill = 0.0;
+  bool fill_where_true = true;
+};
+
 struct Region {
   RegionKind kind = RegionKind::pointwise;
   // Nodes computed by this region, in topological order (ascending ids). Constants and views
@@ -140,6 +179,7 @@ struct Region {
   // normalization: the mean/variance pairs accumulated in one pass (fusion/welford.h), by
   // ascending variance id; empty otherwise.
   std::vector<WelfordPair> welford;
+  AttentionRegion attention;  // attention regions only
 };
 
 // One "why": a cut between regions, a fusion that was refused, or one that was made. Producer

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fusion/attention.h"
 #include "ir/shape.h"
 #include "ir/text.h"
 
@@ -93,6 +94,26 @@ std::string json_epilogue(const GemmEpilogue& e) {
       json_list(e.refusals, [](const std::string& s) { return json_string(s); }));
 }
 
+std::string json_attention(const AttentionRegion& a) {
+  return fmt::format(
+      "{{\"q\":{},\"k\":{},\"v\":{},\"scale\":{},\"mask\":{},\"mask_node\":{},"
+      "\"mask_scale\":{},\"fill\":{}}}",
+      json_id(a.q), json_id(a.k), json_id(a.v), json_number(a.scale),
+      json_string(attention_mask_name(a.mask)), json_id(a.mask_node), json_number(a.mask_scale),
+      std::isinf(a.fill) ? json_string(a.fill < 0 ? "-inf" : "inf") : json_number(a.fill));
+}
+
+std::string attention_text(const AttentionRegion& a) {
+  std::string mask = a.mask == AttentionMask::none ? "" : fmt::format(", {}", attention_mask_name(a.mask));
+  if (a.mask_node >= 0 && a.mask != AttentionMask::causal) mask += fmt::format(" %{}", a.mask_node);
+  if (a.mask == AttentionMask::additive && a.mask_scale != 1.0) mask += fmt::format(" * {}", a.mask_scale);
+  if (a.mask == AttentionMask::causal || a.mask == AttentionMask::boolean) {
+    mask += fmt::format(" (fill {})", a.fill);
+  }
+  return fmt::format("softmax(%{} %{}{} * {}{}) %{}", a.q, a.k, a.k_transposed ? "" : "ᵀ", a.scale,
+                     mask, a.v);
+}
+
 std::string json_region(const Plan& plan, const Region& r) {
   std::vector<std::string> ops;
   for (NodeId id : r.nodes) {
@@ -114,6 +135,9 @@ std::string json_region(const Plan& plan, const Region& r) {
                        }));
   }
   if (r.kind == RegionKind::gemm) out += fmt::format(",\"epilogue\":{}", json_epilogue(r.epilogue));
+  if (r.kind == RegionKind::attention) {
+    out += fmt::format(",\"attention\":{}", json_attention(r.attention));
+  }
   return out + "}";
 }
 
@@ -172,6 +196,8 @@ std::string plan_to_text(const Plan& plan) {
     out += fmt::format("  inputs:  {}\n  outputs: {}\n", ids(r.inputs), ids(r.outputs));
     if (r.kind == RegionKind::gemm)
       out += fmt::format("  epilogue: {}\n", epilogue_text(r.epilogue));
+    if (r.kind == RegionKind::attention)
+      out += fmt::format("  attention: {}\n", attention_text(r.attention));
     for (const WelfordPair& p : r.welford) {
       out += fmt::format("  one-pass statistics: mean %{}, variance %{} (Welford)\n", p.mean,
                          p.variance);
