@@ -1,0 +1,80 @@
+// fusejit attention device helpers: the warp-level tensor-core product and the few moves the
+// attention kernel (templates/attention.cpp) makes besides fj_core's conversions.
+//
+// The kernel proper calls nothing else from the device side (and threadIdx, blockIdx, gridDim,
+// __syncthreads, __uint_as_float, fmaxf): the CPU emulation test defines each of these on the
+// host on its own (test/templates/emulate/cuda_shim.h), so that it checks the kernel's use of
+// the fragment layouts against the PTX ISA rather than against this file.
+
+// D += A B on one m16n8k16 tile: A 16x16 row-major, B 16x8 column-major, f32 accumulators.
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"),
+// with g = lane / 4 and t = lane % 4; each 32-bit register holds two 16-bit elements, the
+// lower-indexed one in its low half:
+//   A (row, col):  a[0] = (g, 2t..2t+1)   a[1] = (g+8, 2t..2t+1)
+//                  a[2] = (g, 2t+8..2t+9) a[3] = (g+8, 2t+8..2t+9)
+//   B (k, n):      b[0] = (2t..2t+1, g)   b[1] = (2t+8..2t+9, g)
+//   C, D (row, col): d[0], d[1] = (g, 2t), (g, 2t+1)   d[2], d[3] = (g+8, 2t), (g+8, 2t+1)
+// One asm statement per input type (the type is part of the instruction's name).
+#define FJ_ATT_MMA(T)                                                                   \
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." T "." T ".f32 {%0, %1, %2, %3}, "       \
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"                                   \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                  \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+__device__ __forceinline__ void fj_att_mma_bf16(float (&d)[4], const unsigned (&a)[4],
+                                                const unsigned (&b)[2]) {
+  FJ_ATT_MMA("bf16");
+}
+__device__ __forceinline__ void fj_att_mma_f16(float (&d)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2]) {
+  FJ_ATT_MMA("f16");
+}
+#undef FJ_ATT_MMA
+
+// Two f32 values rounded (to nearest even) into one register of the I/O type, `lo` in the low
+// half: the A fragments of P and the stored output.
+__device__ __forceinline__ unsigned fj_att_pack_bf16(float lo, float hi) {
+  return fj_f32x2_to_bf16x2(lo, hi);
+}
+__device__ __forceinline__ unsigned fj_att_pack_f16(float lo, float hi) {
+  return fj_f32x2_to_f16x2(lo, hi);
+}
+
+// An additive mask element as f32.
+__device__ __forceinline__ float fj_att_widen_bf16(unsigned short x) { return fj_bf16_to_f32(x); }
+__device__ __forceinline__ float fj_att_widen_f16(unsigned short x) { return fj_f16_to_f32(x); }
+__device__ __forceinline__ float fj_att_widen_f32(float x) { return x; }
+
+// 2^x with the hardware ex2 (relative error about 2^-22; 2^-inf = +0, which masked scores
+// rely on).
+__device__ __forceinline__ float fj_att_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The value of lane (lane ^ m) of the warp: rows of an accumulator fragment are spread over the
+// four lanes of a quad, which combine with m = 1 and m = 2.
+__device__ __forceinline__ float fj_att_shfl_xor(float v, int m) {
+  return __shfl_xor_sync(0xffffffffu, v, m);
+}
+
+// Two consecutive 16-bit elements as one register, `p` 4-byte aligned.
+__device__ __forceinline__ unsigned fj_att_load2(const unsigned short* p) {
+  return *reinterpret_cast<const unsigned*>(p);
+}
+__device__ __forceinline__ void fj_att_store2(unsigned short* p, unsigned x) {
+  *reinterpret_cast<unsigned*>(p) = x;
+}
+// Two 16-bit elements from anywhere as one register, `lo` in the low half.
+__device__ __forceinline__ unsigned fj_att_join(unsigned short lo, unsigned short hi) {
+  return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
+}
+// Eight 16-bit elements (16 bytes, both addresses 16-byte aligned) copied, or zeroed.
+__device__ __forceinline__ void fj_att_copy16(unsigned short* dst, const unsigned short* src) {
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+}
+__device__ __forceinline__ void fj_att_zero16(unsigned short* dst) {
+  uint4 zero;
+  zero.x = zero.y = zero.z = zero.w = 0u;
+  *reinterpret_cast<uint4*>(dst) = zero;
+}
