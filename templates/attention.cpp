@@ -214,7 +214,11 @@ void print_mask(Writer& w, const AttentionSpec& s, const Schedule& p) {
   w.open("for (int n = 0; n < kBlockN / 8; ++n) {");
   w.unroll();
   w.open("for (int e = 0; e < 4; ++e) {");
-  w.line("const int i = row0 + (e >> 1) * 8, j = key0 + n * 8 + 2 * t + (e & 1);");
+  // Declared only where read (NVRTC warns of unused variables).
+  const bool tail = s.seq_kv % p.block_n != 0;
+  if (s.mask != AttentionMaskKind::none) w.line("const int i = row0 + (e >> 1) * 8;");
+  if (s.mask != AttentionMaskKind::none || tail)
+    w.line("const int j = key0 + n * 8 + 2 * t + (e & 1);");
   w.line("float x = s[n][e] * kScaleLog2;");
   const std::string load = "mp[static_cast<long long>(i) * kMi + static_cast<long long>(j) * kMj]";
   switch (s.mask) {
@@ -232,7 +236,7 @@ void print_mask(Writer& w, const AttentionSpec& s, const Schedule& p) {
     case AttentionMaskKind::none:
       break;
   }
-  if (s.seq_kv % p.block_n != 0) w.line("if (j >= kSeqKv) x = kNegInf;");
+  if (tail) w.line("if (j >= kSeqKv) x = kNegInf;");
   w.line("s[n][e] = x;");
   w.close();
   w.close();

@@ -203,8 +203,8 @@ std::vector<EmulationCase> emulation_cases() {
     for (int64_t dim : {64, 128})
       for (AttentionMaskKind mask : {AttentionMaskKind::none, AttentionMaskKind::causal,
                                      AttentionMaskKind::additive, AttentionMaskKind::boolean}) {
-        // Small: one batch, two heads sharing k and v; seq 77 x 130 (tails in both).
-        AttentionSpec s = make_spec(dt, dim, mask, 2, 77, 130, 1, 2);
+        // Heads in pairs sharing k and v; seq 77 x 130 (tails in both).
+        AttentionSpec s = make_spec(dt, dim, mask, 2, 77, 130);
         if (mask == AttentionMaskKind::additive && dt == DType::f16) s.mask_dtype = DType::f16;
         if (mask == AttentionMaskKind::additive && dim == 128) s.mask_scale = -0.5;
         add(s, dim == 128 ? 3 : 0);  // fewer blocks than work: the grid-stride loop
@@ -369,7 +369,10 @@ TEST_CASE("attention kernel: NVRTC compiles every variant for sm_90 and sm_80",
 
 TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches the reference",
           "[templates][attention]") {
-  if (!host_compiler_available()) SKIP("host compiler " << FUSEJIT_HOST_CXX << " not found");
+  if (!host_compiler_available()) {
+    WARN("skipped: host compiler " << FUSEJIT_HOST_CXX << " not found");
+    return;
+  }
   std::vector<EmulationCase> cases = emulation_cases();
   for (EmulationCase& c : cases) c.kernel = templates::generate_attention(c.spec);
   const auto t0 = std::chrono::steady_clock::now();
