@@ -203,8 +203,9 @@ std::vector<EmulationCase> emulation_cases() {
     for (int64_t dim : {64, 128})
       for (AttentionMaskKind mask : {AttentionMaskKind::none, AttentionMaskKind::causal,
                                      AttentionMaskKind::additive, AttentionMaskKind::boolean}) {
-        // Heads in pairs sharing k and v; seq 77 x 130 (tails in both).
-        AttentionSpec s = make_spec(dt, dim, mask, 2, 77, 130);
+        // Heads in pairs sharing k and v; seq 77 x 130 (tails in both); one batch at d 128,
+        // the slower to emulate.
+        AttentionSpec s = make_spec(dt, dim, mask, 2, 77, 130, dim == 64 ? 2 : 1, 4);
         if (mask == AttentionMaskKind::additive && dt == DType::f16) s.mask_dtype = DType::f16;
         if (mask == AttentionMaskKind::additive && dim == 128) s.mask_scale = -0.5;
         add(s, dim == 128 ? 3 : 0);  // fewer blocks than work: the grid-stride loop
@@ -287,6 +288,31 @@ template <class T>
 void align16(std::vector<T>& x) {
   if (reinterpret_cast<uintptr_t>(x.data()) % 16 == 0) return;
   FAIL("std::vector storage not 16-byte aligned");
+}
+
+// FUSEJIT_TEST_DUMP_DIR: each emulated case's source, inputs and double reference go there
+// (case<N>.cu, case<N>_<arg>.bin, case<N>_ref.f64; manifest.txt: one line per case: N, kernel
+// name, grid, block, dtype, output elements, argument files), to replay them on a GPU.
+void dump_case(const std::string& dir, size_t n, const EmulationCase& c, const Inputs& in,
+               const std::vector<double>& ref) {
+  auto write = [&](const std::string& file, const void* data, size_t bytes) {
+    std::ofstream(dir + "/" + file, std::ios::binary).write(static_cast<const char*>(data), bytes);
+    return file;
+  };
+  std::ofstream(dir + "/case" + std::to_string(n) + ".cu") << c.kernel.source;
+  const std::string p = "case" + std::to_string(n) + "_";
+  std::vector<std::string> args = {write(p + "q.bin", in.q.data(), 2 * in.q.size()),
+                                   write(p + "k.bin", in.k.data(), 2 * in.k.size()),
+                                   write(p + "v.bin", in.v.data(), 2 * in.v.size())};
+  if (!in.mask32.empty()) args.push_back(write(p + "mask.bin", in.mask32.data(), 4 * in.mask32.size()));
+  if (!in.mask16.empty()) args.push_back(write(p + "mask.bin", in.mask16.data(), 2 * in.mask16.size()));
+  if (!in.mask8.empty()) args.push_back(write(p + "mask.bin", in.mask8.data(), in.mask8.size()));
+  write(p + "ref.f64", ref.data(), 8 * ref.size());
+  std::ofstream m(dir + "/manifest.txt", std::ios::app);
+  m << n << " " << c.kernel.name << " " << (c.grid > 0 ? c.grid : c.kernel.work_blocks) << " "
+    << c.kernel.block << " " << dtype_name(c.spec.dtype) << " " << ref.size();
+  for (const std::string& a : args) m << " " << a;
+  m << "\n";
 }
 
 }  // namespace
@@ -398,7 +424,10 @@ TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches th
     const std::vector<uint16_t> out = run_emulated(so, c, in);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const Comparison cmp = compare(c.spec, out, reference(c.expected, in));
+    const std::vector<double> ref = reference(c.expected, in);
+    const Comparison cmp = compare(c.spec, out, ref);
+    if (const char* dir = std::getenv("FUSEJIT_TEST_DUMP_DIR"); dir != nullptr && *dir != '\0')
+      dump_case(dir, n, c, in, ref);
     std::printf("attention emulation: %-60s grid %3d: rel L2 %.2e, NaN %lld (mismatched %lld), %.1f s%s\n",
                 label(c.spec).c_str(), c.grid > 0 ? c.grid : static_cast<int>(c.kernel.work_blocks),
                 cmp.rel_l2, static_cast<long long>(cmp.nans),
