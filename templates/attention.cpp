@@ -7,7 +7,8 @@
 //     elements, so that the fragment reads of a warp hit 32 distinct banks), by 16-byte copies
 //     where the view keeps 16-byte alignment, else 4- or 2-byte ones; keys past seq_kv are
 //     zero-filled;
-//   - Q stays in registers as A fragments; S = Q Kᵀ and O += P V on mma.m16n8k16 with f32
+//   - Q stays in registers as A fragments; K and V reach B fragments by ldmatrix (V transposed
+//     on the way); S = Q Kᵀ and O += P V on mma.m16n8k16 with f32
 //     accumulators; scores are kept in log2 units (scale * log2 e folded in) so that softmax's
 //     exponentials are ex2; P goes from the S accumulators straight into A fragments (the
 //     accumulator layout of two 8-key tiles is the A layout of one 16-key step);
@@ -191,6 +192,8 @@ void print_stage(Writer& w, std::string_view dst, std::string_view src, std::str
   w.close();
 }
 
+// Lane l addresses row l % 8 of 8x8 matrix l / 8 for fj_att_ldmatrix_x4: matrices 0 and 1
+// make the B fragment of 8-row tile n, 2 and 3 that of tile n + 1 (k halves 0 and 8 of each).
 void print_scores(Writer& w, std::string_view mma) {
   w.line("float s[kBlockN / 8][4];");
   w.unroll();
@@ -198,10 +201,13 @@ void print_scores(Writer& w, std::string_view mma) {
   w.unroll();
   w.open("for (int c = 0; c < kD / 16; ++c) {");
   w.unroll();
-  w.open("for (int n = 0; n < kBlockN / 8; ++n) {");
-  w.line("const unsigned short* x = ks + (n * 8 + g) * kKPitch + c * 16 + 2 * t;");
-  w.line("const unsigned kf[2] = {fj_att_load2(x), fj_att_load2(x + 8)};");
-  w.line(fmt::format("{}(s[n], qf[c], kf);", mma));
+  w.open("for (int n = 0; n < kBlockN / 8; n += 2) {");
+  w.line("unsigned kf[4];  // keys of tiles n, n + 1 (rows) x features 16c.. (columns)");
+  w.line("fj_att_ldmatrix_x4(kf, ks + ((n + (lane >> 4)) * 8 + (lane & 7)) * kKPitch + c * 16 + "
+         "((lane >> 3) & 1) * 8);");
+  w.line("const unsigned k0[2] = {kf[0], kf[1]}, k1[2] = {kf[2], kf[3]};");
+  w.line(fmt::format("{}(s[n], qf[c], k0);", mma));
+  w.line(fmt::format("{}(s[n + 1], qf[c], k1);", mma));
   w.close();
   w.close();
 }
@@ -281,12 +287,13 @@ void print_pv(Writer& w, std::string_view mma, std::string_view pack) {
                      "{0}(s[2 * c + 1][2], s[2 * c + 1][3])}};",
                      pack));
   w.unroll();
-  w.open("for (int n = 0; n < kDv / 8; ++n) {");
-  w.line("const unsigned short* x = vs + (c * 16 + 2 * t) * kVPitch + n * 8 + g;");
-  w.line(
-      "const unsigned vf[2] = {fj_att_join(x[0], x[kVPitch]), "
-      "fj_att_join(x[8 * kVPitch], x[9 * kVPitch])};");
-  w.line(fmt::format("{}(o_acc[n], pf, vf);", mma));
+  w.open("for (int n = 0; n < kDv / 8; n += 2) {");
+  w.line("unsigned vf[4];  // keys 16c.. (rows) x features of tiles n, n + 1, transposed");
+  w.line("fj_att_ldmatrix_x4_trans(vf, vs + (c * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * "
+         "kVPitch + (n + (lane >> 4)) * 8);");
+  w.line("const unsigned v0[2] = {vf[0], vf[1]}, v1[2] = {vf[2], vf[3]};");
+  w.line(fmt::format("{}(o_acc[n], pf, v0);", mma));
+  w.line(fmt::format("{}(o_acc[n + 1], pf, v1);", mma));
   w.close();
   w.close();
 }

@@ -65,6 +65,25 @@ __device__ __forceinline__ unsigned fj_att_load2(const unsigned short* p) {
 __device__ __forceinline__ void fj_att_store2(unsigned short* p, unsigned x) {
   *reinterpret_cast<unsigned*>(p) = x;
 }
+// Four 8x8 matrices of 16-bit elements from shared memory (ldmatrix .m8n8.x4): lane l gives the
+// address of row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned), and register r[m] receives
+// lane l's part of matrix m: (row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1), low half first;
+// with .trans, of the transposed matrix: (rows 2 (l % 4) and 2 (l % 4) + 1, column l / 4). A
+// row-major 8x8 piece of K (keys x features) so gives a B fragment of S = Q Kᵀ, and with .trans
+// a row-major piece of V (keys x features) one of O = P V.
+__device__ __forceinline__ void fj_att_ldmatrix_x4(unsigned (&r)[4], const unsigned short* row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void fj_att_ldmatrix_x4_trans(unsigned (&r)[4], const unsigned short* row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
 // Two 16-bit elements from anywhere as one register, `lo` in the low half.
 __device__ __forceinline__ unsigned fj_att_join(unsigned short lo, unsigned short hi) {
   return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);

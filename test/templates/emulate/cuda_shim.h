@@ -50,6 +50,7 @@ struct Slot {
   unsigned a[32][4];
   unsigned b[32][2];
   float value[32];
+  const uint16_t* row[32];
 };
 struct Warp {
   std::barrier<> sync{32};
@@ -142,6 +143,27 @@ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
   }
 }
 
+// PTX ISA, ldmatrix: for .x4, threads 0-7, 8-15, 16-23, 24-31 give the addresses of rows 0-7
+// of matrices 0, 1, 2, 3; each thread then holds, per matrix, two consecutive elements of
+// row laneid >> 2 at columns (laneid % 4) * 2 and + 1; .trans loads the matrix transposed, so
+// those two elements are column laneid >> 2 of rows (laneid % 4) * 2 and + 1 as stored.
+inline void ldmatrix_x4(unsigned (&r)[4], const uint16_t* row, bool trans) {
+  Slot& s = next_slot();
+  aligned(row, 16);
+  s.row[lane()] = row;
+  warp().sync.arrive_and_wait();
+  const int me = lane();
+  for (int m = 0; m < 4; ++m) {
+    uint16_t e[2];
+    for (int i = 0; i < 2; ++i) {
+      const int stored_row = trans ? (me % 4) * 2 + i : me >> 2;
+      const int stored_col = trans ? me >> 2 : (me % 4) * 2 + i;
+      e[i] = s.row[8 * m + stored_row][stored_col];
+    }
+    r[m] = e[0] | (static_cast<unsigned>(e[1]) << 16);
+  }
+}
+
 inline float shfl_xor(float v, int m) {
   Slot& s = next_slot();
   s.value[lane()] = v;
@@ -199,6 +221,12 @@ inline float fj_att_widen_f16(unsigned short x) { return fj_emu::f16_value(x); }
 inline float fj_att_widen_f32(float x) { return x; }
 inline float fj_att_exp2(float x) { return std::exp2(x); }
 inline float fj_att_shfl_xor(float v, int m) { return fj_emu::shfl_xor(v, m); }
+inline void fj_att_ldmatrix_x4(unsigned (&r)[4], const unsigned short* row) {
+  fj_emu::ldmatrix_x4(r, row, false);
+}
+inline void fj_att_ldmatrix_x4_trans(unsigned (&r)[4], const unsigned short* row) {
+  fj_emu::ldmatrix_x4(r, row, true);
+}
 inline unsigned fj_att_load2(const unsigned short* p) {
   fj_emu::aligned(p, 4);  // one 4-byte load on the device
   unsigned x;
