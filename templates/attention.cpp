@@ -192,23 +192,30 @@ void print_stage(Writer& w, std::string_view dst, std::string_view src, std::str
   w.close();
 }
 
-// Lane l addresses row l % 8 of 8x8 matrix l / 8 for fj_att_ldmatrix_x4: matrices 0 and 1
-// make the B fragment of 8-row tile n, 2 and 3 that of tile n + 1 (k halves 0 and 8 of each).
+// acc[n] += a b_n and acc[n + 1] += a b_(n + 1) for every other n below `tiles`, both B
+// fragments from one ldmatrix.x4 (`load`, into bf): lane l addresses row l % 8 of 8x8 matrix
+// l / 8; matrices 0 and 1 are the k halves (0..7, 8..15) of tile n, 2 and 3 those of tile n + 1.
+void print_product_pair(Writer& w, std::string_view mma, std::string_view tiles,
+                        std::string_view acc, std::string_view a, std::string_view load) {
+  w.unroll();
+  w.open(fmt::format("for (int n = 0; n < {}; n += 2) {{", tiles));
+  w.line("unsigned bf[4];");
+  w.line(load);
+  w.line("const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};");
+  w.line(fmt::format("{}({}[n], {}, b0);", mma, acc, a));
+  w.line(fmt::format("{}({}[n + 1], {}, b1);", mma, acc, a));
+  w.close();
+}
+
 void print_scores(Writer& w, std::string_view mma) {
   w.line("float s[kBlockN / 8][4];");
   w.unroll();
   w.line("for (int n = 0; n < kBlockN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;");
   w.unroll();
   w.open("for (int c = 0; c < kD / 16; ++c) {");
-  w.unroll();
-  w.open("for (int n = 0; n < kBlockN / 8; n += 2) {");
-  w.line("unsigned kf[4];  // keys of tiles n, n + 1 (rows) x features 16c.. (columns)");
-  w.line("fj_att_ldmatrix_x4(kf, ks + ((n + (lane >> 4)) * 8 + (lane & 7)) * kKPitch + c * 16 + "
-         "((lane >> 3) & 1) * 8);");
-  w.line("const unsigned k0[2] = {kf[0], kf[1]}, k1[2] = {kf[2], kf[3]};");
-  w.line(fmt::format("{}(s[n], qf[c], k0);", mma));
-  w.line(fmt::format("{}(s[n + 1], qf[c], k1);", mma));
-  w.close();
+  print_product_pair(w, mma, "kBlockN / 8", "s", "qf[c]",
+                     "fj_att_ldmatrix_x4(bf, ks + ((n + (lane >> 4)) * 8 + (lane & 7)) * kKPitch "
+                     "+ c * 16 + ((lane >> 3) & 1) * 8);  // keys x features");
   w.close();
 }
 
@@ -286,15 +293,9 @@ void print_pv(Writer& w, std::string_view mma, std::string_view pack) {
   w.line(fmt::format("                        {0}(s[2 * c + 1][0], s[2 * c + 1][1]), "
                      "{0}(s[2 * c + 1][2], s[2 * c + 1][3])}};",
                      pack));
-  w.unroll();
-  w.open("for (int n = 0; n < kDv / 8; n += 2) {");
-  w.line("unsigned vf[4];  // keys 16c.. (rows) x features of tiles n, n + 1, transposed");
-  w.line("fj_att_ldmatrix_x4_trans(vf, vs + (c * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * "
-         "kVPitch + (n + (lane >> 4)) * 8);");
-  w.line("const unsigned v0[2] = {vf[0], vf[1]}, v1[2] = {vf[2], vf[3]};");
-  w.line(fmt::format("{}(o_acc[n], pf, v0);", mma));
-  w.line(fmt::format("{}(o_acc[n + 1], pf, v1);", mma));
-  w.close();
+  print_product_pair(w, mma, "kDv / 8", "o_acc", "pf",
+                     "fj_att_ldmatrix_x4_trans(bf, vs + (c * 16 + ((lane >> 3) & 1) * 8 + (lane & "
+                     "7)) * kVPitch + (n + (lane >> 4)) * 8);  // keys x features, transposed");
   w.close();
 }
 
