@@ -4,9 +4,10 @@
 //   - a block of 4 warps takes 64 query rows of one (batch, head), 16 rows per warp; the work
 //     items (b, h, query tile) are walked with a grid stride, the longest causal tiles first;
 //   - per key tile of block_n keys, K and V are staged in shared memory (rows padded by 8
-//     elements, so that the fragment reads of a warp hit 32 distinct banks), by 16-byte copies
-//     where the view keeps 16-byte alignment, else 4- or 2-byte ones; keys past seq_kv are
-//     zero-filled;
+//     elements, so that the fragment reads of a warp hit distinct banks), by 16-byte cp.async
+//     copies where the view keeps 16-byte alignment (else 4- or 2-byte loads); keys past seq_kv
+//     are zero-filled; the next tile's K loads during this tile's softmax and P V, its V
+//     during the next Q Kᵀ;
 //   - Q stays in registers as A fragments; K and V reach B fragments by ldmatrix (V transposed
 //     on the way); S = Q Kᵀ and O += P V on mma.m16n8k16 with f32
 //     accumulators; scores are kept in log2 units (scale * log2 e folded in) so that softmax's
@@ -124,7 +125,7 @@ void print_signature(Writer& w, const AttentionSpec& s) {
   if (has_mask_tensor(s))
     params += fmt::format("{} __restrict__ mask, ", mask_pointer_type(s.mask_dtype));
   params += "unsigned short* __restrict__ o";
-  w.open(fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{", kThreads,
+  w.open(fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{", kThreads,
                      kKernelNameToken, params));
 }
 
@@ -173,23 +174,33 @@ void print_q_fragments(Writer& w, const Schedule& p) {
   w.close();
 }
 
-// Keys key0 .. key0 + kBlockN - 1 of `src` into shared `dst` (rows past seq_kv zeroed).
-void print_stage(Writer& w, std::string_view dst, std::string_view src, std::string_view dim,
-                 std::string_view pitch, std::string_view stride, int vec) {
-  w.open(fmt::format("for (int e = tid; e < kBlockN * ({} / {}); e += {}) {{", dim, vec,
+// K or V as staged in shared memory.
+struct Staged {
+  std::string_view smem, global, dim, pitch, stride;
+  int vec;  // elements per global load: 8 (by cp.async), 2 or 1
+};
+
+// Keys `first` .. first + kBlockN - 1 of `t` into shared memory (rows past seq_kv zeroed), then
+// a commit group (empty unless the copies are cp.async; waits count groups the same way
+// whichever operand is copied how).
+void print_stage(Writer& w, const Staged& t, std::string_view first) {
+  w.open(fmt::format("for (int e = tid; e < kBlockN * ({} / {}); e += {}) {{", t.dim, t.vec,
                      kThreads));
-  w.line(fmt::format("const int r = e / ({0} / {1}), c = e % ({0} / {1}) * {1};", dim, vec));
-  w.line(fmt::format("unsigned short* to = {} + r * {} + c;", dst, pitch));
-  w.line(fmt::format("const unsigned short* from = {} + (key0 + r) * {} + c;", src, stride));
-  w.line("const bool in = key0 + r < kSeqKv;");
-  if (vec == 8) {
-    w.line("if (in) fj_att_copy16(to, from); else fj_att_zero16(to);");
-  } else if (vec == 2) {
-    w.line("fj_att_store2(to, in ? fj_att_load2(from) : 0u);");
+  w.line(fmt::format("const int r = e / ({0} / {1}), c = e % ({0} / {1}) * {1}, key = {2} + r;",
+                     t.dim, t.vec, first));
+  w.line(fmt::format("unsigned short* to = {} + r * {} + c;", t.smem, t.pitch));
+  w.line("const bool in = key < kSeqKv;");
+  const std::string from = fmt::format("{} + key * {} + c", t.global, t.stride);
+  if (t.vec == 8) {
+    w.line(fmt::format("fj_att_copy16_async(to, in ? {} : {}, in ? 16 : 0);", from, t.global));
+  } else if (t.vec == 2) {
+    w.line(fmt::format("fj_att_store2(to, in ? fj_att_load2({}) : 0u);", from));
   } else {
-    w.line("to[0] = in ? from[0] : static_cast<unsigned short>(0);");
+    w.line(fmt::format("to[0] = in ? {}[key * {} + c] : static_cast<unsigned short>(0);",
+                       t.global, t.stride));
   }
   w.close();
+  w.line("fj_att_async_commit();");
 }
 
 // acc[n] += a b_n and acc[n + 1] += a b_(n + 1) for every other n below `tiles`, both B
@@ -345,16 +356,36 @@ void print_work_item(Writer& w, const AttentionSpec& s, const Schedule& p) {
   } else {
     w.line("const int tiles = kKvTiles;");
   }
+  // The pipeline: K of the next tile loads during this tile's softmax and P V, V of the next
+  // during its Q Kᵀ; groups complete in commit order, so "all but the latest" is the one needed.
+  // Shared memory is free here: the last readers of the previous work item passed the barriers
+  // after its last Q Kᵀ and P V.
+  const Staged k{"ks", "kp", "kD", "kKPitch", "kKs", p.k_vec};
+  const Staged v{"vs", "vp", "kDv", "kVPitch", "kVs", p.v_vec};
+  print_stage(w, k, "0");
+  print_stage(w, v, "0");
   w.open("for (int kt = 0; kt < tiles; ++kt) {");
   w.line("const int key0 = kt * kBlockN;");
-  w.line("__syncthreads();  // every warp is done with the previous tile");
-  print_stage(w, "ks", "kp", "kD", "kKPitch", "kKs", p.k_vec);
-  print_stage(w, "vs", "vp", "kDv", "kVPitch", "kVs", p.v_vec);
+  w.line("fj_att_async_wait<1>();  // K of this tile (V's group may still be in flight)");
   w.line("__syncthreads();");
   print_scores(w, mma);
+  w.line("__syncthreads();  // every warp is done with ks");
+  w.open("if (kt + 1 < tiles) {");
+  print_stage(w, k, "key0 + kBlockN");
+  w.close("} else {");
+  w.line("  fj_att_async_commit();  // an empty group keeps the count");
+  w.line("}");
   print_mask(w, s, p);
   print_online_softmax(w);
+  w.line("fj_att_async_wait<1>();  // V of this tile");
+  w.line("__syncthreads();");
   print_pv(w, mma, pack);
+  w.line("__syncthreads();  // every warp is done with vs");
+  w.open("if (kt + 1 < tiles) {");
+  print_stage(w, v, "key0 + kBlockN");
+  w.close("} else {");
+  w.line("  fj_att_async_commit();");
+  w.line("}");
   w.close();
   print_store(w, pack);
 }

@@ -84,16 +84,25 @@ __device__ __forceinline__ void fj_att_ldmatrix_x4_trans(unsigned (&r)[4], const
                : "r"(a));
 }
 
+// 16 bytes from global to shared memory without a register round trip (cp.async, sm_80 on):
+// `bytes` (16, or 0 for a row past the end) are read and the rest of the 16 zero-filled. The
+// copies of a thread land in commit groups: fj_att_async_wait<N>() returns once all but its N
+// most recent groups have landed (its own copies only: a __syncthreads after it publishes them).
+__device__ __forceinline__ void fj_att_copy16_async(unsigned short* dst, const unsigned short* src,
+                                                    int bytes) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void fj_att_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void fj_att_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 // Two 16-bit elements from anywhere as one register, `lo` in the low half.
 __device__ __forceinline__ unsigned fj_att_join(unsigned short lo, unsigned short hi) {
   return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
-}
-// Eight 16-bit elements (16 bytes, both addresses 16-byte aligned) copied, or zeroed.
-__device__ __forceinline__ void fj_att_copy16(unsigned short* dst, const unsigned short* src) {
-  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-}
-__device__ __forceinline__ void fj_att_zero16(unsigned short* dst) {
-  uint4 zero;
-  zero.x = zero.y = zero.z = zero.w = 0u;
-  *reinterpret_cast<uint4*>(dst) = zero;
 }

@@ -361,7 +361,7 @@ TEST_CASE("attention kernel: the launch shape and arguments", "[templates][atten
   const std::string text = test::kernel_text(k);
   CHECK(test::has(text, "const float* __restrict__ mask, unsigned short* __restrict__ o)"));
   CHECK(test::has(text, "fj_att_mma_f16("));
-  CHECK(test::has(text, "fj_att_copy16("));  // dense k and v: 16-byte staging
+  CHECK(test::has(text, "fj_att_copy16_async("));  // dense k and v: 16-byte cp.async staging
   s.mask = AttentionMaskKind::causal;
   CHECK(test::has(test::kernel_text(templates::generate_attention(s)),
                   "unsigned short* __restrict__ v, unsigned short* __restrict__ o)"));

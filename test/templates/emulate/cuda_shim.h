@@ -164,6 +164,26 @@ inline void ldmatrix_x4(unsigned (&r)[4], const uint16_t* row, bool trans) {
   }
 }
 
+// cp.async: a thread's copies wait in commit groups and are made only when the thread waits
+// for their group (the latest moment the PTX ISA allows), so a kernel that reads shared
+// memory before the wait (or, in another thread, before the barrier after it) reads stale data.
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+  int bytes;  // read from src; the rest of 16 zero-filled
+};
+inline thread_local std::vector<AsyncCopy> open_group;
+inline thread_local std::vector<std::vector<AsyncCopy>> committed;
+inline void async_wait(size_t keep) {
+  while (committed.size() > keep) {
+    for (const AsyncCopy& c : committed.front()) {
+      std::memset(c.dst, 0, 16);
+      std::memcpy(c.dst, c.src, c.bytes);
+    }
+    committed.erase(committed.begin());
+  }
+}
+
 inline float shfl_xor(float v, int m) {
   Slot& s = next_slot();
   s.value[lane()] = v;
@@ -237,17 +257,21 @@ inline void fj_att_store2(unsigned short* p, unsigned x) {
   fj_emu::aligned(p, 4);
   std::memcpy(p, &x, sizeof x);
 }
+inline void fj_att_copy16_async(unsigned short* dst, const unsigned short* src, int bytes) {
+  fj_emu::aligned(dst, 16);
+  if (bytes > 0) fj_emu::aligned(src, 16);
+  fj_emu::open_group.push_back({dst, src, bytes});
+}
+inline void fj_att_async_commit() {
+  fj_emu::committed.push_back(std::move(fj_emu::open_group));
+  fj_emu::open_group.clear();
+}
+template <int N>
+void fj_att_async_wait() {
+  fj_emu::async_wait(N);
+}
 inline unsigned fj_att_join(unsigned short lo, unsigned short hi) {
   return lo | (static_cast<unsigned>(hi) << 16);
-}
-inline void fj_att_copy16(unsigned short* dst, const unsigned short* src) {
-  fj_emu::aligned(dst, 16);
-  fj_emu::aligned(src, 16);
-  std::memcpy(dst, src, 16);
-}
-inline void fj_att_zero16(unsigned short* dst) {
-  fj_emu::aligned(dst, 16);
-  std::memset(dst, 0, 16);
 }
 
 extern "C" long fj_emu_misaligned() { return fj_emu::misaligned.load(); }
