@@ -1,4 +1,5 @@
-// Golden kernels: the generated source of four representative regions is checked in under
+// Golden kernels: the generated source of four representative regions (and of one attention
+// kernel) is checked in under
 // golden/, so that a change to code generation shows up as a reviewable diff. The pasted device
 // helpers are left out (they are files of their own); the kernel name (a hash of the whole
 // source) still changes when they do. FUSEJIT_UPDATE_GOLDEN=1 rewrites the files.
@@ -6,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "templates/attention.h"
 #include "test/templates/support.h"
 
 using namespace fusejit;
@@ -92,4 +94,20 @@ TEST_CASE("golden: column softmax statistics bf16 [1024 512] over axis 0", "[tem
   const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
   g.set_outputs({m, add_reduce(g, Op::sum, e, {0}, true)});
   check_golden("column_softmax_stats_bf16", test::compile_graph(g, RegionKind::reduction));
+}
+
+TEST_CASE("golden: attention bf16 d64 causal, k and v shared by head pairs, q [b s h d]",
+          "[templates][golden][attention]") {
+  templates::AttentionSpec s;
+  s.dtype = DType::bf16;
+  s.batch = 2;
+  s.heads = 8;
+  s.seq_q = 200;
+  s.seq_kv = 200;
+  s.q.strides = {200 * 8 * 64, 64, 8 * 64, 1};
+  s.k.strides = s.v.strides = {4 * 200 * 64, 200 * 64, 64, 1};
+  s.k.head_group = s.v.head_group = 2;
+  s.scale = 0.125;
+  s.mask = templates::AttentionMaskKind::causal;
+  check_golden("attention_bf16_d64_causal", templates::generate_attention(s));
 }

@@ -1,0 +1,59 @@
+// templates/attention: the fused attention forward kernel (FlashAttention-2 on mma.sync tensor
+// cores) for one attention problem, described by shape, strides and mask rather than by a region
+// of the graph: fusion/attention.h finds the pattern, its caller fills in an AttentionSpec.
+//
+//   out[b,h,i,:] = sum_j softmax_j(S[b,h,i,j]) v[b,h/hg,j,:]
+//   S[b,h,i,j]   = scale * (q[b,h,i,:] . k[b,h/hg,j,:]), then the mask (below), in f32
+//
+// The kernel obeys kernel.h's launch contract but for its arguments: device pointers q, k, v,
+// [mask], o, each read through its view (o is written dense). Not here: the backward pass,
+// dropout, and the dispatch that decides when to use this kernel.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "fusejit/dtype.h"
+#include "templates/kernel.h"
+#include "templates/target.h"
+
+namespace fusejit::templates {
+
+// A logical [batch, head, seq, feature] view of a buffer, in elements.
+struct AttentionView {
+  std::array<int64_t, 4> strides{};  // per logical axis; 0 broadcasts along it
+  int64_t head_group = 1;  // logical head h reads the buffer's head h / head_group (GQA k, v)
+};
+
+enum class AttentionMaskKind { none, causal, additive, boolean };
+
+struct AttentionSpec {
+  DType dtype = DType::bf16;  // q, k, v and o: f16 or bf16
+  int64_t batch = 1, heads = 1, seq_q = 1, seq_kv = 1, head_dim = 64, value_dim = 64;
+  AttentionView q, k, v;  // o is written dense [batch, heads, seq_q, value_dim]
+  double scale = 1.0;     // S = (q . k) * scale, in f32
+  AttentionMaskKind mask = AttentionMaskKind::none;
+  // additive: S += mask_scale * mask[b,h,i,j]   (mask dtype f16, bf16 or f32)
+  // boolean:  S = (mask[b,h,i,j] != 0) == fill_where_true ? fill : S   (mask dtype bool)
+  // causal:   S = fill where j > i (top-left aligned: query i sees keys 0..i)
+  AttentionView mask_view;  // strides over [b, h, i, j]; head_group unused
+  DType mask_dtype = DType::f32;
+  double mask_scale = 1.0;
+  double fill = -INFINITY;  // causal and boolean
+  bool fill_where_true = true;  // boolean
+};
+
+// Why the generated kernel cannot take `spec` ("" when it can).
+std::string refuse_attention_kernel(const AttentionSpec& spec);
+
+// The kernel for `spec`; throws fusejit::InternalError when refused. Kernel::params is left
+// empty (the caller fills in node ids); the launch arguments are device pointers in the order
+// q, k, v, [mask when additive or boolean], o, and nothing else. Kernel::name starts
+// "fj_attention_". Block 128 threads; work_blocks = batch * heads * ceil(seq_q / 64).
+// What follows kKernelMarker calls only the helpers of device/fj_attention.cuh and a few CUDA
+// builtins (see that file), so that a host shim can run it (the CPU emulation test).
+Kernel generate_attention(const AttentionSpec& spec, const Target& target = {});
+
+}  // namespace fusejit::templates

@@ -1,0 +1,448 @@
+// The fused attention kernel (templates/attention.h): refusals, NVRTC compiles of its variants
+// for sm_90 and sm_80, and a CPU emulation of the generated kernel body (no GPU here) against a
+// double-precision reference: the body, a host shim (emulate/cuda_shim.h) and launchers are
+// compiled by the host compiler into a shared object that runs each block on 128 threads.
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "ir/host_tensor.h"
+#include "templates/attention.h"
+#include "test/templates/support.h"
+
+using namespace fusejit;
+using templates::AttentionMaskKind;
+using templates::AttentionSpec;
+
+namespace {
+
+// Dense [b, h, s, d] strides.
+std::array<int64_t, 4> dense(int64_t h, int64_t s, int64_t d) { return {h * s * d, s * d, d, 1}; }
+
+// q, k, v dense (k and v with heads / group heads), masks over [b, h, i, j] broadcast over b.
+AttentionSpec make_spec(DType dtype, int64_t dim, AttentionMaskKind mask, int64_t group,
+                        int64_t seq_q, int64_t seq_kv, int64_t batch = 2, int64_t heads = 4) {
+  AttentionSpec s;
+  s.dtype = dtype;
+  s.batch = batch;
+  s.heads = heads;
+  s.seq_q = seq_q;
+  s.seq_kv = seq_kv;
+  s.head_dim = s.value_dim = dim;
+  s.q.strides = dense(heads, seq_q, dim);
+  s.k.strides = s.v.strides = dense(heads / group, seq_kv, dim);
+  s.k.head_group = s.v.head_group = group;
+  s.scale = 1.0 / std::sqrt(static_cast<double>(dim));
+  s.mask = mask;
+  s.mask_view.strides = {0, seq_q * seq_kv, seq_kv, 1};
+  s.mask_dtype = mask == AttentionMaskKind::boolean ? DType::boolean : DType::f32;
+  return s;
+}
+
+std::string label(const AttentionSpec& s) {
+  static const char* masks[] = {"none", "causal", "additive", "boolean"};
+  return fmt::format("{} d{} mask {} group {} seq {}x{} batch {} heads {}", dtype_name(s.dtype),
+                     s.head_dim, masks[static_cast<int>(s.mask)], s.k.head_group, s.seq_q,
+                     s.seq_kv, s.batch, s.heads);
+}
+
+// Buffer elements a view of [b, h, s, d] reaches (its largest offset plus one).
+int64_t extent(const templates::AttentionView& v, std::array<int64_t, 4> dims) {
+  int64_t last = 0;
+  for (int a = 0; a < 4; ++a) last += (dims[a] - 1) * v.strides[a];
+  return last + 1;
+}
+
+// ---- inputs and the reference ------------------------------------------------------------------
+
+struct Inputs {
+  std::vector<uint16_t> q, k, v, mask16;
+  std::vector<float> mask32;
+  std::vector<uint8_t> mask8;
+};
+
+float widen(DType d, uint16_t bits) {
+  return d == DType::bf16 ? ir::bf16_bits_to_float(bits) : ir::half_bits_to_float(bits);
+}
+uint16_t narrow(DType d, float f) {
+  return d == DType::bf16 ? ir::float_to_bf16_bits(f) : ir::float_to_half_bits(f);
+}
+
+Inputs make_inputs(const AttentionSpec& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Inputs in;
+  auto fill = [&](std::vector<uint16_t>& x, int64_t n, float amp) {
+    x.resize(n);
+    for (auto& e : x) e = narrow(s.dtype, amp * u(rng));
+  };
+  const int64_t kv_heads = s.heads / s.k.head_group;
+  fill(in.q, extent(s.q, {s.batch, s.heads, s.seq_q, s.head_dim}), 2.0f);
+  fill(in.k, extent(s.k, {s.batch, kv_heads, s.seq_kv, s.head_dim}), 2.0f);
+  fill(in.v, extent(s.v, {s.batch, kv_heads, s.seq_kv, s.value_dim}), 1.0f);
+  const int64_t mn = extent(s.mask_view, {s.batch, s.heads, s.seq_q, s.seq_kv});
+  if (s.mask == AttentionMaskKind::additive) {
+    if (s.mask_dtype == DType::f32) {
+      in.mask32.resize(mn);
+      for (auto& e : in.mask32) e = 3.0f * u(rng);
+    } else {
+      in.mask16.resize(mn);
+      for (auto& e : in.mask16) e = narrow(s.mask_dtype, 3.0f * u(rng));
+    }
+  }
+  if (s.mask == AttentionMaskKind::boolean) {
+    in.mask8.resize(mn);
+    for (auto& e : in.mask8) e = u(rng) > 0.4f ? 1 : 0;
+    // Query row 3 of every head masked everywhere: NaN where the fill is -inf.
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t j = 0; j < s.seq_kv; ++j)
+        in.mask8[h * s.mask_view.strides[1] + 3 * s.mask_view.strides[2] +
+                 j * s.mask_view.strides[3]] = s.fill_where_true ? 1 : 0;
+  }
+  return in;
+}
+
+// out[b,h,i,:] = softmax_j(S) v, in double, dense [b, h, seq_q, value_dim].
+std::vector<double> reference(const AttentionSpec& s, const Inputs& in) {
+  std::vector<double> out(s.batch * s.heads * s.seq_q * s.value_dim);
+  std::vector<double> S(s.seq_kv);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t i = 0; i < s.seq_q; ++i) {
+        const int64_t qo = b * s.q.strides[0] + h * s.q.strides[1] + i * s.q.strides[2];
+        for (int64_t j = 0; j < s.seq_kv; ++j) {
+          const int64_t ko = b * s.k.strides[0] + h / s.k.head_group * s.k.strides[1] +
+                             j * s.k.strides[2];
+          double dot = 0;
+          for (int64_t c = 0; c < s.head_dim; ++c)
+            dot += double{widen(s.dtype, in.q[qo + c])} * widen(s.dtype, in.k[ko + c]);
+          double x = dot * s.scale;
+          const auto& m = s.mask_view.strides;
+          const int64_t mo = b * m[0] + h * m[1] + i * m[2] + j * m[3];
+          switch (s.mask) {
+            case AttentionMaskKind::additive:
+              x += s.mask_scale * (s.mask_dtype == DType::f32 ? in.mask32[mo]
+                                                                : widen(s.mask_dtype, in.mask16[mo]));
+              break;
+            case AttentionMaskKind::boolean:
+              if ((in.mask8[mo] != 0) == s.fill_where_true) x = s.fill;
+              break;
+            case AttentionMaskKind::causal:
+              if (j > i) x = s.fill;
+              break;
+            case AttentionMaskKind::none:
+              break;
+          }
+          S[j] = x;
+        }
+        double mx = -INFINITY;
+        for (double x : S) mx = std::max(mx, x);
+        double sum = 0;
+        for (double& x : S) sum += (x = std::exp(x - mx));  // all -inf: NaN, as 0/0
+        for (int64_t c = 0; c < s.value_dim; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < s.seq_kv; ++j) {
+            const int64_t vo = b * s.v.strides[0] + h / s.v.head_group * s.v.strides[1] +
+                               j * s.v.strides[2];
+            acc += S[j] * widen(s.dtype, in.v[vo + c]);
+          }
+          out[((b * s.heads + h) * s.seq_q + i) * s.value_dim + c] = acc / sum;
+        }
+      }
+  return out;
+}
+
+struct Comparison {
+  double rel_l2 = 0;
+  int64_t nan_mismatches = 0, nans = 0;
+};
+
+Comparison compare(const AttentionSpec& s, const std::vector<uint16_t>& out,
+                   const std::vector<double>& ref) {
+  Comparison c;
+  double err = 0, norm = 0;
+  for (size_t e = 0; e < ref.size(); ++e) {
+    const double got = widen(s.dtype, out[e]);
+    if (std::isnan(ref[e]) || std::isnan(got)) {
+      c.nans += std::isnan(ref[e]);
+      c.nan_mismatches += std::isnan(ref[e]) != std::isnan(got);
+      continue;
+    }
+    err += (got - ref[e]) * (got - ref[e]);
+    norm += ref[e] * ref[e];
+  }
+  c.rel_l2 = std::sqrt(err / norm);
+  return c;
+}
+
+// ---- the emulation -----------------------------------------------------------------------------
+
+struct EmulationCase {
+  AttentionSpec spec;      // what the kernel computes
+  AttentionSpec expected;  // what the reference computes (differs only in the must-fail case)
+  int grid = 0;            // blocks launched (0: work_blocks)
+  templates::Kernel kernel;
+};
+
+// A q read from a [b, s, h, d] buffer.
+void permute_q(AttentionSpec& s) {
+  s.q.strides = {s.seq_q * s.heads * s.head_dim, s.head_dim, s.heads * s.head_dim, 1};
+}
+
+std::vector<EmulationCase> emulation_cases() {
+  std::vector<EmulationCase> cases;
+  auto add = [&](AttentionSpec s, int grid = 0) { cases.push_back({s, s, grid, {}}); };
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int64_t dim : {64, 128})
+      for (AttentionMaskKind mask : {AttentionMaskKind::none, AttentionMaskKind::causal,
+                                     AttentionMaskKind::additive, AttentionMaskKind::boolean}) {
+        // Heads in pairs sharing k and v; seq 77 x 130 (tails in both); one batch at d 128,
+        // the slower to emulate.
+        AttentionSpec s = make_spec(dt, dim, mask, 2, 77, 130, dim == 64 ? 2 : 1, 4);
+        if (mask == AttentionMaskKind::additive && dt == DType::f16) s.mask_dtype = DType::f16;
+        if (mask == AttentionMaskKind::additive && dim == 128) s.mask_scale = -0.5;
+        add(s, dim == 128 ? 3 : 0);  // fewer blocks than work: the grid-stride loop
+      }
+  // The full shape of the brief, q permuted, and odd strides (narrow loads).
+  AttentionSpec big = make_spec(DType::bf16, 64, AttentionMaskKind::causal, 2, 77, 130);
+  permute_q(big);
+  add(big, 5);
+  AttentionSpec odd = make_spec(DType::f16, 64, AttentionMaskKind::boolean, 1, 40, 33, 1, 2);
+  odd.k.strides = {2 * 33 * 66, 33 * 66, 66, 1};  // rows padded to 66: 4-byte copies
+  odd.v.strides = {2 * 33 * 65, 33 * 65, 65, 1};  // rows padded to 65: 2-byte copies
+  odd.q.strides = {2 * 40 * 65, 40 * 65, 65, 1};  // pairs not 4-byte aligned
+  odd.fill = -7.0;
+  odd.fill_where_true = false;
+  add(odd);
+  // Causal with a finite fill: every key tile is computed; seq_kv < seq_q.
+  AttentionSpec finite = make_spec(DType::bf16, 64, AttentionMaskKind::causal, 1, 100, 70, 1, 1);
+  finite.fill = -2.0;
+  add(finite);
+  // Must fail: the kernel computes with another scale than the reference.
+  AttentionSpec wrong = make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 30, 50, 1, 1);
+  cases.push_back({wrong, wrong, 0, {}});
+  cases.back().spec.scale *= 1.25;
+  return cases;
+}
+
+std::string shared_object_source(const std::vector<EmulationCase>& cases) {
+  std::string src = fmt::format("#include \"{}/cuda_shim.h\"\n", FUSEJIT_EMULATE_DIR);
+  for (const EmulationCase& c : cases) {
+    if (src.find(c.kernel.name + "(") != std::string::npos) continue;
+    src += test::kernel_text(c.kernel);
+    src += fmt::format(
+        "extern \"C\" void run_{0}(void* const* args, int grid) {{ fj_emu::launch({0}, args, "
+        "grid, {1}); }}\n",
+        c.kernel.name, c.kernel.block);
+  }
+  return src;
+}
+
+// Compiles `source` into a shared object with the host compiler; "" and the log in `log` when
+// it fails.
+std::string build_shared_object(const std::string& source, std::string& log) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   fmt::format("fusejit-attention-emulation-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "kernels.cpp") << source;
+  const std::string so = (dir / "kernels.so").string();
+  const std::string cmd =
+      fmt::format("'{}' -O1 -std=c++20 -shared -fPIC -pthread -o '{}' '{}' > '{}' 2>&1",
+                  FUSEJIT_HOST_CXX, so, (dir / "kernels.cpp").string(), (dir / "log").string());
+  const int rc = std::system(cmd.c_str());
+  std::ifstream f(dir / "log");
+  log.assign(std::istreambuf_iterator<char>(f), {});
+  return rc == 0 ? so : "";
+}
+
+bool host_compiler_available() {
+  const std::string cmd = fmt::format("'{}' --version > /dev/null 2>&1", FUSEJIT_HOST_CXX);
+  return std::system(cmd.c_str()) == 0;
+}
+
+std::vector<uint16_t> run_emulated(void* so, const EmulationCase& c, Inputs& in) {
+  using Entry = void (*)(void* const*, int);
+  auto entry = reinterpret_cast<Entry>(dlsym(so, ("run_" + c.kernel.name).c_str()));
+  REQUIRE(entry != nullptr);
+  const AttentionSpec& s = c.spec;
+  std::vector<uint16_t> out(s.batch * s.heads * s.seq_q * s.value_dim, 0x7c01);
+  std::vector<void*> args = {in.q.data(), in.k.data(), in.v.data()};
+  if (s.mask == AttentionMaskKind::additive)
+    args.push_back(s.mask_dtype == DType::f32 ? static_cast<void*>(in.mask32.data())
+                                              : static_cast<void*>(in.mask16.data()));
+  if (s.mask == AttentionMaskKind::boolean) args.push_back(in.mask8.data());
+  args.push_back(out.data());
+  entry(args.data(), c.grid > 0 ? c.grid : static_cast<int>(c.kernel.work_blocks));
+  return out;
+}
+
+// 16-byte aligned copies (the launch contract's buffers are): the kernel's wide loads rely on it.
+template <class T>
+void align16(std::vector<T>& x) {
+  if (reinterpret_cast<uintptr_t>(x.data()) % 16 == 0) return;
+  FAIL("std::vector storage not 16-byte aligned");
+}
+
+// FUSEJIT_TEST_DUMP_DIR: each emulated case's source, inputs and double reference go there
+// (case<N>.cu, case<N>_<arg>.bin, case<N>_ref.f64; manifest.txt: one line per case: N, kernel
+// name, grid, block, dtype, output elements, argument files), to replay them on a GPU.
+void dump_case(const std::string& dir, size_t n, const EmulationCase& c, const Inputs& in,
+               const std::vector<double>& ref) {
+  auto write = [&](const std::string& file, const void* data, size_t bytes) {
+    std::ofstream(dir + "/" + file, std::ios::binary).write(static_cast<const char*>(data), bytes);
+    return file;
+  };
+  std::ofstream(dir + "/case" + std::to_string(n) + ".cu") << c.kernel.source;
+  const std::string p = "case" + std::to_string(n) + "_";
+  std::vector<std::string> args = {write(p + "q.bin", in.q.data(), 2 * in.q.size()),
+                                   write(p + "k.bin", in.k.data(), 2 * in.k.size()),
+                                   write(p + "v.bin", in.v.data(), 2 * in.v.size())};
+  if (!in.mask32.empty()) args.push_back(write(p + "mask.bin", in.mask32.data(), 4 * in.mask32.size()));
+  if (!in.mask16.empty()) args.push_back(write(p + "mask.bin", in.mask16.data(), 2 * in.mask16.size()));
+  if (!in.mask8.empty()) args.push_back(write(p + "mask.bin", in.mask8.data(), in.mask8.size()));
+  write(p + "ref.f64", ref.data(), 8 * ref.size());
+  std::ofstream m(dir + "/manifest.txt", std::ios::app);
+  m << n << " " << c.kernel.name << " " << (c.grid > 0 ? c.grid : c.kernel.work_blocks) << " "
+    << c.kernel.block << " " << dtype_name(c.spec.dtype) << " " << ref.size();
+  for (const std::string& a : args) m << " " << a;
+  m << "\n";
+}
+
+}  // namespace
+
+TEST_CASE("attention kernel: refusals say why", "[templates][attention]") {
+  const AttentionSpec ok = make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 10, 10);
+  CHECK(templates::refuse_attention_kernel(ok).empty());
+  auto refused = [&](auto change) {
+    AttentionSpec s = ok;
+    change(s);
+    return templates::refuse_attention_kernel(s);
+  };
+  CHECK_THAT(refused([](auto& s) { s.dtype = DType::f32; }), ContainsSubstring("dtype f32"));
+  CHECK_THAT(refused([](auto& s) { s.head_dim = 72; }), ContainsSubstring("head_dim 72"));
+  CHECK_THAT(refused([](auto& s) { s.value_dim = 256; }), ContainsSubstring("value_dim 256"));
+  CHECK_THAT(refused([](auto& s) { s.seq_kv = 0; }), ContainsSubstring("empty extent"));
+  CHECK_THAT(refused([](auto& s) { s.k.head_group = 3; }),
+             ContainsSubstring("k's head_group 3 does not divide heads 4"));
+  CHECK_THAT(refused([](auto& s) { s.v.strides[3] = 2; }),
+             ContainsSubstring("v's feature axis has stride 2"));
+  CHECK_THAT(refused([](auto& s) {
+               s.mask = AttentionMaskKind::boolean;
+               s.mask_dtype = DType::f32;
+             }),
+             ContainsSubstring("boolean mask of dtype f32"));
+  CHECK_THAT(refused([](auto& s) {
+               s.mask = AttentionMaskKind::additive;
+               s.mask_dtype = DType::i32;
+             }),
+             ContainsSubstring("additive mask of dtype i32"));
+  AttentionSpec bad = ok;
+  bad.head_dim = 40;
+  REQUIRE_THROWS_AS(templates::generate_attention(bad), InternalError);
+  REQUIRE_THROWS_WITH(templates::generate_attention(ok, templates::target_for_arch("sm_75")),
+                      ContainsSubstring("needs sm_80"));
+}
+
+TEST_CASE("attention kernel: the launch shape and arguments", "[templates][attention]") {
+  AttentionSpec s = make_spec(DType::f16, 128, AttentionMaskKind::additive, 2, 77, 130);
+  const templates::Kernel k = templates::generate_attention(s);
+  CHECK(k.name.rfind("fj_attention_", 0) == 0);
+  CHECK(k.params.empty());
+  CHECK(k.block == 128);
+  CHECK(k.work_blocks == 2 * 4 * 2);
+  CHECK(k.shared_bytes == 0);
+  const std::string text = test::kernel_text(k);
+  CHECK(test::has(text, "const float* __restrict__ mask, unsigned short* __restrict__ o)"));
+  CHECK(test::has(text, "fj_att_mma_f16("));
+  CHECK(test::has(text, "fj_att_copy16_async("));  // dense k and v: 16-byte cp.async staging
+  s.mask = AttentionMaskKind::causal;
+  CHECK(test::has(test::kernel_text(templates::generate_attention(s)),
+                  "unsigned short* __restrict__ v, unsigned short* __restrict__ o)"));
+}
+
+TEST_CASE("attention kernel: NVRTC compiles every variant for sm_90 and sm_80",
+          "[templates][attention]") {
+  const std::pair<int64_t, int64_t> lengths[] = {{1, 1}, {77, 130}, {130, 77}};
+  int n = 0;
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int64_t dim : {64, 128})
+      for (AttentionMaskKind mask : {AttentionMaskKind::none, AttentionMaskKind::causal,
+                                     AttentionMaskKind::additive, AttentionMaskKind::boolean}) {
+        const auto [sq, skv] = lengths[n % 3];
+        AttentionSpec s = make_spec(dt, dim, mask, 1 + n % 2, sq, skv);
+        if (n % 4 == 1) permute_q(s);
+        if (mask == AttentionMaskKind::additive) s.mask_dtype = n % 3 == 0 ? DType::bf16 : DType::f32;
+        const std::string arch = n % 4 == 0 ? "sm_80" : "sm_90";  // a quarter also for sm_80
+        ++n;
+        INFO(label(s) << " for " << arch);
+        const templates::Kernel k = templates::generate_attention(s, templates::target_for_arch(arch));
+        jit::CompiledKernel c;
+        REQUIRE_NOTHROW(c = jit::compile(k, arch, {.extra = {"--ptxas-options=-v"}}));
+        INFO("NVRTC log:\n" << c.log);
+        CHECK(!c.cubin.empty());
+        CHECK(c.log.find("warning") == std::string::npos);
+        CHECK(c.log.find(" 0 bytes spill stores") != std::string::npos);  // no register spills
+        CHECK(c.log.find("Used") != std::string::npos);
+      }
+}
+
+TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches the reference",
+          "[templates][attention]") {
+  if (!host_compiler_available()) {
+    WARN("skipped: host compiler " << FUSEJIT_HOST_CXX << " not found");
+    return;
+  }
+  std::vector<EmulationCase> cases = emulation_cases();
+  for (EmulationCase& c : cases) c.kernel = templates::generate_attention(c.spec);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string log;
+  const std::string so_path = build_shared_object(shared_object_source(cases), log);
+  INFO("host compiler log:\n" << log);
+  REQUIRE(!so_path.empty());
+  void* so = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(so != nullptr);
+  const auto t1 = std::chrono::steady_clock::now();
+  std::printf("attention emulation: host compile %.1f s\n",
+              std::chrono::duration<double>(t1 - t0).count());
+
+  for (size_t n = 0; n < cases.size(); ++n) {
+    const EmulationCase& c = cases[n];
+    const bool must_fail = c.spec.scale != c.expected.scale;
+    INFO(label(c.spec) << (must_fail ? " (kernel with the wrong scale)" : ""));
+    Inputs in = make_inputs(c.spec, static_cast<uint32_t>(1234 + n));
+    align16(in.q);
+    align16(in.k);
+    align16(in.v);
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<uint16_t> out = run_emulated(so, c, in);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::vector<double> ref = reference(c.expected, in);
+    const Comparison cmp = compare(c.spec, out, ref);
+    if (const char* dir = std::getenv("FUSEJIT_TEST_DUMP_DIR"); dir != nullptr && *dir != '\0')
+      dump_case(dir, n, c, in, ref);
+    std::printf("attention emulation: %-60s grid %3d: rel L2 %.2e, NaN %lld (mismatched %lld), %.1f s%s\n",
+                label(c.spec).c_str(), c.grid > 0 ? c.grid : static_cast<int>(c.kernel.work_blocks),
+                cmp.rel_l2, static_cast<long long>(cmp.nans),
+                static_cast<long long>(cmp.nan_mismatches), secs, must_fail ? "  (must fail)" : "");
+    if (must_fail) {
+      CHECK(cmp.rel_l2 > 1e-2);
+      continue;
+    }
+    CHECK(cmp.rel_l2 <= 1e-2);
+    CHECK(cmp.nan_mismatches == 0);
+    if (c.spec.mask == AttentionMaskKind::boolean && std::isinf(c.spec.fill))
+      CHECK(cmp.nans == c.spec.batch * c.spec.heads * c.spec.value_dim);  // the masked row
+  }
+  auto misaligned = reinterpret_cast<long (*)()>(dlsym(so, "fj_emu_misaligned"));
+  REQUIRE(misaligned != nullptr);
+  CHECK(misaligned() == 0);  // every wide access had the alignment its instruction needs
+  dlclose(so);
+}
