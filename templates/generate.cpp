@@ -18,6 +18,7 @@
 #include "fusejit/error.h"
 #include "ir/shape.h"
 #include "ir/hash.h"
+#include "templates/attention_region.h"
 #include "templates/builders.h"
 #include "templates/device_sources.h"
 
@@ -147,6 +148,9 @@ Kernel assemble(const RegionInfo& info, const KernelBody& body,
 }  // namespace
 
 Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenOptions& options) {
+  if (region.kind == fusion::RegionKind::attention) {
+    return generate_attention_region(g, region, options);
+  }
   check_region(g, region);
   const RegionInfo info(g, region, options);
   return assemble(info, build_body(info, options));
@@ -309,6 +313,10 @@ std::optional<std::string> runtime_arguments(const RegionInfo& info, const Runti
 std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
                                        const fusion::Region& region, const DynamicSizes& sizes,
                                        const CodegenOptions& options, std::string* why) {
+  if (region.kind == fusion::RegionKind::attention) {
+    if (why != nullptr) *why = "an attention kernel is generated for each size";
+    return std::nullopt;
+  }
   check_region(a, region);
   check_region(b, region);
   check_instances(a, b, region, sizes.outer_a, sizes.outer_b, sizes.alignment);

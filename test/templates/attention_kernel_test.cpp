@@ -15,6 +15,7 @@
 
 #include "ir/host_tensor.h"
 #include "templates/attention.h"
+#include "test/templates/emulate/host_build.h"
 #include "test/templates/support.h"
 
 using namespace fusejit;
@@ -233,38 +234,9 @@ std::vector<EmulationCase> emulation_cases() {
 }
 
 std::string shared_object_source(const std::vector<EmulationCase>& cases) {
-  std::string src = fmt::format("#include \"{}/cuda_shim.h\"\n", FUSEJIT_EMULATE_DIR);
-  for (const EmulationCase& c : cases) {
-    if (src.find(c.kernel.name + "(") != std::string::npos) continue;
-    src += test::kernel_text(c.kernel);
-    src += fmt::format(
-        "extern \"C\" void run_{0}(void* const* args, int grid) {{ fj_emu::launch({0}, args, "
-        "grid, {1}); }}\n",
-        c.kernel.name, c.kernel.block);
-  }
+  std::string src = test::shim_include();
+  for (const EmulationCase& c : cases) src += test::emulated_kernel(c.kernel, src);
   return src;
-}
-
-// Compiles `source` into a shared object with the host compiler; "" and the log in `log` when
-// it fails.
-std::string build_shared_object(const std::string& source, std::string& log) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   fmt::format("fusejit-attention-emulation-{}", ::getpid());
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "kernels.cpp") << source;
-  const std::string so = (dir / "kernels.so").string();
-  const std::string cmd =
-      fmt::format("'{}' -O1 -std=c++20 -shared -fPIC -pthread -o '{}' '{}' > '{}' 2>&1",
-                  FUSEJIT_HOST_CXX, so, (dir / "kernels.cpp").string(), (dir / "log").string());
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(dir / "log");
-  log.assign(std::istreambuf_iterator<char>(f), {});
-  return rc == 0 ? so : "";
-}
-
-bool host_compiler_available() {
-  const std::string cmd = fmt::format("'{}' --version > /dev/null 2>&1", FUSEJIT_HOST_CXX);
-  return std::system(cmd.c_str()) == 0;
 }
 
 std::vector<uint16_t> run_emulated(void* so, const EmulationCase& c, Inputs& in) {
@@ -395,7 +367,7 @@ TEST_CASE("attention kernel: NVRTC compiles every variant for sm_90 and sm_80",
 
 TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches the reference",
           "[templates][attention]") {
-  if (!host_compiler_available()) {
+  if (!test::host_compiler_available()) {
     WARN("skipped: host compiler " << FUSEJIT_HOST_CXX << " not found");
     return;
   }
@@ -403,7 +375,8 @@ TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches th
   for (EmulationCase& c : cases) c.kernel = templates::generate_attention(c.spec);
   const auto t0 = std::chrono::steady_clock::now();
   std::string log;
-  const std::string so_path = build_shared_object(shared_object_source(cases), log);
+  const std::string so_path =
+      test::build_shared_object(shared_object_source(cases), log, "attention-emulation");
   INFO("host compiler log:\n" << log);
   REQUIRE(!so_path.empty());
   void* so = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -1,0 +1,59 @@
+// Builds generated kernels for the host: a source of kernel bodies behind emulate/cuda_shim.h
+// compiled by the host compiler (FUSEJIT_HOST_CXX, from CMake) into a shared object that the
+// tests dlopen. For kernels that must be checked without a GPU (the attention kernel).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "templates/kernel.h"
+
+namespace fusejit::test {
+
+// Compiles `source` into a shared object with the host compiler; its path, or "" and the
+// compiler's output in `log` when it fails. `tag` names the temporary folder.
+inline std::string build_shared_object(const std::string& source, std::string& log,
+                                       const std::string& tag = "emulation") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   fmt::format("fusejit-{}-{}", tag, ::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "kernels.cpp") << source;
+  const std::string so = (dir / "kernels.so").string();
+  const std::string cmd =
+      fmt::format("'{}' -O1 -std=c++20 -shared -fPIC -pthread -o '{}' '{}' > '{}' 2>&1",
+                  FUSEJIT_HOST_CXX, so, (dir / "kernels.cpp").string(), (dir / "log").string());
+  const int rc = std::system(cmd.c_str());
+  std::ifstream f(dir / "log");
+  log.assign(std::istreambuf_iterator<char>(f), {});
+  return rc == 0 ? so : "";
+}
+
+// The body of `k` (what follows kKernelMarker) and an `extern "C" run_<name>(args, grid)` that
+// launches it through the shim, for a shared object's source after the shim's #include; ""
+// when `source` already holds that kernel.
+inline std::string emulated_kernel(const templates::Kernel& k, const std::string& source) {
+  if (source.find(k.name + "(") != std::string::npos) return "";
+  return k.source.substr(k.source.find(templates::kKernelMarker)) +
+         fmt::format("extern \"C\" void run_{0}(void* const* args, int grid) {{ "
+                     "fj_emu::launch({0}, args, grid, {1}); }}\n",
+                     k.name, k.block);
+}
+
+// The shared object's source starts with this.
+inline std::string shim_include() {
+  return fmt::format("#include \"{}/cuda_shim.h\"\n", FUSEJIT_EMULATE_DIR);
+}
+
+inline bool host_compiler_available() {
+  const std::string cmd = fmt::format("'{}' --version > /dev/null 2>&1", FUSEJIT_HOST_CXX);
+  return std::system(cmd.c_str()) == 0;
+}
+
+}  // namespace fusejit::test
