@@ -23,6 +23,7 @@ fusion::PlanOptions plan_options(const Options& options) {
   p.passes = !options.disable.passes;
   p.fusion = !options.disable.fusion;
   p.epilogue = !options.disable.epilogue;
+  p.attention = options.fused_attention;
   return p;
 }
 

@@ -60,6 +60,10 @@ struct Options {
   int graph_min_launches = 2;
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
   bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32
+  // FUSEJIT_ATTENTION=1: attention written from primitives (matmul, scale, mask, softmax,
+  // matmul) runs as one generated flash-attention kernel (README "Fused attention"). Off by
+  // default until the kernel has been checked on a GPU.
+  bool fused_attention = false;
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
   // jit/cudnn_api.h lists where).

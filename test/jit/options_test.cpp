@@ -58,6 +58,9 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
   CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
   CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);
+  CHECK(parse1("FUSEJIT_ATTENTION", "1").fused_attention);
+  CHECK_FALSE(parse1("FUSEJIT_ATTENTION", "0").fused_attention);
+  CHECK_FALSE(Options{}.fused_attention);  // off until the kernel has run on a GPU
   CHECK(parse1("FUSEJIT_CUDNN_PATH", "/opt/x/libcudnn.so.9").cudnn_path == "/opt/x/libcudnn.so.9");
 }
 

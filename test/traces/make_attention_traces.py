@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Writes the attention suite, test/traces/attention/<name>.trace: attention written from
+primitives (matmul(q, kᵀ), a scale, a mask, softmax, matmul with v) in the variants issue 10
+lists, at small odd sizes: the scale on the scores or folded into q, no mask, an additive mask
+broadcast over batch and heads, a causal mask from an arange comparison, a boolean mask input;
+f16 and bf16; head dims 64 and 128; sequence lengths that are no multiple of a tile; k and v
+heads broadcast over q's (grouped-query, through reshape and expand); q, k and v read from
+[b, s, h, d] through permutes with the output permuted back. They are small (checked against
+the CPU reference, not timed): scripts/gpu-check's `attention` suite runs each with
+FUSEJIT_ATTENTION=1 and --check, and CI plans each and compiles its kernels for sm_90 and sm_80.
+
+  test/traces/make_attention_traces.py OUT_DIR      (writes OUT_DIR/*.trace, one name a line)
+  test/traces/make_attention_traces.py --bench OUT_DIR
+      the shapes of issue 10, timed by scripts/attention-check (bench/attention/): bf16,
+      [8,16,4096,128] and [4,32,2048,64] causal and not, [8,16,2048,128], and grouped-query
+      [8,32,2048,128] with 8 kv heads; named <mask>_<b>x<h>x<s>_d<d>[_kv<h>]_bf16, which
+      bench/torch_attention.py reads to build the same problem in PyTorch.
+
+test/CMakeLists.txt reruns it into a temporary folder and compares with test/traces/attention/.
+"""
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from make_layout_traces import Trace, softmax, write_suite  # noqa: E402
+
+
+class AttentionTrace(Trace):
+    """Trace plus the ops a mask and grouped heads need."""
+
+    def const(self, dtype, value):
+        if math.isinf(value):
+            return self._node(dtype, (), "const -inf" if value < 0 else "const inf")
+        return super().const(dtype, value)
+
+    def expand(self, x, shape):
+        return self._node(self.dtype(x), shape, f"expand %{x}")
+
+    def arange(self, n, dtype):
+        return self._node(dtype, (n,), "arange")
+
+    def compare(self, op, a, b):
+        sa, sb = self.shape(a), self.shape(b)
+        rank = max(len(sa), len(sb))
+        pa, pb = (1,) * (rank - len(sa)) + sa, (1,) * (rank - len(sb)) + sb
+        return self._node("bool", tuple(max(p, q) for p, q in zip(pa, pb)), f"{op} %{a}, %{b}")
+
+    def where(self, c, a, b):
+        shapes = [self.shape(x) for x in (c, a, b)]
+        rank = max(len(s) for s in shapes)
+        padded = [(1,) * (rank - len(s)) + s for s in shapes]
+        shape = tuple(max(d) for d in zip(*padded))
+        return self._node(self.dtype(a if self.shape(a) else b), shape, f"where %{c}, %{a}, %{b}")
+
+    def last_two_swapped(self, x):
+        r = len(self.shape(x))
+        return self.permute(x, list(range(r - 2)) + [r - 1, r - 2])
+
+
+def attention(dt, b, h, sq, skv, d, mask="none", scale_on="scores", kv_heads=None,
+              layout="bhsd"):
+    """Returns (name suffix, trace, outputs)."""
+    t = AttentionTrace()
+    kvh = kv_heads or h
+    if layout == "bshd":
+        q = t.permute(t.input(dt, (b, sq, h, d)), [0, 2, 1, 3])
+        k = t.permute(t.input(dt, (b, skv, kvh, d)), [0, 2, 1, 3])
+        v = t.permute(t.input(dt, (b, skv, kvh, d)), [0, 2, 1, 3])
+    else:
+        q = t.input(dt, (b, h, sq, d))
+        k = t.input(dt, (b, kvh, skv, d))
+        v = t.input(dt, (b, kvh, skv, d))
+    if kvh != h:  # grouped-query: each kv head serves h / kvh query heads
+        group = h // kvh
+
+        def spread(x):
+            one = t.reshape(x, (b, kvh, 1, skv, d))
+            return t.reshape(t.expand(one, (b, kvh, group, skv, d)), (b, h, skv, d))
+
+        k, v = spread(k), spread(v)
+    c = t.const(dt, 1 / math.sqrt(d))
+    if scale_on == "q":
+        q = t.binary("mul", q, c)
+    s = t.matmul(q, t.last_two_swapped(k))
+    if scale_on == "scores":
+        s = t.binary("mul", s, c)
+    if mask == "additive":
+        s = t.binary("add", s, t.input(dt, (sq, skv)))
+    elif mask == "causal":
+        pos_q, pos_k = t.arange(sq, "i32"), t.arange(skv, "i32")
+        future = t.compare("gt", t.reshape(pos_k, (1, skv)), t.reshape(pos_q, (sq, 1)))
+        s = t.where(future, t.const(dt, -math.inf), s)
+    elif mask == "boolean":
+        keep = t.input("bool", (b, 1, sq, skv))
+        s = t.where(keep, s, t.const(dt, -math.inf))
+    out = t.matmul(softmax(t, s, -1), v)
+    if layout == "bshd":
+        out = t.reshape(t.permute(out, [0, 2, 1, 3]), (b, sq, h * d))
+    return t, [out]
+
+
+def suite():
+    """Yields (name, Trace, outputs)."""
+    for dt in ("bf16", "f16"):
+        for d in (64, 128):
+            for mask in ("none", "causal", "additive", "boolean"):
+                t, outs = attention(dt, 2, 4, 77, 77, d, mask)
+                yield f"{mask}_2x4x77_d{d}_{dt}", t, outs
+        t, outs = attention(dt, 1, 2, 130, 130, 64, "causal", scale_on="q")
+        yield f"causal_qscale_1x2x130_d64_{dt}", t, outs
+        t, outs = attention(dt, 2, 8, 65, 65, 128, "causal", kv_heads=2)
+        yield f"gqa_causal_2x8x65_d128_{dt}", t, outs
+        t, outs = attention(dt, 2, 3, 50, 50, 64, "none", layout="bshd")
+        yield f"bshd_2x3x50_d64_{dt}", t, outs
+        t, outs = attention(dt, 1, 2, 1, 1, 64, "none")
+        yield f"none_1x2x1_d64_{dt}", t, outs
+        t, outs = attention(dt, 1, 2, 33, 200, 64, "additive")
+        yield f"cross_1x2x33x200_d64_{dt}", t, outs
+
+
+def bench_suite():
+    """Yields (name, Trace, outputs) at the sizes of issue 10."""
+    for b, h, sq, d in ((8, 16, 4096, 128), (4, 32, 2048, 64)):
+        for mask in ("none", "causal"):
+            t, outs = attention("bf16", b, h, sq, sq, d, mask)
+            yield f"{mask}_{b}x{h}x{sq}_d{d}_bf16", t, outs
+    t, outs = attention("bf16", 8, 16, 2048, 2048, 128, "none")
+    yield "none_8x16x2048_d128_bf16", t, outs
+    t, outs = attention("bf16", 8, 32, 2048, 2048, 128, "causal", kv_heads=8)
+    yield "causal_8x32x2048_d128_kv8_bf16", t, outs
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--bench":
+        return write_suite([argv[0], argv[2]], bench_suite(), lambda name, t: name)
+    return write_suite(argv, suite(), lambda name, t: name)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
