@@ -2,6 +2,7 @@
 // lists (where the scale sits, the masks, softmax by hand or as the API records it, dtypes,
 // grouped-query heads) and on look-alikes it must refuse.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -9,6 +10,8 @@
 #include "fusion/pipeline.h"
 #include "fusion/plan_print.h"
 #include "ir/graph.h"
+#include "ir/host_tensor.h"
+#include "ir/interp.h"
 #include "support/catch.h"
 
 using namespace fusejit;
@@ -467,5 +470,98 @@ TEST_CASE("attention the kernel cannot take is planned as before, saying why",
     const fusion::Plan plan = fused_plan(x.g);
     CHECK(attention_region(plan) == nullptr);
     CHECK(fused_reason(plan).find("not fused yet") != std::string::npos);
+  }
+}
+
+namespace {
+
+// q of logical shape [b, h, s, d] read through `views` (applied to an f16 input of shape
+// `source`): attention_layout's strides must reach, for every index, the element the views
+// select, which the reference interpreter gives when the input holds its own offsets.
+void check_q_views(const Shape& source, const std::function<NodeId(Graph&, NodeId)>& views) {
+  Graph g;
+  const NodeId x = add_input(g, DType::f16, source);
+  const NodeId q = views(g, x);
+  const Shape& qs = g.node(q).shape;
+  REQUIRE(qs.size() == 4);
+  const NodeId k = add_input(g, DType::f16, qs);
+  const NodeId out = add_matmul(g, softmax(g, add_matmul(g, q, transpose_last(g, k))), k);
+  g.set_outputs({out});
+  const auto p = match_attention(g, out);
+  REQUIRE(p.has_value());
+  std::string why;
+  const auto layout = fusion::attention_layout(g, fusion::attention_region(*p), &why);
+  INFO(why);
+  REQUIRE(layout.has_value());
+  CHECK(layout->q.buffer == x);
+  // The views alone, on the input's offsets (exact in f16 below 2048).
+  Graph v;
+  const NodeId vx = add_input(v, DType::f16, source);
+  v.set_outputs({views(v, vx)});
+  ir::HostTensor offsets(DType::f16, source);
+  REQUIRE(offsets.numel() <= 2048);
+  for (int64_t i = 0; i < offsets.numel(); ++i) offsets.set(i, double(i));
+  const ir::HostTensor seen = ir::interpret(v, {offsets}).at(0);
+  const auto& st = layout->q.strides;
+  int64_t i = 0, wrong = 0;
+  for (int64_t b = 0; b < qs[0]; ++b)
+    for (int64_t h = 0; h < qs[1]; ++h)
+      for (int64_t r = 0; r < qs[2]; ++r)
+        for (int64_t c = 0; c < qs[3]; ++c, ++i) {
+          const int64_t at = b * st[0] + h / layout->q.head_group * st[1] + r * st[2] + c * st[3];
+          wrong += seen.get(i) != double(at);
+        }
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("attention layouts reach the elements their views select", "[fusion][attention]") {
+  SECTION("[b, s, h, d] permuted") {
+    check_q_views({2, 3, 4, 16}, [](Graph& g, NodeId x) { return add_permute(g, x, {0, 2, 1, 3}); });
+  }
+  SECTION("heads merged with the batch, reshaped apart") {
+    check_q_views({6, 3, 16}, [](Graph& g, NodeId x) { return add_reshape(g, x, {2, 3, 3, 16}); });
+  }
+  SECTION("a batch of one expanded") {
+    check_q_views({1, 3, 2, 16}, [](Graph& g, NodeId x) { return add_expand(g, x, {3, 3, 2, 16}); });
+  }
+  SECTION("heads split out of the hidden axis, then permuted") {
+    check_q_views({2, 5, 3 * 16}, [](Graph& g, NodeId x) {
+      return add_permute(g, add_reshape(g, x, {2, 5, 3, 16}), {0, 2, 1, 3});
+    });
+  }
+  SECTION("grouped heads after a permute") {
+    check_q_views({2, 3, 2, 16}, [](Graph& g, NodeId x) {
+      const NodeId bhsd = add_permute(g, x, {0, 2, 1, 3});  // [2, 2, 3, 16]
+      const NodeId one = add_reshape(g, bhsd, {2, 2, 1, 3, 16});
+      return add_reshape(g, add_expand(g, one, {2, 2, 3, 3, 16}), {2, 6, 3, 16});
+    });
+  }
+  SECTION("a rank-3 operand: one batch of heads") {
+    Graph g;
+    const NodeId q = add_input(g, DType::bf16, {4, 9, 32});
+    const NodeId k = add_input(g, DType::bf16, {4, 9, 32});
+    const NodeId out = add_matmul(g, softmax(g, add_matmul(g, q, transpose_last(g, k))), k);
+    g.set_outputs({out});
+    const auto layout = fusion::attention_layout(g, fusion::attention_region(*match_attention(g, out)));
+    REQUIRE(layout.has_value());
+    CHECK(layout->batch == 1);
+    CHECK(layout->heads == 4);
+    CHECK(layout->q.strides == std::array<int64_t, 4>{0, 9 * 32, 32, 1});
+  }
+  SECTION("a broadcast that only a modulo could read is refused, not misread") {
+    // [2, 1, 16] expanded to [2, 3, 16] and merged into 6 rows: row r reads source row r / 3.
+    // Then split as [3, 2, 16]: head h of batch b is row 2b + h, source row (2b + h) / 3.
+    Graph g;
+    const NodeId x = add_input(g, DType::f16, {2, 1, 16});
+    const NodeId rows = add_reshape(g, add_expand(g, x, {2, 3, 16}), {6, 16});
+    const NodeId q = add_reshape(g, rows, {3, 2, 1, 16});
+    const NodeId k = add_input(g, DType::f16, {3, 2, 1, 16});
+    const NodeId out = add_matmul(g, softmax(g, add_matmul(g, q, transpose_last(g, k))), k);
+    g.set_outputs({out});
+    std::string why;
+    CHECK_FALSE(fusion::attention_layout(g, fusion::attention_region(*match_attention(g, out)), &why));
+    CHECK(why.find("stride") != std::string::npos);
   }
 }
