@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
       double floor_ms = 0.0;
       int64_t gemm_free_bytes = jit::io_bytes(g);
       for (const jit::Step& step : exe->steps) {
-        if (step.kernel) continue;
+        if (step.kernel || step.attention) continue;
         const jit::GemmProblem& p = step.gemm.problem;
         const auto key = std::tuple(static_cast<int>(p.dtype), p.m, p.n, p.k);
         if (!gemm_rates.count(key)) {

@@ -117,6 +117,15 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
     step.region = &r;
     if (r.kind == fusion::RegionKind::gemm) {
       step.gemm = describe_gemm_call(p, r, options.allow_tf32);
+    } else if (r.kind == fusion::RegionKind::attention && options.cudnn) {
+      std::string why;
+      step.attention = plan_attention_call(p.graph, r, options.cudnn, &why);
+      exe.plan.decisions.push_back(
+          {r.attention.scores, r.attention.output, step.attention != nullptr,
+           step.attention ? fmt::format("region {} runs on {}", i, step.attention->label)
+                          : fmt::format("region {}: not on cuDNN ({}); the generated kernel "
+                                        "runs it", i, why)});
+      if (!step.attention) kernels[i] = templates::generate(p.graph, r, options.codegen);
     } else if (!prebuilt || !prebuilt(i, step)) {
       kernels[i] = templates::generate(p.graph, r, options.codegen);
     }
@@ -248,6 +257,12 @@ void run_steps(const Executable& exe, Device& device, Blas& blas, const RunOptio
       point_args(scratch);
       FUSEJIT_DRIVER(drv, launch_kernel, l.function, l.grid, 1, 1, l.block, 1, 1, l.shared_bytes,
                      device.stream(), scratch.args.data(), nullptr);
+    } else if (step.attention) {
+      run_attention_call(*step.attention, device, [&](NodeId id) {
+        const auto& buf = scratch.values[static_cast<size_t>(id)];
+        if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
+        return buf->data();
+      });
     } else {
       run_gemm(step.gemm, scratch, blas);
     }
@@ -343,7 +358,7 @@ int64_t step_bytes(const Executable& exe, const Step& step) {
 }
 
 double step_flops(const Step& step) {
-  if (step.kernel) return 0.0;
+  if (step.kernel || step.attention) return 0.0;
   const GemmProblem& p = step.gemm.problem;
   return 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) *
          static_cast<double>(p.batch) * static_cast<double>(step.gemm.calls.size());
@@ -352,6 +367,7 @@ double step_flops(const Step& step) {
 std::string step_label(const Executable& exe, const Step& step) {
   (void)exe;
   if (step.kernel) return step.kernel->kernel.name;
+  if (step.attention) return step.attention->label;
   return gemm_call_label(step.gemm);
 }
 

@@ -13,6 +13,7 @@
 #include <cuda.h>
 
 #include "fusion/plan.h"
+#include "jit/attention_call.h"
 #include "jit/blas.h"
 #include "jit/device.h"
 #include "jit/gemm_call.h"
@@ -57,6 +58,9 @@ struct Step {
   const fusion::Region* region = nullptr;
   std::shared_ptr<LoadedKernel> kernel;  // generated regions
   GemmCall gemm;                         // gemm regions: the cuBLASLt calls (jit/gemm_call.h)
+  // attention regions that cuDNN runs (FUSEJIT_ATTENTION=cudnn; jit/attention_call.h); those it
+  // does not take have a kernel.
+  std::shared_ptr<const AttentionCall> attention;
   // A dynamic kernel (Kernel::dynamic): the outer extent of the sizes this executable runs at,
   // passed as its trailing argument and sizing its grid; 0 for a static kernel.
   int64_t outer = 0;
@@ -82,6 +86,9 @@ struct BuildOptions {
   templates::CodegenOptions codegen;
   bool allow_tf32 = false;
   int compile_threads = 1;  // threads that obtain a plan's missing kernels at once (jit/parallel.h)
+  // When set (FUSEJIT_ATTENTION=cudnn and cuDNN found): attention regions are planned on cuDNN
+  // first, and get the generated kernel where cuDNN refuses them (a decision says why).
+  std::shared_ptr<CudnnSession> cudnn;
 };
 
 // The loaded kernel for each of `kernels` (null where a kernel has no name: a slot with no

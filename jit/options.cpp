@@ -81,6 +81,15 @@ LogLevel parse_log(std::string_view value) {
   bad_value("FUSEJIT_LOG", value, "off, error, warn, info, debug, trace");
 }
 
+AttentionMode parse_attention(std::string_view value) {
+  if (value == "0" || value == "off" || value == "false") return AttentionMode::off;
+  if (value == "1" || value == "on" || value == "true" || value == "kernel") {
+    return AttentionMode::kernel;
+  }
+  if (value == "cudnn") return AttentionMode::cudnn;
+  bad_value("FUSEJIT_ATTENTION", value, "1 or kernel (also on/true), cudnn, 0 (also off/false)");
+}
+
 CacheMode parse_cache(std::string_view value) {
   if (value == "on") return CacheMode::on;
   if (value == "memory") return CacheMode::memory;
@@ -163,7 +172,7 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_DISABLE") parse_disable(o, value);
     else if (name == "FUSEJIT_ARCH") o.arch = value.empty() ? "" : parse_arch(value);
     else if (name == "FUSEJIT_TF32") o.allow_tf32 = parse_bool(name, value);
-    else if (name == "FUSEJIT_ATTENTION") o.fused_attention = parse_bool(name, value);
+    else if (name == "FUSEJIT_ATTENTION") o.attention = parse_attention(value);
     else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
     else if (name == "FUSEJIT_CUDNN_PATH") o.cudnn_path = value;
     else if (name == "FUSEJIT_UPDATE_GOLDEN") continue;  // read by the golden-kernel tests

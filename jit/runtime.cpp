@@ -23,7 +23,7 @@ fusion::PlanOptions plan_options(const Options& options) {
   p.passes = !options.disable.passes;
   p.fusion = !options.disable.fusion;
   p.epilogue = !options.disable.epilogue;
-  p.attention = options.fused_attention;
+  p.attention = options.attention != AttentionMode::off;
   return p;
 }
 
@@ -128,15 +128,41 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
   }
   fusion::Plan plan = fusion::make_plan(g, plan_options(options_));
   ++stats_.plans_built;
-  auto exe = std::make_shared<const Executable>(build_executable(
-      std::move(plan), loader(), build_options(options_, device_->info().target())));
+  auto exe = std::make_shared<const Executable>(
+      build_executable(std::move(plan), loader(), build_options_here()));
   return remember(g, hash, std::move(exe));
+}
+
+BuildOptions Runtime::build_options_here() {
+  BuildOptions b = build_options(options_, device_->info().target());
+  if (options_.attention != AttentionMode::cudnn) return b;
+  if (!cudnn_tried_) {
+    cudnn_tried_ = true;
+    cudnn::CudnnLibrary lib = cudnn::load_cudnn(options_.cudnn_path);
+    if (!lib) {
+      log_.warn("FUSEJIT_ATTENTION=cudnn: {}; the generated kernel runs attention",
+                lib.unavailable);
+    } else {
+      try {
+        auto session = std::make_shared<CudnnSession>();
+        session->handle = std::make_unique<cudnn::CudnnHandle>(lib.api);
+        session->api = std::move(lib.api);
+        cudnn_ = std::move(session);
+        log_.info("FUSEJIT_ATTENTION=cudnn: cuDNN from {}", cudnn_->api->path);
+      } catch (const Error& e) {
+        log_.warn("FUSEJIT_ATTENTION=cudnn: no cuDNN handle ({}); the generated kernel runs "
+                  "attention", e.what());
+      }
+    }
+  }
+  b.cudnn = cudnn_;
+  return b;
 }
 
 std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
                                                          const DynamicMatch& match) {
   const DeviceGuard guard(device_->info().ordinal);
-  const BuildOptions build = build_options(options_, device_->info().target());
+  const BuildOptions build = build_options_here();
   DynamicEntry* entry = dynamic_.get(match.trace.get());
   if (!entry) {
     auto dyn = std::make_shared<const DynamicExecutable>(load_dynamic(

@@ -89,6 +89,9 @@ class Runtime {
   KernelLoader loader();
   std::shared_ptr<const Executable> remember(const ir::Graph& g, uint64_t hash,
                                              std::shared_ptr<const Executable> exe);
+  // build_options plus, with FUSEJIT_ATTENTION=cudnn, the cuDNN session (made at the first
+  // call; when cuDNN cannot be loaded or a handle made, a warning once and no session).
+  BuildOptions build_options_here();
 
   const Options& options_;
   spdlog::logger& log_;
@@ -107,6 +110,8 @@ class Runtime {
   };
   cache::LruMap<const ir::SymbolicGraph*, DynamicEntry> dynamic_;
   RunScratch scratch_;  // run's bookkeeping vectors, reused (the Context serializes runs)
+  std::shared_ptr<CudnnSession> cudnn_;
+  bool cudnn_tried_ = false;
 };
 
 }  // namespace fusejit::jit

@@ -114,6 +114,8 @@ int run(const RunArgs& args) {
                  fusion::region_kind_name(step.region->kind), jit::step_label(*exe, step), ms,
                  bw / 1e9, 100.0 * bw / copy_bw,
                  step.outer > 0 ? fmt::format("  (dynamic, outer {})", step.outer) : "");
+    } else if (step.attention) {
+      fmt::print("  {:<14} {:<34} {:9.3f} ms\n", "attention", jit::step_label(*exe, step), ms);
     } else {
       fmt::print("  {:<14} {:<34} {:9.3f} ms  {:7.1f} TFLOP/s\n", "gemm",
                  jit::step_label(*exe, step), ms, jit::step_flops(step) / (ms * 1e-3) / 1e12);

@@ -18,6 +18,13 @@ enum class CacheMode { on, memory, off };
 //          do; no approximate math.
 enum class Rounding { store, node };
 
+// How attention written from primitives runs (FUSEJIT_ATTENTION; README "Fused attention").
+enum class AttentionMode {
+  off,     // GEMM, normalization, GEMM, as planned without it (the default, for now)
+  kernel,  // one generated flash-attention kernel
+  cudnn,   // cuDNN's fused attention where it takes the problem and plans; else the kernel
+};
+
 struct Options {
   // FUSEJIT_DUMP: what to dump. `all` sets every flag.
   struct Dump {
@@ -60,10 +67,9 @@ struct Options {
   int graph_min_launches = 2;
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
   bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32
-  // FUSEJIT_ATTENTION=1: attention written from primitives (matmul, scale, mask, softmax,
-  // matmul) runs as one generated flash-attention kernel (README "Fused attention"). Off by
-  // default until the kernel has been checked on a GPU.
-  bool fused_attention = false;
+  // FUSEJIT_ATTENTION: 1 (or kernel), cudnn, 0 (or off). Off by default until the fused paths
+  // have been checked on a GPU.
+  AttentionMode attention = AttentionMode::off;
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
   // jit/cudnn_api.h lists where).

@@ -58,9 +58,12 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
   CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
   CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);
-  CHECK(parse1("FUSEJIT_ATTENTION", "1").fused_attention);
-  CHECK_FALSE(parse1("FUSEJIT_ATTENTION", "0").fused_attention);
-  CHECK_FALSE(Options{}.fused_attention);  // off until the kernel has run on a GPU
+  CHECK(parse1("FUSEJIT_ATTENTION", "1").attention == fusejit::AttentionMode::kernel);
+  CHECK(parse1("FUSEJIT_ATTENTION", "kernel").attention == fusejit::AttentionMode::kernel);
+  CHECK(parse1("FUSEJIT_ATTENTION", "cudnn").attention == fusejit::AttentionMode::cudnn);
+  CHECK(parse1("FUSEJIT_ATTENTION", "off").attention == fusejit::AttentionMode::off);
+  CHECK(parse1("FUSEJIT_ATTENTION", "0").attention == fusejit::AttentionMode::off);
+  CHECK(Options{}.attention == fusejit::AttentionMode::off);  // until it has run on a GPU
   CHECK(parse1("FUSEJIT_CUDNN_PATH", "/opt/x/libcudnn.so.9").cudnn_path == "/opt/x/libcudnn.so.9");
 }
 
@@ -94,6 +97,8 @@ TEST_CASE("invalid values name the variable and list the valid ones", "[jit][opt
                       ContainsSubstring("valid values: fusion, epilogue, vectorize"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_ARCH", "hopper"), ContainsSubstring("sm_NN"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_TF32", "maybe"), ContainsSubstring("FUSEJIT_TF32=maybe"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_ATTENTION", "flash"),
+                      ContainsSubstring("FUSEJIT_ATTENTION=flash") && ContainsSubstring("cudnn"));
 }
 
 TEST_CASE("an unknown FUSEJIT_* variable is a warning, not an error", "[jit][options]") {

@@ -1,0 +1,109 @@
+// jit/attention_call: attention regions as cuDNN's problem (FUSEJIT_ATTENTION=cudnn). Without a
+// GPU: which traces of test/traces/attention cuDNN takes, with the dims and strides the region's
+// layout gives, and that each one's graph finalizes (cuDNN 9.8+ needs no handle for that; skips,
+// saying so, without cuDNN). On a GPU, `scripts/attention-check` runs them.
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "fusion/pipeline.h"
+#include "ir/text.h"
+#include "jit/attention_call.h"
+#include "support/catch.h"
+#include "support/cudnn.h"
+
+using namespace fusejit;
+
+namespace {
+
+struct Planned {
+  ir::Graph graph;
+  fusion::Region region;
+};
+
+Planned plan_trace(const std::string& name) {
+  fusion::PlanOptions o;
+  o.attention = true;
+  fusion::Plan plan = fusion::make_plan(
+      ir::parse_file(std::string(FUSEJIT_ATTENTION_TRACES) + "/" + name + ".trace"), o);
+  for (const fusion::Region& r : plan.regions) {
+    if (r.kind == fusion::RegionKind::attention) return {plan.graph, r};
+  }
+  FAIL("no attention region in " << name);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("attention regions as cuDNN's problem", "[jit][cudnn][attention]") {
+  SECTION("dense q, k, v; causal; GQA; an additive mask broadcast over batch and heads") {
+    const Planned c = plan_trace("causal_2x4x77_d64_bf16");
+    std::string why;
+    const auto p = jit::cudnn_problem(c.graph, c.region, &why);
+    INFO(why);
+    REQUIRE(p.has_value());
+    CHECK(p->dtype == DType::bf16);
+    CHECK(p->mask == jit::cudnn::AttentionMaskKind::causal);
+    CHECK(p->q.dims == std::array<int64_t, 4>{2, 4, 77, 64});
+    CHECK(p->q.strides == std::array<int64_t, 4>{4 * 77 * 64, 77 * 64, 64, 1});
+    CHECK(p->o.strides == p->q.strides);
+
+    const Planned g = plan_trace("gqa_causal_2x8x65_d128_f16");
+    const auto gp = jit::cudnn_problem(g.graph, g.region, &why);
+    REQUIRE(gp.has_value());
+    CHECK(gp->k.dims == std::array<int64_t, 4>{2, 2, 65, 128});  // the 2 kv heads, not 8
+    CHECK(gp->k.strides == std::array<int64_t, 4>{2 * 65 * 128, 65 * 128, 128, 1});
+
+    const Planned a = plan_trace("additive_2x4x77_d64_f16");
+    const auto ap = jit::cudnn_problem(a.graph, a.region, &why);
+    REQUIRE(ap.has_value());
+    CHECK(ap->mask == jit::cudnn::AttentionMaskKind::bias);
+    CHECK(ap->bias.dims == std::array<int64_t, 4>{1, 1, 77, 77});
+    CHECK(ap->bias_dtype == DType::f16);
+  }
+  SECTION("[b, s, h, d] buffers are read through their strides") {
+    const Planned c = plan_trace("bshd_2x3x50_d64_bf16");
+    const auto p = jit::cudnn_problem(c.graph, c.region);
+    REQUIRE(p.has_value());
+    CHECK(p->q.strides == std::array<int64_t, 4>{50 * 3 * 64, 64, 3 * 64, 1});
+    CHECK(p->k.strides == p->q.strides);
+  }
+  SECTION("what cuDNN does not take is refused with the reason") {
+    std::string why;
+    const Planned b = plan_trace("boolean_2x4x77_d64_bf16");
+    CHECK_FALSE(jit::cudnn_problem(b.graph, b.region, &why).has_value());
+    CHECK(why.find("boolean mask") != std::string::npos);
+  }
+}
+
+TEST_CASE("every attention trace cuDNN takes builds and finalizes its graph",
+          "[jit][cudnn][attention]") {
+  FUSEJIT_REQUIRE_CUDNN();
+  const auto& api = testing::test_cudnn().api;
+  if (api->graph_needs_handle()) {
+    WARN("skipped: cuDNN " << api->version_text() << " needs a handle (a GPU) to build a graph");
+    return;
+  }
+  std::map<std::string, std::string> refused;
+  int built = 0;
+  for (const auto& e : std::filesystem::directory_iterator(FUSEJIT_ATTENTION_TRACES)) {
+    const std::string name = e.path().stem().string();
+    const Planned c = plan_trace(name);
+    std::string why;
+    const auto p = jit::cudnn_problem(c.graph, c.region, &why);
+    if (!p) {
+      refused[name] = why;
+      continue;
+    }
+    INFO(name << ": " << p->describe());
+    CHECK_NOTHROW(jit::cudnn::AttentionGraph(api, *p));
+    ++built;
+  }
+  // Only the boolean masks are left to the generated kernel.
+  for (const auto& [name, why] : refused) {
+    INFO(name << ": " << why);
+    CHECK(name.starts_with("boolean_"));
+  }
+  CHECK(refused.size() == 4);
+  CHECK(built >= 20);
+}
