@@ -100,9 +100,17 @@ std::shared_ptr<AttentionCall> plan_attention_call(const ir::Graph& g,
   if (!p) return nullptr;
   auto call = std::make_shared<AttentionCall>();
   call->session = session;
-  call->graph = std::make_unique<cudnn::AttentionGraph>(session->api, *p, session->handle->get());
-  if (std::string w = call->graph->plan(session->handle->get()); !w.empty()) {
-    if (why != nullptr) *why = w;
+  // A cuDNN call that fails while building or planning (an engine that rejects the device, a
+  // library older than its header says) leaves the region to the generated kernel, as a
+  // refusal does.
+  try {
+    call->graph = std::make_unique<cudnn::AttentionGraph>(session->api, *p, session->handle->get());
+    if (std::string w = call->graph->plan(session->handle->get()); !w.empty()) {
+      if (why != nullptr) *why = w;
+      return nullptr;
+    }
+  } catch (const Error& e) {
+    if (why != nullptr) *why = e.what();
     return nullptr;
   }
   const fusion::AttentionRegion& a = region.attention;

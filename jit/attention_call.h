@@ -13,6 +13,7 @@
 // by the Context's lock, as executables' runs are.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,8 +43,8 @@ std::optional<cudnn::AttentionProblem> cudnn_problem(const ir::Graph& g,
                                                      const fusion::Region& region,
                                                      std::string* why = nullptr);
 
-// cuDNN's planned graph for the region, or null and why (refused, or no engine config plans).
-// Throws only for what is not a refusal (cuDNN failing a call that must work).
+// cuDNN's planned graph for the region, or null and why: refused, no engine config plans, or
+// a cuDNN call failed on the way (the generated kernel then runs the region).
 std::shared_ptr<AttentionCall> plan_attention_call(const ir::Graph& g,
                                                    const fusion::Region& region,
                                                    const std::shared_ptr<CudnnSession>& session,
