@@ -482,7 +482,7 @@ void check_q_views(const Shape& source, const std::function<NodeId(Graph&, NodeI
   Graph g;
   const NodeId x = add_input(g, DType::f16, source);
   const NodeId q = views(g, x);
-  const Shape& qs = g.node(q).shape;
+  const Shape qs = g.node(q).shape;  // a copy: adding nodes below moves the graph's nodes
   REQUIRE(qs.size() == 4);
   const NodeId k = add_input(g, DType::f16, qs);
   const NodeId out = add_matmul(g, softmax(g, add_matmul(g, q, transpose_last(g, k))), k);
