@@ -779,7 +779,12 @@ Plan partition(const ir::Graph& g, const PartitionOptions& options) {
   Plan plan;
   plan.graph = g;
   std::vector<FusedAttention> fused;
-  std::vector<Decision> refused;
+  std::vector<Decision> said;  // what step 6 fused or refused
+  const auto not_fused = [&](const AttentionPattern& p, const std::string& why) {
+    return Decision{p.scores, p.output, false,
+                    fmt::format("attention {}: not fused, {}; it runs as GEMM, normalization, GEMM",
+                                p.describe(g), why)};
+  };
   if (options.attention && options.fusion) {
     for (AttentionPattern& p : find_attention(g)) {
       const AttentionRegion a = attention_region(p);
@@ -787,10 +792,7 @@ Plan partition(const ir::Graph& g, const PartitionOptions& options) {
       if (std::optional<AttentionLayout> l = attention_layout(g, a, &why)) {
         fused.push_back({std::move(p), a, std::move(*l)});
       } else {
-        refused.push_back({p.scores, p.output, false,
-                           fmt::format("attention {}: not fused, {}; it runs as GEMM, "
-                                       "normalization, GEMM",
-                                       p.describe(g), why)});
+        said.push_back(not_fused(p, why));
       }
     }
     // The buffers the kernels read must be written by some region: graph outputs while cutting.
@@ -815,13 +817,8 @@ Plan partition(const ir::Graph& g, const PartitionOptions& options) {
       PartitionOptions plain = options;
       plain.attention = false;
       Plan p = partition(g, plain);
-      for (const FusedAttention& f : fused) {
-        p.decisions.push_back({f.pattern.scores, f.pattern.output, false,
-                               fmt::format("attention {}: not fused, {}; it runs as GEMM, "
-                                           "normalization, GEMM",
-                                           f.pattern.describe(g), why)});
-      }
-      for (Decision& d : refused) p.decisions.push_back(std::move(d));
+      for (const FusedAttention& f : fused) p.decisions.push_back(not_fused(f.pattern, why));
+      for (Decision& d : said) p.decisions.push_back(std::move(d));
       return p;
     }
     plan.graph.set_outputs(g.outputs());
@@ -830,7 +827,7 @@ Plan partition(const ir::Graph& g, const PartitionOptions& options) {
                            ? fmt::format(", k and v heads read in groups of {} (no copy)",
                                          f.layout.k.head_group)
                            : "";
-      refused.push_back({f.pattern.scores, f.pattern.output, true,
+      said.push_back({f.pattern.scores, f.pattern.output, true,
                          fmt::format("attention {}: one kernel (online softmax; the scores "
                                      "are never written){}",
                                      f.pattern.describe(g), kv)});
@@ -838,7 +835,7 @@ Plan partition(const ir::Graph& g, const PartitionOptions& options) {
   }
   plan.regions = std::move(best.regions);
   plan.decisions = std::move(best.decisions);
-  for (Decision& d : refused) plan.decisions.push_back(std::move(d));
+  for (Decision& d : said) plan.decisions.push_back(std::move(d));
   for (Decision& d : detail::recompute_decisions(best.df, plan.regions, steps)) {
     plan.decisions.push_back(std::move(d));
   }

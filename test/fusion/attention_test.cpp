@@ -370,9 +370,6 @@ TEST_CASE("fused attention reads grouped-query heads and permuted layouts withou
     const fusion::Region* r = attention_region(plan);
     REQUIRE(r != nullptr);
     CHECK(r->inputs == plan.graph.inputs());
-    (void)q;
-    (void)k_small;
-    (void)v_small;
     const auto layout = fusion::attention_layout(plan.graph, r->attention);
     REQUIRE(layout.has_value());
     CHECK(layout->k.head_group == 4);
@@ -397,9 +394,6 @@ TEST_CASE("fused attention reads grouped-query heads and permuted layouts withou
     REQUIRE(r != nullptr);
     CHECK(r->inputs == plan.graph.inputs());
     CHECK(r->attention.k_transposed);  // k's permute and the transpose composed into one
-    (void)qi;
-    (void)ki;
-    (void)vi;
     const auto layout = fusion::attention_layout(plan.graph, r->attention);
     REQUIRE(layout.has_value());
     CHECK(layout->q.strides == std::array<int64_t, 4>{s * h * d, d, h * d, 1});
@@ -407,7 +401,6 @@ TEST_CASE("fused attention reads grouped-query heads and permuted layouts withou
     // The permute of the output is a kernel of its own, as it was without fused attention.
     CHECK(plan.regions.size() == 2);
     CHECK(plan.regions.back().outputs == plan.graph.outputs());
-    (void)out;
   }
   SECTION("q computed by a kernel: that kernel writes q, the attention reads it") {
     Graph g;
@@ -426,8 +419,6 @@ TEST_CASE("fused attention reads grouped-query heads and permuted layouts withou
     const NodeId kin = plan.graph.inputs()[1];
     CHECK(plan.regions[1].inputs == std::vector<NodeId>{neg, kin, kin});
     CHECK(plan.graph.outputs().size() == 1);  // q is written for the attention, not an output
-    (void)q;
-    (void)out;
   }
 }
 
