@@ -47,6 +47,7 @@ enum class DescriptorType : int32_t {
   operation_matmul = 19,
   reduction = 21,
   operation_reduction = 22,
+  device_properties = 38,  // 9.8 and later
 };
 
 // cudnnBackendAttributeType_t: the C type of an attribute's elements.
@@ -71,6 +72,7 @@ enum class Attribute : int32_t {
   engine_heuristics_mode = 200,
   engine_heuristics_operation_graph = 201,
   engine_heuristics_results = 202,
+  engine_heuristics_device_properties = 204,  // 9.8 and later
   execution_plan_handle = 400,
   execution_plan_engine_config = 401,
   execution_plan_workspace_size = 402,
@@ -101,6 +103,7 @@ enum class Attribute : int32_t {
   operation_reduction_x = 1610,
   operation_reduction_y = 1611,
   operation_reduction_descriptor = 1612,
+  device_properties_handle = 2701,  // 9.8 and later
 };
 
 // cudnnDataType_t.
@@ -119,6 +122,7 @@ enum class PointwiseMode : int32_t {
   div = 6,
   sub = 9,
   exp = 13,
+  log = 15,
   cmp_ge = 303,
   gen_index = 501,
   binary_select = 601,  // y = t ? x : b

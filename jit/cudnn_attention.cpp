@@ -37,6 +37,8 @@ enum TensorId : int64_t {
   kExp,
   kSum,
   kProbabilities,
+  kLogSum,
+  kStats,
 };
 
 // cuDNN's fused engines take 16-byte aligned data; the caller's pointers are checked for it.
@@ -212,9 +214,11 @@ AttentionGraph::AttentionGraph(std::shared_ptr<const Api> api, const AttentionPr
   graph_ = make(DescriptorType::operation_graph);
   set(graph_, Attribute::operation_graph_ops, AttributeType::descriptor,
       static_cast<int64_t>(ops_.size()), ops_.data(), "operation graph ops");
-  if (handle)
+  if (handle) {
     set(graph_, Attribute::operation_graph_handle, AttributeType::handle, 1, &handle,
         "operation graph handle");
+    graph_has_handle_ = true;
+  }
   finalize(graph_, "operation graph");
 }
 
@@ -304,6 +308,13 @@ void AttentionGraph::add_softmax_times_v(Descriptor x, Descriptor v, Descriptor 
   add_pointwise(PointwiseMode::sub, DataType::float32, x, max, nullptr, centered);
   add_pointwise(PointwiseMode::exp, DataType::float32, centered, nullptr, nullptr, e);
   add_reduction(ReductionOperator::add, e, sum);
+  // The softmax statistics max + log(sum), virtual here: nothing reads them, but cuDNN's
+  // attention engines recognise the graph only with them (without, 9.14 and 9.19 offer no
+  // engine: "Dropout set of ops not configured correctly").
+  const Descriptor log_sum = build_tensor(kLogSum, DataType::float32, row, dense_strides(row), true);
+  const Descriptor stats = build_tensor(kStats, DataType::float32, row, dense_strides(row), true);
+  add_pointwise(PointwiseMode::log, DataType::float32, sum, nullptr, nullptr, log_sum);
+  add_pointwise(PointwiseMode::add, DataType::float32, max, log_sum, nullptr, stats);
   add_pointwise(PointwiseMode::div, DataType::float32, e, sum, nullptr, probabilities);
   add_matmul(probabilities, v, o);
 }
@@ -372,6 +383,16 @@ std::string AttentionGraph::plan(Handle handle) {
       &graph_, "engine heuristics");
   set(heuristics, Attribute::engine_heuristics_mode, AttributeType::heur_mode, 1, &mode,
       "engine heuristics");
+  if (!graph_has_handle_ && handle) {
+    // A graph built without a handle names no device; the heuristics learn it from the
+    // handle's device properties (9.8 and later), or they offer nothing.
+    const Descriptor device = make(DescriptorType::device_properties);
+    set(device, Attribute::device_properties_handle, AttributeType::handle, 1, &handle,
+        "device properties");
+    finalize(device, "device properties");
+    set(heuristics, Attribute::engine_heuristics_device_properties, AttributeType::descriptor, 1,
+        &device, "engine heuristics");
+  }
   finalize(heuristics, "engine heuristics");
   int64_t count = 0;
   api_->check(api_->get_attribute(heuristics, Attribute::engine_heuristics_results,

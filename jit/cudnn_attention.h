@@ -139,6 +139,7 @@ class AttentionGraph {
   std::vector<OwnedDescriptor> owned_;  // every descriptor, destroyed in reverse order
   std::vector<Descriptor> ops_;
   Descriptor graph_ = nullptr;
+  bool graph_has_handle_ = false;
   Descriptor plan_ = nullptr;
   int64_t workspace_bytes_ = 0;
 };

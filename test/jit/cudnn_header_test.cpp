@@ -28,6 +28,7 @@ FUSEJIT_SAME(DescriptorType::variant_pack, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR
 FUSEJIT_SAME(DescriptorType::tensor, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
 FUSEJIT_SAME(DescriptorType::matmul, CUDNN_BACKEND_MATMUL_DESCRIPTOR);
 FUSEJIT_SAME(DescriptorType::operation_matmul, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+FUSEJIT_SAME(DescriptorType::device_properties, CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR);
 FUSEJIT_SAME(DescriptorType::reduction, CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
 FUSEJIT_SAME(DescriptorType::operation_reduction, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
 
@@ -48,6 +49,7 @@ FUSEJIT_SAME(Attribute::pointwise_axis, CUDNN_ATTR_POINTWISE_AXIS);
 FUSEJIT_SAME(Attribute::engine_heuristics_mode, CUDNN_ATTR_ENGINEHEUR_MODE);
 FUSEJIT_SAME(Attribute::engine_heuristics_operation_graph, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
 FUSEJIT_SAME(Attribute::engine_heuristics_results, CUDNN_ATTR_ENGINEHEUR_RESULTS);
+FUSEJIT_SAME(Attribute::engine_heuristics_device_properties, CUDNN_ATTR_ENGINEHEUR_DEVICEPROP);
 FUSEJIT_SAME(Attribute::execution_plan_handle, CUDNN_ATTR_EXECUTION_PLAN_HANDLE);
 FUSEJIT_SAME(Attribute::execution_plan_engine_config, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG);
 FUSEJIT_SAME(Attribute::execution_plan_workspace_size, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE);
@@ -79,6 +81,7 @@ FUSEJIT_SAME(Attribute::reduction_compute_type, CUDNN_ATTR_REDUCTION_COMP_TYPE);
 FUSEJIT_SAME(Attribute::operation_reduction_x, CUDNN_ATTR_OPERATION_REDUCTION_XDESC);
 FUSEJIT_SAME(Attribute::operation_reduction_y, CUDNN_ATTR_OPERATION_REDUCTION_YDESC);
 FUSEJIT_SAME(Attribute::operation_reduction_descriptor, CUDNN_ATTR_OPERATION_REDUCTION_DESC);
+FUSEJIT_SAME(Attribute::device_properties_handle, CUDNN_ATTR_DEVICEPROP_HANDLE);
 
 FUSEJIT_SAME(DataType::float32, CUDNN_DATA_FLOAT);
 FUSEJIT_SAME(DataType::float16, CUDNN_DATA_HALF);
@@ -91,6 +94,7 @@ FUSEJIT_SAME(PointwiseMode::mul, CUDNN_POINTWISE_MUL);
 FUSEJIT_SAME(PointwiseMode::div, CUDNN_POINTWISE_DIV);
 FUSEJIT_SAME(PointwiseMode::sub, CUDNN_POINTWISE_SUB);
 FUSEJIT_SAME(PointwiseMode::exp, CUDNN_POINTWISE_EXP);
+FUSEJIT_SAME(PointwiseMode::log, CUDNN_POINTWISE_LOG);
 FUSEJIT_SAME(PointwiseMode::cmp_ge, CUDNN_POINTWISE_CMP_GE);
 FUSEJIT_SAME(PointwiseMode::gen_index, CUDNN_POINTWISE_GEN_INDEX);
 FUSEJIT_SAME(PointwiseMode::binary_select, CUDNN_POINTWISE_BINARY_SELECT);
