@@ -24,7 +24,7 @@ struct PlanOptions {
   bool fusion = true;    // FUSEJIT_DISABLE=fusion: every non-view op in its own region
   bool epilogue = true;  // FUSEJIT_DISABLE=epilogue: nothing folds into cuBLASLt epilogues
   bool recompute = true;  // false: no elementwise value is recomputed where it is read
-  bool attention = false;  // FUSEJIT_ATTENTION=1: attention patterns become one fused kernel
+  bool attention = true;  // FUSEJIT_ATTENTION=0 turns it off: attention patterns become one region
   PassHook after_pass;
 };
 

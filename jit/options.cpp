@@ -83,11 +83,12 @@ LogLevel parse_log(std::string_view value) {
 
 AttentionMode parse_attention(std::string_view value) {
   if (value == "0" || value == "off" || value == "false") return AttentionMode::off;
-  if (value == "1" || value == "on" || value == "true" || value == "kernel") {
-    return AttentionMode::kernel;
+  if (value == "kernel") return AttentionMode::kernel;
+  if (value == "auto" || value == "1" || value == "on" || value == "true" || value == "cudnn") {
+    return AttentionMode::cudnn;
   }
-  if (value == "cudnn") return AttentionMode::cudnn;
-  bad_value("FUSEJIT_ATTENTION", value, "1 or kernel (also on/true), cudnn, 0 (also off/false)");
+  bad_value("FUSEJIT_ATTENTION", value,
+            "auto (also 1, on, true, cudnn), kernel, 0 (also off, false)");
 }
 
 CacheMode parse_cache(std::string_view value) {

@@ -128,19 +128,23 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
   }
   fusion::Plan plan = fusion::make_plan(g, plan_options(options_));
   ++stats_.plans_built;
+  const bool attention = std::any_of(plan.regions.begin(), plan.regions.end(), [](const auto& r) {
+    return r.kind == fusion::RegionKind::attention;
+  });
   auto exe = std::make_shared<const Executable>(
-      build_executable(std::move(plan), loader(), build_options_here()));
+      build_executable(std::move(plan), loader(), build_options_here(attention)));
   return remember(g, hash, std::move(exe));
 }
 
-BuildOptions Runtime::build_options_here() {
+BuildOptions Runtime::build_options_here(bool attention) {
   BuildOptions b = build_options(options_, device_->info().target());
-  if (options_.attention != AttentionMode::cudnn) return b;
+  // cuDNN is loaded (hundreds of ms) only once a plan has an attention region to give it.
+  if (options_.attention != AttentionMode::cudnn || !attention) return b;
   if (!cudnn_tried_) {
     cudnn_tried_ = true;
     cudnn::CudnnLibrary lib = cudnn::load_cudnn(options_.cudnn_path);
     if (!lib) {
-      log_.warn("FUSEJIT_ATTENTION=cudnn: {}; the generated kernel runs attention",
+      log_.info("attention: no cuDNN ({}); the generated kernel runs attention",
                 lib.unavailable);
     } else {
       try {
@@ -148,10 +152,10 @@ BuildOptions Runtime::build_options_here() {
         session->handle = std::make_unique<cudnn::CudnnHandle>(lib.api);
         session->api = std::move(lib.api);
         cudnn_ = std::move(session);
-        log_.info("FUSEJIT_ATTENTION=cudnn: cuDNN from {}", cudnn_->api->path);
+        log_.info("attention: cuDNN {} from {}", cudnn_->api->version_text(), cudnn_->api->path);
       } catch (const Error& e) {
-        log_.warn("FUSEJIT_ATTENTION=cudnn: no cuDNN handle ({}); the generated kernel runs "
-                  "attention", e.what());
+        log_.warn("attention: no cuDNN handle ({}); the generated kernel runs attention",
+                  e.what());
       }
     }
   }
@@ -162,7 +166,7 @@ BuildOptions Runtime::build_options_here() {
 std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
                                                          const DynamicMatch& match) {
   const DeviceGuard guard(device_->info().ordinal);
-  const BuildOptions build = build_options_here();
+  const BuildOptions build = build_options_here(false);  // dynamic plans fuse no attention
   DynamicEntry* entry = dynamic_.get(match.trace.get());
   if (!entry) {
     auto dyn = std::make_shared<const DynamicExecutable>(load_dynamic(

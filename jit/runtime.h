@@ -89,9 +89,10 @@ class Runtime {
   KernelLoader loader();
   std::shared_ptr<const Executable> remember(const ir::Graph& g, uint64_t hash,
                                              std::shared_ptr<const Executable> exe);
-  // build_options plus, with FUSEJIT_ATTENTION=cudnn, the cuDNN session (made at the first
-  // call; when cuDNN cannot be loaded or a handle made, a warning once and no session).
-  BuildOptions build_options_here();
+  // build_options plus, when `attention` (the plan has an attention region) and
+  // FUSEJIT_ATTENTION allows it, the cuDNN session: made at the first such call; when cuDNN
+  // cannot be loaded or a handle made, one log line and no session (the kernel runs).
+  BuildOptions build_options_here(bool attention);
 
   const Options& options_;
   spdlog::logger& log_;

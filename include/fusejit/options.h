@@ -20,9 +20,12 @@ enum class Rounding { store, node };
 
 // How attention written from primitives runs (FUSEJIT_ATTENTION; README "Fused attention").
 enum class AttentionMode {
-  off,     // GEMM, normalization, GEMM, as planned without it (the default, for now)
-  kernel,  // one generated flash-attention kernel
-  cudnn,   // cuDNN's fused attention where it takes the problem and plans; else the kernel
+  off,     // GEMM, normalization, GEMM, as planned without fusing attention
+  kernel,  // one generated flash-attention kernel, never cuDNN
+  // cuDNN's fused attention where cuDNN loads, takes the problem and plans; else the generated
+  // kernel. The default: on an H200 it runs issue 10's shapes 2.0-2.7x faster than the
+  // kernel (bench/RESULTS.md "Fused attention").
+  cudnn,
 };
 
 struct Options {
@@ -67,9 +70,8 @@ struct Options {
   int graph_min_launches = 2;
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
   bool allow_tf32 = false;                            // FUSEJIT_TF32=1: f32 GEMMs may use TF32
-  // FUSEJIT_ATTENTION: 1 (or kernel), cudnn, 0 (or off). Off by default until the fused paths
-  // have been checked on a GPU.
-  AttentionMode attention = AttentionMode::off;
+  // FUSEJIT_ATTENTION: auto (also 1, on, true, cudnn), kernel, 0 (also off, false).
+  AttentionMode attention = AttentionMode::cudnn;
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
   // jit/cudnn_api.h lists where).

@@ -256,20 +256,22 @@ TEST_CASE("look-alikes of attention are refused with a reason", "[fusion][attent
 
 TEST_CASE("the plan says where it recognized attention", "[fusion][attention]") {
   const Built x = attention(DType::bf16, 2, 4, 100, 64, Scale::scores, Mask::causal_where);
-  const fusion::Plan plan = fusion::make_plan(x.g, {});
+  fusion::PlanOptions off;
+  off.attention = false;
+  const fusion::Plan plan = fusion::make_plan(x.g, off);
   int said = 0;
   for (const fusion::Decision& d : plan.decisions) {
     if (d.reason.find("attention softmax(q kᵀ * 0.125, causal) v") == std::string::npos) continue;
     ++said;
     CHECK_FALSE(d.fused);
-    CHECK(d.reason.find("FUSEJIT_ATTENTION=1") != std::string::npos);
+    CHECK(d.reason.find("fused attention is off (FUSEJIT_ATTENTION=0)") != std::string::npos);
   }
   CHECK(said == 1);
   // A graph without attention says nothing of it.
   const Built no = attention(DType::f32, 1, 2, 16, 64, Scale::scores, Mask::none);
   Graph g = no.g;
   g.set_outputs({g.node(no.out).inputs[0], no.out});  // the probabilities are an output too
-  for (const fusion::Decision& d : fusion::make_plan(g, {}).decisions) {
+  for (const fusion::Decision& d : fusion::make_plan(g, off).decisions) {
     CHECK(d.reason.find("attention") == std::string::npos);
   }
 }
@@ -341,8 +343,11 @@ TEST_CASE("with FUSEJIT_ATTENTION, attention is one region reading q, k, v and t
         CHECK(r->attention.mask == AttentionMask::causal);
         CHECK(r->attention.fill == -std::numeric_limits<double>::infinity());
       }
-      // Off (the default), the same trace is a GEMM, a normalization and a GEMM.
-      const fusion::Plan plain = fusion::make_plan(x.g, {});
+      // On by default; off, the same trace is a GEMM, a normalization and a GEMM.
+      CHECK(attention_region(fusion::make_plan(x.g, {})) != nullptr);
+      fusion::PlanOptions off;
+      off.attention = false;
+      const fusion::Plan plain = fusion::make_plan(x.g, off);
       CHECK(plain.library_call_count() == 2);
       CHECK(attention_region(plain) == nullptr);
     }

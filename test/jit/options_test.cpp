@@ -58,12 +58,13 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
   CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
   CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);
-  CHECK(parse1("FUSEJIT_ATTENTION", "1").attention == fusejit::AttentionMode::kernel);
+  CHECK(parse1("FUSEJIT_ATTENTION", "1").attention == fusejit::AttentionMode::cudnn);
+  CHECK(parse1("FUSEJIT_ATTENTION", "auto").attention == fusejit::AttentionMode::cudnn);
   CHECK(parse1("FUSEJIT_ATTENTION", "kernel").attention == fusejit::AttentionMode::kernel);
   CHECK(parse1("FUSEJIT_ATTENTION", "cudnn").attention == fusejit::AttentionMode::cudnn);
   CHECK(parse1("FUSEJIT_ATTENTION", "off").attention == fusejit::AttentionMode::off);
   CHECK(parse1("FUSEJIT_ATTENTION", "0").attention == fusejit::AttentionMode::off);
-  CHECK(Options{}.attention == fusejit::AttentionMode::off);  // until it has run on a GPU
+  CHECK(Options{}.attention == fusejit::AttentionMode::cudnn);
   CHECK(parse1("FUSEJIT_CUDNN_PATH", "/opt/x/libcudnn.so.9").cudnn_path == "/opt/x/libcudnn.so.9");
 }
 

@@ -7,7 +7,7 @@ f16 and bf16; head dims 64 and 128; sequence lengths that are no multiple of a t
 heads broadcast over q's (grouped-query, through reshape and expand); q, k and v read from
 [b, s, h, d] through permutes with the output permuted back. They are small (checked against
 the CPU reference, not timed): scripts/gpu-check's `attention` suite runs each with
-FUSEJIT_ATTENTION=1 and --check, and CI plans each and compiles its kernels for sm_90 and sm_80.
+the kernel, with cuDNN and unfused, with --check, and CI plans each and compiles its kernels for sm_90 and sm_80.
 
   test/traces/make_attention_traces.py OUT_DIR      (writes OUT_DIR/*.trace, one name a line)
   test/traces/make_attention_traces.py --bench OUT_DIR
