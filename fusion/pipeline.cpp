@@ -45,7 +45,8 @@ Plan make_plan(const ir::Graph& g, const PlanOptions& options) {
           .consumer = a.output,
           .fused = false,
           .reason = fmt::format("attention {}; it runs as planned above (GEMM, normalization, "
-                                "GEMM): fused attention is off (FUSEJIT_ATTENTION=0); on, it is one kernel",
+                                "GEMM): fused attention is off (FUSEJIT_ATTENTION=0); on, it "
+                                "is one kernel",
                                 a.describe(plan.graph))});
     }
   }

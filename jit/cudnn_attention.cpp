@@ -298,11 +298,14 @@ Descriptor AttentionGraph::add_scores(Descriptor q, Descriptor kt) {
 // O = softmax(S) V over the key axis; P in the I/O type, as cuDNN's second matmul requires.
 void AttentionGraph::add_softmax_times_v(Descriptor x, Descriptor v, Descriptor o) {
   const auto [b, hq, sq, d] = problem_.q.dims;
-  const Dims row{b, hq, sq, 1};
-  const Descriptor max = build_tensor(kMax, DataType::float32, row, dense_strides(row), true);
+  const Dims row_dims{b, hq, sq, 1};
+  const auto row = [&](int64_t id) {  // a virtual f32 tensor of one value per score row
+    return build_tensor(id, DataType::float32, row_dims, dense_strides(row_dims), true);
+  };
+  const Descriptor max = row(kMax);
   const Descriptor centered = virtual_scores(kCentered);
   const Descriptor e = virtual_scores(kExp);
-  const Descriptor sum = build_tensor(kSum, DataType::float32, row, dense_strides(row), true);
+  const Descriptor sum = row(kSum);
   const Descriptor probabilities = virtual_scores(kProbabilities, cudnn_type(problem_.dtype));
   add_reduction(ReductionOperator::max, x, max);
   add_pointwise(PointwiseMode::sub, DataType::float32, x, max, nullptr, centered);
@@ -311,10 +314,9 @@ void AttentionGraph::add_softmax_times_v(Descriptor x, Descriptor v, Descriptor 
   // The softmax statistics max + log(sum), virtual here: nothing reads them, but cuDNN's
   // attention engines recognise the graph only with them (without, 9.14 and 9.19 offer no
   // engine: "Dropout set of ops not configured correctly").
-  const Descriptor log_sum = build_tensor(kLogSum, DataType::float32, row, dense_strides(row), true);
-  const Descriptor stats = build_tensor(kStats, DataType::float32, row, dense_strides(row), true);
+  const Descriptor log_sum = row(kLogSum);
   add_pointwise(PointwiseMode::log, DataType::float32, sum, nullptr, nullptr, log_sum);
-  add_pointwise(PointwiseMode::add, DataType::float32, max, log_sum, nullptr, stats);
+  add_pointwise(PointwiseMode::add, DataType::float32, max, log_sum, nullptr, row(kStats));
   add_pointwise(PointwiseMode::div, DataType::float32, e, sum, nullptr, probabilities);
   add_matmul(probabilities, v, o);
 }

@@ -144,8 +144,7 @@ BuildOptions Runtime::build_options_here(bool attention) {
     cudnn_tried_ = true;
     cudnn::CudnnLibrary lib = cudnn::load_cudnn(options_.cudnn_path);
     if (!lib) {
-      log_.info("attention: no cuDNN ({}); the generated kernel runs attention",
-                lib.unavailable);
+      log_.info("attention: no cuDNN ({}); the generated kernel runs attention", lib.unavailable);
     } else {
       try {
         auto session = std::make_shared<CudnnSession>();
@@ -154,8 +153,7 @@ BuildOptions Runtime::build_options_here(bool attention) {
         cudnn_ = std::move(session);
         log_.info("attention: cuDNN {} from {}", cudnn_->api->version_text(), cudnn_->api->path);
       } catch (const Error& e) {
-        log_.warn("attention: no cuDNN handle ({}); the generated kernel runs attention",
-                  e.what());
+        log_.warn("attention: no cuDNN handle ({}); the generated kernel runs attention", e.what());
       }
     }
   }
