@@ -2,8 +2,10 @@
 #include "jit/dynamic.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -98,15 +100,15 @@ int64_t power_product(const std::vector<int>& exponents, const ir::Bindings& val
 // generation values.
 std::optional<templates::Kernel> dynamic_kernel(const fusion::Plan& a, const fusion::Plan& b,
                                                 size_t region, const std::vector<int>& exponents,
-                                                const ir::Bindings& at_a,
-                                                const ir::Bindings& at_b,
+                                                const ir::Bindings& at_a, const ir::Bindings& at_b,
                                                 const templates::CodegenOptions& codegen,
-                                                std::string* why, int64_t alignment = 1) {
+                                                std::string* why,
+                                                std::vector<int64_t> alignment = {}) {
   const templates::DynamicSizes sizes{.outer_a = power_product(exponents, at_a),
                                       .outer_b = power_product(exponents, at_b),
                                       .symbols_a = at_a,
                                       .symbols_b = at_b,
-                                      .alignment = alignment};
+                                      .alignment = std::move(alignment)};
   return templates::generate_dynamic(a.graph, b.graph, a.regions[region], sizes, codegen, why);
 }
 
@@ -210,29 +212,60 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
     ir::Bindings at_a, at_b;
     std::optional<fusion::Plan> a, b;
   };
-  // Aligned variants are generated at kAlignedSizes times such primes (every symbol a multiple
-  // of it, as the sizes they serve), under the same limits.
-  const auto instances = [&](int64_t alignment) {
+  // Aligned variants are generated with some symbols at kAlignedSizes times such primes (those
+  // symbols multiples of it, as the sizes they serve), under the same limits.
+  const auto instances = [&](const std::vector<int64_t>& alignment) {
+    const int64_t most =
+        alignment.empty() ? 1 : *std::max_element(alignment.begin(), alignment.end());
     std::vector<Instances> tries;
     for (double limit : {2147483647.0, static_cast<double>(templates::kNarrowIndexLimit)}) {
-      const int64_t ceiling = generation_ceiling(dp.plan, dp.symbols, limit) / alignment;
+      const int64_t ceiling = generation_ceiling(dp.plan, dp.symbols, limit) / most;
       auto [at_a, at_b] = ceiling == 0 ? std::pair<ir::Bindings, ir::Bindings>{}
                                        : generation_values(dp.plan, dp.symbols, ceiling);
-      for (int64_t& v : at_a) v *= alignment;
-      for (int64_t& v : at_b) v *= alignment;
+      for (size_t k = 0; k < alignment.size() && !at_a.empty(); ++k) {
+        at_a[k] *= alignment[k];
+        at_b[k] *= alignment[k];
+      }
       if (at_a.empty() || (!tries.empty() && tries.back().at_a == at_a)) continue;
       tries.push_back(
           Instances{.at_a = std::move(at_a), .at_b = std::move(at_b), .a = {}, .b = {}});
     }
     return tries;
   };
-  std::vector<Instances> tries = instances(1);
-  std::vector<Instances> aligned_tries = instances(kAlignedSizes);
+  std::vector<Instances> tries = instances({});
   dp.aligned.resize(n);
   if (tries.empty()) {
     dp.reasons.assign(n, "the static dims leave too little room under 32-bit indexing");
     return dp;
   }
+  // Per set of aligned symbols (a bit per symbol), its instances, made when first needed.
+  std::unordered_map<uint32_t, std::vector<Instances>> aligned_tries;
+  const auto alignment_of = [&](uint32_t set) {
+    std::vector<int64_t> alignment(dp.symbols.size(), 1);
+    for (size_t k = 0; k < alignment.size(); ++k) {
+      if ((set >> k) & 1U) alignment[k] = kAlignedSizes;
+    }
+    return alignment;
+  };
+  // The region's aligned variant with the symbols of `set` aligned, or none.
+  const auto variant = [&](size_t i, uint32_t set) -> std::optional<templates::Kernel> {
+    auto it = aligned_tries.find(set);
+    if (it == aligned_tries.end()) {
+      it = aligned_tries.emplace(set, instances(alignment_of(set))).first;
+    }
+    for (Instances& at : it->second) {
+      if (!at.a) {
+        at.a = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_a);
+        at.b = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_b);
+      }
+      std::string why;
+      std::optional<templates::Kernel> k =
+          dynamic_kernel(*at.a, *at.b, i, dp.outer_exponents[i], at.at_a, at.at_b, codegen, &why,
+                         alignment_of(set));
+      if (k) return k;
+    }
+    return std::nullopt;
+  };
   for (size_t i = 0; i < n; ++i) {
     const std::vector<int>& e = dp.outer_exponents[i];
     const bool symbolic = std::any_of(e.begin(), e.end(), [](int x) { return x > 0; });
@@ -242,34 +275,56 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
         at.a = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_a);
         at.b = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_b);
       }
-      dp.kernels[i] =
-          dynamic_kernel(*at.a, *at.b, i, e, at.at_a, at.at_b, codegen, &dp.reasons[i]);
+      dp.kernels[i] = dynamic_kernel(*at.a, *at.b, i, e, at.at_a, at.at_b, codegen, &dp.reasons[i]);
       if (dp.kernels[i]) break;
     }
-    for (Instances& at : dp.kernels[i] ? aligned_tries : std::vector<Instances>{}) {
-      if (!at.a) {
-        at.a = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_a);
-        at.b = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_b);
+    // The variant with every symbol of the region aligned; then the same source with fewer of
+    // them aligned (a softmax over [B,H,S,S] needs S a multiple of 8, not B), which serves more
+    // sizes. A variant is worth its compile only where alignment changed the kernel: the same
+    // source as the kernel for every size, or one that differs by its index width alone (the
+    // aligned values are larger), is dropped.
+    uint32_t in_region = 0;
+    for (size_t k = 0; k < e.size() && k < 32; ++k) {
+      if (e[k] > 0) in_region |= 1U << k;
+    }
+    if (dp.kernels[i] && in_region != 0 && dp.symbols.size() <= 32) {
+      std::optional<templates::Kernel> all = variant(i, in_region);
+      if (all && (all->source == dp.kernels[i]->source ||
+                  all->max_elements != dp.kernels[i]->max_elements)) {
+        all.reset();
       }
-      std::string why;
-      dp.aligned[i] =
-          dynamic_kernel(*at.a, *at.b, i, e, at.at_a, at.at_b, codegen, &why, kAlignedSizes);
-      // A variant is worth its compile only where alignment changed the kernel: the same
-      // source, or one that differs by its index width alone (the aligned values are larger),
-      // is dropped.
-      if (dp.aligned[i] && (dp.aligned[i]->source == dp.kernels[i]->source ||
-                            dp.aligned[i]->max_elements != dp.kernels[i]->max_elements)) {
-        dp.aligned[i].reset();
+      // Proper subsets, fewest symbols first (at most 2^4 of them tried).
+      std::vector<uint32_t> subsets;
+      if (all && std::popcount(in_region) <= 4) {
+        for (uint32_t set = (in_region - 1) & in_region; set != 0; set = (set - 1) & in_region) {
+          subsets.push_back(set);
+        }
+        std::stable_sort(subsets.begin(), subsets.end(), [](uint32_t x, uint32_t y) {
+          return std::popcount(x) < std::popcount(y);
+        });
       }
-      if (dp.aligned[i]) break;
+      for (uint32_t set : subsets) {
+        std::optional<templates::Kernel> fewer = variant(i, set);
+        if (fewer && fewer->source == all->source && fewer->max_elements == all->max_elements) {
+          all = std::move(fewer);
+          break;
+        }
+      }
+      dp.aligned[i] = std::move(all);
     }
     if (dp.kernels[i] && !dp.kernels[i]->runtime_extents.empty()) {
       dp.reasons[i] = fmt::format("runtime extents {}, divided by fast division",
                                   extents_text(*dp.kernels[i], dp.symbols));
     }
     if (dp.aligned[i]) {
-      dp.reasons[i] += fmt::format("{}a variant for sizes that are multiples of {}",
-                                   dp.reasons[i].empty() ? "" : "; ", kAlignedSizes);
+      std::string names;
+      for (size_t k = 0; k < dp.aligned[i]->alignment.size(); ++k) {
+        if (dp.aligned[i]->alignment[k] == 1) continue;
+        names += (names.empty() ? "" : ", ") + dp.symbols[k].name;
+      }
+      dp.reasons[i] += fmt::format(
+          "{}a variant for sizes where {} {} of {}", dp.reasons[i].empty() ? "" : "; ", names,
+          names.find(',') == std::string::npos ? "is a multiple" : "are multiples", kAlignedSizes);
     }
   }
   return dp;
@@ -293,9 +348,8 @@ bool serves(const templates::Kernel& k, const DynamicPlan& plan, size_t region,
   for (const ir::DimTerms& t : k.dividend_bounds) {
     if (t.value(values) > templates::kFastDivMaxDividend + 1) return false;
   }
-  const std::vector<int>& exponents = plan.outer_exponents.at(region);
-  for (size_t s = 0; s < exponents.size(); ++s) {
-    if (exponents[s] > 0 && values.at(s) % k.alignment != 0) return false;
+  for (size_t s = 0; s < k.alignment.size(); ++s) {
+    if (values.at(s) % k.alignment[s] != 0) return false;
   }
   return true;
 }

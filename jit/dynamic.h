@@ -64,9 +64,10 @@ struct DynamicPlan {
   // Per region: its dynamic kernel (none: a static kernel per size, or a GEMM), and the power of
   // each symbol in its outer extent.
   std::vector<std::optional<templates::Kernel>> kernels;
-  // Per region with a dynamic kernel: its variant for sizes where every symbol of the region is
-  // a multiple of kAlignedSizes (generated at such values, so with the vectors and guards those
-  // sizes allow), when its source differs from the kernel's.
+  // Per region with a dynamic kernel: its variant for sizes where some symbols of the region
+  // are multiples of kAlignedSizes (generated at such values, so with the vectors and guards
+  // those sizes allow), when its source differs from the kernel's. Which symbols
+  // (Kernel::alignment): the fewest that give the source of all of them aligned.
   std::vector<std::optional<templates::Kernel>> aligned;
   std::vector<std::vector<int>> outer_exponents;
   // Per region without a dynamic kernel: why (may be empty); per region whose dynamic kernel

@@ -163,16 +163,19 @@ namespace {
 // then any size that grows with the symbols, as printed sizes do, differs between them); odd,
 // different outer extents. A violation is the caller's bug.
 void check_instances(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
-                     int64_t outer_a, int64_t outer_b, int64_t alignment) {
-  // (Aligned instantiations: the outer extents are powers of the alignment times odd numbers.)
-  const bool odd = alignment > 1 || (outer_a % 2 != 0 && outer_b % 2 != 0);
+                     int64_t outer_a, int64_t outer_b, const std::vector<int64_t>& alignment) {
+  // (Aligned instantiations: the outer extents may hold powers of the alignments.)
+  const bool aligned =
+      std::any_of(alignment.begin(), alignment.end(), [](int64_t a) { return a > 1; });
+  const bool odd = aligned || (outer_a % 2 != 0 && outer_b % 2 != 0);
   if (outer_a < 1 || outer_b < 1 || !odd || outer_a == outer_b) {
-    throw InternalError(fmt::format("generate_dynamic: outer extents {} and {} must be odd and "
-                                    "different", outer_a, outer_b));
+    throw InternalError(fmt::format(
+        "generate_dynamic: outer extents {} and {} must be odd and different", outer_a, outer_b));
   }
-  if (alignment < 1 || (alignment & (alignment - 1)) != 0) {
-    throw InternalError(fmt::format("generate_dynamic: alignment {} is not a power of two",
-                                    alignment));
+  for (int64_t a : alignment) {
+    if (a < 1 || (a & (a - 1)) != 0) {
+      throw InternalError(fmt::format("generate_dynamic: alignment {} is not a power of two", a));
+    }
   }
   int direction = 0;
   auto check = [&](ir::NodeId id) {
@@ -304,12 +307,12 @@ std::optional<std::string> runtime_arguments(const RegionInfo& info, const Runti
 // instantiations must give the same dims in the same order, and then equal sources mean the
 // same kernel at every size, its runtime extents passed at launch.
 //
-// Aligned instantiations (DynamicSizes::alignment A > 1): the values are A times distinct odd
-// primes, and the kernel serves only sizes where A divides every symbol. The numbers decode as
-// before (a value divides a number or not), and every decision taken from a count's
-// divisibility by a power of two (a vector width, a dropped guard) holds at every such size,
-// where the count is divisible by at least as high a power of two; a decision that a count is
-// not divisible leaves a guard or a narrower vector, which is correct at any size.
+// Aligned instantiations (DynamicSizes::alignment A > 1 for some symbols): their values are A
+// times distinct odd primes, and the kernel serves only sizes where A divides each of them. The
+// numbers decode as before (a value divides a number or not), and every decision taken from a
+// count's divisibility by a power of two (a vector width, a dropped guard) holds at every such
+// size, where the count is divisible by at least as high a power of two; a decision that a
+// count is not divisible leaves a guard or a narrower vector, which is correct at any size.
 std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
                                        const fusion::Region& region, const DynamicSizes& sizes,
                                        const CodegenOptions& options, std::string* why) {
@@ -322,6 +325,9 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   check_instances(a, b, region, sizes.outer_a, sizes.outer_b, sizes.alignment);
   if (sizes.symbols_a.size() != sizes.symbols_b.size()) {
     throw InternalError("generate_dynamic: the instantiations have different symbol counts");
+  }
+  if (!sizes.alignment.empty() && sizes.alignment.size() != sizes.symbols_a.size()) {
+    throw InternalError("generate_dynamic: an alignment per symbol, or none");
   }
   RegionInfo info_a(a, region, options), info_b(b, region, options);
   info_a.outer = sizes.outer_a;

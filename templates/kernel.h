@@ -85,9 +85,9 @@ struct Kernel {
   // A dynamic kernel with 32-bit index arithmetic serves only sizes at which every node of its
   // region has at most this many elements (0: 64-bit, no limit beyond max_outer).
   int64_t max_elements = 0;
-  // A dynamic kernel generated where every symbol was a multiple of `alignment` (a power of
-  // two; DynamicSizes::alignment) serves only sizes where every symbol of its region still is.
-  int64_t alignment = 1;
+  // A dynamic kernel generated where symbol k was a multiple of alignment[k] (a power of two;
+  // DynamicSizes::alignment) serves only sizes where it still is. Empty: every size.
+  std::vector<int64_t> alignment;
 };
 
 // Grid size: the work's blocks (for a dynamic kernel, those of `outer`, which must be in
@@ -136,11 +136,12 @@ struct DynamicSizes {
   int64_t outer_b = 0;
   std::vector<int64_t> symbols_a;
   std::vector<int64_t> symbols_b;
-  // 1: the symbols' values are odd primes, and the kernel serves every size. A power of two A:
-  // they are A times odd primes, and the kernel serves the sizes where A divides every symbol
+  // Per symbol, 1: its values are odd primes, and the kernel serves every size of it. A power
+  // of two A: they are A times odd primes, and the kernel serves the sizes where A divides it
   // (what the templates decide from a count's divisibility by a power of two holds wherever
-  // the count is divisible by at least as much: wider vectors, fewer guards).
-  int64_t alignment = 1;
+  // the count is divisible by at least as much: wider vectors, fewer guards). Empty: 1 for
+  // every symbol.
+  std::vector<int64_t> alignment;
 };
 
 // A kernel of the region whose sizes are runtime arguments (Kernel::dynamic), or nothing when
