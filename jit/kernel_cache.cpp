@@ -103,7 +103,7 @@ cache::KernelKey KernelCache::key(const templates::Kernel& k, std::string_view a
   in.arch = arch;
   in.compiler = compiler_identity();
   in.codegen_version = templates::kCodegenVersion;
-  in.compile_flags = compile_flags(arch);
+  in.compile_flags = compile_flags(arch, {.extra = options_.nvrtc_options});
   return cache::make_key(in);
 }
 
@@ -131,7 +131,7 @@ Error KernelCache::not_warm(const templates::Kernel& k, std::string_view arch) c
 
 CompiledKernel KernelCache::compile_now(const templates::Kernel& k, std::string_view arch) {
   if (options_.require_warm) throw not_warm(k, arch);
-  return compiler_(k, arch, CompileOptions{.ptx = keep_ptx_});
+  return compiler_(k, arch, CompileOptions{.ptx = keep_ptx_, .extra = options_.nvrtc_options});
 }
 
 CompiledKernel KernelCache::from_disk(const templates::Kernel& k, const cache::KernelKey& key,

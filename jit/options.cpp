@@ -1,6 +1,7 @@
 // jit/options: reads and validates every FUSEJIT_* variable once; see fusejit/options.h.
 #include "fusejit/options.h"
 
+#include <cctype>
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
@@ -126,6 +127,55 @@ Rounding parse_rounding(std::string_view value) {
   bad_value("FUSEJIT_ROUNDING", value, "store (f16/bf16 rounded where stored), node (every node)");
 }
 
+// FUSEJIT_NVRTC_OPTIONS: words separated by white space. NVRTC itself rejects an option it
+// does not know, at the first compile, naming the options passed.
+std::vector<std::string> parse_nvrtc_options(std::string_view value) {
+  // Set by fusejit (jit/nvrtc.cpp), or changing results away from the CPU reference's bounds.
+  constexpr std::string_view kOwn[] = {"-arch",
+                                       "--gpu-architecture",
+                                       "-std",
+                                       "--std",
+                                       "-use_fast_math",
+                                       "--use_fast_math",
+                                       "-ftz",
+                                       "--ftz",
+                                       "-prec-div",
+                                       "--prec-div",
+                                       "-prec-sqrt",
+                                       "--prec-sqrt",
+                                       "-fmad",
+                                       "--fmad",
+                                       "-default-device",
+                                       "--device-as-default-execution-space",
+                                       "-I",
+                                       "--include-path",
+                                       "-include",
+                                       "--pre-include"};
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < value.size()) {
+    if (std::isspace(static_cast<unsigned char>(value[at]))) {
+      ++at;
+      continue;
+    }
+    size_t end = at;
+    while (end < value.size() && !std::isspace(static_cast<unsigned char>(value[end]))) ++end;
+    const std::string_view word = value.substr(at, end - at);
+    const std::string_view name = word.substr(0, word.find('='));
+    for (std::string_view own : kOwn) {
+      if (name == own || (own == "-I" && name.starts_with("-I"))) {
+        throw UsageError(fmt::format(
+            "FUSEJIT_NVRTC_OPTIONS: {} is an option fusejit sets itself or one that changes "
+            "results (arch: FUSEJIT_ARCH; numerics: FUSEJIT_ROUNDING); leave it out",
+            word));
+      }
+    }
+    out.emplace_back(word);
+    at = end;
+  }
+  return out;
+}
+
 // A real arch (sm_NN, sm_90a): the runtime compiles SASS for it.
 std::string parse_arch(std::string_view value) {
   bool real = false;
@@ -151,7 +201,7 @@ constexpr std::string_view kKnownVars =
     "FUSEJIT_DUMP, FUSEJIT_DUMP_DIR, FUSEJIT_LOG, FUSEJIT_CACHE_DIR, FUSEJIT_CACHE, "
     "FUSEJIT_CACHE_MAX_MB, FUSEJIT_MEMO_MAX, FUSEJIT_KERNELS_MAX, FUSEJIT_RECORD_DIR, "
     "FUSEJIT_REQUIRE_WARM, FUSEJIT_DISABLE, FUSEJIT_ARCH, FUSEJIT_TF32, FUSEJIT_ROUNDING, "
-    "FUSEJIT_CUDNN_PATH, FUSEJIT_ATTENTION";
+    "FUSEJIT_CUDNN_PATH, FUSEJIT_ATTENTION, FUSEJIT_NVRTC_OPTIONS";
 
 }  // namespace
 
@@ -176,6 +226,7 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_ATTENTION") o.attention = parse_attention(value);
     else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
     else if (name == "FUSEJIT_CUDNN_PATH") o.cudnn_path = value;
+    else if (name == "FUSEJIT_NVRTC_OPTIONS") o.nvrtc_options = parse_nvrtc_options(value);
     else if (name == "FUSEJIT_UPDATE_GOLDEN") continue;  // read by the golden-kernel tests
     else if (name.starts_with("FUSEJIT_")) {
       o.warnings.push_back(fmt::format(

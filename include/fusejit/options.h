@@ -76,6 +76,12 @@ struct Options {
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
   // jit/cudnn_api.h lists where).
   std::string cudnn_path;
+  // FUSEJIT_NVRTC_OPTIONS: more NVRTC options, separated by spaces, passed after fusejit's own
+  // and part of every kernel's cache key, e.g. "--Ofast-compile=mid" (faster compiles, other
+  // SASS: README "Compile latency"). Options that fusejit sets itself or that change results
+  // (the arch, the language standard, fast math, denormals, precise division and square root,
+  // contraction) are refused.
+  std::vector<std::string> nvrtc_options;
 
   // What parsing noticed but did not refuse: each unknown FUSEJIT_* variable (a typo, or one
   // from a newer fusejit), so that a newer environment never stops an older build. A Context

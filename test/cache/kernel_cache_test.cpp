@@ -128,6 +128,37 @@ TEST_CASE("KernelCache: the PTX is kept when asked for; an entry without it is c
   CHECK(log.warnings() == 0);
 }
 
+TEST_CASE("KernelCache: FUSEJIT_NVRTC_OPTIONS reach NVRTC and the key", "[cache][kernel_cache]") {
+  TempDir dir("nvrtc_options");
+  test::CapturedLog log;
+  const templates::Kernel k = test::tiny_kernel(11);
+  std::vector<std::string> seen;
+  const jit::KernelCache::Compiler spy = [&seen](const templates::Kernel& kernel,
+                                                 std::string_view arch,
+                                                 const jit::CompileOptions& options) {
+    seen = options.extra;
+    return jit::compile(kernel, arch, options);
+  };
+  jit::KernelCache plain(options_for(dir.str("cache")), *log.logger, spy);
+  jit::KernelCache fast(
+      options_for(dir.str("cache"), {{"FUSEJIT_NVRTC_OPTIONS", " --Ofast-compile=mid  "}}),
+      *log.logger, spy);
+  CHECK(plain.key(k, "sm_90") != fast.key(k, "sm_90"));  // other SASS: another entry
+  Outcome how{};
+  plain.get(k, "sm_90", &how);
+  CHECK(how == Outcome::compiled);
+  CHECK(seen.empty());
+  const jit::CompiledKernel c = fast.get(k, "sm_90", &how);
+  CHECK(how == Outcome::compiled);  // not the plain entry
+  CHECK(seen == std::vector<std::string>{"--Ofast-compile=mid"});
+  CHECK_FALSE(c.cubin.empty());
+
+  // An option NVRTC does not know fails the compile, naming the options.
+  jit::KernelCache bad(options_for(dir.str("cache"), {{"FUSEJIT_NVRTC_OPTIONS", "--no-such"}}),
+                       *log.logger);
+  REQUIRE_THROWS_WITH(bad.get(k, "sm_90"), ContainsSubstring("--no-such"));
+}
+
 TEST_CASE("KernelCache: FUSEJIT_CACHE=memory writes nothing, =off compiles every time",
           "[cache][kernel_cache]") {
   TempDir dir("modes");

@@ -66,6 +66,19 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(parse1("FUSEJIT_ATTENTION", "0").attention == fusejit::AttentionMode::off);
   CHECK(Options{}.attention == fusejit::AttentionMode::cudnn);
   CHECK(parse1("FUSEJIT_CUDNN_PATH", "/opt/x/libcudnn.so.9").cudnn_path == "/opt/x/libcudnn.so.9");
+  CHECK(parse1("FUSEJIT_NVRTC_OPTIONS", "  --Ofast-compile=mid\t-lineinfo ").nvrtc_options ==
+        std::vector<std::string>{"--Ofast-compile=mid", "-lineinfo"});
+  CHECK(parse1("FUSEJIT_NVRTC_OPTIONS", "").nvrtc_options.empty());
+}
+
+TEST_CASE("FUSEJIT_NVRTC_OPTIONS refuses what fusejit sets or what changes results",
+          "[jit][options]") {
+  for (const char* own : {"--use_fast_math", "-arch=sm_80", "--gpu-architecture=sm_80",
+                          "--ftz=true", "-std=c++20", "--fmad=false", "-I/usr/include"}) {
+    INFO(own);
+    REQUIRE_THROWS_WITH(parse1("FUSEJIT_NVRTC_OPTIONS", std::string("-lineinfo ") + own),
+                        ContainsSubstring(std::string("FUSEJIT_NVRTC_OPTIONS: ") + own));
+  }
 }
 
 TEST_CASE("invalid values name the variable and list the valid ones", "[jit][options]") {
