@@ -249,20 +249,18 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
   };
   // The region's aligned variant with the symbols of `set` aligned, or none.
   const auto variant = [&](size_t i, uint32_t set) -> std::optional<templates::Kernel> {
+    const std::vector<int64_t> alignment = alignment_of(set);
     auto it = aligned_tries.find(set);
-    if (it == aligned_tries.end()) {
-      it = aligned_tries.emplace(set, instances(alignment_of(set))).first;
-    }
+    if (it == aligned_tries.end()) it = aligned_tries.emplace(set, instances(alignment)).first;
     for (Instances& at : it->second) {
       if (!at.a) {
         at.a = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_a);
         at.b = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_b);
       }
-      std::string why;
-      std::optional<templates::Kernel> k =
-          dynamic_kernel(*at.a, *at.b, i, dp.outer_exponents[i], at.at_a, at.at_b, codegen, &why,
-                         alignment_of(set));
-      if (k) return k;
+      if (auto k = dynamic_kernel(*at.a, *at.b, i, dp.outer_exponents[i], at.at_a, at.at_b, codegen,
+                                  nullptr, alignment)) {
+        return k;
+      }
     }
     return std::nullopt;
   };
@@ -283,11 +281,11 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
     // sizes. A variant is worth its compile only where alignment changed the kernel: the same
     // source as the kernel for every size, or one that differs by its index width alone (the
     // aligned values are larger), is dropped.
-    uint32_t in_region = 0;
-    for (size_t k = 0; k < e.size() && k < 32; ++k) {
+    uint32_t in_region = 0;  // a bit per symbol (a trace with more than 32 gets no variant)
+    for (size_t k = 0; k < e.size() && dp.symbols.size() <= 32; ++k) {
       if (e[k] > 0) in_region |= 1U << k;
     }
-    if (dp.kernels[i] && in_region != 0 && dp.symbols.size() <= 32) {
+    if (dp.kernels[i] && in_region != 0) {
       std::optional<templates::Kernel> all = variant(i, in_region);
       if (all && (all->source == dp.kernels[i]->source ||
                   all->max_elements != dp.kernels[i]->max_elements)) {

@@ -1,10 +1,11 @@
 // jit/options: reads and validates every FUSEJIT_* variable once; see fusejit/options.h.
 #include "fusejit/options.h"
 
-#include <cctype>
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -129,8 +130,9 @@ Rounding parse_rounding(std::string_view value) {
 
 // FUSEJIT_NVRTC_OPTIONS: words separated by white space. NVRTC itself rejects an option it
 // does not know, at the first compile, naming the options passed.
-std::vector<std::string> parse_nvrtc_options(std::string_view value) {
-  // Set by fusejit (jit/nvrtc.cpp), or changing results away from the CPU reference's bounds.
+std::vector<std::string> parse_nvrtc_options(const std::string& value) {
+  // Set by fusejit (jit/nvrtc.cpp), or changing results away from the CPU reference's bounds;
+  // an include path also as -I<dir>.
   constexpr std::string_view kOwn[] = {"-arch",
                                        "--gpu-architecture",
                                        "-std",
@@ -147,31 +149,21 @@ std::vector<std::string> parse_nvrtc_options(std::string_view value) {
                                        "--fmad",
                                        "-default-device",
                                        "--device-as-default-execution-space",
-                                       "-I",
                                        "--include-path",
                                        "-include",
                                        "--pre-include"};
   std::vector<std::string> out;
-  size_t at = 0;
-  while (at < value.size()) {
-    if (std::isspace(static_cast<unsigned char>(value[at]))) {
-      ++at;
-      continue;
+  std::istringstream words(value);
+  for (std::string word; words >> word;) {
+    const std::string_view name = std::string_view(word).substr(0, word.find('='));
+    if (name.starts_with("-I") ||
+        std::find(std::begin(kOwn), std::end(kOwn), name) != std::end(kOwn)) {
+      throw UsageError(fmt::format(
+          "FUSEJIT_NVRTC_OPTIONS: {} is an option fusejit sets itself or one that changes "
+          "results (arch: FUSEJIT_ARCH; numerics: FUSEJIT_ROUNDING); leave it out",
+          word));
     }
-    size_t end = at;
-    while (end < value.size() && !std::isspace(static_cast<unsigned char>(value[end]))) ++end;
-    const std::string_view word = value.substr(at, end - at);
-    const std::string_view name = word.substr(0, word.find('='));
-    for (std::string_view own : kOwn) {
-      if (name == own || (own == "-I" && name.starts_with("-I"))) {
-        throw UsageError(fmt::format(
-            "FUSEJIT_NVRTC_OPTIONS: {} is an option fusejit sets itself or one that changes "
-            "results (arch: FUSEJIT_ARCH; numerics: FUSEJIT_ROUNDING); leave it out",
-            word));
-      }
-    }
-    out.emplace_back(word);
-    at = end;
+    out.push_back(std::move(word));
   }
   return out;
 }
