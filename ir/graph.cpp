@@ -35,6 +35,16 @@ void reject_bool(std::string_view op, DType d) {
   }
 }
 
+// n.shape = broadcast_shapes(a, b, op), reusing n.shape's memory in the common case of equal
+// shapes.
+void set_broadcast(Node& n, const Shape& a, const Shape& b, std::string_view op) {
+  if (a == b) {
+    n.shape = a;
+  } else {
+    n.shape = broadcast_shapes(a, b, op);
+  }
+}
+
 void infer_elementwise(const Graph& g, const NodeSpec& spec, Node& n) {
   const std::string_view name = op_name(spec.op);
   const Node& a = g.node(spec.inputs[0]);
@@ -50,7 +60,7 @@ void infer_elementwise(const Graph& g, const NodeSpec& spec, Node& n) {
       return;
     case OpKind::binary: {
       const Node& b = g.node(spec.inputs[1]);
-      n.shape = broadcast_shapes(a.shape, b.shape, name);
+      set_broadcast(n, a.shape, b.shape, name);
       const DType t = promote(a.dtype, b.dtype);
       if (op_has(spec.op, kFloatResult)) {
         n.dtype = is_floating(t) ? t : kDefaultFloat;
@@ -62,7 +72,7 @@ void infer_elementwise(const Graph& g, const NodeSpec& spec, Node& n) {
     }
     case OpKind::compare: {
       const Node& b = g.node(spec.inputs[1]);
-      n.shape = broadcast_shapes(a.shape, b.shape, name);
+      set_broadcast(n, a.shape, b.shape, name);
       n.dtype = DType::boolean;
       return;
     }
@@ -344,8 +354,9 @@ std::string type_str(const Node& node) {
 
 namespace {
 
-// infer_node but for the operand list, which the caller copies or moves into the node.
-Node infer_fields(const Graph& g, const NodeSpec& spec) {
+// infer_node into `n`, a node whose lists are empty (memory kept, see Graph::Spare), but for the
+// operand list, which the caller copies or moves into the node.
+void infer_fields(const Graph& g, const NodeSpec& spec, Node& n) {
   const std::string_view name = op_name(spec.op);
   if (!arity_ok(spec.op, spec.inputs.size())) {
     throw UsageError(fmt::format("{}: takes {} operand(s), got {}", name, arity_str(spec.op),
@@ -358,7 +369,6 @@ Node infer_fields(const Graph& g, const NodeSpec& spec) {
                               name, id, g.size()));
     }
   }
-  Node n;
   n.op = spec.op;
   switch (op_kind(spec.op)) {
     case OpKind::source:
@@ -381,41 +391,47 @@ Node infer_fields(const Graph& g, const NodeSpec& spec) {
           n.value = static_cast<double>(n.integer);
         }
       }
-      return n;
+      return;
     case OpKind::reduce:
       infer_reduce(g, spec, n);
-      return n;
+      return;
     case OpKind::view:
       infer_view(g, spec, n);
-      return n;
+      return;
     case OpKind::matmul:
       infer_matmul(g, spec, n);
-      return n;
+      return;
     case OpKind::gather:
       infer_gather(g, spec, n);
-      return n;
+      return;
     case OpKind::random:
       infer_random(g, spec, n);
-      return n;
+      return;
     default:
       infer_elementwise(g, spec, n);
-      return n;
+      return;
   }
 }
 
 // infer_fields, and the result within the size limit (ir/shape.h): every node of a graph is.
-Node infer_sized(const Graph& g, const NodeSpec& spec) {
-  Node n = infer_fields(g, spec);
+void infer_sized(const Graph& g, const NodeSpec& spec, Node& n) {
+  infer_fields(g, spec, n);
+  if (!spec.inputs.empty()) {
+    // Of its first operand's shape and no wider a dtype, it is within the limit as that
+    // operand is: the common case (an elementwise op), decided without counting elements.
+    const Node& first = g.node(spec.inputs[0]);
+    if (n.shape == first.shape && dtype_size(n.dtype) <= dtype_size(first.dtype)) return;
+  }
   if (!within_size_limit(n.shape, n.dtype)) {
     check_tensor_size(n.shape, n.dtype, fmt::format("{} (node %{})", op_name(spec.op), g.size()));
   }
-  return n;
 }
 
 }  // namespace
 
 Node infer_node(const Graph& g, const NodeSpec& spec) {
-  Node n = infer_sized(g, spec);
+  Node n;
+  infer_sized(g, spec, n);
   n.inputs = spec.inputs;
   return n;
 }
@@ -426,10 +442,16 @@ NodeSpec spec_of(const Node& n) {
                   .step = n.step};
 }
 
-NodeId Graph::add(const NodeSpec& spec) { return append(infer_node(*this, spec)); }
+NodeId Graph::add(const NodeSpec& spec) {
+  Node n = spare_.take();
+  infer_sized(*this, spec, n);
+  n.inputs.assign(spec.inputs.begin(), spec.inputs.end());
+  return append(std::move(n));
+}
 
 NodeId Graph::add(NodeSpec&& spec) {
-  Node n = infer_sized(*this, spec);
+  Node n = spare_.take();
+  infer_sized(*this, spec, n);
   n.inputs = std::move(spec.inputs);
   return append(std::move(n));
 }
@@ -443,10 +465,32 @@ NodeId Graph::append(Node&& n) {
 }
 
 void Graph::clear() {
+  spare_.keep(nodes_);
   nodes_.clear();
   outputs_.clear();
   inputs_.clear();
   hashes_.clear();
+}
+
+Node Graph::Spare::take() {
+  if (nodes_.empty()) return Node{};
+  Node n = std::move(nodes_.back());
+  nodes_.pop_back();
+  return n;
+}
+
+void Graph::Spare::keep(std::vector<Node>& nodes) {
+  // Enough for a trace of this many nodes to be recorded again without allocating; a larger
+  // one allocates for the rest as any graph does.
+  constexpr size_t kMaxSpare = 4096;
+  for (Node& n : nodes) {
+    if (nodes_.size() == kMaxSpare) return;
+    n.shape.clear();
+    n.inputs.clear();
+    n.axes.clear();
+    nodes_.push_back(Node{.shape = std::move(n.shape), .inputs = std::move(n.inputs),
+                          .axes = std::move(n.axes)});
+  }
 }
 
 void Graph::add_output(NodeId id) {

@@ -77,7 +77,9 @@ class Graph {
   void add_output(NodeId id);
   void set_outputs(std::vector<NodeId> ids);
 
-  // Empties the graph, keeping its memory for the next one (a Context's next trace).
+  // Empties the graph, keeping its memory for the next one (a Context's next trace): the
+  // nodes' shape and operand lists too, which the next trace's nodes take over, so that
+  // recording the same program again allocates nothing.
   void clear();
 
   // Ids of the input nodes, in order.
@@ -97,6 +99,26 @@ class Graph {
   std::vector<NodeId> outputs_;
   std::vector<NodeId> inputs_;
   std::vector<uint64_t> hashes_;
+
+  // Nodes of the graph before the last clear(), their lists emptied but their memory kept: add
+  // infers a new node into one of them. A copy of the graph starts without any.
+  class Spare {
+   public:
+    Spare() = default;
+    Spare(const Spare&) {}
+    Spare(Spare&&) noexcept = default;
+    Spare& operator=(const Spare&) { return *this; }
+    Spare& operator=(Spare&&) noexcept = default;
+    ~Spare() = default;
+    // A node to infer into: a kept one, or a new one.
+    Node take();
+    // Keeps `nodes` (moved from), up to a bound.
+    void keep(std::vector<Node>& nodes);
+
+   private:
+    std::vector<Node> nodes_;
+  };
+  Spare spare_;
 
   // Hashes and appends an inferred node.
   NodeId append(Node&& n);

@@ -29,24 +29,38 @@ constexpr uint64_t finalize(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// An order-sensitive accumulator: add(a); add(b) differs from add(b); add(a).
+// 64 x 64 -> 128-bit multiply, the two halves folded by xor: one multiply instruction that
+// spreads every input bit over the whole result.
+constexpr uint64_t fold_multiply(uint64_t a, uint64_t b) {
+  __extension__ using u128 = unsigned __int128;
+  const u128 product = static_cast<u128>(a) * b;
+  return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
+}
+
+// An order-sensitive accumulator: add(a); add(b) differs from add(b); add(a). Each add is one
+// folded multiply (a few instructions: a node is hashed on every recorded op, so this is on
+// the recording hot path); value() finishes with the splitmix64 finalizer, so a node's hash,
+// which its users mix in turn, has full avalanche.
 class Mixer {
  public:
   constexpr explicit Mixer(uint64_t seed) : state_(finalize(seed)) {}
-  // Carries on from `value()` of an earlier Mixer.
+  // Carries on from `state()` of an earlier Mixer.
   static constexpr Mixer resume(uint64_t state) {
     Mixer m(0);
     m.state_ = state;
     return m;
   }
-  constexpr void add(uint64_t v) { state_ = finalize(state_ ^ finalize(v + 0x9e3779b97f4a7c15ull)); }
+  constexpr void add(uint64_t v) {
+    state_ = fold_multiply(state_ ^ v ^ 0x243f6a8885a308d3ull, 0x9e3779b97f4a7c15ull);
+  }
   // Lists carry their length, so [1,2],[3] and [1],[2,3] differ.
   template <class T>
   void add_list(const std::vector<T>& values) {
     add(values.size());
     for (const T& v : values) add(static_cast<uint64_t>(v));
   }
-  constexpr uint64_t value() const { return state_; }
+  constexpr uint64_t state() const { return state_; }
+  constexpr uint64_t value() const { return finalize(state_); }
 
  private:
   uint64_t state_;
@@ -77,7 +91,7 @@ constexpr std::array<std::array<uint64_t, kNumDTypes>, kNumOps> kPrefix = [] {
       Mixer m(kNodeSeed);
       m.add(name_bits(op_name(static_cast<Op>(op))));
       m.add(static_cast<uint64_t>(dtype));
-      prefix[static_cast<size_t>(op)][static_cast<size_t>(dtype)] = m.value();
+      prefix[static_cast<size_t>(op)][static_cast<size_t>(dtype)] = m.state();
     }
   }
   return prefix;

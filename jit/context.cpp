@@ -200,7 +200,17 @@ struct RecyclingAllocator {
 }  // namespace
 
 std::shared_ptr<TensorImpl> ContextImpl::record(ir::NodeSpec&& spec) {
-  const ir::NodeId id = trace.add(std::move(spec));
+  return pending_tensor(trace.add(std::move(spec)));
+}
+
+std::shared_ptr<TensorImpl> ContextImpl::record(ir::Op op,
+                                                std::initializer_list<ir::NodeId> operands) {
+  operands_only.op = op;
+  operands_only.inputs.assign(operands);
+  return pending_tensor(trace.add(operands_only));
+}
+
+std::shared_ptr<TensorImpl> ContextImpl::pending_tensor(ir::NodeId id) {
   auto t = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
   t->ctx = this;
   t->dtype = trace.node(id).dtype;

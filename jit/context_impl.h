@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -111,6 +112,10 @@ struct ContextImpl {
   const Shape& shape_of(TensorImpl& t);
   // Appends a node (taking over the spec's operand list) and returns a pending tensor for it.
   std::shared_ptr<TensorImpl> record(ir::NodeSpec&& spec);
+  // The same for a node of `op` that states nothing but its operands (an elementwise op): they
+  // go through a spec kept here, so that recording one allocates nothing once the trace has
+  // been recorded before (Graph::clear keeps the nodes' memory too).
+  std::shared_ptr<TensorImpl> record(ir::Op op, std::initializer_list<ir::NodeId> operands);
   // Materializes every pending tensor still held (and `extra`, held or not). A tensor in
   // `into` is computed into that caller memory (the Context's memory, of its size).
   using Into = std::unordered_map<const TensorImpl*, void*>;
@@ -121,6 +126,10 @@ struct ContextImpl {
   void* data_of(Storage& s);
 
  private:
+  ir::NodeSpec operands_only;  // record(op, operands)'s spec: only op and inputs ever change
+
+  // A pending tensor for node `id` of the trace, just added.
+  std::shared_ptr<TensorImpl> pending_tensor(ir::NodeId id);
   // Saves `g` to FUSEJIT_RECORD_DIR, in its symbolic form when it has dynamic dims.
   void record(const ir::Graph& g);
   // The values of g's outputs, `outs` in order, computed on the GPU or by the CPU reference.

@@ -36,7 +36,7 @@ Tensor record(detail::ContextImpl& ctx, ir::NodeSpec spec) {
 Tensor unary(Op op, const Tensor& x) {
   auto& ctx = ctx_of(x, ir::op_name(op));
   const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
-  return record(ctx, {.op = op, .inputs = {ctx.node_of(impl_of(x, ir::op_name(op)))}});
+  return Tensor(ctx.record(op, {ctx.node_of(impl_of(x, ir::op_name(op)))}));
 }
 
 Tensor binary(Op op, const Tensor& a, const Tensor& b) {
@@ -45,7 +45,7 @@ Tensor binary(Op op, const Tensor& a, const Tensor& b) {
   const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
   const ir::NodeId ia = ctx.node_of(impl_of(a, name));
   const ir::NodeId ib = ctx.node_of(impl_of(b, name));
-  return record(ctx, {.op = op, .inputs = {ia, ib}});
+  return Tensor(ctx.record(op, {ia, ib}));
 }
 
 // A scalar operand takes the tensor's category, as a Python scalar does in PyTorch: a float
@@ -171,7 +171,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const ir::NodeId c = ctx.node_of(impl_of(cond, "where"));
   const ir::NodeId ia = ctx.node_of(impl_of(a, "where"));
   const ir::NodeId ib = ctx.node_of(impl_of(b, "where"));
-  return record(ctx, {.op = Op::where, .inputs = {c, ia, ib}});
+  return Tensor(ctx.record(Op::where, {c, ia, ib}));
 }
 
 Tensor cast(const Tensor& x, DType dtype) {

@@ -2,8 +2,10 @@
 #include "fusejit/error.h"
 #include "ir/dtype.h"
 #include "ir/graph.h"
+#include "ir/hash.h"
 #include "ir/shape.h"
 #include "support/catch.h"
+#include "support/random_graph.h"
 
 using namespace fusejit;
 using namespace fusejit::ir;
@@ -104,4 +106,26 @@ TEST_CASE("a spec moved into Graph::add makes the node a copied one does", "[ir]
   CHECK(moved == copied);  // the nodes and their kept hashes
   REQUIRE_THROWS_WITH(moved.add(NodeSpec{.op = Op::add, .inputs = {0, 7}}),
                       ContainsSubstring("operand %7 does not exist"));
+}
+
+TEST_CASE("a cleared graph records the next trace as a new graph would", "[ir][infer]") {
+  // Graph::clear keeps the nodes' lists for the next trace's nodes: nothing of the old nodes
+  // (shapes, operands, axes, keepdim, constants, slice bounds) may show through.
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    const Graph before = testing::random_graph(seed, testing::RandomGraphs::wide);
+    const Graph next = testing::random_graph(seed + 1000);
+    INFO("seeds " << seed << " and " << seed + 1000);
+    Graph g = before;
+    g.clear();
+    CHECK(g.size() == 0);
+    for (const Node& n : next.nodes()) g.add(spec_of(n));
+    g.set_outputs(next.outputs());
+    CHECK(g == next);
+    CHECK(structural_hash(g) == recompute_structural_hash(g));
+    // Twice, so that the second trace also comes from nodes a trace of the Graph left.
+    g.clear();
+    for (const Node& n : before.nodes()) g.add(spec_of(n));
+    g.set_outputs(before.outputs());
+    CHECK(g == before);
+  }
 }
