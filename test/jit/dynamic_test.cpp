@@ -210,6 +210,14 @@ TEST_CASE("a dynamic row length gets a variant for sizes that are multiples of 8
   REQUIRE(plan.aligned[0].has_value());
   const templates::Kernel& any = *plan.kernels[0];
   const templates::Kernel& aligned = *plan.aligned[0];
+  // Both grids follow the elements (4 per unit of the outer extent B*S*S), a block per vector
+  // of each of its 256 threads: scalars, and vectors of 8. So short rows still get a warp each:
+  // at B=64 S=128, 2,048 blocks for 32,768 rows of 128, and at B=8 S=2048 the cap of 4 waves.
+  CHECK(any.items_per_outer == 4);
+  CHECK(any.items_per_block == 256);
+  CHECK(aligned.items_per_block == 256 * 8);
+  CHECK(templates::launch_grid(aligned, 132, 64 * 128 * 128) == 2048);
+  CHECK(templates::launch_grid(aligned, 132, 8 * 2048 * 2048) == 4 * 132 * aligned.blocks_per_sm);
   CHECK(any.alignment.empty());
   CHECK(aligned.alignment == std::vector<int64_t>{1, 8});  // S alone: the rows are 4*B*S
   CHECK(plan.reasons[0].find("a variant for sizes where S is a multiple of 8") !=
