@@ -88,6 +88,14 @@ TEST_CASE("ill-formed nodes throw errors that name the op, the shapes and the fi
   REQUIRE_THROWS_WITH(add_input(g, DType::f32, {0, 3}), ContainsSubstring("empty tensors"));
   REQUIRE_THROWS_WITH(g.add({.op = Op::add, .inputs = {x, 99}}),
                       ContainsSubstring("operand %99 does not exist"));
+  // A failed add leaves the graph as it was, and no node reads itself (its id is the size).
+  const auto defined = static_cast<NodeId>(g.size());
+  REQUIRE_THROWS_WITH(g.add({.op = Op::exp, .inputs = {defined}}),
+                      ContainsSubstring("operand %" + std::to_string(defined) + " does not exist"));
+  CHECK(g.size() == static_cast<size_t>(defined));
+  CHECK(g.node_hashes().size() == g.size());
+  CHECK(g.inputs().size() == 4);
+  CHECK(add_unary(g, Op::exp, x) == defined);
 }
 
 TEST_CASE("a spec moved into Graph::add makes the node a copied one does", "[ir][infer]") {
