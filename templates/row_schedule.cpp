@@ -236,4 +236,19 @@ std::optional<RowConfig> looped_row_config(const RegionInfo& info, const ReduceS
   return c;
 }
 
+std::vector<RowConfig> bounded_row_configs(const RowConfig& looped) {
+  RowConfig c = looped;
+  c.bounded = true;
+  c.chunks = std::min(kMaxUnrolledChunks, kCacheBudget / c.v);
+  c.piece = c.chunks * c.group * c.v;
+  std::vector<RowConfig> out{c};
+  if (c.group < c.block) {  // then the block's threads on one row: rows up to block / group longer
+    c.group = c.block;
+    c.rows_per_block = 1;
+    c.piece = c.chunks * c.group * c.v;
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace fusejit::templates

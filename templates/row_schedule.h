@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "templates/reduction.h"
 
@@ -34,10 +35,13 @@ struct RowConfig {
   // each thread strides over the row with a loop bounded at run time, and multi-pass kernels
   // read the row again in each pass instead of holding it in registers (looped_row_config).
   bool looped = false;
+  // With `looped`: the register path of such a kernel, for rows of at most `piece` = chunks *
+  // group * v elements, which it holds in registers as a static row does (bounded_row_configs).
+  bool bounded = false;
 
   int64_t pieces() const { return std::max(split, cluster); }
   bool cached() const {
-    return !looped && chunks <= kMaxUnrolledChunks && chunks * v <= kCacheBudget;
+    return (!looped || bounded) && chunks <= kMaxUnrolledChunks && chunks * v <= kCacheBudget;
   }
 };
 
@@ -54,6 +58,13 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
 // (a full reduction): such rows are split over blocks, by their length.
 std::optional<RowConfig> looped_row_config(const RegionInfo& info, const ReduceSpace& space,
                                            int v);
+
+// The register paths of a looped multi-pass kernel (`looped`, from looped_row_config): the same
+// threads and block, each holding the register cache's budget of vectors (a row of at most
+// `piece` elements is read from memory once); and for a warp per row, also the whole block per
+// row. The kernel takes the first path whose `piece` holds the length given at launch, and
+// loops over longer rows.
+std::vector<RowConfig> bounded_row_configs(const RowConfig& looped);
 
 // The blocks a row kernel of `block` threads asks to keep resident per SM (the minimum of its
 // launch bounds): half the SM's threads in all, which with 2048 threads and 64 K registers per

@@ -76,6 +76,9 @@ class RowwiseBuilder {
       // an aligned kernel the alignment times odd primes), so divisibility by the block's rows
       // holds at every size the kernel serves when it holds here. The row loop bounds k0.
       guard_row_ = space.rows % cfg.rows_per_block != 0;
+      // A register path holds at most `piece` elements: each vector is checked against the
+      // length given at launch.
+      guard_end_ = cfg.bounded;
     } else {
       // (A dynamic kernel's rows are rows_per_outer * outer: the guard holds for every outer.)
       guard_row_ = info.per_outer(space.rows, "the reduction's rows") % cfg.rows_per_block != 0;
@@ -92,6 +95,8 @@ class RowwiseBuilder {
 
   KernelBody build();
   int vector_accesses() const { return vector_accesses_; }
+  // Whether the register cache holds anything (after build).
+  bool caches() const { return !cache_.empty(); }
 
  private:
   // One loop over the thread's vectors of the row: per vector, the prelude (vector and hoisted
@@ -121,6 +126,7 @@ class RowwiseBuilder {
   kir::Block cache_fill();
   KernelBody kernel_body() const;
   void add_header(kir::Function& fn, std::string_view kind) const;
+  void add_group_index(kir::Block& body) const;
   void add_row_loop(kir::Block& out, const kir::Block& row_body) const;
   void add_cluster_row_loop(kir::Block& out, const kir::Block& row_body) const;
   std::vector<ClusterPartial> cluster_partials(const std::vector<ir::NodeId>& here) const;
@@ -325,7 +331,7 @@ void RowwiseBuilder::store_full(Pass& p, const ReduceOutput& out) {
 // check needs k0).
 void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   const std::string idx(info_.index_type());
-  if (cfg_.looped) {
+  if (cfg_.looped && !cfg_.bounded) {
     add_strided_loop(out, p);
     return;
   }
@@ -350,7 +356,11 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   kir::ExprP cond;
   if (guard_row_) cond = kir::var("live");
   if (guard_k_) cond = conjoin(cond, kir::lt(pieces ? within : k0, kir::lit(cfg_.piece)));
-  if (guard_end_) cond = conjoin(cond, kir::lt(k0, kir::lit(space_.length)));
+  if (guard_end_) {
+    const kir::ExprP length =
+        cfg_.bounded ? kir::extent(space_.length) : kir::lit(space_.length);
+    cond = conjoin(cond, kir::lt(k0, length));
+  }
   kir::Block& live = cond ? chunk.branch(cond) : chunk;
   live.splice(p.prelude);
   kir::Block& lanes =
@@ -561,6 +571,16 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
           ? fmt::format("{} x {} thread(s) per row (a cluster of {} blocks, {} elements each)",
                         cfg_.cluster, cfg_.group, cfg_.cluster, cfg_.piece)
           : fmt::format("{} thread(s) per row", cfg_.group);
+  if (cfg_.bounded) {
+    // (A path of the looped kernel, whose header says the rest.)
+    fn.head.comment(
+        "rows of at most {} elements: {}, {} vector(s) of {} per thread; {} pass(es) over the "
+        "row{}",
+        cfg_.piece, threads, cfg_.chunks, cfg_.v, element_passes(space_),
+        cache_.empty() ? "" : ", row cached in registers");
+    add_group_index(fn.body);
+    return;
+  }
   if (cfg_.looped) {
     fn.head.comment(
         "{}, row-style over rows whose length is given at launch: {}, striding over the row in "
@@ -593,10 +613,15 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
                       fmt::format("rows split in {} pieces of {} elements", cfg_.split, cfg_.piece),
                       "row");
   }
+  add_group_index(fn.body);
+}
+
+// g, the thread's place in its row's group.
+void RowwiseBuilder::add_group_index(kir::Block& body) const {
   if (cfg_.group > 1) {
     const kir::ExprP thread = kir::lit("threadIdx.x");
-    fn.body.let("int", "g",
-                cfg_.group == cfg_.block ? thread : kir::infix(thread, "%", kir::lit(cfg_.group)));
+    body.let("int", "g",
+             cfg_.group == cfg_.block ? thread : kir::infix(thread, "%", kir::lit(cfg_.group)));
   }
 }
 
@@ -711,6 +736,38 @@ const ReduceSpace& choose_online(const RegionInfo& info, const ReduceSpace& spac
   return cfg.cached() ? plain : space;
 }
 
+namespace {
+
+// A looped multi-pass kernel reads the row from memory in every pass; where DRAM (or L2) does
+// not keep up with that, it ran 1.3-2x the time of a kernel compiled for the length (Nsight
+// Compute on an H200, the scores softmax at B=8 S=2048: 53% of DRAM bandwidth against 81%).
+// So such a kernel first tries its register paths (bounded_row_configs), each a row kernel
+// that holds rows up to its `piece` in registers as a static kernel does, separate passes
+// rather than online pairs included: the first path whose piece holds the length given at
+// launch runs (every thread of the launch takes the same branch), and longer rows loop.
+void add_register_paths(const RegionInfo& info, const RowConfig& looped, KernelBody& kb) {
+  const ReduceSpace plain = analyze_reduction(info, /*online=*/false);
+  if (element_passes(plain) < 2) return;  // one pass reads the row once anyway
+  const std::set<ir::NodeId> cacheable = frontier(info, plain);
+  kir::Block body;
+  for (const RowConfig& cfg : bounded_row_configs(looped)) {
+    RowwiseBuilder builder(info, plain, cfg, cacheable);
+    KernelBody path = builder.build();
+    if (!builder.caches()) continue;  // no pass reads a value again: nothing to gain
+    kb.fn.head.splice(path.fn.head);
+    kb.welford = kb.welford || path.welford;
+    kir::Block& then =
+        body.branch(kir::infix(kir::extent(plain.length), "<=", kir::lit(cfg.piece)));
+    then.splice(path.fn.body);
+    then.jump("return");
+  }
+  if (body.empty()) return;
+  body.splice(kb.fn.body);
+  kb.fn.body = std::move(body);
+}
+
+}  // namespace
+
 KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& online_space,
                          const CodegenOptions& options) {
   int v = vector_width(info, options.vectorize, {online_space.length});
@@ -732,6 +789,7 @@ KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& online_space
         v = 1;
         continue;
       }
+      add_register_paths(info, *cfg, kb);
       return kb;
     }
   }

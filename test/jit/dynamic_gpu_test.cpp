@@ -155,6 +155,34 @@ TEST_CASE("dynamic kernels match the reference at every outer extent", "[gpu][ji
         },
         {4099}, {3001}, one);
   }
+  // A row length given at launch: each row kernel below tries a warp's register path (rows
+  // up to 1,024 elements here), then the block's (up to 8,192), then loops over the row.
+  const std::vector<std::vector<int64_t>> lengths = {
+      {1, 1},    {3, 7},    {4000, 3}, {60, 1000}, {5, 1024},  {2, 1025}, {3, 2048},
+      {1, 4097}, {2, 8192}, {1, 8193}, {2, 20000}, {131, 67}};
+  SECTION("softmax over a row length given at launch") {
+    require_dynamic_match(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_input(g, DType::f32, {s[0], s[1]});
+          const NodeId m = add_reduce(g, Op::max, x, {-1}, true);
+          const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+          g.set_outputs({add_binary(g, Op::div, e, add_reduce(g, Op::sum, e, {-1}, true))});
+        },
+        {257, 8209}, {131, 4099}, lengths);
+  }
+  SECTION("a bf16 layer norm over a row length given at launch (mean and variance paired)") {
+    require_dynamic_match(
+        [](Graph& g, const std::vector<int64_t>& s) {
+          const NodeId x = add_cast(g, add_input(g, DType::bf16, {s[0], s[1]}), DType::f32);
+          const NodeId mean = add_reduce(g, Op::mean, x, {-1}, true);
+          const NodeId d = add_binary(g, Op::sub, x, mean);
+          const NodeId var = add_reduce(g, Op::mean, add_binary(g, Op::mul, d, d), {-1}, true);
+          const NodeId eps = add_constant(g, DType::f32, 1e-5);
+          const NodeId r = add_unary(g, Op::rsqrt, add_binary(g, Op::add, var, eps));
+          g.set_outputs({add_cast(g, add_binary(g, Op::mul, d, r), DType::bf16)});
+        },
+        {257, 8209}, {131, 4099}, lengths);
+  }
   SECTION("row sums") {
     require_dynamic_match(
         [](Graph& g, const std::vector<int64_t>& s) {

@@ -227,8 +227,18 @@ TEST_CASE("a dynamic row length gets a variant for sizes that are multiples of 8
   };
   CHECK(body(any).find("fj_load_vec(") == std::string::npos);
   CHECK(body(aligned).find("fj_load_vec(") != std::string::npos);
-  CHECK(body(any).find("row < fj_e0;") != std::string::npos);  // 4*B*S rows: guarded by 8
+  CHECK(body(any).find("row < fj_e1;") != std::string::npos);  // 4*B*S rows: guarded by 8
   CHECK(body(aligned).find("live") == std::string::npos);
+  // Rows held in registers where the length allows: a warp per row up to 4 vectors per thread,
+  // then the block per row, then the loop over the row. Scalars: 16 per thread.
+  const std::string aligned_body = body(aligned), any_body = body(any);
+  const size_t warp = aligned_body.find(" <= 1024) {"), block = aligned_body.find(" <= 8192) {");
+  CHECK(warp != std::string::npos);
+  CHECK(block != std::string::npos);
+  CHECK(warp < block);
+  CHECK(aligned_body.find("fj_block_reduce<256>") != std::string::npos);
+  CHECK(any_body.find(" <= 512) {") != std::string::npos);
+  CHECK(any_body.find(" <= 4096) {") != std::string::npos);
   // Which one a size launches: the variant wherever S is a multiple of 8, whatever B is.
   CHECK(jit::dynamic_kernel_at(plan, 0, {8, 2048}) == &aligned);
   CHECK(jit::dynamic_kernel_at(plan, 0, {16, 64}) == &aligned);

@@ -292,16 +292,25 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
     const templates::Kernel k = require_dynamic(scores, kA2, kB2, kC2, kD2);
     const std::string text = kernel_text(k);
     INFO(text);
+    // The row length S and the rows 8*B*S, numbered in the order the kernel reads them (the
+    // register paths test the length first).
     REQUIRE(k.runtime_extents.size() == 2);
-    CHECK(k.runtime_extents[0].coefficient == 8);  // the rows, 8*B*S
-    CHECK(k.runtime_extents[0].exponents == std::vector<int>{1, 1});
-    CHECK(k.runtime_extents[1].coefficient == 1);  // the row length, S
-    CHECK(k.runtime_extents[1].exponents == std::vector<int>{0, 1});
-    CHECK(has(text, "row0 < fj_e0"));
-    CHECK(has(text, "k0 < fj_e1; k0 += 32"));  // a warp per row, scalar: S may be odd
-    CHECK(has(text, "row * fj_e1 + k0"));
-    CHECK(has(text, "fj_max_sum"));  // online softmax: two passes over the row, not three
-    CHECK(k.items_per_outer == 8);   // elements per B*S*S
+    CHECK(k.runtime_extents[0].coefficient == 1);  // the row length, S
+    CHECK(k.runtime_extents[0].exponents == std::vector<int>{0, 1});
+    CHECK(k.runtime_extents[1].coefficient == 8);  // the rows, 8*B*S
+    CHECK(k.runtime_extents[1].exponents == std::vector<int>{1, 1});
+    CHECK(has(text, "row0 < fj_e1"));
+    // Rows of at most 16 scalars per thread are held in registers: a warp's, then the block's.
+    CHECK(has(text, "if (fj_e0 <= 512) {"));
+    CHECK(has(text, "if (fj_e0 <= 4096) {"));
+    CHECK(has(text, "float cache0[16];"));
+    CHECK(has(text, "fj_block_reduce<256>"));
+    // Longer rows: a warp per row loops over it, scalar (S may be odd), with online softmax
+    // (two passes over the row, not three).
+    CHECK(has(text, "k0 < fj_e0; k0 += 32"));
+    CHECK(has(text, "row * fj_e0 + k0"));
+    CHECK(has(text, "fj_max_sum"));
+    CHECK(k.items_per_outer == 8);  // elements per B*S*S
   }
   // A layer norm over a dynamic hidden size D, on N rows: the mean divides by D at run time.
   // Its static coefficient 16 gives vectors of 4 f32.
@@ -315,6 +324,9 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
   CHECK(has(text, "(float)fj_e"));
   CHECK(has(text, "k0 += 128"));  // 32 threads x 4 lanes
   CHECK(has(text, "fj_load_vec"));
+  CHECK(has(text, "float cache0[32];"));  // 8 vectors of 4 per thread: rows up to 1024, 8192
+  CHECK(has(text, " <= 1024) {"));
+  CHECK(has(text, " <= 8192) {"));
   // Few static rows of a dynamic length: a block per row, when they fill the device.
   const GraphAtSizes few = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::f32, {2048, s[0]});
@@ -322,6 +334,8 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
   };
   const templates::Kernel block_rows = require_dynamic(few, kA1, kB1, kC1, kD1);
   CHECK(has(kernel_text(block_rows), "fj_block_reduce<512>"));
+  // One pass reads the row once: no register path.
+  CHECK_FALSE(has(kernel_text(block_rows), "cache"));
 }
 
 TEST_CASE("regions whose kernel depends on the outer extent are refused", "[templates][dynamic]") {
