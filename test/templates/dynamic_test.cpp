@@ -338,6 +338,77 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
   CHECK_FALSE(has(kernel_text(block_rows), "cache"));
 }
 
+TEST_CASE("multi-pass kernels over a row length given at launch keep rows in registers",
+          "[templates][dynamic]") {
+  using test::layer_norm;
+  using test::log_softmax;
+  using test::logsumexp;
+  using test::rms_norm;
+  using test::softmax;
+  // Rows of [s0, s1] (or [s0, 4, s1]) along s1, in every dtype a row kernel reads: each kernel
+  // compiles, and each has a warp's register path and the block's before its loop.
+  struct Case {
+    std::string name;
+    GraphAtSizes build;
+  };
+  std::vector<Case> cases;
+  for (const DType d : {DType::f32, DType::bf16, DType::f16}) {
+    const std::string dn(dtype_name(d));
+    cases.push_back({"softmax " + dn, [d](Graph& g, const std::vector<int64_t>& s) {
+                       g.set_outputs({softmax(g, add_input(g, d, {s[0], s[1]}))});
+                     }});
+    cases.push_back({"layer norm with weight and bias " + dn,
+                     [d](Graph& g, const std::vector<int64_t>& s) {
+                       const NodeId x = add_input(g, d, {s[0], s[1]});
+                       const NodeId w = add_cast(g, add_input(g, d, {s[1]}), DType::f32);
+                       const NodeId b = add_cast(g, add_input(g, d, {s[1]}), DType::f32);
+                       g.set_outputs({layer_norm(g, x, w, b)});
+                     }});
+  }
+  cases.push_back({"RMS norm, 3-D", [](Graph& g, const std::vector<int64_t>& s) {
+                     const NodeId x = add_input(g, DType::bf16, {s[0], 4, s[1]});
+                     const NodeId w = add_cast(g, add_input(g, DType::bf16, {s[1]}), DType::f32);
+                     g.set_outputs({rms_norm(g, x, w)});
+                   }});
+  cases.push_back({"log-softmax", [](Graph& g, const std::vector<int64_t>& s) {
+                     g.set_outputs({log_softmax(g, add_input(g, DType::f32, {s[0], s[1]}))});
+                   }});
+  cases.push_back({"softmax of scores plus a mask along the row",
+                   [](Graph& g, const std::vector<int64_t>& s) {
+                     const NodeId x = add_input(g, DType::f32, {s[0], s[1]});
+                     const NodeId mask = add_input(g, DType::f32, {s[1]});
+                     g.set_outputs({softmax(g, add_binary(g, Op::add, x, mask))});
+                   }});
+  cases.push_back({"logsumexp and softmax, one value and one row per row",
+                   [](Graph& g, const std::vector<int64_t>& s) {
+                     const NodeId x = add_input(g, DType::bf16, {s[0], s[1]});
+                     g.set_outputs({logsumexp(g, x), softmax(g, add_cast(g, x, DType::f32))});
+                   }});
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const templates::Kernel k = require_dynamic(c.build, kA2, kB2, kC2, kD2);
+    const std::string text = kernel_text(k);
+    const size_t warp = text.find("// rows of at most");
+    REQUIRE(warp != std::string::npos);
+    CHECK(text.find("32 thread(s) per row", warp) != std::string::npos);
+    CHECK(text.find("256 thread(s) per row", warp) != std::string::npos);
+    CHECK(has(text, "row cached in registers"));
+    CHECK(has(text, "return;"));
+    CHECK(has(text, "fj_block_reduce<256>"));
+  }
+  // Few static rows: the block per row already, so one register path.
+  const GraphAtSizes few = [](Graph& g, const std::vector<int64_t>& s) {
+    g.set_outputs({layer_norm(g, add_input(g, DType::f32, {2048, s[0]}),
+                              add_input(g, DType::f32, {s[0]}), add_input(g, DType::f32, {s[0]}))});
+  };
+  const std::string text = kernel_text(require_dynamic(few, kA1, kB1, kC1, kD1));
+  INFO(text);
+  const size_t first = text.find("// rows of at most");
+  REQUIRE(first != std::string::npos);
+  CHECK(text.find("// rows of at most", first + 1) == std::string::npos);
+  CHECK(has(text, "512 thread(s) per row"));
+}
+
 TEST_CASE("regions whose kernel depends on the outer extent are refused", "[templates][dynamic]") {
   SECTION("a reduction over the dynamic axis") {
     refusal(
