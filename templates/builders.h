@@ -27,6 +27,10 @@ struct KernelBody {
   // (vectors, rows) per outer unit and per block (Kernel::items_per_outer); 0: they cannot.
   int64_t items_per_outer = 0;
   int64_t items_per_block = 1;
+  // A register path of a looped row kernel (RegionInfo::row_path): the row length (a count that
+  // changes with the symbols) and the most elements the path holds; 0: no bound.
+  int64_t row_length = 0;
+  int64_t max_row_length = 0;
 };
 
 KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options);

@@ -80,6 +80,10 @@ struct RegionInfo {
   // The symbols' values at this instantiation (generate_dynamic; null in a static kernel): a
   // count that one of them divides stands for a runtime extent (templates/fastdiv.h).
   const std::vector<int64_t>* symbol_values = nullptr;
+  // A multi-pass row kernel whose row length is given at launch: 0, the looped kernel, which
+  // serves every length; k >= 1, its k-th register path (bounded_row_configs), which serves
+  // rows up to a bound (DynamicSizes::row_path).
+  int row_path = 0;
 
   RegionInfo(const ir::Graph& g, const fusion::Region& r, const CodegenOptions& options);
   bool dynamic() const { return outer > 0; }

@@ -335,6 +335,7 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   info_b.outer = sizes.outer_b;
   info_b.peer = &a;
   info_b.wide_index = info_a.wide_index;
+  info_a.row_path = info_b.row_path = sizes.row_path;
   if (!sizes.symbols_a.empty()) {
     info_a.symbol_values = &sizes.symbols_a;
     info_b.symbol_values = &sizes.symbols_b;
@@ -357,6 +358,11 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   }
   if (at_a.items_per_outer == 0 || at_a.serial_launches || at_a.fn.cluster > 1) {
     return refuse(fmt::format("the {} kernel's schedule depends on its size", at_a.kind));
+  }
+  if (sizes.row_path > 0 && at_a.max_row_length == 0) {
+    return refuse(fmt::format("the {} kernel has no register path: its row length (if any) is "
+                              "fixed",
+                              at_a.kind));
   }
   std::vector<ir::DimTerms> runtime_extents, dividend_bounds;
   if (runtime_a != nullptr) {
@@ -388,6 +394,22 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   k.dividend_bounds = std::move(dividend_bounds);
   k.max_elements = info_a.wide_index ? 0 : kNarrowIndexLimit;
   k.alignment = sizes.alignment;
+  if (at_a.max_row_length > 0) {
+    // The row length is one of the runtime extents: the one with its value at both
+    // instantiations (the symbols are distinct primes there, so no other extent has both).
+    const auto length =
+        std::find_if(k.runtime_extents.begin(), k.runtime_extents.end(), [&](const ir::DimTerms& t) {
+          return t.value(sizes.symbols_a) == at_a.row_length &&
+                 t.value(sizes.symbols_b) == at_b.row_length;
+        });
+    if (length == k.runtime_extents.end()) {
+      throw InternalError(fmt::format("generate_dynamic: the register path's row length ({}) is "
+                                      "not among its runtime extents",
+                                      at_a.row_length));
+    }
+    k.row_length = *length;
+    k.max_row_length = at_a.max_row_length;
+  }
   return k;
 }
 

@@ -88,6 +88,10 @@ struct Kernel {
   // A dynamic kernel generated where symbol k was a multiple of alignment[k] (a power of two;
   // DynamicSizes::alignment) serves only sizes where it still is. Empty: every size.
   std::vector<int64_t> alignment;
+  // A register path of a row kernel (DynamicSizes::row_path) serves only sizes at which
+  // row_length (a runtime extent: the row's length) is at most max_row_length; 0: no bound.
+  ir::DimTerms row_length;
+  int64_t max_row_length = 0;
 };
 
 // Grid size: the work's blocks (for a dynamic kernel, those of `outer`, which must be in
@@ -142,6 +146,12 @@ struct DynamicSizes {
   // the count is divisible by at least as much: wider vectors, fewer guards). Empty: 1 for
   // every symbol.
   std::vector<int64_t> alignment;
+  // Multi-pass row kernels whose row length is given at launch read the row from memory in
+  // every pass (they serve every length). row_path k >= 1 asks instead for their k-th register
+  // path: a kernel that holds rows of at most some bound in registers, as a kernel compiled for
+  // the length does (Kernel::max_row_length), refused (nothing, with `why`) where the region has
+  // no such path.
+  int row_path = 0;
 };
 
 // A kernel of the region whose sizes are runtime arguments (Kernel::dynamic), or nothing when

@@ -59,11 +59,11 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
 std::optional<RowConfig> looped_row_config(const RegionInfo& info, const ReduceSpace& space,
                                            int v);
 
-// The register paths of a looped multi-pass kernel (`looped`, from looped_row_config): the same
-// threads and block, each holding the register cache's budget of vectors (a row of at most
-// `piece` elements is read from memory once); and for a warp per row, also the whole block per
-// row. The kernel takes the first path whose `piece` holds the length given at launch, and
-// loops over longer rows.
+// The register paths of a looped multi-pass kernel (`looped`, from looped_row_config), each a
+// kernel of its own: its thread group, then groups twice as large up to its block, each
+// thread holding the register cache's budget of vectors (a row of at most `piece` elements is
+// read from memory once). A launch takes the first path whose `piece` holds the length, and
+// the looped kernel for longer rows.
 std::vector<RowConfig> bounded_row_configs(const RowConfig& looped);
 
 // The blocks a row kernel of `block` threads asks to keep resident per SM (the minimum of its

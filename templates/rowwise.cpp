@@ -335,8 +335,16 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
     add_strided_loop(out, p);
     return;
   }
-  kir::Block& chunk = out.loop("int", "c", kir::lit(0), kir::lit(cfg_.chunks), nullptr,
-                               cfg_.chunks <= kMaxUnrolledChunks ? 1 : 4);
+  // The register cache of a register path (a length given at launch, RowConfig::bounded): a
+  // vector past the end loads the row's last vector instead (the passes skip it), so that no
+  // branch can separate one vector's load from the next (a branch around a load and its use
+  // may wait for the load before the next one issues; on an H200 the guarded fill measured
+  // the same, so this is for the code the compiler gets, not a measured gain). A dead row's
+  // thread group (uniform) skips the whole fill.
+  const bool clamp = filling_cache_ && cfg_.bounded;
+  kir::Block& host = clamp && guard_row_ ? out.branch(kir::var("live")) : out;
+  kir::Block& chunk = host.loop("int", "c", kir::lit(0), kir::lit(cfg_.chunks), nullptr,
+                                cfg_.chunks <= kMaxUnrolledChunks ? 1 : 4);
   const bool uses_k = kir::uses(p.body, "k");
   // The position in the row's piece (the whole row unless rows are split).
   const kir::ExprP c = static_cast_to(idx, kir::var("c"));
@@ -350,13 +358,20 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   // (Split rows declare k0 for the guard on `within` too; cluster rows only where it is read.)
   if ((guard_k_ && cfg_.cluster == 1) || guard_end_ || uses_k || kir::uses(p.prelude, "k0") ||
       kir::uses(p.stores, "k0")) {
-    chunk.let(idx, "k0",
-              pieces ? kir::add(kir::mul(kir::var("s"), kir::lit(cfg_.piece)), within) : within);
+    kir::ExprP at =
+        pieces ? kir::add(kir::mul(kir::var("s"), kir::lit(cfg_.piece)), within) : within;
+    if (clamp) {
+      // (The vector width divides the length at every size the kernel serves.)
+      const kir::ExprP last = static_cast_to(
+          idx, kir::infix(kir::extent(space_.length), "-", kir::lit(cfg_.v)));
+      at = kir::call("min", {at, last});
+    }
+    chunk.let(idx, "k0", at);
   }
-  kir::ExprP cond;
-  if (guard_row_) cond = kir::var("live");
+  kir::ExprP cond;  // (none in a clamped fill)
+  if (guard_row_ && !clamp) cond = kir::var("live");
   if (guard_k_) cond = conjoin(cond, kir::lt(pieces ? within : k0, kir::lit(cfg_.piece)));
-  if (guard_end_) {
+  if (guard_end_ && !clamp) {
     const kir::ExprP length =
         cfg_.bounded ? kir::extent(space_.length) : kir::lit(space_.length);
     cond = conjoin(cond, kir::lt(k0, length));
@@ -572,11 +587,10 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
                         cfg_.cluster, cfg_.group, cfg_.cluster, cfg_.piece)
           : fmt::format("{} thread(s) per row", cfg_.group);
   if (cfg_.bounded) {
-    // (A path of the looped kernel, whose header says the rest.)
     fn.head.comment(
-        "rows of at most {} elements: {}, {} vector(s) of {} per thread; {} pass(es) over the "
-        "row{}",
-        cfg_.piece, threads, cfg_.chunks, cfg_.v, element_passes(space_),
+        "{}, row-style, a register path for rows whose length is given at launch, up to {} "
+        "elements: {}, {} vector(s) of {} per thread; {} pass(es) over the row{}",
+        kind, cfg_.piece, threads, cfg_.chunks, cfg_.v, element_passes(space_),
         cache_.empty() ? "" : ", row cached in registers");
     add_group_index(fn.body);
     return;
@@ -741,29 +755,30 @@ namespace {
 // A looped multi-pass kernel reads the row from memory in every pass; where DRAM (or L2) does
 // not keep up with that, it ran 1.3-2x the time of a kernel compiled for the length (Nsight
 // Compute on an H200, the scores softmax at B=8 S=2048: 53% of DRAM bandwidth against 81%).
-// So such a kernel first tries its register paths (bounded_row_configs), each a row kernel
-// that holds rows up to its `piece` in registers as a static kernel does, separate passes
-// rather than online pairs included: the first path whose piece holds the length given at
-// launch runs (every thread of the launch takes the same branch), and longer rows loop.
-void add_register_paths(const RegionInfo& info, const RowConfig& looped, KernelBody& kb) {
+// Its register paths (bounded_row_configs) are row kernels of their own, each holding rows up
+// to its `piece` in registers as a static kernel does (separate passes rather than online
+// pairs); the launch picks the first whose bound holds the length. (One kernel with every path
+// behind a branch on the length took the registers of the largest path for all of them, the
+// loop included, and ran up to 1.7x slower than the loop alone.)
+KernelBody build_register_path(const RegionInfo& info, const RowConfig& looped) {
   const ReduceSpace plain = analyze_reduction(info, /*online=*/false);
-  if (element_passes(plain) < 2) return;  // one pass reads the row once anyway
-  const std::set<ir::NodeId> cacheable = frontier(info, plain);
-  kir::Block body;
-  for (const RowConfig& cfg : bounded_row_configs(looped)) {
-    RowwiseBuilder builder(info, plain, cfg, cacheable);
-    KernelBody path = builder.build();
-    if (!builder.caches()) continue;  // no pass reads a value again: nothing to gain
-    kb.fn.head.splice(path.fn.head);
-    kb.welford = kb.welford || path.welford;
-    kir::Block& then =
-        body.branch(kir::infix(kir::extent(plain.length), "<=", kir::lit(cfg.piece)));
-    then.splice(path.fn.body);
-    then.jump("return");
+  if (element_passes(plain) < 2) {
+    throw NotSizeIndependent("a single-pass row kernel reads the row once: no register path");
   }
-  if (body.empty()) return;
-  body.splice(kb.fn.body);
-  kb.fn.body = std::move(body);
+  const std::vector<RowConfig> paths = bounded_row_configs(looped);
+  if (static_cast<size_t>(info.row_path) > paths.size()) {
+    throw NotSizeIndependent(
+        fmt::format("the row kernel has {} register path(s), not {}", paths.size(), info.row_path));
+  }
+  const RowConfig& cfg = paths[static_cast<size_t>(info.row_path) - 1];
+  RowwiseBuilder builder(info, plain, cfg, frontier(info, plain));
+  KernelBody kb = builder.build();
+  if (!builder.caches()) {
+    throw NotSizeIndependent("no pass of the row kernel reads a value again: no register path");
+  }
+  kb.row_length = plain.length;
+  kb.max_row_length = cfg.piece;
+  return kb;
 }
 
 }  // namespace
@@ -789,7 +804,7 @@ KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& online_space
         v = 1;
         continue;
       }
-      add_register_paths(info, *cfg, kb);
+      if (info.row_path > 0) return build_register_path(info, *cfg);
       return kb;
     }
   }

@@ -50,13 +50,15 @@ struct Outcome {
 };
 
 Outcome dynamic_at(const GraphAtSizes& build, const std::vector<int64_t>& a,
-                   const std::vector<int64_t>& b, const templates::CodegenOptions& options = {}) {
+                   const std::vector<int64_t>& b, const templates::CodegenOptions& options = {},
+                   int row_path = 0) {
   const fusion::Plan pa = plan_at(build, a), pb = plan_at(build, b);
   const fusion::Region& region = only_region(pa);
   REQUIRE(only_region(pb).nodes == region.nodes);
   Outcome out;
   const templates::DynamicSizes sizes{
-      .outer_a = outer_extent(a), .outer_b = outer_extent(b), .symbols_a = a, .symbols_b = b};
+      .outer_a = outer_extent(a), .outer_b = outer_extent(b), .symbols_a = a, .symbols_b = b,
+      .alignment = {}, .row_path = row_path};
   out.kernel = templates::generate_dynamic(pa.graph, pb.graph, region, sizes, options, &out.why);
   return out;
 }
@@ -72,8 +74,9 @@ const std::vector<int64_t> kA2 = {131, 67}, kB2 = {97, 43}, kC2 = {79, 37}, kD2 
 templates::Kernel require_dynamic(const GraphAtSizes& build, const std::vector<int64_t>& a,
                                   const std::vector<int64_t>& b, const std::vector<int64_t>& c,
                                   const std::vector<int64_t>& d,
-                                  const templates::CodegenOptions& options = {}) {
-  const Outcome first = dynamic_at(build, a, b, options);
+                                  const templates::CodegenOptions& options = {},
+                                  int row_path = 0) {
+  const Outcome first = dynamic_at(build, a, b, options, row_path);
   INFO("refused: " << first.why);
   REQUIRE(first.kernel.has_value());
   const templates::Kernel& k = *first.kernel;
@@ -88,7 +91,7 @@ templates::Kernel require_dynamic(const GraphAtSizes& build, const std::vector<i
   for (const auto* sym : {&a, &b}) {
     for (int64_t v : *sym) CHECK_FALSE(has_number(text, v));
   }
-  const Outcome second = dynamic_at(build, c, d, options);
+  const Outcome second = dynamic_at(build, c, d, options, row_path);
   INFO("refused at the second pair: " << second.why);
   REQUIRE(second.kernel.has_value());
   CHECK(second.kernel->source == k.source);
@@ -292,25 +295,17 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
     const templates::Kernel k = require_dynamic(scores, kA2, kB2, kC2, kD2);
     const std::string text = kernel_text(k);
     INFO(text);
-    // The row length S and the rows 8*B*S, numbered in the order the kernel reads them (the
-    // register paths test the length first).
     REQUIRE(k.runtime_extents.size() == 2);
-    CHECK(k.runtime_extents[0].coefficient == 1);  // the row length, S
-    CHECK(k.runtime_extents[0].exponents == std::vector<int>{0, 1});
-    CHECK(k.runtime_extents[1].coefficient == 8);  // the rows, 8*B*S
-    CHECK(k.runtime_extents[1].exponents == std::vector<int>{1, 1});
-    CHECK(has(text, "row0 < fj_e1"));
-    // Rows of at most 16 scalars per thread are held in registers: a warp's, then the block's.
-    CHECK(has(text, "if (fj_e0 <= 512) {"));
-    CHECK(has(text, "if (fj_e0 <= 4096) {"));
-    CHECK(has(text, "float cache0[16];"));
-    CHECK(has(text, "fj_block_reduce<256>"));
-    // Longer rows: a warp per row loops over it, scalar (S may be odd), with online softmax
-    // (two passes over the row, not three).
-    CHECK(has(text, "k0 < fj_e0; k0 += 32"));
-    CHECK(has(text, "row * fj_e0 + k0"));
-    CHECK(has(text, "fj_max_sum"));
-    CHECK(k.items_per_outer == 8);  // elements per B*S*S
+    CHECK(k.runtime_extents[0].coefficient == 8);  // the rows, 8*B*S
+    CHECK(k.runtime_extents[0].exponents == std::vector<int>{1, 1});
+    CHECK(k.runtime_extents[1].coefficient == 1);  // the row length, S
+    CHECK(k.runtime_extents[1].exponents == std::vector<int>{0, 1});
+    CHECK(has(text, "row0 < fj_e0"));
+    CHECK(has(text, "k0 < fj_e1; k0 += 32"));  // a warp per row, scalar: S may be odd
+    CHECK(has(text, "row * fj_e1 + k0"));
+    CHECK(has(text, "fj_max_sum"));  // online softmax: two passes over the row, not three
+    CHECK_FALSE(has(text, "cache"));  // the row is read from memory in each pass
+    CHECK(k.items_per_outer == 8);   // elements per B*S*S
   }
   // A layer norm over a dynamic hidden size D, on N rows: the mean divides by D at run time.
   // Its static coefficient 16 gives vectors of 4 f32.
@@ -324,9 +319,6 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
   CHECK(has(text, "(float)fj_e"));
   CHECK(has(text, "k0 += 128"));  // 32 threads x 4 lanes
   CHECK(has(text, "fj_load_vec"));
-  CHECK(has(text, "float cache0[32];"));  // 8 vectors of 4 per thread: rows up to 1024, 8192
-  CHECK(has(text, " <= 1024) {"));
-  CHECK(has(text, " <= 8192) {"));
   // Few static rows of a dynamic length: a block per row, when they fill the device.
   const GraphAtSizes few = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::f32, {2048, s[0]});
@@ -334,8 +326,6 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
   };
   const templates::Kernel block_rows = require_dynamic(few, kA1, kB1, kC1, kD1);
   CHECK(has(kernel_text(block_rows), "fj_block_reduce<512>"));
-  // One pass reads the row once: no register path.
-  CHECK_FALSE(has(kernel_text(block_rows), "cache"));
 }
 
 TEST_CASE("multi-pass kernels over a row length given at launch keep rows in registers",
@@ -386,27 +376,54 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
                    }});
   for (const Case& c : cases) {
     INFO(c.name);
-    const templates::Kernel k = require_dynamic(c.build, kA2, kB2, kC2, kD2);
-    const std::string text = kernel_text(k);
-    const size_t warp = text.find("// rows of at most");
-    REQUIRE(warp != std::string::npos);
-    CHECK(text.find("32 thread(s) per row", warp) != std::string::npos);
-    CHECK(text.find("256 thread(s) per row", warp) != std::string::npos);
-    CHECK(has(text, "row cached in registers"));
-    CHECK(has(text, "return;"));
-    CHECK(has(text, "fj_block_reduce<256>"));
+    // Path 1, a warp per row (8 rows per block of 256); paths 2 to 4, a block of 64, 128 and
+    // 256 threads on one row; no path 5.
+    for (int path = 1; path <= 4; ++path) {
+      INFO("path " << path);
+      const templates::Kernel k = require_dynamic(c.build, kA2, kB2, kC2, kD2, {}, path);
+      const std::string text = kernel_text(k);
+      INFO(text);
+      const int group = 16 << path;
+      CHECK(has(text, "a register path for rows whose length is given at launch"));
+      CHECK(has(text, fmt::format("{} thread(s) per row", group)));
+      CHECK(k.block == (path == 1 ? 256 : group));
+      CHECK(has(text, "row cached in registers"));
+      CHECK(has(text, "min("));  // a vector past the end loads the last one
+      CHECK(has(text, path == 1 ? "fj_warp_reduce<1, 32>"
+                                : fmt::format("fj_block_reduce<{}>", group)));
+      // s1 is odd: scalars, 16 per thread.
+      CHECK(has(text, "16 vector(s) of 1 per thread"));
+      CHECK(k.max_row_length == 16 * group);
+      CHECK(k.row_length.exponents == std::vector<int>{0, 1});  // s1
+      CHECK(k.row_length.coefficient == 1);
+    }
+    const Outcome fifth = dynamic_at(c.build, kA2, kB2, {}, 5);
+    CHECK_FALSE(fifth.kernel.has_value());
+    CHECK(fifth.why == "the row kernel has 4 register path(s), not 5");
   }
   // Few static rows: the block per row already, so one register path.
   const GraphAtSizes few = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({layer_norm(g, add_input(g, DType::f32, {2048, s[0]}),
                               add_input(g, DType::f32, {s[0]}), add_input(g, DType::f32, {s[0]}))});
   };
-  const std::string text = kernel_text(require_dynamic(few, kA1, kB1, kC1, kD1));
-  INFO(text);
-  const size_t first = text.find("// rows of at most");
-  REQUIRE(first != std::string::npos);
-  CHECK(text.find("// rows of at most", first + 1) == std::string::npos);
-  CHECK(has(text, "512 thread(s) per row"));
+  const templates::Kernel one = require_dynamic(few, kA1, kB1, kC1, kD1, {}, 1);
+  CHECK(has(kernel_text(one), "512 thread(s) per row"));
+  CHECK(one.max_row_length == 512 * 16);  // 16 scalars per thread (s0 is odd)
+  CHECK_FALSE(dynamic_at(few, kA1, kB1, {}, 2).kernel.has_value());
+  // A single pass reads the row once: no register path; nor has a kernel without a row length
+  // given at launch.
+  const GraphAtSizes sums = [](Graph& g, const std::vector<int64_t>& s) {
+    g.set_outputs({add_reduce(g, Op::sum, add_input(g, DType::f32, {s[0], s[1]}), {1}, false)});
+  };
+  const Outcome single = dynamic_at(sums, kA2, kB2, {}, 1);
+  CHECK_FALSE(single.kernel.has_value());
+  CHECK(single.why == "a single-pass row kernel reads the row once: no register path");
+  const GraphAtSizes fixed = [](Graph& g, const std::vector<int64_t>& s) {
+    g.set_outputs({test::softmax(g, add_input(g, DType::f32, {s[0], 1000}))});
+  };
+  const Outcome static_length = dynamic_at(fixed, kA1, kB1, {}, 1);
+  CHECK_FALSE(static_length.kernel.has_value());
+  CHECK(static_length.why.find("has no register path") != std::string::npos);
 }
 
 TEST_CASE("regions whose kernel depends on the outer extent are refused", "[templates][dynamic]") {
