@@ -33,18 +33,22 @@ ir::DimTerms numel_terms(const Shape& shape, const std::vector<ir::Symbol>& symb
 
 // The largest value the symbols may take when a dynamic kernel is generated: as large as keeps
 // every node of the plan at or under `limit` elements (so kernels index with 32 bits or 32-bit
-// arithmetic and serve every size up to it), at most 2^15. 0 when that leaves too little room
-// to be worth a kernel.
+// arithmetic and serve every size up to it), at most 2^15; with symbol k taking `alignment[k]`
+// times that value (empty: 1 for each). 0 when that leaves too little room to be worth a
+// kernel.
 int64_t generation_ceiling(const fusion::Plan& plan, const std::vector<ir::Symbol>& symbols,
-                           double limit) {
+                           double limit, const std::vector<int64_t>& alignment) {
   double v = 32767;
   for (const ir::Node& n : plan.graph.nodes()) {
     const ir::DimTerms t = numel_terms(n.shape, symbols);
     int degree = 0;
-    for (int e : t.exponents) degree += e;
+    auto scale = static_cast<double>(t.coefficient);
+    for (size_t k = 0; k < t.exponents.size(); ++k) {
+      degree += t.exponents[k];
+      if (k < alignment.size()) scale *= std::pow(static_cast<double>(alignment[k]), t.exponents[k]);
+    }
     if (degree == 0) continue;
-    v = std::min(v, std::floor(std::pow(limit / static_cast<double>(t.coefficient),
-                                        1.0 / degree)));
+    v = std::min(v, std::floor(std::pow(limit / scale, 1.0 / degree)));
   }
   const auto value = static_cast<int64_t>(v);
   return value >= 9 ? value : 0;
@@ -103,12 +107,14 @@ std::optional<templates::Kernel> dynamic_kernel(const fusion::Plan& a, const fus
                                                 const ir::Bindings& at_a, const ir::Bindings& at_b,
                                                 const templates::CodegenOptions& codegen,
                                                 std::string* why,
-                                                std::vector<int64_t> alignment = {}) {
+                                                std::vector<int64_t> alignment = {},
+                                                int row_path = 0) {
   const templates::DynamicSizes sizes{.outer_a = power_product(exponents, at_a),
                                       .outer_b = power_product(exponents, at_b),
                                       .symbols_a = at_a,
                                       .symbols_b = at_b,
-                                      .alignment = std::move(alignment)};
+                                      .alignment = std::move(alignment),
+                                      .row_path = row_path};
   return templates::generate_dynamic(a.graph, b.graph, a.regions[region], sizes, codegen, why);
 }
 
@@ -213,13 +219,13 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
     std::optional<fusion::Plan> a, b;
   };
   // Aligned variants are generated with some symbols at kAlignedSizes times such primes (those
-  // symbols multiples of it, as the sizes they serve), under the same limits.
+  // symbols multiples of it, as the sizes they serve), under the same limits. (Dividing every
+  // symbol's ceiling by the alignment instead left the scores softmax's variant a largest outer
+  // extent B*S*S of 61 M, and B=1 S=8192 ran the kernel of scalars.)
   const auto instances = [&](const std::vector<int64_t>& alignment) {
-    const int64_t most =
-        alignment.empty() ? 1 : *std::max_element(alignment.begin(), alignment.end());
     std::vector<Instances> tries;
     for (double limit : {2147483647.0, static_cast<double>(templates::kNarrowIndexLimit)}) {
-      const int64_t ceiling = generation_ceiling(dp.plan, dp.symbols, limit) / most;
+      const int64_t ceiling = generation_ceiling(dp.plan, dp.symbols, limit, alignment);
       auto [at_a, at_b] = ceiling == 0 ? std::pair<ir::Bindings, ir::Bindings>{}
                                        : generation_values(dp.plan, dp.symbols, ceiling);
       for (size_t k = 0; k < alignment.size() && !at_a.empty(); ++k) {
@@ -234,6 +240,7 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
   };
   std::vector<Instances> tries = instances({});
   dp.aligned.resize(n);
+  dp.paths.resize(n);
   if (tries.empty()) {
     dp.reasons.assign(n, "the static dims leave too little room under 32-bit indexing");
     return dp;
@@ -247,8 +254,10 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
     }
     return alignment;
   };
-  // The region's aligned variant with the symbols of `set` aligned, or none.
-  const auto variant = [&](size_t i, uint32_t set) -> std::optional<templates::Kernel> {
+  // The region's aligned variant with the symbols of `set` aligned (or its register path
+  // `row_path` of that variant), or none.
+  const auto variant = [&](size_t i, uint32_t set,
+                           int row_path = 0) -> std::optional<templates::Kernel> {
     const std::vector<int64_t> alignment = alignment_of(set);
     auto it = aligned_tries.find(set);
     if (it == aligned_tries.end()) it = aligned_tries.emplace(set, instances(alignment)).first;
@@ -258,23 +267,42 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
         at.b = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_b);
       }
       if (auto k = dynamic_kernel(*at.a, *at.b, i, dp.outer_exponents[i], at.at_a, at.at_b, codegen,
-                                  nullptr, alignment)) {
+                                  nullptr, alignment, row_path)) {
         return k;
       }
     }
     return std::nullopt;
   };
+  // The register paths of a multi-pass row kernel whose length is given at launch, made where
+  // `make(k)` made its variant: paths 1, 2, ... until one is refused (the first is refused for
+  // every other kernel).
+  const auto add_paths = [&](size_t i, const templates::Kernel& of, const auto& make) {
+    const fusion::RegionKind kind = dp.plan.regions[i].kind;
+    if (of.runtime_extents.empty() ||
+        (kind != fusion::RegionKind::reduction && kind != fusion::RegionKind::normalization)) {
+      return;
+    }
+    for (int path = 1;; ++path) {
+      std::optional<templates::Kernel> k = make(path);
+      if (!k) break;
+      dp.paths[i].push_back(std::move(*k));
+    }
+  };
   for (size_t i = 0; i < n; ++i) {
     const std::vector<int>& e = dp.outer_exponents[i];
     const bool symbolic = std::any_of(e.begin(), e.end(), [](int x) { return x > 0; });
     if (dp.plan.regions[i].kind == fusion::RegionKind::gemm || !symbolic) continue;
+    Instances* made = nullptr;  // where the kernel was made
     for (Instances& at : tries) {
       if (!at.a) {
         at.a = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_a);
         at.b = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_b);
       }
       dp.kernels[i] = dynamic_kernel(*at.a, *at.b, i, e, at.at_a, at.at_b, codegen, &dp.reasons[i]);
-      if (dp.kernels[i]) break;
+      if (dp.kernels[i]) {
+        made = &at;
+        break;
+      }
     }
     // The variant with every symbol of the region aligned; then the same source with fewer of
     // them aligned (a softmax over [B,H,S,S] needs S a multiple of 8, not B), which serves more
@@ -310,6 +338,19 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
       }
       dp.aligned[i] = std::move(all);
     }
+    if (dp.aligned[i]) {
+      uint32_t set = 0;
+      for (size_t k = 0; k < dp.aligned[i]->alignment.size(); ++k) {
+        if (dp.aligned[i]->alignment[k] != 1) set |= 1U << k;
+      }
+      add_paths(i, *dp.aligned[i], [&](int path) { return variant(i, set, path); });
+    }
+    if (dp.kernels[i]) {
+      add_paths(i, *dp.kernels[i], [&](int path) {
+        return dynamic_kernel(*made->a, *made->b, i, e, made->at_a, made->at_b, codegen, nullptr,
+                              {}, path);
+      });
+    }
     if (dp.kernels[i] && !dp.kernels[i]->runtime_extents.empty()) {
       dp.reasons[i] = fmt::format("runtime extents {}, divided by fast division",
                                   extents_text(*dp.kernels[i], dp.symbols));
@@ -323,6 +364,13 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
       dp.reasons[i] += fmt::format(
           "{}a variant for sizes where {} {} of {}", dp.reasons[i].empty() ? "" : "; ", names,
           names.find(',') == std::string::npos ? "is a multiple" : "are multiples", kAlignedSizes);
+    }
+    if (!dp.paths[i].empty()) {
+      std::string bounds;
+      for (const templates::Kernel& k : dp.paths[i]) {
+        bounds += fmt::format("{}{}", bounds.empty() ? "" : ", ", k.max_row_length);
+      }
+      dp.reasons[i] += fmt::format("; register paths for rows of at most {} elements", bounds);
     }
   }
   return dp;
@@ -349,13 +397,18 @@ bool serves(const templates::Kernel& k, const DynamicPlan& plan, size_t region,
   for (size_t s = 0; s < k.alignment.size(); ++s) {
     if (values.at(s) % k.alignment[s] != 0) return false;
   }
-  return true;
+  return k.max_row_length == 0 || k.row_length.value(values) <= k.max_row_length;
 }
 
 }  // namespace
 
 const templates::Kernel* dynamic_kernel_at(const DynamicPlan& plan, size_t region,
                                            const ir::Bindings& values) {
+  if (region < plan.paths.size()) {
+    for (const templates::Kernel& k : plan.paths[region]) {
+      if (serves(k, plan, region, values)) return &k;
+    }
+  }
   for (const auto* variants : {&plan.aligned, &plan.kernels}) {
     if (region < variants->size() && (*variants)[region] &&
         serves(*(*variants)[region], plan, region, values)) {
@@ -388,6 +441,7 @@ std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bin
     if (runs_dynamic(plan, i, values)) {
       if (plan.kernels[i]) out.push_back(*plan.kernels[i]);
       if (i < plan.aligned.size() && plan.aligned[i]) out.push_back(*plan.aligned[i]);
+      if (i < plan.paths.size()) out.insert(out.end(), plan.paths[i].begin(), plan.paths[i].end());
       continue;
     }
     if (!at) at = fusion::instantiate_plan(plan.plan, plan.symbols, values);
@@ -397,7 +451,7 @@ std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bin
 }
 
 DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& loader, int threads) {
-  // Both variants in one parallel load; an unnamed kernel: none for that region.
+  // Both variants and the paths in one parallel load; an unnamed kernel: none for that region.
   const size_t n = plan.kernels.size();
   std::vector<templates::Kernel> kernels;
   for (const auto* variants : {&plan.kernels, &plan.aligned}) {
@@ -406,13 +460,42 @@ DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& loader, int
       kernels.push_back(has ? *(*variants)[i] : templates::Kernel{});
     }
   }
+  for (const std::vector<templates::Kernel>& paths : plan.paths) {
+    kernels.insert(kernels.end(), paths.begin(), paths.end());
+  }
   std::vector<std::shared_ptr<LoadedKernel>> loaded = load_kernels(kernels, loader, threads);
-  std::vector<std::shared_ptr<LoadedKernel>> aligned(loaded.begin() + static_cast<std::ptrdiff_t>(n),
-                                                     loaded.end());
-  loaded.resize(n);
-  return DynamicExecutable{
-      .plan = std::move(plan), .kernels = std::move(loaded), .aligned = std::move(aligned)};
+  auto next = [&, at = size_t{0}](size_t count) mutable {
+    std::vector<std::shared_ptr<LoadedKernel>> part(
+        loaded.begin() + static_cast<std::ptrdiff_t>(at),
+        loaded.begin() + static_cast<std::ptrdiff_t>(at + count));
+    at += count;
+    return part;
+  };
+  DynamicExecutable dyn{.plan = {}, .kernels = next(n), .aligned = next(n), .paths = {}};
+  for (const std::vector<templates::Kernel>& paths : plan.paths) dyn.paths.push_back(next(paths.size()));
+  dyn.plan = std::move(plan);
+  return dyn;
 }
+
+namespace {
+
+// The loaded kernel of `k`, one of region `region`'s dynamic kernels (dynamic_kernel_at).
+std::shared_ptr<LoadedKernel> loaded_at(const DynamicExecutable& dyn, size_t region,
+                                        const templates::Kernel* k) {
+  const DynamicPlan& plan = dyn.plan;
+  if (region < plan.paths.size()) {
+    const std::vector<templates::Kernel>& paths = plan.paths[region];
+    if (k >= paths.data() && k < paths.data() + paths.size()) {
+      return dyn.paths[region][static_cast<size_t>(k - paths.data())];
+    }
+  }
+  if (region < plan.aligned.size() && plan.aligned[region] && k == &*plan.aligned[region]) {
+    return dyn.aligned[region];
+  }
+  return dyn.kernels[region];
+}
+
+}  // namespace
 
 Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindings& values,
                                   const KernelLoader& loader, const BuildOptions& options) {
@@ -421,10 +504,7 @@ Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindin
                             const templates::Kernel* k =
                                 dynamic_kernel_at(dyn.plan, region, values);
                             if (k == nullptr) return false;
-                            const bool aligned = region < dyn.plan.aligned.size() &&
-                                                 dyn.plan.aligned[region] &&
-                                                 k == &*dyn.plan.aligned[region];
-                            step.kernel = aligned ? dyn.aligned[region] : dyn.kernels[region];
+                            step.kernel = loaded_at(dyn, region, k);
                             step.outer = outer_extent(dyn.plan, region, values);
                             step.runtime_extents = runtime_arguments(*k, values);
                             return true;

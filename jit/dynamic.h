@@ -69,6 +69,11 @@ struct DynamicPlan {
   // those sizes allow), when its source differs from the kernel's. Which symbols
   // (Kernel::alignment): the fewest that give the source of all of them aligned.
   std::vector<std::optional<templates::Kernel>> aligned;
+  // Per region: the register paths of its aligned variant, then of its kernel (multi-pass row
+  // kernels whose row length is given at launch, templates::DynamicSizes::row_path), each
+  // serving rows up to its Kernel::max_row_length; a launch prefers them, in this order, to
+  // the kernels above, which read the row from memory in every pass.
+  std::vector<std::vector<templates::Kernel>> paths;
   std::vector<std::vector<int>> outer_exponents;
   // Per region without a dynamic kernel: why (may be empty); per region whose dynamic kernel
   // takes runtime extents: which (fusejit plan prints both).
@@ -87,15 +92,16 @@ int64_t outer_extent(const DynamicPlan& plan, size_t region, const ir::Bindings&
 // (its outer extent, its 32-bit index range, the range of its fast divisions).
 bool runs_dynamic(const DynamicPlan& plan, size_t region, const ir::Bindings& values);
 
-// The dynamic kernel region `region` launches at `values`: its aligned variant where that
-// serves them, else its kernel where that does; null when neither does.
+// The dynamic kernel region `region` launches at `values`: the first of its register paths
+// that serves them, else its aligned variant where that does, else its kernel where that does;
+// null when none does.
 const templates::Kernel* dynamic_kernel_at(const DynamicPlan& plan, size_t region,
                                            const ir::Bindings& values);
 // The launch arguments of a dynamic kernel's runtime extents at `values` (Kernel::
 // runtime_extents): per extent its value and its fast-division magic, computed once per size.
 std::vector<uint64_t> runtime_arguments(const templates::Kernel& k, const ir::Bindings& values);
-// Every kernel a run at `values` loads: the dynamic kernels of the regions they serve (both
-// variants, as load_dynamic loads them), and the other regions' static ones.
+// Every kernel a run at `values` loads: the dynamic kernels of the regions they serve (every
+// variant and path, as load_dynamic loads them), and the other regions' static ones.
 std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bindings& values,
                                           const templates::CodegenOptions& codegen);
 
@@ -104,6 +110,7 @@ struct DynamicExecutable {
   DynamicPlan plan;
   std::vector<std::shared_ptr<LoadedKernel>> kernels;  // per region; null where not dynamic
   std::vector<std::shared_ptr<LoadedKernel>> aligned;  // per region; null where no variant
+  std::vector<std::vector<std::shared_ptr<LoadedKernel>>> paths;  // per region, as plan.paths
 };
 
 // Loads the plan's dynamic kernels (the missing ones obtained on up to `threads` threads).

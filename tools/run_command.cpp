@@ -77,8 +77,13 @@ int run(const RunArgs& args) {
   if (!trace->symbols.empty() && !specialize) {
     const auto dynamic = std::count_if(exe->steps.begin(), exe->steps.end(),
                                        [](const jit::Step& s) { return s.outer > 0; });
-    fmt::print("dynamic dims {}: {} of {} kernels take the sizes at run time\n",
-               dims_text(*trace, values), dynamic, exe->plan.kernel_count());
+    std::string names;  // which variant or register path each dynamic region launches
+    for (const jit::Step& s : exe->steps) {
+      if (s.outer > 0) names += fmt::format("{}{}", names.empty() ? "" : ", ", s.kernel->kernel.name);
+    }
+    fmt::print("dynamic dims {}: {} of {} kernels take the sizes at run time{}\n",
+               dims_text(*trace, values), dynamic, exe->plan.kernel_count(),
+               names.empty() ? "" : " (" + names + ")");
   }
 
   int failures = 0;
