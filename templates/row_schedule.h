@@ -60,7 +60,8 @@ std::optional<RowConfig> looped_row_config(const RegionInfo& info, const ReduceS
                                            int v);
 
 // The register paths of a looped multi-pass kernel (`looped`, from looped_row_config), each a
-// kernel of its own: its thread group, then groups twice as large up to its block, each
+// kernel of its own: for a warp per row and vectors, one vector per thread on 16 then 32
+// threads per row; then its thread group, and groups twice as large up to its block, each
 // thread holding the register cache's budget of vectors (a row of at most `piece` elements is
 // read from memory once). A launch takes the first path whose `piece` holds the length, and
 // the looped kernel for longer rows.
