@@ -45,7 +45,9 @@ int64_t generation_ceiling(const fusion::Plan& plan, const std::vector<ir::Symbo
     auto scale = static_cast<double>(t.coefficient);
     for (size_t k = 0; k < t.exponents.size(); ++k) {
       degree += t.exponents[k];
-      if (k < alignment.size()) scale *= std::pow(static_cast<double>(alignment[k]), t.exponents[k]);
+      if (k < alignment.size()) {
+        scale *= std::pow(static_cast<double>(alignment[k]), t.exponents[k]);
+      }
     }
     if (degree == 0) continue;
     v = std::min(v, std::floor(std::pow(limit / scale, 1.0 / degree)));
@@ -472,7 +474,9 @@ DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& loader, int
     return part;
   };
   DynamicExecutable dyn{.plan = {}, .kernels = next(n), .aligned = next(n), .paths = {}};
-  for (const std::vector<templates::Kernel>& paths : plan.paths) dyn.paths.push_back(next(paths.size()));
+  for (const std::vector<templates::Kernel>& paths : plan.paths) {
+    dyn.paths.push_back(next(paths.size()));
+  }
   dyn.plan = std::move(plan);
   return dyn;
 }

@@ -360,9 +360,8 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
     return refuse(fmt::format("the {} kernel's schedule depends on its size", at_a.kind));
   }
   if (sizes.row_path > 0 && at_a.max_row_length == 0) {
-    return refuse(fmt::format("the {} kernel has no register path: its row length (if any) is "
-                              "fixed",
-                              at_a.kind));
+    return refuse(fmt::format(
+        "the {} kernel has no register path: its row length (if any) is fixed", at_a.kind));
   }
   std::vector<ir::DimTerms> runtime_extents, dividend_bounds;
   if (runtime_a != nullptr) {
@@ -397,11 +396,11 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   if (at_a.max_row_length > 0) {
     // The row length is one of the runtime extents: the one with its value at both
     // instantiations (the symbols are distinct primes there, so no other extent has both).
-    const auto length =
-        std::find_if(k.runtime_extents.begin(), k.runtime_extents.end(), [&](const ir::DimTerms& t) {
-          return t.value(sizes.symbols_a) == at_a.row_length &&
-                 t.value(sizes.symbols_b) == at_b.row_length;
-        });
+    const auto length = std::find_if(k.runtime_extents.begin(), k.runtime_extents.end(),
+                                     [&](const ir::DimTerms& t) {
+                                       return t.value(sizes.symbols_a) == at_a.row_length &&
+                                              t.value(sizes.symbols_b) == at_b.row_length;
+                                     });
     if (length == k.runtime_extents.end()) {
       throw InternalError(fmt::format("generate_dynamic: the register path's row length ({}) is "
                                       "not among its runtime extents",

@@ -79,7 +79,9 @@ int run(const RunArgs& args) {
                                        [](const jit::Step& s) { return s.outer > 0; });
     std::string names;  // which variant or register path each dynamic region launches
     for (const jit::Step& s : exe->steps) {
-      if (s.outer > 0) names += fmt::format("{}{}", names.empty() ? "" : ", ", s.kernel->kernel.name);
+      if (s.outer > 0) {
+        names += fmt::format("{}{}", names.empty() ? "" : ", ", s.kernel->kernel.name);
+      }
     }
     fmt::print("dynamic dims {}: {} of {} kernels take the sizes at run time{}\n",
                dims_text(*trace, values), dynamic, exe->plan.kernel_count(),
