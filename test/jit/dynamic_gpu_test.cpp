@@ -34,10 +34,13 @@ std::shared_ptr<jit::LoadedKernel> load(jit::Runtime& rt, const templates::Kerne
 }
 
 // The region's dynamic kernel between sizes a and b, run at every size of `sizes` (each with
-// outer extent at most a's) against the reference.
-void require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>& a,
+// outer extent at most a's) against the reference. With `row_path` k >= 1 (and symbols
+// aligned to `alignment`), its k-th register path instead, at the sizes whose row it holds;
+// false when the region has no such path.
+bool require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>& a,
                            const std::vector<int64_t>& b,
-                           const std::vector<std::vector<int64_t>>& sizes) {
+                           const std::vector<std::vector<int64_t>>& sizes, int row_path = 0,
+                           const std::vector<int64_t>& alignment = {}) {
   jit::Runtime& rt = *testing::gpu_runtime();
   const fusion::Plan pa = plan_at(build, a), pb = plan_at(build, b);
   REQUIRE(pa.kernel_count() == 1);
@@ -45,14 +48,25 @@ void require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>
   templates::CodegenOptions options;
   options.target = rt.device().info().target();
   std::string why;
-  const templates::DynamicSizes at{
-      .outer_a = outer_extent(a), .outer_b = outer_extent(b), .symbols_a = a, .symbols_b = b};
+  const templates::DynamicSizes at{.outer_a = outer_extent(a),
+                                   .outer_b = outer_extent(b),
+                                   .symbols_a = a,
+                                   .symbols_b = b,
+                                   .alignment = alignment,
+                                   .row_path = row_path};
   const auto k =
       templates::generate_dynamic(pa.graph, pb.graph, pa.regions.front(), at, options, &why);
+  if (row_path > 1 && !k) return false;
   INFO("refused: " << why);
   REQUIRE(k.has_value());
   const auto loaded = load(rt, *k);
+  int ran = 0;
   for (const std::vector<int64_t>& size : sizes) {
+    if (k->max_row_length > 0 && k->row_length.value(size) > k->max_row_length) continue;
+    bool aligned = true;
+    for (size_t s = 0; s < alignment.size(); ++s) aligned = aligned && size[s] % alignment[s] == 0;
+    if (!aligned) continue;
+    ++ran;
     jit::Executable exe;
     exe.plan = plan_at(build, size);
     REQUIRE(exe.plan.regions.size() == 1);
@@ -77,6 +91,8 @@ void require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>
       CHECK(err <= jit::error_bound(g));  // NaN (an element never written) fails
     }
   }
+  CHECK(ran > 0);  // every kernel ran at some size
+  return true;
 }
 
 }  // namespace
@@ -155,23 +171,36 @@ TEST_CASE("dynamic kernels match the reference at every outer extent", "[gpu][ji
         },
         {4099}, {3001}, one);
   }
-  // A row length given at launch: each row kernel below tries a warp's register path (rows
-  // up to 1,024 elements here), then the block's (up to 8,192), then loops over the row.
+  // A row length given at launch: the kernel that loops over the row, then each register path
+  // (a kernel of its own, jit::DynamicPlan::paths) at the lengths it holds, of the kernel for
+  // every length (scalars: rows up to 512, 1,024, 2,048 and 4,096) and of the variant for
+  // lengths that are multiples of 8 (16-byte vectors: also rows of 128 and 256 on 16 and 32
+  // threads).
   const std::vector<std::vector<int64_t>> lengths = {
-      {1, 1},    {3, 7},    {4000, 3}, {60, 1000}, {5, 1024},  {2, 1025}, {3, 2048},
-      {1, 4097}, {2, 8192}, {1, 8193}, {2, 20000}, {131, 67}};
+      {1, 1},     {3, 7},    {4000, 3}, {60, 1000}, {5, 1024},  {2, 1025}, {3, 2048},
+      {1, 4097},  {2, 8192}, {1, 8193}, {2, 20000}, {131, 67},  {40, 8},   {33, 64},
+      {100, 128}, {7, 136},  {9, 256},  {3, 264},   {2, 4096},  {1, 4104}};
+  const auto every_path = [&](const GraphAtSizes& build) {
+    require_dynamic_match(build, {257, 8209}, {131, 4099}, lengths);
+    for (int path = 1; require_dynamic_match(build, {257, 8209}, {131, 4099}, lengths, path);) {
+      ++path;
+    }
+    require_dynamic_match(build, {257, 8 * 1031}, {131, 8 * 521}, lengths, 0, {1, 8});
+    for (int path = 1; require_dynamic_match(build, {257, 8 * 1031}, {131, 8 * 521}, lengths,
+                                             path, {1, 8});) {
+      ++path;
+    }
+  };
   SECTION("softmax over a row length given at launch") {
-    require_dynamic_match(
-        [](Graph& g, const std::vector<int64_t>& s) {
-          const NodeId x = add_input(g, DType::f32, {s[0], s[1]});
-          const NodeId m = add_reduce(g, Op::max, x, {-1}, true);
-          const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
-          g.set_outputs({add_binary(g, Op::div, e, add_reduce(g, Op::sum, e, {-1}, true))});
-        },
-        {257, 8209}, {131, 4099}, lengths);
+    every_path([](Graph& g, const std::vector<int64_t>& s) {
+      const NodeId x = add_input(g, DType::f32, {s[0], s[1]});
+      const NodeId m = add_reduce(g, Op::max, x, {-1}, true);
+      const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
+      g.set_outputs({add_binary(g, Op::div, e, add_reduce(g, Op::sum, e, {-1}, true))});
+    });
   }
   SECTION("a bf16 layer norm over a row length given at launch (mean and variance paired)") {
-    require_dynamic_match(
+    every_path(
         [](Graph& g, const std::vector<int64_t>& s) {
           const NodeId x = add_cast(g, add_input(g, DType::bf16, {s[0], s[1]}), DType::f32);
           const NodeId mean = add_reduce(g, Op::mean, x, {-1}, true);
@@ -180,8 +209,7 @@ TEST_CASE("dynamic kernels match the reference at every outer extent", "[gpu][ji
           const NodeId eps = add_constant(g, DType::f32, 1e-5);
           const NodeId r = add_unary(g, Op::rsqrt, add_binary(g, Op::add, var, eps));
           g.set_outputs({add_cast(g, add_binary(g, Op::mul, d, r), DType::bf16)});
-        },
-        {257, 8209}, {131, 4099}, lengths);
+        });
   }
   SECTION("row sums") {
     require_dynamic_match(

@@ -51,14 +51,14 @@ struct Outcome {
 
 Outcome dynamic_at(const GraphAtSizes& build, const std::vector<int64_t>& a,
                    const std::vector<int64_t>& b, const templates::CodegenOptions& options = {},
-                   int row_path = 0) {
+                   int row_path = 0, const std::vector<int64_t>& alignment = {}) {
   const fusion::Plan pa = plan_at(build, a), pb = plan_at(build, b);
   const fusion::Region& region = only_region(pa);
   REQUIRE(only_region(pb).nodes == region.nodes);
   Outcome out;
   const templates::DynamicSizes sizes{
       .outer_a = outer_extent(a), .outer_b = outer_extent(b), .symbols_a = a, .symbols_b = b,
-      .alignment = {}, .row_path = row_path};
+      .alignment = alignment, .row_path = row_path};
   out.kernel = templates::generate_dynamic(pa.graph, pb.graph, region, sizes, options, &out.why);
   return out;
 }
@@ -400,6 +400,26 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     const Outcome fifth = dynamic_at(c.build, kA2, kB2, {}, 5);
     CHECK_FALSE(fifth.kernel.has_value());
     CHECK(fifth.why == "the row kernel has 4 register path(s), not 5");
+  }
+  // Lengths that are multiples of 8 (an aligned variant, jit/dynamic.cpp): 16-byte vectors,
+  // so first one vector per thread on 16 and 32 threads, then the four paths above with 8
+  // vectors of 4 f32 each; the same paths as a GPU test runs (test/jit/dynamic_gpu_test.cpp).
+  const GraphAtSizes rows = [](Graph& g, const std::vector<int64_t>& s) {
+    g.set_outputs({softmax(g, add_input(g, DType::f32, {s[0], s[1]}))});
+  };
+  const std::vector<int64_t> bounds = {64, 128, 1024, 2048, 4096, 8192};
+  for (int path = 1; path <= 7; ++path) {
+    INFO("aligned path " << path);
+    const Outcome o = dynamic_at(rows, {257, 8 * 1031}, {131, 8 * 521}, {}, path, {1, 8});
+    if (path == 7) {
+      CHECK_FALSE(o.kernel.has_value());
+      continue;
+    }
+    REQUIRE(o.kernel.has_value());
+    CHECK(o.kernel->max_row_length == bounds[static_cast<size_t>(path) - 1]);
+    CHECK(has(kernel_text(*o.kernel), "fj_load_vec("));
+    CHECK(has(kernel_text(*o.kernel), " - 4))"));  // the last vector of 4 f32
+    compile_and_check(*o.kernel, only_region(plan_at(rows, {257, 8 * 1031})));
   }
   // Few static rows: the block per row already, so one register path.
   const GraphAtSizes few = [](Graph& g, const std::vector<int64_t>& s) {
