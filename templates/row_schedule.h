@@ -38,6 +38,8 @@ struct RowConfig {
   // With `looped`: the register path of such a kernel, for rows of at most `piece` = chunks *
   // group * v elements, which it holds in registers as a static row does (bounded_row_configs).
   bool bounded = false;
+  // The blocks per SM its launch bounds ask to keep resident; 0: min_resident_blocks.
+  int min_blocks = 0;
 
   int64_t pieces() const { return std::max(split, cluster); }
   bool cached() const {
@@ -63,9 +65,11 @@ std::optional<RowConfig> looped_row_config(const RegionInfo& info, const ReduceS
 // kernel of its own: for a warp per row and vectors, one vector per thread on 16 then 32
 // threads per row; then its thread group, and groups twice as large up to its block, each
 // thread holding the register cache's budget of vectors (a row of at most `piece` elements is
-// read from memory once). A launch takes the first path whose `piece` holds the length, and
+// read from memory once); then wider blocks, up to half the SM's threads, with as many vectors
+// as the registers hold. A launch takes the first path whose `piece` holds the length, and
 // the looped kernel for longer rows.
-std::vector<RowConfig> bounded_row_configs(const RowConfig& looped);
+std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceSpace& space,
+                                           const RowConfig& looped);
 
 // The blocks a row kernel of `block` threads asks to keep resident per SM (the minimum of its
 // launch bounds): half the SM's threads in all, which with 2048 threads and 64 K registers per

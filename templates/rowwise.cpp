@@ -573,7 +573,8 @@ KernelBody RowwiseBuilder::kernel_body() const {
     kb.items_per_block = cfg_.rows_per_block;
   }
   kb.serial_launches = cfg_.split > 1;
-  const int min_blocks = min_resident_blocks(info_.target, cfg_.block);
+  const int min_blocks =
+      cfg_.min_blocks > 0 ? cfg_.min_blocks : min_resident_blocks(info_.target, cfg_.block);
   kb.fn = kernel_function(info_, static_cast<int>(cfg_.block), min_blocks);
   kb.fn.cluster = static_cast<int>(cfg_.cluster);
   return kb;
@@ -765,7 +766,7 @@ KernelBody build_register_path(const RegionInfo& info, const RowConfig& looped) 
   if (element_passes(plain) < 2) {
     throw NotSizeIndependent("a single-pass row kernel reads the row once: no register path");
   }
-  const std::vector<RowConfig> paths = bounded_row_configs(looped);
+  const std::vector<RowConfig> paths = bounded_row_configs(info, plain, looped);
   if (static_cast<size_t>(info.row_path) > paths.size()) {
     throw NotSizeIndependent(
         fmt::format("the row kernel has {} register path(s), not {}", paths.size(), info.row_path));

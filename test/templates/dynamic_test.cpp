@@ -5,6 +5,7 @@
 // refused.
 #include <cctype>
 #include <optional>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -68,6 +69,15 @@ Outcome dynamic_at(const GraphAtSizes& build, const std::vector<int64_t>& a,
 // index arithmetic tells the runtime extent it stands for.
 const std::vector<int64_t> kA1 = {4099}, kB1 = {3001}, kC1 = {2053}, kD1 = {1021};
 const std::vector<int64_t> kA2 = {131, 67}, kB2 = {97, 43}, kC2 = {79, 37}, kD2 = {53, 11};
+
+// The bytes ptxas reports spilling (stores) when it compiles `k` for sm_90; -1 without a report.
+int64_t spill_stores(const templates::Kernel& k) {
+  const jit::CompiledKernel c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
+  INFO("ptxas says\n" << c.log);
+  static const std::regex report(R"((\d+) bytes spill stores)");
+  std::smatch m;
+  return std::regex_search(c.log, m, report) ? std::stoll(m[1].str()) : -1;
+}
 
 // Requires a dynamic kernel between a and b that compiles, names none of the symbols' values,
 // and is the same source between c and d; returns it.
@@ -377,7 +387,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
   for (const Case& c : cases) {
     INFO(c.name);
     // Path 1, a warp per row (8 rows per block of 256); paths 2 to 4, a block of 64, 128 and
-    // 256 threads on one row; no path 5.
+    // 256 threads on one row; then blocks of 512 and 1,024 (below).
     for (int path = 1; path <= 4; ++path) {
       INFO("path " << path);
       const templates::Kernel k = require_dynamic(c.build, kA2, kB2, kC2, kD2, {}, path);
@@ -397,9 +407,40 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
       CHECK(k.row_length.exponents == std::vector<int>{0, 1});  // s1
       CHECK(k.row_length.coefficient == 1);
     }
-    const Outcome fifth = dynamic_at(c.build, kA2, kB2, {}, 5);
-    CHECK_FALSE(fifth.kernel.has_value());
-    CHECK(fifth.why == "the row kernel has 4 register path(s), not 5");
+    // Wider blocks, each holding as many scalars per thread as its registers allow (512
+    // threads at most 12 of the 16, three blocks per SM), and only where that holds longer rows
+    // than the path before: the 1,024-thread block is the last. None spills.
+    int64_t longest = 16 * 256;
+    int path = 5;
+    for (;; ++path) {
+      INFO("path " << path);
+      const Outcome o = dynamic_at(c.build, kA2, kB2, {}, path);
+      if (!o.kernel) {
+        CHECK(o.why ==
+              fmt::format("the row kernel has {} register path(s), not {}", path - 1, path));
+        break;
+      }
+      const templates::Kernel& k = *o.kernel;
+      const std::string text = kernel_text(k);
+      INFO(text);
+      CHECK((k.block == 512 || k.block == 1024));
+      CHECK(has(text, fmt::format("{} thread(s) per row", k.block)));
+      CHECK(has(text, fmt::format("fj_block_reduce<{}>", k.block)));
+      CHECK(has(text, k.block == 512 ? "__launch_bounds__(512, 3)" : "__launch_bounds__(1024, 1)"));
+      CHECK(k.max_row_length > longest);
+      CHECK(k.max_row_length % k.block == 0);
+      CHECK(has(text, fmt::format("{} vector(s) of 1 per thread", k.max_row_length / k.block)));
+      CHECK(spill_stores(k) == 0);
+      longest = k.max_row_length;
+    }
+    CHECK(path >= 6);  // one wider path at least
+    CHECK(longest == 1024 * (c.name == "layer norm with weight and bias f32" ? 8 : 16));
+  }
+  // The softmax: 12 scalars per thread on 512 threads, 16 on 1,024.
+  for (int path = 5; path <= 6; ++path) {
+    const auto k = dynamic_at(cases.front().build, kA2, kB2, {}, path).kernel;
+    REQUIRE(k.has_value());
+    CHECK(k->max_row_length == (path == 5 ? 12 * 512 : 16 * 1024));
   }
   // Lengths that are multiples of 8 (an aligned variant, jit/dynamic.cpp): 16-byte vectors,
   // so first one vector per thread on 16 and 32 threads, then the four paths above with 8
@@ -407,11 +448,11 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
   const GraphAtSizes rows = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({softmax(g, add_input(g, DType::f32, {s[0], s[1]}))});
   };
-  const std::vector<int64_t> bounds = {64, 128, 1024, 2048, 4096, 8192};
-  for (int path = 1; path <= 7; ++path) {
+  const std::vector<int64_t> bounds = {64, 128, 1024, 2048, 4096, 8192, 12288, 32768};
+  for (int path = 1; path <= 9; ++path) {
     INFO("aligned path " << path);
     const Outcome o = dynamic_at(rows, {257, 8 * 1031}, {131, 8 * 521}, {}, path, {1, 8});
-    if (path == 7) {
+    if (path == 9) {
       CHECK_FALSE(o.kernel.has_value());
       continue;
     }
@@ -420,6 +461,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     CHECK(has(kernel_text(*o.kernel), "fj_load_vec("));
     CHECK(has(kernel_text(*o.kernel), " - 4))"));  // the last vector of 4 f32
     compile_and_check(*o.kernel, only_region(plan_at(rows, {257, 8 * 1031})));
+    if (path >= 7) CHECK(spill_stores(*o.kernel) == 0);  // 24 f32 on 512 threads, 32 on 1,024
   }
   // Few static rows: the block per row already, so one register path.
   const GraphAtSizes few = [](Graph& g, const std::vector<int64_t>& s) {
