@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,15 @@ inline fusion::Region whole_graph_region(const ir::Graph& g, fusion::RegionKind 
   r.outputs = g.outputs();
   r.welford = fusion::welford_pairs(g, r);
   return r;
+}
+
+// The bytes ptxas reports spilling (stores) when it compiles `k` for sm_90; -1 without a report.
+inline int64_t spill_stores(const templates::Kernel& k) {
+  const jit::CompiledKernel c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
+  INFO("ptxas says\n" << c.log);
+  static const std::regex report(R"((\d+) bytes spill stores)");
+  std::smatch m;
+  return std::regex_search(c.log, m, report) ? std::stoll(m[1].str()) : -1;
 }
 
 // Compiles the region's kernel for sm_90; checks what every kernel must satisfy.
