@@ -142,6 +142,7 @@ Kernel assemble(const RegionInfo& info, const KernelBody& body,
   k.serial_launches = body.serial_launches;
   k.waves = body.waves;
   k.cluster = body.fn.cluster;  // __cluster_dims__ in the source
+  k.relaxed_min_blocks = body.fn.relaxed_min_blocks;
   return k;
 }
 

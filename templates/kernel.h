@@ -63,6 +63,10 @@ struct Kernel {
   // Blocks per thread-block cluster (1: none). Compiled into the kernel (__cluster_dims__);
   // here so that the launcher sizes the grid in whole clusters.
   int cluster = 1;
+  // > 0: the launch bounds ask for more resident blocks per SM than may fit the kernel's
+  // registers; jit::compile reads ptxas's report and, should it spill, compiles the kernel
+  // again asking for this many (the macro FJ_MIN_BLOCKS in the source).
+  int relaxed_min_blocks = 0;
   // The kernel keeps scratch in module-scope device memory (reductions whose few long rows or
   // columns are split over several blocks): launches of one loaded module must not overlap in time (one
   // stream at a time; a second stream needs its own loaded copy of the module).

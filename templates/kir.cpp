@@ -464,8 +464,14 @@ class Printer {
 std::string print(const Function& f, RuntimeExtents* runtime) {
   Printer p(runtime);
   p.block(f.head, 0);
-  const std::string bounds =
+  std::string bounds =
       f.min_blocks > 0 ? fmt::format("{}, {}", f.block, f.min_blocks) : fmt::format("{}", f.block);
+  if (f.min_blocks > 0 && f.relaxed_min_blocks > 0) {
+    p.line(0, "#ifndef FJ_MIN_BLOCKS");
+    p.line(0, fmt::format("#define FJ_MIN_BLOCKS {}", f.min_blocks));
+    p.line(0, "#endif");
+    bounds = fmt::format("{}, FJ_MIN_BLOCKS", f.block);
+  }
   const std::string cluster =
       f.cluster > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", f.cluster) : std::string();
   p.line(0, fmt::format("extern \"C\" __global__ void {}__launch_bounds__({}) {}(", cluster,

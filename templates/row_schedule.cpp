@@ -32,6 +32,19 @@ int64_t paired_block(const Target& t) {
   return std::clamp<int64_t>(pow2_floor(t.threads_per_sm / 4), 64, 1024);
 }
 
+// Blocks of a quarter of the SM's threads whose threads hold at most 3/4 of the register cache
+// ask their launch bounds for three blocks per SM rather than two, falling back to two where
+// ptxas would spill (Kernel::relaxed_min_blocks). On an H200, bf16 softmax rows of 10,000 and
+// 12,288 in 3 vectors of 8 per thread took 48 (static) and 56 (a register path holding 4)
+// registers, so two blocks per SM; asked for three, they fit 40 without spilling, and ran
+// 1.22x (static, S=10,000) and 1.19x (the path, S=12,288) faster (bench/RESULTS.md).
+constexpr int64_t kThreeBlockValues = kCacheBudget * 3 / 4;
+int three_quarter_blocks(const Target& t, const RowConfig& c) {
+  const bool quarter = c.block == paired_block(t) && c.pieces() == 1 && c.cached() &&
+                       c.chunks * c.v <= kThreeBlockValues;
+  return quarter ? static_cast<int>(3 * t.threads_per_sm / 4 / c.block) : 0;
+}
+
 // The elements a thread of a multi-pass kernel holds: 64 bytes of storage (see above).
 int64_t cached_share(const RegionInfo& info) {
   return std::clamp<int64_t>(kCachedBytesPerThread / info.max_element_size(), 8, kCacheBudget);
@@ -208,6 +221,7 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
   c.chunks = ceil_div(c.piece / v, c.group);
   if (multi_pass) {
     if (std::optional<RowConfig> cluster = cluster_config(info, space, c)) return *cluster;
+    c.min_blocks = three_quarter_blocks(info.target, c);
   }
   return c;
 }
@@ -276,10 +290,10 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
   // (64 registers per thread on an H200). Each holds as many vectors per thread as keep what
   // it has live within them (live_registers, which row_config counts too), and is kept only
   // where that serves longer rows than the path before it. Blocks of a quarter of the SM's
-  // threads hold three quarters of the cache and ask for three blocks per SM: with the whole
-  // cache, the scores softmax at S=12,288 took 56 registers, two blocks per SM and 61% of
-  // DRAM bandwidth on an H200, where the static kernel (24 values per thread) took 40, three
-  // blocks and 80%.
+  // threads hold three quarters of the cache, so as to keep three blocks per SM
+  // (three_quarter_blocks): with the whole cache, the scores softmax at S=12,288 took 56
+  // registers, two blocks per SM and 61% of DRAM bandwidth on an H200, where the static
+  // kernel (24 values per thread) took 40, three blocks and 80%.
   const Target& t = info.target;
   const int64_t budget = c.chunks;
   for (int64_t g = looped.block * 2; g <= widest_cached_block(t); g *= 2) {
@@ -292,7 +306,7 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
     c.rows_per_block = 1;
     c.chunks = chunks;
     c.piece = chunks * g * c.v;
-    c.min_blocks = quarter ? 3 : 0;
+    c.min_blocks = three_quarter_blocks(t, c);
     out.push_back(c);
   }
   return out;

@@ -38,7 +38,8 @@ struct RowConfig {
   // With `looped`: the register path of such a kernel, for rows of at most `piece` = chunks *
   // group * v elements, which it holds in registers as a static row does (bounded_row_configs).
   bool bounded = false;
-  // The blocks per SM its launch bounds ask to keep resident; 0: min_resident_blocks.
+  // The blocks per SM its launch bounds ask to keep resident where that spills nothing (more
+  // than min_resident_blocks; the kernel falls back to that otherwise); 0: min_resident_blocks.
   int min_blocks = 0;
 
   int64_t pieces() const { return std::max(split, cluster); }

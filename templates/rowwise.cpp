@@ -573,9 +573,12 @@ KernelBody RowwiseBuilder::kernel_body() const {
     kb.items_per_block = cfg_.rows_per_block;
   }
   kb.serial_launches = cfg_.split > 1;
-  const int min_blocks =
-      cfg_.min_blocks > 0 ? cfg_.min_blocks : min_resident_blocks(info_.target, cfg_.block);
-  kb.fn = kernel_function(info_, static_cast<int>(cfg_.block), min_blocks);
+  // A schedule that asks for more resident blocks than usual falls back to the usual where
+  // ptxas would spill (jit::compile).
+  const int usual = min_resident_blocks(info_.target, cfg_.block);
+  kb.fn = kernel_function(info_, static_cast<int>(cfg_.block),
+                          cfg_.min_blocks > usual ? cfg_.min_blocks : usual);
+  if (cfg_.min_blocks > usual) kb.fn.relaxed_min_blocks = usual;
   kb.fn.cluster = static_cast<int>(cfg_.cluster);
   return kb;
 }

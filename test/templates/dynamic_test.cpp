@@ -417,7 +417,9 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
       CHECK((k.block == 512 || k.block == 1024));
       CHECK(has(text, fmt::format("{} thread(s) per row", k.block)));
       CHECK(has(text, fmt::format("fj_block_reduce<{}>", k.block)));
-      CHECK(has(text, k.block == 512 ? "__launch_bounds__(512, 3)" : "__launch_bounds__(1024, 1)"));
+      CHECK(has(text, k.block == 512 ? "__launch_bounds__(512, FJ_MIN_BLOCKS)"
+                                     : "__launch_bounds__(1024, 1)"));
+      if (k.block == 512) CHECK(has(k.source, "#define FJ_MIN_BLOCKS 3"));
       CHECK(k.max_row_length > longest);
       CHECK(k.max_row_length % k.block == 0);
       CHECK(has(text, fmt::format("{} vector(s) of 1 per thread", k.max_row_length / k.block)));

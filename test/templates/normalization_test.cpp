@@ -114,6 +114,42 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
     CHECK(kernel_text(k).find("__launch_bounds__(512, 2)") != std::string::npos);
     CHECK(k.blocks_per_sm == 4);
   }
+  SECTION("rows held in 3 vectors of 8 on 512 threads ask for three blocks per SM") {
+    // bf16 rows of 10,000 and 12,288: three quarters of the register cache. ptxas fits the
+    // softmax of rows of 12,288 in the 40 registers of three blocks per SM; at 10,000 it would
+    // spill, so that kernel is compiled again asking for two. f32 rows of 8,192 (4 vectors of 4) ask for three too; rows that take the whole
+    // cache ask for two.
+    struct Case {
+      DType dtype;
+      int64_t rows, length;
+      int asked;
+      bool relaxed;
+    };
+    for (const Case& c : std::vector<Case>{{DType::bf16, 64, 10000, 3, true},
+                                           {DType::bf16, 64, 12288, 3, false},
+                                           {DType::f32, 64, 8192, 3, false},
+                                           {DType::bf16, 64, 16384, 2, false}}) {
+      INFO(dtype_name(c.dtype) << ": " << c.rows << " rows of " << c.length);
+      Graph g;
+      g.add_output(softmax(g, add_input(g, c.dtype, {c.rows, c.length})));
+      const auto k = compile_graph(g, RegionKind::normalization);
+      const std::string text = kernel_text(k);
+      CHECK(k.block == 512);
+      CHECK(text.find("row cached in registers") != std::string::npos);
+      if (c.asked == 3) {
+        CHECK(k.relaxed_min_blocks == 2);
+        CHECK(text.find("__launch_bounds__(512, FJ_MIN_BLOCKS)") != std::string::npos);
+        CHECK(k.source.find("#define FJ_MIN_BLOCKS 3") != std::string::npos);
+      } else {
+        CHECK(k.relaxed_min_blocks == 0);
+        CHECK(text.find("__launch_bounds__(512, 2)") != std::string::npos);
+      }
+      const jit::CompiledKernel compiled = jit::compile(k, "sm_90");
+      CHECK(compiled.relaxed == c.relaxed);
+      CHECK(compiled.log.find("ptxas info") == std::string::npos);  // the report is not passed on
+      CHECK(test::spill_stores(k) == 0);
+    }
+  }
   SECTION("a GPU with 1536 threads per SM gets narrower blocks") {
     Graph g;
     g.add_output(softmax(g, add_input(g, DType::f32, {8, 16384})));
