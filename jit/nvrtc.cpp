@@ -84,25 +84,7 @@ std::vector<std::string> compile_flags(std::string_view arch, const CompileOptio
 
 namespace {
 
-CompiledKernel compile_once(const templates::Kernel& k, std::string_view arch,
-                            const CompileOptions& options);
-
 constexpr std::string_view kPtxasVerbose = "--ptxas-options=-v";
-
-// The bytes of local memory ptxas's report (kPtxasVerbose) says the kernel spills to, stores
-// and loads; -1 when the log holds no report.
-int64_t spilled_bytes(const std::string& log) {
-  int64_t total = -1;
-  for (const std::string_view what : {" bytes spill stores", " bytes spill loads"}) {
-    const size_t at = log.find(what);
-    if (at == std::string::npos) continue;
-    size_t start = at;
-    while (start > 0 && std::isdigit(static_cast<unsigned char>(log[start - 1]))) --start;
-    if (start == at) continue;
-    total = std::max<int64_t>(total, 0) + std::stoll(log.substr(start, at - start));
-  }
-  return total;
-}
 
 // `log` without ptxas's report lines ("ptxas info ...").
 std::string without_report(const std::string& log) {
@@ -117,30 +99,6 @@ std::string without_report(const std::string& log) {
   }
   return out;
 }
-
-}  // namespace
-
-CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
-                       const CompileOptions& options) {
-  if (k.relaxed_min_blocks <= 0 || !templates::parse_arch(arch).real) {
-    return compile_once(k, arch, options);
-  }
-  const bool asked =
-      std::find(options.extra.begin(), options.extra.end(), kPtxasVerbose) != options.extra.end();
-  CompileOptions verbose = options;
-  if (!asked) verbose.extra.emplace_back(kPtxasVerbose);
-  CompiledKernel out = compile_once(k, arch, verbose);
-  if (spilled_bytes(out.log) > 0) {
-    CompileOptions relaxed = verbose;
-    relaxed.extra.push_back(fmt::format("-DFJ_MIN_BLOCKS={}", k.relaxed_min_blocks));
-    out = compile_once(k, arch, relaxed);
-    out.relaxed = true;
-  }
-  if (!asked) out.log = without_report(out.log);
-  return out;
-}
-
-namespace {
 
 CompiledKernel compile_once(const templates::Kernel& k, std::string_view arch,
                             const CompileOptions& options) {
@@ -187,6 +145,35 @@ CompiledKernel compile_once(const templates::Kernel& k, std::string_view arch,
 }
 
 }  // namespace
+
+int64_t spill_stores(const std::string& log) {
+  static constexpr std::string_view kReport = " bytes spill stores";
+  const size_t at = log.find(kReport);
+  if (at == std::string::npos) return -1;
+  size_t start = at;
+  while (start > 0 && std::isdigit(static_cast<unsigned char>(log[start - 1]))) --start;
+  return start == at ? -1 : std::stoll(log.substr(start, at - start));
+}
+
+CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
+                       const CompileOptions& options) {
+  if (k.relaxed_min_blocks <= 0 || !templates::parse_arch(arch).real) {
+    return compile_once(k, arch, options);
+  }
+  const bool asked =
+      std::find(options.extra.begin(), options.extra.end(), kPtxasVerbose) != options.extra.end();
+  CompileOptions verbose = options;
+  if (!asked) verbose.extra.emplace_back(kPtxasVerbose);
+  CompiledKernel out = compile_once(k, arch, verbose);
+  if (spill_stores(out.log) > 0) {
+    CompileOptions relaxed = verbose;
+    relaxed.extra.push_back(fmt::format("-DFJ_MIN_BLOCKS={}", k.relaxed_min_blocks));
+    out = compile_once(k, arch, relaxed);
+    out.relaxed = true;
+  }
+  if (!asked) out.log = without_report(out.log);
+  return out;
+}
 
 int nvrtc_version() {
   int major = 0, minor = 0;

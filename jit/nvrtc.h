@@ -53,6 +53,10 @@ struct CompiledKernel {
 CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
                        const CompileOptions& options = {});
 
+// The bytes ptxas says a kernel spills (stores to local memory), from a log of a compile with
+// "--ptxas-options=-v" among CompileOptions::extra; -1 when the log holds no such report.
+int64_t spill_stores(const std::string& log);
+
 // The options compile() passes for `arch` (they are part of the kernel cache key).
 std::vector<std::string> compile_flags(std::string_view arch, const CompileOptions& options = {});
 

@@ -6,7 +6,6 @@
 // thread keeps live against the registers its launch bounds leave it, row_schedule.cpp).
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
 #include <tuple>
 
@@ -23,14 +22,6 @@ using namespace fusejit;
 
 namespace {
 
-// The bytes ptxas reports spilling (stores), from a log of --ptxas-options=-v; -1 when the
-// log has no report.
-int64_t spill_stores(const std::string& log) {
-  static const std::regex report(R"((\d+) bytes spill stores)");
-  std::smatch m;
-  return std::regex_search(log, m, report) ? std::stoll(m[1].str()) : -1;
-}
-
 // Plans `g`, generates every kernel region and compiles it, checking with ptxas's report that
 // no row-style kernel (the schedules of row_schedule.cpp, which count registers) spills to
 // local memory; returns how many kernels compiled. (Column-style kernels are not held to it
@@ -45,8 +36,8 @@ int compile_all(const ir::Graph& g, const templates::CodegenOptions& options = {
     CHECK_FALSE(c.cubin.empty());
     CHECK(c.ptx.find(k.name) != std::string::npos);
     INFO(k.name << " (" << fusion::region_kind_name(r.kind) << "): ptxas says\n" << c.log);
-    CHECK(spill_stores(c.log) >= 0);
-    if (k.source.find(", row-style:") != std::string::npos) CHECK(spill_stores(c.log) == 0);
+    CHECK(jit::spill_stores(c.log) >= 0);
+    if (k.source.find(", row-style:") != std::string::npos) CHECK(jit::spill_stores(c.log) == 0);
     ++compiled;
   }
   return compiled;

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -39,9 +38,7 @@ inline fusion::Region whole_graph_region(const ir::Graph& g, fusion::RegionKind 
 inline int64_t spill_stores(const templates::Kernel& k) {
   const jit::CompiledKernel c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
   INFO("ptxas says\n" << c.log);
-  static const std::regex report(R"((\d+) bytes spill stores)");
-  std::smatch m;
-  return std::regex_search(c.log, m, report) ? std::stoll(m[1].str()) : -1;
+  return jit::spill_stores(c.log);
 }
 
 // Compiles the region's kernel for sm_90; checks what every kernel must satisfy.
