@@ -62,6 +62,28 @@ int64_t cached_share(const RegionInfo& info) {
 // bias: 100) spill.
 constexpr int64_t kLiveMargin = 16;
 
+// The blocks per SM a register path asks its launch bounds for (bounded_row_configs), 0 for
+// the usual. A path keeps live what a static kernel of its layout does not (the row length given
+// at launch, each vector's guard and clamped index): on an H200, 56 registers against the
+// static kernel's 48 for 32 bf16 values per thread, so four blocks of 256 per SM against five,
+// at 1.10-1.13x the static kernel's time for the scores softmax at S=8,192 (1.04-1.07x asking
+// for five, at 48 registers). It asks for the residency that kLiveMargin registers beyond the
+// values it holds allow (at least 40 in all), relaxed where ptxas would spill
+// (Kernel::relaxed_min_blocks); a path that needs fewer registers than that is compiled as
+// before. At 24 values per thread in blocks of 512 that is three blocks per SM, as
+// three_quarter_blocks gives a static row.
+int register_path_blocks(const Target& t, const RowConfig& c) {
+  constexpr int64_t kFewestRegisters = 40;
+  const int64_t values = c.chunks * c.v;
+  const int64_t registers = std::max(kFewestRegisters, ceil_div(values + kLiveMargin, 8) * 8);
+  // Warps go to the SM's four schedulers in turn, each with a quarter of its registers: 21
+  // blocks of 64 threads at 48 registers would leave one of them 11 warps, 40 registers each.
+  const int64_t warps = t.registers_per_sm / 4 / (32 * registers) * 4;
+  const int blocks = static_cast<int>(
+      std::min<int64_t>(t.blocks_per_sm(static_cast<int>(c.block)), warps * 32 / c.block));
+  return blocks > min_resident_blocks(t, c.block) ? blocks : 0;
+}
+
 // True when `shape`, broadcast against the reduced shape (aligned from the right), varies
 // along reduced axes only: a vector along the row, the same for every row.
 bool along_row_only(const Shape& shape, const ReduceSpace& space) {
@@ -267,6 +289,7 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
       narrow.chunks = 1;
       narrow.rows_per_block = narrow.block / g;
       narrow.piece = g * narrow.v;
+      narrow.min_blocks = register_path_blocks(info.target, narrow);
       out.push_back(narrow);
     }
   }
@@ -281,6 +304,7 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
     c.block = g == looped.group ? looped.block : g;
     c.rows_per_block = c.block / c.group;
     c.piece = c.chunks * c.group * c.v;
+    c.min_blocks = register_path_blocks(info.target, c);
     out.push_back(c);
   }
   // Then blocks wider than the looped kernel's, up to half the SM's threads, as row_config
@@ -291,22 +315,21 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
   // it has live within them (live_registers, which row_config counts too), and is kept only
   // where that serves longer rows than the path before it. Blocks of a quarter of the SM's
   // threads hold three quarters of the cache, so as to keep three blocks per SM
-  // (three_quarter_blocks): with the whole cache, the scores softmax at S=12,288 took 56
+  // (register_path_blocks): with the whole cache, the scores softmax at S=12,288 took 56
   // registers, two blocks per SM and 61% of DRAM bandwidth on an H200, where the static
   // kernel (24 values per thread) took 40, three blocks and 80%.
   const Target& t = info.target;
   const int64_t budget = c.chunks;
   for (int64_t g = looped.block * 2; g <= widest_cached_block(t); g *= 2) {
     const int cap = t.registers_for(static_cast<int>(g), min_resident_blocks(t, g));
-    const bool quarter = g == paired_block(t) && budget >= 4;
-    int64_t chunks = quarter ? budget * 3 / 4 : budget;
+    int64_t chunks = g == paired_block(t) ? budget * 3 / 4 : budget;
     while (chunks > 1 && live_registers(info, space, chunks * c.v, c.v) > cap) chunks /= 2;
     if (chunks * g * c.v <= out.back().piece) continue;
     c.group = c.block = g;
     c.rows_per_block = 1;
     c.chunks = chunks;
     c.piece = chunks * g * c.v;
-    c.min_blocks = three_quarter_blocks(t, c);
+    c.min_blocks = register_path_blocks(t, c);
     out.push_back(c);
   }
   return out;

@@ -5,6 +5,7 @@
 // refused.
 #include <cctype>
 #include <optional>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -502,6 +503,48 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
   const Outcome static_length = dynamic_at(fixed, kA1, kB1, {}, 1);
   CHECK_FALSE(static_length.kernel.has_value());
   CHECK(static_length.why.find("has no register path") != std::string::npos);
+}
+
+TEST_CASE("register paths compute what their passes share once, at the residency they ask for",
+          "[templates][dynamic]") {
+  // The scores softmax of test/traces/dynamic (B x 4 x S x S, bf16): rows whose length is a
+  // multiple of 8, and a multiple of 32 rows. A path's passes compute every vector and
+  // predicate their updates and stores, so that the exponentials of the sum's pass are the
+  // output pass's too: one ex2 per value a thread holds, as in a static kernel. And each path
+  // asks for the blocks per SM that about 16 registers beyond its values allow (five of 256
+  // threads at 32 values, three of 512 at 24), which ptxas meets without spilling, so that
+  // none falls back to the usual residency.
+  const GraphAtSizes scores = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_cast(g, add_input(g, DType::bf16, {s[0], 4, s[1], s[1]}), DType::f32);
+    g.set_outputs({add_cast(g, test::softmax(g, x), DType::bf16)});
+  };
+  const std::regex layout(R"((\d+) thread\(s\) per row, (\d+) vector\(s\) of (\d+) per thread)");
+  int paths = 0;
+  for (int path = 1;; ++path) {
+    const Outcome o = dynamic_at(scores, {5, 8 * 131}, {3, 8 * 67}, {}, path, {1, 8});
+    if (!o.kernel) break;
+    ++paths;
+    const templates::Kernel& k = *o.kernel;
+    const std::string text = kernel_text(k);
+    INFO("path " << path << "\n" << text);
+    std::smatch m;
+    REQUIRE(std::regex_search(text, m, layout));
+    const int64_t values = std::stoll(m[2]) * std::stoll(m[3]);
+    const jit::CompiledKernel c =
+        jit::compile(k, "sm_90", {.ptx = true, .extra = {"--ptxas-options=-v"}});
+    INFO("ptxas says\n" << c.log);
+    CHECK(jit::spill_stores(c.log) == 0);
+    CHECK_FALSE(c.relaxed);
+    int64_t exps = 0;
+    for (size_t at = c.ptx.find("ex2.approx"); at != std::string::npos;
+         at = c.ptx.find("ex2.approx", at + 1)) {
+      ++exps;
+    }
+    CHECK(exps == values);
+    if (k.block == 256 && values == 32) CHECK(has(k.source, "#define FJ_MIN_BLOCKS 5"));
+    if (k.block == 512) CHECK(has(k.source, "#define FJ_MIN_BLOCKS 3"));
+  }
+  CHECK(paths == 8);
 }
 
 TEST_CASE("regions whose kernel depends on the outer extent are refused", "[templates][dynamic]") {
