@@ -85,6 +85,9 @@ class RowwiseBuilder {
       guard_k_ = cfg.chunks * cfg.group * cfg.v != cfg.piece;
       guard_end_ = cfg.pieces() * cfg.piece != space.length;  // the last cluster piece is short
     }
+    // Rows whose last vectors some threads do not have: a register path's at every length
+    // short of its bound, a static row's where its threads' vectors overrun it.
+    predicated_ = cfg.bounded || (guard_k_ && cfg.pieces() == 1);
     // One exchange per row: its slots alternate by row (reduction.h, add_cluster_exchange).
     if (cfg.cluster > 1 && space.passes == 1) phase_ = kir::var("fj_phase");
     slot_ = cfg.v > 1 ? kir::add(kir::mul(kir::var("c"), kir::lit(cfg.v)), kir::var("j"))
@@ -155,6 +158,8 @@ class RowwiseBuilder {
   Digits row_digits_;
   IndexKey row_key_;  // the element `row` of a reduce result: where its value may be read
   bool guard_row_ = false, guard_k_ = false, guard_end_ = false;
+  bool predicated_ = false;   // the passes predicate their updates and stores (see predicated)
+  bool passes_load_ = false;  // a pass reads a region input along the row (Pass::loads)
   kir::ExprP slot_;  // the element's place in a register cache
   int64_t max_cache_entries_ = 0;
 
@@ -273,7 +278,7 @@ void RowwiseBuilder::add_accumulate(kir::Block& main, Pass& p, ir::NodeId r) {
       v = kir::infix(v, "-", welford_shift(r));
     }
   }
-  if (cfg_.bounded && space_.pairing(r) == Pairing::none) {
+  if (predicated_ && space_.pairing(r) == Pairing::none) {
     // (A vector past the end adds the identity: see predicated.)
     p.body.assign(a, kir::call(functor + "()",
                                {a, kir::select(kir::var("fj_in"), v, kir::lit(acc.identity))}));
@@ -282,18 +287,19 @@ void RowwiseBuilder::add_accumulate(kir::Block& main, Pass& p, ir::NodeId r) {
   p.body.assign(a, predicated(kir::call(functor + "()", {a, v}), a));
 }
 
-// A register path's passes (RowConfig::bounded) compute every vector, the ones past the row's
-// end on the clamped copy of its last vector, and only the updates and stores are predicated on
-// fj_in (add_chunk_loop): with the passes free of branches, the compiler keeps what one pass
-// computed for the next, as in a static kernel. A plain reduction adds its identity for a
+// Rows whose last vectors some threads do not have (predicated_: a register path, or a static
+// row its threads' vectors overrun) compute every vector in their passes, and only the updates
+// and stores are predicated on fj_in (add_chunk_loop): with the passes free of branches, the
+// compiler keeps what one pass computed for the next. A plain reduction adds its identity for a
 // vector past the end rather than keeping its accumulator: the compiler turns a select between
 // the updated and the old accumulator back into a branch around the element's computation.
-// (The exponentials of a softmax: a path guarding whole passes computed them twice, and ran
-// 1.10x the static kernel's time at S=12,288 on an H200, with the same layout, registers and
-// residency.)
+// (The exponentials of a softmax: guarding whole passes, kernels computed them twice, and a
+// path ran 1.10x the static kernel's time at S=12,288 on an H200, with the same layout,
+// registers and residency; the static kernel at S=10,000, 3 vectors of 8 on 512 threads, ran
+// 1.3x the path that serves it.)
 kir::ExprP RowwiseBuilder::predicated(kir::ExprP update, kir::ExprP unchanged) const {
-  return cfg_.bounded ? kir::select(kir::var("fj_in"), std::move(update), std::move(unchanged))
-                      : update;
+  return predicated_ ? kir::select(kir::var("fj_in"), std::move(update), std::move(unchanged))
+                     : update;
 }
 
 // The shift of a streamed Welford mean r: its operand at the row's first element, loaded once
@@ -348,7 +354,7 @@ void RowwiseBuilder::store_full(Pass& p, const ReduceOutput& out) {
                  kir::add(dst, kir::offset(at, true)), cfg_.v, value);
     ++vector_accesses_;
   } else {
-    kir::Block& body = cfg_.bounded ? p.body.branch(kir::var("fj_in")) : p.body;
+    kir::Block& body = predicated_ ? p.body.branch(kir::var("fj_in")) : p.body;
     body.assign(kir::subscript(dst, kir::offset(at)), apply(code.store, value));
   }
 }
@@ -362,16 +368,17 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
     add_strided_loop(out, p);
     return;
   }
-  // A register path (a length given at launch, RowConfig::bounded): in the fill of its register
-  // cache, a vector past the end loads the row's last vector instead, so that no branch
-  // separates one vector's load from the next; its passes then compute every vector and
-  // predicate their updates and stores on fj_in (see predicated). A pass that reads a region
-  // input along the row besides the cache (a norm's weight) keeps a branch around each vector
-  // instead: computed without one, on clamped addresses, RMS norms over rows of 256 to 8,192 ran
-  // 1.3-1.6x slower on an H200 (ptxas spilled them under the paths' launch bounds). A dead
-  // row's thread group (uniform) skips the whole fill.
-  const bool clamp = filling_cache_ && cfg_.bounded;
-  const bool predicate = cfg_.bounded && !filling_cache_;
+  // Rows whose passes are predicated (see predicated): in the fill of the register cache, a
+  // vector past the end loads the row's last vector instead, so that no branch separates one
+  // vector's load from the next, and the passes compute every vector. A pass that reads a
+  // region input along the row besides the cache (a norm's weight) keeps a branch around each
+  // vector instead: computed without one, on clamped addresses, RMS norm paths over rows of 256
+  // to 8,192 ran 1.3-1.6x slower on an H200 (ptxas spilled them under the paths' launch
+  // bounds). A static row whose passes load keeps the branch in its fill too (the clamped fill
+  // took an f32 RMS norm over rows of 1,000 from 38 to 54 registers). A dead row's thread
+  // group (uniform) skips the whole fill.
+  const bool clamp = filling_cache_ && (cfg_.bounded || (predicated_ && !passes_load_));
+  const bool predicate = predicated_ && !filling_cache_;
   kir::Block& host = clamp && guard_row_ ? out.branch(kir::var("live")) : out;
   kir::Block& chunk = host.loop("int", "c", kir::lit(0), kir::lit(cfg_.chunks), nullptr,
                                 cfg_.chunks <= kMaxUnrolledChunks ? 1 : 4);
@@ -387,14 +394,17 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   const bool pieces = cfg_.pieces() > 1;
   // (Split rows declare k0 for the guard on `within` too; cluster rows only where it is read.)
   const bool end_check = guard_end_ && !cfg_.bounded;
-  if ((guard_k_ && cfg_.cluster == 1) || end_check || uses_k || kir::uses(p.prelude, "k0") ||
+  const bool k_check = guard_k_ && !clamp && !predicate;
+  if ((k_check && cfg_.cluster == 1) || end_check || uses_k || kir::uses(p.prelude, "k0") ||
       kir::uses(p.stores, "k0")) {
     kir::ExprP at =
         pieces ? kir::add(kir::mul(kir::var("s"), kir::lit(cfg_.piece)), within) : within;
     if (clamp) {
       // (The vector width divides the length at every size the kernel serves.)
-      const kir::ExprP last = static_cast_to(
-          idx, kir::infix(kir::extent(space_.length), "-", kir::lit(cfg_.v)));
+      const kir::ExprP last =
+          cfg_.bounded
+              ? static_cast_to(idx, kir::infix(kir::extent(space_.length), "-", kir::lit(cfg_.v)))
+              : kir::lit(space_.length - cfg_.v);
       at = kir::call("min", {at, last});
     }
     chunk.let(idx, "k0", at);
@@ -402,14 +412,15 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   kir::ExprP cond;  // (none in a clamped fill)
   if (predicate) {
     // (A dead row's thread group is uniform: its values are computed, never kept.)
-    kir::ExprP in = kir::lt(within, kir::extent(space_.length));
+    kir::ExprP in =
+        kir::lt(within, cfg_.bounded ? kir::extent(space_.length) : kir::lit(cfg_.piece));
     if (guard_row_) in = conjoin(kir::var("live"), in);
     chunk.let("bool", "fj_in", in);
     if (p.loads) cond = kir::var("fj_in");
   } else if (guard_row_ && !clamp) {
     cond = kir::var("live");
   }
-  if (guard_k_) cond = conjoin(cond, kir::lt(pieces ? within : k0, kir::lit(cfg_.piece)));
+  if (k_check) cond = conjoin(cond, kir::lt(pieces ? within : k0, kir::lit(cfg_.piece)));
   if (end_check) cond = conjoin(cond, kir::lt(k0, kir::lit(space_.length)));
   kir::Block& live = cond ? chunk.branch(cond) : chunk;
   live.splice(p.prelude);
@@ -476,6 +487,7 @@ kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
   }
   main.comment("pass {}", pass);
   add_chunk_loop(main, *p);
+  passes_load_ = passes_load_ || p->loads;
   std::vector<ir::NodeId> exact;
   for (ir::NodeId r : here) {
     if (std::find(exact_.begin(), exact_.end(), r) != exact_.end()) exact.push_back(r);

@@ -116,22 +116,34 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
   }
   SECTION("rows held in 3 vectors of 8 on 512 threads ask for three blocks per SM") {
     // bf16 rows of 10,000 and 12,288: three quarters of the register cache. ptxas fits the
-    // softmax of rows of 12,288 in the 40 registers of three blocks per SM; at 10,000 it would
-    // spill, so that kernel is compiled again asking for two. f32 rows of 8,192 (4 vectors of 4) ask for three too; rows that take the whole
-    // cache ask for two.
+    // softmax of rows of 10,000 and 12,288 in the 40 registers of three blocks per SM (at
+    // 10,000 since the passes predicate the last vectors rather than branch around them); a
+    // layer norm with weight and bias at 12,288 would spill, so that kernel is compiled again
+    // asking for two. f32 rows of 8,192 (4 vectors of 4) ask for three too; rows that take
+    // the whole cache ask for two.
     struct Case {
       DType dtype;
       int64_t rows, length;
       int asked;
       bool relaxed;
+      bool norm = false;  // a layer norm with bf16 weight and bias, else a softmax
     };
-    for (const Case& c : std::vector<Case>{{DType::bf16, 64, 10000, 3, true},
+    for (const Case& c : std::vector<Case>{{DType::bf16, 64, 10000, 3, false},
                                            {DType::bf16, 64, 12288, 3, false},
+                                           {DType::bf16, 64, 12288, 3, true, true},
                                            {DType::f32, 64, 8192, 3, false},
                                            {DType::bf16, 64, 16384, 2, false}}) {
-      INFO(dtype_name(c.dtype) << ": " << c.rows << " rows of " << c.length);
+      INFO(dtype_name(c.dtype) << ": " << c.rows << " rows of " << c.length
+                               << (c.norm ? ", layer norm" : ", softmax"));
       Graph g;
-      g.add_output(softmax(g, add_input(g, c.dtype, {c.rows, c.length})));
+      const NodeId x = add_input(g, c.dtype, {c.rows, c.length});
+      if (c.norm) {
+        const NodeId w = add_cast(g, add_input(g, c.dtype, {c.length}), DType::f32);
+        const NodeId b = add_cast(g, add_input(g, c.dtype, {c.length}), DType::f32);
+        g.add_output(layer_norm(g, x, w, b));
+      } else {
+        g.add_output(softmax(g, x));
+      }
       const auto k = compile_graph(g, RegionKind::normalization);
       const std::string text = kernel_text(k);
       CHECK(k.block == 512);
@@ -149,6 +161,27 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
       CHECK(compiled.log.find("ptxas info") == std::string::npos);  // the report is not passed on
       CHECK(test::spill_stores(k) == 0);
     }
+  }
+  SECTION("a row its threads' vectors overrun computes each exponential once") {
+    // bf16 rows of 10,000 in 3 vectors of 8 on 512 threads (12,288 places): the passes compute
+    // every vector and predicate the updates and the stores, so that the output pass reuses
+    // the sum pass's exponentials: 24 ex2 per thread, not 48.
+    Graph g;
+    g.add_output(softmax(g, add_input(g, DType::bf16, {64, 10000})));
+    const auto k = compile_graph(g, RegionKind::normalization);
+    const std::string text = kernel_text(k);
+    INFO(text);
+    CHECK(text.find("3 vector(s) of 8 per thread") != std::string::npos);
+    CHECK(text.find("min(") != std::string::npos);  // the fill loads the last vector again
+    CHECK(text.find("fj_in ? ") != std::string::npos);
+    CHECK(text.find("if (k0 < 10000)") == std::string::npos);
+    const jit::CompiledKernel c = jit::compile(k, "sm_90", {.ptx = true});
+    int exps = 0;
+    for (size_t at = c.ptx.find("ex2.approx"); at != std::string::npos;
+         at = c.ptx.find("ex2.approx", at + 1)) {
+      ++exps;
+    }
+    CHECK(exps == 24);
   }
   SECTION("a GPU with 1536 threads per SM gets narrower blocks") {
     Graph g;
