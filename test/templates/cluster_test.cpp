@@ -13,6 +13,7 @@
 using namespace fusejit;
 using namespace fusejit::ir;
 using fusion::RegionKind;
+using fusejit::test::count;
 
 namespace {
 
@@ -51,12 +52,6 @@ Graph norm_graph(Norm n, DType d, int64_t rows, int64_t width) {
       break;
   }
   return g;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 // The schedule a row width gets on sm_90 (2048 threads per SM: blocks of 512, two per SM).

@@ -34,6 +34,13 @@ inline fusion::Region whole_graph_region(const ir::Graph& g, fusion::RegionKind 
   return r;
 }
 
+// How many times `what` occurs in `text` (a kernel's source, its PTX).
+inline size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // The bytes ptxas reports spilling (stores) when it compiles `k` for sm_90; -1 without a report.
 inline int64_t spill_stores(const templates::Kernel& k) {
   const jit::CompiledKernel c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});

@@ -12,14 +12,9 @@
 using namespace fusejit;
 using namespace fusejit::ir;
 using fusion::RegionKind;
+using fusejit::test::count;
 
 namespace {
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 Graph layer_norm_graph(DType d, const Shape& shape, int64_t rank, bool affine) {
   Graph g;
