@@ -11,8 +11,8 @@
 
 using namespace fusejit;
 using namespace fusejit::ir;
-using fusion::RegionKind;
 using fusejit::test::count;
+using fusion::RegionKind;
 
 namespace {
 
