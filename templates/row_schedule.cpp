@@ -211,7 +211,12 @@ int element_passes(const ReduceSpace& space) {
 RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bool multi_pass) {
   RowConfig c;
   c.v = v;
-  const int64_t share = multi_pass ? cached_share(info) : kStreamElementsPerThread;
+  // A cached row's share is capped at the vectors a register cache unrolls: bf16 scalars (rows
+  // of odd length) would otherwise take 17 to 32 per thread (4,097 as 256 threads of 17), fall
+  // out of the cache and read the row again in every pass; capped, 4,097 takes 512 threads of
+  // 9, as an f32 row of that length does.
+  const int64_t share = multi_pass ? std::min(cached_share(info), kMaxUnrolledChunks * v)
+                                   : kStreamElementsPerThread;
   int64_t g = pow2_ceil(ceil_div(space.length, share));
   // Narrow rows (at most a warp's worth of vectors): one vector per thread, so that a warp's
   // load covers whole rows, contiguous, instead of one row per thread at a stride.
@@ -276,7 +281,15 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
                                            const RowConfig& looped) {
   RowConfig c = looped;
   c.bounded = true;
-  c.chunks = std::min(kMaxUnrolledChunks, kCacheBudget / c.v);
+  // The vectors a thread of a group path holds: a static row's share (cached_share: 64 bytes,
+  // 32 bf16 or 16 f32 values), so that a row takes the layout row_config gives it; then the
+  // looped kernel's block holds the whole cache budget, for rows longer than its share serves.
+  // (f32 paths that held the budget at every group gave an RMS norm of 512 rows of 2,048 half
+  // the static kernel's threads, 64 x 32 values against 128 x 16, at 1.18-1.22x its time on
+  // an H200.)
+  const int64_t budget = std::min(kMaxUnrolledChunks, kCacheBudget / c.v);
+  const int64_t share = std::clamp<int64_t>(cached_share(info) / c.v, 1, budget);
+  c.chunks = share;
   std::vector<RowConfig> out;
   // Short rows first, as row_config lays them out: one vector per thread, 16 threads per row
   // (a block of 256 taking 16 rows), then 32. (The warp path below gives a row of 16 vectors
@@ -294,19 +307,22 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
     }
   }
   // Groups of a warp, then twice as many threads up to the looped kernel's block, each its own
-  // block (as row_config lays out rows of that length): each thread keeps a full register
-  // cache at the longest row a group serves, so the next group takes over where a thread
-  // would hold fewer than half its vectors. (Jumping from the warp to the 256-thread block
+  // block (as row_config lays out rows of that length): each thread holds its share at the
+  // longest row a group serves, so the next group takes over where a thread would hold fewer
+  // than half its vectors. (Jumping from the warp to the 256-thread block
   // left the bf16 scores softmax at S=2048 one real vector in four per thread, at 2.1x the
   // static kernel's time on an H200.)
-  for (int64_t g = looped.group; g <= looped.block; g *= 2) {
+  const auto add_group = [&](int64_t g, int64_t chunks) {
     c.group = g;
     c.block = g == looped.group ? looped.block : g;
     c.rows_per_block = c.block / c.group;
+    c.chunks = chunks;
     c.piece = c.chunks * c.group * c.v;
     c.min_blocks = register_path_blocks(info.target, c);
     out.push_back(c);
-  }
+  };
+  for (int64_t g = looped.group; g <= looped.block; g *= 2) add_group(g, share);
+  if (share < budget) add_group(looped.block, budget);
   // Then blocks wider than the looped kernel's, up to half the SM's threads, as row_config
   // gives rows too long for 256 threads (a bf16 row of 12,288 takes 512; an f32 RMS norm of
   // 16,384, 1,024): without them such rows looped, at 1.36-1.45x the static kernel's time on
@@ -319,7 +335,6 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
   // registers, two blocks per SM and 61% of DRAM bandwidth on an H200, where the static
   // kernel (24 values per thread) took 40, three blocks and 80%.
   const Target& t = info.target;
-  const int64_t budget = c.chunks;
   for (int64_t g = looped.block * 2; g <= widest_cached_block(t); g *= 2) {
     const int cap = t.registers_for(static_cast<int>(g), min_resident_blocks(t, g));
     int64_t chunks = g == paired_block(t) ? budget * 3 / 4 : budget;

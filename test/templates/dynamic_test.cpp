@@ -460,25 +460,31 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     CHECK(k->max_row_length == (path == 5 ? 12 * 512 : 16 * 1024));
   }
   // Lengths that are multiples of 8 (an aligned variant, jit/dynamic.cpp): 16-byte vectors,
-  // so first one vector per thread on 16 and 32 threads, then the four paths above with 8
-  // vectors of 4 f32 each; the same paths as a GPU test runs (test/jit/dynamic_gpu_test.cpp).
+  // so first one vector per thread on 16 and 32 threads; then the four groups with a static
+  // row's share, 4 vectors of 4 f32 (64 bytes) each, as row_config lays out rows of up to
+  // 4,096 (2,048 takes 128 threads of 16 values, not 64 of 32); then the 256-thread block with
+  // the whole cache, 8 vectors of 4, and the wider blocks. The same paths as a GPU test runs
+  // (test/jit/dynamic_gpu_test.cpp).
   const GraphAtSizes rows = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({softmax(g, add_input(g, DType::f32, {s[0], s[1]}))});
   };
-  const std::vector<int64_t> bounds = {64, 128, 1024, 2048, 4096, 8192, 12288, 32768};
-  for (int path = 1; path <= 9; ++path) {
+  const std::vector<int64_t> bounds = {64, 128, 512, 1024, 2048, 4096, 8192, 12288, 32768};
+  const std::vector<int64_t> groups = {16, 32, 32, 64, 128, 256, 256, 512, 1024};
+  for (int path = 1; path <= 10; ++path) {
     INFO("aligned path " << path);
     const Outcome o = dynamic_at(rows, {257, 8 * 1031}, {131, 8 * 521}, {}, path, {1, 8});
-    if (path == 9) {
+    if (path == 10) {
       CHECK_FALSE(o.kernel.has_value());
       continue;
     }
     REQUIRE(o.kernel.has_value());
     CHECK(o.kernel->max_row_length == bounds[static_cast<size_t>(path) - 1]);
+    CHECK(has(kernel_text(*o.kernel),
+              fmt::format("{} thread(s) per row", groups[static_cast<size_t>(path) - 1])));
     CHECK(has(kernel_text(*o.kernel), "fj_load_vec("));
     CHECK(has(kernel_text(*o.kernel), " - 4))"));  // the last vector of 4 f32
     compile_and_check(*o.kernel, only_region(plan_at(rows, {257, 8 * 1031})));
-    if (path >= 7) CHECK(spill_stores(*o.kernel) == 0);  // 24 f32 on 512 threads, 32 on 1,024
+    if (path >= 8) CHECK(spill_stores(*o.kernel) == 0);  // 24 f32 on 512 threads, 32 on 1,024
   }
   // Few static rows: the block per row already, so one register path.
   const GraphAtSizes few = [](Graph& g, const std::vector<int64_t>& s) {

@@ -106,6 +106,22 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
     // The widest block: half the SM's threads, 64 registers per thread.
     CHECK(text.find("1024 thread(s) per row") != std::string::npos);
   }
+  SECTION("odd-length bf16 and f16 rows stay in the register cache") {
+    // Scalars: a half type's 64-byte share would be 32 values per thread, more than the 16
+    // vectors a register cache unrolls, and the row would be read again in every pass.
+    for (DType d : {DType::bf16, DType::f16}) {
+      for (const auto& [n, threads, values] : std::vector<std::tuple<int64_t, int, int>>{
+               {1025, 128, 9}, {2049, 256, 9}, {3001, 256, 12}, {4097, 512, 9}, {257, 32, 9}}) {
+        INFO(dtype_name(d) << " rows of " << n);
+        Graph g;
+        g.add_output(softmax(g, add_input(g, d, {31, n})));
+        const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
+        CHECK(text.find("row cached in registers") != std::string::npos);
+        CHECK(text.find(fmt::format("{} thread(s) per row", threads)) != std::string::npos);
+        CHECK(text.find(fmt::format("{} vector(s) of 1 per thread", values)) != std::string::npos);
+      }
+    }
+  }
   SECTION("a row of 16384 elements fits in registers, two blocks per SM") {
     Graph g;
     g.add_output(softmax(g, add_input(g, DType::bf16, {8, 16384})));
