@@ -283,10 +283,12 @@ void ContextImpl::record(const ir::Graph& g) {
 }
 
 void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, const Into& into) {
-  // Outputs: every pending tensor still alive, plus the ones asked for.
+  // Outputs: every pending tensor still held elsewhere, plus the ones asked for. (A use count
+  // read as above 1 may be dropped by another thread meanwhile: it is then computed for
+  // nothing. One read as 1 is held by `pending` alone, and nothing can take it again.)
   std::vector<std::shared_ptr<TensorImpl>> outs;
-  for (const auto& weak : pending) {
-    if (auto t = weak.lock(); t && !t->storage) outs.push_back(std::move(t));
+  for (const auto& t : pending) {
+    if (t.use_count() > 1 && !t->storage) outs.push_back(t);
   }
   for (const auto& t : extra) {
     if (!t->storage && std::find(outs.begin(), outs.end(), t) == outs.end()) outs.push_back(t);

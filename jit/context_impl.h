@@ -100,7 +100,12 @@ struct ContextImpl {
   std::vector<std::shared_ptr<Storage>> bound;
   std::vector<ir::DynamicAxis> marks;  // the bound inputs' dynamic axes (mark_dynamic)
   jit::DynamicDims dynamic;            // symbolic traces found so far (jit/dynamic.h)
-  std::vector<std::weak_ptr<TensorImpl>> pending;
+  // Every tensor recorded into the current trace, held: one the program no longer holds has a
+  // use count of 1, is left out of eval, and is freed when the list is cleared. A weak
+  // reference per tensor cost an op four atomic operations (taking it; the strong and the weak
+  // count's decrements when the program dropped the tensor; letting it go at eval); a strong
+  // one costs two (taking it; the program's drop), since the last reference needs none.
+  std::vector<std::shared_ptr<TensorImpl>> pending;
   Context::Stats stats;
   std::unordered_set<uint64_t> recorded;  // hashes of traces saved to FUSEJIT_RECORD_DIR
 
