@@ -49,6 +49,13 @@ int three_quarter_blocks(const Target& t, const RowConfig& c) {
 int64_t cached_share(const RegionInfo& info) {
   return std::clamp<int64_t>(kCachedBytesPerThread / info.max_element_size(), 8, kCacheBudget);
 }
+// The same in vectors of `v`, at most the kMaxUnrolledChunks a register cache unrolls: bf16
+// scalars (rows of odd length) would otherwise take 32 per thread, fall out of the cache and
+// read the row again in every pass (4,097 took 256 threads of 17; it takes 512 of 9, as an f32
+// row of that length does).
+int64_t cached_chunks(const RegionInfo& info, int64_t v) {
+  return std::min(cached_share(info) / v, kMaxUnrolledChunks);
+}
 
 // What a thread of a cached row kernel keeps in 32-bit registers, holding `values` elements
 // of the row per array (`v` per vector): its register cache (an f32 array per value the
@@ -211,12 +218,7 @@ int element_passes(const ReduceSpace& space) {
 RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bool multi_pass) {
   RowConfig c;
   c.v = v;
-  // A cached row's share is capped at the vectors a register cache unrolls: bf16 scalars (rows
-  // of odd length) would otherwise take 17 to 32 per thread (4,097 as 256 threads of 17), fall
-  // out of the cache and read the row again in every pass; capped, 4,097 takes 512 threads of
-  // 9, as an f32 row of that length does.
-  const int64_t share = multi_pass ? std::min(cached_share(info), kMaxUnrolledChunks * v)
-                                   : kStreamElementsPerThread;
+  const int64_t share = multi_pass ? cached_chunks(info, v) * v : kStreamElementsPerThread;
   int64_t g = pow2_ceil(ceil_div(space.length, share));
   // Narrow rows (at most a warp's worth of vectors): one vector per thread, so that a warp's
   // load covers whole rows, contiguous, instead of one row per thread at a stride.
@@ -281,15 +283,14 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
                                            const RowConfig& looped) {
   RowConfig c = looped;
   c.bounded = true;
-  // The vectors a thread of a group path holds: a static row's share (cached_share: 64 bytes,
+  // The vectors a thread of a group path holds: a static row's share (cached_chunks: 64 bytes,
   // 32 bf16 or 16 f32 values), so that a row takes the layout row_config gives it; then the
   // looped kernel's block holds the whole cache budget, for rows longer than its share serves.
   // (f32 paths that held the budget at every group gave an RMS norm of 512 rows of 2,048 half
   // the static kernel's threads, 64 x 32 values against 128 x 16, at 1.18-1.22x its time on
   // an H200.)
   const int64_t budget = std::min(kMaxUnrolledChunks, kCacheBudget / c.v);
-  const int64_t share = std::clamp<int64_t>(cached_share(info) / c.v, 1, budget);
-  c.chunks = share;
+  const int64_t share = cached_chunks(info, c.v);
   std::vector<RowConfig> out;
   // Short rows first, as row_config lays them out: one vector per thread, 16 threads per row
   // (a block of 256 taking 16 rows), then 32. (The warp path below gives a row of 16 vectors
@@ -309,9 +310,9 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
   // Groups of a warp, then twice as many threads up to the looped kernel's block, each its own
   // block (as row_config lays out rows of that length): each thread holds its share at the
   // longest row a group serves, so the next group takes over where a thread would hold fewer
-  // than half its vectors. (Jumping from the warp to the 256-thread block
-  // left the bf16 scores softmax at S=2048 one real vector in four per thread, at 2.1x the
-  // static kernel's time on an H200.)
+  // than half its vectors. (Jumping from the warp to the 256-thread block left the bf16 scores
+  // softmax at S=2048 one real vector in four per thread, at 2.1x the static kernel's time on
+  // an H200.)
   const auto add_group = [&](int64_t g, int64_t chunks) {
     c.group = g;
     c.block = g == looped.group ? looped.block : g;
