@@ -376,12 +376,12 @@ const Options& Context::options() const { return impl_->options; }
 bool Context::has_gpu() const { return impl_->runtime != nullptr; }
 
 Context::Stats Context::stats() const {
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   return impl_->stats;
 }
 
 void Context::eval_all() {
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   impl_->eval({});
 }
 
@@ -431,7 +431,7 @@ Tensor Context::from_host(const void* data, size_t bytes, Shape shape, DType dty
 }
 
 void Context::mark_dynamic(const Tensor& input, int64_t axis, std::string name) {
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   if (!input.defined() || input.impl()->ctx != impl_.get()) {
     throw UsageError("mark_dynamic: the tensor must be a tensor of this Context");
   }
@@ -463,14 +463,14 @@ void Context::mark_dynamic(const Tensor& input, int64_t axis, std::string name) 
 }
 
 Tensor Context::placeholder(Shape shape, DType dtype) {
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   Tensor t(impl_->record({.op = ir::Op::input, .dtype = dtype, .shape = std::move(shape)}));
   impl_->bound.push_back(nullptr);
   return t;
 }
 
 std::string Context::trace_text(const std::vector<Tensor>& outputs) {
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   std::vector<ir::NodeId> ids;
   for (const Tensor& t : outputs) {
     if (!t.defined() || t.impl()->ctx != impl_.get()) {
@@ -492,7 +492,7 @@ Tensor Context::scalar(double value, DType dtype) {
                                  dtype_name(dtype), dtype == DType::i32 ? "-2^31" : "-2^63",
                                  dtype == DType::i32 ? "2^31 - 1" : "2^63 - 1"));
   }
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   return Tensor(impl_->record({.op = ir::Op::constant, .dtype = dtype, .value = value}));
 }
 
@@ -506,7 +506,7 @@ Tensor draw(detail::ContextImpl& ctx, ir::Op op, Shape shape, uint64_t seed, uin
             DType dtype) {
   ir::Graph scratch;
   ir::add_random(scratch, op, dtype, shape, ir::add_input(scratch, DType::i64, {2}));
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   const Tensor key = materialized(ctx, ir::random_key(seed, offset));
   return Tensor(ctx.record(
       {.op = op, .inputs = {ctx.node_of(*key.impl())}, .dtype = dtype, .shape = std::move(shape)}));
@@ -538,7 +538,7 @@ Tensor Context::arange(double start, double stop, double step, DType dtype) {
                                  "a float dtype",
                                  start, step, dtype_name(dtype)));
   }
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   // Positions in the compute type (f32 for float dtypes), then start + i * step, then the dtype.
   const DType compute = is_floating(dtype) ? DType::f32 : dtype;
   Tensor t(impl_->record({.op = ir::Op::arange, .dtype = compute,

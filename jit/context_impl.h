@@ -27,6 +27,7 @@
 #include "fusejit/options.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
+#include "jit/context_mutex.h"
 #include "jit/dynamic.h"
 #include "jit/runtime.h"
 
@@ -86,7 +87,7 @@ struct ContextImpl {
   // Held by every entry point that reads or changes what follows (recording an op, eval, host
   // copies, the Context's own methods): one Context may be used from many threads, and their
   // ops and evals are serialized. Recursive: composites record through the primitives.
-  mutable std::recursive_mutex mutex;
+  mutable ContextMutex mutex;
   Context* owner = nullptr;
   Options options;
   std::shared_ptr<spdlog::logger> log;

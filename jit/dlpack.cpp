@@ -90,7 +90,7 @@ Tensor from_dlpack(Context& ctx, DLManagedTensor* managed) {
 DLManagedTensor* Tensor::to_dlpack() const {
   const void* data = data_ptr();  // evaluates; throws on an empty handle
   detail::ContextImpl& ctx = *impl()->ctx;
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   auto out = std::make_unique<Export>();
   out->storage = impl()->storage;
   out->shape = shape();

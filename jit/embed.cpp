@@ -134,7 +134,7 @@ Tensor view_of(Context& ctx, const Tensor& stored, const Shape& shape, const Den
 
 Tensor Context::wrap(const void* data, Shape shape, DType dtype, std::vector<int64_t> strides,
                      std::function<void()> release) {
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   if (!data) throw UsageError("wrap: the data pointer is null; pass the address of the buffer");
   detail::check_dims(shape, "wrap");
   ir::check_tensor_size(shape, dtype, "wrap");
@@ -184,12 +184,12 @@ CUstream_st* Context::stream() const {
 }
 
 void Context::synchronize() {
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   if (impl_->runtime) impl_->runtime->device().synchronize();
 }
 
 void Context::record_event(CUevent_st* event) {
-  const std::lock_guard<std::recursive_mutex> lock(impl_->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   if (!impl_->runtime) {
     throw UsageError(
         "record_event: this Context runs on the CPU reference (no GPU); results are "
@@ -203,7 +203,7 @@ void Context::record_event(CUevent_st* event) {
 const void* Tensor::data_ptr() const {
   if (!defined()) throw UsageError("data_ptr: the Tensor handle is empty (default-constructed)");
   detail::TensorImpl& t = *impl();
-  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(t.ctx->mutex);
   if (!t.storage) t.ctx->eval({impl()});
   return t.ctx->data_of(*t.storage);
 }
@@ -246,7 +246,7 @@ void eval_into(const std::vector<Destination>& destinations) {
     throw UsageError("eval_into: a destination's tensor is empty");
   }
   detail::ContextImpl& ctx = *destinations.front().tensor.impl()->ctx;
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   for (size_t i = 0; i < destinations.size(); ++i) {
     check_destination(destinations[i], ctx);
     for (size_t j = 0; j < i; ++j) {

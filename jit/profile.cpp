@@ -27,7 +27,7 @@ namespace {
 // those tensors as its outputs. The Context stays locked while this is alive.
 struct PendingTrace {
   detail::ContextImpl& ctx;
-  std::unique_lock<std::recursive_mutex> lock;
+  std::unique_lock<detail::ContextMutex> lock;
   ir::Graph graph;
 };
 
@@ -46,7 +46,7 @@ detail::ContextImpl& context_of(const std::vector<Tensor>& outputs, std::string_
 
 PendingTrace pending_trace(const std::vector<Tensor>& outputs, std::string_view what) {
   detail::ContextImpl& ctx = context_of(outputs, what);
-  PendingTrace p{ctx, std::unique_lock<std::recursive_mutex>(ctx.mutex), ctx.trace};
+  PendingTrace p{ctx, std::unique_lock<detail::ContextMutex>(ctx.mutex), ctx.trace};
   std::vector<ir::NodeId> ids;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const detail::TensorImpl& t = *outputs[i].impl();
@@ -124,7 +124,7 @@ PlanSummary plan_summary(const std::vector<Tensor>& outputs) {
 
 DeviceSummary describe_device(Context& ctx) {
   detail::ContextImpl& impl = ctx.impl();
-  const std::lock_guard<std::recursive_mutex> lock(impl.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impl.mutex);
   if (!impl.runtime) {
     throw UsageError("describe_device: this Context has no GPU (eval runs the CPU reference)");
   }

@@ -35,14 +35,14 @@ Tensor record(detail::ContextImpl& ctx, ir::NodeSpec spec) {
 
 Tensor unary(Op op, const Tensor& x) {
   auto& ctx = ctx_of(x, ir::op_name(op));
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   return Tensor(ctx.record(op, {ctx.node_of(impl_of(x, ir::op_name(op)))}));
 }
 
 Tensor binary(Op op, const Tensor& a, const Tensor& b) {
   const std::string_view name = ir::op_name(op);
   auto& ctx = ctx_of(a, name);
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   const ir::NodeId ia = ctx.node_of(impl_of(a, name));
   const ir::NodeId ib = ctx.node_of(impl_of(b, name));
   return Tensor(ctx.record(op, {ia, ib}));
@@ -65,7 +65,7 @@ Tensor scalar_like(const Tensor& t, double v) {
 Tensor reduce(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
   const std::string_view name = ir::op_name(op);
   auto& ctx = ctx_of(x, name);
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   if (axes.empty()) {
     for (int64_t i = 0; i < x.rank(); ++i) axes.push_back(i);
   }
@@ -78,7 +78,7 @@ Tensor reduce(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
 
 const Shape& Tensor::shape() const {
   auto& t = impl_of(*this, "shape");
-  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(t.ctx->mutex);
   return t.ctx->shape_of(t);
 }
 DType Tensor::dtype() const { return impl_of(*this, "dtype").dtype; }
@@ -91,14 +91,14 @@ Context& Tensor::context() const {
 
 Tensor& Tensor::eval() {
   auto& t = impl_of(*this, "eval");
-  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(t.ctx->mutex);
   if (!t.storage) t.ctx->eval({impl_});
   return *this;
 }
 
 std::vector<double> Tensor::to_host() const {
   auto& t = impl_of(*this, "to_host");
-  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(t.ctx->mutex);
   if (!t.storage) t.ctx->eval({impl_});
   const ir::HostTensor& h = t.ctx->host_of(*t.storage);
   std::vector<double> out(static_cast<size_t>(h.numel()));
@@ -114,7 +114,7 @@ void Tensor::copy_to_host(void* dst, size_t bytes) const {
                             "needs {}",
                             bytes, dtype_name(dtype()), ir::shape_str(shape()), want));
   }
-  const std::lock_guard<std::recursive_mutex> lock(t.ctx->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(t.ctx->mutex);
   if (!t.storage) t.ctx->eval({impl_});
   std::memcpy(dst, t.ctx->host_of(*t.storage).bytes.data(), bytes);
 }
@@ -129,7 +129,7 @@ void eval(const std::vector<Tensor>& tensors) {
     }
     impls.push_back(t.impl());
   }
-  const std::lock_guard<std::recursive_mutex> lock(impls.front()->ctx->mutex);
+  const std::lock_guard<detail::ContextMutex> lock(impls.front()->ctx->mutex);
   impls.front()->ctx->eval(impls);
 }
 
@@ -167,7 +167,7 @@ Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::ge, a, b); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   auto& ctx = ctx_of(cond, "where");
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   const ir::NodeId c = ctx.node_of(impl_of(cond, "where"));
   const ir::NodeId ia = ctx.node_of(impl_of(a, "where"));
   const ir::NodeId ib = ctx.node_of(impl_of(b, "where"));
@@ -176,7 +176,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor cast(const Tensor& x, DType dtype) {
   auto& ctx = ctx_of(x, "cast");
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   return record(ctx, {.op = Op::cast, .inputs = {ctx.node_of(impl_of(x, "cast"))}, .dtype = dtype});
 }
 
@@ -228,14 +228,14 @@ Tensor reshape(const Tensor& x, Shape shape) {
     shape[static_cast<size_t>(infer_at)] = x.numel() / known;
   }
   auto& ctx = ctx_of(x, "reshape");
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   return record(ctx, {.op = Op::reshape, .inputs = {ctx.node_of(impl_of(x, "reshape"))},
                       .shape = std::move(shape)});
 }
 
 Tensor permute(const Tensor& x, std::vector<int64_t> perm) {
   auto& ctx = ctx_of(x, "permute");
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   return record(ctx, {.op = Op::permute, .inputs = {ctx.node_of(impl_of(x, "permute"))},
                       .axes = std::move(perm)});
 }
@@ -264,7 +264,7 @@ Tensor expand(const Tensor& x, Shape shape) {
     }
   }
   auto& ctx = ctx_of(x, "expand");
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   return record(ctx, {.op = Op::expand, .inputs = {ctx.node_of(impl_of(x, "expand"))},
                       .shape = std::move(shape)});
 }
@@ -290,7 +290,7 @@ Tensor unsqueeze(const Tensor& x, int64_t axis) {
 
 Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
   auto& ctx = ctx_of(x, "slice");
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   const ir::NodeId id = ctx.node_of(impl_of(x, "slice"));
   return record(ctx, ir::slice_spec(ctx.trace, id, axis, start, stop, step));
 }
@@ -325,7 +325,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis) {
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   if (xs.empty()) throw UsageError("concat: no tensors given; pass at least one");
   auto& ctx = ctx_of(xs.front(), "concat");
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   std::vector<ir::NodeId> ids;
   for (const Tensor& x : xs) ids.push_back(ctx.node_of(impl_of(x, "concat")));
   return record(ctx, {.op = Op::concat, .inputs = std::move(ids), .axes = {axis}});
@@ -335,7 +335,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) { return binary(Op::matmul, a, b
 
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   auto& ctx = ctx_of(x, "gather");
-  const std::lock_guard<std::recursive_mutex> lock(ctx.mutex);
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   const ir::NodeId ix = ctx.node_of(impl_of(x, "gather"));
   const ir::NodeId ii = ctx.node_of(impl_of(index, "gather"));
   return record(ctx, {.op = Op::gather, .inputs = {ix, ii}, .axes = {axis}});

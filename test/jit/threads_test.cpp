@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fusejit/fusejit.h"
+#include "jit/context_mutex.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 
@@ -94,4 +95,46 @@ TEST_CASE("threads that record while another evaluates", "[jit][threads]") {
   done = true;
   for (auto& t : evaluators) t.join();
   CHECK(y.to_host() == std::vector<double>{500, 501, 502});
+}
+
+TEST_CASE("the Context's lock is recursive and lets one thread in at a time", "[jit][threads]") {
+  fj::detail::ContextMutex mutex;
+  SECTION("held twice by one thread, it is free only when given back twice") {
+    mutex.lock();
+    mutex.lock();
+    CHECK(mutex.try_lock());  // a third time, still this thread's
+    mutex.unlock();
+    mutex.unlock();
+    bool other = true;
+    std::thread([&] { other = mutex.try_lock(); }).join();
+    CHECK_FALSE(other);
+    mutex.unlock();
+    std::thread([&] {
+      other = mutex.try_lock();
+      if (other) mutex.unlock();
+    }).join();
+    CHECK(other);
+  }
+  SECTION("8 threads taking it 20,000 times each, nested, never overlap") {
+    constexpr int kThreads = 8, kTimes = 20000;
+    std::atomic<int> inside{0}, overlaps{0};
+    int64_t count = 0;  // plain: only the lock orders the increments
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < kTimes; ++i) {
+          const std::lock_guard<fj::detail::ContextMutex> outer(mutex);
+          if (inside.fetch_add(1) != 0) ++overlaps;
+          {
+            const std::lock_guard<fj::detail::ContextMutex> inner(mutex);
+            ++count;
+          }
+          inside.fetch_sub(1);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    CHECK(overlaps == 0);
+    CHECK(count == int64_t{kThreads} * kTimes);
+  }
 }
