@@ -17,7 +17,9 @@ std::optional<DType> parse_dtype(std::string_view name);
 // The comma-separated list of valid names, for error messages.
 std::string_view dtype_names();
 
-DType promote(DType a, DType b);
+// Two dtypes of different kinds or widths (promote's general case, out of line).
+DType promote_mixed(DType a, DType b);
+inline DType promote(DType a, DType b) { return a == b ? a : promote_mixed(a, b); }
 
 // The float type an integer or bool promotes to for ops such as exp or div (PyTorch's default).
 inline constexpr DType kDefaultFloat = DType::f32;

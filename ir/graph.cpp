@@ -36,31 +36,34 @@ void reject_bool(std::string_view op, DType d) {
 }
 
 // n.shape = broadcast_shapes(a, b, op), reusing n.shape's memory in the common case of equal
-// shapes.
-void set_broadcast(Node& n, const Shape& a, const Shape& b, std::string_view op) {
+// shapes. True when the result is `a` as it is.
+bool set_broadcast(Node& n, const Shape& a, const Shape& b, std::string_view op) {
   if (a == b) {
-    n.shape = a;
-  } else {
-    n.shape = broadcast_shapes(a, b, op);
+    assign_short(n.shape, a);
+    return true;
   }
+  n.shape = broadcast_shapes(a, b, op);
+  return false;
 }
 
-void infer_elementwise(const Graph& g, const NodeSpec& spec, Node& n) {
+// True when the result's shape is the first operand's (said, so that infer_sized need not
+// compare them).
+bool infer_elementwise(const Graph& g, const NodeSpec& spec, Node& n) {
   const std::string_view name = op_name(spec.op);
   const Node& a = g.node(spec.inputs[0]);
   switch (op_kind(spec.op)) {
     case OpKind::unary:
-      n.shape = a.shape;
+      assign_short(n.shape, a.shape);
       if (spec.op != Op::abs && spec.op != Op::relu && spec.op != Op::neg) {
         n.dtype = is_floating(a.dtype) ? a.dtype : kDefaultFloat;
       } else {
         reject_bool(name, a.dtype);
         n.dtype = a.dtype;
       }
-      return;
+      return true;
     case OpKind::binary: {
       const Node& b = g.node(spec.inputs[1]);
-      set_broadcast(n, a.shape, b.shape, name);
+      const bool as_first = set_broadcast(n, a.shape, b.shape, name);
       const DType t = promote(a.dtype, b.dtype);
       if (op_has(spec.op, kFloatResult)) {
         n.dtype = is_floating(t) ? t : kDefaultFloat;
@@ -68,13 +71,13 @@ void infer_elementwise(const Graph& g, const NodeSpec& spec, Node& n) {
         reject_bool(name, t);
         n.dtype = t;
       }
-      return;
+      return as_first;
     }
     case OpKind::compare: {
       const Node& b = g.node(spec.inputs[1]);
-      set_broadcast(n, a.shape, b.shape, name);
+      const bool as_first = set_broadcast(n, a.shape, b.shape, name);
       n.dtype = DType::boolean;
-      return;
+      return as_first;
     }
     case OpKind::select: {
       const Node& x = g.node(spec.inputs[1]);
@@ -86,12 +89,12 @@ void infer_elementwise(const Graph& g, const NodeSpec& spec, Node& n) {
       }
       n.shape = broadcast_shapes(broadcast_shapes(a.shape, x.shape, name), y.shape, name);
       n.dtype = promote(x.dtype, y.dtype);
-      return;
+      return false;
     }
     case OpKind::cast:
-      n.shape = a.shape;
+      assign_short(n.shape, a.shape);
       n.dtype = spec.dtype;
-      return;
+      return true;
     default:
       throw InternalError(fmt::format("infer_elementwise called for {}", name));
   }
@@ -355,8 +358,9 @@ std::string type_str(const Node& node) {
 namespace {
 
 // infer_node into `n`, a node whose lists are empty (memory kept, see Graph::Spare), but for the
-// operand list, which the caller copies or moves into the node.
-void infer_fields(const Graph& g, const NodeSpec& spec, Node& n) {
+// operand list, which the caller copies or moves into the node. True when the result's shape is
+// known to be its first operand's.
+bool infer_fields(const Graph& g, const NodeSpec& spec, Node& n) {
   const std::string_view name = op_name(spec.op);
   if (!arity_ok(spec.op, spec.inputs.size())) {
     throw UsageError(fmt::format("{}: takes {} operand(s), got {}", name, arity_str(spec.op),
@@ -391,36 +395,37 @@ void infer_fields(const Graph& g, const NodeSpec& spec, Node& n) {
           n.value = static_cast<double>(n.integer);
         }
       }
-      return;
+      return false;
     case OpKind::reduce:
       infer_reduce(g, spec, n);
-      return;
+      return false;
     case OpKind::view:
       infer_view(g, spec, n);
-      return;
+      return false;
     case OpKind::matmul:
       infer_matmul(g, spec, n);
-      return;
+      return false;
     case OpKind::gather:
       infer_gather(g, spec, n);
-      return;
+      return false;
     case OpKind::random:
       infer_random(g, spec, n);
-      return;
+      return false;
     default:
-      infer_elementwise(g, spec, n);
-      return;
+      return infer_elementwise(g, spec, n);
   }
 }
 
 // infer_fields, and the result within the size limit (ir/shape.h): every node of a graph is.
 void infer_sized(const Graph& g, const NodeSpec& spec, Node& n) {
-  infer_fields(g, spec, n);
+  const bool as_first = infer_fields(g, spec, n);
   if (!spec.inputs.empty()) {
     // Of its first operand's shape and no wider a dtype, it is within the limit as that
     // operand is: the common case (an elementwise op), decided without counting elements.
     const Node& first = g.node(spec.inputs[0]);
-    if (n.shape == first.shape && dtype_size(n.dtype) <= dtype_size(first.dtype)) return;
+    if ((as_first || n.shape == first.shape) && dtype_size(n.dtype) <= dtype_size(first.dtype)) {
+      return;
+    }
   }
   if (!within_size_limit(n.shape, n.dtype)) {
     check_tensor_size(n.shape, n.dtype, fmt::format("{} (node %{})", op_name(spec.op), g.size()));
@@ -445,7 +450,7 @@ NodeSpec spec_of(const Node& n) {
 NodeId Graph::add(const NodeSpec& spec) {
   Node n = spare_.take();
   infer_sized(*this, spec, n);
-  n.inputs.assign(spec.inputs.begin(), spec.inputs.end());
+  assign_short(n.inputs, spec.inputs);
   return append(std::move(n));
 }
 

@@ -124,6 +124,15 @@ class Graph {
   NodeId append(Node&& n);
 };
 
+// to = from, for the short lists of nodes (shapes, operands) copied into a list that usually
+// has the memory already (a kept node's, see Graph::Spare): vector assignment goes through
+// memmove, whose call costs more than copying a few elements.
+template <class T, class List>
+void assign_short(std::vector<T>& to, const List& from) {
+  to.clear();
+  for (const auto& v : from) to.push_back(v);
+}
+
 // The spec that recreates `node` (with the same operand ids): for rebuilding graphs.
 NodeSpec spec_of(const Node& node);
 

@@ -206,7 +206,7 @@ std::shared_ptr<TensorImpl> ContextImpl::record(ir::NodeSpec&& spec) {
 std::shared_ptr<TensorImpl> ContextImpl::record(ir::Op op,
                                                 std::initializer_list<ir::NodeId> operands) {
   operands_only.op = op;
-  operands_only.inputs.assign(operands);
+  ir::assign_short(operands_only.inputs, operands);
   return pending_tensor(trace.add(operands_only));
 }
 

@@ -16,9 +16,21 @@ using Shape = std::vector<int64_t>;
 
 // "f32", "f16", "bf16", "i32", "i64", "bool".
 std::string_view dtype_name(DType dtype);
-// Bytes per element.
-int dtype_size(DType dtype);
-bool is_floating(DType dtype);
-bool is_integral(DType dtype);  // i32, i64 (not bool)
+// Bytes per element. These three are inline: recording an op asks them several times.
+constexpr int dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: case DType::i32: return 4;
+    case DType::f16: case DType::bf16: return 2;
+    case DType::i64: return 8;
+    case DType::boolean: return 1;
+  }
+  return 0;  // not a DType
+}
+constexpr bool is_floating(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
+}
+constexpr bool is_integral(DType dtype) {  // i32, i64 (not bool)
+  return dtype == DType::i32 || dtype == DType::i64;
+}
 
 }  // namespace fusejit
