@@ -2,6 +2,9 @@
 #include "jit/timing.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "ir/shape.h"
 #include "jit/cuda_check.h"
@@ -28,6 +31,48 @@ class Events {
   cudaEvent_t start = nullptr, stop = nullptr;
 };
 
+// Holds the stream until the host has enqueued a whole timed run, so that the GPU runs it back
+// to back: timed from its first event, a run of short kernels would otherwise include the
+// host's time to launch each one (4-5 us apiece, the size of a small kernel), and its figure
+// would swing with the host. The wait gives up after kMaxWait, so that a run that synchronizes
+// on the stream while enqueueing (and would wait for the gate) still ends; it is then timed as
+// it was launched.
+class Gate {
+ public:
+  static constexpr std::chrono::milliseconds kMaxWait{20};
+  Gate() = default;
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  // A run that threw leaves the gate enqueued: it is opened and waited for, so that the wait
+  // never reads a gate that is gone.
+  ~Gate() {
+    if (!enqueued_) return;
+    open();
+    cudaStreamSynchronize(stream_);
+  }
+  // Enqueues the closed gate on `stream`.
+  void close(cudaStream_t stream) {
+    open_.store(false, std::memory_order_relaxed);
+    FUSEJIT_CUDA(cudaLaunchHostFunc(stream, &Gate::wait, this));
+    stream_ = stream;
+    enqueued_ = true;
+  }
+  void open() { open_.store(true, std::memory_order_release); }
+
+ private:
+  static void CUDART_CB wait(void* self) {
+    const auto& gate = *static_cast<const Gate*>(self);
+    const auto deadline = std::chrono::steady_clock::now() + kMaxWait;
+    while (!gate.open_.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+  }
+  std::atomic<bool> open_{true};
+  cudaStream_t stream_ = nullptr;  // where it was last enqueued, if it was
+  bool enqueued_ = false;
+};
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -36,11 +81,14 @@ double median(std::vector<double> v) {
 template <class Body>
 double median_ms(Device& device, int warmup, int iters, Body&& body) {
   Events ev;
+  Gate gate;
   std::vector<double> times;
   for (int i = 0; i < warmup + iters; ++i) {
+    gate.close(device.stream());
     FUSEJIT_CUDA(cudaEventRecord(ev.start, device.stream()));
     body();
     FUSEJIT_CUDA(cudaEventRecord(ev.stop, device.stream()));
+    gate.open();
     FUSEJIT_CUDA(cudaEventSynchronize(ev.stop));
     if (i >= warmup) times.push_back(ev.ms());
   }
@@ -96,11 +144,14 @@ ExecutableTiming time_executable(const Executable& exe,
   RunOptions options{.step_events = &events};
   std::vector<std::vector<double>> per_step(exe.steps.size());
   Events whole;
+  Gate gate;
   std::vector<double> totals;
   for (int i = 0; i < warmup + iters; ++i) {
+    gate.close(device.stream());
     FUSEJIT_CUDA(cudaEventRecord(whole.start, device.stream()));
     run_executable(exe, inputs, device, blas, options);
     FUSEJIT_CUDA(cudaEventRecord(whole.stop, device.stream()));
+    gate.open();
     FUSEJIT_CUDA(cudaEventSynchronize(whole.stop));
     if (i < warmup) continue;
     totals.push_back(whole.ms());

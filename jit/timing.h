@@ -1,7 +1,8 @@
 // jit/timing: timing on the device with CUDA events, for `fusejit run` and the benchmark:
-// warm-up first, then the median of many runs; and the two ceilings every figure is compared
-// with, measured in the same process: device-to-device copy bandwidth and a plain cuBLASLt
-// GEMM's rate.
+// warm-up first, then the median of many runs, each enqueued whole behind a gate before the GPU
+// starts it (so that short kernels are timed back to back, not at the host's launch rate); and
+// the two ceilings every figure is compared with, measured in the same process: device-to-device
+// copy bandwidth and a plain cuBLASLt GEMM's rate.
 #pragma once
 
 #include <cstdint>
