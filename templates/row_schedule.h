@@ -64,10 +64,11 @@ std::optional<RowConfig> looped_row_config(const RegionInfo& info, const ReduceS
 
 // The register paths of a looped multi-pass kernel (`looped`, from looped_row_config), each a
 // kernel of its own: for a warp per row and vectors, one vector per thread on 16 then 32
-// threads per row; then its thread group, and groups twice as large up to its block, each
-// thread holding the register cache's budget of vectors (a row of at most `piece` elements is
-// read from memory once); then wider blocks, up to half the SM's threads, with as many vectors
-// as the registers hold. A launch takes the first path whose `piece` holds the length, and
+// threads per row; groups of 4, 8 and 16 threads at a static row's share, where they hold
+// longer rows than those; then its thread group, and groups twice as large up to its block,
+// each thread holding the register cache's budget of vectors (a row of at most `piece`
+// elements is read from memory once); then wider blocks, up to half the SM's threads, with as
+// many vectors as the registers hold. A launch takes the first path whose `piece` holds the length, and
 // the looped kernel for longer rows.
 std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceSpace& space,
                                            const RowConfig& looped);

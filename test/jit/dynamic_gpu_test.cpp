@@ -173,9 +173,9 @@ TEST_CASE("dynamic kernels match the reference at every outer extent", "[gpu][ji
   }
   // A row length given at launch: the kernel that loops over the row, then each register path
   // (a kernel of its own, jit::DynamicPlan::paths) at the lengths it holds, of the kernel for
-  // every length (scalars: rows up to 512, 1,024, 2,048, 4,096, 6,144 and 16,384) and of the
-  // variant for lengths that are multiples of 8 (16-byte vectors: also rows of 128 and 256 on
-  // 16 and 32 threads, and up to 12,288 on 512 and 32,768 on 1,024).
+  // every length (scalars: rows up to 64, 128, 256, 512, 1,024, 2,048, 4,096, 6,144 and
+  // 16,384) and of the variant for lengths that are multiples of 8 (16-byte vectors: also rows
+  // of 128 and 256 on 16 and 32 threads, and up to 12,288 on 512 and 32,768 on 1,024).
   const std::vector<std::vector<int64_t>> lengths = {
       {1, 1},     {3, 7},     {4000, 3},  {60, 1000}, {5, 1024}, {2, 1025}, {3, 2048},
       {1, 4097},  {2, 8192},  {1, 8193},  {2, 20000}, {131, 67}, {40, 8},   {33, 64},

@@ -233,26 +233,27 @@ TEST_CASE("a dynamic row length gets a variant for sizes that are multiples of 8
   CHECK(body(any).find("cache0") == std::string::npos);
   CHECK(body(aligned).find("cache0") == std::string::npos);
   // The register paths, kernels of their own, of the variant then of the kernel: one vector per
-  // thread on 16 then 32 threads per row (vectors only), a warp per row up to 4 vectors per
-  // thread, then blocks of 64 to 1,024 threads per row (512 with three quarters of the cache);
-  // scalars: 16 per thread (12 on 512).
+  // thread on 16 then 32 threads per row (vectors only), then 4 vectors per thread on 16 and
+  // 32 threads per row (scalars: 16 per thread on 4 to 32), then blocks of 64 to 1,024 threads
+  // per row (512 with three quarters of the cache; scalars: 12 per thread there).
   REQUIRE(plan.paths.size() == 1);
-  REQUIRE(plan.paths[0].size() == 14);
+  REQUIRE(plan.paths[0].size() == 18);
   const std::vector<templates::Kernel>& paths = plan.paths[0];
-  const std::vector<int64_t> bounds = {128,   256, 1024, 2048, 4096, 8192, 12288,
-                                       32768, 512, 1024, 2048, 4096, 6144, 16384};
+  const std::vector<int64_t> bounds = {128, 256, 512,  1024, 2048, 4096, 8192, 12288, 32768,
+                                       64,  128, 256,  512,  1024, 2048, 4096, 6144,  16384};
   const std::vector<std::string> reduce = {
-      "fj_warp_reduce<1, 16>", "fj_warp_reduce<1, 32>", "fj_warp_reduce<1, 32>",
-      "fj_block_reduce<64>",   "fj_block_reduce<128>",  "fj_block_reduce<256>",
-      "fj_block_reduce<512>",  "fj_block_reduce<1024>", "fj_warp_reduce<1, 32>",
-      "fj_block_reduce<64>",   "fj_block_reduce<128>",  "fj_block_reduce<256>",
-      "fj_block_reduce<512>",  "fj_block_reduce<1024>"};
+      "fj_warp_reduce<1, 16>", "fj_warp_reduce<1, 32>", "fj_warp_reduce<1, 16>",
+      "fj_warp_reduce<1, 32>", "fj_block_reduce<64>",   "fj_block_reduce<128>",
+      "fj_block_reduce<256>",  "fj_block_reduce<512>",  "fj_block_reduce<1024>",
+      "fj_warp_reduce<1, 4>",  "fj_warp_reduce<1, 8>",  "fj_warp_reduce<1, 16>",
+      "fj_warp_reduce<1, 32>", "fj_block_reduce<64>",   "fj_block_reduce<128>",
+      "fj_block_reduce<256>",  "fj_block_reduce<512>",  "fj_block_reduce<1024>"};
   // The variant serves outer extents B*S*S as large as the kernel's, up to 2^30 elements in all
   // (generated with S at 8 times a prime, B at a prime, each as large as that leaves room for).
   CHECK(aligned.max_outer >= int64_t{12288} * 12288);
   for (size_t i = 0; i < paths.size(); ++i) {
     INFO("path " << i);
-    const bool vectors = i < 8;
+    const bool vectors = i < 9;
     CHECK(paths[i].max_row_length == bounds[i]);
     CHECK(paths[i].max_outer == (vectors ? aligned.max_outer : any.max_outer));
     CHECK(paths[i].alignment == (vectors ? aligned.alignment : any.alignment));
@@ -265,30 +266,33 @@ TEST_CASE("a dynamic row length gets a variant for sizes that are multiples of 8
     CHECK(paths[i].dynamic);
     CHECK(paths[i].items_per_outer == 4);
   }
-  CHECK(plan.reasons[0].find("register paths for rows of at most 128, 256, 1024, 2048, 4096, "
-                             "8192, 12288, 32768, 512, 1024, 2048, 4096, 6144, 16384 "
-                             "elements") != std::string::npos);
+  CHECK(plan.reasons[0].find("register paths for rows of at most 128, 256, 512, 1024, 2048, "
+                             "4096, 8192, 12288, 32768, 64, 128, 256, 512, 1024, 2048, 4096, "
+                             "6144, 16384 elements") != std::string::npos);
   // Which one a size launches: the first path whose bound holds S, of the variant wherever S is
   // a multiple of 8 (whatever B is); longer rows the kernels that loop.
   CHECK(jit::dynamic_kernel_at(plan, 0, {16, 64}) == &paths[0]);
   CHECK(jit::dynamic_kernel_at(plan, 0, {64, 128}) == &paths[0]);
   CHECK(jit::dynamic_kernel_at(plan, 0, {1, 8}) == &paths[0]);
   CHECK(jit::dynamic_kernel_at(plan, 0, {16, 256}) == &paths[1]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {3, 1024}) == &paths[2]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {8, 2048}) == &paths[3]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {2, 4096}) == &paths[4]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 8192}) == &paths[5]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 8200}) == &paths[6]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 12288}) == &paths[6]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 12296}) == &paths[7]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {8, 12}) == &paths[8]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 1}) == &paths[8]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {8, 2049}) == &paths[11]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 4097}) == &paths[12]);
-  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 12001}) == &paths[13]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {4, 512}) == &paths[2]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {3, 1024}) == &paths[3]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {8, 2048}) == &paths[4]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {2, 4096}) == &paths[5]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 8192}) == &paths[6]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 8200}) == &paths[7]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 12288}) == &paths[7]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 12296}) == &paths[8]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {8, 12}) == &paths[9]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 1}) == &paths[9]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {33, 127}) == &paths[10]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {3, 255}) == &paths[11]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {8, 2049}) == &paths[15]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 4097}) == &paths[16]);
+  CHECK(jit::dynamic_kernel_at(plan, 0, {1, 12001}) == &paths[17]);
   // (Rows longer than 16,384 would be 2^30 elements in all: past the kernels' outer extent.)
   // All are loaded, and offline warming compiles all.
-  CHECK(jit::kernels_at(plan, {3, 1000}, sm90()).size() == 16);
+  CHECK(jit::kernels_at(plan, {3, 1000}, sm90()).size() == 20);
   for (const templates::Kernel& k : paths) CHECK_FALSE(jit::compile(k, "sm_90").cubin.empty());
   CHECK_FALSE(jit::compile(any, "sm_90").cubin.empty());
   CHECK_FALSE(jit::compile(aligned, "sm_90").cubin.empty());

@@ -338,7 +338,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
   using test::rms_norm;
   using test::softmax;
   // Rows of [s0, s1] (or [s0, 4, s1]) along s1, in every dtype a row kernel reads: each kernel
-  // compiles, and each has a warp's register path and the block's before its loop.
+  // compiles, and each has register paths of 4 to 256 threads per row before its loop.
   struct Case {
     std::string name;
     GraphAtSizes build;
@@ -378,21 +378,22 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
                    }});
   for (const Case& c : cases) {
     INFO(c.name);
-    // Path 1, a warp per row (8 rows per block of 256); paths 2 to 4, a block of 64, 128 and
-    // 256 threads on one row; then blocks of 512 and 1,024 (below).
-    for (int path = 1; path <= 4; ++path) {
+    // Paths 1 to 4, groups of 4, 8, 16 and 32 threads per row (64 to 8 rows per block of 256);
+    // paths 5 to 7, a block of 64, 128 and 256 threads on one row; then blocks of 512 and
+    // 1,024 (below).
+    for (int path = 1; path <= 7; ++path) {
       INFO("path " << path);
       const templates::Kernel k = require_dynamic(c.build, kA2, kB2, kC2, kD2, {}, path);
       const std::string text = kernel_text(k);
       INFO(text);
-      const int group = 16 << path;
+      const int group = 2 << path;
       CHECK(has(text, "a register path for rows whose length is given at launch"));
       CHECK(has(text, fmt::format("{} thread(s) per row", group)));
-      CHECK(k.block == (path == 1 ? 256 : group));
+      CHECK(k.block == (group <= 32 ? 256 : group));
       CHECK(has(text, "row cached in registers"));
       CHECK(has(text, "min("));  // a vector past the end loads the last one
-      CHECK(has(text, path == 1 ? "fj_warp_reduce<1, 32>"
-                                : fmt::format("fj_block_reduce<{}>", group)));
+      CHECK(has(text, group <= 32 ? fmt::format("fj_warp_reduce<1, {}>", group)
+                                  : fmt::format("fj_block_reduce<{}>", group)));
       // s1 is odd: scalars, 16 per thread.
       CHECK(has(text, "16 vector(s) of 1 per thread"));
       CHECK(k.max_row_length == 16 * group);
@@ -403,7 +404,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     // threads at most 12 of the 16, three blocks per SM), and only where that holds longer rows
     // than the path before: the 1,024-thread block is the last. None spills.
     int64_t longest = 16 * 256;
-    int path = 5;
+    int path = 8;
     for (;; ++path) {
       INFO("path " << path);
       const Outcome o = dynamic_at(c.build, kA2, kB2, {}, path);
@@ -427,7 +428,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
       CHECK(spill_stores(k) == 0);
       longest = k.max_row_length;
     }
-    CHECK(path >= 6);  // one wider path at least
+    CHECK(path >= 9);  // one wider path at least
     CHECK(longest == 1024 * (c.name == "layer norm with weight and bias f32" ? 8 : 16));
   }
   // The same regions at lengths that are multiples of 8 (16-byte vectors where the dtype has
@@ -454,26 +455,27 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     }
   }
   // The softmax: 12 scalars per thread on 512 threads, 16 on 1,024.
-  for (int path = 5; path <= 6; ++path) {
+  for (int path = 8; path <= 9; ++path) {
     const auto k = dynamic_at(cases.front().build, kA2, kB2, {}, path).kernel;
     REQUIRE(k.has_value());
-    CHECK(k->max_row_length == (path == 5 ? 12 * 512 : 16 * 1024));
+    CHECK(k->max_row_length == (path == 8 ? 12 * 512 : 16 * 1024));
   }
   // Lengths that are multiples of 8 (an aligned variant, jit/dynamic.cpp): 16-byte vectors,
-  // so first one vector per thread on 16 and 32 threads; then the four groups with a static
-  // row's share, 4 vectors of 4 f32 (64 bytes) each, as row_config lays out rows of up to
-  // 4,096 (2,048 takes 128 threads of 16 values, not 64 of 32); then the 256-thread block with
-  // the whole cache, 8 vectors of 4, and the wider blocks. The same paths as a GPU test runs
-  // (test/jit/dynamic_gpu_test.cpp).
+  // so first one vector per thread on 16 and 32 threads; then the five groups of 16 to 256
+  // threads with a static row's share, 4 vectors of 4 f32 (64 bytes) each, as row_config lays
+  // out rows of up to 4,096 (2,048 takes 128 threads of 16 values, not 64 of 32; groups of 4
+  // and 8 would hold no longer rows than the 32 threads of one vector); then the 256-thread
+  // block with the whole cache, 8 vectors of 4, and the wider blocks. The same paths as a GPU
+  // test runs (test/jit/dynamic_gpu_test.cpp).
   const GraphAtSizes rows = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({softmax(g, add_input(g, DType::f32, {s[0], s[1]}))});
   };
-  const std::vector<int64_t> bounds = {64, 128, 512, 1024, 2048, 4096, 8192, 12288, 32768};
-  const std::vector<int64_t> groups = {16, 32, 32, 64, 128, 256, 256, 512, 1024};
-  for (int path = 1; path <= 10; ++path) {
+  const std::vector<int64_t> bounds = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 32768};
+  const std::vector<int64_t> groups = {16, 32, 16, 32, 64, 128, 256, 256, 512, 1024};
+  for (int path = 1; path <= 11; ++path) {
     INFO("aligned path " << path);
     const Outcome o = dynamic_at(rows, {257, 8 * 1031}, {131, 8 * 521}, {}, path, {1, 8});
-    if (path == 10) {
+    if (path == 11) {
       CHECK_FALSE(o.kernel.has_value());
       continue;
     }
@@ -484,7 +486,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     CHECK(has(kernel_text(*o.kernel), "fj_load_vec("));
     CHECK(has(kernel_text(*o.kernel), " - 4))"));  // the last vector of 4 f32
     compile_and_check(*o.kernel, only_region(plan_at(rows, {257, 8 * 1031})));
-    if (path >= 8) CHECK(spill_stores(*o.kernel) == 0);  // 24 f32 on 512 threads, 32 on 1,024
+    if (path >= 9) CHECK(spill_stores(*o.kernel) == 0);  // 24 f32 on 512 threads, 32 on 1,024
   }
   // Few static rows: the block per row already, so one register path.
   const GraphAtSizes few = [](Graph& g, const std::vector<int64_t>& s) {
@@ -545,7 +547,7 @@ TEST_CASE("register paths compute what their passes share once, at the residency
     if (k.block == 256 && values == 32) CHECK(has(k.source, "#define FJ_MIN_BLOCKS 5"));
     if (k.block == 512) CHECK(has(k.source, "#define FJ_MIN_BLOCKS 3"));
   }
-  CHECK(paths == 8);
+  CHECK(paths == 9);
 }
 
 TEST_CASE("regions whose kernel depends on the outer extent are refused", "[templates][dynamic]") {
