@@ -38,6 +38,10 @@ struct RowConfig {
   // With `looped`: the register path of such a kernel, for rows of at most `piece` = chunks *
   // group * v elements, which it holds in registers as a static row does (bounded_row_configs).
   bool bounded = false;
+  // With `bounded`: the vectors per thread that lie within every row the code sees (a copy of
+  // a register path's row loop for one count of vectors, which rows short enough for fewer
+  // never reach: build_register_path), so that they need no predicate and no clamp.
+  int64_t full_chunks = 0;
   // The blocks per SM its launch bounds ask to keep resident where that spills nothing (more
   // than min_resident_blocks; the kernel falls back to that otherwise); 0: min_resident_blocks.
   int min_blocks = 0;

@@ -518,7 +518,8 @@ TEST_CASE("register paths compute what their passes share once, at the residency
   // The scores softmax of test/traces/dynamic (B x 4 x S x S, bf16): rows whose length is a
   // multiple of 8, and a multiple of 32 rows. A path's passes compute every vector and
   // predicate their updates and stores, so that the exponentials of the sum's pass are the
-  // output pass's too: one ex2 per value a thread holds, as in a static kernel. And each path
+  // output pass's too: one ex2 per value a thread holds, as in a static kernel, in each copy
+  // of the row loop (one per count of vectors per thread the launch may pick). And each path
   // asks for the blocks per SM that about 16 registers beyond its values allow (five of 256
   // threads at 32 values, three of 512 at 24), which ptxas meets without spilling, so that
   // none falls back to the usual residency.
@@ -527,7 +528,9 @@ TEST_CASE("register paths compute what their passes share once, at the residency
     g.set_outputs({add_cast(g, test::softmax(g, x), DType::bf16)});
   };
   const std::regex layout(R"((\d+) thread\(s\) per row, (\d+) vector\(s\) of (\d+) per thread)");
+  const std::regex counts(R"(the fewest of (\d+) to (\d+) that hold the row)");
   int paths = 0;
+  int chosen = 0;  // paths whose vectors per thread are chosen at launch
   for (int path = 1;; ++path) {
     const Outcome o = dynamic_at(scores, {5, 8 * 131}, {3, 8 * 67}, {}, path, {1, 8});
     if (!o.kernel) break;
@@ -537,17 +540,33 @@ TEST_CASE("register paths compute what their passes share once, at the residency
     INFO("path " << path << "\n" << text);
     std::smatch m;
     REQUIRE(std::regex_search(text, m, layout));
-    const int64_t values = std::stoll(m[2]) * std::stoll(m[3]);
+    const int64_t chunks = std::stoll(m[2]), v = std::stoll(m[3]);
+    // The copies' values: v per vector, for each count from the fewest to the path's own.
+    int64_t values = chunks * v;
+    if (std::smatch c; std::regex_search(text, c, counts)) {
+      ++chosen;
+      const int64_t fewest = std::stoll(c[1]);
+      REQUIRE(std::stoll(c[2]) == chunks);
+      CHECK(fewest >= (chunks + 1) / 2);
+      CHECK(fewest < chunks);
+      values = (fewest + chunks) * (chunks - fewest + 1) / 2 * v;
+      // A copy after the first takes rows longer than the one before it holds: its vectors but
+      // the last are whole, unpredicated and unclamped.
+      CHECK(has(text, fmt::format("c < {} ||", chunks - 1)));
+    }
     const jit::CompiledKernel c =
         jit::compile(k, "sm_90", {.ptx = true, .extra = {"--ptxas-options=-v"}});
     INFO("ptxas says\n" << c.log);
     CHECK(jit::spill_stores(c.log) == 0);
     CHECK_FALSE(c.relaxed);
     CHECK(test::count(c.ptx, "ex2.approx") == static_cast<size_t>(values));
-    if (k.block == 256 && values == 32) CHECK(has(k.source, "#define FJ_MIN_BLOCKS 5"));
+    if (k.block == 256 && chunks * v == 32) CHECK(has(k.source, "#define FJ_MIN_BLOCKS 5"));
     if (k.block == 512) CHECK(has(k.source, "#define FJ_MIN_BLOCKS 3"));
   }
   CHECK(paths == 9);
+  // All but the narrow paths of one vector per thread and the blocks of 512 (3 vectors, past
+  // paths of 4 on 256 threads: 3 is its fewest).
+  CHECK(chosen == 6);
 }
 
 TEST_CASE("regions whose kernel depends on the outer extent are refused", "[templates][dynamic]") {
