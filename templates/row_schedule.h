@@ -42,6 +42,9 @@ struct RowConfig {
   // a register path's row loop for one count of vectors, which rows short enough for fewer
   // never reach: build_register_path), so that they need no predicate and no clamp.
   int64_t full_chunks = 0;
+  // With `bounded`: the shortest row a launch gives the path (one element more than the path
+  // before it holds), which sizes its grid (RowwiseBuilder::kernel_body).
+  int64_t shortest = 1;
   // The blocks per SM its launch bounds ask to keep resident where that spills nothing (more
   // than min_resident_blocks; the kernel falls back to that otherwise); 0: min_resident_blocks.
   int min_blocks = 0;

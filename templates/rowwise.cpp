@@ -617,6 +617,12 @@ KernelBody RowwiseBuilder::kernel_body() const {
     } else if (per_outer(elements)) {
       kb.items_per_outer = elements / info_.outer;
       kb.items_per_block = cfg_.block * cfg_.v;
+      // A register path's blocks each take rows_per_block rows of at least `shortest`
+      // elements: no more blocks than rows, at its shortest rows. (A block per vector of each
+      // thread gave the 16-thread path at S=512 four times the blocks that had rows.)
+      if (cfg_.bounded) {
+        kb.items_per_block = std::max(kb.items_per_block, cfg_.rows_per_block * cfg_.shortest);
+      }
     } else {
       throw NotSizeIndependent(fmt::format(
           "neither the reduction's rows ({}) nor its elements ({}) are a fixed number per outer "
@@ -853,6 +859,7 @@ KernelBody build_register_path(const RegionInfo& info, const RowConfig& looped) 
     at.piece = chunks * step;
     // A copy after the first sees only rows the copies before it do not hold.
     at.full_chunks = chunks > fewest ? chunks - 1 : 0;
+    at.shortest = shortest;
     RowwiseBuilder builder(info, plain, at, cacheable, entries);
     KernelBody body = builder.build();
     if (!builder.caches()) {

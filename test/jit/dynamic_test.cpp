@@ -269,6 +269,14 @@ TEST_CASE("a dynamic row length gets a variant for sizes that are multiples of 8
   CHECK(plan.reasons[0].find("register paths for rows of at most 128, 256, 512, 1024, 2048, "
                              "4096, 8192, 12288, 32768, 64, 128, 256, 512, 1024, 2048, 4096, "
                              "6144, 16384 elements") != std::string::npos);
+  // A path's grid: a block per vector of each thread, or where more, per rows_per_block rows
+  // of the shortest length the path takes (one more than the path before it holds), so that
+  // at no length does it launch more blocks than its shortest rows need.
+  CHECK(paths[0].items_per_block == 256 * 8);  // 16 rows of at least 1
+  CHECK(paths[2].items_per_block == 16 * 257);  // 16 threads per row: 16 rows of 257 or more
+  CHECK(paths[9].items_per_block == 256);       // scalars, 4 threads per row, from 1
+  CHECK(paths[10].items_per_block == 32 * 65);  // 8 threads per row: 32 rows of 65 or more
+  CHECK(paths[15].items_per_block == 2049);     // one row of 2,049 or more per block
   // Which one a size launches: the first path whose bound holds S, of the variant wherever S is
   // a multiple of 8 (whatever B is); longer rows the kernels that loop.
   CHECK(jit::dynamic_kernel_at(plan, 0, {16, 64}) == &paths[0]);
