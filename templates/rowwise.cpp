@@ -839,9 +839,10 @@ KernelBody build_register_path(const RegionInfo& info, const RowConfig& looped) 
   const RowConfig& cfg = paths[index];
   // The vectors per thread, chosen at launch: the fewest that hold the row, from those of the
   // shortest row the path takes (one more than the path before it holds) to its own, and at
-  // least half its own (the first path's shorter rows take that many). The row loop is written once per count,
-  // each with every vector computed and only the last one's tail predicated, as a static
-  // kernel of that layout is; a uniform branch on the length picks one. (With the count fixed
+  // least half its own (the first path's shorter rows take that many). The row loop is
+  // written once per count, each with every vector computed and only the last one's tail
+  // predicated, as a static kernel of that layout is; a uniform branch on the length picks
+  // one. (With the count fixed
   // at the path's own, rows just past the path before it computed up to twice the values a
   // static kernel does: the bf16 scores softmax at S=2049, 16 scalars per thread against 9,
   // ran 1.53x the static kernel's time on an H200; at S=520, 4 vectors against 3, 1.13x.)
