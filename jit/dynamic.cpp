@@ -510,6 +510,9 @@ Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindin
                             if (k == nullptr) return false;
                             step.kernel = loaded_at(dyn, region, k);
                             step.outer = outer_extent(dyn.plan, region, values);
+                            if (k->max_row_length > 0) {
+                              step.row_length = k->row_length.value(values);
+                            }
                             step.runtime_extents = runtime_arguments(*k, values);
                             return true;
                           });

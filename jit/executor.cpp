@@ -169,7 +169,7 @@ KernelLaunch prepare_launch(const Step& step, RunScratch& scratch, int sm_count)
   const templates::Kernel& k = step.kernel->kernel;
   // Cluster kernels carry their cluster shape in the CUBIN (__cluster_dims__), so a plain
   // launch (or graph node) launches clusters; the grid must hold whole clusters.
-  const int64_t grid = templates::launch_grid(k, sm_count, step.outer);
+  const int64_t grid = templates::launch_grid(k, sm_count, step.outer, step.row_length);
   if (grid % std::max(k.cluster, 1) != 0) {
     throw InternalError(fmt::format("kernel {}: grid of {} blocks is not a whole number of "
                                     "clusters of {}", k.name, grid, k.cluster));

@@ -64,6 +64,8 @@ struct Step {
   // A dynamic kernel (Kernel::dynamic): the outer extent of the sizes this executable runs at,
   // passed as its trailing argument and sizing its grid; 0 for a static kernel.
   int64_t outer = 0;
+  // A register path's row length at the sizes launched (templates::launch_grid); 0: none.
+  int64_t row_length = 0;
   // Its runtime extents' arguments (jit::runtime_arguments), after fj_outer, one slot each.
   std::vector<uint64_t> runtime_extents;
   // Node ids whose buffers can be released after this step.

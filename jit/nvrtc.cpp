@@ -157,7 +157,7 @@ int64_t spill_stores(const std::string& log) {
 
 CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
                        const CompileOptions& options) {
-  if (k.relaxed_min_blocks <= 0 || !templates::parse_arch(arch).real) {
+  if (k.relaxed_min_blocks.empty() || !templates::parse_arch(arch).real) {
     return compile_once(k, arch, options);
   }
   const bool asked =
@@ -165,11 +165,13 @@ CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
   CompileOptions verbose = options;
   if (!asked) verbose.extra.emplace_back(kPtxasVerbose);
   CompiledKernel out = compile_once(k, arch, verbose);
-  if (spill_stores(out.log) > 0) {
+  for (const int blocks : k.relaxed_min_blocks) {
+    if (spill_stores(out.log) <= 0) break;
     CompileOptions relaxed = verbose;
-    relaxed.extra.push_back(fmt::format("-DFJ_MIN_BLOCKS={}", k.relaxed_min_blocks));
+    relaxed.extra.push_back(fmt::format("-DFJ_MIN_BLOCKS={}", blocks));
     out = compile_once(k, arch, relaxed);
     out.relaxed = true;
+    out.relaxed_to = blocks;
   }
   if (!asked) out.log = without_report(out.log);
   return out;

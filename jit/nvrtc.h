@@ -39,17 +39,18 @@ struct CompiledKernel {
   std::string cubin;  // empty for a virtual arch (compute_XX)
   std::string ptx;    // for a virtual arch, or when CompileOptions::ptx asked for it; else empty
   std::string log;  // NVRTC's log (warnings), possibly empty
-  // Compiled asking for Kernel::relaxed_min_blocks, as ptxas spilled with the kernel's own
-  // launch bounds.
+  // Compiled asking for one of Kernel::relaxed_min_blocks, as ptxas spilled with the kernel's
+  // own launch bounds (and with those before it); relaxed_to is the one.
   bool relaxed = false;
+  int relaxed_to = 0;
 };
 
 // Compiles k for `arch` ("sm_90", or "compute_90" for PTX only). Throws fusejit::Error when the
 // source does not compile: the message holds the kernel name, NVRTC's log, and the path where
 // the failing source was written (temp_directory_path()/fusejit-failed-<name>.cu). A kernel
-// with Kernel::relaxed_min_blocks is compiled with ptxas's report, and again with the relaxed
-// launch bounds when the report shows a spill (a real arch only: for PTX, the driver's
-// compile keeps the kernel's own bounds).
+// with Kernel::relaxed_min_blocks is compiled with ptxas's report, and again with each of the
+// relaxed launch bounds in turn while the report shows a spill (a real arch only: for PTX, the
+// driver's compile keeps the kernel's own bounds).
 CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
                        const CompileOptions& options = {});
 

@@ -409,11 +409,12 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
     }
     k.row_length = *length;
     k.max_row_length = at_a.max_row_length;
+    k.rows_per_block = at_a.rows_per_block;
   }
   return k;
 }
 
-int64_t work_blocks_at(const Kernel& k, int64_t outer) {
+int64_t work_blocks_at(const Kernel& k, int64_t outer, int64_t row_length) {
   if (!k.dynamic) {
     if (outer != 0) {
       throw InternalError(fmt::format("kernel {} is static, launched for outer extent {}", k.name,
@@ -425,12 +426,15 @@ int64_t work_blocks_at(const Kernel& k, int64_t outer) {
     throw InternalError(fmt::format("dynamic kernel {} serves outer extents 1 to {}, not {}",
                                     k.name, k.max_outer, outer));
   }
-  return std::max<int64_t>(1, ceil_div(k.items_per_outer * outer, k.items_per_block));
+  const int64_t per_block = k.rows_per_block > 0 && row_length > 0
+                                ? std::max(k.items_per_block, k.rows_per_block * row_length)
+                                : k.items_per_block;
+  return std::max<int64_t>(1, ceil_div(k.items_per_outer * outer, per_block));
 }
 
-int64_t launch_grid(const Kernel& k, int sm_count, int64_t outer) {
+int64_t launch_grid(const Kernel& k, int sm_count, int64_t outer, int64_t row_length) {
   const int64_t wave = static_cast<int64_t>(std::max(sm_count, 1)) * std::max(k.blocks_per_sm, 1);
-  const int64_t work = work_blocks_at(k, outer);
+  const int64_t work = work_blocks_at(k, outer, row_length);
   // CUDA's grid is at most 2^31 - 1 blocks in x; every kernel loops over the rest with a grid
   // stride, so a tensor near the size limit (ir/shape.h) still launches.
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;

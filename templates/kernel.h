@@ -63,10 +63,11 @@ struct Kernel {
   // Blocks per thread-block cluster (1: none). Compiled into the kernel (__cluster_dims__);
   // here so that the launcher sizes the grid in whole clusters.
   int cluster = 1;
-  // > 0: the launch bounds ask for more resident blocks per SM than may fit the kernel's
+  // Not empty: the launch bounds ask for more resident blocks per SM than may fit the kernel's
   // registers; jit::compile reads ptxas's report and, should it spill, compiles the kernel
-  // again asking for this many (the macro FJ_MIN_BLOCKS in the source).
-  int relaxed_min_blocks = 0;
+  // again asking for the next of these (fewer each time; the macro FJ_MIN_BLOCKS in the
+  // source), until it does not spill or none is left.
+  std::vector<int> relaxed_min_blocks;
   // The kernel keeps scratch in module-scope device memory (reductions whose few long rows or
   // columns are split over several blocks): launches of one loaded module must not overlap in time (one
   // stream at a time; a second stream needs its own loaded copy of the module).
@@ -96,17 +97,24 @@ struct Kernel {
   // row_length (a runtime extent: the row's length) is at most max_row_length; 0: no bound.
   ir::DimTerms row_length;
   int64_t max_row_length = 0;
+  // > 0: a register path whose items are elements. Given the row length at launch, its grid is
+  // a block per rows_per_block rows, as a static kernel's is, instead of per items_per_block
+  // elements (sized for the shortest row the path takes: at twice that length, half its
+  // blocks would have no row).
+  int64_t rows_per_block = 0;
 };
 
 // Grid size: the work's blocks (for a dynamic kernel, those of `outer`, which must be in
 // [1, max_outer]; a static kernel takes outer 0), capped at Kernel::waves full waves of the
 // device (the kernels loop over the rest with a grid stride), in whole clusters (a multiple of
-// Kernel::cluster, at least one). Throws InternalError for an outer extent the kernel does not
-// take.
-int64_t launch_grid(const Kernel& k, int sm_count, int64_t outer = 0);
+// Kernel::cluster, at least one). `row_length` is a register path's row length at the sizes
+// launched (Kernel::rows_per_block; 0: not known, the grid of the path's shortest rows).
+// Throws InternalError for an outer extent the kernel does not take.
+int64_t launch_grid(const Kernel& k, int sm_count, int64_t outer = 0, int64_t row_length = 0);
 // The blocks that cover the work with no grid-stride loop at outer extent `outer` (0 for a
-// static kernel: work_blocks); throws InternalError like launch_grid.
-int64_t work_blocks_at(const Kernel& k, int64_t outer);
+// static kernel: work_blocks) and `row_length` (as launch_grid's); throws InternalError like
+// launch_grid.
+int64_t work_blocks_at(const Kernel& k, int64_t outer, int64_t row_length = 0);
 
 struct CodegenOptions {
   bool vectorize = true;  // 16-byte accesses where contiguity and alignment allow

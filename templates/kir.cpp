@@ -466,7 +466,7 @@ std::string print(const Function& f, RuntimeExtents* runtime) {
   p.block(f.head, 0);
   std::string bounds =
       f.min_blocks > 0 ? fmt::format("{}, {}", f.block, f.min_blocks) : fmt::format("{}", f.block);
-  if (f.min_blocks > 0 && f.relaxed_min_blocks > 0) {
+  if (f.min_blocks > 0 && !f.relaxed_min_blocks.empty()) {
     p.line(0, "#ifndef FJ_MIN_BLOCKS");
     p.line(0, fmt::format("#define FJ_MIN_BLOCKS {}", f.min_blocks));
     p.line(0, "#endif");

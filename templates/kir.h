@@ -149,9 +149,10 @@ struct Function {
   std::string name;  // the kernel's name (a placeholder until generate names it)
   int block = 256;   // __launch_bounds__(block[, min_blocks])
   int min_blocks = 0;
-  // > 0: min_blocks is asked for through the macro FJ_MIN_BLOCKS, which jit::compile defines
-  // to this instead where ptxas would spill to fit min_blocks (Kernel::relaxed_min_blocks).
-  int relaxed_min_blocks = 0;
+  // Not empty: min_blocks is asked for through the macro FJ_MIN_BLOCKS, which jit::compile
+  // defines to each of these in turn, fewer each time, while ptxas would spill to fit
+  // (Kernel::relaxed_min_blocks).
+  std::vector<int> relaxed_min_blocks;
   int cluster = 1;   // > 1: __cluster_dims__(cluster, 1, 1), blocks per thread-block cluster
   std::vector<Param> params;
   Block body;

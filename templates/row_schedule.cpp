@@ -75,20 +75,30 @@ constexpr int64_t kLiveMargin = 16;
 // static kernel's 48 for 32 bf16 values per thread, so four blocks of 256 per SM against five,
 // at 1.10-1.13x the static kernel's time for the scores softmax at S=8,192 (1.04-1.07x asking
 // for five, at 48 registers). It asks for the residency that kLiveMargin registers beyond the
-// values it holds allow (at least 40 in all), relaxed where ptxas would spill
+// values it holds allow, at least `fewest` registers in all, relaxed where ptxas would spill
 // (Kernel::relaxed_min_blocks); a path that needs fewer registers than that is compiled as
 // before. At 24 values per thread in blocks of 512 that is three blocks per SM, as
 // three_quarter_blocks gives a static row.
-int register_path_blocks(const Target& t, const RowConfig& c) {
-  constexpr int64_t kFewestRegisters = 40;
+int register_path_blocks(const Target& t, const RowConfig& c, int64_t fewest) {
   const int64_t values = c.chunks * c.v;
-  const int64_t registers = std::max(kFewestRegisters, ceil_div(values + kLiveMargin, 8) * 8);
+  const int64_t registers = std::max(fewest, ceil_div(values + kLiveMargin, 8) * 8);
   // Warps go to the SM's four schedulers in turn, each with a quarter of its registers: 21
   // blocks of 64 threads at 48 registers would leave one of them 11 warps, 40 registers each.
   const int64_t warps = t.registers_per_sm / 4 / (32 * registers) * 4;
   const int blocks = static_cast<int>(
       std::min<int64_t>(t.blocks_per_sm(static_cast<int>(c.block)), warps * 32 / c.block));
   return blocks > min_resident_blocks(t, c.block) ? blocks : 0;
+}
+
+// A register path's launch bounds: first the residency of 32 registers a thread where its
+// values leave room for that, then, should ptxas spill, that of 40 (fallback_blocks), then the
+// usual. (The bf16 scores softmax at S=2049, 9 to 16 scalars per thread, took 40 registers
+// and six blocks of 256 per SM asking for the residency of 40, at 1.10x the time of the static
+// kernel of 9, which takes 28 and eight blocks; the path fits 32 without spilling.)
+void set_register_path_blocks(const Target& t, RowConfig& c) {
+  c.min_blocks = register_path_blocks(t, c, 32);
+  const int forty = register_path_blocks(t, c, 40);
+  c.fallback_blocks = forty < c.min_blocks ? forty : 0;  // 0 where min_blocks is
 }
 
 // True when `shape`, broadcast against the reduced shape (aligned from the right), varies
@@ -303,7 +313,7 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
       narrow.chunks = 1;
       narrow.rows_per_block = narrow.block / g;
       narrow.piece = g * narrow.v;
-      narrow.min_blocks = register_path_blocks(info.target, narrow);
+      set_register_path_blocks(info.target, narrow);
       out.push_back(narrow);
     }
   }
@@ -319,7 +329,7 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
     c.rows_per_block = c.block / c.group;
     c.chunks = chunks;
     c.piece = c.chunks * c.group * c.v;
-    c.min_blocks = register_path_blocks(info.target, c);
+    set_register_path_blocks(info.target, c);
     out.push_back(c);
   };
   // Below the warp, groups of 4, 8 and 16 threads (a block of 256 taking 64, 32 and 16 rows)
@@ -356,7 +366,7 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
     c.rows_per_block = 1;
     c.chunks = chunks;
     c.piece = chunks * g * c.v;
-    c.min_blocks = register_path_blocks(t, c);
+    set_register_path_blocks(t, c);
     out.push_back(c);
   }
   return out;

@@ -48,6 +48,9 @@ struct RowConfig {
   // The blocks per SM its launch bounds ask to keep resident where that spills nothing (more
   // than min_resident_blocks; the kernel falls back to that otherwise); 0: min_resident_blocks.
   int min_blocks = 0;
+  // Between min_blocks and min_resident_blocks: the residency a register path tries first
+  // where min_blocks would spill (register_path_blocks); 0: none.
+  int fallback_blocks = 0;
 
   int64_t pieces() const { return std::max(split, cluster); }
   bool cached() const {

@@ -620,8 +620,10 @@ KernelBody RowwiseBuilder::kernel_body() const {
       // A register path's blocks each take rows_per_block rows of at least `shortest`
       // elements: no more blocks than rows, at its shortest rows. (A block per vector of each
       // thread gave the 16-thread path at S=512 four times the blocks that had rows.)
+      // The launcher, given the row length, sizes it by rows (Kernel::rows_per_block).
       if (cfg_.bounded) {
         kb.items_per_block = std::max(kb.items_per_block, cfg_.rows_per_block * cfg_.shortest);
+        kb.rows_per_block = cfg_.rows_per_block;
       }
     } else {
       throw NotSizeIndependent(fmt::format(
@@ -639,7 +641,10 @@ KernelBody RowwiseBuilder::kernel_body() const {
   const int usual = min_resident_blocks(info_.target, cfg_.block);
   kb.fn = kernel_function(info_, static_cast<int>(cfg_.block),
                           cfg_.min_blocks > usual ? cfg_.min_blocks : usual);
-  if (cfg_.min_blocks > usual) kb.fn.relaxed_min_blocks = usual;
+  if (cfg_.min_blocks > usual) {
+    if (cfg_.fallback_blocks > usual) kb.fn.relaxed_min_blocks.push_back(cfg_.fallback_blocks);
+    kb.fn.relaxed_min_blocks.push_back(usual);
+  }
   kb.fn.cluster = static_cast<int>(cfg_.cluster);
   return kb;
 }

@@ -75,6 +75,7 @@ bool require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>
     step.region = &exe.plan.regions.front();
     step.kernel = loaded;
     step.outer = outer_extent(size);
+    if (k->max_row_length > 0) step.row_length = k->row_length.value(size);  // as a plan launches
     step.runtime_extents = jit::runtime_arguments(*k, size);
     exe.steps.push_back(step);
     const Graph& g = exe.plan.graph;

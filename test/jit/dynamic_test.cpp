@@ -277,6 +277,19 @@ TEST_CASE("a dynamic row length gets a variant for sizes that are multiples of 8
   CHECK(paths[9].items_per_block == 256);       // scalars, 4 threads per row, from 1
   CHECK(paths[10].items_per_block == 32 * 65);  // 8 threads per row: 32 rows of 65 or more
   CHECK(paths[15].items_per_block == 2049);     // one row of 2,049 or more per block
+  // Given the row length at launch, a path's grid is a block per rows_per_block rows, as a
+  // static kernel's: the 16-thread path at B=4 S=512 (8,192 rows of 512, 16 a block) launches
+  // 512 blocks, not the 1,021 of its shortest rows (257). Without the length, the latter.
+  CHECK(paths[2].rows_per_block == 16);
+  CHECK(templates::launch_grid(paths[2], 132, 4 * 512 * 512, 512) == 512);
+  CHECK(templates::launch_grid(paths[2], 132, 4 * 512 * 512) == 1021);
+  CHECK(templates::launch_grid(paths[2], 132, 4 * 257 * 257, 257) ==
+        templates::launch_grid(paths[2], 132, 4 * 257 * 257));  // its shortest rows: the same
+  CHECK(paths[10].rows_per_block == 32);  // B=1 S=128: 512 rows of 128 in 16 blocks, not 32
+  CHECK(templates::launch_grid(paths[10], 132, 128 * 128, 128) == 16);
+  CHECK(templates::launch_grid(paths[10], 132, 128 * 128) == 32);
+  CHECK(templates::launch_grid(paths[15], 132, 8 * 2049 * 2049, 2049) ==
+        4 * 132 * paths[15].blocks_per_sm);  // 65,568 rows of 2,049: the cap of 4 waves
   // Which one a size launches: the first path whose bound holds S, of the variant wherever S is
   // a multiple of 8 (whatever B is); longer rows the kernels that loop.
   CHECK(jit::dynamic_kernel_at(plan, 0, {16, 64}) == &paths[0]);

@@ -401,8 +401,10 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
       CHECK(k.row_length.coefficient == 1);
     }
     // Wider blocks, each holding as many scalars per thread as its registers allow (512
-    // threads at most 12 of the 16, three blocks per SM), and only where that holds longer rows
-    // than the path before: the 1,024-thread block is the last. None spills.
+    // threads at most 12 of the 16), and only where that holds longer rows than the path
+    // before: the 1,024-thread block is the last. Their values and the margin fit 32
+    // registers a thread, so they ask for the SM's 2,048 threads: four blocks of 512, two of
+    // 1,024. None spills.
     int64_t longest = 16 * 256;
     int path = 8;
     for (;; ++path) {
@@ -419,9 +421,8 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
       CHECK((k.block == 512 || k.block == 1024));
       CHECK(has(text, fmt::format("{} thread(s) per row", k.block)));
       CHECK(has(text, fmt::format("fj_block_reduce<{}>", k.block)));
-      CHECK(has(text, k.block == 512 ? "__launch_bounds__(512, FJ_MIN_BLOCKS)"
-                                     : "__launch_bounds__(1024, 1)"));
-      if (k.block == 512) CHECK(has(k.source, "#define FJ_MIN_BLOCKS 3"));
+      CHECK(has(text, fmt::format("__launch_bounds__({}, FJ_MIN_BLOCKS)", k.block)));
+      CHECK(has(k.source, fmt::format("#define FJ_MIN_BLOCKS {}", 2048 / k.block)));
       CHECK(k.max_row_length > longest);
       CHECK(k.max_row_length % k.block == 0);
       CHECK(has(text, fmt::format("{} vector(s) of 1 per thread", k.max_row_length / k.block)));
@@ -513,6 +514,12 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
   CHECK(static_length.why.find("has no register path") != std::string::npos);
 }
 
+// The scores softmax of test/traces/dynamic: B x 4 x S x S bf16, rows of S.
+const GraphAtSizes kScores = [](Graph& g, const std::vector<int64_t>& s) {
+  const NodeId x = add_cast(g, add_input(g, DType::bf16, {s[0], 4, s[1], s[1]}), DType::f32);
+  g.set_outputs({add_cast(g, test::softmax(g, x), DType::bf16)});
+};
+
 TEST_CASE("register paths compute what their passes share once, at the residency they ask for",
           "[templates][dynamic]") {
   // The scores softmax of test/traces/dynamic (B x 4 x S x S, bf16): rows whose length is a
@@ -523,16 +530,12 @@ TEST_CASE("register paths compute what their passes share once, at the residency
   // asks for the blocks per SM that about 16 registers beyond its values allow (five of 256
   // threads at 32 values, three of 512 at 24), which ptxas meets without spilling, so that
   // none falls back to the usual residency.
-  const GraphAtSizes scores = [](Graph& g, const std::vector<int64_t>& s) {
-    const NodeId x = add_cast(g, add_input(g, DType::bf16, {s[0], 4, s[1], s[1]}), DType::f32);
-    g.set_outputs({add_cast(g, test::softmax(g, x), DType::bf16)});
-  };
   const std::regex layout(R"((\d+) thread\(s\) per row, (\d+) vector\(s\) of (\d+) per thread)");
   const std::regex counts(R"(the fewest of (\d+) to (\d+) that hold the row)");
   int paths = 0;
   int chosen = 0;  // paths whose vectors per thread are chosen at launch
   for (int path = 1;; ++path) {
-    const Outcome o = dynamic_at(scores, {5, 8 * 131}, {3, 8 * 67}, {}, path, {1, 8});
+    const Outcome o = dynamic_at(kScores, {5, 8 * 131}, {3, 8 * 67}, {}, path, {1, 8});
     if (!o.kernel) break;
     ++paths;
     const templates::Kernel& k = *o.kernel;
@@ -567,6 +570,35 @@ TEST_CASE("register paths compute what their passes share once, at the residency
   // All but the narrow paths of one vector per thread and the blocks of 512 (3 vectors, past
   // paths of 4 on 256 threads: 3 is its fewest).
   CHECK(chosen == 6);
+}
+
+TEST_CASE("a register path of few values asks for the residency of 32 registers, then 40",
+          "[templates][dynamic]") {
+  // The scores softmax's scalar path of 256 threads holding 9 to 16 values each (rows of
+  // 2,049 to 4,096 elements): its launch bounds ask for eight blocks per SM (32 registers a
+  // thread), as the static kernel of 9 values gets, and only should ptxas spill for six (40),
+  // then the usual four. ptxas fits it in 32 without spilling.
+  const std::regex used(R"(Used (\d+) registers)");
+  int found = 0;
+  for (int path = 1;; ++path) {
+    const Outcome o = dynamic_at(kScores, kA2, kB2, {}, path);
+    if (!o.kernel) break;
+    const templates::Kernel& k = *o.kernel;
+    if (k.max_row_length != 4096) continue;
+    ++found;
+    INFO(kernel_text(k));
+    CHECK(k.block == 256);
+    CHECK(has(k.source, "#define FJ_MIN_BLOCKS 8"));
+    CHECK(k.relaxed_min_blocks == std::vector<int>{6, 4});
+    const jit::CompiledKernel c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
+    INFO("ptxas says\n" << c.log);
+    CHECK(jit::spill_stores(c.log) == 0);
+    CHECK_FALSE(c.relaxed);
+    std::smatch m;
+    REQUIRE(std::regex_search(c.log, m, used));
+    CHECK(std::stoi(m[1]) <= 32);
+  }
+  CHECK(found == 1);
 }
 
 TEST_CASE("regions whose kernel depends on the outer extent are refused", "[templates][dynamic]") {

@@ -94,6 +94,42 @@ TEST_CASE("a compile failure names the kernel and shows the log and keeps the so
   std::filesystem::remove(dumped);
 }
 
+TEST_CASE("launch bounds that spill are relaxed to each residency in turn until none does",
+          "[templates][nvrtc]") {
+  // 44 values live at once in each thread: ptxas spills them from the 32 registers of eight
+  // blocks of 256 per SM and from the 40 of six, not from the 64 of four.
+  templates::Kernel k;
+  k.name = "fj_test_relaxed";
+  k.source = R"(#ifndef FJ_MIN_BLOCKS
+#define FJ_MIN_BLOCKS 8
+#endif
+extern "C" __global__ void __launch_bounds__(256, FJ_MIN_BLOCKS) fj_test_relaxed(float* p) {
+  float v[44];
+  float s = 0.0f;
+  #pragma unroll
+  for (int i = 0; i < 44; ++i) {
+    v[i] = p[threadIdx.x + 256 * i];
+    s += v[i] * v[i];
+  }
+  #pragma unroll
+  for (int i = 0; i < 44; ++i) p[threadIdx.x + 256 * i] = v[i] / s;
+}
+)";
+  const jit::CompiledKernel own = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
+  CHECK(jit::spill_stores(own.log) > 0);  // no relaxed bounds: compiled once, as asked
+  CHECK_FALSE(own.relaxed);
+  k.relaxed_min_blocks = {6, 4, 2};
+  const jit::CompiledKernel c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
+  INFO(c.log);
+  CHECK(c.relaxed);
+  CHECK(c.relaxed_to == 4);  // 6 spills too; 2 is not needed
+  CHECK(jit::spill_stores(c.log) == 0);
+  k.relaxed_min_blocks = {6};  // none left that fits: the last one is kept, spilling
+  const jit::CompiledKernel last = jit::compile(k, "sm_90");
+  CHECK(last.relaxed_to == 6);
+  CHECK(last.log.find("ptxas info") == std::string::npos);  // the report was not asked for
+}
+
 TEST_CASE("a bad option is an NVRTC error naming the call", "[templates][nvrtc]") {
   const auto k = tiny_kernel("fj_test_options", "");
   REQUIRE_THROWS_WITH(jit::compile(k, "sm_90", {.extra = {"--no-such-option"}}),
