@@ -452,40 +452,19 @@ std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bin
   return out;
 }
 
-DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& loader, int threads) {
-  // Both variants and the paths in one parallel load; an unnamed kernel: none for that region.
-  const size_t n = plan.kernels.size();
-  std::vector<templates::Kernel> kernels;
-  for (const auto* variants : {&plan.kernels, &plan.aligned}) {
-    for (size_t i = 0; i < n; ++i) {
-      const bool has = i < variants->size() && (*variants)[i];
-      kernels.push_back(has ? *(*variants)[i] : templates::Kernel{});
-    }
-  }
-  for (const std::vector<templates::Kernel>& paths : plan.paths) {
-    kernels.insert(kernels.end(), paths.begin(), paths.end());
-  }
-  std::vector<std::shared_ptr<LoadedKernel>> loaded = load_kernels(kernels, loader, threads);
-  auto next = [&, at = size_t{0}](size_t count) mutable {
-    std::vector<std::shared_ptr<LoadedKernel>> part(
-        loaded.begin() + static_cast<std::ptrdiff_t>(at),
-        loaded.begin() + static_cast<std::ptrdiff_t>(at + count));
-    at += count;
-    return part;
-  };
-  DynamicExecutable dyn{.plan = {}, .kernels = next(n), .aligned = next(n), .paths = {}};
-  for (const std::vector<templates::Kernel>& paths : plan.paths) {
-    dyn.paths.push_back(next(paths.size()));
-  }
-  dyn.plan = std::move(plan);
-  return dyn;
+DynamicExecutable::DynamicExecutable(DynamicPlan p)
+    : plan(std::move(p)),
+      kernels(plan.kernels.size()),
+      aligned(plan.kernels.size()),
+      paths(plan.paths.size()) {
+  for (size_t i = 0; i < plan.paths.size(); ++i) paths[i].resize(plan.paths[i].size());
 }
 
 namespace {
 
-// The loaded kernel of `k`, one of region `region`'s dynamic kernels (dynamic_kernel_at).
-std::shared_ptr<LoadedKernel> loaded_at(const DynamicExecutable& dyn, size_t region,
-                                        const templates::Kernel* k) {
+// The slot of `k`, one of region `region`'s dynamic kernels (dynamic_kernel_at).
+std::shared_ptr<LoadedKernel>& slot_of(DynamicExecutable& dyn, size_t region,
+                                       const templates::Kernel* k) {
   const DynamicPlan& plan = dyn.plan;
   if (region < plan.paths.size()) {
     const std::vector<templates::Kernel>& paths = plan.paths[region];
@@ -501,14 +480,31 @@ std::shared_ptr<LoadedKernel> loaded_at(const DynamicExecutable& dyn, size_t reg
 
 }  // namespace
 
-Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindings& values,
+Executable instantiate_executable(DynamicExecutable& dyn, const ir::Bindings& values,
                                   const KernelLoader& loader, const BuildOptions& options) {
+  // Which dynamic kernel each region launches, and those not loaded yet, in one load.
+  const size_t regions = dyn.plan.plan.regions.size();
+  std::vector<const templates::Kernel*> launched(regions, nullptr);
+  std::vector<templates::Kernel> missing;
+  std::vector<std::shared_ptr<LoadedKernel>*> slots;
+  for (size_t i = 0; i < regions; ++i) {
+    launched[i] = dynamic_kernel_at(dyn.plan, i, values);
+    if (launched[i] == nullptr) continue;
+    std::shared_ptr<LoadedKernel>& slot = slot_of(dyn, i, launched[i]);
+    if (slot) continue;
+    missing.push_back(*launched[i]);
+    slots.push_back(&slot);
+  }
+  if (!missing.empty()) {
+    std::vector<std::shared_ptr<LoadedKernel>> loaded =
+        load_kernels(missing, loader, options.compile_threads);
+    for (size_t j = 0; j < slots.size(); ++j) *slots[j] = std::move(loaded[j]);
+  }
   return build_executable(fusion::instantiate_plan(dyn.plan.plan, dyn.plan.symbols, values),
                           loader, options, [&](size_t region, Step& step) {
-                            const templates::Kernel* k =
-                                dynamic_kernel_at(dyn.plan, region, values);
+                            const templates::Kernel* k = launched[region];
                             if (k == nullptr) return false;
-                            step.kernel = loaded_at(dyn, region, k);
+                            step.kernel = slot_of(dyn, region, k);
                             step.outer = outer_extent(dyn.plan, region, values);
                             if (k->max_row_length > 0) {
                               step.row_length = k->row_length.value(values);

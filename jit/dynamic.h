@@ -100,24 +100,36 @@ const templates::Kernel* dynamic_kernel_at(const DynamicPlan& plan, size_t regio
 // The launch arguments of a dynamic kernel's runtime extents at `values` (Kernel::
 // runtime_extents): per extent its value and its fast-division magic, computed once per size.
 std::vector<uint64_t> runtime_arguments(const templates::Kernel& k, const ir::Bindings& values);
-// Every kernel a run at `values` loads: the dynamic kernels of the regions they serve (every
-// variant and path, as load_dynamic loads them), and the other regions' static ones.
+// Every kernel that runs of the plan near `values` may launch, as `fusejit warm` compiles
+// them: the dynamic kernels of the regions `values` serve (every variant and path, since
+// another size may launch any of them), and the other regions' static kernels at `values`.
 std::vector<templates::Kernel> kernels_at(const DynamicPlan& plan, const ir::Bindings& values,
                                           const templates::CodegenOptions& codegen);
 
-// A DynamicPlan with its dynamic kernels loaded, as a Runtime keeps it.
+// A DynamicPlan and the dynamic kernels loaded so far, as a Runtime keeps it. A kernel is
+// loaded at the first size that launches it: a register path serves one range of row
+// lengths, so a program that runs at a few sizes obtains (compiles, or reads from the kernel
+// cache) the few paths those sizes take, not every path of the region (`fusejit warm`
+// compiles them all: kernels_at). The scores softmax of test/traces/dynamic has 20 kernels; a
+// size launches one.
 struct DynamicExecutable {
+  explicit DynamicExecutable(DynamicPlan p);
+
   DynamicPlan plan;
-  std::vector<std::shared_ptr<LoadedKernel>> kernels;  // per region; null where not dynamic
-  std::vector<std::shared_ptr<LoadedKernel>> aligned;  // per region; null where no variant
-  std::vector<std::vector<std::shared_ptr<LoadedKernel>>> paths;  // per region, as plan.paths
+  // Per region, as plan.kernels, plan.aligned and plan.paths: the loaded kernel, null until a
+  // size launches it (or where the plan has no such kernel).
+  std::vector<std::shared_ptr<LoadedKernel>> kernels;
+  std::vector<std::shared_ptr<LoadedKernel>> aligned;
+  std::vector<std::vector<std::shared_ptr<LoadedKernel>>> paths;
 };
 
-// Loads the plan's dynamic kernels (the missing ones obtained on up to `threads` threads).
-DynamicExecutable load_dynamic(DynamicPlan plan, const KernelLoader& loader, int threads);
 // The executable at `values`: the plan instantiated, dynamic regions launching their kernel with
-// their outer extent, the others' static kernels loaded through `loader`.
-Executable instantiate_executable(const DynamicExecutable& dyn, const ir::Bindings& values,
+// their outer extent, the others' static kernels loaded through `loader`. The dynamic kernels
+// these sizes launch that no size before them did are obtained first, on up to
+// options.compile_threads threads, and kept in `dyn`; one that fails throws its error and is
+// tried again at the next instantiation. Calls on one DynamicExecutable must be serialized (a
+// Context's evals are, by its lock).
+Executable instantiate_executable(DynamicExecutable& dyn, const ir::Bindings& values,
                                   const KernelLoader& loader, const BuildOptions& options);
 
 }  // namespace fusejit::jit

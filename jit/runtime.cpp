@@ -167,9 +167,8 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
   const BuildOptions build = build_options_here(false);  // dynamic plans fuse no attention
   DynamicEntry* entry = dynamic_.get(match.trace.get());
   if (!entry) {
-    auto dyn = std::make_shared<const DynamicExecutable>(load_dynamic(
-        plan_dynamic(*match.trace, plan_options(options_), build.codegen), loader(),
-        build.compile_threads));
+    auto dyn = std::make_shared<DynamicExecutable>(
+        plan_dynamic(*match.trace, plan_options(options_), build.codegen));
     ++stats_.plans_built;
     entry = &dynamic_.insert(match.trace.get(), DynamicEntry{match.trace, std::move(dyn)});
   }

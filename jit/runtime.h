@@ -107,7 +107,7 @@ class Runtime {
   // Dynamic plans by symbolic trace (the key is kept alive by the entry), as many as the memo.
   struct DynamicEntry {
     std::shared_ptr<const ir::SymbolicGraph> trace;
-    std::shared_ptr<const DynamicExecutable> executable;
+    std::shared_ptr<DynamicExecutable> executable;  // its kernels loaded as sizes need them
   };
   cache::LruMap<const ir::SymbolicGraph*, DynamicEntry> dynamic_;
   RunScratch scratch_;  // run's bookkeeping vectors, reused (the Context serializes runs)

@@ -53,7 +53,10 @@ std::string dynamic_text(const ir::SymbolicGraph& trace, const jit::DynamicPlan&
       what += " (" + dp.reasons[i] + ")";
     }
     std::string shape;
-    for (int64_t d : r.shape) shape += (shape.empty() ? "" : "x") + ir::dim_str(d, trace.symbols);
+    for (int64_t d : r.shape) {
+      if (!shape.empty()) shape += 'x';
+      shape += ir::dim_str(d, trace.symbols);
+    }
     out += fmt::format("  region {} ({}): {} over {}\n", i, fusion::region_kind_name(r.kind), what,
                        shape);
   }

@@ -1,6 +1,7 @@
 // Dynamic dims at run time: one symbolic trace, one plan and one kernel per region across batch
 // sizes (CPU: DynamicDims, plan_dynamic, NVRTC), and evals at sizes never seen ([gpu]).
 #include <cmath>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -312,8 +313,38 @@ TEST_CASE("a dynamic row length gets a variant for sizes that are multiples of 8
   CHECK(jit::dynamic_kernel_at(plan, 0, {1, 4097}) == &paths[16]);
   CHECK(jit::dynamic_kernel_at(plan, 0, {1, 12001}) == &paths[17]);
   // (Rows longer than 16,384 would be 2^30 elements in all: past the kernels' outer extent.)
-  // All are loaded, and offline warming compiles all.
+  // Offline warming compiles all of them.
   CHECK(jit::kernels_at(plan, {3, 1000}, sm90()).size() == 20);
+  // A run loads each at the first size that launches it, and only that one: a size whose path
+  // an earlier size loaded obtains nothing.
+  std::mutex mutex;
+  std::vector<std::string> obtained;
+  const jit::KernelLoader loader{
+      [](const templates::Kernel&) { return std::shared_ptr<jit::LoadedKernel>(); },
+      [&](const templates::Kernel& k) {
+        const std::lock_guard lock(mutex);
+        obtained.push_back(k.name);
+        return jit::ObtainedKernel{};
+      },
+      [](const templates::Kernel& k, const jit::ObtainedKernel&) {
+        auto loaded = std::make_shared<jit::LoadedKernel>();
+        loaded->kernel = k;
+        return loaded;
+      }};
+  jit::DynamicExecutable dyn(plan);
+  const auto launch = [&](const ir::Bindings& values) {
+    const jit::Executable exe = jit::instantiate_executable(dyn, values, loader, {});
+    REQUIRE(exe.steps.size() == 1);
+    REQUIRE(exe.steps[0].kernel);
+    CHECK(exe.steps[0].row_length == values[1]);  // a path's grid follows its rows
+    return exe.steps[0].kernel->kernel.name;
+  };
+  CHECK(launch({4, 512}) == paths[2].name);
+  CHECK(launch({4, 520}) == paths[3].name);
+  CHECK(launch({7, 1000}) == paths[3].name);
+  CHECK(launch({33, 127}) == paths[10].name);
+  CHECK(launch({2, 512}) == paths[2].name);
+  CHECK(obtained == std::vector<std::string>{paths[2].name, paths[3].name, paths[10].name});
   for (const templates::Kernel& k : paths) CHECK_FALSE(jit::compile(k, "sm_90").cubin.empty());
   CHECK_FALSE(jit::compile(any, "sm_90").cubin.empty());
   CHECK_FALSE(jit::compile(aligned, "sm_90").cubin.empty());
