@@ -385,7 +385,8 @@ int64_t outer_extent(const DynamicPlan& plan, size_t region, const ir::Bindings&
 namespace {
 
 // Whether the dynamic kernel `k` of region `region` serves `values`: its outer extent, its
-// 32-bit index range, the range of its fast divisions, and its alignment.
+// 32-bit index range, the range of its fast divisions, its alignment, and for a register
+// path, its row lengths.
 bool serves(const templates::Kernel& k, const DynamicPlan& plan, size_t region,
             const ir::Bindings& values) {
   if (outer_extent(plan, region, values) > k.max_outer) return false;
@@ -399,7 +400,9 @@ bool serves(const templates::Kernel& k, const DynamicPlan& plan, size_t region,
   for (size_t s = 0; s < k.alignment.size(); ++s) {
     if (values.at(s) % k.alignment[s] != 0) return false;
   }
-  return k.max_row_length == 0 || k.row_length.value(values) <= k.max_row_length;
+  if (k.max_row_length == 0) return true;
+  const int64_t length = k.row_length.value(values);
+  return length >= k.min_row_length && length <= k.max_row_length;
 }
 
 }  // namespace

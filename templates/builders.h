@@ -31,6 +31,7 @@ struct KernelBody {
   // changes with the symbols) and the most elements the path holds; 0: no bound.
   int64_t row_length = 0;
   int64_t max_row_length = 0;
+  int64_t min_row_length = 0;  // the shortest row it takes (Kernel::min_row_length)
   // A register path whose grid follows the elements: the rows each block takes
   // (Kernel::rows_per_block); 0: not such a path.
   int64_t rows_per_block = 0;

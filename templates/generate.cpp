@@ -409,6 +409,7 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
     }
     k.row_length = *length;
     k.max_row_length = at_a.max_row_length;
+    k.min_row_length = at_a.min_row_length;
     k.rows_per_block = at_a.rows_per_block;
   }
   return k;

@@ -94,9 +94,13 @@ struct Kernel {
   // DynamicSizes::alignment) serves only sizes where it still is. Empty: every size.
   std::vector<int64_t> alignment;
   // A register path of a row kernel (DynamicSizes::row_path) serves only sizes at which
-  // row_length (a runtime extent: the row's length) is at most max_row_length; 0: no bound.
+  // row_length (a runtime extent: the row's length) is at most max_row_length (0: no bound)
+  // and at least min_row_length: one element more than the path before it holds. The
+  // vectors every such row fills are neither predicated nor clamped, so a shorter row must not
+  // launch it.
   ir::DimTerms row_length;
   int64_t max_row_length = 0;
+  int64_t min_row_length = 0;
   // > 0: a register path whose items are elements. Given the row length at launch, its grid is
   // a block per rows_per_block rows, as a static kernel's is, instead of per items_per_block
   // elements (sized for the shortest row the path takes: at twice that length, half its

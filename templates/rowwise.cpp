@@ -863,8 +863,9 @@ KernelBody build_register_path(const RegionInfo& info, const RowConfig& looped) 
     RowConfig at = cfg;
     at.chunks = chunks;
     at.piece = chunks * step;
-    // A copy after the first sees only rows the copies before it do not hold.
-    at.full_chunks = chunks > fewest ? chunks - 1 : 0;
+    // A copy after the first sees only rows the copies before it do not hold; the first, rows
+    // of at least `shortest` (jit::dynamic_kernel_at launches no shorter row on this path).
+    at.full_chunks = chunks > fewest ? chunks - 1 : std::min(chunks - 1, shortest / step);
     at.shortest = shortest;
     RowwiseBuilder builder(info, plain, at, cacheable, entries);
     KernelBody body = builder.build();
@@ -876,6 +877,7 @@ KernelBody build_register_path(const RegionInfo& info, const RowConfig& looped) 
   KernelBody kb = row_loop(cfg.chunks);
   kb.row_length = plain.length;
   kb.max_row_length = cfg.piece;
+  kb.min_row_length = shortest;
   if (fewest == cfg.chunks) return kb;
   kir::Block chain;
   chain.comment("vectors per thread: the fewest of {} to {} that hold the row", fewest,

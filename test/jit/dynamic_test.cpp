@@ -256,6 +256,8 @@ TEST_CASE("a dynamic row length gets a variant for sizes that are multiples of 8
     INFO("path " << i);
     const bool vectors = i < 9;
     CHECK(paths[i].max_row_length == bounds[i]);
+    // From one element more than the path before it, of its own variant, holds.
+    CHECK(paths[i].min_row_length == (i == 0 || i == 9 ? 1 : bounds[i - 1] + 1));
     CHECK(paths[i].max_outer == (vectors ? aligned.max_outer : any.max_outer));
     CHECK(paths[i].alignment == (vectors ? aligned.alignment : any.alignment));
     CHECK(paths[i].row_length.exponents == std::vector<int>{0, 1});  // S

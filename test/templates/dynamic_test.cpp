@@ -534,6 +534,7 @@ TEST_CASE("register paths compute what their passes share once, at the residency
   const std::regex counts(R"(the fewest of (\d+) to (\d+) that hold the row)");
   int paths = 0;
   int chosen = 0;  // paths whose vectors per thread are chosen at launch
+  int whole_first = 0;  // those whose first copy has whole vectors
   for (int path = 1;; ++path) {
     const Outcome o = dynamic_at(kScores, {5, 8 * 131}, {3, 8 * 67}, {}, path, {1, 8});
     if (!o.kernel) break;
@@ -556,6 +557,14 @@ TEST_CASE("register paths compute what their passes share once, at the residency
       // A copy after the first takes rows longer than the one before it holds: its vectors but
       // the last are whole, unpredicated and unclamped.
       CHECK(has(text, fmt::format("c < {} ||", chunks - 1)));
+      // The first copy's rows are at least the path's shortest, so the vectors those fill are
+      // whole there too (at S=520, 2 of the 3 vectors of 8 on 32 threads).
+      const int64_t step = std::stoll(m[1]) * v;
+      const int64_t whole = std::min(fewest - 1, k.min_row_length / step);
+      if (whole > 0) {
+        ++whole_first;
+        CHECK(has(text, fmt::format("c < {} ||", whole)));
+      }
     }
     const jit::CompiledKernel c =
         jit::compile(k, "sm_90", {.ptx = true, .extra = {"--ptxas-options=-v"}});
@@ -570,6 +579,7 @@ TEST_CASE("register paths compute what their passes share once, at the residency
   // All but the narrow paths of one vector per thread and the blocks of 512 (3 vectors, past
   // paths of 4 on 256 threads: 3 is its fewest).
   CHECK(chosen == 6);
+  CHECK(whole_first >= 1);
 }
 
 TEST_CASE("a register path of few values asks for the residency of 32 registers, then 40",
