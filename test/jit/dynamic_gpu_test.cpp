@@ -35,7 +35,7 @@ std::shared_ptr<jit::LoadedKernel> load(jit::Runtime& rt, const templates::Kerne
 
 // The region's dynamic kernel between sizes a and b, run at every size of `sizes` (each with
 // outer extent at most a's) against the reference. With `row_path` k >= 1 (and symbols
-// aligned to `alignment`), its k-th register path instead, at the sizes whose row it holds;
+// aligned to `alignment`), its k-th register path instead, at the sizes whose row it takes;
 // false when the region has no such path.
 bool require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>& a,
                            const std::vector<int64_t>& b,
@@ -62,7 +62,12 @@ bool require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>
   const auto loaded = load(rt, *k);
   int ran = 0;
   for (const std::vector<int64_t>& size : sizes) {
-    if (k->max_row_length > 0 && k->row_length.value(size) > k->max_row_length) continue;
+    // A path runs only at the row lengths a plan launches it for (jit::dynamic_kernel_at):
+    // those past the path before it, whose first vectors it reads unguarded.
+    if (k->max_row_length > 0 && (k->row_length.value(size) > k->max_row_length ||
+                                  k->row_length.value(size) < k->min_row_length)) {
+      continue;
+    }
     bool aligned = true;
     for (size_t s = 0; s < alignment.size(); ++s) aligned = aligned && size[s] % alignment[s] == 0;
     if (!aligned) continue;
