@@ -485,29 +485,30 @@ std::shared_ptr<LoadedKernel>& slot_of(DynamicExecutable& dyn, size_t region,
 
 Executable instantiate_executable(DynamicExecutable& dyn, const ir::Bindings& values,
                                   const KernelLoader& loader, const BuildOptions& options) {
-  // Which dynamic kernel each region launches, and those not loaded yet, in one load.
+  // Which dynamic kernel each region launches and its slot; those not loaded yet, in one load.
   const size_t regions = dyn.plan.plan.regions.size();
   std::vector<const templates::Kernel*> launched(regions, nullptr);
+  std::vector<std::shared_ptr<LoadedKernel>*> slots(regions, nullptr);
   std::vector<templates::Kernel> missing;
-  std::vector<std::shared_ptr<LoadedKernel>*> slots;
+  std::vector<std::shared_ptr<LoadedKernel>*> missing_slots;
   for (size_t i = 0; i < regions; ++i) {
     launched[i] = dynamic_kernel_at(dyn.plan, i, values);
     if (launched[i] == nullptr) continue;
-    std::shared_ptr<LoadedKernel>& slot = slot_of(dyn, i, launched[i]);
-    if (slot) continue;
+    slots[i] = &slot_of(dyn, i, launched[i]);
+    if (*slots[i]) continue;
     missing.push_back(*launched[i]);
-    slots.push_back(&slot);
+    missing_slots.push_back(slots[i]);
   }
   if (!missing.empty()) {
     std::vector<std::shared_ptr<LoadedKernel>> loaded =
         load_kernels(missing, loader, options.compile_threads);
-    for (size_t j = 0; j < slots.size(); ++j) *slots[j] = std::move(loaded[j]);
+    for (size_t j = 0; j < missing_slots.size(); ++j) *missing_slots[j] = std::move(loaded[j]);
   }
   return build_executable(fusion::instantiate_plan(dyn.plan.plan, dyn.plan.symbols, values),
                           loader, options, [&](size_t region, Step& step) {
                             const templates::Kernel* k = launched[region];
                             if (k == nullptr) return false;
-                            step.kernel = slot_of(dyn, region, k);
+                            step.kernel = *slots[region];
                             step.outer = outer_extent(dyn.plan, region, values);
                             if (k->max_row_length > 0) {
                               step.row_length = k->row_length.value(values);

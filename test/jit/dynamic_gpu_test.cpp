@@ -64,8 +64,8 @@ bool require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>
   for (const std::vector<int64_t>& size : sizes) {
     // A path runs only at the row lengths a plan launches it for (jit::dynamic_kernel_at):
     // those past the path before it, whose first vectors it reads unguarded.
-    if (k->max_row_length > 0 && (k->row_length.value(size) > k->max_row_length ||
-                                  k->row_length.value(size) < k->min_row_length)) {
+    const int64_t length = k->max_row_length > 0 ? k->row_length.value(size) : 0;
+    if (k->max_row_length > 0 && (length > k->max_row_length || length < k->min_row_length)) {
       continue;
     }
     bool aligned = true;
@@ -80,7 +80,7 @@ bool require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>
     step.region = &exe.plan.regions.front();
     step.kernel = loaded;
     step.outer = outer_extent(size);
-    if (k->max_row_length > 0) step.row_length = k->row_length.value(size);  // as a plan launches
+    step.row_length = length;  // as a plan launches (0: not a register path)
     step.runtime_extents = jit::runtime_arguments(*k, size);
     exe.steps.push_back(step);
     const Graph& g = exe.plan.graph;
