@@ -19,6 +19,7 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/ostream_sink.h>
 
+#include "fusejit_test_paths.h"
 #include "cache/disk_store.h"
 #include "support/catch.h"
 #include "templates/kernel.h"

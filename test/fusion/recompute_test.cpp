@@ -4,6 +4,7 @@
 // (workloads.h: check_plan, check_plan_computes).
 #include <string>
 
+#include "fusejit_test_paths.h"
 #include "fusion/partition.h"
 #include "fusion/pipeline.h"
 #include "fusion/recompute.h"

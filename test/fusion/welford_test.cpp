@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "fusejit_test_paths.h"
 #include "fusion/plan_print.h"
 #include "fusion/welford.h"
 #include "ir/text.h"

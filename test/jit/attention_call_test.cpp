@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "fusejit_test_paths.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"
 #include "jit/attention_call.h"

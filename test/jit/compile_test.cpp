@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "fusejit_test_paths.h"
 #include "fusejit/fusejit.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "fusejit_test_paths.h"
 #include "ir/host_tensor.h"
 #include "templates/attention.h"
 #include "test/templates/emulate/host_build.h"

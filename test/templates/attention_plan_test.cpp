@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "fusejit_test_paths.h"
 #include "fusion/pipeline.h"
 #include "ir/interp.h"
 #include "ir/text.h"

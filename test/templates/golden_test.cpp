@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "fusejit_test_paths.h"
 #include "templates/attention.h"
 #include "test/templates/support.h"
 

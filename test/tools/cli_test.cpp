@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fusejit_test_paths.h"
 #include "support/catch.h"
 
 namespace {

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "fusejit_test_paths.h"
 #include "templates/kernel.h"
 
 namespace fusejit::test {
