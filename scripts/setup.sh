@@ -133,10 +133,40 @@ fusejit_install_packages() {
       exit 1
     fi
   fi
+  fusejit_optional_tools
   if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
     echo "fusejit: the CUDA Toolkit (12.x or 13.x, with NVRTC and cuBLASLt) is required;" >&2
     echo "  install it from NVIDIA's packages so that /usr/local/cuda exists" >&2
     exit 1
+  fi
+}
+
+# Optional tools, installed when missing and possible (root, apt-get), else gone without:
+#   ccache      every build of scripts/demo, scripts/test and the sanitizer and fuzz builds
+#               they start compiles through it (FUSEJIT_CCACHE=0 turns it off). The compile
+#               commands are rewritten relative to the checkout (CCACHE_BASEDIR) and the
+#               working directory is left out of the key (CCACHE_NOHASHDIR; only the sanitizer
+#               builds carry debug info, whose paths may then name an earlier checkout), so that
+#               a fresh clone in another folder, as CI makes, reuses the objects of the last
+#               build of the same sources. The cache lives where ccache keeps it by default,
+#               outside the clone; without it, or cold, the build is the same, only slower.
+#               CMAKE_CXX_COMPILER_LAUNCHER in the environment is what CMake reads when it
+#               configures a new build directory.
+#   pkg-config  the package test builds a consumer through fusejit.pc too.
+fusejit_optional_tools() {
+  local missing=() tool
+  for tool in ccache pkg-config; do
+    command -v "$tool" >/dev/null || missing+=("$tool")
+  done
+  if [ ${#missing[@]} -gt 0 ] && [ -z "${FUSEJIT_SETUP_DRY_RUN:-}" ] &&
+     [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    echo "fusejit: installing ${missing[*]} (optional)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; } ||
+      echo "fusejit: ${missing[*]} could not be installed; going on without" >&2
+  fi
+  if [ "${FUSEJIT_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
+    export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
+    export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
   fi
 }
 
