@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "fusejit/dtype.h"
+#include "fusejit/export.h"
 #include "fusejit/options.h"
 #include "fusejit/tensor.h"
 
@@ -30,6 +31,7 @@
 struct CUstream_st;
 struct CUevent_st;
 
+FUSEJIT_PUBLIC_BEGIN
 namespace fusejit {
 
 namespace detail {
@@ -184,3 +186,4 @@ class Context {
 };
 
 }  // namespace fusejit
+FUSEJIT_PUBLIC_END

@@ -8,11 +8,18 @@
 //   DLManagedTensor* out = fusejit::relu(x).to_dlpack(); // hand it to the consumer
 #pragma once
 
+#if defined(__has_include)
+#if !__has_include(<dlpack/dlpack.h>)
+#error "fusejit/dlpack.h needs DLPack's header <dlpack/dlpack.h>: install it (Debian/Ubuntu: libdlpack-dev) where find_package(fusejit) or your include path finds it"
+#endif
+#endif
 #include <dlpack/dlpack.h>
 
 #include "fusejit/context.h"
+#include "fusejit/export.h"
 #include "fusejit/tensor.h"
 
+FUSEJIT_PUBLIC_BEGIN
 namespace fusejit {
 
 // A tensor reading `managed`'s memory in place, as Context::wrap does (permuted and sliced
@@ -28,3 +35,4 @@ Tensor from_dlpack(Context& ctx, DLManagedTensor* managed);
 inline DLManagedTensor* to_dlpack(const Tensor& tensor) { return tensor.to_dlpack(); }
 
 }  // namespace fusejit
+FUSEJIT_PUBLIC_END

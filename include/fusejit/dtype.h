@@ -5,6 +5,9 @@
 #include <string_view>
 #include <vector>
 
+#include "fusejit/export.h"
+
+FUSEJIT_PUBLIC_BEGIN
 namespace fusejit {
 
 // Storage types. Arithmetic on f16/bf16 is done in f32 and rounded when stored.
@@ -34,3 +37,4 @@ constexpr bool is_integral(DType dtype) {  // i32, i64 (not bool)
 }
 
 }  // namespace fusejit
+FUSEJIT_PUBLIC_END

@@ -21,6 +21,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "fusejit/export.h"
+
+FUSEJIT_PUBLIC_BEGIN
 namespace fusejit {
 
 class Error : public std::runtime_error {
@@ -74,3 +77,4 @@ class InternalError : public std::logic_error {
 };
 
 }  // namespace fusejit
+FUSEJIT_PUBLIC_END

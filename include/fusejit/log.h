@@ -12,8 +12,10 @@
 #include <functional>
 #include <string_view>
 
+#include "fusejit/export.h"
 #include "fusejit/options.h"
 
+FUSEJIT_PUBLIC_BEGIN
 namespace fusejit {
 
 using LogCallback = std::function<void(LogLevel level, std::string_view message)>;
@@ -21,3 +23,4 @@ using LogCallback = std::function<void(LogLevel level, std::string_view message)
 void set_log_callback(LogCallback callback);
 
 }  // namespace fusejit
+FUSEJIT_PUBLIC_END

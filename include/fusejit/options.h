@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "fusejit/export.h"
+
+FUSEJIT_PUBLIC_BEGIN
 namespace fusejit {
 
 enum class LogLevel { off, error, warn, info, debug, trace };
@@ -96,3 +99,4 @@ struct Options {
 };
 
 }  // namespace fusejit
+FUSEJIT_PUBLIC_END

@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "fusejit/context.h"
+#include "fusejit/export.h"
 #include "fusejit/tensor.h"
 
+FUSEJIT_PUBLIC_BEGIN
 namespace fusejit {
 
 // The fusion plan of the trace that computes `outputs`, under their Context's options (a
@@ -72,3 +74,4 @@ ReferenceCheck check_against_reference(const std::vector<Tensor>& outputs,
                                        int64_t sample_rows = 16);
 
 }  // namespace fusejit
+FUSEJIT_PUBLIC_END

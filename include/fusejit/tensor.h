@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "fusejit/dtype.h"
+#include "fusejit/export.h"
 
 struct DLManagedTensor;  // <dlpack/dlpack.h>: needed only by a program that calls to_dlpack
 
+FUSEJIT_PUBLIC_BEGIN
 namespace fusejit {
 
 class Context;
@@ -203,3 +205,4 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
 Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset = 0);
 
 }  // namespace fusejit
+FUSEJIT_PUBLIC_END

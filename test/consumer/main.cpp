@@ -1,12 +1,14 @@
-// Built against the installed package: proves the public headers and fusejit::fusejit suffice
-// (the embedding API included: it needs no CUDA header).
+// Built against the installed package, as C++17, through find_package(fusejit) and through
+// pkg-config: proves the public headers and libfusejit.so suffice (the embedding API included:
+// it needs no CUDA header).
 #include <cstdio>
 
 #include <fusejit/fusejit.h>
 
 int main() {
-  fusejit::Context ctx(fusejit::Options::parse({{"FUSEJIT_LOG", "error"}}),
-                       fusejit::Placement{.device = 0});
+  fusejit::Placement placement;  // C++17: no designated initializers
+  placement.device = 0;
+  fusejit::Context ctx(fusejit::Options::parse({{"FUSEJIT_LOG", "error"}}), placement);
   auto x = ctx.from_vector(std::vector<double>{-1, 2, -3, 4}, {2, 2});
   auto y = fusejit::relu(x) * 2.0;
   const std::vector<double> out = y.to_host();
