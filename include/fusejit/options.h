@@ -18,12 +18,12 @@ enum class CacheMode { on, memory, off };
 //          do; no approximate math.
 enum class Rounding { store, node };
 
-// How attention written from primitives runs (FUSEJIT_ATTENTION; README "Fused attention").
+// How attention written from primitives runs (FUSEJIT_ATTENTION; docs/fused-attention.md).
 enum class AttentionMode {
   off,     // GEMM, normalization, GEMM, as planned without fusing attention
   kernel,  // one generated flash-attention kernel, never cuDNN
   // cuDNN's fused attention where cuDNN loads, takes the problem and plans; else the generated
-  // kernel. The default: on an H200 it runs issue 10's shapes 2.0-2.7x faster than the
+  // kernel. The default: on an H200 it runs the benchmark shapes 2.0-2.7x faster than the
   // kernel (bench/RESULTS.md "Fused attention").
   cudnn,
 };
