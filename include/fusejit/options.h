@@ -65,7 +65,7 @@ struct Options {
     bool graphs = false;     // no CUDA graph replay: every kernel launched one by one
   } disable;
   // A cached plan of at least this many kernel launches (and nothing else: no GEMMs) replays
-  // as one CUDA graph; see README "Launch overhead". Not an env var: for benchmarks and tests.
+  // as one CUDA graph; see docs/api.md "Launch overhead". Not an env var: for benchmarks, tests.
   // 2: on an H200 a graph already pays for two launches (bench/RESULTS.md "Host overhead").
   int graph_min_launches = 2;
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
@@ -78,7 +78,7 @@ struct Options {
   std::string cudnn_path;
   // FUSEJIT_NVRTC_OPTIONS: more NVRTC options, separated by spaces, passed after fusejit's own
   // and part of every kernel's cache key, e.g. "--Ofast-compile=mid" (22% faster compiles and
-  // 1.8-5.8x slower kernels on an H200: README "Compile latency"). Options that fusejit sets
+  // 1.8-5.8x slower kernels on an H200: docs/api.md "Compile latency"). Options fusejit sets
   // itself or that change results (the arch, the language standard, fast math, denormals,
   // precise division and square root, contraction, include paths) are refused.
   std::vector<std::string> nvrtc_options;
