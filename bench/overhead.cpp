@@ -1,5 +1,5 @@
 // fusejit_bench --overhead: the host time fusejit adds around tiny kernels, where launch
-// overhead is all there is (issue 9's targets: recording <= 100 ns per op, a cached 10-op eval
+// overhead is all there is (the targets: recording <= 100 ns per op, a cached 10-op eval
 // <= 5 us). Figures are medians of wall-clock time on the calling thread; the GPU work is waited
 // for between iterations, untimed, so that only what the host spends in the call is counted:
 //   record      recording a 10-op elementwise chain on 1,024 floats, per op

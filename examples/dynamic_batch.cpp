@@ -1,6 +1,6 @@
 // Dynamic shapes: a server-like loop that evaluates the same program (an RMS norm with a
 // residual, then a SiLU gate) at a new batch size on every request, and shows that one plan and
-// one kernel serve them all (README "Dynamic shapes").
+// one kernel serve them all (docs/dynamic-shapes.md).
 //
 //   dynamic_batch                   batch sizes 1..60 (automatic: the batch dim becomes dynamic
 //                                   once it is seen taking a second value)

@@ -220,7 +220,7 @@ double run_into_buffer(fj::Context& ctx, const Config& c, fj::Tensor out) {
 }
 
 // The small block on the GPU against the CPU reference (outputs poisoned first). In f32 the
-// whole block must meet DESIGN.md's f32 bound; in bf16 every one of its 16 regions rounds what
+// whole block must meet fusejit's f32 bound; in bf16 every one of its 16 regions rounds what
 // it stores, so the error of the block is printed for information (one region's bound is 1e-2).
 bool check_small(fj::Context& ctx) {
   bool ok = true;

@@ -1,4 +1,4 @@
-// fusion/attention: finds attention written from primitives (issue 10).
+// fusion/attention: finds attention written from primitives.
 //
 //   out = matmul(softmax(modify(matmul(q, transpose(k)))), v)
 //
@@ -10,8 +10,8 @@
 // on q or on k instead of the scores; k and v may reach the matmuls through views (a GQA head
 // broadcast through reshape and expand).
 //
-// The matcher only reads the graph: it names the pattern's parts so that a fused kernel (the
-// next step of issue 10; docs/attention/research.md) can take the whole region, and says why a
+// The matcher only reads the graph: it names the pattern's parts so that a fused kernel
+// (docs/attention/research.md) can take the whole region, and says why a
 // candidate is not attention when it is not. A pattern whose intermediates (the scores, the
 // probabilities) are read outside it, or are outputs, is refused: they would have to be
 // written anyway.

@@ -1,5 +1,5 @@
 // fusion/partition: cuts an optimized graph into regions (Graph -> Plan), following the
-// playbook in DESIGN.md, and records why each producer/consumer pair was fused or cut.
+// playbook in docs/design.md, and records why each producer/consumer pair was fused or cut.
 #pragma once
 
 #include <cstdint>

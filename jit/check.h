@@ -1,4 +1,4 @@
-// jit/check: comparing GPU results with the CPU reference, as DESIGN.md's correctness section
+// jit/check: comparing GPU results with the CPU reference, as docs/design.md's correctness section
 // says: ||out - ref|| / ||ref|| on fresh random inputs, with a bound per dtype; NaN never
 // passes. Used by `fusejit run --check` and the GPU tests.
 #pragma once

@@ -357,7 +357,7 @@ Context::Context(Options options, Placement placement)
     static std::atomic<bool> announced{false};
     if (!announced.exchange(true)) {
       impl_->log->warn("no GPU ({}): eval runs the CPU reference interpreter (slow; results as "
-                       "the GPU would give them within DESIGN.md's bounds)",
+                       "the GPU would give them within fusejit's error bounds)",
                        why);
     } else {
       impl_->log->info("no GPU ({}): eval runs the CPU reference", why);

@@ -1,4 +1,4 @@
-// jit/dynamic: dynamic dims at run time (DESIGN.md "Kernels worth generating").
+// jit/dynamic: dynamic dims at run time (docs/dynamic-shapes.md).
 //
 // A program evaluated at a new batch size records a new trace. DynamicDims finds the symbolic
 // trace (ir/symbolic.h) it is an instance of: one found before, or one made now, when the user

@@ -1,7 +1,7 @@
 // Context: owns the options, the current trace, the device, stream, memory pool and caches.
 // Tensors belong to one Context and must not outlive it; a program may create several.
 //
-// Embedding (README "Embedding in a GPU program"): a Context runs on a chosen GPU and on the
+// Embedding (docs/api.md, docs/embedding.md): a Context runs on a chosen GPU and on the
 // caller's stream (Placement), reads the caller's memory in place (wrap) and writes results into
 // it (eval_into, Tensor::data_ptr); fusejit/dlpack.h exchanges tensors with DLPack. "The
 // Context's memory" is device memory of its GPU when has_gpu(), host memory on the CPU path,
@@ -91,7 +91,7 @@ class Context {
   Tensor wrap(const void* data, Shape shape, DType dtype, std::vector<int64_t> strides = {},
               std::function<void()> release = {});
 
-  // Dynamic dims (README "Dynamic shapes"): marks axis `axis` of `input`, a tensor holding data
+  // Dynamic dims (docs/dynamic-shapes.md): marks axis `axis` of `input`, a tensor holding data
   // (from_vector, from_host, wrap, a result already evaluated), as one whose extent changes
   // between evals: the batch size, the sequence length. Traces that read it are planned once
   // and their kernels take that extent as a runtime argument, so a new size costs no planning
@@ -171,7 +171,7 @@ class Context {
     // eval_into results copied into their destination instead of written there by the kernel
     // or GEMM that computed them (Tensor::eval_into says when; on the CPU path, every one).
     int64_t outputs_copied = 0;
-    // evals whose kernels were replayed as one CUDA graph (README, "Launch overhead")
+    // evals whose kernels were replayed as one CUDA graph (docs/api.md, "Launch overhead")
     int64_t graph_launches = 0;
   };
   Stats stats() const;

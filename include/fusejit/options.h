@@ -21,12 +21,12 @@ enum class CacheMode { on, memory, off };
 //          do; no approximate math.
 enum class Rounding { store, node };
 
-// How attention written from primitives runs (FUSEJIT_ATTENTION; README "Fused attention").
+// How attention written from primitives runs (FUSEJIT_ATTENTION; docs/fused-attention.md).
 enum class AttentionMode {
   off,     // GEMM, normalization, GEMM, as planned without fusing attention
   kernel,  // one generated flash-attention kernel, never cuDNN
   // cuDNN's fused attention where cuDNN loads, takes the problem and plans; else the generated
-  // kernel. The default: on an H200 it runs issue 10's shapes 2.0-2.7x faster than the
+  // kernel. The default: on an H200 it runs the benchmark shapes 2.0-2.7x faster than the
   // kernel (bench/RESULTS.md "Fused attention").
   cudnn,
 };
@@ -68,7 +68,7 @@ struct Options {
     bool graphs = false;     // no CUDA graph replay: every kernel launched one by one
   } disable;
   // A cached plan of at least this many kernel launches (and nothing else: no GEMMs) replays
-  // as one CUDA graph; see README "Launch overhead". Not an env var: for benchmarks and tests.
+  // as one CUDA graph; see docs/api.md "Launch overhead". Not an env var: for benchmarks, tests.
   // 2: on an H200 a graph already pays for two launches (bench/RESULTS.md "Host overhead").
   int graph_min_launches = 2;
   std::string arch;                                   // FUSEJIT_ARCH, e.g. "sm_90" ("" = device's)
@@ -81,7 +81,7 @@ struct Options {
   std::string cudnn_path;
   // FUSEJIT_NVRTC_OPTIONS: more NVRTC options, separated by spaces, passed after fusejit's own
   // and part of every kernel's cache key, e.g. "--Ofast-compile=mid" (22% faster compiles and
-  // 1.8-5.8x slower kernels on an H200: README "Compile latency"). Options that fusejit sets
+  // 1.8-5.8x slower kernels on an H200: docs/api.md "Compile latency"). Options fusejit sets
   // itself or that change results (the arch, the language standard, fast math, denormals,
   // precise division and square root, contraction, include paths) are refused.
   std::vector<std::string> nvrtc_options;

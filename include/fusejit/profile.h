@@ -60,7 +60,7 @@ TraceTiming time_trace(const std::vector<Tensor>& outputs, int iters = 20, int w
 
 // The trace that computes `outputs`, run once more on the GPU with its outputs poisoned with NaN
 // first, and compared with the CPU reference interpreter on the same inputs by
-// ||out - ref|| / ||ref|| (DESIGN.md: 1e-5 for f32, 1e-2 through f16/bf16 storage; NaN never
+// ||out - ref|| / ||ref|| (docs/design.md: 1e-5 for f32, 1e-2 through f16/bf16 storage; NaN never
 // passes). A trace with a GEMM or more than 2^20 elements in a value is compared on
 // `sample_rows` indices of an axis it is separable along (rows of a row-wise trace), so that the
 // reference stays fast. Throws as time_trace does.

@@ -1,5 +1,5 @@
-// fusion/attention: the matcher of attention written from primitives, on the variants issue 10
-// lists (where the scale sits, the masks, softmax by hand or as the API records it, dtypes,
+// fusion/attention: the matcher of attention written from primitives, on the variants it
+// takes (where the scale sits, the masks, softmax by hand or as the API records it, dtypes,
 // grouped-query heads) and on look-alikes it must refuse.
 #include <cmath>
 #include <functional>

@@ -276,7 +276,7 @@ TEST_CASE("cudnn: attention on the GPU matches the CPU reference", "[jit][cudnn]
                             static_cast<const void*>(args.workspace)}) {
       cudaFree(const_cast<void*>(ptr));
     }
-    // Relative L2 error within the f16/bf16 bound of DESIGN.md's correctness rule.
+    // Relative L2 error within the f16/bf16 bound of fusejit's correctness rule (docs/design.md).
     const std::vector<double> want = reference(p, q, k, v, bias, scale);
     double diff = 0, norm = 0;
     for (size_t i = 0; i < want.size(); ++i) {

@@ -68,7 +68,7 @@ def main():
     failures = []
 
     def check(name, got, want, tol):
-        # ||got - want|| / ||want||, as DESIGN.md's correctness bounds; NaN never passes.
+        # ||got - want|| / ||want||, as fusejit's correctness bounds (docs/design.md); NaN never passes.
         err = ((got.float() - want.float()).norm() / want.float().norm()).item()
         ok = got.shape == want.shape and got.device == want.device and err <= tol
         print(f"dlpack_torch: {name}: {'pass' if ok else 'FAIL'} (relative error {err:.2e}, {got.device})")

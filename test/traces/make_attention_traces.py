@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the attention suite, test/traces/attention/<name>.trace: attention written from
-primitives (matmul(q, kᵀ), a scale, a mask, softmax, matmul with v) in the variants issue 10
-lists, at small odd sizes: the scale on the scores or folded into q, no mask, an additive mask
+primitives (matmul(q, kᵀ), a scale, a mask, softmax, matmul with v) in the variants the
+matcher takes, at small odd sizes: the scale on the scores or folded into q, no mask, an additive mask
 broadcast over batch and heads, a causal mask from an arange comparison, a boolean mask input;
 f16 and bf16; head dims 64 and 128; sequence lengths that are no multiple of a tile; k and v
 heads broadcast over q's (grouped-query, through reshape and expand); q, k and v read from
@@ -11,7 +11,7 @@ the kernel, with cuDNN and unfused, with --check, and CI plans each and compiles
 
   test/traces/make_attention_traces.py OUT_DIR      (writes OUT_DIR/*.trace, one name a line)
   test/traces/make_attention_traces.py --bench OUT_DIR
-      the shapes of issue 10, timed by scripts/attention-check (bench/attention/): bf16,
+      the benchmark shapes, timed by scripts/attention-check (bench/attention/): bf16,
       [8,16,4096,128] and [4,32,2048,64] causal and not, [8,16,2048,128], and grouped-query
       [8,32,2048,128] with 8 kv heads; named <mask>_<b>x<h>x<s>_d<d>[_kv<h>]_bf16, which
       bench/torch_attention.py reads to build the same problem in PyTorch.
@@ -120,7 +120,7 @@ def suite():
 
 
 def bench_suite():
-    """Yields (name, Trace, outputs) at the sizes of issue 10."""
+    """Yields (name, Trace, outputs) at the benchmark sizes."""
     for b, h, sq, d in ((8, 16, 4096, 128), (4, 32, 2048, 64)):
         for mask in ("none", "causal"):
             t, outs = attention("bf16", b, h, sq, sq, d, mask)
