@@ -6,12 +6,12 @@
 // default disk cache) or a child process (the CLI tests) writes lands there: two suites, or two
 // ctest entries of one suite, can run at once without sharing a path. The directory is removed
 // when the run ends; FUSEJIT_KEEP_TEST_SCRATCH=1 keeps it (its path is printed) for debugging.
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <system_error>
-#include <unistd.h>
 
 #if FUSEJIT_CATCH2_V3
 #include <catch2/catch_session.hpp>
@@ -35,24 +35,39 @@ std::string enter_scratch_directory() {
   // Traversable by others, as /tmp is: some tests drop root privileges in a child process and
   // must still reach the files they made here.
   std::error_code ec;
-  std::filesystem::permissions(pattern, std::filesystem::perms::owner_all |
-                                            std::filesystem::perms::group_read |
-                                            std::filesystem::perms::group_exec |
-                                            std::filesystem::perms::others_read |
-                                            std::filesystem::perms::others_exec, ec);
+  std::filesystem::permissions(
+      pattern,
+      std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+          std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+          std::filesystem::perms::others_exec,
+      ec);
   setenv("TMPDIR", pattern.c_str(), 1);
   setenv("XDG_CACHE_HOME", (pattern + "/xdg-cache").c_str(), 1);
   return pattern;
 }
 
+// The scripts' own variables (scripts/test's FUSEJIT_SKIP_ASAN, FUSEJIT_FUZZ_SECONDS, ...) are
+// not the library's: a Context warns about an unknown FUSEJIT_* name, and tests that count a
+// program's warnings would count those. The tests see the environment a user's program would.
+void drop_script_variables() {
+  static constexpr const char* kScriptVariables[] = {
+      "FUSEJIT_SKIP_TSAN",        "FUSEJIT_SKIP_ASAN",     "FUSEJIT_SKIP_FUZZ",
+      "FUSEJIT_FUZZ_SECONDS",     "FUSEJIT_FUZZ_CXX",      "FUSEJIT_FUZZ_BUILD_DIR",
+      "FUSEJIT_ASAN_BUILD_DIR",   "FUSEJIT_SETUP_DRY_RUN", "FUSEJIT_CCACHE",
+      "FUSEJIT_KEEP_TEST_SCRATCH"};
+  for (const char* name : kScriptVariables) unsetenv(name);
+}
+
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  const char* keep = std::getenv("FUSEJIT_KEEP_TEST_SCRATCH");
+  const bool keep_scratch = keep && std::string(keep) == "1";
+  drop_script_variables();
   const std::string scratch = enter_scratch_directory();
   const int rc = Catch::Session().run(argc, argv);
   if (!scratch.empty()) {
-    const char* keep = std::getenv("FUSEJIT_KEEP_TEST_SCRATCH");
-    if (keep && std::string(keep) == "1") {
+    if (keep_scratch) {
       std::fprintf(stderr, "fusejit tests: scratch kept in %s\n", scratch.c_str());
     } else {
       std::error_code ec;
