@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "ir/dtype.h"
 #include "ir/shape.h"
 
 namespace fusejit::fusion {
@@ -40,6 +43,98 @@ struct NotAttention {
 };
 
 [[noreturn]] void refuse(std::string why) { throw NotAttention{std::move(why)}; }
+
+// The largest n such that every integer 0..n is exact in `t`: the positions an arange of that
+// dtype (or a cast to it) holds without rounding.
+int64_t exact_integers(DType t) {
+  switch (t) {
+    case DType::f16:
+      return 2048;
+    case DType::bf16:
+      return 256;
+    case DType::f32:
+      return int64_t{1} << 24;
+    case DType::i32:
+      return std::numeric_limits<int32_t>::max();
+    case DType::i64:
+      return std::numeric_limits<int64_t>::max();
+    case DType::boolean:
+      return 1;
+  }
+  return 0;
+}
+
+// Positions 0, 1, ..., count - 1 along one of the last two axes of a value.
+struct Positions {
+  int64_t axis = 0;   // counted from the right: 1 the columns, 2 the rows; 0 when not positions
+  int64_t count = 0;  // the arange's length
+  // The dtype along the way (the arange's, each cast's) that holds the fewest exact integers,
+  // and the node that has it.
+  DType narrowest = DType::i64;
+  NodeId narrowest_node = -1;
+};
+
+// The positions `id` holds: a plain arange reached through casts, reshapes and expands, varying
+// along one axis of `id`.
+Positions positions(const Graph& g, NodeId id) {
+  Positions p;
+  auto note = [&](NodeId at) {
+    const DType t = g.node(at).dtype;
+    if (p.narrowest_node < 0 || exact_integers(t) < exact_integers(p.narrowest)) {
+      p.narrowest = t;
+      p.narrowest_node = at;
+    }
+  };
+  note(id);
+  while (g.node(id).op == Op::cast || g.node(id).op == Op::expand) {
+    id = g.node(id).inputs[0];
+    note(id);
+  }
+  const Shape& shape = g.node(id).shape;
+  int64_t axis = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (axis != 0) return {};  // varies along two axes
+    axis = static_cast<int64_t>(shape.size() - d);
+  }
+  if (axis == 0 || axis > 2) return {};
+  while (g.node(id).op == Op::cast || g.node(id).op == Op::reshape) {
+    id = g.node(id).inputs[0];
+    note(id);
+  }
+  if (g.node(id).op != Op::arange) return {};
+  p.axis = axis;
+  p.count = g.node(id).shape.at(0);
+  return p;
+}
+
+// Why the comparison `cond` of two positions does not compare the exact integers 0..n-1, or ""
+// (also when it is no comparison of positions). f16 holds the integers exactly up to 2048, bf16
+// up to 256: past that, positions round and neighbours tie, and col > row no longer holds
+// where the positions say it does.
+std::string inexact_positions(const Graph& g, NodeId cond) {
+  const Node& c = g.node(cond);
+  if (c.inputs.size() != 2) return "";
+  const Positions a = positions(g, c.inputs[0]), b = positions(g, c.inputs[1]);
+  if (a.axis == 0 || b.axis == 0) return "";
+  for (const Positions& p : {a, b}) {
+    if (p.count - 1 > exact_integers(p.narrowest)) {
+      return fmt::format("the positions are {} at %{}, exact only up to {}, and there are {} of "
+                         "them; make them i32 or i64 (or f32)",
+                         dtype_name(p.narrowest), p.narrowest_node, exact_integers(p.narrowest),
+                         p.count);
+    }
+  }
+  // Operands of different dtypes compare in their common one.
+  const DType common = ir::promote(g.node(c.inputs[0]).dtype, g.node(c.inputs[1]).dtype);
+  const int64_t largest = std::max(a.count, b.count) - 1;
+  if (largest > exact_integers(common)) {
+    return fmt::format("%{} compares the positions as {}, exact only up to {}, and there are {} "
+                       "of them; make them i32 or i64 (or f32)",
+                       cond, dtype_name(common), exact_integers(common), largest + 1);
+  }
+  return "";
+}
 
 class Matcher {
  public:
@@ -220,29 +315,14 @@ class Matcher {
     p.mask_scale = p.scale;
   }
 
-  // The axis (counted from the right: 1 the columns, 2 the rows) along which `id` holds the
-  // plain arange 0, 1, ..., reached through casts, reshapes and expands; 0 when it does not.
-  int64_t arange_axis(NodeId id) const {
-    while (node(id).op == Op::cast || node(id).op == Op::expand) id = node(id).inputs[0];
-    const Shape& shape = node(id).shape;
-    int64_t axis = 0;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == 1) continue;
-      if (axis != 0) return 0;  // varies along two axes
-      axis = static_cast<int64_t>(shape.size() - d);
-    }
-    if (axis == 0) return 0;
-    while (node(id).op == Op::cast || node(id).op == Op::reshape) id = node(id).inputs[0];
-    return node(id).op == Op::arange ? axis : 0;
-  }
-
   // The kind of mask a where's condition makes, `fill_true` when the fill goes where it holds.
   AttentionMask classify(NodeId cond, bool fill_true, NodeId fill) const {
     const Node& c = node(cond);
     const bool compare = c.op == Op::lt || c.op == Op::le || c.op == Op::gt || c.op == Op::ge;
     if (!compare) return AttentionMask::boolean;
-    const int64_t a = arange_axis(c.inputs[0]), b = arange_axis(c.inputs[1]);
-    if (a == 0 || b == 0 || a == b || a > 2 || b > 2) return AttentionMask::boolean;
+    const Positions pa = positions(g_, c.inputs[0]), pb = positions(g_, c.inputs[1]);
+    const int64_t a = pa.axis, b = pb.axis;
+    if (a == 0 || b == 0 || a == b) return AttentionMask::boolean;
     // The masked positions as a function of (row, col), against col > row on a few points.
     const auto holds = [&](int64_t row, int64_t col) {
       const int64_t x = a == 2 ? row : col, y = b == 2 ? row : col;
@@ -262,7 +342,9 @@ class Matcher {
     double f = 0;
     is_scalar_constant(fill, &f);
     const bool vanishes = f <= -1e9;
-    return causal && vanishes ? AttentionMask::causal : AttentionMask::computed;
+    // Positions rounded in their dtype tie (bf16 past 256): the comparison is no longer col > row.
+    const bool exact = inexact_positions(g_, cond).empty();
+    return causal && vanishes && exact ? AttentionMask::causal : AttentionMask::computed;
   }
 
   bool is_last_two_swap(NodeId id) const {
@@ -541,9 +623,27 @@ AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt)
   const ir::Node& scores = g.node(a.scores);
   const ir::Node& o = g.node(a.output);
   const Shape batch(scores.shape.begin(), scores.shape.end() - 2);
+  // The kernel computes the scores at q kᵀ's shape and softmaxes them over seq_kv = v's rows.
+  // A mask (or v) that broadcasts the scores to more batch entries, query rows or keys than
+  // q and k have is a different problem: each output row or key would reuse q's or k's one.
+  const Shape& vs = g.node(a.v).shape;
   if (o.shape.size() != scores.shape.size() ||
       !std::equal(batch.begin(), batch.end(), o.shape.begin())) {
-    no_layout("v broadcasts the output's batch beyond the scores'");
+    no_layout(fmt::format("the output {} has batch axes beyond the scores' {} (broadcast by the "
+                          "mask or by v); give q and k the output's batch axes",
+                          ir::type_str(o), ir::type_str(scores)));
+  }
+  const size_t r = scores.shape.size();
+  if (o.shape[r - 2] != scores.shape[r - 2]) {
+    no_layout(fmt::format("the mask broadcasts the scores' {} query rows to {} (the scores are {}, "
+                          "the output {}); give q every query row",
+                          scores.shape[r - 2], o.shape[r - 2], ir::type_str(scores),
+                          ir::type_str(o)));
+  }
+  if (vs[vs.size() - 2] != scores.shape[r - 1]) {
+    no_layout(fmt::format("the mask broadcasts the scores' {} keys to v's {} (the scores are {}); "
+                          "give k every key",
+                          scores.shape[r - 1], vs[vs.size() - 2], ir::type_str(scores)));
   }
   const DType t = g.node(a.q).dtype;
   if (!half_precision(t)) {
@@ -573,7 +673,6 @@ AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt)
   out.heads = 1;
   for (size_t d = 0; d < batch.size(); ++d) (d < split ? out.batch : out.heads) *= batch[d];
   const Shape& qs = g.node(a.q).shape;
-  const Shape& vs = g.node(a.v).shape;
   out.seq_q = qs[qs.size() - 2];
   out.head_dim = qs.back();
   out.seq_kv = vs[vs.size() - 2];
@@ -593,17 +692,39 @@ AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt)
                               "kernel to skip the masked keys", a.fill));
       }
       break;
-    case AttentionMask::computed:
+    case AttentionMask::computed: {
+      const std::string inexact = inexact_positions(g, a.mask_node);
+      if (!inexact.empty()) {
+        no_layout(fmt::format("its causal-looking mask %{} compares rounded positions: {}",
+                              a.mask_node, inexact));
+      }
       no_layout("a mask computed from positions other than causal is not fused yet");
+    }
     case AttentionMask::additive:
     case AttentionMask::boolean: {
       NodeId id = a.mask_node;
-      while (g.node(id).op == Op::cast) id = g.node(id).inputs[0];
+      while (g.node(id).op == Op::cast) {
+        // The kernel reads the buffer under the casts: only casts that change no value.
+        const DType from = g.node(g.node(id).inputs[0]).dtype, to = g.node(id).dtype;
+        if (from != to && !(half_precision(from) && to == DType::f32)) {
+          no_layout(fmt::format("the mask is cast from {} to {} at %{}, which rounds it; the "
+                                "kernel reads the mask as it is in memory: give it the scores' "
+                                "dtype or f32",
+                                dtype_name(from), dtype_name(to), id));
+        }
+        id = g.node(id).inputs[0];
+      }
       NodeId buffer = -1;
       Layout l = strided(g, id, buffer, out.views);
-      // The mask broadcasts to the scores as an elementwise operand does: aligned from the right.
+      // The mask broadcasts to the scores as an elementwise operand does: aligned from the right
+      // (the checks above leave the scores at the output's batch, rows and keys).
       Layout full = expand(l, scores.shape);
       out.mask = fold(full, batch, heads_last, buffer, "the mask");
+      // The kernel reads mask head h at h * stride (no head groups, unlike k and v).
+      if (out.mask.head_group != 1) {
+        no_layout(fmt::format("the mask is broadcast over an inner head axis (groups of {})",
+                              out.mask.head_group));
+      }
       const DType mt = g.node(buffer).dtype;
       const bool ok = a.mask == AttentionMask::boolean ? mt == DType::boolean
                                                        : half_precision(mt) || mt == DType::f32;

@@ -6,7 +6,9 @@
 // last axis, with casts around it), and `modify` is any chain over the scores of: casts,
 // multiplications or divisions by a constant (the scale), an additive mask tensor, and a
 // `where` that masks with a constant fill (-inf, or any constant) under a condition that is
-// either a tensor (a boolean mask input) or computed from `arange` alone. A scale may also sit
+// either a tensor (a boolean mask input) or computed from `arange` alone (causal when it is
+// col > row on positions exact in every dtype they pass through: bf16 holds the integers up to
+// 256, f16 up to 2048). A scale may also sit
 // on q or on k instead of the scores; k and v may reach the matmuls through views (a GQA head
 // broadcast through reshape and expand).
 //
@@ -92,7 +94,11 @@ struct AttentionLayout {
 // The layout, or nothing and why not (in `why`, when given): a view that no strides express
 // (a reshape that would need a modulo), a q, k or v whose last axis is not contiguous, a dtype
 // other than f16 or bf16, head dims not multiples of 16 or over kMaxAttentionHeadDim, a mask
-// the kernel does not compute (AttentionMask::computed) or whose dtype it does not read.
+// the kernel does not compute (AttentionMask::computed, which includes a causal comparison of
+// positions that round in their dtype) or whose dtype it does not read, a mask read through a
+// cast that rounds it or broadcast over an inner head axis, and a mask that broadcasts the
+// scores q kᵀ themselves to more batch entries, query rows or keys than q and k have. A mask
+// that broadcasts over any axis of the scores is read by strides (0 along its broadcast axes).
 std::optional<AttentionLayout> attention_layout(const ir::Graph& g, const AttentionRegion& a,
                                                 std::string* why = nullptr);
 

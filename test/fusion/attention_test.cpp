@@ -12,6 +12,7 @@
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 #include "ir/interp.h"
+#include "ir/shape.h"
 #include "support/catch.h"
 
 using namespace fusejit;
@@ -471,6 +472,35 @@ TEST_CASE("attention the kernel cannot take is planned as before, saying why",
 
 namespace {
 
+// `views` (of one f16 input of shape `source`, as `views(graph, input)` adds them) run by the
+// reference interpreter on an input that holds its own offsets (exact in f16 up to 2048).
+ir::HostTensor offsets_seen(const Shape& source,
+                            const std::function<NodeId(Graph&, NodeId)>& views) {
+  Graph v;
+  v.set_outputs({views(v, add_input(v, DType::f16, source))});
+  ir::HostTensor offsets(DType::f16, source);
+  REQUIRE(offsets.numel() <= 2048);
+  for (int64_t i = 0; i < offsets.numel(); ++i) offsets.set(i, double(i));
+  return ir::interpret(v, {offsets}).at(0);
+}
+
+// How many elements of `seen` (dense over `dims`, [b, h, r, c]) are not the buffer element
+// b*s0 + (h / head_group)*s1 + r*s2 + c*s3 that `view` reaches for them.
+int64_t misreads(const ir::HostTensor& seen, const fusion::AttentionView& view,
+                 const std::array<int64_t, 4>& dims) {
+  const auto& st = view.strides;
+  int64_t i = 0, wrong = 0;
+  for (int64_t b = 0; b < dims[0]; ++b)
+    for (int64_t h = 0; h < dims[1]; ++h)
+      for (int64_t r = 0; r < dims[2]; ++r)
+        for (int64_t c = 0; c < dims[3]; ++c, ++i) {
+          const int64_t at = b * st[0] + h / view.head_group * st[1] + r * st[2] + c * st[3];
+          wrong += seen.get(i) != double(at);
+        }
+  CHECK(i == seen.numel());
+  return wrong;
+}
+
 // q of logical shape [b, h, s, d] read through `views` (applied to an f16 input of shape
 // `source`): attention_layout's strides must reach, for every index, the element the views
 // select, which the reference interpreter gives when the input holds its own offsets.
@@ -490,24 +520,8 @@ void check_q_views(const Shape& source, const std::function<NodeId(Graph&, NodeI
   INFO(why);
   REQUIRE(layout.has_value());
   CHECK(layout->q.buffer == x);
-  // The views alone, on the input's offsets (exact in f16 below 2048).
-  Graph v;
-  const NodeId vx = add_input(v, DType::f16, source);
-  v.set_outputs({views(v, vx)});
-  ir::HostTensor offsets(DType::f16, source);
-  REQUIRE(offsets.numel() <= 2048);
-  for (int64_t i = 0; i < offsets.numel(); ++i) offsets.set(i, double(i));
-  const ir::HostTensor seen = ir::interpret(v, {offsets}).at(0);
-  const auto& st = layout->q.strides;
-  int64_t i = 0, wrong = 0;
-  for (int64_t b = 0; b < qs[0]; ++b)
-    for (int64_t h = 0; h < qs[1]; ++h)
-      for (int64_t r = 0; r < qs[2]; ++r)
-        for (int64_t c = 0; c < qs[3]; ++c, ++i) {
-          const int64_t at = b * st[0] + h / layout->q.head_group * st[1] + r * st[2] + c * st[3];
-          wrong += seen.get(i) != double(at);
-        }
-  CHECK(wrong == 0);
+  // The views alone, on the input's offsets.
+  CHECK(misreads(offsets_seen(source, views), layout->q, {qs[0], qs[1], qs[2], qs[3]}) == 0);
 }
 
 }  // namespace
@@ -560,4 +574,186 @@ TEST_CASE("attention layouts reach the elements their views select", "[fusion][a
     CHECK_FALSE(fusion::attention_layout(g, fusion::attention_region(*match_attention(g, out)), &why));
     CHECK(why.find("stride") != std::string::npos);
   }
+}
+
+namespace {
+
+// softmax(q kᵀ * 0.125 + mask) v, all f16, with the operands' shapes given: the mask (and the
+// broadcast of q kᵀ against it) may broadcast along any axis.
+Built masked(const Shape& q, const Shape& k, const Shape& v, const Shape& mask) {
+  Built x;
+  Graph& g = x.g;
+  x.q = add_input(g, DType::f16, q);
+  x.k = add_input(g, DType::f16, k);
+  x.v = add_input(g, DType::f16, v);
+  x.mask = add_input(g, DType::f16, mask);
+  const NodeId scores = add_binary(g, Op::mul, add_matmul(g, x.q, transpose_last(g, x.k)),
+                                   add_constant(g, DType::f16, 0.125));
+  x.out = add_matmul(g, softmax(g, add_binary(g, Op::add, scores, x.mask)), x.v);
+  g.set_outputs({x.out});
+  return x;
+}
+
+// The mask element the fused kernel reads for scores element [b, h, i, j] (buffer element
+// b*s0 + h*s1 + i*s2 + j*s3) is the one the mask's broadcast to the scores selects: the
+// reference interpreter broadcasts a mask that holds its own offsets.
+void check_mask_reads(const Built& x) {
+  const auto p = match_attention(x.g, x.out);
+  REQUIRE(p.has_value());
+  std::string why;
+  const auto layout = fusion::attention_layout(x.g, fusion::attention_region(*p), &why);
+  INFO(why);
+  REQUIRE(layout.has_value());
+  REQUIRE(layout->mask.buffer == x.mask);
+  CHECK(layout->mask.head_group == 1);
+  Shape full = x.g.node(x.out).shape;
+  full.back() = layout->seq_kv;
+  const Shape& ms = x.g.node(x.mask).shape;
+  Shape padded(full.size() - ms.size(), 1);
+  padded.insert(padded.end(), ms.begin(), ms.end());
+  const ir::HostTensor seen = offsets_seen(ms, [&](Graph& v, NodeId m) {
+    return add_expand(v, add_reshape(v, m, padded), full);
+  });
+  const std::array<int64_t, 4> dims{layout->batch, layout->heads, layout->seq_q, layout->seq_kv};
+  CHECK(misreads(seen, layout->mask, dims) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("masks that broadcast over any axis are fused and read by strides",
+          "[fusion][attention]") {
+  const int64_t b = 2, h = 4, s = 16, d = 64;
+  const Shape qkv{b, h, s, d};
+  for (const Shape& mask : {Shape{s, s}, Shape{1, s}, Shape{s, 1}, Shape{s}, Shape{1, 1},
+                            Shape{1, h, s, s}, Shape{b, 1, s, s}, Shape{b, h, 1, s},
+                            Shape{b, h, s, 1}, Shape{b, 1, 1, s}, Shape{b, 1, s, 1},
+                            Shape{1, h, 1, 1}}) {
+    INFO("mask " << ir::shape_str(mask));
+    const Built x = masked(qkv, qkv, qkv, mask);
+    const fusion::Plan plan = fused_plan(x.g);
+    INFO(fusion::plan_to_text(plan));
+    const fusion::Region* r = attention_region(plan);
+    REQUIRE(r != nullptr);
+    CHECK(r->inputs.back() == plan.graph.inputs().back());
+    check_mask_reads(x);
+  }
+  SECTION("a mask broadcast over an inner head axis: read as [batch, heads] the other way") {
+    // Scores [2, 2, 3, s, s] (grouped heads written out); the mask [2, 2, 1, s, s].
+    const Shape q5{2, 2, 3, s, d};
+    const Built x = masked(q5, q5, q5, Shape{2, 2, 1, s, s});
+    const fusion::Plan plan = fused_plan(x.g);
+    INFO(fusion::plan_to_text(plan));
+    REQUIRE(attention_region(plan) != nullptr);
+    check_mask_reads(x);
+  }
+}
+
+TEST_CASE("a mask that broadcasts the scores themselves is refused, saying why",
+          "[fusion][attention]") {
+  const int64_t s = 64, d = 64;
+  struct Case {
+    const char* what;
+    Shape q, k, mask;
+    const char* reason;
+  };
+  for (const Case& c : {
+           // q has one query row; the mask broadcasts it over 64 (the reviewer's kSeqQ = 1).
+           Case{"one query row", {1, 2, 1, d}, {1, 2, s, d}, {1, 2, s, s}, "1 query rows to 64"},
+           // k has one key; the mask broadcasts its column over 64 keys.
+           Case{"one key", {1, 2, s, d}, {1, 2, 1, d}, {1, 2, s, s}, "1 keys to v's 64"},
+           // q and k have one batch entry; the mask has two.
+           Case{"one batch", {1, 2, s, d}, {1, 2, s, d}, {2, 2, s, s}, "beyond the scores'"},
+       }) {
+    INFO(c.what);
+    const Built x = masked(c.q, c.k, {c.mask[0], 2, s, d}, c.mask);
+    REQUIRE(match_attention(x.g, x.out).has_value());  // recognized, then refused
+    const fusion::Plan plan = fused_plan(x.g);
+    INFO(fusion::plan_to_text(plan));
+    CHECK(attention_region(plan) == nullptr);
+    CHECK(plan.library_call_count() == 2);
+    const std::string why = fused_reason(plan);
+    CHECK(why.starts_with("cut: attention"));
+    CHECK_THAT(why, ContainsSubstring(c.reason));
+  }
+}
+
+namespace {
+
+// Causal attention whose positions are aranges of `q_positions` and `k_positions` (compared
+// as col > row), over `s` tokens.
+Built causal_from(DType q_positions, DType k_positions, int64_t s) {
+  Built x;
+  Graph& g = x.g;
+  x.q = add_input(g, DType::bf16, {1, 2, s, 64});
+  x.k = add_input(g, DType::bf16, {1, 2, s, 64});
+  x.v = add_input(g, DType::bf16, {1, 2, s, 64});
+  const NodeId scores = add_matmul(g, x.q, transpose_last(g, x.k));
+  const NodeId cond = add_binary(g, Op::gt, add_reshape(g, add_arange(g, s, k_positions), {1, s}),
+                                 add_reshape(g, add_arange(g, s, q_positions), {s, 1}));
+  const NodeId ninf = add_constant(g, DType::bf16, -std::numeric_limits<double>::infinity());
+  x.out = add_matmul(g, softmax(g, add_where(g, cond, ninf, scores)), x.v);
+  g.set_outputs({x.out});
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("a causal mask from positions is taken only where the positions are exact",
+          "[fusion][attention]") {
+  struct Case {
+    DType q, k;
+    int64_t s;
+    const char* refused;  // nullptr: fused as causal
+  };
+  for (const Case& c : {
+           Case{DType::bf16, DType::bf16, 257, nullptr},  // 0..256: exact in bf16
+           Case{DType::bf16, DType::bf16, 258, "bf16 at %"},  // 257 rounds to 256
+           Case{DType::bf16, DType::bf16, 300, "exact only up to 256, and there are 300"},
+           Case{DType::f16, DType::f16, 2049, nullptr},  // 0..2048: exact in f16
+           Case{DType::f16, DType::f16, 2050, "exact only up to 2048"},
+           Case{DType::i32, DType::i32, 5000, nullptr},
+           Case{DType::f32, DType::f32, 5000, nullptr},
+           // Each exact alone, compared in their common dtype f32: exact.
+           Case{DType::f16, DType::bf16, 200, nullptr},
+           // i32 positions compared with bf16 ones are compared as bf16.
+           Case{DType::i32, DType::bf16, 300, "bf16"},
+       }) {
+    INFO(dtype_name(c.q) << " and " << dtype_name(c.k) << " positions over " << c.s);
+    const Built x = causal_from(c.q, c.k, c.s);
+    const auto p = match_attention(x.g, x.out);
+    REQUIRE(p.has_value());
+    CHECK(p->mask == (c.refused ? AttentionMask::computed : AttentionMask::causal));
+    const fusion::Plan plan = fused_plan(x.g);
+    const std::string why = fused_reason(plan);
+    INFO(why);
+    if (c.refused == nullptr) {
+      CHECK(attention_region(plan) != nullptr);
+      CHECK(why.starts_with("fused: attention softmax(q kᵀ * 1, causal)"));
+    } else {
+      CHECK(attention_region(plan) == nullptr);
+      CHECK_THAT(why, ContainsSubstring("compares rounded positions"));
+      CHECK_THAT(why, ContainsSubstring(c.refused));
+    }
+  }
+}
+
+TEST_CASE("a mask read through a cast that rounds it is refused", "[fusion][attention]") {
+  const auto with_cast = [](DType mask, DType to) {
+    Built x;
+    Graph& g = x.g;
+    x.q = add_input(g, DType::bf16, {1, 2, 32, 64});
+    x.mask = add_input(g, mask, {32, 32});
+    const NodeId scores = add_cast(g, add_matmul(g, x.q, transpose_last(g, x.q)), to);
+    const NodeId p = softmax(g, add_binary(g, Op::add, scores, add_cast(g, x.mask, to)));
+    x.out = add_matmul(g, to == DType::bf16 ? p : add_cast(g, p, DType::bf16), x.q);
+    g.set_outputs({x.out});
+    return fused_plan(x.g);
+  };
+  const fusion::Plan widened = with_cast(DType::bf16, DType::f32);
+  INFO(fusion::plan_to_text(widened));
+  CHECK(attention_region(widened) != nullptr);
+  const fusion::Plan rounded = with_cast(DType::f32, DType::bf16);
+  INFO(fusion::plan_to_text(rounded));
+  CHECK(attention_region(rounded) == nullptr);
+  CHECK_THAT(fused_reason(rounded), ContainsSubstring("cast from f32 to bf16"));
 }

@@ -227,6 +227,15 @@ std::vector<EmulationCase> emulation_cases() {
   AttentionSpec finite = make_spec(DType::bf16, 64, AttentionMaskKind::causal, 1, 100, 70, 1, 1);
   finite.fill = -2.0;
   add(finite);
+  // Masks broadcast by strides of 0: one key bias row for every query row, batch and head
+  // (a [1, seq_kv] mask), and a key-padding mask per batch entry ([b, 1, 1, seq_kv]).
+  AttentionSpec row = make_spec(DType::bf16, 64, AttentionMaskKind::additive, 1, 77, 130, 1, 2);
+  row.mask_view.strides = {0, 0, 0, 1};
+  add(row);
+  AttentionSpec pad = make_spec(DType::f16, 64, AttentionMaskKind::additive, 1, 40, 70, 2, 2);
+  pad.mask_view.strides = {70, 0, 0, 1};
+  pad.mask_dtype = DType::f16;
+  add(pad);
   // Must fail: the kernel computes with another scale than the reference.
   AttentionSpec wrong = make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 30, 50, 1, 1);
   cases.push_back({wrong, wrong, 0, {}});

@@ -2,12 +2,16 @@
 """Writes the attention suite, test/traces/attention/<name>.trace: attention written from
 primitives (matmul(q, kᵀ), a scale, a mask, softmax, matmul with v) in the variants the
 matcher takes, at small odd sizes: the scale on the scores or folded into q, no mask, an additive mask
-broadcast over batch and heads, a causal mask from an arange comparison, a boolean mask input;
+broadcast over batch and heads (and masks broadcast over each axis), a causal mask from an
+arange comparison (i32 positions, and bf16 ones up to 256), a boolean mask input;
 f16 and bf16; head dims 64 and 128; sequence lengths that are no multiple of a tile; k and v
 heads broadcast over q's (grouped-query, through reshape and expand); q, k and v read from
-[b, s, h, d] through permutes with the output permuted back. They are small (checked against
-the CPU reference, not timed): scripts/gpu-check's `attention` suite runs each with
-the kernel, with cuDNN and unfused, with --check, and CI plans each and compiles its kernels for sm_90 and sm_80.
+[b, s, h, d] through permutes with the output permuted back; and, named refused_*, patterns
+the fused region does not compute, which are planned unfused with a reason (bf16 positions
+that tie past 256, a mask that broadcasts q kᵀ's single query row or key). They are small
+(checked against the CPU reference, not timed): scripts/gpu-check's `attention` suite runs
+each with the kernel, with cuDNN and unfused, with --check, and CI plans each and compiles its
+kernels for sm_90 and sm_80.
 
   test/traces/make_attention_traces.py OUT_DIR      (writes OUT_DIR/*.trace, one name a line)
   test/traces/make_attention_traces.py --bench OUT_DIR
@@ -59,8 +63,11 @@ class AttentionTrace(Trace):
 
 
 def attention(dt, b, h, sq, skv, d, mask="none", scale_on="scores", kv_heads=None,
-              layout="bhsd"):
-    """Returns (name suffix, trace, outputs)."""
+              layout="bhsd", mask_shape=None, positions="i32", q_rows=None, k_rows=None):
+    """Returns (trace, outputs). mask_shape: the additive or boolean mask's shape (default
+    [sq, skv] and [b, 1, sq, skv]); positions: the dtype of the causal mask's aranges;
+    q_rows, k_rows: fewer query rows or keys in q or k than the mask has (the mask broadcasts
+    the scores themselves)."""
     t = AttentionTrace()
     kvh = kv_heads or h
     if layout == "bshd":
@@ -68,8 +75,8 @@ def attention(dt, b, h, sq, skv, d, mask="none", scale_on="scores", kv_heads=Non
         k = t.permute(t.input(dt, (b, skv, kvh, d)), [0, 2, 1, 3])
         v = t.permute(t.input(dt, (b, skv, kvh, d)), [0, 2, 1, 3])
     else:
-        q = t.input(dt, (b, h, sq, d))
-        k = t.input(dt, (b, kvh, skv, d))
+        q = t.input(dt, (b, h, q_rows or sq, d))
+        k = t.input(dt, (b, kvh, k_rows or skv, d))
         v = t.input(dt, (b, kvh, skv, d))
     if kvh != h:  # grouped-query: each kv head serves h / kvh query heads
         group = h // kvh
@@ -86,13 +93,13 @@ def attention(dt, b, h, sq, skv, d, mask="none", scale_on="scores", kv_heads=Non
     if scale_on == "scores":
         s = t.binary("mul", s, c)
     if mask == "additive":
-        s = t.binary("add", s, t.input(dt, (sq, skv)))
+        s = t.binary("add", s, t.input(dt, mask_shape or (sq, skv)))
     elif mask == "causal":
-        pos_q, pos_k = t.arange(sq, "i32"), t.arange(skv, "i32")
+        pos_q, pos_k = t.arange(sq, positions), t.arange(skv, positions)
         future = t.compare("gt", t.reshape(pos_k, (1, skv)), t.reshape(pos_q, (sq, 1)))
         s = t.where(future, t.const(dt, -math.inf), s)
     elif mask == "boolean":
-        keep = t.input("bool", (b, 1, sq, skv))
+        keep = t.input("bool", mask_shape or (b, 1, sq, skv))
         s = t.where(keep, s, t.const(dt, -math.inf))
     out = t.matmul(softmax(t, s, -1), v)
     if layout == "bshd":
@@ -117,6 +124,28 @@ def suite():
         yield f"none_1x2x1_d64_{dt}", t, outs
         t, outs = attention(dt, 1, 2, 33, 200, 64, "additive")
         yield f"cross_1x2x33x200_d64_{dt}", t, outs
+    # Masks broadcast over each axis of the scores [b, h, q, k] (1 where it broadcasts; a
+    # shorter mask aligns from the right), read by strides of 0 there.
+    b, h, s = 2, 4, 77
+    for kind, dims in (("additive", "1hqk"), ("additive", "b1qk"), ("additive", "bh1k"),
+                       ("additive", "bhq1"), ("additive", "b11k"), ("additive", "k"),
+                       ("additive", "11"), ("boolean", "b11k")):
+        extent = {"b": b, "h": h, "q": s, "k": s, "1": 1}
+        t, outs = attention("bf16", b, h, s, s, 64, kind,
+                            mask_shape=tuple(extent[c] for c in dims))
+        yield f"{kind}_mask{dims}_{b}x{h}x{s}_d64_bf16", t, outs
+    # Causal from bf16 positions: exact up to 256 (fused), past it they round and tie.
+    t, outs = attention("bf16", 1, 2, 257, 257, 64, "causal", positions="bf16")
+    yield "causal_bf16pos_1x2x257_d64_bf16", t, outs
+    # Refused, planned unfused (the names say so; test/tools/attention_traces.sh checks the
+    # reason is printed): positions that tie, and a mask that broadcasts q kᵀ's one query row
+    # or one key to 64.
+    t, outs = attention("bf16", 1, 2, 300, 300, 64, "causal", positions="bf16")
+    yield "refused_causal_bf16pos_1x2x300_d64_bf16", t, outs
+    t, outs = attention("bf16", 1, 2, 64, 64, 64, "additive", mask_shape=(1, 2, 64, 64), q_rows=1)
+    yield "refused_qrow1_1x2x64_d64_bf16", t, outs
+    t, outs = attention("bf16", 1, 2, 64, 64, 64, "additive", mask_shape=(1, 2, 64, 64), k_rows=1)
+    yield "refused_kcol1_1x2x64_d64_bf16", t, outs
 
 
 def bench_suite():
