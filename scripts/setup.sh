@@ -156,6 +156,7 @@ fusejit_install_packages() {
 fusejit_optional_tools() {
   local missing=() tool
   for tool in ccache pkg-config; do
+    [ "$tool" = ccache ] && [ "${FUSEJIT_CCACHE:-1}" = 0 ] && continue
     command -v "$tool" >/dev/null || missing+=("$tool")
   done
   if [ ${#missing[@]} -gt 0 ] && [ -z "${FUSEJIT_SETUP_DRY_RUN:-}" ] &&
