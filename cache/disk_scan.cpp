@@ -163,9 +163,10 @@ bool remove_tree(int parent_fd, const std::string& name, const fs::path& shown, 
   if (::fstat(fd, &st) != 0 || st.st_dev != dev || depth > kMaxTreeDepth) {
     ::close(fd);
     if (why) {
-      *why = fmt::format("cannot remove {}: another file system is mounted there, or it is "
-                         "deeper than {} levels (remove it by hand)",
-                         display_path(shown), kMaxTreeDepth);
+      *why = fmt::format(
+          "cannot remove {}: another file system is mounted there, or it is "
+          "deeper than {} levels (remove it by hand)",
+          display_path(shown), kMaxTreeDepth);
     }
     return false;
   }

@@ -194,9 +194,10 @@ bool DiskStore::write_entry(const KernelKey& key, const Entry& entry) {
     bytes = encode_entry(key, without_source);
   }
   if (bytes.size() > kMaxEntryBytes) {
-    log_.warn("kernel cache: kernel {} takes {} bytes, more than an entry may ({}); it is kept "
-              "in memory only",
-              printable(entry.name), bytes.size(), kMaxEntryBytes);
+    log_.warn(
+        "kernel cache: kernel {} takes {} bytes, more than an entry may ({}); it is kept "
+        "in memory only",
+        printable(entry.name), bytes.size(), kMaxEntryBytes);
     return false;
   }
   WriteResult written = write_file_atomically_at(shard.fd(), name, path, bytes);

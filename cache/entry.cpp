@@ -76,8 +76,8 @@ std::optional<Header> read_header(std::string_view bytes, std::string* problem) 
     return std::nullopt;
   }
   if (h.file_size() > kMaxEntryBytes) {
-    *problem = fmt::format("bad header: it says {} bytes, more than any entry ({})",
-                           h.file_size(), kMaxEntryBytes);
+    *problem = fmt::format("bad header: it says {} bytes, more than any entry ({})", h.file_size(),
+                           kMaxEntryBytes);
     return std::nullopt;
   }
   return h;

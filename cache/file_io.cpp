@@ -30,8 +30,8 @@ std::atomic<uint64_t> temp_counter{0};
 // (naming `shown`). The file is removed on failure.
 std::string write_new_file(int dir_fd, const std::string& name, const fs::path& shown,
                            std::string_view bytes) {
-  const int fd = ::openat(dir_fd, name.c_str(),
-                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const int fd =
+      ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return os_error("cannot create", shown, errno);
   size_t done = 0;
   int error = 0;
@@ -123,8 +123,8 @@ WriteResult write_file_atomically_at(int dir_fd, const std::string& name, const 
     r.why = fmt::format("cannot write {}: {} stands there (remove it)", display_path(shown),
                         file_type_name(st.st_mode));
   } else {
-    r.why = fmt::format("cannot rename {} to {}: {}", display_path(temp_shown),
-                        display_path(shown), std::strerror(error));
+    r.why = fmt::format("cannot rename {} to {}: {}", display_path(temp_shown), display_path(shown),
+                        std::strerror(error));
   }
   return r;
 }
@@ -164,8 +164,8 @@ ReadResult read_regular_file_at(int dir_fd, const std::string& name, std::string
   } else if (static_cast<uint64_t>(st.st_size) > refuse_over) {
     r.file_size = static_cast<uint64_t>(st.st_size);
     r.status = ReadStatus::too_large;
-    r.why = fmt::format("too large: {} bytes, more than the {} it may hold", r.file_size,
-                        refuse_over);
+    r.why =
+        fmt::format("too large: {} bytes, more than the {} it may hold", r.file_size, refuse_over);
   } else {
     r.file_size = static_cast<uint64_t>(st.st_size);
     bytes.resize(static_cast<size_t>(std::min<uint64_t>(r.file_size, max_bytes)));

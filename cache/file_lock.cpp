@@ -37,8 +37,8 @@ FileLock::Result FileLock::acquire(const std::string& path, Wait wait,
 FileLock::Result FileLock::acquire_at(int dir_fd, const std::string& name, Wait wait,
                                       std::chrono::milliseconds timeout, std::string* why) {
   release();
-  const int fd = ::openat(dir_fd, name.c_str(),
-                          O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  const int fd =
+      ::openat(dir_fd, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (why) *why = std::strerror(errno);
     return Result::failed;

@@ -216,9 +216,9 @@ std::vector<std::string> parse_nvrtc_options(const std::string& value) {
     const bool wants_value = known != std::end(kNvrtcOptions) && known->value != OptionValue::none;
     const std::string_view given =
         eq == std::string::npos ? std::string_view() : std::string_view(word).substr(eq + 1);
-    const bool ok = known != std::end(kNvrtcOptions) &&
-                    (eq == std::string::npos ? !wants_value
-                                             : wants_value && takes_value(*known, given));
+    const bool ok =
+        known != std::end(kNvrtcOptions) &&
+        (eq == std::string::npos ? !wants_value : wants_value && takes_value(*known, given));
     if (!ok) {
       throw UsageError(fmt::format(
           "FUSEJIT_NVRTC_OPTIONS: {} is not accepted: only options that cannot change what a "

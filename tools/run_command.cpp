@@ -121,16 +121,19 @@ int run(const RunArgs& args) {
       const bool pass = report.errors[i] <= report.bound;
       failures += pass ? 0 : 1;
       const std::string type = ir::type_str(g.node(g.outputs()[i]));
-      outputs.push_back({{"output", i}, {"type", type}, {"rel_err", report.errors[i]},
-                         {"pass", pass}});
+      outputs.push_back(
+          {{"output", i}, {"type", type}, {"rel_err", report.errors[i]}, {"pass", pass}});
       if (!args.json) {
         fmt::print("check output {} {}: rel_err {:.3e} (bound {:.0e}, seed {}) {}\n", i, type,
                    report.errors[i], report.bound, seed, pass ? "PASS" : "FAIL");
       }
     }
-    doc["check"] = {{"passed", failures == 0},    {"scope", report.scope},
-                    {"bound", report.bound},      {"seed", seed},
-                    {"reference_s", report.reference_seconds}, {"outputs", outputs}};
+    doc["check"] = {{"passed", failures == 0},
+                    {"scope", report.scope},
+                    {"bound", report.bound},
+                    {"seed", seed},
+                    {"reference_s", report.reference_seconds},
+                    {"outputs", outputs}};
   } else {
     doc["check"] = nullptr;  // not asked for (--check)
   }

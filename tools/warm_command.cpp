@@ -35,13 +35,13 @@
 #include "fusion/pipeline.h"
 #include "ir/text.h"
 #include "jit/device.h"
+#include "jit/dynamic.h"
 #include "jit/kernel_cache.h"
 #include "jit/log.h"
 #include "jit/nvrtc.h"
-#include "jit/dynamic.h"
 #include "jit/parallel.h"
-#include "templates/arch.h"
 #include "jit/runtime.h"
+#include "templates/arch.h"
 #include "templates/kernel.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
@@ -307,11 +307,10 @@ int warm(const WarmArgs& w) {
   auto log = jit::make_logger(options.log_level);
   jit::KernelCache cache(options, *log, {}, w.ptx);
   if (!cache.disk()->writable()) {
-    throw UsageError(
-        fmt::format("the cache directory '{}' is {}; name a writable one with "
-                    "--cache-dir or FUSEJIT_CACHE_DIR",
-                    cache::display_path(options.cache_dir),
-                    cache::access_name(cache.disk()->access())));
+    throw UsageError(fmt::format(
+        "the cache directory '{}' is {}; name a writable one with "
+        "--cache-dir or FUSEJIT_CACHE_DIR",
+        cache::display_path(options.cache_dir), cache::access_name(cache.disk()->access())));
   }
 
   // Plan and generate everything first (fast), then compile what is missing.
@@ -366,8 +365,7 @@ int warm(const WarmArgs& w) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("{} traces, {} distinct kernels for {} into {} in {:.1f} s ({} threads)\n",
              files.size(), jobs.size() / archs.size(), arch_list,
-             cache::display_path(options.cache_dir), seconds,
-             threads);
+             cache::display_path(options.cache_dir), seconds, threads);
   fmt::print("compiled: {}  cached: {}  failed: {}\n", compiled, cached, failed);
   std::fflush(stdout);
   return failed > 0 ? 1 : 0;

@@ -384,9 +384,9 @@ TEST_CASE("warm: under a cap smaller than what it warms, it evicts instead of fa
   const std::string cache_dir = dir.str("cache");
   // With their PTX, the seed traces' kernels take about 1 MB per arch: two archs take twice
   // the cap, written by 8 threads at once.
-  const CliResult r = run_cli("warm -j 8 --ptx --arch sm_80,sm_90 --cache-dir " + cache_dir + " " +
-                                  kTraces,
-                              "FUSEJIT_CACHE_MAX_MB=1");
+  const CliResult r =
+      run_cli("warm -j 8 --ptx --arch sm_80,sm_90 --cache-dir " + cache_dir + " " + kTraces,
+              "FUSEJIT_CACHE_MAX_MB=1");
   INFO(r.out);
   CHECK(r.status == 0);
   const Summary s = summary(r);

@@ -44,9 +44,9 @@ Snapshot snapshot(const fs::path& dir) {
 
 // Every maintenance command, whatever it throws (the point is what it touches).
 void run_maintenance(cache::DiskStore& store) {
-  for (const auto& action : std::vector<std::function<void()>>{
-           [&] { store.stats(); }, [&] { store.verify(); }, [&] { store.prune(); },
-           [&] { store.clear(); }}) {
+  for (const auto& action :
+       std::vector<std::function<void()>>{[&] { store.stats(); }, [&] { store.verify(); },
+                                          [&] { store.prune(); }, [&] { store.clear(); }}) {
     try {
       action();
     } catch (const UsageError&) {
@@ -106,8 +106,8 @@ TEST_CASE("hostile cache: a symlinked shard is never entered, by any command or 
   fs::create_symlink(kernel_outside, fs::path(c.dir) / kernel_key.shard());
   const Snapshot kernel_before = snapshot(kernel_outside);
   jit::KernelCache::Outcome how{};
-  jit::KernelCache(Options::parse({{"FUSEJIT_CACHE_DIR", c.dir}}), *log.logger).get(k, "sm_90",
-                                                                                   &how);
+  jit::KernelCache(Options::parse({{"FUSEJIT_CACHE_DIR", c.dir}}), *log.logger)
+      .get(k, "sm_90", &how);
   CHECK(how == jit::KernelCache::Outcome::compiled);  // not the entry out there
   CHECK(snapshot(kernel_outside) == kernel_before);
 }
@@ -214,8 +214,7 @@ TEST_CASE("hostile cache: a directory tree at an entry's name is removed, links 
   CHECK(store.writable());
 }
 
-TEST_CASE("hostile cache: text from users and files reaches messages escaped",
-          "[cache][hostile]") {
+TEST_CASE("hostile cache: text from users and files reaches messages escaped", "[cache][hostile]") {
   CHECK(cache::printable("sm_90") == "sm_90");
   CHECK(cache::printable("a\x1b[2Jb\n\x7f\xff") == "a\\x1b[2Jb\\x0a\\x7f\\xff");
   CHECK(cache::printable("line\nnext\tcol\r", /*keep_lines=*/true) == "line\nnext\tcol\\x0d");

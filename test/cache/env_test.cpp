@@ -86,11 +86,20 @@ TEST_CASE("env: FUSEJIT_NVRTC_OPTIONS takes only options that cannot change resu
     }
   }
   // Accepted, and NVRTC compiles with each of them (the list names no option it lacks).
-  const std::vector<std::string> good = {
-      "--Ofast-compile=mid", "-Ofc=max", "--generate-line-info", "-lineinfo",
-      "--maxrregcount=64", "-maxrregcount=32", "--extra-device-vectorization",
-      "-extra-device-vectorization", "--split-compile=2", "-split-compile=1",
-      "--disable-warnings", "-w", "--ptxas-options=-v", "--ptxas-options=--warn-on-spills"};
+  const std::vector<std::string> good = {"--Ofast-compile=mid",
+                                         "-Ofc=max",
+                                         "--generate-line-info",
+                                         "-lineinfo",
+                                         "--maxrregcount=64",
+                                         "-maxrregcount=32",
+                                         "--extra-device-vectorization",
+                                         "-extra-device-vectorization",
+                                         "--split-compile=2",
+                                         "-split-compile=1",
+                                         "--disable-warnings",
+                                         "-w",
+                                         "--ptxas-options=-v",
+                                         "--ptxas-options=--warn-on-spills"};
   std::string all;
   for (const std::string& g : good) all += " " + g;
   CHECK(parse(all) == good);

@@ -227,10 +227,9 @@ TEST_CASE("a failure exits 1 and says which command failed and why", "[tools][er
   CHECK(r.out.find("fusejit plan: error: ") != std::string::npos);
   CHECK(r.out.find("/nonexistent/x.trace") != std::string::npos);
 
-  const std::string bad =
-      (std::filesystem::temp_directory_path() /
-       ("fusejit_cli_test_bad_" + std::to_string(getpid()) + ".trace"))
-          .string();
+  const std::string bad = (std::filesystem::temp_directory_path() /
+                           ("fusejit_cli_test_bad_" + std::to_string(getpid()) + ".trace"))
+                              .string();
   std::ofstream(bad) << "fusejit-trace 1\n%0 : f32[4] = input\n%1 : f32[4] = mull %0, %0\noutput %1\n";
   r = run("plan " + bad);
   CHECK(r.status == 1);
@@ -256,8 +255,7 @@ TEST_CASE("run without a GPU says so instead of crashing", "[tools][errors]") {
   CHECK(json.out.empty());
 }
 
-TEST_CASE("run --json: one JSON object with the check and each step's figures",
-          "[tools][gpu]") {
+TEST_CASE("run --json: one JSON object with the check and each step's figures", "[tools][gpu]") {
   // Skips (saying so) without a GPU: `run` fails then, as the test above checks.
   const Result probe = run("run --iters 1 " + trace("softmax_f32"), "", "2>&1 >/dev/null");
   if (probe.out.find("no GPU") != std::string::npos) {
@@ -266,8 +264,8 @@ TEST_CASE("run --json: one JSON object with the check and each step's figures",
   }
   for (const char* name : {"softmax_f32", "mlp_bf16"}) {
     INFO(name);
-    const Result r = run(std::string("run --json --check --iters 3 ") + trace(name), "",
-                         "2>/dev/null");
+    const Result r =
+        run(std::string("run --json --check --iters 3 ") + trace(name), "", "2>/dev/null");
     INFO(r.out);
     REQUIRE(r.status == 0);
     const nlohmann::json doc = nlohmann::json::parse(r.out);
