@@ -8,6 +8,13 @@
 //   <dir>/<2 hex>/<32 hex>.lock               a kernel's compile lock
 //   <dir>/<2 hex>/<32 hex>.fjk.tmp-<suffix>   an entry being written (file_io.h)
 // Hex digits are lowercase.
+//
+// Nothing outside the directory is ever created, changed or deleted, whatever its shards or
+// entries point to: every entry, lock and temporary file is reached through its shard opened
+// with O_NOFOLLOW (ShardDir), so a shard that is a symlink is never entered; an entry or lock
+// that is a symlink is replaced or removed itself, never followed. Whatever stands at one of
+// these names is the store's: a directory tree at an entry's name is removed (without
+// following a link or leaving the file system) when the entry is written or pruned.
 #pragma once
 
 #include <cstdint>
@@ -62,9 +69,33 @@ struct Listing {
 // and the OS error, when `dir` or a shard cannot be listed.
 Listing list_store(const std::string& dir);
 
-// Unlinks <dir>/<shard>/<name>, reaching it through the shard opened with O_NOFOLLOW, so a
-// shard swapped for a symlink meanwhile is never followed. A file already gone counts as
-// removed; otherwise false with `why`. Directories are not removed.
+// A shard directory opened with O_NOFOLLOW, closed when it goes. A shard that is a symlink,
+// or not a directory, does not open: is_open() is false and why() says what stands there.
+class ShardDir {
+ public:
+  // Opens <dir>/<shard>; with `create`, makes it first when it is missing.
+  ShardDir(const std::string& dir, const std::string& shard, bool create);
+  ~ShardDir();
+  ShardDir(const ShardDir&) = delete;
+  ShardDir& operator=(const ShardDir&) = delete;
+
+  bool is_open() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  int error() const { return error_; }  // errno of opening it; ENOENT: there is none
+  const std::filesystem::path& path() const { return path_; }  // for messages
+  std::string why() const;  // "cannot open <path>: <what stands there, or the OS error>"
+
+ private:
+  int fd_ = -1;
+  int error_ = 0;
+  std::filesystem::path path_;
+};
+
+// Removes <dir>/<shard>/<name>, reaching it through the shard opened with O_NOFOLLOW, so a
+// shard swapped for a symlink meanwhile is never followed. A directory there is removed with
+// all it holds (links in it are removed, never followed; another file system mounted in it
+// is left alone and makes this fail). A file already gone counts as removed; otherwise false
+// with `why`.
 bool remove_store_file(const std::string& dir, const std::string& shard, const std::string& name,
                        std::string* why);
 

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,6 +36,20 @@ int64_t now_ns() {
       .count();
 }
 
+// Reads `f` (at most `max_bytes`; nothing of a file above kMaxEntryBytes) through its shard
+// opened with O_NOFOLLOW, so a shard swapped for a symlink since the listing is not entered.
+ReadResult read_listed(const std::string& dir, const layout::ShardFile& f, std::string& bytes,
+                       size_t max_bytes = std::numeric_limits<size_t>::max()) {
+  const layout::ShardDir shard(dir, f.shard, /*create=*/false);
+  if (!shard.is_open()) {
+    ReadResult r;
+    r.status = shard.error() == ENOENT ? ReadStatus::missing : ReadStatus::failed;
+    r.why = shard.why();
+    return r;
+  }
+  return read_regular_file_at(shard.fd(), f.name, bytes, max_bytes, kMaxEntryBytes);
+}
+
 // Why an entry file is unsound, or "" when it is sound.
 std::string check_entry(const std::string& dir, const layout::ShardFile& f) {
   if (!f.regular()) return fmt::format("{}, not a regular file", file_type_name(f.mode));
@@ -44,8 +59,9 @@ std::string check_entry(const std::string& dir, const layout::ShardFile& f) {
     return fmt::format("in the wrong shard directory (belongs in {}/)", key->shard());
   }
   std::string bytes;
-  const ReadResult read = read_regular_file(f.path(dir), bytes);
+  const ReadResult read = read_listed(dir, f, bytes);
   if (read.status == ReadStatus::missing) return "";  // evicted while we looked
+  if (read.status == ReadStatus::too_large) return read.why;
   if (read.status != ReadStatus::ok) return "unreadable: " + read.why;
   std::string problem;
   return decode_entry(bytes, *key, &problem) ? "" : problem;
@@ -76,7 +92,7 @@ DiskStore::Stats DiskStore::stats() const {
     if (f.kind == layout::FileKind::lock) ++s.lock_files;
     if (f.kind != layout::FileKind::entry || !f.regular()) continue;
     std::string prefix, problem;
-    const ReadResult read = read_regular_file(f.path(config_.dir), prefix, kSummaryBytes);
+    const ReadResult read = read_listed(config_.dir, f, prefix, kSummaryBytes);
     if (read.status == ReadStatus::missing) continue;  // evicted while we looked
     const std::optional<EntrySummary> summary =
         read.status == ReadStatus::ok ? peek_entry(prefix, &problem) : std::nullopt;
@@ -115,7 +131,7 @@ DiskStore::PruneResult DiskStore::prune() {
     if (f.kind == layout::FileKind::entry) {
       std::string what = check_entry(config_.dir, f);
       if (what.empty()) continue;
-      // A directory under an entry's name is not removed; verify keeps reporting it.
+      // Whatever stands at an entry's name goes, a directory tree included (disk_layout.h).
       if (!layout::remove_store_file(config_.dir, f.shard, f.name, &why)) {
         what += "; not removed: " + why;
       }
@@ -139,7 +155,10 @@ int64_t DiskStore::clear() {
   const layout::Listing listing = layout::list_store(config_.dir);
   int64_t entries = 0;
   for (const layout::ShardFile& f : listing.files) {
-    if (f.kind == layout::FileKind::other || S_ISDIR(f.mode)) continue;  // not ours: left alone
+    if (f.kind == layout::FileKind::other) continue;  // not ours: left alone
+    // A directory at an entry's name is removed (disk_layout.h); at another of our names
+    // it is no leftover of ours.
+    if (S_ISDIR(f.mode) && f.kind != layout::FileKind::entry) continue;
     std::string why;
     if (!layout::remove_store_file(config_.dir, f.shard, f.name, &why)) {
       throw UsageError("cache clear: " + why);

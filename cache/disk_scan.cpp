@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -121,19 +122,95 @@ Listing list_store(const std::string& dir) {
   return out;
 }
 
-bool remove_store_file(const std::string& dir, const std::string& shard, const std::string& name,
-                       std::string* why) {
-  const fs::path shard_path = fs::path(dir) / shard;
-  const int fd = ::open(shard_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+ShardDir::ShardDir(const std::string& dir, const std::string& shard, bool create)
+    : path_(fs::path(dir) / shard) {
+  // mkdir never follows a symlink standing at the name (EEXIST), and the open below refuses one.
+  if (create) ::mkdir(path_.c_str(), 0755);
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd_ < 0) error_ = errno;
+}
+
+ShardDir::~ShardDir() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string ShardDir::why() const {
+  struct stat st {};
+  if ((error_ == ELOOP || error_ == ENOTDIR) && ::lstat(path_.c_str(), &st) == 0 &&
+      !S_ISDIR(st.st_mode)) {
+    return fmt::format("cannot open {}: {} stands there, not a directory", display_path(path_),
+                       file_type_name(st.st_mode));
+  }
+  return os_error("cannot open", path_, error_);
+}
+
+namespace {
+
+// Deeper than this, a tree at an entry's name is not fusejit's doing: it stays, and says so.
+constexpr int kMaxTreeDepth = 16;
+
+// Removes the directory `name` in `parent_fd` with everything in it, never following a link
+// and never leaving the file system `dev`.
+bool remove_tree(int parent_fd, const std::string& name, const fs::path& shown, dev_t dev,
+                 int depth, std::string* why) {
+  const int fd = ::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return true;
-    if (why) *why = os_error("cannot open", shard_path, errno);
+    if (why) *why = os_error("cannot open", shown, errno);
     return false;
   }
-  const bool ok = ::unlinkat(fd, name.c_str(), 0) == 0 || errno == ENOENT;
-  if (!ok && why) *why = os_error("cannot remove", shard_path / name, errno);
-  ::close(fd);
-  return ok;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_dev != dev || depth > kMaxTreeDepth) {
+    ::close(fd);
+    if (why) {
+      *why = fmt::format(
+          "cannot remove {}: another file system is mounted there, or it is "
+          "deeper than {} levels (remove it by hand)",
+          display_path(shown), kMaxTreeDepth);
+    }
+    return false;
+  }
+  const DirPtr d = open_stream(fd, shown);
+  std::vector<std::string> names;  // listed first: removing while reading skips names
+  for_each_name(d.get(), shown, [&](std::string n) { names.push_back(std::move(n)); });
+  for (const std::string& n : names) {
+    struct stat child {};
+    if (::fstatat(::dirfd(d.get()), n.c_str(), &child, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(child.st_mode)) {
+      if (!remove_tree(::dirfd(d.get()), n, shown / n, dev, depth + 1, why)) return false;
+    } else if (::unlinkat(::dirfd(d.get()), n.c_str(), 0) != 0 && errno != ENOENT) {
+      if (why) *why = os_error("cannot remove", shown / n, errno);
+      return false;
+    }
+  }
+  if (::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    if (why) *why = os_error("cannot remove", shown, errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool remove_store_file(const std::string& dir, const std::string& shard, const std::string& name,
+                       std::string* why) {
+  const ShardDir sd(dir, shard, /*create=*/false);
+  if (!sd.is_open()) {
+    if (sd.error() == ENOENT) return true;
+    if (why) *why = sd.why();
+    return false;
+  }
+  if (::unlinkat(sd.fd(), name.c_str(), 0) == 0 || errno == ENOENT) return true;
+  if (errno != EISDIR) {
+    if (why) *why = os_error("cannot remove", sd.path() / name, errno);
+    return false;
+  }
+  struct stat st {};
+  if (::fstat(sd.fd(), &st) != 0) {
+    if (why) *why = os_error("cannot remove", sd.path() / name, errno);
+    return false;
+  }
+  return remove_tree(sd.fd(), name, sd.path() / name, st.st_dev, 0, why);
 }
 
 }  // namespace fusejit::cache::layout

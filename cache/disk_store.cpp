@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -96,65 +97,92 @@ void DiskStore::degrade(Access to, const std::string& why) {
   }
 }
 
+std::string DiskStore::entry_name(const KernelKey& key) {
+  return key.hex() + std::string(kEntryExtension);
+}
+
 fs::path DiskStore::entry_path(const KernelKey& key) const {
-  const std::string hex = key.hex();
-  return fs::path(config_.dir) / hex.substr(0, 2) / (hex + std::string(kEntryExtension));
+  return fs::path(config_.dir) / key.shard() / entry_name(key);
 }
 
 bool DiskStore::contains(const KernelKey& key) const {
+  if (!usable()) return false;
+  const layout::ShardDir shard(config_.dir, key.shard(), /*create=*/false);
   struct stat st {};
-  return usable() && ::lstat(entry_path(key).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return shard.is_open() &&
+         ::fstatat(shard.fd(), entry_name(key).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+         S_ISREG(st.st_mode);
 }
 
 std::optional<Entry> DiskStore::load(const KernelKey& key) {
   if (!usable()) return std::nullopt;
   const fs::path path = entry_path(key);
+  const std::string name = entry_name(key);
+  // A shard that is a symlink (or no directory) holds no entries: a miss, as when it is missing
+  // (the store that follows says why it cannot write there, once).
+  const layout::ShardDir shard(config_.dir, key.shard(), /*create=*/false);
+  if (!shard.is_open()) {
+    const int e = shard.error();
+    if (e != ENOENT && e != ENOTDIR && e != ELOOP) {
+      log_.warn("kernel cache: {}; compiling instead", shard.why());
+    }
+    return std::nullopt;
+  }
   std::string bytes;
-  const ReadResult read = read_regular_file(path, bytes);
+  const ReadResult read = read_regular_file_at(shard.fd(), name, bytes,
+                                               std::numeric_limits<size_t>::max(), kMaxEntryBytes);
   if (read.status == ReadStatus::missing) return std::nullopt;
-  if (read.status != ReadStatus::ok) {
+  std::string problem;
+  std::optional<Entry> entry;
+  if (read.status == ReadStatus::ok) {
+    entry = decode_entry(bytes, key, &problem);
+  } else if (read.status == ReadStatus::too_large) {
+    problem = read.why;
+  } else {
     log_.warn("cannot read kernel cache entry {} ({}); compiling instead", display_path(path),
               read.why);
     return std::nullopt;
   }
-  std::string problem;
-  std::optional<Entry> entry = decode_entry(bytes, key, &problem);
   if (!entry) {
     // Removed through the shard opened with O_NOFOLLOW: a symlinked shard is not followed.
-    if (writable() && layout::remove_store_file(config_.dir, key.shard(),
-                                                path.filename().string(), nullptr)) {
+    if (writable() && layout::remove_store_file(config_.dir, key.shard(), name, nullptr)) {
       log_.warn(
           "kernel cache entry {} is unsound ({}); removed it, the kernel is compiled and "
           "stored again",
-          display_path(path), problem);
+          display_path(path), printable(problem));
     } else {
       log_.warn("kernel cache entry {} is unsound ({}) and cannot be removed; compiling instead",
-                display_path(path), problem);
+                display_path(path), printable(problem));
     }
     return std::nullopt;
   }
   // Recently used: the mtime is the LRU clock. A read-only store keeps its order.
-  if (writable()) ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+  if (writable()) ::utimensat(shard.fd(), name.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
   return entry;
 }
 
 bool DiskStore::store(const KernelKey& key, const Entry& entry) {
+  const bool stored = write_entry(key, entry);
+  if (!stored) {
+    std::lock_guard guard(not_stored_mutex_);
+    not_stored_.insert(key.hex());
+  }
+  return stored;
+}
+
+bool DiskStore::was_not_stored(const KernelKey& key) const {
+  std::lock_guard guard(not_stored_mutex_);
+  return not_stored_.count(key.hex()) > 0;
+}
+
+bool DiskStore::write_entry(const KernelKey& key, const Entry& entry) {
   if (!writable()) return false;
   const fs::path path = entry_path(key);
-  const fs::path shard = path.parent_path();
-  if (::mkdir(shard.c_str(), 0755) != 0 && errno != EEXIST) {
-    degrade(Access::read_only, os_error("cannot create", shard, errno));
-    return false;
-  }
+  const std::string name = entry_name(key);
   // Entries go into real shard directories only: a symlink there would lead out of the cache.
-  struct stat st {};
-  if (::lstat(shard.c_str(), &st) != 0) {
-    degrade(Access::read_only, os_error("cannot create", shard, errno));
-    return false;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    degrade(Access::read_only, fmt::format("cannot create {}: {} is in the way",
-                                           display_path(shard), file_type_name(st.st_mode)));
+  const layout::ShardDir shard(config_.dir, key.shard(), /*create=*/true);
+  if (!shard.is_open()) {
+    degrade(Access::read_only, shard.why());
     return false;
   }
   std::string bytes;
@@ -165,10 +193,27 @@ bool DiskStore::store(const KernelKey& key, const Entry& entry) {
     without_source.source.clear();
     bytes = encode_entry(key, without_source);
   }
-  const WriteResult written = write_file_atomically(path, bytes);
+  if (bytes.size() > kMaxEntryBytes) {
+    log_.warn(
+        "kernel cache: kernel {} takes {} bytes, more than an entry may ({}); it is kept "
+        "in memory only",
+        printable(entry.name), bytes.size(), kMaxEntryBytes);
+    return false;
+  }
+  WriteResult written = write_file_atomically_at(shard.fd(), name, path, bytes);
+  std::string why;
+  // Whatever stands at an entry's name is the store's (disk_layout.h): a directory tree there
+  // goes, and the entry is written in its place.
+  if (!written.ok && written.target_in_the_way &&
+      layout::remove_store_file(config_.dir, key.shard(), name, &why)) {
+    log_.warn("kernel cache: removed the directory at {} to store the entry there",
+              display_path(path));
+    written = write_file_atomically_at(shard.fd(), name, path, bytes);
+  }
   if (!written.ok) {
     if (written.target_in_the_way) {
-      log_.warn("kernel cache: {}; this kernel is kept in memory only", written.why);
+      log_.warn("kernel cache: {}{}; this kernel is kept in memory only", written.why,
+                why.empty() ? "" : " (" + why + ")");
     } else {
       degrade(Access::read_only, written.why);
     }
@@ -224,12 +269,15 @@ DiskStore::Evicted DiskStore::evict(const fs::path& keep) {
 std::optional<FileLock> DiskStore::lock(const KernelKey& key, FileLock::Wait wait) {
   FileLock lock;
   if (!writable()) return lock;
-  const fs::path entry = entry_path(key);
-  ::mkdir(entry.parent_path().c_str(), 0755);
-  const std::string path =
-      (entry.parent_path() / (key.hex() + std::string(layout::kLockExtension))).string();
+  const layout::ShardDir shard(config_.dir, key.shard(), /*create=*/true);
+  const std::string name = key.hex() + std::string(layout::kLockExtension);
+  const fs::path path = shard.path() / name;
   std::string why;
-  switch (lock.acquire(path, wait, std::chrono::minutes(2), &why)) {
+  const FileLock::Result got =
+      shard.is_open() ? lock.acquire_at(shard.fd(), name, wait, std::chrono::minutes(2), &why)
+                      : FileLock::Result::failed;
+  if (!shard.is_open()) why = shard.why();
+  switch (got) {
     case FileLock::Result::locked:
       return lock;
     case FileLock::Result::busy:

@@ -4,11 +4,11 @@
 //
 // - Writes are atomic (file_io.h): a temporary file in the entry's own directory, fsync,
 //   rename. A reader sees the old entry, the new one or none, never half of one.
-// - Only regular files are entries. A load opens the entry with O_NOFOLLOW | O_NONBLOCK and
-//   checks it with fstat first: a symlink is not followed, a FIFO does not block. Anything else
-//   at an entry's path is a miss that warns; the next store replaces it (an empty directory is
-//   removed first), or fails that one entry, with a warning, when a non-empty directory stands
-//   there.
+// - Only regular files are entries. A load opens the entry through its shard (disk_layout.h:
+//   a symlinked shard is never entered) with O_NOFOLLOW | O_NONBLOCK and checks it with fstat
+//   first: a symlink is not followed, a FIFO does not block, a file above kMaxEntryBytes is not
+//   read. Anything else at an entry's path is a miss that warns; the next store replaces it (a
+//   directory tree there is removed first).
 // - A corrupt, truncated or stale (another format version) entry is a miss: load() warns
 //   naming the file and removes it; the caller compiles and stores it again.
 // - Least-recently-used eviction under a byte cap: a hit touches the entry's mtime; after every
@@ -31,6 +31,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,9 +77,14 @@ class DiskStore {
   std::optional<Entry> load(const KernelKey& key);
 
   // Writes the entry atomically, then evicts down to the cap; true when the entry is on disk.
-  // Never throws. A failure of this one entry (a directory in the way) warns and leaves the
-  // store writable; any other failure degrades it to read-only with one warning.
+  // Never throws. A directory tree at the entry's name is removed first (disk_layout.h). A
+  // failure of this one entry (an entry above kMaxEntryBytes, a tree that cannot be removed)
+  // warns and leaves the store writable; any other failure degrades it to read-only with one
+  // warning.
   bool store(const KernelKey& key, const Entry& entry);
+  // Whether a store() of `key` by this object returned false: what tells `fusejit warm` a
+  // kernel that could not be written from one evicted since to keep the cap.
+  bool was_not_stored(const KernelKey& key) const;
 
   // Whether a regular file stands at the key's entry path (not whether it is sound): what
   // `fusejit warm` checks after warming.
@@ -134,6 +140,8 @@ class DiskStore {
   // Under <dir>/evict.lock: removes least recently used entries (never `keep`) until the
   // total is at most the cap.
   Evicted evict(const std::filesystem::path& keep);
+  bool write_entry(const KernelKey& key, const Entry& entry);
+  static std::string entry_name(const KernelKey& key);  // "<32 hex>.fjk"
   void degrade(Access to, const std::string& why);
   // Throws UsageError when the directory exists but could not be reached.
   void require_reachable(std::string_view what) const;
@@ -143,6 +151,8 @@ class DiskStore {
   std::atomic<Access> access_{Access::none};
   int dir_error_ = 0;  // errno of opening the directory; 0 when it is there
   std::mutex evict_mutex_;
+  mutable std::mutex not_stored_mutex_;
+  std::set<std::string> not_stored_;  // keys (hex) whose store() failed
 };
 
 const char* access_name(DiskStore::Access access);

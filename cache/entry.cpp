@@ -75,6 +75,11 @@ std::optional<Header> read_header(std::string_view bytes, std::string* problem) 
     *problem = fmt::format("bad header: name size {}, arch size {}", h.name_size, h.arch_size);
     return std::nullopt;
   }
+  if (h.file_size() > kMaxEntryBytes) {
+    *problem = fmt::format("bad header: it says {} bytes, more than any entry ({})", h.file_size(),
+                           kMaxEntryBytes);
+    return std::nullopt;
+  }
   return h;
 }
 

@@ -34,6 +34,10 @@ inline constexpr std::string_view kEntryMagic = "FJKC";
 inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr size_t kEntryHeaderSize = 64;
 inline constexpr std::string_view kEntryExtension = ".fjk";
+// No entry is larger: a kernel's CUBIN, PTX and source take kilobytes to a few megabytes. A
+// file above it is unsound without being read (a huge or sparse file costs no memory), and a
+// kernel above it is not stored.
+inline constexpr uint64_t kMaxEntryBytes = uint64_t{64} << 20;
 
 struct Entry {
   std::string name;   // the kernel's name (its symbol in the CUBIN and PTX)
@@ -49,8 +53,9 @@ std::string encode_entry(const KernelKey& key, const Entry& entry);
 uint64_t entry_checksum(std::string_view bytes);
 
 // Decodes the complete bytes of an entry file whose name says `expected`. On any problem (bad
-// magic, another format version, another key, sizes that disagree with the file's length, a
-// checksum mismatch) returns nullopt and says what is wrong in `*problem`.
+// magic, another format version, another key, sizes that disagree with the file's length or
+// add up to more than kMaxEntryBytes, a checksum mismatch) returns nullopt and says what is
+// wrong in `*problem`.
 std::optional<Entry> decode_entry(std::string_view bytes, const KernelKey& expected,
                                   std::string* problem);
 

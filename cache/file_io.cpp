@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,11 +26,13 @@ constexpr size_t kHead = 60, kTail = 80;
 // other writer uses at the same time.
 std::atomic<uint64_t> temp_counter{0};
 
-// Writes all of `bytes` to a new file and fsyncs it; "" or what failed. The file is removed on
-// failure.
-std::string write_new_file(const fs::path& path, std::string_view bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return os_error("cannot create", path, errno);
+// Writes all of `bytes` to a new file `name` in `dir_fd` and fsyncs it; "" or what failed
+// (naming `shown`). The file is removed on failure.
+std::string write_new_file(int dir_fd, const std::string& name, const fs::path& shown,
+                           std::string_view bytes) {
+  const int fd =
+      ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return os_error("cannot create", shown, errno);
   size_t done = 0;
   int error = 0;
   while (done < bytes.size()) {
@@ -44,17 +47,31 @@ std::string write_new_file(const fs::path& path, std::string_view bytes) {
   if (error == 0 && ::fsync(fd) != 0) error = errno;
   if (::close(fd) != 0 && error == 0) error = errno;
   if (error == 0) return "";
-  ::unlink(path.c_str());
-  return os_error("cannot write", path, error);
+  ::unlinkat(dir_fd, name.c_str(), 0);
+  return os_error("cannot write", shown, error);
 }
 
 }  // namespace
 
+std::string printable(std::string_view text, bool keep_lines) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto b = static_cast<unsigned char>(ch);
+    if ((b < 0x20 || b >= 0x7f) && !(keep_lines && (b == '\n' || b == '\t'))) {
+      fmt::format_to(std::back_inserter(out), "\\x{:02x}", b);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 std::string display_path(const fs::path& path) {
   const std::string& s = path.native();
-  if (s.size() <= kShortPath) return s;
-  return fmt::format("{}...{} ({} characters)", s.substr(0, kHead), s.substr(s.size() - kTail),
-                     s.size());
+  if (s.size() <= kShortPath) return printable(s);
+  return fmt::format("{}...{} ({} characters)", printable(s.substr(0, kHead)),
+                     printable(s.substr(s.size() - kTail)), s.size());
 }
 
 std::string os_error(std::string_view what, const fs::path& path, int error) {
@@ -75,45 +92,60 @@ const char* file_type_name(unsigned mode) {
 }
 
 WriteResult write_file_atomically(const fs::path& path, std::string_view bytes) {
+  return write_file_atomically_at(AT_FDCWD, path.native(), path, bytes);
+}
+
+WriteResult write_file_atomically_at(int dir_fd, const std::string& name, const fs::path& shown,
+                                     std::string_view bytes) {
   WriteResult r;
-  const fs::path temp = path.native() + fmt::format(".tmp-{}-{}-{}", ::getpid(), ::gettid(),
-                                                    temp_counter.fetch_add(1));
-  r.why = write_new_file(temp, bytes);
+  const std::string suffix =
+      fmt::format(".tmp-{}-{}-{}", ::getpid(), ::gettid(), temp_counter.fetch_add(1));
+  const std::string temp = name + suffix;
+  const fs::path temp_shown = shown.native() + suffix;
+  r.why = write_new_file(dir_fd, temp, temp_shown, bytes);
   if (!r.why.empty()) {
     r.ok = false;
     return r;
   }
   // rename(2) replaces a file of any kind (a symlink itself, not its target) but no directory;
   // an empty one goes first, a full one is someone's and stays.
-  int error = ::rename(temp.c_str(), path.c_str()) == 0 ? 0 : errno;
-  if ((error == EISDIR || error == ENOTEMPTY || error == EEXIST) && ::rmdir(path.c_str()) == 0) {
-    error = ::rename(temp.c_str(), path.c_str()) == 0 ? 0 : errno;
+  int error = ::renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) == 0 ? 0 : errno;
+  if ((error == EISDIR || error == ENOTEMPTY || error == EEXIST) &&
+      ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) == 0) {
+    error = ::renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) == 0 ? 0 : errno;
   }
   if (error == 0) return r;
-  ::unlink(temp.c_str());
+  ::unlinkat(dir_fd, temp.c_str(), 0);
   r.ok = false;
   struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
     r.target_in_the_way = true;
-    r.why = fmt::format("cannot write {}: {} stands there (remove it)", display_path(path),
+    r.why = fmt::format("cannot write {}: {} stands there (remove it)", display_path(shown),
                         file_type_name(st.st_mode));
   } else {
-    r.why = fmt::format("cannot rename {} to {}: {}", display_path(temp), display_path(path),
+    r.why = fmt::format("cannot rename {} to {}: {}", display_path(temp_shown), display_path(shown),
                         std::strerror(error));
   }
   return r;
 }
 
-ReadResult read_regular_file(const fs::path& path, std::string& bytes, size_t max_bytes) {
+ReadResult read_regular_file(const fs::path& path, std::string& bytes, size_t max_bytes,
+                             uint64_t refuse_over) {
+  return read_regular_file_at(AT_FDCWD, path.native(), bytes, max_bytes, refuse_over);
+}
+
+ReadResult read_regular_file_at(int dir_fd, const std::string& name, std::string& bytes,
+                                size_t max_bytes, uint64_t refuse_over) {
   ReadResult r;
   bytes.clear();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
     struct stat st {};
     if (error == ENOENT || error == ENOTDIR) {
       r.status = ReadStatus::missing;
-    } else if (error == ELOOP && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    } else if (error == ELOOP && ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISLNK(st.st_mode)) {
       r.status = ReadStatus::not_regular;  // O_NOFOLLOW refused the link
       r.why = "a symbolic link, not a regular file";
     } else {
@@ -129,6 +161,11 @@ ReadResult read_regular_file(const fs::path& path, std::string& bytes, size_t ma
   } else if (!S_ISREG(st.st_mode)) {
     r.status = ReadStatus::not_regular;
     r.why = fmt::format("{}, not a regular file", file_type_name(st.st_mode));
+  } else if (static_cast<uint64_t>(st.st_size) > refuse_over) {
+    r.file_size = static_cast<uint64_t>(st.st_size);
+    r.status = ReadStatus::too_large;
+    r.why =
+        fmt::format("too large: {} bytes, more than the {} it may hold", r.file_size, refuse_over);
   } else {
     r.file_size = static_cast<uint64_t>(st.st_size);
     bytes.resize(static_cast<size_t>(std::min<uint64_t>(r.file_size, max_bytes)));

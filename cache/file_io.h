@@ -12,8 +12,16 @@
 
 namespace fusejit::cache {
 
-// A path as messages show it: whole when it is short, else its head and its tail around "..."
-// with the full length, so that a 100,000-character path still gives a readable line.
+// Text from a user or a file as a message shows it: bytes outside printable ASCII (control
+// bytes, a terminal's escape sequences, invalid UTF-8) become \xNN, so nothing read from an
+// environment variable, a path or a cache entry reaches a terminal raw. Every message that
+// quotes such text goes through this (or display_path). keep_lines: newlines and tabs stay
+// (a multi-line message, NVRTC's log).
+std::string printable(std::string_view text, bool keep_lines = false);
+
+// A path as messages show it: printable(), and whole when it is short, else its head and its
+// tail around "..." with the full length, so that a 100,000-character path still gives a
+// readable line.
 std::string display_path(const std::filesystem::path& path);
 
 // "<what> <path>: <strerror(error)>", the path shown by display_path.
@@ -34,8 +42,13 @@ struct WriteResult {
 // followed; an empty directory there is removed first. The temporary file never outlives a
 // failure. The parent directory must exist.
 WriteResult write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+// The same for `name` in the directory open as `dir_fd` (the temporary file too), so that a
+// directory swapped for a symlink meanwhile is never followed; `shown` is the path messages
+// name.
+WriteResult write_file_atomically_at(int dir_fd, const std::string& name,
+                                     const std::filesystem::path& shown, std::string_view bytes);
 
-enum class ReadStatus { ok, missing, not_regular, failed };
+enum class ReadStatus { ok, missing, not_regular, too_large, failed };
 struct ReadResult {
   ReadStatus status = ReadStatus::ok;
   uint64_t file_size = 0;  // the whole file's size, even when fewer bytes were read
@@ -44,9 +57,15 @@ struct ReadResult {
 
 // Reads `path` (at most `max_bytes` of it) when it is a regular file. It is opened with
 // O_NOFOLLOW | O_NONBLOCK and checked with fstat before any read, so a symlink is not followed
-// and a FIFO or a device never blocks: both are not_regular.
+// and a FIFO or a device never blocks: both are not_regular. A file larger than `refuse_over`
+// is too_large and nothing of it is read (a huge or sparse file costs no memory).
 ReadResult read_regular_file(const std::filesystem::path& path, std::string& bytes,
-                             size_t max_bytes = std::numeric_limits<size_t>::max());
+                             size_t max_bytes = std::numeric_limits<size_t>::max(),
+                             uint64_t refuse_over = std::numeric_limits<uint64_t>::max());
+// The same for `name` in the directory open as `dir_fd` (AT_FDCWD: `name` is a path).
+ReadResult read_regular_file_at(int dir_fd, const std::string& name, std::string& bytes,
+                                size_t max_bytes = std::numeric_limits<size_t>::max(),
+                                uint64_t refuse_over = std::numeric_limits<uint64_t>::max());
 
 // What kind of file a stat mode describes, for messages: "a directory", "a FIFO", ...
 const char* file_type_name(unsigned mode);

@@ -15,22 +15,30 @@
 namespace fusejit::cache {
 
 FileLock::FileLock(FileLock&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      dir_fd_(std::exchange(other.dir_fd_, -1)),
+      name_(std::move(other.name_)) {}
 
 FileLock& FileLock::operator=(FileLock&& other) noexcept {
   if (this != &other) {
     release();
     fd_ = std::exchange(other.fd_, -1);
-    path_ = std::move(other.path_);
+    dir_fd_ = std::exchange(other.dir_fd_, -1);
+    name_ = std::move(other.name_);
   }
   return *this;
 }
 
 FileLock::Result FileLock::acquire(const std::string& path, Wait wait,
                                    std::chrono::milliseconds timeout, std::string* why) {
+  return acquire_at(AT_FDCWD, path, wait, timeout, why);
+}
+
+FileLock::Result FileLock::acquire_at(int dir_fd, const std::string& name, Wait wait,
+                                      std::chrono::milliseconds timeout, std::string* why) {
   release();
   const int fd =
-      ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+      ::openat(dir_fd, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (why) *why = std::strerror(errno);
     return Result::failed;
@@ -59,8 +67,15 @@ FileLock::Result FileLock::acquire(const std::string& path, Wait wait,
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(20));
   }
+  const int own_dir = dir_fd == AT_FDCWD ? AT_FDCWD : ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (own_dir == -1) {
+    if (why) *why = std::strerror(errno);
+    ::close(fd);
+    return Result::failed;
+  }
   fd_ = fd;
-  path_ = path;
+  dir_fd_ = own_dir;
+  name_ = name;
   return Result::locked;
 }
 
@@ -69,13 +84,16 @@ void FileLock::release() {
   // Unlink only the file we hold: after an earlier unlink the path may name someone else's.
   struct stat held {
   }, named{};
-  if (::fstat(fd_, &held) == 0 && ::lstat(path_.c_str(), &named) == 0 &&
+  if (::fstat(fd_, &held) == 0 &&
+      ::fstatat(dir_fd_, name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
       held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
-    ::unlink(path_.c_str());
+    ::unlinkat(dir_fd_, name_.c_str(), 0);
   }
   ::flock(fd_, LOCK_UN);
   ::close(fd_);
+  if (dir_fd_ >= 0) ::close(dir_fd_);
   fd_ = -1;
+  dir_fd_ = -1;
 }
 
 }  // namespace fusejit::cache

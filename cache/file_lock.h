@@ -35,13 +35,19 @@ class FileLock {
   Result acquire(const std::string& path, Wait wait,
                  std::chrono::milliseconds timeout = std::chrono::minutes(2),
                  std::string* why = nullptr);
+  // The same for `name` in the directory open as `dir_fd`: the lock keeps its own copy of the
+  // descriptor, so release() unlinks in that directory even if its path now leads elsewhere.
+  Result acquire_at(int dir_fd, const std::string& name, Wait wait,
+                    std::chrono::milliseconds timeout = std::chrono::minutes(2),
+                    std::string* why = nullptr);
   bool held() const { return fd_ >= 0; }
   // Unlinks the lock file (when it is still ours) and unlocks. Idempotent.
   void release();
 
  private:
   int fd_ = -1;
-  std::string path_;
+  int dir_fd_ = -1;  // owned, or AT_FDCWD (name_ is then a path)
+  std::string name_;
 };
 
 }  // namespace fusejit::cache

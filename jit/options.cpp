@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "cache/file_io.h"
 #include "fusejit/error.h"
 #include "templates/arch.h"
 
@@ -20,7 +21,9 @@ namespace fusejit {
 namespace {
 
 [[noreturn]] void bad_value(std::string_view var, std::string_view value, std::string_view valid) {
-  throw UsageError(fmt::format("{}={}: invalid value '{}'; valid values: {}", var, value, value, valid));
+  const std::string shown = cache::printable(value);
+  throw UsageError(
+      fmt::format("{}={}: invalid value '{}'; valid values: {}", var, shown, shown, valid));
 }
 
 // Splits "a,b , c" into trimmed, non-empty items.
@@ -116,7 +119,8 @@ int64_t parse_count(std::string_view var, std::string_view value, std::string_vi
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
   const bool whole = end == value.data() + value.size();
   if (whole && (ec == std::errc::result_out_of_range || (ec == std::errc() && n > max))) {
-    throw UsageError(fmt::format("{}={}: out of range; the maximum is {}", var, value, max));
+    throw UsageError(
+        fmt::format("{}={}: out of range; the maximum is {}", var, cache::printable(value), max));
   }
   if (ec != std::errc() || !whole || n < 1) bad_value(var, value, valid);
   return n;
@@ -128,40 +132,99 @@ Rounding parse_rounding(std::string_view value) {
   bad_value("FUSEJIT_ROUNDING", value, "store (f16/bf16 rounded where stored), node (every node)");
 }
 
-// FUSEJIT_NVRTC_OPTIONS: words separated by white space. NVRTC itself rejects an option it
-// does not know, at the first compile, naming the options passed.
+// FUSEJIT_NVRTC_OPTIONS: words separated by white space, each one of kNvrtcOptions. An
+// allow-list, not a deny-list: NVRTC has options that change what a kernel computes under
+// names no list of bad ones keeps up with (-D redefines any function the source calls, ptxas
+// takes --fmad through --ptxas-options). These change how fast NVRTC works, what it reports,
+// or how registers are allotted, never a result; they are also part of the cache key.
+enum class OptionValue { none, number, choice, ptxas };
+struct NvrtcOption {
+  std::string_view name;
+  OptionValue value;
+  std::string_view choices;  // for OptionValue::choice: "0|min|mid|max"
+};
+constexpr NvrtcOption kNvrtcOptions[] = {
+    {"--Ofast-compile", OptionValue::choice, "0|min|mid|max"},
+    {"-Ofc", OptionValue::choice, "0|min|mid|max"},
+    {"--generate-line-info", OptionValue::none, ""},
+    {"-lineinfo", OptionValue::none, ""},
+    {"--maxrregcount", OptionValue::number, ""},
+    {"-maxrregcount", OptionValue::number, ""},
+    {"--extra-device-vectorization", OptionValue::none, ""},
+    {"-extra-device-vectorization", OptionValue::none, ""},
+    {"--split-compile", OptionValue::number, ""},
+    {"-split-compile", OptionValue::number, ""},
+    {"--disable-warnings", OptionValue::none, ""},
+    {"-w", OptionValue::none, ""},
+    {"--ptxas-options", OptionValue::ptxas, ""},
+};
+// What --ptxas-options may pass, one per --ptxas-options (NVRTC hands ptxas the value as one
+// word): reports only.
+constexpr std::string_view kPtxasOptions[] = {"-v", "--verbose", "--warn-on-spills",
+                                              "--warn-on-local-memory-usage",
+                                              "--warn-on-double-precision-use"};
+
+std::string allowed_nvrtc_options() {
+  std::string list;
+  for (const NvrtcOption& o : kNvrtcOptions) {
+    list += list.empty() ? "" : ", ";
+    list += o.name;
+    if (o.value == OptionValue::number) list += "=N";
+    if (o.value == OptionValue::choice) list += fmt::format("={{{}}}", o.choices);
+    if (o.value == OptionValue::ptxas) {
+      list += "=";
+      for (size_t i = 0; i < std::size(kPtxasOptions); ++i) {
+        list += fmt::format("{}{}", i == 0 ? "" : "|", kPtxasOptions[i]);
+      }
+    }
+  }
+  return list;
+}
+
+// Whether `value` is what option `o` takes.
+bool takes_value(const NvrtcOption& o, std::string_view value) {
+  switch (o.value) {
+    case OptionValue::none:
+      return false;
+    case OptionValue::number: {
+      int64_t n = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      return ec == std::errc() && end == value.data() + value.size() && n >= 1;
+    }
+    case OptionValue::choice:
+      for (std::string_view rest = o.choices;;) {
+        const size_t bar = rest.find('|');
+        if (!value.empty() && rest.substr(0, bar) == value) return true;
+        if (bar == std::string_view::npos) return false;
+        rest.remove_prefix(bar + 1);
+      }
+    case OptionValue::ptxas:
+      return std::find(std::begin(kPtxasOptions), std::end(kPtxasOptions), value) !=
+             std::end(kPtxasOptions);
+  }
+  return false;
+}
+
 std::vector<std::string> parse_nvrtc_options(const std::string& value) {
-  // Set by fusejit (jit/nvrtc.cpp), or changing results away from the CPU reference's bounds;
-  // an include path also as -I<dir>.
-  constexpr std::string_view kOwn[] = {"-arch",
-                                       "--gpu-architecture",
-                                       "-std",
-                                       "--std",
-                                       "-use_fast_math",
-                                       "--use_fast_math",
-                                       "-ftz",
-                                       "--ftz",
-                                       "-prec-div",
-                                       "--prec-div",
-                                       "-prec-sqrt",
-                                       "--prec-sqrt",
-                                       "-fmad",
-                                       "--fmad",
-                                       "-default-device",
-                                       "--device-as-default-execution-space",
-                                       "--include-path",
-                                       "-include",
-                                       "--pre-include"};
   std::vector<std::string> out;
   std::istringstream words(value);
   for (std::string word; words >> word;) {
-    const std::string_view name = std::string_view(word).substr(0, word.find('='));
-    if (name.starts_with("-I") ||
-        std::find(std::begin(kOwn), std::end(kOwn), name) != std::end(kOwn)) {
+    const size_t eq = word.find('=');
+    const std::string_view name = std::string_view(word).substr(0, eq);
+    const auto known = std::find_if(std::begin(kNvrtcOptions), std::end(kNvrtcOptions),
+                                    [&](const NvrtcOption& o) { return o.name == name; });
+    const bool wants_value = known != std::end(kNvrtcOptions) && known->value != OptionValue::none;
+    const std::string_view given =
+        eq == std::string::npos ? std::string_view() : std::string_view(word).substr(eq + 1);
+    const bool ok =
+        known != std::end(kNvrtcOptions) &&
+        (eq == std::string::npos ? !wants_value : wants_value && takes_value(*known, given));
+    if (!ok) {
       throw UsageError(fmt::format(
-          "FUSEJIT_NVRTC_OPTIONS: {} is an option fusejit sets itself or one that changes "
-          "results (arch: FUSEJIT_ARCH; numerics: FUSEJIT_ROUNDING); leave it out",
-          word));
+          "FUSEJIT_NVRTC_OPTIONS: {} is not accepted: only options that cannot change what a "
+          "kernel computes are (the arch is FUSEJIT_ARCH's, numerics FUSEJIT_ROUNDING's); "
+          "accepted: {}",
+          cache::printable(word), allowed_nvrtc_options()));
     }
     out.push_back(std::move(word));
   }
@@ -224,7 +287,7 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
       o.warnings.push_back(fmt::format(
           "{} is not a fusejit variable (a typo, or one of a newer version?); ignored; known "
           "variables: {}",
-          name, kKnownVars));
+          cache::printable(name), kKnownVars));
     }
   }
   return o;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "cache/disk_store.h"
+#include "cache/file_io.h"
 #include "fusejit/error.h"
 #include "fusejit/options.h"
 #include "jit/log.h"
@@ -45,15 +46,18 @@ int cache(const CacheArgs& args) {
   config.create = false;  // looking is no reason to create it
   cache::DiskStore store(config, *log);
   const bool exists = store.exists();  // never throws, whatever the path
+  const std::string shown_dir = cache::display_path(config.dir);
 
   if (action == "stats") {
     const cache::DiskStore::Stats s = store.stats();
-    fmt::print("cache directory: {} ({})\n", config.dir,
+    fmt::print("cache directory: {} ({})\n", shown_dir,
                exists ? cache::access_name(store.access()) : "does not exist");
     fmt::print("entries: {}  bytes: {} ({})  cap: {}\n", s.entries, s.bytes, megabytes(s.bytes),
                megabytes(config.max_bytes));
     for (const auto& [arch, count] : s.per_arch) {
-      fmt::print("  {}: {} entries, {} bytes\n", arch, count.entries, count.bytes);
+      // The arch is read from entries no checksum has vouched for: escaped.
+      fmt::print("  {}: {} entries, {} bytes\n", cache::printable(arch), count.entries,
+                 count.bytes);
     }
     if (s.temp_files + s.lock_files > 0) {
       fmt::print("temporary files: {}  lock files: {}\n", s.temp_files, s.lock_files);
@@ -62,27 +66,31 @@ int cache(const CacheArgs& args) {
   }
   if (action == "verify") {
     const std::vector<cache::DiskStore::Problem> problems = store.verify();
-    for (const auto& p : problems) fmt::print("{}: {}\n", p.path.string(), p.what);
+    for (const auto& p : problems) {
+      fmt::print("{}: {}\n", cache::display_path(p.path), cache::printable(p.what));
+    }
     const cache::DiskStore::Stats s = store.stats();
-    fmt::print("verified {} entries in {}: {} unsound\n", s.entries, config.dir, problems.size());
+    fmt::print("verified {} entries in {}: {} unsound\n", s.entries, shown_dir, problems.size());
     return problems.empty() ? 0 : 1;
   }
   if (!exists) {
-    fmt::print("{}: nothing there (no cache directory {})\n", action, config.dir);
+    fmt::print("{}: nothing there (no cache directory {})\n", action, shown_dir);
     return 0;
   }
   if (action == "prune") {
     const cache::DiskStore::PruneResult r = store.prune();
-    for (const auto& p : r.removed_unsound) fmt::print("removed {}: {}\n", p.path.string(), p.what);
+    for (const auto& p : r.removed_unsound) {
+      fmt::print("removed {}: {}\n", cache::display_path(p.path), cache::printable(p.what));
+    }
     fmt::print(
         "pruned {}: {} unsound entries removed, {} evicted ({}) to stay under {}, {} stale "
         "temporary or lock files removed\n",
-        config.dir, r.removed_unsound.size(), r.evicted, megabytes(r.evicted_bytes),
+        shown_dir, r.removed_unsound.size(), r.evicted, megabytes(r.evicted_bytes),
         megabytes(config.max_bytes), r.removed_leftovers);
     return 0;
   }
   const int64_t removed = store.clear();
-  fmt::print("cleared {}: {} entries removed\n", config.dir, removed);
+  fmt::print("cleared {}: {} entries removed\n", shown_dir, removed);
   return 0;
 }
 

@@ -1,7 +1,7 @@
 // tools: the `fusejit` command-line tool's subcommands, one file each, parsed by CLI11.
 //
 // Each subcommand file adds its CLI::App to the tool's (options bound to a value of its own) and
-// returns what runs it once parsed. Exit statuses (README, "The fusejit tool"): 0 done, 1 a
+// returns what runs it once parsed. Exit statuses (`fusejit --help`, docs/cli.md): 0 done, 1 a
 // failure (the library's errors, a kernel that did not warm, an unsound cache entry, a check
 // that failed), 2 a usage error (an unknown command or option, a bad or missing value).
 #pragma once

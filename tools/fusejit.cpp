@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "cache/file_io.h"
 #include "fusejit/version.h"
 #include "tools/commands.h"
 
@@ -21,8 +22,20 @@ Exit status: 0 done; 1 a failure (an error from fusejit, a kernel that did not w
 cache entry, a --check that failed); 2 a usage error (an unknown command or option, a bad or
 missing value).
 
-Environment: FUSEJIT_LOG, FUSEJIT_DUMP, FUSEJIT_DISABLE, FUSEJIT_CACHE_DIR, FUSEJIT_ARCH, ...
-(see README.md).)";
+Environment (read by every command; a bad value is an error that names the variable and the
+values it takes):
+  FUSEJIT_CACHE_DIR     the kernel cache (default $XDG_CACHE_HOME/fusejit or ~/.cache/fusejit)
+  FUSEJIT_CACHE         on (memory and disk), memory, off
+  FUSEJIT_CACHE_MAX_MB  the disk cache's cap in MB (default 1024); least recently used go first
+  FUSEJIT_ARCH          the arch to compile for (sm_90, ...); default the GPU's
+  FUSEJIT_LOG           off, error, warn (default), info, debug, trace
+  FUSEJIT_DUMP          ir, plan, decisions, cuda, ptx, all (into FUSEJIT_DUMP_DIR)
+  FUSEJIT_DISABLE       fusion, epilogue, vectorize, passes, memo, dynamic, graphs
+  FUSEJIT_NVRTC_OPTIONS more NVRTC options, from a list that cannot change results
+  FUSEJIT_REQUIRE_WARM  1: a kernel missing from the cache is an error, not a compile
+and FUSEJIT_DUMP_DIR, FUSEJIT_RECORD_DIR, FUSEJIT_MEMO_MAX, FUSEJIT_KERNELS_MAX, FUSEJIT_TF32,
+FUSEJIT_ROUNDING, FUSEJIT_ATTENTION, FUSEJIT_CUDNN_PATH. `fusejit COMMAND --help` describes a
+command.)";
 
 constexpr int kUsageStatus = 2;
 
@@ -59,7 +72,7 @@ std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
 int usage_error(const CLI::App& app, const std::string& message) {
   const std::string path = app.get_parent() ? "fusejit " + app.get_name() : "fusejit";
   std::fprintf(stderr, "%s: error: %s\nRun `%s --help` for the options.\n", path.c_str(),
-               message.c_str(), path.c_str());
+               fusejit::cache::printable(message, /*keep_lines=*/true).c_str(), path.c_str());
   return kUsageStatus;
 }
 
@@ -67,7 +80,10 @@ int usage_error(const CLI::App& app, const std::string& message) {
 
 fusejit::Options fusejit::tools::options_from_env() {
   Options options = Options::from_env();
-  for (const std::string& w : options.warnings) std::fprintf(stderr, "fusejit: warning: %s\n", w.c_str());
+  for (const std::string& w : options.warnings) {
+    std::fprintf(stderr, "fusejit: warning: %s\n",
+                 cache::printable(w, /*keep_lines=*/true).c_str());
+  }
   return options;
 }
 
@@ -142,7 +158,10 @@ int main(int argc, char** argv) {
       return usage_error(*c.app, e.what());
     } catch (const std::exception& e) {  // fusejit::Error, and anything else from the library
       std::fflush(stdout);
-      std::fprintf(stderr, "fusejit %s: error: %s\n", name.c_str(), e.what());
+      // Whatever the message quotes (a path, a variable's value, a file's bytes) reaches the
+      // terminal escaped.
+      std::fprintf(stderr, "fusejit %s: error: %s\n", name.c_str(),
+                   fusejit::cache::printable(e.what(), /*keep_lines=*/true).c_str());
       return 1;
     }
   }

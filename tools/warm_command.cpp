@@ -13,7 +13,10 @@
 // Output: progress on stderr while it works (tools/progress.h: a bar on a terminal, plain lines
 // otherwise); on stdout, one line per trace, then exactly one line
 // `compiled: N  cached: M  failed: K` over distinct (kernel, arch) pairs; K also counts traces
-// that could not be read or planned. The exit status is 1 when K > 0.
+// that could not be read or planned. The exit status is 1 when K > 0. A kernel that could not
+// be written is a failure; one evicted again because the cache's cap
+// (FUSEJIT_CACHE_MAX_MB) is smaller than what was warmed is not: the cap wins, as in any run,
+// and a line on stderr says how many went.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,18 +29,19 @@
 
 #include <fmt/format.h>
 
+#include "cache/file_io.h"
 #include "fusejit/error.h"
 #include "fusejit/options.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"
 #include "jit/device.h"
+#include "jit/dynamic.h"
 #include "jit/kernel_cache.h"
 #include "jit/log.h"
 #include "jit/nvrtc.h"
-#include "jit/dynamic.h"
 #include "jit/parallel.h"
-#include "templates/arch.h"
 #include "jit/runtime.h"
+#include "templates/arch.h"
 #include "templates/kernel.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
@@ -69,8 +73,10 @@ std::vector<std::string> target_archs(const WarmArgs& w, const Options& options)
   }
   // A bad --arch is a usage error; a bad FUSEJIT_ARCH one of the environment.
   auto bad_arch = [&](const std::string& arch, const std::string& why) {
-    if (w.archs.empty()) throw Error(fmt::format("FUSEJIT_ARCH={}: {}", arch, why));
-    throw BadArguments(fmt::format("--arch {}: {}", arch, why));
+    if (w.archs.empty()) {
+      throw Error(fmt::format("FUSEJIT_ARCH={}: {}", cache::printable(arch), why));
+    }
+    throw BadArguments(fmt::format("--arch {}: {}", cache::printable(arch), why));
   };
   const std::vector<std::string> supported = jit::supported_archs();
   for (const std::string& arch : archs) {
@@ -84,7 +90,7 @@ std::vector<std::string> target_archs(const WarmArgs& w, const Options& options)
       std::string list;
       for (const std::string& s : supported) list += (list.empty() ? "" : ", ") + s;
       bad_arch(arch, fmt::format("NVRTC {} cannot target {}; it targets {}",
-                                 jit::nvrtc_version_string(), arch, list));
+                                 jit::nvrtc_version_string(), cache::printable(arch), list));
     }
   }
   return archs;
@@ -102,14 +108,19 @@ std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
         if (it->path().extension() == ".trace" && it->is_regular_file(ec))
           found.push_back(it->path().string());
       }
-      if (ec) throw UsageError(fmt::format("cannot read folder {}: {}", p, ec.message()));
-      if (found.empty()) throw UsageError(fmt::format("no *.trace files under {}", p));
+      if (ec) {
+        throw UsageError(
+            fmt::format("cannot read folder {}: {}", cache::display_path(p), ec.message()));
+      }
+      if (found.empty()) {
+        throw UsageError(fmt::format("no *.trace files under {}", cache::display_path(p)));
+      }
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::exists(p, ec)) {
       files.push_back(p);
     } else {
-      throw UsageError(fmt::format("{}: no such file or folder", p));
+      throw UsageError(fmt::format("{}: no such file or folder", cache::display_path(p)));
     }
   }
   // A trace named twice (a file and its folder, say) is warmed once.
@@ -258,20 +269,25 @@ std::vector<TraceWork> plan_traces(const std::vector<std::string>& files,
   return traces;
 }
 
-// Warm means on disk at the end: a kernel whose entry is not there (a write failed, or it was
-// evicted because the cap is smaller than what was warmed) did not warm.
-void check_on_disk(std::vector<Job>& jobs, const jit::KernelCache& cache) {
+// A kernel that could not be written did not warm. One written (or found) and then evicted
+// to keep the cache under its cap did: the cap wins, the least recently used entries go, as in
+// any run, and the count of those is reported (returned) instead of failing the warm.
+int check_on_disk(std::vector<Job>& jobs, const jit::KernelCache& cache) {
+  int evicted = 0;
   for (Job& job : jobs) {
     if (job.state == Job::State::failed) continue;
+    const cache::KernelKey key = cache.key(job.kernel, job.arch);
     // A regular file, not just a name: a directory at the entry's path is not warm.
-    if (!cache.disk()->contains(cache.key(job.kernel, job.arch))) {
-      job.state = Job::State::failed;
-      job.error = fmt::format(
-          "not in {} after warming: writing it failed, or the cache's cap ({} MB, "
-          "FUSEJIT_CACHE_MAX_MB) is too small for what was warmed",
-          cache.disk()->config().dir, cache.disk()->config().max_bytes >> 20);
+    if (cache.disk()->contains(key)) continue;
+    if (!cache.disk()->was_not_stored(key)) {
+      ++evicted;
+      continue;
     }
+    job.state = Job::State::failed;
+    job.error = fmt::format("not in {} after warming: writing it failed",
+                            cache::display_path(cache.disk()->config().dir));
   }
+  return evicted;
 }
 
 int warm(const WarmArgs& w) {
@@ -291,10 +307,10 @@ int warm(const WarmArgs& w) {
   auto log = jit::make_logger(options.log_level);
   jit::KernelCache cache(options, *log, {}, w.ptx);
   if (!cache.disk()->writable()) {
-    throw UsageError(
-        fmt::format("the cache directory '{}' is {}; name a writable one with "
-                    "--cache-dir or FUSEJIT_CACHE_DIR",
-                    options.cache_dir, cache::access_name(cache.disk()->access())));
+    throw UsageError(fmt::format(
+        "the cache directory '{}' is {}; name a writable one with "
+        "--cache-dir or FUSEJIT_CACHE_DIR",
+        cache::display_path(options.cache_dir), cache::access_name(cache.disk()->access())));
   }
 
   // Plan and generate everything first (fast), then compile what is missing.
@@ -307,7 +323,7 @@ int warm(const WarmArgs& w) {
   Tracker tracker(traces, jobs.size(), progress);
   run_jobs(jobs, cache, threads, tracker);
   progress.finish();
-  check_on_disk(jobs, cache);
+  const int evicted = check_on_disk(jobs, cache);
 
   std::string arch_list;
   for (const std::string& a : archs) arch_list += (arch_list.empty() ? "" : ",") + a;
@@ -315,7 +331,7 @@ int warm(const WarmArgs& w) {
   for (const TraceWork& t : traces) {
     if (!t.error.empty()) {
       ++failed_traces;
-      fmt::print("{}: failed: {}\n", t.path, t.error);
+      fmt::print("{}: failed: {}\n", cache::display_path(t.path), t.error);
       continue;
     }
     int compiled = 0, cached = 0, failed = 0;
@@ -325,7 +341,7 @@ int warm(const WarmArgs& w) {
       failed += jobs[j].state == Job::State::failed;
     }
     fmt::print("{}: {} kernel{}, {} library call{}; {}: {} compiled, {} cached, {} failed\n",
-               t.path, t.kernels, t.kernels == 1 ? "" : "s", t.library_calls,
+               cache::display_path(t.path), t.kernels, t.kernels == 1 ? "" : "s", t.library_calls,
                t.library_calls == 1 ? "" : "s", arch_list, compiled, cached, failed);
   }
   int compiled = 0, cached = 0, failed = failed_traces;
@@ -338,11 +354,18 @@ int warm(const WarmArgs& w) {
                  job.error);
     }
   }
+  if (evicted > 0) {
+    fmt::print(stderr,
+               "fusejit warm: {} of the kernels were evicted again to keep {} under its cap "
+               "({} MB); raise FUSEJIT_CACHE_MAX_MB to keep them all\n",
+               evicted, cache::display_path(options.cache_dir),
+               cache.disk()->config().max_bytes >> 20);
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("{} traces, {} distinct kernels for {} into {} in {:.1f} s ({} threads)\n",
-             files.size(), jobs.size() / archs.size(), arch_list, options.cache_dir, seconds,
-             threads);
+             files.size(), jobs.size() / archs.size(), arch_list,
+             cache::display_path(options.cache_dir), seconds, threads);
   fmt::print("compiled: {}  cached: {}  failed: {}\n", compiled, cached, failed);
   std::fflush(stdout);
   return failed > 0 ? 1 : 0;

@@ -81,9 +81,9 @@ struct Options {
   std::string cudnn_path;
   // FUSEJIT_NVRTC_OPTIONS: more NVRTC options, separated by spaces, passed after fusejit's own
   // and part of every kernel's cache key, e.g. "--Ofast-compile=mid" (22% faster compiles and
-  // 1.8-5.8x slower kernels on an H200: docs/api.md "Compile latency"). Options fusejit sets
-  // itself or that change results (the arch, the language standard, fast math, denormals,
-  // precise division and square root, contraction, include paths) are refused.
+  // 1.8-5.8x slower kernels on an H200: docs/api.md "Compile latency"). Only options that cannot
+  // change what a kernel computes are accepted (compile speed, line info, register caps,
+  // warnings, ptxas reports); any other is an error that lists them.
   std::vector<std::string> nvrtc_options;
 
   // What parsing noticed but did not refuse: each unknown FUSEJIT_* variable (a typo, or one

@@ -304,8 +304,9 @@ TEST_CASE("warm: eight warms at once into one directory", "[cache][cli]") {
                            "sumsq_f32", "mlp_bf16"}) {
     traces += fmt::format(" {}", trace(name));
   }
-  const std::string cmd =
-      std::string(FUSEJIT_CLI) + " warm --arch sm_90 --cache-dir " + cache_dir + traces + " 2>&1";
+  const std::string cmd = testing::isolated_cli_env() +
+                          " " FUSEJIT_CLI " warm --arch sm_90 --cache-dir " + cache_dir + traces +
+                          " 2>&1";
   std::vector<FILE*> running;
   for (int i = 0; i < 8; ++i) {
     FILE* p = ::popen(cmd.c_str(), "r");
@@ -335,4 +336,90 @@ TEST_CASE("warm: eight warms at once into one directory", "[cache][cli]") {
   CHECK(verify.status == 0);
   CHECK(test::files_named(cache_dir, ".lock") == 0);
   CHECK(test::files_named(cache_dir, ".tmp-") == 0);
+}
+
+TEST_CASE("warm and cache: a shard that links out of the cache leaves everything there alone",
+          "[cache][cli][hostile]") {
+  TempDir dir("cli-hostile-shard");
+  const std::string cache_dir = dir.str("cache");
+  const std::string warm =
+      "warm --arch sm_90 --cache-dir " + cache_dir + " " + trace("softmax_f32");
+  REQUIRE(run_cli(warm).status == 0);
+  const std::vector<fs::path> entries = entries_in(cache_dir);
+  REQUIRE(entries.size() == 1);
+  // The kernel's shard moves out of the cache, with a lock file of its name, and is linked in.
+  const fs::path shard = entries[0].parent_path();
+  const fs::path outside = dir.path() / "outside" / shard.filename();
+  fs::create_directories(outside.parent_path());
+  fs::rename(shard, outside);
+  const std::string key = entries[0].stem().string();
+  test::write_bytes(outside / (key + ".lock"), "");
+  test::set_age(outside / (key + ".lock"), std::chrono::hours(1));
+  test::set_age(outside / entries[0].filename(), std::chrono::hours(1));
+  fs::create_symlink(outside, shard);
+  auto state = [&] {
+    std::string s;
+    for (const auto& f : fs::directory_iterator(outside)) {
+      s += fmt::format("{} {} {}\n", f.path().string(), test::read_bytes(f.path()).size(),
+                       fs::last_write_time(f.path()).time_since_epoch().count());
+    }
+    return s;
+  };
+  const std::string before = state();
+
+  const CliResult r = run_cli(warm);
+  INFO(r.out);
+  CHECK(summary(r).failed == 1);  // it cannot be written: its shard is not a directory
+  CHECK_THAT(r.out, ContainsSubstring("a symbolic link stands there"));
+  for (const char* action : {"stats", "verify", "prune", "clear"}) {
+    run_cli(std::string("cache ") + action + " --cache-dir " + cache_dir);
+  }
+  CHECK(state() == before);
+  CHECK(fs::is_symlink(shard));
+}
+
+TEST_CASE("warm: under a cap smaller than what it warms, it evicts instead of failing",
+          "[cache][cli]") {
+  TempDir dir("cli-tiny-cap");
+  const std::string cache_dir = dir.str("cache");
+  // With their PTX, the seed traces' kernels take about 1 MB per arch: two archs take twice
+  // the cap, written by 8 threads at once.
+  const CliResult r =
+      run_cli("warm -j 8 --ptx --arch sm_80,sm_90 --cache-dir " + cache_dir + " " + kTraces,
+              "FUSEJIT_CACHE_MAX_MB=1");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  const Summary s = summary(r);
+  CHECK(s.failed == 0);
+  CHECK(s.compiled > 0);
+  CHECK_THAT(r.out, ContainsSubstring("were evicted again to keep"));
+  CHECK_THAT(r.out, ContainsSubstring("raise FUSEJIT_CACHE_MAX_MB"));
+  uint64_t bytes = 0;
+  for (const fs::path& p : entries_in(cache_dir)) bytes += fs::file_size(p);
+  CHECK(bytes <= (uint64_t{1} << 20) * 102 / 100);
+}
+
+TEST_CASE("cache stats: what an entry says about itself is printed escaped",
+          "[cache][cli][hostile]") {
+  TempDir dir("cli-escape");
+  const std::string cache_dir = dir.str("cache");
+  const cache::KernelKey key = test::key_of(7);
+  fs::create_directories(fs::path(cache_dir) / key.shard());
+  cache::Entry e = test::entry_of(7, "sm_\x1b]0;owned\x07\x1b[2J90");
+  test::write_bytes(fs::path(cache_dir) / key.shard() / (key.hex() + ".fjk"),
+                    cache::encode_entry(key, e));
+  CliResult r = run_cli("cache stats --cache-dir " + cache_dir);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK_THAT(r.out, ContainsSubstring("sm_\\x1b]0;owned\\x07\\x1b[2J90: 1 entries"));
+  // A path with control bytes, and a variable's value, the same.
+  const std::string odd = dir.str("odd\x1b[31mdir");
+  r = run_cli("cache stats --cache-dir '" + odd + "'");
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK_THAT(r.out, ContainsSubstring("odd\\x1b[31mdir"));
+  r = run_cli("cache stats --cache-dir " + cache_dir, "FUSEJIT_CACHE=$(printf 'x\\033[2J')");
+  CHECK(r.status == 1);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK_THAT(r.out, ContainsSubstring("FUSEJIT_CACHE=x\\x1b[2J"));
 }

@@ -177,18 +177,26 @@ TEST_CASE("disk abuse: a directory at an entry's path is repaired or fails that 
   CHECK(store.load(key_of(1)));
   CHECK(store.contains(key_of(1)));
 
-  // A directory with something in it is someone's: that entry fails, clearly, and only it.
+  // One with something in it: the name is the store's, so it goes too (disk_hostile_test.cpp).
   const fs::path full = store.entry_path(key_of(2));
   fs::create_directories(full);
   test::write_bytes(full / "keep.txt", "mine");
-  CHECK_FALSE(store.store(key_of(2), entry_of(2)));
-  CHECK_FALSE(store.contains(key_of(2)));
-  CHECK_THAT(log.str(), ContainsSubstring(full.string()));
+  CHECK(store.store(key_of(2), entry_of(2)));
+  CHECK(store.contains(key_of(2)));
+
+  // A tree too deep to be fusejit's doing stays: that entry fails, clearly, and only it.
+  const fs::path deep = store.entry_path(key_of(3));
+  fs::path bottom = deep;
+  for (int i = 0; i < 20; ++i) bottom /= "d";
+  fs::create_directories(bottom);
+  CHECK_FALSE(store.store(key_of(3), entry_of(3)));
+  CHECK_FALSE(store.contains(key_of(3)));
+  CHECK_THAT(log.str(), ContainsSubstring(deep.string()));
   CHECK_THAT(log.str(), ContainsSubstring("a directory"));
   CHECK(store.writable());
-  CHECK(store.store(key_of(3), entry_of(3)));
-  CHECK(store.load(key_of(3)));
-  CHECK(fs::exists(full / "keep.txt"));
+  CHECK(store.store(key_of(4), entry_of(4)));
+  CHECK(store.load(key_of(4)));
+  CHECK(fs::exists(bottom));
   CHECK(test::files_named(dir.str("cache"), ".tmp-") == 0);
   const auto problems = store.verify();
   REQUIRE(problems.size() == 1);

@@ -1,6 +1,9 @@
 // The cache's environment variables as the CLI meets them (test/jit/options_test.cpp checks
 // their parsing): bad values stop `warm` and `cache` with the variable named, the default
 // directory follows XDG_CACHE_HOME, and FUSEJIT_REQUIRE_WARM does not stop warming.
+#include "fusejit/error.h"
+#include "fusejit/options.h"
+#include "jit/nvrtc.h"
 #include "support.h"
 
 using namespace fusejit;
@@ -58,4 +61,51 @@ TEST_CASE("env: the default cache directory, FUSEJIT_CACHE_DIR, FUSEJIT_REQUIRE_
   CHECK_THAT(r.out, ContainsSubstring("compiled: 1  cached: 0  failed: 0"));
   r = run_cli("cache stats", "FUSEJIT_CACHE_DIR=" + dir.str("cache"));
   CHECK_THAT(r.out, ContainsSubstring("entries: 1 "));
+}
+
+TEST_CASE("env: FUSEJIT_NVRTC_OPTIONS takes only options that cannot change results",
+          "[cache][env]") {
+  const auto parse = [](const std::string& value) {
+    return Options::parse({{"FUSEJIT_NVRTC_OPTIONS", value}}).nvrtc_options;
+  };
+  // Refused, each with the list of what is accepted: a macro can rename any function the
+  // kernel calls (softmax's expf), and ptxas's --fmad changes every contraction.
+  for (const char* bad :
+       {"-Dexpf=logf", "--ptxas-options=--fmad=false", "--ptxas-options=-v,--fmad=false",
+        "-Xptxas=--fmad=false", "--maxrregcount=abc", "--maxrregcount", "--Ofast-compile=fast",
+        "-lineinfo=1", "-G", "--device-debug", "--use_fast_math", "-I/usr/include",
+        "--pre-include=x.h", "-ftz=true", "--no-such"}) {
+    INFO(bad);
+    try {
+      parse(std::string("-lineinfo ") + bad);
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      CHECK_THAT(e.what(), ContainsSubstring(std::string("FUSEJIT_NVRTC_OPTIONS: ") + bad));
+      CHECK_THAT(e.what(), ContainsSubstring("accepted: --Ofast-compile={0|min|mid|max}"));
+      CHECK_THAT(e.what(), ContainsSubstring("--maxrregcount=N"));
+    }
+  }
+  // Accepted, and NVRTC compiles with each of them (the list names no option it lacks).
+  const std::vector<std::string> good = {"--Ofast-compile=mid",
+                                         "-Ofc=max",
+                                         "--generate-line-info",
+                                         "-lineinfo",
+                                         "--maxrregcount=64",
+                                         "-maxrregcount=32",
+                                         "--extra-device-vectorization",
+                                         "-extra-device-vectorization",
+                                         "--split-compile=2",
+                                         "-split-compile=1",
+                                         "--disable-warnings",
+                                         "-w",
+                                         "--ptxas-options=-v",
+                                         "--ptxas-options=--warn-on-spills"};
+  std::string all;
+  for (const std::string& g : good) all += " " + g;
+  CHECK(parse(all) == good);
+  const templates::Kernel k = test::tiny_kernel(41);
+  for (const std::string& g : good) {
+    INFO(g);
+    CHECK_NOTHROW(jit::compile(k, "sm_90", {.extra = {g}}));
+  }
 }

@@ -22,6 +22,7 @@
 #include "fusejit_test_paths.h"
 #include "cache/disk_store.h"
 #include "support/catch.h"
+#include "support/cli_env.h"
 #include "templates/kernel.h"
 
 namespace fusejit::test {
@@ -95,10 +96,12 @@ struct CliResult {
   std::string out;  // stdout and stderr
 };
 
-// Runs the fusejit binary through the shell: `env` is prepended (VAR=value ...). Warnings are
-// on whatever the caller's FUSEJIT_LOG says: tests read them.
+// Runs the fusejit binary through the shell, in an environment of its own
+// (support/cli_env.h): `env` is prepended (VAR=value ...). Warnings are on (FUSEJIT_LOG=warn,
+// unless `env` says otherwise): tests read them.
 inline CliResult run_cli(const std::string& args, const std::string& env = "") {
-  const std::string cmd = "FUSEJIT_LOG=warn " + env + " " FUSEJIT_CLI " " + args + " 2>&1";
+  const std::string cmd = testing::isolated_cli_env() + " FUSEJIT_LOG=warn " + env +
+                          " " FUSEJIT_CLI " " + args + " 2>&1";
   CliResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);

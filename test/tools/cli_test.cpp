@@ -17,6 +17,7 @@
 
 #include "fusejit_test_paths.h"
 #include "support/catch.h"
+#include "support/cli_env.h"
 
 namespace {
 
@@ -25,10 +26,12 @@ struct Result {
   std::string out;  // stdout and stderr
 };
 
-// `redirect` says which streams come back (default both, as a person sees them).
+// `redirect` says which streams come back (default both, as a person sees them). The binary
+// runs in an environment of its own (support/cli_env.h); `env` adds to it.
 Result run(const std::string& args, const std::string& env = "",
            const std::string& redirect = "2>&1") {
-  const std::string cmd = env + " " FUSEJIT_CLI " " + args + " " + redirect;
+  const std::string cmd = fusejit::testing::isolated_cli_env() + " " + env + " " FUSEJIT_CLI " " +
+                          args + " " + redirect;
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -197,7 +200,9 @@ TEST_CASE("plan: the plain-text plan names regions and reasons", "[tools][plan]"
 TEST_CASE("plan: a batched matmul broadcast on both sides is strided cuBLASLt calls",
           "[tools][plan]") {
   const std::string path =
-      (std::filesystem::temp_directory_path() / "fusejit_cli_test_broadcast_gemm.trace").string();
+      (std::filesystem::temp_directory_path() /
+       ("fusejit_cli_test_broadcast_gemm_" + std::to_string(getpid()) + ".trace"))
+          .string();
   std::ofstream(path) << "fusejit-trace 1\n"
                          "%0 : bf16[8,1,512,64] = input\n"
                          "%1 : bf16[1,16,64,512] = input\n"
@@ -223,8 +228,9 @@ TEST_CASE("a failure exits 1 and says which command failed and why", "[tools][er
   CHECK(r.out.find("fusejit plan: error: ") != std::string::npos);
   CHECK(r.out.find("/nonexistent/x.trace") != std::string::npos);
 
-  const std::string bad =
-      (std::filesystem::temp_directory_path() / "fusejit_cli_test_bad.trace").string();
+  const std::string bad = (std::filesystem::temp_directory_path() /
+                           ("fusejit_cli_test_bad_" + std::to_string(getpid()) + ".trace"))
+                              .string();
   std::ofstream(bad) << "fusejit-trace 1\n%0 : f32[4] = input\n%1 : f32[4] = mull %0, %0\noutput %1\n";
   r = run("plan " + bad);
   CHECK(r.status == 1);
@@ -243,6 +249,44 @@ TEST_CASE("run without a GPU says so instead of crashing", "[tools][errors]") {
   const Result r = run("run " + trace("ew_chain_f32"), "CUDA_VISIBLE_DEVICES=");
   CHECK(r.status == 1);
   CHECK(r.out.find("fusejit run: error: no GPU") != std::string::npos);
+  // --json keeps stdout for the JSON object alone: the error goes to stderr.
+  const Result json =
+      run("run --json " + trace("ew_chain_f32"), "CUDA_VISIBLE_DEVICES=", "2>/dev/null");
+  CHECK(json.status == 1);
+  CHECK(json.out.empty());
+}
+
+TEST_CASE("run --json: one JSON object with the check and each step's figures", "[tools][gpu]") {
+  // Skips (saying so) without a GPU: `run` fails then, as the test above checks.
+  const Result probe = run("run --iters 1 " + trace("softmax_f32"), "", "2>&1 >/dev/null");
+  if (probe.out.find("no GPU") != std::string::npos) {
+    WARN("skipped: no GPU");
+    return;
+  }
+  for (const char* name : {"softmax_f32", "mlp_bf16"}) {
+    INFO(name);
+    const Result r =
+        run(std::string("run --json --check --iters 3 ") + trace(name), "", "2>/dev/null");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    const nlohmann::json doc = nlohmann::json::parse(r.out);
+    CHECK(doc.at("trace") == trace(name));
+    CHECK(doc.at("result") == "pass");
+    CHECK(doc.at("check").at("passed") == true);
+    REQUIRE_FALSE(doc.at("check").at("outputs").empty());
+    for (const nlohmann::json& o : doc.at("check").at("outputs")) {
+      CHECK(o.at("rel_err").get<double>() <= doc.at("check").at("bound").get<double>());
+      CHECK(o.at("pass") == true);
+    }
+    REQUIRE(doc.at("steps").size() ==
+            doc.at("kernels").get<size_t>() + doc.at("library_calls").get<size_t>());
+    for (const nlohmann::json& step : doc.at("steps")) {
+      CHECK(step.at("time_ms").get<double>() > 0);
+      CHECK((step.contains("gbps") || step.contains("tflops") || step.at("kind") == "attention"));
+    }
+    CHECK(doc.at("total").at("time_ms").get<double>() > 0);
+    CHECK(doc.at("total").at("gbps").get<double>() > 0);
+  }
 }
 
 TEST_CASE("a bad command line exits 2 and names the option, the value and what is accepted",
@@ -297,7 +341,9 @@ TEST_CASE("every command takes --help and -h, and lists its options", "[tools][h
   const std::vector<Case> cases = {
       {"", {"plan", "run", "warm", "cache", "version", "--version", "Exit status"}},
       {"plan", {"--json", "--dim", "TRACE"}},
-      {"run", {"--check", "--check-rows", "--iters", "1..1000000", "--dim", "--static", "TRACE"}},
+      {"run",
+       {"--check", "--check-rows", "--iters", "1..1000000", "--dim", "--static", "--json",
+        "TRACE"}},
       {"warm", {"--arch", "--cache-dir", "-j,--jobs", "1..1024", "--ptx", "PATH"}},
       {"cache", {"stats|verify|prune|clear", "--cache-dir"}},
       {"version", {"Usage: fusejit version"}},
@@ -310,6 +356,8 @@ TEST_CASE("every command takes --help and -h, and lists its options", "[tools][h
       CHECK(r.out.find("Usage: fusejit" + (c.command.empty() ? "" : " " + c.command)) !=
             std::string::npos);
       for (const std::string& m : c.mentions) CHECK(r.out.find(m) != std::string::npos);
+      // Self-contained: an installed binary has no README next to it.
+      CHECK(r.out.find("README") == std::string::npos);
     }
   }
   // `fusejit help [COMMAND]` is `fusejit [COMMAND] --help`; `fusejit` alone shows the help on
