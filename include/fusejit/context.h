@@ -9,8 +9,8 @@
 //
 // Threads: a Context may be used from many threads at once. Its state is locked: ops recorded
 // from several threads go into one trace, one at a time, and an eval (or to_host, which
-// evaluates) computes every pending tensor of the Context, whichever thread recorded it, while
-// the others wait. Threads that should not wait for each other use a Context each. A Tensor
+// evaluates) computes the tensors it is asked for, whichever thread recorded what they need,
+// while the others wait. Threads that should not wait for each other use a Context each. A Tensor
 // handle itself is a shared reference: copying and destroying handles from several threads is
 // safe; the Context must outlive every thread that uses it.
 #pragma once
@@ -146,13 +146,14 @@ class Context {
   // docs/trace-format.md, holding only the nodes the outputs need.
   std::string trace_text(const std::vector<Tensor>& outputs);
 
-  // Evaluates every pending tensor still held by the program.
+  // Evaluates every pending tensor still held by the program, together (one trace): the one
+  // eval that writes more than the tensors named (Tensor::eval).
   void eval_all();
 
   // Counters of what this Context has done, for tests and tuning.
   struct Stats {
     int64_t traces_evaluated = 0;  // eval calls that computed something
-    int64_t outputs_computed = 0;  // tensors materialized by those evals
+    int64_t outputs_computed = 0;  // tensors materialized by those evals (the ones asked for)
     int64_t plans_built = 0;       // traces planned (a trace-memo hit builds none)
     int64_t trace_memo_hits = 0;
     // Executables made from the plan of a symbolic trace for new sizes (no planning; compiling

@@ -35,7 +35,12 @@ class Tensor {
   Context& context() const;
   bool defined() const { return impl_ != nullptr; }
 
-  // Computes this tensor (and every other pending tensor still held) now.
+  // Computes this tensor now, and only it: other pending tensors, held or not (the temporaries
+  // of the expression this one was built by too), are not computed or written. One you hold
+  // stays pending, and a later eval that needs it computes it from its operands again; to
+  // compute several results that share work in one pass, evaluate them together
+  // (fusejit::eval({a, b})). An eval reads the Context's inputs as they are then: a wrapped
+  // buffer (Context::wrap) and every pending view of it read the caller's memory anew.
   Tensor& eval();
   // Computes if needed and copies the values out, converted to double.
   std::vector<double> to_host() const;
