@@ -467,6 +467,15 @@ const Options& Context::options() const { return impl_->options; }
 
 bool Context::has_gpu() const { return impl_->runtime != nullptr; }
 
+bool Context::gpu_available(int device, std::string* why) {
+  try {
+    return jit::probe_device(why, device).has_value();
+  } catch (const UsageError& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
 Context::Stats Context::stats() const {
   const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   return impl_->stats;

@@ -196,6 +196,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
     const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     const std::vector<std::shared_ptr<DeviceBuffer>>& into, const DynamicSource& source) {
   const DeviceGuard guard(device_->info().ordinal);
+  device_->run_releases();
   const std::shared_ptr<const Executable> exe = executable_for(g, source);
   // Kernels and GEMM plans assume kBufferAlignment; caller memory may have less (a view at an
   // offset): read a copy of it.
@@ -206,6 +207,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
     copies = inputs;
     for (auto& buf : copies) {
       if (is_aligned(buf->data())) continue;
+      ++stats_.inputs_realigned;
       auto copy = device_->allocate(buf->bytes());
       FUSEJIT_CUDA(cudaMemcpyAsync(copy->data(), buf->data(), buf->bytes(),
                                    cudaMemcpyDeviceToDevice, device_->stream()));

@@ -44,6 +44,15 @@ struct Placement {
   // the Context and every buffer of it still held (DLPack exports). Null: a stream of fusejit's
   // own. With no GPU (the CPU path) a stream is a UsageError.
   CUstream_st* stream = nullptr;
+
+  // For C++17, which has no designated initializers (C++20's Placement{.device = 0, .stream =
+  // s}): Placement::on(0, s). Placement{0, s} works too.
+  static Placement on(int device, CUstream_st* stream = nullptr) {
+    Placement p;
+    p.device = device;
+    p.stream = stream;
+    return p;
+  }
 };
 
 class Context {
@@ -84,8 +93,13 @@ class Context {
   // after it on the same stream, or call synchronize()). `release`, when given, is called once
   // when fusejit no longer needs the memory: when the last tensor reading it is gone, after the
   // Context's stream has finished the work queued so far. It is called on the thread that drops
-  // that tensor and must not throw. Memory that is not 256-byte aligned is copied into fusejit's
-  // own at each eval (kernels and cuBLASLt assume that alignment) instead of read in place.
+  // that tensor and must not throw. On the GPU, dropping that tensor never blocks: the release
+  // is queued behind the work queued so far on the Context's stream and called once that work
+  // has run, by the Context's next eval, synchronize() or destruction, on the thread making that
+  // call (it may call CUDA, e.g. cudaFree). On the CPU path it is called right away, on the
+  // thread that drops the tensor. Memory that is not 256-byte aligned is copied into fusejit's
+  // own at each eval (kernels and cuBLASLt assume that alignment) instead of read in place; the
+  // copies are counted in Stats::inputs_realigned.
   Tensor wrap(const void* data, Shape shape, DType dtype, std::vector<int64_t> strides = {},
               std::function<void()> release = {});
 
@@ -109,8 +123,9 @@ class Context {
   // Waits until every piece of work queued so far has run (nothing on the CPU path).
   void synchronize();
   // Records `event` (a cudaEvent_t of the Context's GPU) on its stream after the work queued so
-  // far, so that another stream can wait for the results (cudaStreamWaitEvent). UsageError on
-  // the CPU path.
+  // far, so that another stream can wait for the results (cudaStreamWaitEvent). On the CPU path
+  // it does nothing (results are ready when eval returns), so that the same program runs
+  // without a GPU.
   void record_event(CUevent_st* event);
 
   // A tensor of one value broadcast to `shape` (recorded, not materialized).
@@ -172,11 +187,19 @@ class Context {
     int64_t outputs_copied = 0;
     // evals whose kernels were replayed as one CUDA graph (README, "Launch overhead")
     int64_t graph_launches = 0;
+    // Wrapped inputs copied into fusejit's memory at an eval because they were not 256-byte
+    // aligned (Context::wrap); one per input per eval. 0 on the CPU path.
+    int64_t inputs_realigned = 0;
   };
   Stats stats() const;
 
   // Whether eval runs on a GPU (false: the CPU reference runs instead).
   bool has_gpu() const;
+  // Whether a Context with Placement::device `device` would run on a GPU, checked as its
+  // constructor checks, without creating one: a program decides so whether to pass a stream.
+  // False, with the reason in `why` when given, when there is no usable GPU or `device` is not
+  // one of this machine's (where a Context with that Placement would throw).
+  static bool gpu_available(int device = 0, std::string* why = nullptr);
 
   detail::ContextImpl& impl() { return *impl_; }
 

@@ -54,13 +54,15 @@ class Tensor {
   // stream order: work queued on the Context's stream after this call may read them; other
   // streams wait with Context::record_event, the host with Context::synchronize.
   const void* data_ptr() const;
-  // Computes this tensor into caller memory `dst` (the Context's memory, `bytes` ==
-  // numel() * dtype_size(dtype())). A pending tensor computed by a generated kernel or a GEMM
+  // Computes this tensor into caller memory `dst` (the Context's memory), dense row-major at
+  // its start: `bytes` is at least numel() * dtype_size(dtype()); bytes past those are left as
+  // they are (a buffer sized for the largest batch may take a smaller one). A pending tensor
+  // computed by a generated kernel or a GEMM
   // is written there directly when `dst` is 256-byte aligned and overlaps none of the eval's
   // inputs; otherwise (and for a tensor already computed) it is copied there, device to device,
   // on the Context's stream. Afterwards the tensor may read its values from `dst`: keep `dst`
   // alive and unmodified while you use the tensor. Ready in stream order, as data_ptr.
-  void eval_into(void* dst, size_t bytes);
+  void eval_into(void* dst, size_t bytes) const;
 
   // Computes if needed and exports the values as DLPack (fusejit/dlpack.h): a DLManagedTensor
   // (kDLCUDA on the GPU, kDLCPU on the CPU path, dense, no strides) whose deleter keeps the
@@ -87,7 +89,7 @@ struct Destination {
   size_t bytes = 0;
 };
 // Evaluates several tensors together, each into its destination, as Tensor::eval_into does for
-// one. The tensors belong to one Context; destinations must not overlap.
+// one. The tensors belong to one Context; the bytes they are written to must not overlap.
 void eval_into(const std::vector<Destination>& destinations);
 
 // Elementwise, unary.
