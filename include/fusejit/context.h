@@ -91,13 +91,12 @@ class Context {
   // alive and unmodified until every result depending on it has been evaluated and, on the GPU,
   // until that work has run (it is queued on the Context's stream: enqueue your own writes
   // after it on the same stream, or call synchronize()). `release`, when given, is called once
-  // when fusejit no longer needs the memory: when the last tensor reading it is gone, after the
-  // Context's stream has finished the work queued so far. It is called on the thread that drops
-  // that tensor and must not throw. On the GPU, dropping that tensor never blocks: the release
-  // is queued behind the work queued so far on the Context's stream and called once that work
-  // has run, by the Context's next eval, synchronize() or destruction, on the thread making that
-  // call (it may call CUDA, e.g. cudaFree). On the CPU path it is called right away, on the
-  // thread that drops the tensor. Memory that is not 256-byte aligned is copied into fusejit's
+  // when fusejit no longer needs the memory (the last tensor reading it is gone) and must not
+  // throw. On the GPU, dropping that tensor never blocks: the release is queued behind the work
+  // queued so far on the Context's stream and called once that work has run, by the Context's
+  // next eval, host copy (to_host), synchronize() or destruction, on the thread making that call
+  // (it may call CUDA, e.g. cudaFree). On the CPU path it is called right away, on the thread
+  // that drops the tensor. Memory that is not 256-byte aligned is copied into fusejit's
   // own at each eval (kernels and cuBLASLt assume that alignment) instead of read in place; the
   // copies are counted in Stats::inputs_realigned.
   Tensor wrap(const void* data, Shape shape, DType dtype, std::vector<int64_t> strides = {},
