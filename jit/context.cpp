@@ -377,6 +377,9 @@ void ContextImpl::carry_uncomputed() {
 }
 
 void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into) {
+  // Wrapped memory let go since the last eval is handed back here too (its work permitting),
+  // even when there is nothing to compute (eval_all of nothing).
+  if (runtime) runtime->device().run_releases();
   // Outputs: the tensors asked for, and no other (see context_impl.h).
   std::vector<std::shared_ptr<TensorImpl>> outs;
   for (const auto& t : wanted) {
