@@ -13,14 +13,12 @@
 #include "support/context_memory.h"
 #include "support/gpu.h"
 
-namespace fj = fusejit;
-using fj::DType;
-using fj::Shape;
-using fj::testing::ContextMemory;
+using namespace fusejit;
+using fusejit::testing::ContextMemory;
 
 namespace {
 
-fj::Options quiet() { return fj::Options::parse({{"FUSEJIT_LOG", "error"}}); }
+Options quiet() { return Options::parse({{"FUSEJIT_LOG", "error"}}); }
 
 // The elements of a strided layout over `buf` (from element `offset`), in row-major order.
 std::vector<double> strided(const std::vector<float>& buf, int64_t offset, const Shape& shape,
@@ -51,14 +49,14 @@ struct View {
   int64_t offset;
   Shape shape;
   std::vector<int64_t> strides;
-  fj::Tensor tensor;
+  Tensor tensor;
 };
 
 }  // namespace
 
 TEST_CASE("every eval reads a wrapped buffer as it is then, through every kind of view",
           "[jit][embed][eval-rules]") {
-  fj::Context ctx(quiet());
+  Context ctx(quiet());
   // A fused QKV buffer [B, S, 3H].
   const int64_t B = 2, S = 3, H = 4, W = 3 * H;
   const size_t count = static_cast<size_t>(B * S * W);
@@ -78,8 +76,8 @@ TEST_CASE("every eval reads a wrapped buffer as it is then, through every kind o
       {"broadcast (the first row, 4 times)", 0, {4, W}, {0, 1}, {}},
   };
   for (View& v : views) v.tensor = ctx.wrap(at(v.offset), v.shape, DType::f32, v.strides);
-  const fj::Tensor& q = views[4].tensor;
-  const fj::Tensor& k = views[5].tensor;
+  const Tensor& q = views[4].tensor;
+  const Tensor& k = views[5].tensor;
 
   for (int round = 0; round < 3; ++round) {
     INFO("round " << round);
@@ -98,15 +96,15 @@ TEST_CASE("every eval reads a wrapped buffer as it is then, through every kind o
 
 TEST_CASE("an eval writes only what was asked for, not the expression's temporaries",
           "[jit][eval-rules]") {
-  fj::Context ctx(quiet());
+  Context ctx(quiet());
   const std::vector<double> in = {1, -2, 3, -4, 5, -6};
   const auto x = ctx.from_vector(in, {2, 3});
 
-  (fj::exp(x * 2 + 1) * 3).eval();
+  (exp(x * 2 + 1) * 3).eval();
   CHECK(ctx.stats().outputs_computed == 1);
   CHECK(ctx.stats().traces_evaluated == 1);
 
-  const std::vector<double> norm = fj::layer_norm(x * 2 + 1).to_host();
+  const std::vector<double> norm = layer_norm(x * 2 + 1).to_host();
   CHECK(ctx.stats().outputs_computed == 2);
   CHECK(norm.size() == 6);
 
@@ -117,7 +115,7 @@ TEST_CASE("an eval writes only what was asked for, not the expression's temporar
 
   SECTION("a held tensor not asked for stays pending and is computed when used") {
     const auto a = x * 2.0;
-    auto b = fj::exp(a);
+    auto b = exp(a);
     b.eval();
     CHECK(ctx.stats().outputs_computed == 4);
     // a is carried out of that trace: a later expression reads it with a computed tensor.
@@ -129,11 +127,11 @@ TEST_CASE("an eval writes only what was asked for, not the expression's temporar
     CHECK(ctx.stats().outputs_computed == 6);
   }
   SECTION("several held tensors carried together share their nodes") {
-    const auto s = fj::sum(x, {1});
+    const auto s = sum(x, {1});
     const auto p = s + 1.0;
     const auto m = s * 2.0;
     (x + 1.0).eval();
-    fj::eval({p, m});
+    eval({p, m});
     CHECK(ctx.stats().outputs_computed == 6);
     CHECK(p.to_host() == std::vector<double>{3, -4});
     CHECK(m.to_host() == std::vector<double>{4, -10});
@@ -151,14 +149,14 @@ TEST_CASE("an eval writes only what was asked for, not the expression's temporar
 }
 
 TEST_CASE("a carried view keeps its wrapped buffer until it is dropped", "[jit][embed][eval-rules]") {
-  fj::Context ctx(quiet());
+  Context ctx(quiet());
   ContextMemory mem(ctx, 4 * sizeof(float));
   mem.put(std::vector<float>{1, 2, 3, 4});
   int released = 0;
-  fj::Tensor t;
+  Tensor t;
   {
     const auto x = ctx.wrap(mem.data(), {2, 2}, DType::f32, {1, 2}, [&] { ++released; });
-    t = fj::transpose(x, 0, 1) + 0.0;
+    t = transpose(x, 0, 1) + 0.0;
     CHECK((x * 2.0).to_host() == std::vector<double>{2, 6, 4, 8});
   }
   CHECK(released == 0);  // t, pending, still reads the buffer
@@ -170,10 +168,10 @@ TEST_CASE("a carried view keeps its wrapped buffer until it is dropped", "[jit][
 
 TEST_CASE("repeating an expression with temporaries hits the trace memo", "[gpu][jit][eval-rules]") {
   FUSEJIT_REQUIRE_GPU();
-  fj::Context ctx(quiet());
+  Context ctx(quiet());
   const auto x = ctx.from_vector(std::vector<double>(4096, 0.5), {64, 64});
-  for (int i = 0; i < 5; ++i) (fj::exp(x * 2 + 1) * 3).eval();
-  const fj::Context::Stats s = ctx.stats();
+  for (int i = 0; i < 5; ++i) (exp(x * 2 + 1) * 3).eval();
+  const Context::Stats s = ctx.stats();
   CHECK(s.outputs_computed == 5);
   CHECK(s.plans_built == 1);
   CHECK(s.trace_memo_hits == 4);
