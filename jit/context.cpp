@@ -372,13 +372,40 @@ void ContextImpl::carry_uncomputed() {
   trace = ir::Graph();
   bound.clear();
   marks.clear();
-  std::erase_if(carried, [](const std::weak_ptr<CarriedTrace>& w) { return w.expired(); });
+  trim(*c);
   carried.push_back(c);
 }
 
+void ContextImpl::trim(CarriedTrace& c) {
+  std::vector<bool> needed(c.graph.size(), false);
+  for (const auto& w : c.tensors) {
+    const std::shared_ptr<TensorImpl> t = w.lock();
+    if (t && !t->storage && t->carried.get() == &c) needed[static_cast<size_t>(t->node)] = true;
+  }
+  for (size_t n = needed.size(); n-- > 0;) {
+    if (!needed[n]) continue;
+    for (ir::NodeId in : c.graph.node(static_cast<ir::NodeId>(n)).inputs) {
+      needed[static_cast<size_t>(in)] = true;
+    }
+  }
+  const std::vector<ir::NodeId>& input_ids = c.graph.inputs();
+  for (size_t k = 0; k < c.bound.size(); ++k) {
+    if (!needed[static_cast<size_t>(input_ids[k])]) c.bound[k].reset();
+  }
+}
+
+void ContextImpl::trim_carried() {
+  std::erase_if(carried, [](const std::weak_ptr<CarriedTrace>& w) { return w.expired(); });
+  for (const auto& weak : carried) {
+    if (const std::shared_ptr<CarriedTrace> c = weak.lock()) trim(*c);
+  }
+}
+
 void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into) {
-  // Wrapped memory let go since the last eval is handed back here too (its work permitting),
-  // even when there is nothing to compute (eval_all of nothing).
+  // Storages that only dropped temporaries read are let go, and wrapped memory let go since
+  // the last eval is handed back here too (its work permitting), even when there is nothing
+  // to compute (eval_all of nothing).
+  trim_carried();
   if (runtime) runtime->device().run_releases();
   // Outputs: the tensors asked for, and no other (see context_impl.h).
   std::vector<std::shared_ptr<TensorImpl>> outs;

@@ -71,7 +71,9 @@ struct TensorImpl;
 // held by the program but not asked for). Read and changed only under the Context's lock.
 struct CarriedTrace {
   ir::Graph graph;
-  std::vector<std::shared_ptr<Storage>> bound;  // bound[k] feeds graph's input node k
+  // bound[k] feeds graph's input node k; null where no carried tensor needs it (or a
+  // placeholder's)
+  std::vector<std::shared_ptr<Storage>> bound;
   std::vector<ir::DynamicAxis> marks;
   std::vector<std::weak_ptr<TensorImpl>> tensors;  // for Context::eval_all
   // Node id in `graph` -> its copy in the Context's trace of epoch `copied_epoch` (-1: none yet),
@@ -169,6 +171,12 @@ struct ContextImpl {
   ir::NodeId copy_in(CarriedTrace& c, ir::NodeId id);
   // Hands the trace just evaluated to the held pending tensors it did not compute.
   void carry_uncomputed();
+  // Empties c's storage slots that no tensor it still carries reads (the temporaries of the
+  // expression just evaluated were carried too, and are gone by the next eval), so that their
+  // memory is let go while a held tensor keeps the trace.
+  void trim(CarriedTrace& c);
+  // trim of every carried trace still alive; forgets the others.
+  void trim_carried();
   // Saves `g` to FUSEJIT_RECORD_DIR, in its symbolic form when it has dynamic dims.
   void record(const ir::Graph& g);
   // The values of g's outputs, `outs` in order, computed on the GPU or by the CPU reference.

@@ -166,6 +166,24 @@ TEST_CASE("a carried view keeps its wrapped buffer until it is dropped", "[jit][
   CHECK(released == 1);
 }
 
+TEST_CASE("a carried tensor keeps only the buffers it reads", "[jit][embed][eval-rules]") {
+  Context ctx(quiet());
+  ContextMemory mem(ctx, 4 * sizeof(float));
+  mem.put(std::vector<float>{1, 2, 3, 4});
+  int released = 0;
+  const auto y = ctx.from_vector(std::vector<double>{1, 2}, {2});
+  const auto p = y + 1.0;  // held, never asked for: carried out of the next eval
+  {
+    const auto x = ctx.wrap(mem.data(), {4}, DType::f32, {}, [&] { ++released; });
+    CHECK((x * 2.0 + sum(y)).to_host() == std::vector<double>{5, 7, 9, 11});
+  }
+  // That eval's temporaries, carried with p, read the buffer; they are gone by the next eval.
+  CHECK((y * 3.0).to_host() == std::vector<double>{3, 6});
+  ctx.synchronize();
+  CHECK(released == 1);  // p does not read the buffer: it is let go
+  CHECK(p.to_host() == std::vector<double>{2, 3});
+}
+
 TEST_CASE("repeating an expression with temporaries hits the trace memo", "[gpu][jit][eval-rules]") {
   FUSEJIT_REQUIRE_GPU();
   Context ctx(quiet());
