@@ -113,29 +113,84 @@ void* ContextImpl::data_of(Storage& s) {
   return s.device->data();
 }
 
-ir::NodeId ContextImpl::node_of(TensorImpl& t) {
+ir::NodeId ContextImpl::node_of(const std::shared_ptr<TensorImpl>& tensor) {
+  TensorImpl& t = *tensor;
   if (t.ctx != this) {
     throw UsageError("fusejit: an op mixes tensors of two different Contexts; create all operands of "
                 "an op in the same Context");
   }
   if (!t.storage) {
+    if (t.carried) {
+      const std::shared_ptr<CarriedTrace> c = std::move(t.carried);
+      t.node = copy_in(*c, t.node);
+      t.epoch = epoch;
+      pending.push_back(tensor);
+    }
     if (t.epoch != epoch) {
       throw InternalError(fmt::format("pending tensor from trace epoch {} seen in epoch {}",
                                       t.epoch, epoch));
     }
     return t.node;
   }
-  // A Storage belongs to the tensors of one Context (checked above), so its binding is this one.
-  Storage& s = *t.storage;
-  if (s.bound_epoch == epoch) return s.bound_node;
-  const ir::NodeId id = ir::add_input(trace, t.dtype, t.shape);
+  std::vector<ir::DynamicAxis> marks_of_t;
   for (const auto& [axis, name] : t.dynamic_axes) {
-    marks.push_back({.input = bound.size(), .axis = axis, .name = name});
+    marks_of_t.push_back({.input = 0, .axis = axis, .name = name});
   }
-  bound.push_back(t.storage);
-  s.bound_epoch = epoch;
-  s.bound_node = id;
+  return bind(t.storage, t.dtype, t.shape, marks_of_t);
+}
+
+ir::NodeId ContextImpl::bind(const std::shared_ptr<Storage>& s, DType dtype, const Shape& shape,
+                             const std::vector<ir::DynamicAxis>& input_marks) {
+  // A Storage belongs to the tensors of one Context, so its binding is this one.
+  if (s && s->bound_epoch == epoch) return s->bound_node;
+  const ir::NodeId id = ir::add_input(trace, dtype, shape);
+  for (const ir::DynamicAxis& m : input_marks) {
+    marks.push_back({.input = bound.size(), .axis = m.axis, .name = m.name});
+  }
+  bound.push_back(s);
+  if (s) {
+    s->bound_epoch = epoch;
+    s->bound_node = id;
+  }
   return id;
+}
+
+ir::NodeId ContextImpl::copy_in(CarriedTrace& c, ir::NodeId id) {
+  if (c.copied_epoch != epoch) {
+    c.copied.assign(c.graph.size(), -1);
+    c.copied_epoch = epoch;
+  }
+  // The nodes `id` needs that are not copied yet, found walking back (operands come first).
+  std::vector<bool> needed(static_cast<size_t>(id) + 1, false);
+  needed[static_cast<size_t>(id)] = true;
+  for (ir::NodeId n = id; n >= 0; --n) {
+    const auto k = static_cast<size_t>(n);
+    if (!needed[k] || c.copied[k] >= 0) {
+      needed[k] = false;
+      continue;
+    }
+    for (ir::NodeId in : c.graph.node(n).inputs) needed[static_cast<size_t>(in)] = true;
+  }
+  const std::vector<ir::NodeId>& inputs = c.graph.inputs();
+  for (ir::NodeId n = 0; n <= id; ++n) {
+    const auto k = static_cast<size_t>(n);
+    if (!needed[k]) continue;
+    const ir::Node& node = c.graph.node(n);
+    if (node.op == ir::Op::input) {
+      const auto input = static_cast<size_t>(
+          std::find(inputs.begin(), inputs.end(), n) - inputs.begin());
+      std::vector<ir::DynamicAxis> input_marks;
+      for (const ir::DynamicAxis& m : c.marks) {
+        if (m.input == input) input_marks.push_back(m);
+      }
+      c.copied[k] = bind(c.bound.at(input), node.dtype, node.shape, input_marks);
+    } else {
+      ir::NodeSpec spec = ir::spec_of(node);
+      for (ir::NodeId& in : spec.inputs) in = c.copied[static_cast<size_t>(in)];
+      c.copied[k] = trace.add(std::move(spec));
+    }
+  }
+  return c.copied[static_cast<size_t>(id)];
 }
 
 const Shape& ContextImpl::shape_of(TensorImpl& t) {
@@ -282,16 +337,82 @@ void ContextImpl::record(const ir::Graph& g) {
   if (!path.empty()) log->debug("recorded {}", path);
 }
 
-void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, const Into& into) {
-  // Outputs: every pending tensor still held elsewhere, plus the ones asked for. (A use count
-  // read as above 1 may be dropped by another thread meanwhile: it is then computed for
-  // nothing. One read as 1 is held by `pending` alone, and nothing can take it again.)
-  std::vector<std::shared_ptr<TensorImpl>> outs;
+std::vector<std::shared_ptr<TensorImpl>> ContextImpl::held_pending() {
+  std::vector<std::shared_ptr<TensorImpl>> held;
   for (const auto& t : pending) {
-    if (t.use_count() > 1 && !t->storage) outs.push_back(t);
+    if (t.use_count() > 1 && !t->storage) held.push_back(t);
   }
-  for (const auto& t : extra) {
-    if (!t->storage && std::find(outs.begin(), outs.end(), t) == outs.end()) outs.push_back(t);
+  for (const auto& weak : carried) {
+    const std::shared_ptr<CarriedTrace> c = weak.lock();
+    if (!c) continue;
+    for (const auto& w : c->tensors) {
+      std::shared_ptr<TensorImpl> t = w.lock();
+      if (t && !t->storage && t->carried == c) held.push_back(std::move(t));
+    }
+  }
+  return held;
+}
+
+void ContextImpl::carry_uncomputed() {
+  std::shared_ptr<CarriedTrace> c;
+  for (const auto& t : pending) {
+    // Held by the program (a use count read as 1 is held by `pending` alone, and nothing can
+    // take it again) and not computed.
+    if (t.use_count() == 1 || t->storage) continue;
+    if (!c) c = std::make_shared<CarriedTrace>();
+    shape_of(*t);  // before the trace it is read from moves
+    t->carried = c;
+    c->tensors.push_back(t);
+  }
+  if (!c) return;
+  c->graph = std::move(trace);
+  c->graph.set_outputs({});
+  c->bound = std::move(bound);
+  c->marks = std::move(marks);
+  trace = ir::Graph();
+  bound.clear();
+  marks.clear();
+  trim(*c);
+  carried.push_back(c);
+}
+
+void ContextImpl::trim(CarriedTrace& c) {
+  std::vector<bool> needed(c.graph.size(), false);
+  for (const auto& w : c.tensors) {
+    const std::shared_ptr<TensorImpl> t = w.lock();
+    if (t && !t->storage && t->carried.get() == &c) needed[static_cast<size_t>(t->node)] = true;
+  }
+  for (size_t n = needed.size(); n-- > 0;) {
+    if (!needed[n]) continue;
+    for (ir::NodeId in : c.graph.node(static_cast<ir::NodeId>(n)).inputs) {
+      needed[static_cast<size_t>(in)] = true;
+    }
+  }
+  const std::vector<ir::NodeId>& input_ids = c.graph.inputs();
+  for (size_t k = 0; k < c.bound.size(); ++k) {
+    if (!needed[static_cast<size_t>(input_ids[k])]) c.bound[k].reset();
+  }
+}
+
+void ContextImpl::trim_carried() {
+  std::erase_if(carried, [](const std::weak_ptr<CarriedTrace>& w) { return w.expired(); });
+  for (const auto& weak : carried) {
+    if (const std::shared_ptr<CarriedTrace> c = weak.lock()) trim(*c);
+  }
+}
+
+void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into) {
+  // Storages that only dropped temporaries read are let go, and wrapped memory let go since
+  // the last eval is handed back here too (its work permitting), even when there is nothing
+  // to compute (eval_all of nothing).
+  trim_carried();
+  if (runtime) runtime->device().run_releases();
+  // Outputs: the tensors asked for, and no other (see context_impl.h).
+  std::vector<std::shared_ptr<TensorImpl>> outs;
+  for (const auto& t : wanted) {
+    if (t->storage || std::find(outs.begin(), outs.end(), t) != outs.end()) continue;
+    node_of(t);  // copies in one carried from an earlier trace
+    outs.push_back(t);
   }
   if (outs.empty()) return;
   for (const auto& t : outs) shape_of(*t);  // before the trace they are read from restarts
@@ -328,7 +449,8 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, co
     outs[i]->storage = std::move(results[i]);
     outs[i]->node = -1;
   }
-  trace.clear();  // keeps its capacity for the next trace
+  carry_uncomputed();
+  trace.clear();  // keeps its capacity for the next trace (when nothing was carried)
   bound.clear();
   marks.clear();
   pending.clear();
@@ -375,6 +497,15 @@ const Options& Context::options() const { return impl_->options; }
 
 bool Context::has_gpu() const { return impl_->runtime != nullptr; }
 
+bool Context::gpu_available(int device, std::string* why) {
+  try {
+    return jit::probe_device(why, device).has_value();
+  } catch (const UsageError& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
 Context::Stats Context::stats() const {
   const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   return impl_->stats;
@@ -382,7 +513,7 @@ Context::Stats Context::stats() const {
 
 void Context::eval_all() {
   const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
-  impl_->eval({});
+  impl_->eval(impl_->held_pending());
 }
 
 namespace {
@@ -476,7 +607,7 @@ std::string Context::trace_text(const std::vector<Tensor>& outputs) {
     if (!t.defined() || t.impl()->ctx != impl_.get()) {
       throw UsageError("trace_text: every output must be a tensor of this Context");
     }
-    ids.push_back(impl_->node_of(*t.impl()));
+    ids.push_back(impl_->node_of(t.impl()));
   }
   return ir::print(ir::prune(impl_->trace, ids));
 }
@@ -509,7 +640,7 @@ Tensor draw(detail::ContextImpl& ctx, ir::Op op, Shape shape, uint64_t seed, uin
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   const Tensor key = materialized(ctx, ir::random_key(seed, offset));
   return Tensor(ctx.record(
-      {.op = op, .inputs = {ctx.node_of(*key.impl())}, .dtype = dtype, .shape = std::move(shape)}));
+      {.op = op, .inputs = {ctx.node_of(key.impl())}, .dtype = dtype, .shape = std::move(shape)}));
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 // jit/context_impl: what a Context and a Tensor handle hold, and how recording works.
 //
-// A Tensor is either pending (a node of its Context's current trace) or materialized (a
-// Storage holding its values). Recording an op appends a node to the trace; a materialized
-// operand enters the trace as an `input` node bound to its storage (once per trace). eval()
-// computes, in one trace, every pending tensor the program still holds, so that nothing is
-// computed twice because of the order in which results are asked for; then every such tensor
-// is materialized and a new, empty trace begins.
+// A Tensor is either pending (a node of its Context's current trace, or of an earlier one it
+// was carried from) or materialized (a Storage holding its values). Recording an op appends a
+// node to the trace; a materialized operand enters the trace as an `input` node bound to its
+// storage (once per trace). eval() computes, in one trace, exactly the tensors asked for: the
+// temporaries of a C++ expression are held while it is evaluated, and writing them too would
+// cost a full-size write each. Then a new, empty trace begins. A pending tensor the program
+// still holds but did not ask for keeps the old trace (a CarriedTrace) and its node there; when
+// it is next used, that node and what it needs are copied into the current trace, reading the
+// same storages again (a wrapped buffer as it is then, never a copy taken at an earlier eval).
 //
 // Caller memory (Context::wrap, eval_into) is a Storage too: a borrowed DeviceBuffer on the GPU,
 // a HostBorrow on the CPU path; its release runs when the last Storage holding it is gone.
@@ -62,6 +65,22 @@ struct Storage {
 };
 
 struct ContextImpl;
+struct TensorImpl;
+
+// The trace of an eval, kept for the pending tensors it did not compute (CarriedTrace::tensors,
+// held by the program but not asked for). Read and changed only under the Context's lock.
+struct CarriedTrace {
+  ir::Graph graph;
+  // bound[k] feeds graph's input node k; null where no carried tensor needs it (or a
+  // placeholder's)
+  std::vector<std::shared_ptr<Storage>> bound;
+  std::vector<ir::DynamicAxis> marks;
+  std::vector<std::weak_ptr<TensorImpl>> tensors;  // for Context::eval_all
+  // Node id in `graph` -> its copy in the Context's trace of epoch `copied_epoch` (-1: none yet),
+  // so that tensors sharing nodes share their copies.
+  uint64_t copied_epoch = 0;
+  std::vector<ir::NodeId> copied;
+};
 
 // Throws fusejit::UsageError, naming `what`, unless every dimension of `shape` is at least 1.
 void check_dims(const Shape& shape, std::string_view what);
@@ -78,6 +97,9 @@ struct TensorImpl {
   bool shape_in_trace = false;
   ir::NodeId node = -1;  // pending: its node in ctx->trace, recorded in epoch `epoch`
   uint64_t epoch = 0;
+  // Pending from an earlier trace, which an eval did not compute it in: `node` is its node in
+  // carried->graph (the shape has been copied out).
+  std::shared_ptr<CarriedTrace> carried;
   std::shared_ptr<Storage> storage;  // materialized: its values
   // Context::mark_dynamic: axes of this input that are dynamic, with their names.
   std::vector<std::pair<int64_t, std::string>> dynamic_axes;
@@ -107,13 +129,16 @@ struct ContextImpl {
   // count's decrements when the program dropped the tensor; letting it go at eval); a strong
   // one costs two (taking it; the program's drop), since the last reference needs none.
   std::vector<std::shared_ptr<TensorImpl>> pending;
+  // The earlier traces still carried by a pending tensor (see CarriedTrace), for eval_all.
+  std::vector<std::weak_ptr<CarriedTrace>> carried;
   Context::Stats stats;
   std::unordered_set<uint64_t> recorded;  // hashes of traces saved to FUSEJIT_RECORD_DIR
 
   explicit ContextImpl(Options opts);
 
-  // The node of `t` in the current trace, binding it as an input if it is materialized.
-  ir::NodeId node_of(TensorImpl& t);
+  // The node of `t` in the current trace, binding it as an input if it is materialized and
+  // copying its node in if it was carried from an earlier trace.
+  ir::NodeId node_of(const std::shared_ptr<TensorImpl>& t);
   // The shape of `t`, copied out of the trace the first time it is asked for.
   const Shape& shape_of(TensorImpl& t);
   // Appends a node (taking over the spec's operand list) and returns a pending tensor for it.
@@ -122,10 +147,12 @@ struct ContextImpl {
   // go through a spec kept here, so that recording one allocates nothing once the trace has
   // been recorded before (Graph::clear keeps the nodes' memory too).
   std::shared_ptr<TensorImpl> record(ir::Op op, std::initializer_list<ir::NodeId> operands);
-  // Materializes every pending tensor still held (and `extra`, held or not). A tensor in
-  // `into` is computed into that caller memory (the Context's memory, of its size).
+  // Materializes `wanted` (the pending ones among them), and nothing else. A tensor in `into`
+  // is computed into that caller memory (the Context's memory, of its size).
   using Into = std::unordered_map<const TensorImpl*, void*>;
-  void eval(const std::vector<std::shared_ptr<TensorImpl>>& extra, const Into& into = {});
+  void eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into = {});
+  // Every pending tensor still held by the program: of the current trace and carried ones.
+  std::vector<std::shared_ptr<TensorImpl>> held_pending();
   // The host copy of a materialized tensor, downloading (or, borrowed, copying) it if needed.
   const ir::HostTensor& host_of(Storage& s);
   // Where a materialized tensor's values are in the Context's memory (uploading if needed).
@@ -136,6 +163,20 @@ struct ContextImpl {
 
   // A pending tensor for node `id` of the trace, just added.
   std::shared_ptr<TensorImpl> pending_tensor(ir::NodeId id);
+  // Input node of the current trace for storage `s` (null: a placeholder's), bound once per
+  // trace; `marks` are its dynamic axes.
+  ir::NodeId bind(const std::shared_ptr<Storage>& s, DType dtype, const Shape& shape,
+                  const std::vector<ir::DynamicAxis>& marks);
+  // Copies node `id` of `c` (and what it needs) into the current trace.
+  ir::NodeId copy_in(CarriedTrace& c, ir::NodeId id);
+  // Hands the trace just evaluated to the held pending tensors it did not compute.
+  void carry_uncomputed();
+  // Empties c's storage slots that no tensor it still carries reads (the temporaries of the
+  // expression just evaluated were carried too, and are gone by the next eval), so that their
+  // memory is let go while a held tensor keeps the trace.
+  void trim(CarriedTrace& c);
+  // trim of every carried trace still alive; forgets the others.
+  void trim_carried();
   // Saves `g` to FUSEJIT_RECORD_DIR, in its symbolic form when it has dynamic dims.
   void record(const ir::Graph& g);
   // The values of g's outputs, `outs` in order, computed on the GPU or by the CPU reference.

@@ -118,6 +118,10 @@ Device::Device(const DeviceInfo& info, cudaStream_t stream)
 Device::~Device() {
   const DeviceGuard guard(info_.ordinal);
   if (stream_) cudaStreamSynchronize(stream_);
+  for (QueuedRelease& q : releases_) {
+    cudaEventDestroy(q.done);
+    q.release();
+  }
   if (owns_stream_) cudaStreamDestroy(stream_);
   if (pool_) cudaMemPoolDestroy(pool_);
 }
@@ -131,7 +135,45 @@ std::shared_ptr<DeviceBuffer> Device::borrow(void* ptr, size_t bytes,
   return std::make_shared<DeviceBuffer>(shared_from_this(), ptr, bytes, std::move(release));
 }
 
-void Device::synchronize() { FUSEJIT_CUDA(cudaStreamSynchronize(stream_)); }
+void Device::synchronize() {
+  FUSEJIT_CUDA(cudaStreamSynchronize(stream_));
+  run_releases();
+}
+
+void Device::queue_release(std::function<void()> release) {
+  cudaEvent_t done = nullptr;
+  if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventRecord(done, stream_) != cudaSuccess) {
+    // No event to wait on (a failing device): wait for the stream instead, as a last resort.
+    cudaGetLastError();
+    if (done) cudaEventDestroy(done);
+    cudaStreamSynchronize(stream_);
+    release();
+    return;
+  }
+  const std::lock_guard<std::mutex> lock(releases_mutex_);
+  releases_.push_back({done, std::move(release)});
+}
+
+void Device::run_releases() {
+  std::vector<QueuedRelease> ready;
+  {
+    const std::lock_guard<std::mutex> lock(releases_mutex_);
+    if (releases_.empty()) return;
+    const DeviceGuard guard(info_.ordinal);
+    // Events complete in stream order: the ready ones are a prefix.
+    size_t n = 0;
+    while (n < releases_.size() && cudaEventQuery(releases_[n].done) == cudaSuccess) ++n;
+    cudaGetLastError();  // cudaErrorNotReady is an answer, not an error to keep
+    ready.assign(std::make_move_iterator(releases_.begin()),
+                 std::make_move_iterator(releases_.begin() + static_cast<std::ptrdiff_t>(n)));
+    releases_.erase(releases_.begin(), releases_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  for (QueuedRelease& q : ready) {
+    cudaEventDestroy(q.done);
+    q.release();
+  }
+}
 
 DeviceBuffer::DeviceBuffer(std::shared_ptr<Device> device, size_t bytes)
     : device_(std::move(device)), bytes_(bytes) {
@@ -165,9 +207,9 @@ DeviceBuffer::~DeviceBuffer() {
   if (!borrowed_) {
     cudaFreeAsync(ptr_, device_->stream_);
   } else if (release_) {
-    // The caller may free the memory as soon as it hears: the work reading it must be done.
-    cudaStreamSynchronize(device_->stream_);
-    release_();
+    // The caller may free the memory as soon as it hears: the work reading it must be done
+    // first. Queued behind it on the stream, so that letting go never blocks the host.
+    device_->queue_release(std::move(release_));
   }
 }
 

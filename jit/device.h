@@ -10,8 +10,10 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -61,8 +63,9 @@ bool is_aligned(const void* ptr);
 class Device;
 
 // Device memory: from the pool and returned to it (stream-ordered) when the last owner lets go,
-// or borrowed from the caller (Context::wrap, eval_into), whose `release` is called then instead,
-// after the stream has finished every piece of work queued so far.
+// or borrowed from the caller (Context::wrap, eval_into), whose `release` is then queued behind
+// the work queued so far on the stream, without blocking, and called once that work has run
+// (Device::run_releases).
 class DeviceBuffer {
  public:
   DeviceBuffer(std::shared_ptr<Device> device, size_t bytes);
@@ -103,10 +106,23 @@ class Device : public std::enable_shared_from_this<Device> {
   std::shared_ptr<DeviceBuffer> allocate(size_t bytes);
   // Caller memory used in place; `release` (may be empty) as DeviceBuffer says.
   std::shared_ptr<DeviceBuffer> borrow(void* ptr, size_t bytes, std::function<void()> release);
+  // Waits for the stream, then calls every queued release.
   void synchronize();
+  // Calls the queued releases of borrowed memory whose work has run (never waits). Releases run
+  // on the calling thread, outside any lock of the Device: they may call CUDA (cudaFree).
+  void run_releases();
 
  private:
   friend class DeviceBuffer;
+  // A borrowed buffer's release, waiting for `done` (recorded on the stream when the buffer was
+  // let go) to complete.
+  struct QueuedRelease {
+    cudaEvent_t done = nullptr;
+    std::function<void()> release;
+  };
+  void queue_release(std::function<void()> release);
+  std::mutex releases_mutex_;  // buffers are let go on any thread
+  std::vector<QueuedRelease> releases_;
   DeviceInfo info_;
   Driver driver_;
   cudaStream_t stream_ = nullptr;

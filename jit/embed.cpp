@@ -190,11 +190,7 @@ void Context::synchronize() {
 
 void Context::record_event(CUevent_st* event) {
   const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
-  if (!impl_->runtime) {
-    throw UsageError(
-        "record_event: this Context runs on the CPU reference (no GPU); results are "
-        "ready when eval returns");
-  }
+  if (!impl_->runtime) return;  // the CPU path: results are ready when eval returns
   if (!event) throw UsageError("record_event: the event is null; create one with cudaEventCreate");
   const jit::DeviceGuard guard(device());
   FUSEJIT_CUDA(cudaEventRecord(event, impl_->runtime->device().stream()));
@@ -208,11 +204,16 @@ const void* Tensor::data_ptr() const {
   return t.ctx->data_of(*t.storage);
 }
 
-void Tensor::eval_into(void* dst, size_t bytes) {
+void Tensor::eval_into(void* dst, size_t bytes) const {
   fusejit::eval_into({Destination{*this, dst, bytes}});
 }
 
 namespace {
+
+// The bytes of a destination the result is written to: the first numel * dtype size.
+size_t written_bytes(const Destination& d) {
+  return byte_size(d.tensor.shape(), d.tensor.dtype());
+}
 
 void check_destination(const Destination& d, detail::ContextImpl& ctx) {
   if (!d.tensor.defined()) throw UsageError("eval_into: a destination's tensor is empty");
@@ -222,11 +223,11 @@ void check_destination(const Destination& d, detail::ContextImpl& ctx) {
         "Context's tensors separately");
   }
   if (!d.data) throw UsageError("eval_into: the destination pointer is null");
-  const size_t want = byte_size(d.tensor.shape(), d.tensor.dtype());
-  if (d.bytes != want) {
+  const size_t want = written_bytes(d);
+  if (d.bytes < want) {
     throw UsageError(
         fmt::format("eval_into: the destination holds {} bytes but the tensor {}{} "
-                    "needs {}",
+                    "needs {}; pass a buffer of at least that size",
                     d.bytes, dtype_name(d.tensor.dtype()), ir::shape_str(d.tensor.shape()), want));
   }
   if (ctx.runtime) ctx.runtime->require_device_pointer(d.data, "eval_into");
@@ -235,7 +236,7 @@ void check_destination(const Destination& d, detail::ContextImpl& ctx) {
 bool overlap(const Destination& a, const Destination& b) {
   const auto pa = reinterpret_cast<std::uintptr_t>(a.data);
   const auto pb = reinterpret_cast<std::uintptr_t>(b.data);
-  return pa < pb + b.bytes && pb < pa + a.bytes;
+  return pa < pb + written_bytes(b) && pb < pa + written_bytes(a);
 }
 
 }  // namespace
@@ -276,9 +277,9 @@ void eval_into(const std::vector<Destination>& destinations) {
     ++ctx.stats.outputs_copied;
     const void* src = ctx.data_of(*d->tensor.impl()->storage);
     if (ctx.runtime) {
-      ctx.runtime->copy(d->data, src, d->bytes);
+      ctx.runtime->copy(d->data, src, written_bytes(*d));
     } else {
-      std::memmove(d->data, src, d->bytes);
+      std::memmove(d->data, src, written_bytes(*d));
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include "fusejit/error.h"
 #include "ir/shape.h"
@@ -138,8 +139,30 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
   return exe;
 }
 
+std::string range_name(const ir::Graph& g, const fusion::Region& r) {
+  constexpr size_t kMaxOps = 8;
+  std::string name = fmt::format("fj {}:", fusion::region_kind_name(r.kind));
+  std::vector<ir::Op> seen;
+  for (NodeId id : r.nodes) {
+    const ir::Op op = g.node(id).op;
+    const ir::OpKind kind = ir::op_kind(op);
+    if (kind == ir::OpKind::view || (kind == ir::OpKind::source && op != ir::Op::arange)) continue;
+    if (std::find(seen.begin(), seen.end(), op) != seen.end()) continue;
+    if (seen.size() == kMaxOps) {
+      name += " ...";
+      break;
+    }
+    seen.push_back(op);
+    name += ' ';
+    name += ir::op_name(op);
+  }
+  return name;
+}
+
 void assign_releases(Executable& exe) {
   const fusion::Plan& p = exe.plan;
+  for (Step& step : exe.steps) step.range = range_name(p.graph, *step.region);
+
   // What a graph replay sizes itself by (replays_as_graph, run_graph).
   for (const Step& step : exe.steps) {
     if (step.kernel) {
@@ -149,6 +172,7 @@ void assign_releases(Executable& exe) {
     }
     for (NodeId id : step.region->outputs) exe.output_bytes += byte_size(p.graph.node(id));
   }
+  exe.graph_range = fmt::format("fj graph: {} kernels", exe.kernel_steps);
   // Release each intermediate after the last step that reads it; graph outputs are kept.
   std::vector<int> last_use(p.graph.size(), -1);
   for (size_t i = 0; i < p.regions.size(); ++i) {
@@ -242,6 +266,16 @@ void record_event(const RunOptions& options, size_t step, bool stop, cudaStream_
   FUSEJIT_CUDA(cudaEventRecord(stop ? pair.second : pair.first, stream));
 }
 
+// An NVTX range for the host-side launch of a step (Nsight Systems shows it on the CPU
+// timeline and projects it onto the GPU work it launched; Nsight Compute names kernels by it).
+// Without a tool attached, NVTX3's calls are a no-op through a pointer (a few nanoseconds).
+struct NvtxRange {
+  explicit NvtxRange(const std::string& name) { nvtxRangePushA(name.c_str()); }
+  ~NvtxRange() { nvtxRangePop(); }
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
+
 // The steps one at a time, each intermediate released after its last reader.
 void run_steps(const Executable& exe, Device& device, Blas& blas, const RunOptions& options,
                RunScratch& scratch) {
@@ -250,6 +284,7 @@ void run_steps(const Executable& exe, Device& device, Blas& blas, const RunOptio
   for (size_t s = 0; s < exe.steps.size(); ++s) {
     const Step& step = exe.steps[s];
     allocate_outputs(step, g, scratch, device, options.poison_outputs);
+    const NvtxRange range(step.range);
     record_event(options, s, false, device.stream());
     if (step.kernel) {
       scratch.pointers.clear();
@@ -291,6 +326,7 @@ void run_graph(const Executable& exe, Device& device, const RunOptions& options,
     scratch.launches.push_back(prepare_launch(step, scratch, device.info().sm_count));
   }
   point_args(scratch);
+  const NvtxRange range(exe.graph_range);
   if (!exe.graph) {
     exe.graph = std::make_unique<GraphReplay>(device.driver(), scratch.launches, scratch.pointers,
                                               scratch.args.data());

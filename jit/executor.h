@@ -39,6 +39,7 @@ struct LoadedKernel {
 struct ObtainedKernel {
   CompiledKernel compiled;
   KernelCache::Outcome outcome = KernelCache::Outcome::compiled;
+  double obtain_ms = 0.0;  // how long finding or compiling it took (for the debug log)
 };
 
 // How the executor obtains loaded kernels for generated sources: build_executable asks `find`
@@ -70,6 +71,9 @@ struct Step {
   std::vector<uint64_t> runtime_extents;
   // Node ids whose buffers can be released after this step.
   std::vector<ir::NodeId> release;
+  // The NVTX range around its launch, "fj <region kind>: <ops>" (range_name), so that Nsight
+  // timelines say what each hashed kernel computes; made once per plan, never per launch.
+  std::string range;
 };
 
 struct Executable {
@@ -78,6 +82,7 @@ struct Executable {
   size_t kernel_steps = 0;   // steps that launch a generated kernel
   size_t kernel_params = 0;  // their parameters together
   size_t output_bytes = 0;   // every region output's bytes together
+  std::string graph_range;  // the NVTX range around a graph replay of all its steps
   // The CUDA graph its launches replay as (RunOptions::graph_min_launches), built at the first
   // run that replays. Run-time state of a shared, otherwise immutable value: runs of one
   // Executable must be serialized (a Context's evals are, by its lock).
@@ -108,9 +113,12 @@ std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
 using PrebuiltKernel = std::function<bool(size_t region, Step& step)>;
 Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
                             const BuildOptions& options, const PrebuiltKernel& prebuilt = {});
-// Sets each step's `release` (the intermediates it is the last reader of) and the counts a graph
-// replay sizes itself by; the steps must be complete.
+// Sets each step's `release` (the intermediates it is the last reader of), the counts a graph
+// replay sizes itself by, and the NVTX range names; the steps must be complete.
 void assign_releases(Executable& exe);
+// "fj <region kind>: <ops>": the region's computing ops (no views, inputs or constants), each
+// once, in order, at most 8 (then "..."). E.g. "fj normalization: mean sub mul rsqrt".
+std::string range_name(const ir::Graph& g, const fusion::Region& r);
 
 // Graph replay keeps every region output alive for the whole run (a launch at a time frees an
 // intermediate after its last reader): it is for plans of small tensors, where launches cost

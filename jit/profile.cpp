@@ -46,7 +46,7 @@ detail::ContextImpl& context_of(const std::vector<Tensor>& outputs, std::string_
 
 PendingTrace pending_trace(const std::vector<Tensor>& outputs, std::string_view what) {
   detail::ContextImpl& ctx = context_of(outputs, what);
-  PendingTrace p{ctx, std::unique_lock<detail::ContextMutex>(ctx.mutex), ctx.trace};
+  std::unique_lock<detail::ContextMutex> lock(ctx.mutex);
   std::vector<ir::NodeId> ids;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const detail::TensorImpl& t = *outputs[i].impl();
@@ -55,8 +55,9 @@ PendingTrace pending_trace(const std::vector<Tensor>& outputs, std::string_view 
                                    "before eval or to_host computes them",
                                    what, i, dtype_name(t.dtype), ir::shape_str(t.shape)));
     }
-    ids.push_back(t.node);
+    ids.push_back(ctx.node_of(outputs[i].impl()));  // copies in one carried from an earlier trace
   }
+  PendingTrace p{ctx, std::move(lock), ctx.trace};
   p.graph.set_outputs(ids);
   return p;
 }

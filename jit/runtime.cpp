@@ -2,6 +2,7 @@
 #include "jit/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -72,10 +73,20 @@ Runtime::~Runtime() {
 std::shared_ptr<LoadedKernel> Runtime::find_loaded(const templates::Kernel& k) {
   if (const std::shared_ptr<LoadedKernel>* kept = kernels_.get(k.source)) {
     ++stats_.kernel_cache_hits;
+    log_.debug("kernel {}: already loaded in this Context", k.name);
     return *kept;
   }
   return nullptr;
 }
+
+namespace {
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
 
 ObtainedKernel Runtime::obtain(const templates::Kernel& k) {
   // Memory, then the disk store, then NVRTC (FUSEJIT_REQUIRE_WARM makes that last step an
@@ -83,7 +94,9 @@ ObtainedKernel Runtime::obtain(const templates::Kernel& k) {
   // which the driver compiles for the GPU when the module loads. Runs on compile threads: it
   // touches only the (thread-safe) kernel cache.
   ObtainedKernel o;
+  const auto start = std::chrono::steady_clock::now();
   o.compiled = kernel_cache_.get(k, target_arch_, &o.outcome);
+  o.obtain_ms = milliseconds_since(start);
   return o;
 }
 
@@ -91,6 +104,7 @@ std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k, const Ob
   const CompiledKernel& compiled = o.compiled;
   if (o.outcome == KernelCache::Outcome::compiled) ++stats_.kernels_compiled;
   else ++stats_.kernel_cache_hits;
+  const auto start = std::chrono::steady_clock::now();
   auto loaded = std::make_shared<LoadedKernel>();
   loaded->kernel = k;
   loaded->device = device_;
@@ -102,7 +116,10 @@ std::shared_ptr<LoadedKernel> Runtime::load(const templates::Kernel& k, const Ob
     FUSEJIT_DRIVER(drv, func_set_attribute, loaded->function,
                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.shared_bytes);
   }
-  log_.debug("compiled and loaded {}", k.name);
+  // Where each kernel came from and what it cost: the memory or disk cache, or NVRTC.
+  log_.debug("kernel {}: {} ({}) in {:.2f} ms, loaded in {:.2f} ms", k.name,
+             o.outcome == KernelCache::Outcome::compiled ? "NVRTC" : "kernel cache",
+             outcome_name(o.outcome), o.obtain_ms, milliseconds_since(start));
   const int64_t evicted = kernels_.evictions();
   kernels_.insert(k.source, loaded);
   stats_.kernel_evictions += kernels_.evictions() - evicted;
@@ -196,6 +213,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
     const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     const std::vector<std::shared_ptr<DeviceBuffer>>& into, const DynamicSource& source) {
   const DeviceGuard guard(device_->info().ordinal);
+  device_->run_releases();
   const std::shared_ptr<const Executable> exe = executable_for(g, source);
   // Kernels and GEMM plans assume kBufferAlignment; caller memory may have less (a view at an
   // offset): read a copy of it.
@@ -206,6 +224,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
     copies = inputs;
     for (auto& buf : copies) {
       if (is_aligned(buf->data())) continue;
+      ++stats_.inputs_realigned;
       auto copy = device_->allocate(buf->bytes());
       FUSEJIT_CUDA(cudaMemcpyAsync(copy->data(), buf->data(), buf->bytes(),
                                    cudaMemcpyDeviceToDevice, device_->stream()));

@@ -27,6 +27,11 @@ TensorImpl& impl_of(const Tensor& t, std::string_view op) {
   return *t.impl();
 }
 
+const std::shared_ptr<TensorImpl>& impl_ptr(const Tensor& t, std::string_view op) {
+  impl_of(t, op);
+  return t.impl();
+}
+
 detail::ContextImpl& ctx_of(const Tensor& t, std::string_view op) { return *impl_of(t, op).ctx; }
 
 Tensor record(detail::ContextImpl& ctx, ir::NodeSpec spec) {
@@ -36,15 +41,15 @@ Tensor record(detail::ContextImpl& ctx, ir::NodeSpec spec) {
 Tensor unary(Op op, const Tensor& x) {
   auto& ctx = ctx_of(x, ir::op_name(op));
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
-  return Tensor(ctx.record(op, {ctx.node_of(impl_of(x, ir::op_name(op)))}));
+  return Tensor(ctx.record(op, {ctx.node_of(impl_ptr(x, ir::op_name(op)))}));
 }
 
 Tensor binary(Op op, const Tensor& a, const Tensor& b) {
   const std::string_view name = ir::op_name(op);
   auto& ctx = ctx_of(a, name);
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
-  const ir::NodeId ia = ctx.node_of(impl_of(a, name));
-  const ir::NodeId ib = ctx.node_of(impl_of(b, name));
+  const ir::NodeId ia = ctx.node_of(impl_ptr(a, name));
+  const ir::NodeId ib = ctx.node_of(impl_ptr(b, name));
   return Tensor(ctx.record(op, {ia, ib}));
 }
 
@@ -70,7 +75,7 @@ Tensor reduce(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
     for (int64_t i = 0; i < x.rank(); ++i) axes.push_back(i);
   }
   if (axes.empty()) return x;  // a rank-0 tensor: nothing to reduce
-  return record(ctx, {.op = op, .inputs = {ctx.node_of(impl_of(x, name))}, .axes = std::move(axes),
+  return record(ctx, {.op = op, .inputs = {ctx.node_of(impl_ptr(x, name))}, .axes = std::move(axes),
                       .keepdim = keepdim});
 }
 
@@ -168,16 +173,16 @@ Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::ge, a, b); }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   auto& ctx = ctx_of(cond, "where");
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
-  const ir::NodeId c = ctx.node_of(impl_of(cond, "where"));
-  const ir::NodeId ia = ctx.node_of(impl_of(a, "where"));
-  const ir::NodeId ib = ctx.node_of(impl_of(b, "where"));
+  const ir::NodeId c = ctx.node_of(impl_ptr(cond, "where"));
+  const ir::NodeId ia = ctx.node_of(impl_ptr(a, "where"));
+  const ir::NodeId ib = ctx.node_of(impl_ptr(b, "where"));
   return Tensor(ctx.record(Op::where, {c, ia, ib}));
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
   auto& ctx = ctx_of(x, "cast");
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
-  return record(ctx, {.op = Op::cast, .inputs = {ctx.node_of(impl_of(x, "cast"))}, .dtype = dtype});
+  return record(ctx, {.op = Op::cast, .inputs = {ctx.node_of(impl_ptr(x, "cast"))}, .dtype = dtype});
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -229,14 +234,14 @@ Tensor reshape(const Tensor& x, Shape shape) {
   }
   auto& ctx = ctx_of(x, "reshape");
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
-  return record(ctx, {.op = Op::reshape, .inputs = {ctx.node_of(impl_of(x, "reshape"))},
+  return record(ctx, {.op = Op::reshape, .inputs = {ctx.node_of(impl_ptr(x, "reshape"))},
                       .shape = std::move(shape)});
 }
 
 Tensor permute(const Tensor& x, std::vector<int64_t> perm) {
   auto& ctx = ctx_of(x, "permute");
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
-  return record(ctx, {.op = Op::permute, .inputs = {ctx.node_of(impl_of(x, "permute"))},
+  return record(ctx, {.op = Op::permute, .inputs = {ctx.node_of(impl_ptr(x, "permute"))},
                       .axes = std::move(perm)});
 }
 
@@ -265,7 +270,7 @@ Tensor expand(const Tensor& x, Shape shape) {
   }
   auto& ctx = ctx_of(x, "expand");
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
-  return record(ctx, {.op = Op::expand, .inputs = {ctx.node_of(impl_of(x, "expand"))},
+  return record(ctx, {.op = Op::expand, .inputs = {ctx.node_of(impl_ptr(x, "expand"))},
                       .shape = std::move(shape)});
 }
 
@@ -291,7 +296,7 @@ Tensor unsqueeze(const Tensor& x, int64_t axis) {
 Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
   auto& ctx = ctx_of(x, "slice");
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
-  const ir::NodeId id = ctx.node_of(impl_of(x, "slice"));
+  const ir::NodeId id = ctx.node_of(impl_ptr(x, "slice"));
   return record(ctx, ir::slice_spec(ctx.trace, id, axis, start, stop, step));
 }
 
@@ -327,7 +332,7 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   auto& ctx = ctx_of(xs.front(), "concat");
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
   std::vector<ir::NodeId> ids;
-  for (const Tensor& x : xs) ids.push_back(ctx.node_of(impl_of(x, "concat")));
+  for (const Tensor& x : xs) ids.push_back(ctx.node_of(impl_ptr(x, "concat")));
   return record(ctx, {.op = Op::concat, .inputs = std::move(ids), .axes = {axis}});
 }
 
@@ -336,8 +341,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) { return binary(Op::matmul, a, b
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   auto& ctx = ctx_of(x, "gather");
   const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
-  const ir::NodeId ix = ctx.node_of(impl_of(x, "gather"));
-  const ir::NodeId ii = ctx.node_of(impl_of(index, "gather"));
+  const ir::NodeId ix = ctx.node_of(impl_ptr(x, "gather"));
+  const ir::NodeId ii = ctx.node_of(impl_ptr(index, "gather"));
   return record(ctx, {.op = Op::gather, .inputs = {ix, ii}, .axes = {axis}});
 }
 

@@ -9,8 +9,8 @@
 //
 // Threads: a Context may be used from many threads at once. Its state is locked: ops recorded
 // from several threads go into one trace, one at a time, and an eval (or to_host, which
-// evaluates) computes every pending tensor of the Context, whichever thread recorded it, while
-// the others wait. Threads that should not wait for each other use a Context each. A Tensor
+// evaluates) computes the tensors it is asked for, whichever thread recorded what they need,
+// while the others wait. Threads that should not wait for each other use a Context each. A Tensor
 // handle itself is a shared reference: copying and destroying handles from several threads is
 // safe; the Context must outlive every thread that uses it.
 #pragma once
@@ -46,6 +46,15 @@ struct Placement {
   // the Context and every buffer of it still held (DLPack exports). Null: a stream of fusejit's
   // own. With no GPU (the CPU path) a stream is a UsageError.
   CUstream_st* stream = nullptr;
+
+  // For C++17, which has no designated initializers (C++20's Placement{.device = 0, .stream =
+  // s}): Placement::on(0, s). Placement{0, s} works too.
+  static Placement on(int device, CUstream_st* stream = nullptr) {
+    Placement p;
+    p.device = device;
+    p.stream = stream;
+    return p;
+  }
 };
 
 class Context {
@@ -84,10 +93,14 @@ class Context {
   // alive and unmodified until every result depending on it has been evaluated and, on the GPU,
   // until that work has run (it is queued on the Context's stream: enqueue your own writes
   // after it on the same stream, or call synchronize()). `release`, when given, is called once
-  // when fusejit no longer needs the memory: when the last tensor reading it is gone, after the
-  // Context's stream has finished the work queued so far. It is called on the thread that drops
-  // that tensor and must not throw. Memory that is not 256-byte aligned is copied into fusejit's
-  // own at each eval (kernels and cuBLASLt assume that alignment) instead of read in place.
+  // when fusejit no longer needs the memory (the last tensor reading it is gone) and must not
+  // throw. On the GPU, dropping that tensor never blocks: the release is queued behind the work
+  // queued so far on the Context's stream and called once that work has run, by the Context's
+  // next eval, host copy (to_host), synchronize() or destruction, on the thread making that call
+  // (it may call CUDA, e.g. cudaFree). On the CPU path it is called right away, on the thread
+  // that drops the tensor. Memory that is not 256-byte aligned is copied into fusejit's
+  // own at each eval (kernels and cuBLASLt assume that alignment) instead of read in place; the
+  // copies are counted in Stats::inputs_realigned.
   Tensor wrap(const void* data, Shape shape, DType dtype, std::vector<int64_t> strides = {},
               std::function<void()> release = {});
 
@@ -111,8 +124,9 @@ class Context {
   // Waits until every piece of work queued so far has run (nothing on the CPU path).
   void synchronize();
   // Records `event` (a cudaEvent_t of the Context's GPU) on its stream after the work queued so
-  // far, so that another stream can wait for the results (cudaStreamWaitEvent). UsageError on
-  // the CPU path.
+  // far, so that another stream can wait for the results (cudaStreamWaitEvent). On the CPU path
+  // it does nothing (results are ready when eval returns), so that the same program runs
+  // without a GPU.
   void record_event(CUevent_st* event);
 
   // A tensor of one value broadcast to `shape` (recorded, not materialized).
@@ -148,13 +162,14 @@ class Context {
   // docs/trace-format.md, holding only the nodes the outputs need.
   std::string trace_text(const std::vector<Tensor>& outputs);
 
-  // Evaluates every pending tensor still held by the program.
+  // Evaluates every pending tensor still held by the program, together (one trace): the one
+  // eval that writes more than the tensors named (Tensor::eval).
   void eval_all();
 
   // Counters of what this Context has done, for tests and tuning.
   struct Stats {
     int64_t traces_evaluated = 0;  // eval calls that computed something
-    int64_t outputs_computed = 0;  // tensors materialized by those evals
+    int64_t outputs_computed = 0;  // tensors materialized by those evals (the ones asked for)
     int64_t plans_built = 0;       // traces planned (a trace-memo hit builds none)
     int64_t trace_memo_hits = 0;
     // Executables made from the plan of a symbolic trace for new sizes (no planning; compiling
@@ -173,11 +188,19 @@ class Context {
     int64_t outputs_copied = 0;
     // evals whose kernels were replayed as one CUDA graph (docs/api.md, "Launch overhead")
     int64_t graph_launches = 0;
+    // Wrapped inputs copied into fusejit's memory at an eval because they were not 256-byte
+    // aligned (Context::wrap); one per input per eval. 0 on the CPU path.
+    int64_t inputs_realigned = 0;
   };
   Stats stats() const;
 
   // Whether eval runs on a GPU (false: the CPU reference runs instead).
   bool has_gpu() const;
+  // Whether a Context with Placement::device `device` would run on a GPU, checked as its
+  // constructor checks, without creating one: a program decides so whether to pass a stream.
+  // False, with the reason in `why` when given, when there is no usable GPU or `device` is not
+  // one of this machine's (where a Context with that Placement would throw).
+  static bool gpu_available(int device = 0, std::string* why = nullptr);
 
   detail::ContextImpl& impl() { return *impl_; }
 

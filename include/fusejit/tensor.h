@@ -37,7 +37,12 @@ class Tensor {
   Context& context() const;
   bool defined() const { return impl_ != nullptr; }
 
-  // Computes this tensor (and every other pending tensor still held) now.
+  // Computes this tensor now, and only it: other pending tensors, held or not (the temporaries
+  // of the expression this one was built by too), are not computed or written. One you hold
+  // stays pending, and a later eval that needs it computes it from its operands again; to
+  // compute several results that share work in one pass, evaluate them together
+  // (fusejit::eval({a, b})). An eval reads the Context's inputs as they are then: a wrapped
+  // buffer (Context::wrap) and every pending view of it read the caller's memory anew.
   Tensor& eval();
   // Computes if needed and copies the values out, converted to double.
   std::vector<double> to_host() const;
@@ -51,13 +56,15 @@ class Tensor {
   // stream order: work queued on the Context's stream after this call may read them; other
   // streams wait with Context::record_event, the host with Context::synchronize.
   const void* data_ptr() const;
-  // Computes this tensor into caller memory `dst` (the Context's memory, `bytes` ==
-  // numel() * dtype_size(dtype())). A pending tensor computed by a generated kernel or a GEMM
+  // Computes this tensor into caller memory `dst` (the Context's memory), dense row-major at
+  // its start: `bytes` is at least numel() * dtype_size(dtype()); bytes past those are left as
+  // they are (a buffer sized for the largest batch may take a smaller one). A pending tensor
+  // computed by a generated kernel or a GEMM
   // is written there directly when `dst` is 256-byte aligned and overlaps none of the eval's
   // inputs; otherwise (and for a tensor already computed) it is copied there, device to device,
   // on the Context's stream. Afterwards the tensor may read its values from `dst`: keep `dst`
   // alive and unmodified while you use the tensor. Ready in stream order, as data_ptr.
-  void eval_into(void* dst, size_t bytes);
+  void eval_into(void* dst, size_t bytes) const;
 
   // Computes if needed and exports the values as DLPack (fusejit/dlpack.h): a DLManagedTensor
   // (kDLCUDA on the GPU, kDLCPU on the CPU path, dense, no strides) whose deleter keeps the
@@ -84,7 +91,7 @@ struct Destination {
   size_t bytes = 0;
 };
 // Evaluates several tensors together, each into its destination, as Tensor::eval_into does for
-// one. The tensors belong to one Context; destinations must not overlap.
+// one. The tensors belong to one Context; the bytes they are written to must not overlap.
 void eval_into(const std::vector<Destination>& destinations);
 
 // Elementwise, unary.

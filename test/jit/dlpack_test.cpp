@@ -63,6 +63,7 @@ TEST_CASE("DLPack round trip: import in place, compute, export", "[jit][dlpack]"
     CHECK(x.data_ptr() == mem.data());  // zero-copy
     out = fj::relu(x * 2.0).to_dlpack();
   }
+  ctx.synchronize();  // on the GPU a release waits for the stream's work, run by synchronize
   CHECK(deleted == 1);  // the import is released once nothing needs it
   REQUIRE(out != nullptr);
   const DLTensor& t = out->dl_tensor;

@@ -141,6 +141,7 @@ TEST_CASE("a GEMM result into the caller's buffer, a misaligned input, events", 
   const auto bt = ctx.wrap(b_dev, {n, k}, DType::f32, {1, n});  // b^T, as a strided view
   fj::matmul(at, fj::transpose(bt, 0, 1)).eval_into(out, sizeof(float) * m * n);
   CHECK(ctx.stats().outputs_copied == 0);  // cuBLASLt wrote D into the caller's buffer
+  CHECK(ctx.stats().inputs_realigned == 1);  // a, not b
   ctx.synchronize();
   std::vector<float> got(m * n);
   CUDA_OK(cudaMemcpy(got.data(), out, sizeof(float) * got.size(), cudaMemcpyDeviceToHost));
@@ -185,6 +186,27 @@ TEST_CASE("a GEMM result into the caller's buffer, a misaligned input, events", 
   cudaFree(a_dev);
   cudaFree(b_dev);
   cudaFree(out);
+}
+
+TEST_CASE("dropping a wrapped buffer queues its release behind the stream's work",
+          "[gpu][jit][embed]") {
+  FUSEJIT_REQUIRE_GPU();
+  fj::Context ctx(quiet());
+  float* x = nullptr;
+  CUDA_OK(cudaMalloc(&x, sizeof(float) * 1024));
+  CUDA_OK(cudaMemset(x, 0, sizeof(float) * 1024));
+  int released = 0;
+  {
+    // The release calls CUDA, as a program's usually does.
+    const auto t = ctx.wrap(x, {1024}, DType::f32, {}, [&] {
+      CHECK(cudaFree(x) == cudaSuccess);
+      ++released;
+    });
+    (t + 1.0).eval();
+  }
+  CHECK(released == 0);  // queued, not waited for, when the last tensor was dropped
+  ctx.synchronize();
+  CHECK(released == 1);
 }
 
 TEST_CASE("a Context on another GPU leaves the caller's current device alone",

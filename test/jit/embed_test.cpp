@@ -8,6 +8,7 @@
 #include <atomic>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <thread>
 
 #include "fusejit/fusejit.h"
@@ -290,6 +291,21 @@ TEST_CASE("eval_into refuses bad destinations", "[jit][embed][errors]") {
   CHECK(ctx.stats().traces_evaluated == 0);  // nothing ran for a refused call
 }
 
+TEST_CASE("eval_into a larger destination writes its start, from a const Tensor too",
+          "[jit][embed]") {
+  fj::Context ctx(quiet());
+  const auto x = ctx.from_vector(std::vector<double>{1, 2, 3, 4}, {4});
+  ContextMemory out(ctx, 8 * sizeof(float));
+  out.put(std::vector<float>(8, -1.0f));
+  const fj::Tensor y = x + 1.0;
+  y.eval_into(out.data(), out.bytes());
+  CHECK(read_floats(ctx, out.data(), 8) == std::vector<double>{2, 3, 4, 5, -1, -1, -1, -1});
+  // Two results in one buffer sized for more: only the written bytes must not overlap.
+  auto* base = static_cast<char*>(out.data());
+  fj::eval_into({{x * 2.0, base, 32}, {x * 3.0, base + 16, 16}});
+  CHECK(read_floats(ctx, out.data(), 8) == std::vector<double>{2, 4, 6, 8, 3, 6, 9, 12});
+}
+
 TEST_CASE("data_ptr: where a result is, in the Context's memory", "[jit][embed]") {
   fj::Context ctx(quiet());
   const auto x = ctx.from_vector(std::vector<double>{1, 2, 3}, {3});
@@ -311,13 +327,24 @@ TEST_CASE("the Context's device and stream", "[jit][embed]") {
   } else {
     CHECK(ctx.device() == -1);
     CHECK(ctx.stream() == nullptr);
-    CHECK_THROWS_WITH(ctx.record_event(nullptr), ContainsSubstring("CPU reference"));
+    ctx.record_event(nullptr);  // nothing to wait for: the same program runs without a GPU
     // A stream with no GPU is a contradiction; a device ordinal alone is not (CPU path).
     auto* fake = reinterpret_cast<CUstream_st*>(0x1);
     CHECK_THROWS_WITH(fj::Context(quiet(), {.device = 0, .stream = fake}),
                       ContainsSubstring("no GPU"));
+    CHECK_THROWS_WITH(fj::Context(quiet(), fj::Placement::on(0, fake)), ContainsSubstring("no GPU"));
     CHECK_FALSE(fj::Context(quiet(), {.device = 3}).has_gpu());
+    std::string why;
+    CHECK_FALSE(fj::Context::gpu_available(0, &why));
+    CHECK_FALSE(why.empty());
   }
+  // The static check agrees with a Context, without one.
+  CHECK(fj::Context::gpu_available() == ctx.has_gpu());
+  CHECK_FALSE(fj::Context::gpu_available(1 << 20));  // no such device, on any machine
+  const fj::Placement p = fj::Placement::on(2);
+  CHECK(p.device == 2);
+  CHECK(p.stream == nullptr);
+  CHECK(ctx.stats().inputs_realigned == 0);
 }
 
 TEST_CASE("wrap, eval_into and data_ptr from 8 threads on one Context", "[jit][embed][threads]") {
