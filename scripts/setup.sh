@@ -148,8 +148,9 @@ fusejit_install_packages() {
 #               working directory is left out of the key (CCACHE_NOHASHDIR; only the sanitizer
 #               builds carry debug info, whose paths may then name an earlier checkout), so that
 #               a fresh clone in another folder, as CI makes, reuses the objects of the last
-#               build of the same sources. The cache lives where ccache keeps it by default,
-#               outside the clone; without it, or cold, the build is the same, only slower.
+#               build of the same sources. The cache is fusejit's own, outside the clone
+#               ($CCACHE_DIR, else $XDG_CACHE_HOME/fusejit-ccache or ~/.cache/fusejit-ccache);
+#               without it, or cold, the build is the same, only slower.
 #               CMAKE_CXX_COMPILER_LAUNCHER in the environment is what CMake reads when it
 #               configures a new build directory.
 #   pkg-config  the package test builds a consumer through fusejit.pc too.
@@ -167,6 +168,7 @@ fusejit_optional_tools() {
   fi
   if [ "${FUSEJIT_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
     export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
+    export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/fusejit-ccache}
     export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
   fi
 }
