@@ -2,8 +2,8 @@
 """Writes the layout suite, bench/traces/<class>_<dtype>.trace, in the trace text format of
 docs/trace-format.md: transposed and permuted reads, column reductions, 3-D broadcasts, row
 normalizations (softmax, layer norm, RMS norm) from narrower than a warp to vocabulary widths
-with few and many rows, logsumexp over rows, and softmax over columns; each in f32, bf16 and
-f16. Every trace moves at least 256 MiB (each input read once, each output written once), so
+with few and many rows, logsumexp over rows, softmax over columns, and pointwise sweeps of odd sizes (a prime
+length, rows of a vocabulary's width); each in f32, bf16 and f16. Every trace moves at least 256 MiB (each input read once, each output written once), so
 that it is timed at the bandwidth limit, not at the launch latency.
 
 The traces are spelled as the API records them (jit/ops.cpp): composites decomposed into
@@ -245,6 +245,15 @@ def suite():
         t = Trace()
         a, b = t.input(dt, (16, 1, 1024, 64)), t.input(dt, (1, 16, 64, 1024))
         yield f"bmm_broadcast_{dt}", t, [t.matmul(a, b)]
+
+        # odd sizes: a prime length (whole vectors, then a scalar tail), every operand
+        # contiguous; and rows of a vocabulary's odd width with a bias along them
+        t = Trace()
+        x, w, z = t.input(dt, (100000007,)), t.input(dt, (100000007,)), t.input(dt, (100000007,))
+        yield f"ew_prime_{dt}", t, [t.unary("relu", t.binary("add", t.binary("mul", x, w), z))]
+        t = Trace()
+        x, b = t.input(dt, (4096, 50257)), t.input(dt, (50257,))
+        yield f"bias_gelu_w50257_{dt}", t, [t.unary("gelu", t.binary("add", x, b))]
 
         # softmax over axis 0 (columns)
         t = Trace()

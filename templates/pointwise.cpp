@@ -1,8 +1,9 @@
 // templates/pointwise: the kernel of a pointwise region.
 //
 // Structure: the outputs are grouped by element count; each group is one sweep, a grid-stride
-// loop over vectors of V consecutive output elements (V = 16 bytes of the narrowest buffer,
-// when every count allows it). Per vector:
+// loop over vectors of V consecutive output elements (V = 16 bytes of the narrowest buffer),
+// then a scalar tail for the last count % V elements (a dynamic kernel's V divides every count
+// instead). Per vector:
 //   prelude   loads shared by the V lanes: 16-byte vector loads of every input whose offset
 //             moves by one per lane, scalar loads of inputs broadcast across the lanes;
 //   lane loop (unrolled) evaluates the expression DAG per element (views are index
@@ -61,13 +62,20 @@ struct Sweep {
   std::vector<size_t> outputs;  // positions in region.outputs
 };
 
-// Adds one sweep to `out`; returns its number of vectors (per outer unit, in a dynamic kernel).
-int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, int v) {
-  const std::string idx(info.index_type());
-  const int64_t vectors = sweep.count / v;
-  const BasePtr root =
-      v > 1 ? make_lane_root("i", "i0", sweep.count, v) : make_root("i", sweep.count);
+// for (t = blockIdx.x * block + threadIdx.x; t < bound; t += gridDim.x * block)
+kir::Block& grid_stride_loop(kir::Block& out, const std::string& idx, kir::ExprP bound) {
+  return out.loop(idx, "t",
+                  kir::add(kir::mul(kir::cast(idx, kir::lit("blockIdx.x")), kir::lit(kBlock)),
+                           kir::cast(idx, kir::lit("threadIdx.x"))),
+                  std::move(bound), kir::mul(kir::cast(idx, kir::lit("gridDim.x")), kir::lit(kBlock)));
+}
 
+// Appends to `loop` the sweep's outputs at the linear position `at` (digits over the whole
+// sweep): the element i (declared before, v = 1), or the v lanes i0 + j (i0 declared before,
+// a multiple of v) through one vector load per contiguous input and one vector store per
+// output.
+void add_elements(kir::Block& loop, const RegionInfo& info, const Sweep& sweep, int v,
+                  const Digits& at) {
   kir::Block prelude, body, stores;
   ValueScope outer{&prelude, nullptr, {}};
   ValueScope inner{&body, &outer, {}};
@@ -79,7 +87,7 @@ int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, i
   for (size_t k : sweep.outputs) {
     const ir::NodeId id = info.region.outputs[k];
     const ir::Node& n = info.node(id);
-    const kir::ExprP value = values.value(id, index_from_root(root, n.shape), inner);
+    const kir::ExprP value = values.value(id, index_from_digits(at, n.shape), inner);
     const kir::ExprP dst = kir::var(fmt::format("out{}", k));
     if (v == 1) {
       body.assign(kir::subscript(dst, kir::var("i")), apply(dtype_code(n.dtype).store, value));
@@ -88,24 +96,41 @@ int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, i
                    kir::add(dst, kir::var("i0")), v, value);
     }
   }
+  if (v == 1) {
+    loop.splice(body);
+    return;
+  }
+  const std::string idx(info.index_type());
+  loop.splice(prelude);
+  kir::Block& lanes = loop.loop("int", "j", kir::lit(0), kir::lit(v), nullptr, 1);
+  if (kir::uses(body, "i")) lanes.let(idx, "i", kir::add(kir::var("i0"), kir::var("j")));
+  lanes.splice(body);
+  loop.splice(stores);
+}
 
-  // for (t = blockIdx.x * block + threadIdx.x; t < vectors; t += gridDim.x * block)
-  kir::Block& loop = out.loop(
-      idx, "t",
-      kir::add(kir::mul(kir::cast(idx, kir::lit("blockIdx.x")), kir::lit(kBlock)),
-               kir::cast(idx, kir::lit("threadIdx.x"))),
-      outer_extent(info, vectors, "a sweep's vectors"),
-      kir::mul(kir::cast(idx, kir::lit("gridDim.x")), kir::lit(kBlock)));
+// Adds one sweep to `out`; returns its number of vectors (per outer unit, in a dynamic kernel).
+// Vector body and scalar tail: the first count / v * v elements in vectors of v lanes, the
+// last count % v (0 in a dynamic kernel, whose v divides every count) one per thread.
+int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, int v) {
+  const std::string idx(info.index_type());
+  const int64_t vectors = sweep.count / v;
+  const int64_t tail = sweep.count % v;
+  kir::Block& loop = grid_stride_loop(out, idx, outer_extent(info, vectors, "a sweep's vectors"));
   if (v == 1) {
     loop.let(idx, "i", kir::var("t"));
-    loop.splice(body);
+    add_elements(loop, info, sweep, 1, {Digit{make_root("i", sweep.count), 1, sweep.count}});
   } else {
     loop.let(idx, "i0", kir::mul(kir::var("t"), kir::lit(v)));
-    loop.splice(prelude);
-    kir::Block& lanes = loop.loop("int", "j", kir::lit(0), kir::lit(v), nullptr, 1);
-    if (kir::uses(body, "i")) lanes.let(idx, "i", kir::add(kir::var("i0"), kir::var("j")));
-    lanes.splice(body);
-    loop.splice(stores);
+    // The lanes run below vectors * v only, which is the lane root's bound; the element index
+    // spans the whole sweep (a digit wider than its root's bound, which lane analysis allows).
+    const BasePtr lanes = make_lane_root("i", "i0", vectors * v, v);
+    add_elements(loop, info, sweep, v, {Digit{lanes, 1, sweep.count}});
+  }
+  if (tail != 0) {
+    if (info.dynamic()) throw InternalError("a dynamic pointwise sweep with a scalar tail");
+    kir::Block& rest = grid_stride_loop(out, idx, kir::lit(tail));
+    rest.let(idx, "i", kir::add(kir::lit(vectors * v), kir::var("t")));
+    add_elements(rest, info, sweep, 1, {Digit{make_root("i", sweep.count), 1, sweep.count}});
   }
   return info.per_outer(vectors, "a sweep's vectors");
 }
@@ -135,19 +160,25 @@ KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options
   kb.block = kBlock;
   kb.blocks_per_sm = info.target.blocks_per_sm(kBlock);
   kb.waves = 0;  // nothing per block to amortize: one block per 256 vectors
-  // A dynamic kernel sweeps count = per_outer * outer elements for any outer: its vector width
-  // divides per_outer, so that it divides every such count.
+  // A static sweep takes the full vector width whatever its count (a scalar tail takes the
+  // rest), unless the count is below it. A dynamic kernel sweeps count = per_outer * outer
+  // elements for any outer: its vector width divides per_outer, so that it divides every such
+  // count and there is no tail.
   std::vector<std::pair<int64_t, int>> plan;
   for (int64_t count : order) {
     const int64_t per_outer = info.per_outer(count, "an output's elements");
-    plan.emplace_back(count, vector_width(info, options.vectorize, {per_outer}));
+    const int full = vector_width(info, options.vectorize, {});
+    const bool with_tail = !info.dynamic() && count >= full;
+    plan.emplace_back(count, with_tail ? full : vector_width(info, options.vectorize, {per_outer}));
   }
   kb.fn = kernel_function(info, kBlock);
   for (const auto& [count, v] : plan) {
-    kb.fn.head.comment("pointwise sweep over {} elements{}: {} per thread and iteration{}",
+    const int64_t tail = count % v;
+    kb.fn.head.comment("pointwise sweep over {} elements{}: {} per thread and iteration{}{}",
                        info.per_outer(count, "an output's elements"),
                        info.dynamic() ? " per outer unit" : "", v,
-                       v > 1 ? ", 16-byte vector accesses where contiguous" : "");
+                       v > 1 ? ", 16-byte vector accesses where contiguous" : "",
+                       tail > 0 ? fmt::format("; the last {} one per thread", tail) : "");
   }
   kb.fn.head.comment("{} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
   int64_t items = 1;  // the longest sweep's vectors (per outer unit)

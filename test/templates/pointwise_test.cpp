@@ -272,13 +272,18 @@ TEST_CASE("vectorized and scalar pointwise kernels", "[templates][pointwise]") {
     CHECK(scalar.find("fj_load_vec") == std::string::npos);
     CHECK(scalar.find("_vec(") == std::string::npos);
   }
-  SECTION("an odd inner extent falls back to narrower vectors") {
+  SECTION("a count that is no multiple of the width takes whole vectors and a scalar tail") {
+    // 42 elements: 10 vectors of 4, then 2; b's index moves by one per lane only within a row
+    // of 6, so it is read per lane (pointwise_tail_test.cpp runs such kernels).
     Graph g;
     const NodeId x = add_input(g, DType::f32, {7, 6});
     const NodeId b = add_input(g, DType::f32, {6});
     g.add_output(add_binary(g, Op::add, x, b));
     const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
-    CHECK(text.find("2 per thread") != std::string::npos);
+    CHECK(text.find("4 per thread") != std::string::npos);
+    CHECK(text.find("the last 2 one per thread") != std::string::npos);
+    CHECK(text.find("fj_load_vec(r0, in0 + i0)") != std::string::npos);
+    CHECK(text.find("in1[i % 6]") != std::string::npos);
   }
 }
 
