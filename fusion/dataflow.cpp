@@ -2,8 +2,11 @@
 #include "fusion/dataflow.h"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
+
+#include "fusion/partition.h"
 
 namespace fusejit::fusion::detail {
 
@@ -36,13 +39,21 @@ std::vector<bool> live_nodes(const Graph& g) {
   return live;
 }
 
-// Collects what `id` reads from memory, looking through free nodes.
+// Collects what `id` reads from memory, looking through free nodes: each free node once, and
+// without recursion (views can nest as deep as the trace is long, and share operands, as
+// concat(v, v) of concat(w, w) ... does).
 void collect_reads(const Dataflow& df, NodeId id, std::vector<NodeId>& out) {
-  for (NodeId in : df.node(id).inputs) {
-    if (df.is_free(in))
-      collect_reads(df, in, out);
-    else
-      out.push_back(in);
+  std::vector<NodeId> stack{id};
+  std::set<NodeId> seen;
+  while (!stack.empty()) {
+    const NodeId n = stack.back();
+    stack.pop_back();
+    for (NodeId in : df.node(n).inputs) {
+      if (!df.is_free(in))
+        out.push_back(in);
+      else if (seen.insert(in).second)
+        stack.push_back(in);
+    }
   }
 }
 
@@ -132,6 +143,41 @@ bool is_last_two_swap(const std::vector<int64_t>& perm) {
   return perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
 }
 
+// A concat evaluates every operand per element, and a free node is evaluated inline in each
+// reader, so concats of concats multiply: concat(64 x concat(64 x a)) makes its reader evaluate
+// 4,160 operand values per element, a kernel no region limit could cut. Walking free nodes in
+// order, a concat that would inline more than kMaxRegionWeight of them gets its operands that
+// inline concats written by kernels of their own instead.
+void materialize_nested_concats(const Graph& g, Dataflow& df) {
+  constexpr int64_t kEnough = int64_t{1} << 40;
+  std::vector<int64_t> inlined(g.size(), 0);  // operand values a reader evaluates through node i
+  auto through = [&](NodeId in) {
+    return df.is_free(in) ? inlined[static_cast<size_t>(in)] : int64_t{0};
+  };
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (df.role[i] != NodeRole::free && df.role[i] != NodeRole::compute) continue;
+    const Node& n = g.nodes()[i];
+    int64_t cost = 0;
+    if (n.op == Op::concat) {
+      for (NodeId in : n.inputs) cost = std::min(kEnough, cost + 1 + through(in));
+      if (cost > kMaxRegionWeight) {
+        for (NodeId in : n.inputs) {
+          if (through(in) == 0) continue;
+          df.role[static_cast<size_t>(in)] = NodeRole::compute;
+          df.materialized[static_cast<size_t>(in)] = fmt::format(
+              "%{} ({}) is read by concat %{} with {} operands: inline, each element would "
+              "evaluate {} operand values; a kernel writes it",
+              in, ir::op_name(g.node(in).op), i, n.inputs.size(), cost);
+        }
+        cost = static_cast<int64_t>(n.inputs.size());
+      }
+    } else if (ir::op_kind(n.op) == OpKind::view) {
+      cost = through(n.inputs[0]);
+    }
+    if (df.role[i] == NodeRole::free) inlined[i] = cost;
+  }
+}
+
 Dataflow analyze(const Graph& g, const std::vector<bool>& recomputed) {
   Dataflow df;
   df.graph = &g;
@@ -185,6 +231,8 @@ Dataflow analyze(const Graph& g, const std::vector<bool>& recomputed) {
       }
     }
   }
+
+  materialize_nested_concats(g, df);
 
   for (size_t i = 0; i < size; ++i) {
     const NodeId id = static_cast<NodeId>(i);

@@ -88,13 +88,50 @@ struct State {
   std::vector<int> group_of;                           // per node; -1 for nodes in no group
   std::map<std::pair<NodeId, NodeId>, Note> vertical;  // (producer, consumer)
   std::map<std::pair<NodeId, NodeId>, Note> siblings;  // (member of one, member of other)
+  // Per node that evaluates a value more than once per element (through a concat): the value
+  // and the count. Vertical fusion weighs them; horizontal fusion must not bring them together.
+  std::map<NodeId, std::vector<std::pair<NodeId, int64_t>>> repeated;
 
   Group& group(int gi) { return groups[static_cast<size_t>(gi)]; }
   const Group& group(int gi) const { return groups[static_cast<size_t>(gi)]; }
   int group_of_node(NodeId id) const { return group_of[static_cast<size_t>(id)]; }
 };
 
-int new_group(State& s, NodeId id, bool gemm) {
+// What a compute node costs its kernel (partition.h), counting the free nodes (views,
+// constants) the kernel evaluates inline for it, and how many times per element it evaluates
+// each value the node reads. A concat evaluates each operand at an index of its own: it weighs
+// one per operand, concat(x, x) reads x twice, and a concat of concats multiplies. The counts
+// are the paths from the node through free nodes; they saturate far above any limit.
+struct Inlined {
+  int64_t weight = 0;
+  std::map<NodeId, int64_t> evaluations;  // per value read (df.reads)
+};
+
+// A lone node weighing more than this (a concat of thousands of operands, with the passes that
+// split it off) would be a kernel NVRTC takes minutes to compile: partition refuses it.
+constexpr int64_t kHardNodeWeight = 16 * kMaxRegionWeight;
+
+Inlined inlined(const Dataflow& df, NodeId id) {
+  static constexpr int64_t kEnough = int64_t{1} << 40;
+  auto add = [](int64_t& to, int64_t v) { to = std::min(kEnough, to + v); };
+  Inlined out;
+  std::map<NodeId, int64_t, std::greater<>> paths{{id, 1}};  // descending: readers first
+  while (!paths.empty()) {
+    const auto [n, count] = *paths.begin();
+    paths.erase(paths.begin());
+    const ir::Node& node = df.node(n);
+    if (node.op == ir::Op::concat) {
+      const auto operands = static_cast<int64_t>(node.inputs.size());
+      add(out.weight, count > kEnough / operands ? kEnough : count * operands);
+    } else if (n == id) {
+      add(out.weight, ir::op_has(node.op, ir::kCostly) ? kCostlyOpWeight : 1);
+    }
+    for (NodeId in : node.inputs) add(df.is_free(in) ? paths[in] : out.evaluations[in], count);
+  }
+  return out;
+}
+
+int new_group(State& s, NodeId id, bool gemm, int64_t weight) {
   Group g;
   g.members = {id};
   g.outputs = detail::region_outputs(s.df, g.members);
@@ -103,7 +140,7 @@ int new_group(State& s, NodeId id, bool gemm) {
   g.reduces = ir::op_kind(s.df.node(id).op) == ir::OpKind::reduce;
   g.gathers = ir::op_kind(s.df.node(id).op) == ir::OpKind::gather;
   g.reads = s.df.reads[static_cast<size_t>(id)];
-  g.weight = ir::op_has(s.df.node(id).op, ir::kCostly) ? kCostlyOpWeight : 1;
+  g.weight = weight;
   s.groups.push_back(std::move(g));
   const int gi = static_cast<int>(s.groups.size()) - 1;
   s.group_of[static_cast<size_t>(id)] = gi;
@@ -148,12 +185,12 @@ std::vector<NodeId> united_reads(const State& s, int a, int b) {
 }
 
 // Why the union of groups a and b would be too large a kernel (partition.h), or nothing.
-std::optional<std::string> too_large(const State& s, int a, int b,
+std::optional<std::string> too_large(const State& s, int a, int b, int64_t weight,
                                      const std::vector<NodeId>& outputs) {
-  const int64_t weight = s.group(a).weight + s.group(b).weight;
   if (weight > kMaxRegionWeight) {
-    return fmt::format("region size limit: the kernel would weigh {} (one per op, {} per costly "
-                       "op), more than the {} that keep NVRTC's compile time to about a second",
+    return fmt::format("region size limit: the kernel would weigh {} (one per op and per concat "
+                       "operand evaluated, {} per costly op), more than the {} that keep "
+                       "NVRTC's compile time to about a second",
                        weight, kCostlyOpWeight, kMaxRegionWeight);
   }
   const auto buffers = static_cast<int64_t>(united_reads(s, a, b).size() + outputs.size());
@@ -169,11 +206,12 @@ std::optional<std::string> too_large(const State& s, int a, int b,
 
 // The verdict on merging groups a and b. Without reductions or gathers only the outputs matter,
 // which keeps long elementwise chains linear.
-RegionVerdict check_union(const State& s, int a, int b) {
+// `weight` is the union's (fuse_vertically counts a producer once per evaluation).
+RegionVerdict check_union(const State& s, int a, int b, int64_t weight) {
   const std::vector<NodeId> outputs = united_outputs(s, a, b);
   const Group& ga = s.group(a);
   const Group& gb = s.group(b);
-  if (std::optional<std::string> why = too_large(s, a, b, outputs)) {
+  if (std::optional<std::string> why = too_large(s, a, b, weight, outputs)) {
     RegionVerdict refused;
     refused.reason = std::move(*why);
     return refused;
@@ -188,7 +226,7 @@ RegionVerdict check_union(const State& s, int a, int b) {
 }
 
 // Merges the smaller of groups a and b into the larger; returns the one kept.
-int merge_groups(State& s, int a, int b, RegionVerdict verdict) {
+int merge_groups(State& s, int a, int b, int64_t weight, RegionVerdict verdict) {
   if (s.group(a).members.size() < s.group(b).members.size()) std::swap(a, b);
   std::vector<NodeId> outputs = united_outputs(s, a, b);
   std::vector<NodeId> reads = united_reads(s, a, b);
@@ -198,7 +236,7 @@ int merge_groups(State& s, int a, int b, RegionVerdict verdict) {
   for (NodeId m : g.members) s.group_of[static_cast<size_t>(m)] = a;
   k.outputs = std::move(outputs);
   k.reads = std::move(reads);
-  k.weight += g.weight;
+  k.weight = weight;
   k.first = std::min(k.first, g.first);
   k.last = std::max(k.last, g.last);
   k.reduces = k.reduces || g.reduces;
@@ -228,7 +266,9 @@ std::optional<NodeId> cycle_through(const State& s, int x, int y) {
   for (auto [from, to] : {std::pair{x, y}, std::pair{y, x}}) {
     // Operands precede their readers, so a group on a path into `to` starts before `to` ends.
     const NodeId last = s.group(to).last;
-    std::vector<bool> seen(s.groups.size(), false);
+    // The search stays near x and y (it stops past `to`): a set, not a flag per group, keeps
+    // its cost to what it visits, and the partition linear in the graph's size.
+    std::set<int> seen;
     std::vector<std::pair<int, int>> stack;  // (group, first hop)
     for (int n : successors(s, from)) {
       if (n != to) stack.push_back({n, n});
@@ -237,8 +277,7 @@ std::optional<NodeId> cycle_through(const State& s, int x, int y) {
       auto [gi, hop] = stack.back();
       stack.pop_back();
       if (gi == to) return s.group(hop).first;
-      if (seen[static_cast<size_t>(gi)]) continue;
-      seen[static_cast<size_t>(gi)] = true;
+      if (!seen.insert(gi).second) continue;
       if (s.group(gi).first > last) continue;
       for (int n : successors(s, gi)) stack.push_back({n, hop});
     }
@@ -280,7 +319,7 @@ std::string fused_reason(const Dataflow& df, const RegionVerdict& v, NodeId prod
 
 // A matmul's region: the matmul and the nodes its epilogue folds, written as one value.
 void new_gemm_group(State& s, NodeId m) {
-  const int gi = new_group(s, m, true);
+  const int gi = new_group(s, m, true, 1);
   Group& g = s.group(gi);
   const EpilogueMatch& match = s.epilogues[static_cast<size_t>(m)];
   for (NodeId f : match.folded) {
@@ -317,7 +356,18 @@ void fuse_vertically(State& s, const PartitionOptions& options) {
       }
       continue;
     }
-    new_group(s, id, false);
+    const Inlined cost = inlined(df, id);
+    if (cost.weight > kHardNodeWeight) {
+      throw UsageError(fmt::format(
+          "{} %{} alone weighs {} (a concat weighs one per operand it evaluates), more than the "
+          "{} a kernel may: NVRTC would take minutes to compile it; concatenate in stages of at "
+          "most {} tensors (the passes do so unless FUSEJIT_DISABLE=passes)",
+          ir::op_name(df.node(id).op), id, cost.weight, kHardNodeWeight, kMaxConcatOperands));
+    }
+    new_group(s, id, false, cost.weight);
+    for (const auto& [r, count] : cost.evaluations) {
+      if (count > 1) s.repeated[id].push_back({r, count});
+    }
     for (auto it = reads.rbegin(); it != reads.rend(); ++it) {
       const NodeId r = *it;
       const NodeRole rr = df.role_of(r);
@@ -349,15 +399,37 @@ void fuse_vertically(State& s, const PartitionOptions& options) {
                                                   *via)};
         continue;
       }
-      RegionVerdict v = check_union(s, p, cur);
+      const int64_t weight =
+          s.group(cur).weight +
+          std::min(kMaxRegionWeight + 1, s.group(p).weight) * cost.evaluations.at(r);
+      RegionVerdict v = check_union(s, p, cur, weight);
       if (!v.ok) {
         s.vertical[{r, id}] = {false, v.reason};
         continue;
       }
       s.vertical[{r, id}] = {true, fused_reason(df, v, r, id)};
-      merge_groups(s, cur, p, std::move(v));
+      merge_groups(s, cur, p, weight, std::move(v));
     }
   }
+}
+
+// Why siblings a and b must stay apart: a member of one evaluates a value of the other more than
+// once per element (a concat of it), so one kernel would compute that value's region as many
+// times; vertical fusion weighed this, so merging as siblings would bypass it.
+std::optional<std::string> repeats_other(const State& s, int a, int b) {
+  for (const auto [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
+    for (NodeId m : s.group(x).members) {
+      const auto it = s.repeated.find(m);
+      if (it == s.repeated.end()) continue;
+      for (const auto& [r, count] : it->second) {
+        if (s.group_of_node(r) != y) continue;
+        return fmt::format("%{} evaluates %{} {} times per element (a concat): in one kernel, "
+                           "the region of %{} would be computed {} times",
+                           m, r, count, r, count);
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 // Step 2: regions that read the same value merge, until none can. A refusal stands as long as
@@ -395,7 +467,13 @@ void fuse_horizontally(State& s) {
                                                        u, *via)};
             continue;
           }
-          RegionVerdict v = check_union(s, ga, gb);
+          if (const std::optional<std::string> why = repeats_other(s, ga, gb)) {
+            refused.insert(key);
+            s.siblings[{ra, rb}] = {false, fmt::format("siblings reading %{}: {}", u, *why)};
+            continue;
+          }
+          const int64_t weight = s.group(ga).weight + s.group(gb).weight;
+          RegionVerdict v = check_union(s, ga, gb, weight);
           if (!v.ok) {
             refused.insert(key);
             s.siblings[{ra, rb}] = {false, fmt::format("siblings reading %{}: {}", u, v.reason)};
@@ -404,7 +482,7 @@ void fuse_horizontally(State& s) {
           s.siblings[{ra, rb}] = {
               true, fmt::format("siblings read %{} over {}: one kernel with several outputs", u,
                                 shape_str(v.shape))};
-          merge_groups(s, std::min(ga, gb), std::max(ga, gb), std::move(v));
+          merge_groups(s, std::min(ga, gb), std::max(ga, gb), weight, std::move(v));
           changed = true;
         }
       }
@@ -600,20 +678,30 @@ Cut cut(const ir::Graph& g, const PartitionOptions& options, std::vector<bool> r
 }
 
 // Step 4 (fusion/recompute.h): while recomputing a candidate makes the plan cheaper, recompute
-// it and partition again. `steps` receives, per value recomputed, what its step did. At most
-// kMaxRecomputeTrials partitions are tried, which bounds planning time on large graphs.
+// it and partition again. `steps` receives, per value recomputed, what its step did. Each trial
+// partitions the whole graph, so the trials are bounded twice: at most kMaxRecomputeTrials, and
+// at most kRecomputeNodeBudget nodes partitioned over all of them, which keeps planning linear
+// in the graph's size (a graph of 512 nodes gets 256 trials, one of 25,000 nodes 5).
 constexpr int kMaxRecomputeTrials = 256;
+constexpr size_t kRecomputeNodeBudget = size_t{1} << 17;
 
+// When the bound stops the search, `said` receives a decision that says so.
 Cut recompute(const ir::Graph& g, const PartitionOptions& options, Cut best,
-              std::map<NodeId, std::string>& steps) {
+              std::map<NodeId, std::string>& steps, std::vector<Decision>& said) {
+  const int max_trials = static_cast<int>(
+      std::min<size_t>(kMaxRecomputeTrials, kRecomputeNodeBudget / std::max<size_t>(g.size(), 1)));
   int trials = 0;
-  for (bool improved = true; improved && trials < kMaxRecomputeTrials;) {
+  bool improved = true;
+  while (improved && trials < max_trials) {
     improved = false;
     for (const std::vector<NodeId>& values : detail::recompute_candidates(best.df, best.regions)) {
       std::vector<bool> trial = best.recomputed;
       for (NodeId v : values) trial[static_cast<size_t>(v)] = true;
       if (!detail::within_budget(g, trial)) continue;
-      if (++trials > kMaxRecomputeTrials) break;
+      if (++trials > max_trials) {
+        improved = true;  // a candidate is left untried
+        break;
+      }
       Cut c = cut(g, options, std::move(trial));
       if (!detail::cheaper(c.cost, best.cost)) continue;
       const std::string step = fmt::format(
@@ -625,6 +713,14 @@ Cut recompute(const ir::Graph& g, const PartitionOptions& options, Cut best,
       improved = true;
       break;
     }
+  }
+  if (improved && trials >= max_trials) {
+    said.push_back({-1, -1, false,
+                    fmt::format("recompute: the search for values worth recomputing stopped "
+                                "after {} trials on this graph of {} nodes (each partitions the "
+                                "whole graph; at most {} nodes are partitioned in all, which "
+                                "keeps planning linear in the graph's size)",
+                                max_trials, g.size(), kRecomputeNodeBudget)});
   }
   return best;
 }
@@ -808,7 +904,7 @@ Plan partition(const ir::Graph& g, const PartitionOptions& options) {
   Cut best = cut(plan.graph, options, std::vector<bool>(plan.graph.size(), false));
   std::map<NodeId, std::string> steps;
   if (options.fusion && options.recompute) {
-    best = recompute(plan.graph, options, std::move(best), steps);
+    best = recompute(plan.graph, options, std::move(best), steps, said);
   }
   if (!fused.empty()) {
     const std::string why = fuse_attention(best, g, g.outputs(), fused);

@@ -36,8 +36,12 @@ inline constexpr int64_t kHardKernelParamBytes = 32764;
 // cos cost some 25 times an exp each, pow a dozen). A region's weight is its compute nodes,
 // kCostlyOpWeight for each op the op table marks kCostly, 1 for the others; regions grow only
 // while it stays within kMaxRegionWeight, which keeps a kernel's compile to about a second.
+// A concat weighs one per operand: each element of it evaluates every operand and selects one.
+// simplify splits a concat of more than kMaxConcatOperands into a concat of concats, so that no
+// single node outweighs a region and the partitioner can cut between them.
 inline constexpr int64_t kMaxRegionWeight = 256;
 inline constexpr int64_t kCostlyOpWeight = 16;
+inline constexpr size_t kMaxConcatOperands = 64;
 
 // Regions are in a valid execution order; plan.h states what each kind guarantees. Nodes no
 // output needs are in no region.

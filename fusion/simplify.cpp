@@ -1,10 +1,12 @@
 // fusion/simplify: see simplify.h.
 #include "fusion/simplify.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
 
+#include "fusion/partition.h"
 #include "ir/host_tensor.h"
 #include "ir/rebuild.h"
 
@@ -80,13 +82,35 @@ bool is_identity_permutation(const std::vector<int64_t>& perm) {
 // start + step * (inner start + inner step * k). A slice of the whole axis is its operand.
 std::optional<NodeId> simplify_slice(const Graph& g, NodeSpec& spec) {
   const Node& x = g.node(spec.inputs[0]);
+  // A slice of one element never applies its step, which may be any size: make it 1, so that
+  // neither the fold below nor the kernel's index arithmetic multiplies by it.
+  const bool single = spec.shape[static_cast<size_t>(spec.axes[0])] == 1;
+  if (single) spec.step = 1;
   if (x.op == Op::slice && x.axes == spec.axes) {
+    // Both products fit: the outer slice's last element lies inside the inner one.
     spec.start = x.start + x.step * spec.start;
-    spec.step *= x.step;
+    if (!single) spec.step *= x.step;
     spec.inputs[0] = x.inputs[0];
   }
   if (g.node(spec.inputs[0]).shape == spec.shape) return spec.inputs[0];
   return std::nullopt;
+}
+
+// A concat of more than kMaxConcatOperands operands reads them through concats of at most that
+// many each (added to `out`), level by level: the same values, in nodes the partitioner can
+// place in separate kernels. Dtype promotion is a join, so grouping does not change it.
+void split_concat(Graph& out, NodeSpec& spec) {
+  while (spec.inputs.size() > kMaxConcatOperands) {
+    std::vector<NodeId> groups;
+    for (size_t k = 0; k < spec.inputs.size(); k += kMaxConcatOperands) {
+      const auto first = spec.inputs.begin() + static_cast<std::ptrdiff_t>(k);
+      const auto last = spec.inputs.begin() +
+                        static_cast<std::ptrdiff_t>(std::min(k + kMaxConcatOperands,
+                                                             spec.inputs.size()));
+      groups.push_back(out.add({.op = Op::concat, .inputs = {first, last}, .axes = spec.axes}));
+    }
+    spec.inputs = std::move(groups);
+  }
 }
 
 // What `spec` becomes: an existing node (returned), or a cheaper spec (rewritten in place).
@@ -145,6 +169,7 @@ std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec) {
 
 ir::Graph simplify(ir::Graph g) {
   ir::Rebuilt simpler = ir::rebuild(g, [](NodeId, NodeSpec spec, Graph& out) {
+    if (spec.op == Op::concat) split_concat(out, spec);
     if (const std::optional<NodeId> same = simplify_node(out, spec)) return *same;
     return out.add(std::move(spec));
   });

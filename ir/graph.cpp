@@ -574,9 +574,11 @@ NodeSpec slice_spec(const Graph& g, NodeId x, int64_t axis, int64_t start, int64
                                  start, stop, step, axis, type_str(xn)));
   }
   Shape shape = xn.shape;
-  shape[a] = (hi - lo + step - 1) / step;
+  shape[a] = 1 + (hi - lo - 1) / step;  // ceil((hi - lo) / step), without overflow
+  // One element: the step is never applied; 1 keeps every product with it small.
+  const int64_t canonical_step = shape[a] == 1 ? 1 : step;
   return {.op = Op::slice, .inputs = {x}, .shape = std::move(shape), .axes = {a}, .start = lo,
-          .step = step};
+          .step = canonical_step};
 }
 NodeId add_slice(Graph& g, NodeId x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
   return g.add(slice_spec(g, x, axis, start, stop, step));

@@ -20,7 +20,6 @@ namespace {
 // times a large static coefficient still fits in 64 bits, large enough that planning treats a
 // symbolic extent as a large one.
 constexpr int64_t kSentinelCeiling = 1 << 15;
-constexpr size_t kMaxSymbols = 4;
 
 bool is_prime(int64_t n) {
   if (n < 2) return false;
@@ -162,9 +161,9 @@ std::optional<std::pair<std::vector<Symbol>, Bindings>> mark_symbols(
       return std::nullopt;
     }
   }
-  if (symbols.size() > kMaxSymbols) {
+  if (symbols.size() > kMaxDynamicDims) {
     set_why(why, fmt::format("{} dynamic dims; at most {} are supported", symbols.size(),
-                             kMaxSymbols));
+                             kMaxDynamicDims));
     return std::nullopt;
   }
   for (size_t k = 0; k < symbols.size(); ++k) {
@@ -400,6 +399,11 @@ std::vector<DynamicAxis> differing_axes(const Graph& a, const Graph& b) {
 }
 
 std::vector<int64_t> choose_sentinels(size_t count, const std::vector<int64_t>& coefficients) {
+  if (count > kMaxDynamicDims) {
+    throw InternalError(fmt::format("choose_sentinels: {} dynamic dims, more than the {} a graph "
+                                    "may have (the parser and generalize refuse more)",
+                                    count, kMaxDynamicDims));
+  }
   std::vector<int64_t> primes;
   for (int64_t p = kSentinelCeiling - 1; primes.size() < count && p > 2; --p) {
     if (!is_prime(p)) continue;

@@ -24,6 +24,10 @@
 
 namespace fusejit::ir {
 
+// The most dynamic dims one graph may have: each multiplies its sentinel into the dims it
+// appears in, and a dim of more of them would overflow 64 bits.
+inline constexpr size_t kMaxDynamicDims = 4;
+
 struct Symbol {
   std::string name;      // "B"; names are unique within a graph
   int64_t sentinel = 0;  // the prime standing for it in dims
@@ -91,8 +95,8 @@ std::optional<SymbolicGraph> generalize(const Graph& g, const std::vector<Dynami
 // appearance. Empty when the inputs differ in rank or nothing differs.
 std::vector<DynamicAxis> differing_axes(const Graph& a, const Graph& b);
 
-// The sentinels for `count` symbols: the largest primes below 2^15 that divide none of
-// `coefficients`.
+// The sentinels for `count` symbols (at most kMaxDynamicDims): the largest primes below 2^15
+// that divide none of `coefficients`.
 std::vector<int64_t> choose_sentinels(size_t count, const std::vector<int64_t>& coefficients);
 // Re-encodes `sym` with the canonical sentinels for its static coefficients (a graph parsed from
 // text and one generalized from a trace then encode alike).

@@ -18,6 +18,7 @@
 #include <optional>
 #include <sstream>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -364,6 +365,11 @@ class Parser {
                       [&](const Symbol& s) { return s.name == name; })) {
         c.fail_at(pos, fmt::format("dynamic dim {} is declared twice", name));
       }
+      if (symbols_.size() == kMaxDynamicDims) {
+        c.fail_at(pos, fmt::format("dynamic dim {} is one too many: a trace has at most {} "
+                                   "dynamic dims; make the others static",
+                                   name, kMaxDynamicDims));
+      }
       c.expect('=', fmt::format("after {} (an example value: {}=8)", name, name));
       const int64_t example = c.integer("an example value (an integer of at least 2)", false);
       if (example < 2) c.fail_at(pos, fmt::format("{}={}: an example value is at least 2", name, example));
@@ -445,6 +451,7 @@ class Parser {
       c.fail_at(op_pos, symbols_.empty() ? std::string(e.what()) : symbolize(e.what(), symbols_));
     }
     const Node& n = graph_.node(id);
+    if (n.op == Op::concat && !symbols_.empty()) check_concat_extents(c, op_pos, n);
     if (n.dtype != stated.dtype || n.shape != stated.shape) {
       c.fail_at(type_pos,
                 fmt::format("the stated type {}{} differs from the type inferred for "
@@ -453,6 +460,24 @@ class Parser {
                             type_str(n, symbols_)));
     }
     ids_.emplace(label, Label{id, current_line_});
+  }
+
+  // A concat adds its operands' extents along its axis. With dynamic dims the sum must again be
+  // a product (B + B is 2*B; B + 3 is no dim of the format): without this check the sum would
+  // be a meaningless number standing for no size, shown in messages as if it were one.
+  void check_concat_extents(Cursor& c, size_t op_pos, const Node& n) {
+    const size_t axis = static_cast<size_t>(n.axes[0]);
+    const std::vector<int> form =
+        dim_terms(graph_.node(n.inputs[0]).shape[axis], symbols_).exponents;
+    for (NodeId in : n.inputs) {
+      if (dim_terms(graph_.node(in).shape[axis], symbols_).exponents == form) continue;
+      std::vector<std::string> extents;
+      for (NodeId k : n.inputs) extents.push_back(dim_str(graph_.node(k).shape[axis], symbols_));
+      c.fail_at(op_pos, fmt::format("concat along axis {}: the extents {} add up to no dim of the "
+                                    "dynamic dims (only extents of one form add: B and 2*B make "
+                                    "3*B, B and 3 make none); concat along a static axis",
+                                    axis, fmt::join(extents, " + ")));
+    }
   }
 
   // NUMBER into spec.value; an integral constant written as a plain decimal integer also into
@@ -687,10 +712,28 @@ std::string read_trace_file(const std::string& path) {
   if (!in) {
     throw UsageError(fmt::format("cannot read trace file '{}': {}", path, std::strerror(errno)));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Read in chunks up to a bound, so that a device (/dev/zero), a pipe that never ends or a
+  // binary file is refused with its reason instead of exhausting memory.
+  std::string text;
+  std::vector<char> chunk(size_t{1} << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const size_t got = static_cast<size_t>(in.gcount());
+    if (const void* nul = std::memchr(chunk.data(), '\0', got)) {
+      throw UsageError(fmt::format(
+          "'{}' is not a trace: it holds a NUL byte at offset {} (a trace is text; "
+          "docs/trace-format.md)",
+          path, text.size() + static_cast<size_t>(static_cast<const char*>(nul) - chunk.data())));
+    }
+    if (text.size() + got > kMaxTraceBytes) {
+      throw UsageError(fmt::format("trace file '{}' is larger than {} MiB, the most a trace may "
+                                   "be; split the program into smaller traces",
+                                   path, kMaxTraceBytes >> 20));
+    }
+    text.append(chunk.data(), got);
+  }
   if (in.bad()) throw UsageError(fmt::format("cannot read trace file '{}': read failed", path));
-  return text.str();
+  return text;
 }
 
 Graph parse_file(const std::string& path) { return parse(read_trace_file(path), path); }

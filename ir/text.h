@@ -29,7 +29,10 @@ SymbolicGraph parse_symbolic(std::string_view text, std::string_view source = "<
 // Reads and parses a trace file; throws fusejit::Error naming the path when it cannot be read.
 Graph parse_file(const std::string& path);
 SymbolicGraph parse_symbolic_file(const std::string& path);
-// The bytes of a trace file; throws fusejit::Error naming the path when it cannot be read.
+// The largest trace file read_trace_file accepts.
+inline constexpr size_t kMaxTraceBytes = size_t{256} << 20;
+// The bytes of a trace file; throws fusejit::Error naming the path when it cannot be read, is
+// larger than kMaxTraceBytes or holds a NUL byte (it is not text).
 std::string read_trace_file(const std::string& path);
 
 }  // namespace fusejit::ir

@@ -669,6 +669,23 @@ Tensor Context::arange(double start, double stop, double step, DType dtype) {
                                  "a float dtype",
                                  start, step, dtype_name(dtype)));
   }
+  // 2^63 elements cannot be counted; an integer arange whose positions or values leave the
+  // dtype's range would wrap (torch refuses both).
+  if (count >= 0x1p63) {
+    throw UsageError(fmt::format("arange: [{}, {}) with step {} has {:g} elements, more than a "
+                                 "tensor can hold; use a larger step or a smaller range",
+                                 start, stop, step, count));
+  }
+  if (dtype == DType::i32 || dtype == DType::i64) {
+    const double top = dtype == DType::i32 ? 0x1p31 : 0x1p63;
+    const double last = start + (count - 1.0) * step;
+    auto outside = [top](double v) { return v < -top || v >= top; };
+    if (outside(start) || outside(last) || (count - 1.0) * std::fabs(step) >= top) {
+      throw UsageError(fmt::format("arange: [{}, {}) with step {} reaches {:.0f}, outside the "
+                                   "range of {}; use i64 or a float dtype",
+                                   start, stop, step, last, dtype_name(dtype)));
+    }
+  }
   const std::lock_guard<detail::ContextMutex> lock(impl_->mutex);
   // Positions in the compute type (f32 for float dtypes), then start + i * step, then the dtype.
   const DType compute = is_floating(dtype) ? DType::f32 : dtype;

@@ -304,7 +304,7 @@ Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t length) {
   const int64_t a = ir::normalize_axis(axis, x.rank(), "narrow");
   const int64_t extent = x.shape()[static_cast<size_t>(a)];
   const int64_t first = start < 0 ? start + extent : start;
-  if (first < 0 || length < 1 || first + length > extent) {
+  if (first < 0 || first >= extent || length < 1 || length > extent - first) {
     throw UsageError(fmt::format("narrow: {} elements from {} do not fit axis {} of {}{} (extent "
                                  "{})",
                                  length, start, axis, dtype_name(x.dtype()),
@@ -319,7 +319,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis) {
     throw UsageError(fmt::format("chunk: {} chunks; ask for at least 1", chunks));
   }
   const int64_t extent = x.shape()[static_cast<size_t>(a)];
-  const int64_t size = (extent + chunks - 1) / chunks;
+  const int64_t size = 1 + (extent - 1) / chunks;  // ceil(extent / chunks), without overflow
   std::vector<Tensor> out;
   for (int64_t first = 0; first < extent; first += size) {
     out.push_back(slice(x, a, first, first + size));

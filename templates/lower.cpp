@@ -163,9 +163,26 @@ kir::ExprP Values::gathered(ir::NodeId id, Index at, ValueScope& scope) {
   }
 }
 
+namespace {
+
+// parts[lo, hi) picked by the coordinate c, parts[k] ending before ends[k]: a balanced tree of
+// selects, halving at each level, so that its depth (and the recursion of every walk over it:
+// verify, print) grows as log2 of the operand count. Up to three operands it is the chain
+//   c < end0 ? x0 : (c < end1 ? x1 : (x2))
+kir::ExprP pick_operand(const kir::ExprP& c, const std::vector<kir::ExprP>& parts,
+                        const std::vector<int64_t>& ends, size_t lo, size_t hi) {
+  if (hi - lo == 1) return parts[lo];
+  const size_t mid = lo + (hi - lo) / 2;
+  kir::ExprP below = pick_operand(c, parts, ends, lo, mid);
+  if (mid - lo > 1) below = kir::group(below);
+  return kir::select(kir::lt(c, kir::lit(ends[mid - 1])), below,
+                     kir::group(pick_operand(c, parts, ends, mid, hi)));
+}
+
+}  // namespace
+
 // A select over index ranges: every operand is evaluated (at an element in range, see
-// concat_operand) and the result's coordinate along the axis picks one:
-//   c < end0 ? x0 : (c < end1 ? x1 : ... xN)
+// concat_operand) and the result's coordinate along the axis picks one (pick_operand).
 kir::ExprP Values::concat(ir::NodeId id, const Index& at, ValueScope& scope) {
   const ir::Node& n = info_.node(id);
   const int64_t axis = n.axes[0];
@@ -180,12 +197,8 @@ kir::ExprP Values::concat(ir::NodeId id, const Index& at, ValueScope& scope) {
     ends.push_back(offset);
   }
   const kir::ExprP c = kir::offset(axis_coordinate(at, axis));
-  kir::ExprP picked = parts.back();
-  for (size_t k = parts.size() - 1; k-- > 0;) {
-    picked = kir::select(kir::lt(c, kir::lit(ends[k])), parts[k], kir::group(picked));
-  }
   return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)),
-                        picked, "concat");
+                        pick_operand(c, parts, ends, 0, parts.size()), "concat");
 }
 
 // The element's position, converted to the node's dtype and rounded to it (as a cast of an

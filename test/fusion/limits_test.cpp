@@ -35,20 +35,20 @@ TEST_CASE("a sum of 4,096 inputs is cut so that every kernel's parameters fit",
 
 TEST_CASE("a chain reading many buffers per op is cut at the parameter limit",
           "[fusion][partition][limits]") {
-  // Each add reads a concat of 8 fresh inputs: 8 buffers per op, so parameters run out long
-  // before the size limit.
+  // Each where reads two fresh inputs and weighs 1: two buffers per unit of weight, so
+  // parameters run out (at 254 ops) just before the size limit (256).
   Graph g;
   NodeId acc = ir::add_input(g, DType::f32, {64});
-  for (int i = 0; i < 200; ++i) {
-    std::vector<NodeId> parts;
-    for (int k = 0; k < 8; ++k) parts.push_back(ir::add_input(g, DType::f32, {8}));
-    acc = bin(g, Op::add, acc, ir::add_concat(g, parts, 0));
+  for (int i = 0; i < 600; ++i) {
+    const NodeId c = ir::add_input(g, DType::boolean, {64});
+    acc = ir::add_where(g, c, acc, ir::add_input(g, DType::f32, {64}));
   }
   g.add_output(acc);
   const Plan plan = plan_of(g);
-  CHECK(plan.kernel_count() >= 200 * 8 / 511);
+  CHECK(plan.kernel_count() >= 600 / 254);
   for (const Region& r : plan.regions) CHECK(param_bytes(r) <= kMaxKernelParamBytes);
   CHECK(any_decision(plan, false, "kernel parameter limit"));
+  CHECK_FALSE(any_decision(plan, false, "region size limit"));
 }
 
 TEST_CASE("siblings of one input merge only while their parameters fit",
@@ -63,11 +63,23 @@ TEST_CASE("siblings of one input merge only while their parameters fit",
 
 TEST_CASE("a node that alone needs more parameters than CUDA allows is a usage error",
           "[fusion][partition][limits]") {
-  Graph g;
-  std::vector<NodeId> parts;
-  for (int i = 0; i < 4100; ++i) parts.push_back(ir::add_input(g, DType::f32, {4}));
-  g.add_output(un(g, Op::exp, ir::add_concat(g, parts, 0)));
-  REQUIRE_THROWS_WITH(plan_of(g), ContainsSubstring("bytes of parameters, more than the 32764"));
+  // The passes split so wide a concat (simplify); without them it stays one node.
+  auto concat_of = [](int count) {
+    Graph g;
+    std::vector<NodeId> parts;
+    for (int i = 0; i < count; ++i) parts.push_back(ir::add_input(g, DType::f32, {4}));
+    g.add_output(un(g, Op::exp, ir::add_concat(g, parts, 0)));
+    return g;
+  };
+  const Graph g = concat_of(4095);
+  REQUIRE_THROWS_WITH(plan_of(g, PlanOptions{.passes = false}),
+                      ContainsSubstring("bytes of parameters, more than the 32764"));
+  const Plan plan = plan_of(g);
+  for (const Region& r : plan.regions) CHECK(param_bytes(r) <= kMaxKernelParamBytes);
+  // Wider still, the kernel would be too large to compile first.
+  REQUIRE_THROWS_WITH(plan_of(concat_of(5000), PlanOptions{.passes = false}),
+                      ContainsSubstring("exp %5001 alone weighs 5001") &&
+                          ContainsSubstring("concatenate in stages of at most 64 tensors"));
 }
 
 TEST_CASE("a 4,000-op elementwise chain is cut into kernels of bounded size",
