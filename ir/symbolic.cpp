@@ -398,12 +398,11 @@ std::vector<DynamicAxis> differing_axes(const Graph& a, const Graph& b) {
   return marks;
 }
 
-std::vector<int64_t> choose_sentinels(size_t count, const std::vector<int64_t>& coefficients) {
-  if (count > kMaxDynamicDims) {
-    throw InternalError(fmt::format("choose_sentinels: {} dynamic dims, more than the {} a graph "
-                                    "may have (the parser and generalize refuse more)",
-                                    count, kMaxDynamicDims));
-  }
+namespace {
+
+// The largest `count` primes below 2^15 that divide none of `coefficients` (fewer if there are
+// not that many).
+std::vector<int64_t> sentinels_up_to(size_t count, const std::vector<int64_t>& coefficients) {
   std::vector<int64_t> primes;
   for (int64_t p = kSentinelCeiling - 1; primes.size() < count && p > 2; --p) {
     if (!is_prime(p)) continue;
@@ -412,6 +411,21 @@ std::vector<int64_t> choose_sentinels(size_t count, const std::vector<int64_t>& 
     if (!divides) primes.push_back(p);
   }
   return primes;
+}
+
+}  // namespace
+
+std::vector<int64_t> choose_sentinels(size_t count, const std::vector<int64_t>& coefficients) {
+  if (count > kMaxDynamicDims) {
+    throw InternalError(fmt::format("choose_sentinels: {} dynamic dims, more than the {} a graph "
+                                    "may have (the parser and generalize refuse more)",
+                                    count, kMaxDynamicDims));
+  }
+  return sentinels_up_to(count, coefficients);
+}
+
+std::vector<int64_t> sentinel_candidates(const std::vector<int64_t>& coefficients) {
+  return sentinels_up_to(SIZE_MAX, coefficients);
 }
 
 SymbolicGraph canonical(SymbolicGraph sym) {

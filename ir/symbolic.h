@@ -98,6 +98,9 @@ std::vector<DynamicAxis> differing_axes(const Graph& a, const Graph& b);
 // The sentinels for `count` symbols (at most kMaxDynamicDims): the largest primes below 2^15
 // that divide none of `coefficients`.
 std::vector<int64_t> choose_sentinels(size_t count, const std::vector<int64_t>& coefficients);
+// Every prime below 2^15 that divides none of `coefficients`, largest first (the candidates
+// choose_sentinels takes the first of).
+std::vector<int64_t> sentinel_candidates(const std::vector<int64_t>& coefficients);
 // Re-encodes `sym` with the canonical sentinels for its static coefficients (a graph parsed from
 // text and one generalized from a trace then encode alike).
 SymbolicGraph canonical(SymbolicGraph sym);

@@ -68,10 +68,10 @@ std::pair<ir::Bindings, ir::Bindings> generation_values(const fusion::Plan& plan
   for (const ir::Node& n : plan.graph.nodes()) {
     for (int64_t d : n.shape) coefficients.push_back(ir::dim_terms(d, symbols).coefficient);
   }
-  // ir::choose_sentinels lists the primes below 2^15 that divide no static coefficient, largest
-  // first (a few milliseconds for all of them, once per symbolic trace).
+  // ir::sentinel_candidates lists the primes below 2^15 that divide no static coefficient,
+  // largest first (a few milliseconds for all of them, once per symbolic trace).
   std::vector<int64_t> primes;
-  for (int64_t p : ir::choose_sentinels(SIZE_MAX, coefficients)) {
+  for (int64_t p : ir::sentinel_candidates(coefficients)) {
     if (p <= ceiling && primes.size() < 2 * symbols.size()) primes.push_back(p);
   }
   if (primes.size() < 2 * symbols.size()) return {};

@@ -89,6 +89,7 @@ TEST_CASE("every attention trace cuDNN takes builds and finalizes its graph",
   int built = 0;
   for (const auto& e : std::filesystem::directory_iterator(FUSEJIT_ATTENTION_TRACES)) {
     const std::string name = e.path().stem().string();
+    if (name.starts_with("refused_")) continue;  // planned with no attention region, by design
     const Planned c = plan_trace(name);
     std::string why;
     const auto p = jit::cudnn_problem(c.graph, c.region, &why);

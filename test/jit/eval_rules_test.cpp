@@ -108,10 +108,10 @@ TEST_CASE("an eval writes only what was asked for, not the expression's temporar
   CHECK(ctx.stats().outputs_computed == 2);
   CHECK(norm.size() == 6);
 
-  std::vector<float> got(6);
-  (x * 2 + 1).eval_into(got.data(), sizeof(float) * 6);  // a CPU Context's memory is the host's
+  ContextMemory out(ctx, sizeof(float) * 6);  // the GPU's memory, or the host's on the CPU path
+  (x * 2 + 1).eval_into(out.data(), out.bytes());
   CHECK(ctx.stats().outputs_computed == 3);
-  CHECK(got[0] == 3.0f);
+  CHECK(out.get<float>(1)[0] == 3.0f);
 
   SECTION("a held tensor not asked for stays pending and is computed when used") {
     const auto a = x * 2.0;
