@@ -42,7 +42,9 @@ if grep -E 'FMT_|SPDLOG_|cuda/include|targets/[^ ]*/include|-isystem /usr/includ
     "$work/build/compile_commands.json"; then
   fail "the installed package leaks compile flags into its consumer (above)"
 fi
-ldd "$work/build/consumer" | grep -q 'libfusejit\.so' || fail "the consumer does not link libfusejit.so"
+# (ldd's output is read whole first: grep -q stopping early would fail the pipe under pipefail.)
+needed=$(ldd "$work/build/consumer")
+grep -q 'libfusejit\.so' <<<"$needed" || fail "the consumer does not link libfusejit.so:"$'\n'"$needed"
 "$work/build/consumer"
 
 if command -v pkg-config >/dev/null; then
