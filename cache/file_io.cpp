@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <iterator>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -52,20 +51,6 @@ std::string write_new_file(int dir_fd, const std::string& name, const fs::path& 
 }
 
 }  // namespace
-
-std::string printable(std::string_view text, bool keep_lines) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char ch : text) {
-    const auto b = static_cast<unsigned char>(ch);
-    if ((b < 0x20 || b >= 0x7f) && !(keep_lines && (b == '\n' || b == '\t'))) {
-      fmt::format_to(std::back_inserter(out), "\\x{:02x}", b);
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
 
 std::string display_path(const fs::path& path) {
   const std::string& s = path.native();

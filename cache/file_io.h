@@ -10,14 +10,13 @@
 #include <string>
 #include <string_view>
 
+#include "ir/printable.h"
+
 namespace fusejit::cache {
 
-// Text from a user or a file as a message shows it: bytes outside printable ASCII (control
-// bytes, a terminal's escape sequences, invalid UTF-8) become \xNN, so nothing read from an
-// environment variable, a path or a cache entry reaches a terminal raw. Every message that
-// quotes such text goes through this (or display_path). keep_lines: newlines and tabs stay
-// (a multi-line message, NVRTC's log).
-std::string printable(std::string_view text, bool keep_lines = false);
+// Text from a user or a file as a message shows it (ir/printable.h): every message of the cache,
+// the runtime and the CLI that quotes such text goes through it (or display_path).
+using ir::printable;
 
 // A path as messages show it: printable(), and whole when it is short, else its head and its
 // tail around "..." with the full length, so that a 100,000-character path still gives a

@@ -25,6 +25,7 @@
 
 #include "fusejit/error.h"
 #include "ir/dtype.h"
+#include "ir/printable.h"
 #include "ir/shape.h"
 #include "ir/symbolic.h"
 
@@ -72,22 +73,9 @@ void print_node(std::string& out, size_t id, const Node& n, const std::vector<Sy
 // \xNN (a binary file's bytes never reach a terminal raw), at most kQuotedBytes of it.
 constexpr size_t kQuotedBytes = 40;
 
-std::string escaped(std::string_view text) {
-  std::string out;
-  for (const char ch : text) {
-    const auto b = static_cast<unsigned char>(ch);
-    if (b < 0x20 || b >= 0x7f) {
-      fmt::format_to(std::back_inserter(out), "\\x{:02x}", b);
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 std::string quoted(std::string_view text) {
-  if (text.size() <= kQuotedBytes) return fmt::format("'{}'", escaped(text));
-  return fmt::format("'{}'... ({} bytes)", escaped(text.substr(0, kQuotedBytes)), text.size());
+  if (text.size() <= kQuotedBytes) return fmt::format("'{}'", printable(text));
+  return fmt::format("'{}'... ({} bytes)", printable(text.substr(0, kQuotedBytes)), text.size());
 }
 
 bool is_word_char(char c) {
@@ -167,7 +155,7 @@ class Cursor {
   [[noreturn]] void fail_at(size_t pos, const std::string& what) const {
     // Every quote of the line goes through quoted(); escaping the whole message again keeps any
     // raw byte that reaches it some other way off the caller's terminal.
-    throw UsageError(fmt::format("{}:{}:{}: {}", source_, line_no_, pos + 1, escaped(what)));
+    throw UsageError(fmt::format("{}:{}:{}: {}", source_, line_no_, pos + 1, printable(what)));
   }
   void seek(size_t pos) { pos_ = pos; }
 
