@@ -51,6 +51,11 @@ struct RowConfig {
   // Between min_blocks and min_resident_blocks: the residency a register path tries first
   // where min_blocks would spill (register_path_blocks); 0: none.
   int fallback_blocks = 0;
+  // A cached row in a block that has its SM to itself (half the SM's threads): the inputs that
+  // fill the register cache are staged in shared memory one row ahead (cp.async), so that the
+  // next row's loads are in flight while this row's passes and reductions run, where nothing
+  // else on the SM would keep DRAM busy (row_config, RowwiseBuilder::cache_fill).
+  bool staged = false;
 
   int64_t pieces() const { return std::max(split, cluster); }
   bool cached() const {

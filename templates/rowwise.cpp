@@ -72,6 +72,9 @@ class RowwiseBuilder {
     x_ = grouped_index(space.shape, {row_, k_}, group_of);
     first_ = grouped_index(space.shape, {row_, make_zero(space.length)}, group_of);
     row_digits_ = {Digit{row_, 1, space.rows}};
+    if (cfg.staged) {  // the row the block takes next, whose inputs the cache fill stages
+      x_next_ = grouped_index(space.shape, {make_root("fj_next", space.rows), k_}, group_of);
+    }
     row_key_ = index_key(Index{{space.rows}, {row_digits_}});
     if (cfg.looped) {
       // The rows are a static coefficient times the symbols' values here (odd primes, or for
@@ -117,6 +120,14 @@ class RowwiseBuilder {
     Index at;
     std::string array;
   };
+  // A region input staged in shared memory one row ahead (RowConfig::staged): its slots, one
+  // vector per thread and chunk, at `offset` bytes into the kernel's dynamic shared memory.
+  struct Stage {
+    ir::NodeId id;
+    std::string buffer;
+    std::string storage;
+    int64_t offset = 0;
+  };
 
   std::unique_ptr<Pass> new_pass() {
     auto p = std::make_unique<Pass>();
@@ -126,6 +137,8 @@ class RowwiseBuilder {
   }
   kir::ExprP leaf(ir::NodeId id, const Index& at);
   kir::ExprP row_load(ir::NodeId id, const Index& at);
+  kir::ExprP stage_of(ir::NodeId id, const Index& at);
+  kir::Block stage_copies(const Index& at);
   kir::ExprP intercept(ir::NodeId id, const Index& at);
   kir::Block& add_pass(kir::Block& main, int pass);
   void add_group_reduce(kir::Block& main, const std::vector<ir::NodeId>& here) const;
@@ -158,6 +171,7 @@ class RowwiseBuilder {
   BasePtr row_, k_;
   Index x_;
   Index first_;  // the row's first element
+  Index x_next_;  // staged rows: the element of the row the block takes next
   Digits row_digits_;
   IndexKey row_key_;  // the element `row` of a reduce result: where its value may be read
   bool guard_row_ = false, guard_k_ = false, guard_end_ = false;
@@ -171,6 +185,8 @@ class RowwiseBuilder {
   Pass* current_ = nullptr;
   std::map<ir::NodeId, kir::ExprP> finished_;
   std::vector<CacheEntry> cache_;
+  std::vector<Stage> stages_;
+  int64_t stage_bytes_ = 0;
   // The means of Welford pairs whose operand the register cache holds: their pass counts and
   // sums, and a second sweep over the cache adds the squared deviations (add_deviations).
   std::vector<ir::NodeId> exact_;
@@ -198,7 +214,10 @@ kir::ExprP RowwiseBuilder::leaf(ir::NodeId id, const Index& at) {
     kir::ExprP array = p.chunk.find(key);
     if (!array) {
       array = p.prelude.array(std::string(code.storage), values_.fresh("r"), cfg_.v);
-      const kir::ExprP src = kir::add(kir::var(info_.input_param(id)), kir::offset(at, true));
+      const kir::ExprP stage = filling_cache_ ? stage_of(id, at) : nullptr;
+      const kir::ExprP src =
+          stage ? kir::add(stage, kir::var("fj_slot"))
+                : kir::add(kir::var(info_.input_param(id)), kir::offset(at, true));
       p.prelude.eval(kir::call("fj_load_vec", {array, src}));
       p.loads = true;
       p.chunk.memo[key] = array;
@@ -233,6 +252,40 @@ kir::ExprP RowwiseBuilder::row_load(ir::NodeId id, const Index& at) {
   kir::ExprP var = row_prelude_.let(arith, values_.fresh("h"), value);
   row_scope_.memo[key] = var;
   return var;
+}
+
+// The shared-memory slots of input `id` when the cache fill reads it at the row's elements and
+// its rows are staged (RowConfig::staged), else nothing (it is read from global memory). An
+// input is staged while the stages fit the shared memory that one block per SM leaves.
+kir::ExprP RowwiseBuilder::stage_of(ir::NodeId id, const Index& at) {
+  if (!cfg_.staged || !(index_key(at) == index_key(x_))) return nullptr;
+  for (const Stage& s : stages_) {
+    if (s.id == id) return kir::var(s.buffer);
+  }
+  const ir::Node& n = info_.node(id);
+  const int64_t bytes = cfg_.chunks * cfg_.group * cfg_.v * dtype_size(n.dtype);
+  constexpr int64_t kKeptShared = 16 * 1024;  // the block's reductions, the system's reserve
+  if (stage_bytes_ + bytes > info_.target.shared_per_sm - kKeptShared) return nullptr;
+  stages_.push_back({id, fmt::format("fj_stage{}", stages_.size()),
+                     std::string(dtype_code(n.dtype).storage), stage_bytes_});
+  stage_bytes_ += bytes;
+  return kir::var(stages_.back().buffer);
+}
+
+// The copies that stage the row at `at` (this row, or the next one the block takes): per staged
+// input, each vector of the cache fill into its slot, under the fill's own loop and guards.
+kir::Block RowwiseBuilder::stage_copies(const Index& at) {
+  auto p = new_pass();
+  for (const Stage& s : stages_) {
+    const kir::ExprP src = kir::add(kir::var(info_.input_param(s.id)), kir::offset(at, true));
+    p->prelude.eval(kir::call(fmt::format("fj_stage_vec<{}, {}>", s.storage, cfg_.v),
+                              {kir::add(kir::var(s.buffer), kir::var("fj_slot")), src}));
+  }
+  kir::Block out;
+  filling_cache_ = true;
+  add_chunk_loop(out, *p);
+  filling_cache_ = false;
+  return out;
 }
 
 kir::ExprP RowwiseBuilder::intercept(ir::NodeId id, const Index& at) {
@@ -415,6 +468,9 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
     }
     chunk.let(idx, "k0", at);
   }
+  // A staged input's slot: the thread's vector of the row, never clamped, so that no two
+  // threads share a slot (RowConfig::staged).
+  if (kir::uses(p.prelude, "fj_slot")) chunk.let(idx, "fj_slot", within);
   kir::ExprP cond;  // (none in a clamped fill)
   if (predicate) {
     // (A dead row's thread group is uniform: its values are computed, never kept.)
@@ -431,8 +487,10 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   if (end_check) cond = conjoin(cond, kir::lt(k0, kir::lit(space_.length)));
   kir::Block& live = cond ? chunk.branch(cond) : chunk;
   live.splice(p.prelude);
-  kir::Block& lanes =
-      cfg_.v > 1 ? live.loop("int", "j", kir::lit(0), kir::lit(cfg_.v), nullptr, 1) : live;
+  // (No lane loop around nothing: the copies that stage a row have no per-lane statements.)
+  kir::Block& lanes = cfg_.v > 1 && !p.body.empty()
+                          ? live.loop("int", "j", kir::lit(0), kir::lit(cfg_.v), nullptr, 1)
+                          : live;
   if (uses_k) lanes.let(idx, "k", cfg_.v > 1 ? kir::add(k0, kir::var("j")) : k0);
   lanes.splice(p.body);
   (predicate && !p.loads && !p.stores.empty() ? live.branch(kir::var("fj_in")) : live)
@@ -589,7 +647,25 @@ kir::Block RowwiseBuilder::cache_fill() {
   }
   add_chunk_loop(cache, *p);
   filling_cache_ = false;
-  return cache;
+  if (stages_.empty()) return cache;
+  // Staged rows: the fill reads this row's inputs from shared memory, where the previous row's
+  // fill had them copied (a block's first row copies its own), and then has the next row's
+  // copied, which land while this row's passes run.
+  const std::string idx(info_.index_type());
+  // (Clusters take rows by cluster: every block of one takes the same rows.)
+  const kir::ExprP first = static_cast_to(
+      idx, cfg_.cluster > 1 ? kir::call("fj_cluster_id", {}) : kir::lit("blockIdx.x"));
+  const kir::ExprP stride = static_cast_to(
+      idx, cfg_.cluster > 1 ? kir::call("fj_cluster_count", {}) : kir::lit("gridDim.x"));
+  kir::Block out;
+  out.comment("the row's inputs, staged in shared memory by the block's previous row");
+  out.branch(kir::infix(kir::var("row"), "==", first)).splice(stage_copies(x_));
+  out.eval(kir::call("fj_stage_wait", {}));
+  out.splice(cache);
+  out.comment("the next row's inputs, copied while this row's passes run");
+  out.let(idx, "fj_next", kir::add(kir::var("row"), stride));
+  out.branch(kir::lt(kir::var("fj_next"), rows_bound())).splice(stage_copies(x_next_));
+  return out;
 }
 
 KernelBody RowwiseBuilder::kernel_body() const {
@@ -646,6 +722,14 @@ KernelBody RowwiseBuilder::kernel_body() const {
     kb.fn.relaxed_min_blocks.push_back(usual);
   }
   kb.fn.cluster = static_cast<int>(cfg_.cluster);
+  if (!stages_.empty()) {
+    // One wave of the blocks that stay resident, each taking many rows: a block's first row is
+    // the only one whose loads nothing overlaps.
+    kb.shared_bytes = static_cast<int>(stage_bytes_);
+    kb.blocks_per_sm = usual;
+    // (Clusters keep the usual waves: how many fit at once depends on how the SMs group.)
+    if (cfg_.cluster == 1) kb.waves = 1;
+  }
   return kb;
 }
 
@@ -690,6 +774,12 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
         "Chan's update between partials (fj_welford)",
         mean, variance,
         exact ? "exact, from the register cache" : "Welford's update, relative to the row's first value");
+  }
+  if (!stages_.empty()) {
+    fn.head.comment(
+        "{} input(s) staged in shared memory one row ahead (cp.async): the next row's loads are "
+        "in flight while this row's passes run",
+        stages_.size());
   }
   fn.head.comment("{} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {
@@ -801,6 +891,14 @@ KernelBody RowwiseBuilder::build() {
   // A Welford mean that only its variance read (var): nothing reads its value.
   for (const auto& [variance, mean] : space_.welford) {
     kir::drop_if_unused(row_body, finished_.at(mean)->text);
+  }
+  if (!stages_.empty()) {
+    kb.fn.body.array("extern __shared__ __align__(16) unsigned char", "fj_staged", std::vector<int64_t>{});
+    for (const Stage& s : stages_) {
+      kb.fn.body.let_mut(s.storage + "*", s.buffer,
+                     kir::call(fmt::format("reinterpret_cast<{}*>", s.storage),
+                               {kir::add(kir::var("fj_staged"), kir::lit(s.offset))}));
+    }
   }
   add_row_loop(kb.fn.body, row_body);
   return kb;

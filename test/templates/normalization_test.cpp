@@ -304,3 +304,73 @@ TEST_CASE("softmax statistics are accumulated online, in one pass", "[templates]
     CHECK(text.find("fj_max_sum") == std::string::npos);
   }
 }
+
+// A row cached in a block that has its SM to itself (or in a cluster's blocks) stages the
+// inputs of its register cache in shared memory one row ahead: the fill reads this row's from
+// shared memory and issues the next row's copies (cp.async), which land while the passes run.
+TEST_CASE("rows of one block per SM stage their inputs one row ahead",
+          "[templates][normalization]") {
+  using fusejit::test::has;
+  const auto softmax_kernel = [](const Shape& shape, DType d, std::string_view arch) {
+    Graph g;
+    g.add_output(softmax(g, add_input(g, d, shape)));
+    return compile_graph(g, RegionKind::normalization,
+                         {.target = templates::target_for_arch(arch)});
+  };
+  SECTION("a bf16 softmax over rows of 32,000: one input, 1024 threads of 4 vectors of 8") {
+    const auto k = softmax_kernel({64, 32000}, DType::bf16, "sm_90");
+    const std::string text = kernel_text(k);
+    INFO(text);
+    CHECK(has(text, "1 input(s) staged in shared memory one row ahead"));
+    CHECK(has(text, "fj_stage_vec<unsigned short, 8>(fj_stage0 + fj_slot, in0 + row * 32000 + k0)"));
+    CHECK(has(text, "fj_stage_vec<unsigned short, 8>(fj_stage0 + fj_slot, in0 + fj_next * 32000 + k0)"));
+    CHECK(has(text, "fj_load_vec(r0, fj_stage0 + fj_slot)"));
+    // The slot is the thread's own vector, never the clamped position the copy reads from.
+    CHECK(has(text, "const int fj_slot = (static_cast<int>(c) * 1024 + g) * 8;"));
+    CHECK(has(text, "min((static_cast<int>(c) * 1024 + g) * 8, 31992)"));
+    CHECK(k.shared_bytes == 4 * 1024 * 8 * 2);  // a slot per thread and vector
+    CHECK(k.blocks_per_sm == 1);
+    CHECK(k.waves == 1);  // each resident block takes many rows
+    const jit::CompiledKernel c = jit::compile(k, "sm_90", {.ptx = true});
+    CHECK(test::count(c.ptx, "cp.async.cg.shared.global") == 8);  // first row, next row
+    CHECK(test::count(c.ptx, "cp.async.wait_all") == 1);
+  }
+  SECTION("a bf16 layer norm of a sum: both full-size inputs staged, the weights not") {
+    Graph g;
+    const NodeId x = add_input(g, DType::bf16, {64, 32000});
+    const NodeId r = add_input(g, DType::bf16, {64, 32000});
+    const NodeId w = add_input(g, DType::bf16, {32000});
+    const NodeId b = add_input(g, DType::bf16, {32000});
+    g.add_output(layer_norm(g, add_binary(g, Op::add, x, r), w, b));
+    const auto k = compile_graph(g, RegionKind::normalization);
+    const std::string text = kernel_text(k);
+    INFO(text);
+    CHECK(has(text, "2 input(s) staged in shared memory one row ahead"));
+    CHECK(k.shared_bytes == 2 * 4 * 1024 * 8 * 2);
+    CHECK(has(text, ", in2 + k0);"));  // the weight, read from global memory where it is needed
+  }
+  SECTION("a bf16 softmax over rows of 128,256: a cluster of 8 blocks, each staging its piece") {
+    const auto k = softmax_kernel({16, 128256}, DType::bf16, "sm_90");
+    const std::string text = kernel_text(k);
+    INFO(text);
+    CHECK(has(text, "a cluster of 8 blocks, 16032 elements each"));
+    CHECK(has(text, "1 input(s) staged in shared memory one row ahead"));
+    CHECK(has(text, "in0 + fj_next * 128256 + k0"));
+    CHECK(has(text, "const int fj_next = row + static_cast<int>(fj_cluster_count());"));
+    CHECK(k.cluster == 8);
+    CHECK(k.shared_bytes == 4 * 512 * 8 * 2);
+  }
+  SECTION("not where other blocks share the SM, nor without cp.async, nor for rows read again") {
+    const auto staged = [&](const Shape& shape, DType d, std::string_view arch) {
+      const auto k = softmax_kernel(shape, d, arch);
+      INFO(kernel_text(k));
+      CHECK(has(kernel_text(k), "staged") == (k.shared_bytes > 0));
+      return k.shared_bytes > 0;
+    };
+    CHECK(staged({64, 32000}, DType::bf16, "sm_80"));
+    CHECK_FALSE(staged({64, 32000}, DType::bf16, "sm_75"));   // no cp.async
+    CHECK_FALSE(staged({64, 16384}, DType::f32, "sm_89"));    // blocks of 512 on 1536 threads
+    CHECK_FALSE(staged({64, 4096}, DType::bf16, "sm_90"));    // blocks of 512, two per SM
+    CHECK_FALSE(staged({64, 400000}, DType::f32, "sm_80"));   // not in registers: read twice
+  }
+}

@@ -8,7 +8,7 @@
 // reduction, column-style: [1, 1024, 512] reduced over the middle; tiles of 4 x 4 columns, 256 rows of threads
 // online softmax pair: max %2 and sum %5 of exp(x - max) in one pass (fj_max_sum)
 // 32-bit index arithmetic
-extern "C" __global__ void __launch_bounds__(1024) fj_reduction_9da85d7ebbb9e1bd(
+extern "C" __global__ void __launch_bounds__(1024) fj_reduction_7c502c6c47f337d8(
     const unsigned short* __restrict__ in0,  // %0 bf16[1024,512]
     float* __restrict__ out0,  // %2 f32[1,512]
     float* __restrict__ out1) {  // %5 f32[1,512]

@@ -3,7 +3,7 @@
 // %1 = sum f32[512] (%0) axes [0]
 // reduction, column-style: [1, 1024, 512] reduced over the middle; tiles of 2 x 4 columns, 512 rows of threads
 // 32-bit index arithmetic
-extern "C" __global__ void __launch_bounds__(1024) fj_reduction_46ba67d3cc650804(
+extern "C" __global__ void __launch_bounds__(1024) fj_reduction_d0aa0be250d70a41(
     const float* __restrict__ in0,  // %0 f32[1024,512]
     float* __restrict__ out0) {  // %1 f32[512]
   __shared__ float part1[32][8];

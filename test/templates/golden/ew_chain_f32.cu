@@ -5,7 +5,7 @@
 // %5 = relu f32[64,256] (%4)
 // pointwise sweep over 16384 elements: 4 per thread and iteration, 16-byte vector accesses where contiguous
 // 32-bit index arithmetic
-extern "C" __global__ void __launch_bounds__(256) fj_pointwise_79bea699514bd009(
+extern "C" __global__ void __launch_bounds__(256) fj_pointwise_c9df907db6fb154a(
     const float* __restrict__ in0,  // %0 f32[64,256]
     const float* __restrict__ in1,  // %1 f32[64,256]
     const float* __restrict__ in2,  // %2 f32[256]

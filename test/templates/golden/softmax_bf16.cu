@@ -7,7 +7,7 @@
 // %5 = div bf16[8,1024] (%3, %4)
 // normalization, row-style: 8 rows of 1024 elements; 32 thread(s) per row, 4 vector(s) of 8 per thread; 3 pass(es) over the row, row cached in registers
 // 32-bit index arithmetic
-extern "C" __global__ void __launch_bounds__(256, 4) fj_normalization_3ae0f13fce16a98a(
+extern "C" __global__ void __launch_bounds__(256, 4) fj_normalization_5fc2bfde909f3971(
     const unsigned short* __restrict__ in0,  // %0 bf16[8,1024]
     unsigned short* __restrict__ out0) {  // %5 bf16[8,1024]
   const int g = threadIdx.x % 32;
