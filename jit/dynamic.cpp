@@ -509,6 +509,7 @@ Executable instantiate_executable(DynamicExecutable& dyn, const ir::Bindings& va
                             const templates::Kernel* k = launched[region];
                             if (k == nullptr) return false;
                             step.kernel = *slots[region];
+                            step.arguments = k->params;
                             step.outer = outer_extent(dyn.plan, region, values);
                             if (k->max_row_length > 0) {
                               step.row_length = k->row_length.value(values);

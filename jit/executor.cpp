@@ -133,7 +133,9 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
   }
   const auto loaded = load_kernels(kernels, loader, options.compile_threads);
   for (size_t i = 0; i < loaded.size(); ++i) {
-    if (loaded[i]) exe.steps[i].kernel = loaded[i];
+    if (!loaded[i]) continue;
+    exe.steps[i].kernel = loaded[i];
+    exe.steps[i].arguments = std::move(kernels[i].params);
   }
   assign_releases(exe);
   return exe;
@@ -167,8 +169,8 @@ void assign_releases(Executable& exe) {
   for (const Step& step : exe.steps) {
     if (step.kernel) {
       ++exe.kernel_steps;
-      exe.kernel_params += step.kernel->kernel.params.size() +
-                           (step.kernel->kernel.dynamic ? 1 : 0) + step.runtime_extents.size();
+      exe.kernel_params += step.arguments.size() + (step.kernel->kernel.dynamic ? 1 : 0) +
+                           step.runtime_extents.size();
     }
     for (NodeId id : step.region->outputs) exe.output_bytes += byte_size(p.graph.node(id));
   }
@@ -198,13 +200,14 @@ KernelLaunch prepare_launch(const Step& step, RunScratch& scratch, int sm_count)
     throw InternalError(fmt::format("kernel {}: grid of {} blocks is not a whole number of "
                                     "clusters of {}", k.name, grid, k.cluster));
   }
-  KernelLaunch l{.function = step.kernel->function,
-                 .grid = static_cast<unsigned>(grid),
-                 .block = static_cast<unsigned>(k.block),
-                 .shared_bytes = static_cast<unsigned>(k.shared_bytes),
-                 .first = scratch.pointers.size(),
-                 .count = k.params.size() + (k.dynamic ? 1 : 0) + step.runtime_extents.size()};
-  for (NodeId id : k.params) {
+  KernelLaunch l{
+      .function = step.kernel->function,
+      .grid = static_cast<unsigned>(grid),
+      .block = static_cast<unsigned>(k.block),
+      .shared_bytes = static_cast<unsigned>(k.shared_bytes),
+      .first = scratch.pointers.size(),
+      .count = step.arguments.size() + (k.dynamic ? 1 : 0) + step.runtime_extents.size()};
+  for (NodeId id : step.arguments) {
     const auto& buf = scratch.values[static_cast<size_t>(id)];
     if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
     scratch.pointers.push_back(buf->data());

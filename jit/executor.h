@@ -58,6 +58,11 @@ struct KernelLoader {
 struct Step {
   const fusion::Region* region = nullptr;
   std::shared_ptr<LoadedKernel> kernel;  // generated regions
+  // The kernel's pointer arguments: this region's buffers, in the order of the Kernel::params
+  // generated for it. Not kernel->kernel.params: regions whose kernels have the same source
+  // share one loaded kernel (load_kernels, a Runtime's table), and it holds the parameters of
+  // the region it was loaded for.
+  std::vector<ir::NodeId> arguments;
   GemmCall gemm;                         // gemm regions: the cuBLASLt calls (jit/gemm_call.h)
   // attention regions that cuDNN runs (FUSEJIT_ATTENTION=cudnn; jit/attention_call.h); those it
   // does not take have a kernel.
@@ -109,7 +114,8 @@ std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
 // threads, and loads them. A kernel that fails (NVRTC, FUSEJIT_REQUIRE_WARM) throws its error;
 // when several fail, the first in plan order, as a serial build would.
 // `prebuilt`, when given, may fill the kernel step of region i itself (a dynamic kernel with its
-// outer extent, jit/dynamic.h) and return true; the other regions' kernels are generated.
+// outer extent and its arguments, jit/dynamic.h) and return true; the other regions' kernels
+// are generated.
 using PrebuiltKernel = std::function<bool(size_t region, Step& step)>;
 Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
                             const BuildOptions& options, const PrebuiltKernel& prebuilt = {});

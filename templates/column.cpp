@@ -159,7 +159,7 @@ class ColumnBuilder {
   // for (int j = 0; j < V; ++j), unrolled: a statement per accumulator lane.
   kir::Block& per_lane(kir::Block& out) const;
   // a<r>[j] and part<r>[row][tx * V + j].
-  static kir::ExprP acc(ir::NodeId r, kir::ExprP lane);
+  kir::ExprP acc(ir::NodeId r, kir::ExprP lane) const;
   kir::ExprP shared_part(ir::NodeId r, kir::ExprP row) const;
 
   const RegionInfo& info_;
@@ -231,12 +231,12 @@ kir::Block& ColumnBuilder::per_lane(kir::Block& out) const {
   return out.loop("int", "j", kir::lit(0), kir::lit(cfg_.v), nullptr, 1);
 }
 
-kir::ExprP ColumnBuilder::acc(ir::NodeId r, kir::ExprP lane) {
-  return kir::subscript(kir::var(fmt::format("a{}", r)), std::move(lane));
+kir::ExprP ColumnBuilder::acc(ir::NodeId r, kir::ExprP lane) const {
+  return kir::subscript(kir::var(info_.named("a", r)), std::move(lane));
 }
 
 kir::ExprP ColumnBuilder::shared_part(ir::NodeId r, kir::ExprP row) const {
-  return kir::subscript(kir::subscript(kir::var(fmt::format("part{}", r)), std::move(row)),
+  return kir::subscript(kir::subscript(kir::var(info_.named("part", r)), std::move(row)),
                         kir::add(kir::mul(tx_, kir::lit(cfg_.v)), j_));
 }
 
@@ -292,7 +292,7 @@ Accumulator ColumnBuilder::accumulator(ir::NodeId r) const {
 void ColumnBuilder::add_accumulator(ir::NodeId r) {
   const ir::Node& n = info_.node(r);
   const Accumulator a = accumulator(r);
-  acc_init_.array(a.type, fmt::format("a{}", r), cfg_.v);
+  acc_init_.array(a.type, info_.named("a", r), cfg_.v);
   per_lane(acc_init_).assign(acc(r, j_), kir::lit(a.identity));
   const ir::Node& operand = info_.node(n.inputs[0]);
   const kir::ExprP value = values_.value(n.inputs[0], x_, inner_);
@@ -306,7 +306,7 @@ void ColumnBuilder::add_accumulator(ir::NodeId r) {
         .assign(acc(r, j_), kir::call(reduce, {acc(r, j_), kir::call(a.functor, {})}));
   }
   if (warps_ > 1) {
-    shared_.array("__shared__ " + a.type, fmt::format("part{}", r), {warps_, cfg_.tx * cfg_.v});
+    shared_.array("__shared__ " + a.type, info_.named("part", r), {warps_, cfg_.tx * cfg_.v});
   }
 }
 
@@ -317,7 +317,7 @@ void ColumnBuilder::add_reduced_value(ir::NodeId r) {
   const kir::ExprP value = reduced_value(info_, space_, r, space_.length,
                                          [&](ir::NodeId id) { return acc(id, j_); });
   const kir::ExprP reduced =
-      finish_.array(std::string(dtype_code(n.dtype).arith), fmt::format("v{}", r), cfg_.v);
+      finish_.array(std::string(dtype_code(n.dtype).arith), info_.named("v", r), cfg_.v);
   per_lane(finish_).assign(kir::subscript(reduced, j_), value);
   finished_[r] = reduced;
 }
@@ -381,9 +381,8 @@ void ColumnBuilder::add_header(kir::Block& head) const {
       fusion::region_kind_name(info_.region.kind), space_.prefix, space_.length, space_.suffix,
       cfg_.tx, cfg_.v, cfg_.ty);
   for (const auto& [sum, max] : space_.online) {
-    head.comment(
-        "online softmax pair: max %{} and sum %{} of exp(x - max) in one pass (fj_max_sum)", max,
-        sum);
+    head.comment("online softmax pair: max {} and sum {} of exp(x - max) in one pass (fj_max_sum)",
+                 info_.named("v", max), info_.named("v", sum));
   }
   head.comment("{} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {
@@ -489,7 +488,7 @@ void ColumnBuilder::add_split_combine(kir::Block& out) const {
   const SplitPartials split = split_partials();
   // With the ty == 0 threads as holders, the fold goes on in `out` itself.
   const std::vector<ir::NodeId> accumulated = space_.accumulated();
-  add_split_arrival(out, accumulated, split);
+  add_split_arrival(out, info_, accumulated, split);
   out.branch(kir::prefix("!", kir::var("fj_last"))).jump("continue");
   out.comment("the tile's last block: the {} partials of each column, in order", cfg_.split);
   out.eval(kir::call("__threadfence", {}));

@@ -176,14 +176,30 @@ RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r, const Codege
   for (ir::NodeId id : r.inputs) see(id);
   for (ir::NodeId id : r.outputs) see(id);
   wide_index = biggest > kNarrowIndexLimit;
+  for (size_t k = 0; k < r.inputs.size(); ++k) input_position_.emplace(r.inputs[k], k);
+  for (size_t k = 0; k < r.nodes.size(); ++k) node_position_.emplace(r.nodes[k], k);
   fast = round_every_node ? FastMath::none : fast_math_for(g, r);
   keys = random_keys(g, r);
 }
 
 std::string RegionInfo::input_param(ir::NodeId id) const {
-  const auto it = std::find(region.inputs.begin(), region.inputs.end(), id);
-  if (it == region.inputs.end()) throw InternalError(fmt::format("%{} is not a region input", id));
-  return fmt::format("in{}", it - region.inputs.begin());
+  const auto it = input_position_.find(id);
+  if (it == input_position_.end()) {
+    throw InternalError(fmt::format("%{} is not a region input", id));
+  }
+  return fmt::format("in{}", it->second);
+}
+
+std::string RegionInfo::value_name(ir::NodeId id) const {
+  return input_position_.count(id) != 0 ? input_param(id) : named("v", id);
+}
+
+std::string RegionInfo::named(std::string_view prefix, ir::NodeId id) const {
+  const auto it = node_position_.find(id);
+  if (it == node_position_.end()) {
+    throw InternalError(fmt::format("%{} is not a node of the region", id));
+  }
+  return fmt::format("{}{}", prefix, it->second);
 }
 
 int64_t RegionInfo::per_outer(int64_t count, std::string_view what) const {

@@ -7,6 +7,7 @@
 // lowering has one path per op kind, not per dtype.
 #pragma once
 
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -98,6 +99,14 @@ struct RegionInfo {
   const ir::Node& node(ir::NodeId id) const { return graph.node(id); }
   // Parameter names: in<k> for region.inputs[k], out<k> for region.outputs[k].
   std::string input_param(ir::NodeId id) const;
+  // The generated source names a node by its place in the region, never by its node id: its
+  // value is in<k> when it is region.inputs[k] and v<k> when it is region.nodes[k] (value_name),
+  // and what a template keeps per node (a reduction's accumulator a<k>, its scratch
+  // fj_partial<k>, ...) is `prefix` followed by that k (named). So structurally equal regions
+  // print the same source, and share one compiled kernel, wherever they sit in a trace (the
+  // pieces of a split concat). Throws InternalError for a node of neither list.
+  std::string value_name(ir::NodeId id) const;
+  std::string named(std::string_view prefix, ir::NodeId id) const;
   // Smallest element size among the leaves (but keys) and outputs (the vector width follows
   // from it).
   int min_element_size() const { return element_sizes().first; }
@@ -105,6 +114,10 @@ struct RegionInfo {
   int max_element_size() const { return element_sizes().second; }
   std::pair<int, int> element_sizes() const;
   std::string_view index_type() const { return wide_index ? "long long" : "int"; }
+
+ private:
+  std::map<ir::NodeId, size_t> input_position_;  // id -> k of region.inputs[k]
+  std::map<ir::NodeId, size_t> node_position_;   // id -> k of region.nodes[k]
 };
 
 // Thrown by a template asked for a dynamic kernel (RegionInfo::outer) that it cannot make

@@ -49,17 +49,19 @@ void check_region(const ir::Graph& g, const fusion::Region& region) {
   }
 }
 
+// One line per computed node, naming values as the kernel does (RegionInfo::value_name: by
+// their place in the region, not by node id), e.g. "// v2 = add f32[64,256] (v1, in2)".
 std::string region_summary(const RegionInfo& info) {
   const fusion::Region& region = info.region;
   std::string s;
   for (ir::NodeId id : region.nodes) {
-    if (std::find(region.inputs.begin(), region.inputs.end(), id) != region.inputs.end()) continue;
+    if (info.inputs.count(id) != 0) continue;
     const ir::Node& n = info.node(id);
-    s += fmt::format("// %{} = {} {}", id, ir::op_name(n.op), info.type_str(id));
+    s += fmt::format("// {} = {} {}", info.value_name(id), ir::op_name(n.op), info.type_str(id));
     if (!n.inputs.empty()) {
       s += " (";
       for (size_t i = 0; i < n.inputs.size(); ++i)
-        s += fmt::format("{}%{}", i ? ", " : "", n.inputs[i]);
+        s += fmt::format("{}{}", i ? ", " : "", info.value_name(n.inputs[i]));
       s += ")";
     }
     if (!n.axes.empty()) {

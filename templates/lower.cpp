@@ -117,7 +117,7 @@ kir::ExprP Values::random(ir::NodeId id, const Index& at, ValueScope& scope) {
   const kir::ExprP position = kir::cast("unsigned long long", kir::group(kir::offset(at)));
   const std::string fn = n.op == ir::Op::rand ? "fj_rand" : "fj_randn";
   const kir::ExprP draw = kir::call(fn, {word(0), word(1), position});
-  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)),
+  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(info_.named("v", id)),
                         apply(dtype_code(n.dtype).round, draw), std::string(ir::op_name(n.op)));
 }
 
@@ -140,7 +140,7 @@ kir::ExprP Values::gather(ir::NodeId id, const Index& at, ValueScope& scope) {
       kir::select(kir::lt(wrapped, kir::lit(extent)), kir::cast(type, wrapped),
                   kir::lit(extent - 1)));
   const std::string position = fresh("gi");
-  scope.out->let(type, position, clamped, fmt::format("gather %{} position", id));
+  scope.out->let(type, position, clamped, fmt::format("gather {} position", info_.named("v", id)));
   return gathered(n.inputs[0], gather_operand(at, x.shape, axis, make_data_root(position, extent)),
                   scope);
 }
@@ -197,7 +197,7 @@ kir::ExprP Values::concat(ir::NodeId id, const Index& at, ValueScope& scope) {
     ends.push_back(offset);
   }
   const kir::ExprP c = kir::offset(axis_coordinate(at, axis));
-  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)),
+  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(info_.named("v", id)),
                         pick_operand(c, parts, ends, 0, parts.size()), "concat");
 }
 
@@ -206,7 +206,7 @@ kir::ExprP Values::concat(ir::NodeId id, const Index& at, ValueScope& scope) {
 kir::ExprP Values::arange(ir::NodeId id, const Index& at, ValueScope& scope) {
   const DTypeCode& code = dtype_code(info_.node(id).dtype);
   const kir::ExprP v = apply(code.round, apply(code.convert, kir::offset(at)));
-  return scope.out->let(std::string(code.arith), fresh(fmt::format("v{}", id)), v, "arange");
+  return scope.out->let(std::string(code.arith), fresh(info_.named("v", id)), v, "arange");
 }
 
 kir::ExprP Values::elementwise(ir::NodeId id, const Index& at, ValueScope& scope) {
@@ -239,7 +239,7 @@ kir::ExprP Values::elementwise(ir::NodeId id, const Index& at, ValueScope& scope
                          ? !(ir::op_has(n.op, ir::kKeepsValue) && operands_in_dtype)
                          : n.op == ir::Op::cast;
   if (round) expr = apply(dtype_code(n.dtype).round, expr);
-  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(fmt::format("v{}", id)), expr,
+  return scope.out->let(std::string(dtype_code(n.dtype).arith), fresh(info_.named("v", id)), expr,
                         std::string(ir::op_name(n.op)));
 }
 
@@ -280,13 +280,14 @@ kir::Function kernel_function(const RegionInfo& info, int block, int min_blocks)
     const ir::NodeId id = info.region.inputs[k];
     const ir::Node& n = info.node(id);
     f.params.push_back(kir::Param{std::string(dtype_code(n.dtype).storage), fmt::format("in{}", k),
-                                  true, fmt::format("%{} {}", id, info.type_str(id))});
+                                  true, info.type_str(id)});
   }
   for (size_t k = 0; k < info.region.outputs.size(); ++k) {
     const ir::NodeId id = info.region.outputs[k];
     const ir::Node& n = info.node(id);
     f.params.push_back(kir::Param{std::string(dtype_code(n.dtype).storage), fmt::format("out{}", k),
-                                  false, fmt::format("%{} {}", id, info.type_str(id))});
+                                  false,
+                                  fmt::format("{} {}", info.value_name(id), info.type_str(id))});
   }
   if (info.dynamic()) {
     f.params.push_back(kir::Param{"long long", "fj_outer", false,

@@ -239,12 +239,14 @@ kir::Block& per_lane(kir::Block& out, const SplitPartials& split) {
   return out.loop("int", "j", kir::lit(0), kir::lit(split.lanes), nullptr, 1);
 }
 
-kir::ExprP accumulator(const SplitPartials& split, ir::NodeId r) {
-  const kir::ExprP a = kir::var(fmt::format("a{}", r));
+kir::ExprP accumulator(const RegionInfo& info, const SplitPartials& split, ir::NodeId r) {
+  const kir::ExprP a = kir::var(info.named("a", r));
   return split.lanes == 0 ? a : kir::subscript(a, kir::var("j"));
 }
 
-kir::ExprP partials(ir::NodeId r) { return kir::var(fmt::format("fj_partial{}", r)); }
+kir::ExprP partials(const RegionInfo& info, ir::NodeId r) {
+  return kir::var(info.named("fj_partial", r));
+}
 
 Pairing pairing_of(const SplitPartials& split, ir::NodeId r) {
   const auto it = split.paired.find(r);
@@ -264,13 +266,13 @@ void add_split_scratch(kir::Block& head, const RegionInfo& info,
   head.comment("them in a fixed order and resets the count for the next launch");
   for (ir::NodeId r : reduces) {
     head.array("__device__ " + accumulator_of(info, r, pairing_of(split, r)).type,
-               fmt::format("fj_partial{}", r), split.groups * split.pieces * split.width);
+               info.named("fj_partial", r), split.groups * split.pieces * split.width);
   }
   head.array("__device__ unsigned int", "fj_arrivals", split.groups);
 }
 
-kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& reduces,
-                              const SplitPartials& split) {
+kir::Block& add_split_arrival(kir::Block& out, const RegionInfo& info,
+                              const std::vector<ir::NodeId>& reduces, const SplitPartials& split) {
   const kir::ExprP fence = kir::call("__threadfence", {});
   const kir::ExprP sync = kir::call("__syncthreads", {});
   auto count = [&](kir::Block& b) {
@@ -283,7 +285,8 @@ kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& re
   kir::Block& holders = out.branch(alone ? kir::lit("threadIdx.x == 0") : split.holders);
   for (ir::NodeId r : reduces) {
     per_lane(holders, split)
-        .assign(kir::subscript(partials(r), slot(split, split.piece)), accumulator(split, r));
+        .assign(kir::subscript(partials(info, r), slot(split, split.piece)),
+                accumulator(info, split, r));
   }
   holders.eval(fence);
   if (alone) count(holders);
@@ -307,18 +310,18 @@ void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<i
   for (ir::NodeId r : reduces) {
     const bool paired = pairing_of(split, r) != Pairing::none;
     const Accumulator acc = accumulator_of(info, r, pairing_of(split, r));
-    per_lane(out, split).assign(accumulator(split, r), kir::lit(acc.identity));
+    per_lane(out, split).assign(accumulator(info, split, r), kir::lit(acc.identity));
     kir::Block& fold = out.loop("int", "q", first, kir::lit(split.pieces),
                                 step == 1 ? nullptr : kir::lit(step), step == 1 ? 0 : 4);
     // Volatile loads: the partials come from L2, never from a stale L1 line (a pair's two
     // fields through fj_volatile_load).
     const kir::ExprP where =
-        kir::prefix("&", kir::subscript(partials(r), slot(split, kir::var("q"))));
+        kir::prefix("&", kir::subscript(partials(info, r), slot(split, kir::var("q"))));
     const kir::ExprP partial =
         paired ? kir::call("fj_volatile_load", {where})
                : kir::prefix("*", kir::call(fmt::format("static_cast<volatile {}*>", acc.type),
                                             {where}));
-    const kir::ExprP a = accumulator(split, r);
+    const kir::ExprP a = accumulator(info, split, r);
     per_lane(fold, split).assign(a, kir::call(acc.functor + "()", {a, partial}));
   }
 }

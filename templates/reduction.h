@@ -144,8 +144,8 @@ void add_split_scratch(kir::Block& head, const RegionInfo& info,
 // is its group's last. Every thread of the block must run it. Returns the block where the
 // fold goes: with thread 0 the only holder, the body of `if (fj_last && threadIdx.x == 0)`,
 // after the acquire fence; else `out` itself.
-kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& reduces,
-                              const SplitPartials& split);
+kir::Block& add_split_arrival(kir::Block& out, const RegionInfo& info,
+                              const std::vector<ir::NodeId>& reduces, const SplitPartials& split);
 // a<r> (a<r>[j]) = the fold, in order, of the partials of pieces q = first, first + step, ...
 // (the thread's share of them; all of them for first 0, step 1), starting from the identity.
 void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,

@@ -324,7 +324,7 @@ void RowwiseBuilder::add_accumulate(kir::Block& main, Pass& p, ir::NodeId r) {
   kir::ExprP v =
       convert_to(accumulator_dtype(n), x.dtype, values_.value(n.inputs[0], x_, p.lane));
   const Accumulator acc = accumulator(r);
-  const kir::ExprP a = main.let_mut(acc.type, fmt::format("a{}", r), kir::lit(acc.identity));
+  const kir::ExprP a = main.let_mut(acc.type, info_.named("a", r), kir::lit(acc.identity));
   std::string functor = acc.functor;
   if (space_.pairing(r) == Pairing::welford) {
     if (cached(n.inputs[0])) {
@@ -379,7 +379,7 @@ void RowwiseBuilder::add_deviations(kir::Block& main, const std::vector<ir::Node
   auto p = new_pass();
   current_ = p.get();
   for (ir::NodeId r : means) {
-    const kir::ExprP a = kir::var(fmt::format("a{}", r));
+    const kir::ExprP a = kir::var(info_.named("a", r));
     main.assign(a, kir::call("fj_welford_center", {a}));
     const ir::NodeId x = info_.node(r).inputs[0];
     p->body.assign(
@@ -569,20 +569,20 @@ kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
     for (ir::NodeId r : space_.accumulated()) {
       if (space_.depth.at(r) == pass) kept.push_back(r);
     }
-    row = &add_split_arrival(main, kept, split);
+    row = &add_split_arrival(main, info_, kept, split);
     add_split_fold(*row, info_, kept, split, kir::lit(0), 1);
     add_split_reset(*row, split);
   }
-  const auto acc = [](ir::NodeId id) { return kir::var(fmt::format("a{}", id)); };
+  const auto acc = [&](ir::NodeId id) { return kir::var(info_.named("a", id)); };
   for (ir::NodeId r : here) {
     const ir::Node& n = info_.node(r);
     kir::ExprP value = reduced_value(info_, space_, r, space_.length, acc);
     if (const auto shift = shift_.find(r); shift != shift_.end()) {
       value = kir::add(shift->second, value);
     }
-    finished_[r] = row->let(std::string(dtype_code(n.dtype).arith),
-                            values_.fresh(fmt::format("v{}", r)), value,
-                            std::string(ir::op_name(n.op)));
+    finished_[r] =
+        row->let(std::string(dtype_code(n.dtype).arith), values_.fresh(info_.named("v", r)), value,
+                 std::string(ir::op_name(n.op)));
   }
   return *row;
 }
@@ -593,7 +593,7 @@ void RowwiseBuilder::add_group_reduce(kir::Block& main, const std::vector<ir::No
   for (ir::NodeId r : here) {
     // (An online sum is reduced with its maximum, a Welford variance with its mean.)
     if (space_.online.count(r) != 0 || space_.welford.count(r) != 0) continue;
-    const kir::ExprP a = kir::var(fmt::format("a{}", r));
+    const kir::ExprP a = kir::var(info_.named("a", r));
     const kir::ExprP op = kir::call(accumulator(r).functor, {});
     if (cfg_.group > 32) {
       main.assign(a, kir::call(fmt::format("fj_block_reduce<{}>", cfg_.block), {a, op}));
@@ -611,8 +611,8 @@ std::vector<ClusterPartial> RowwiseBuilder::cluster_partials(
   for (ir::NodeId r : here) {
     if (space_.online.count(r) != 0 || space_.welford.count(r) != 0) continue;
     const Accumulator acc = accumulator(r);
-    out.push_back({kir::var(fmt::format("a{}", r)), acc.type, acc.functor,
-                   fmt::format("fj_exchange{}", r)});
+    out.push_back(
+        {kir::var(info_.named("a", r)), acc.type, acc.functor, info_.named("fj_exchange", r)});
   }
   return out;
 }
@@ -770,10 +770,11 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
   for (const auto& [variance, mean] : space_.welford) {
     const bool exact = std::find(exact_.begin(), exact_.end(), mean) != exact_.end();
     fn.head.comment(
-        "mean %{} and variance %{} in one pass: (count, mean, M2) per thread ({}), then "
+        "mean {} and variance {} in one pass: (count, mean, M2) per thread ({}), then "
         "Chan's update between partials (fj_welford)",
-        mean, variance,
-        exact ? "exact, from the register cache" : "Welford's update, relative to the row's first value");
+        info_.named("v", mean), info_.named("v", variance),
+        exact ? "exact, from the register cache"
+              : "Welford's update, relative to the row's first value");
   }
   if (!stages_.empty()) {
     fn.head.comment(

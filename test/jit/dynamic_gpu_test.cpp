@@ -79,6 +79,7 @@ bool require_dynamic_match(const GraphAtSizes& build, const std::vector<int64_t>
     jit::Step step;
     step.region = &exe.plan.regions.front();
     step.kernel = loaded;
+    step.arguments = k->params;
     step.outer = outer_extent(size);
     step.row_length = length;  // as a plan launches (0: not a register path)
     step.runtime_extents = jit::runtime_arguments(*k, size);

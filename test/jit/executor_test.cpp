@@ -1,4 +1,7 @@
-// jit/executor without a GPU: the NVTX range names a plan's steps carry (range_name).
+// jit/executor without a GPU: the NVTX range names a plan's steps carry (range_name), and the
+// arguments of steps that share one loaded kernel; on a GPU, such steps run right.
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -7,10 +10,21 @@
 #include "ir/text.h"
 #include "jit/executor.h"
 #include "support/catch.h"
+#include "support/gpu.h"
 
 using namespace fusejit;
 
 namespace {
+
+// concat(x0, ..., x{n-1}) of n distinct inputs f32[3]: planned as kernels of up to 64 operands
+// that share a source (templates/emit.h, RegionInfo::value_name).
+ir::Graph concat_of_distinct(int n) {
+  ir::Graph g;
+  std::vector<ir::NodeId> parts;
+  for (int i = 0; i < n; ++i) parts.push_back(ir::add_input(g, DType::f32, {3}));
+  g.add_output(ir::add_concat(g, parts, 0));
+  return g;
+}
 
 std::vector<std::string> range_names(const std::string& trace) {
   const fusion::Plan plan = fusion::make_plan(ir::parse(trace));
@@ -49,4 +63,50 @@ TEST_CASE("NVTX range names say each region's kind and ops, each op once", "[jit
   const std::vector<std::string> chain = range_names(ctx.trace_text({y}));
   REQUIRE(chain.size() == 1);
   CHECK(chain[0] == "fj pointwise: exp log sin cos tanh sigmoid relu silu ...");
+}
+
+TEST_CASE("steps that share a loaded kernel launch it on their own buffers", "[jit][executor]") {
+  const fusion::Plan plan = fusion::make_plan(concat_of_distinct(1000));
+  // A loader that compiles nothing and counts what it is asked to obtain (a compile, in a run).
+  std::map<std::string, std::shared_ptr<jit::LoadedKernel>> loaded;
+  int obtained = 0;
+  jit::KernelLoader loader;
+  loader.find = [&](const templates::Kernel& k) -> std::shared_ptr<jit::LoadedKernel> {
+    const auto it = loaded.find(k.source);
+    return it == loaded.end() ? nullptr : it->second;
+  };
+  loader.obtain = [&](const templates::Kernel&) {
+    ++obtained;
+    return jit::ObtainedKernel{};
+  };
+  loader.load = [&](const templates::Kernel& k, const jit::ObtainedKernel&) {
+    auto l = std::make_shared<jit::LoadedKernel>();
+    l->kernel = k;
+    return loaded[k.source] = l;
+  };
+  const jit::Executable exe = jit::build_executable(plan, loader, {});
+  REQUIRE(exe.steps.size() == plan.regions.size());
+  REQUIRE(exe.steps.size() >= 10);  // 13 today
+  CHECK(obtained <= 3);
+  CHECK(loaded.size() == static_cast<size_t>(obtained));
+  size_t sharing = 0;
+  size_t params = 0;
+  for (const jit::Step& step : exe.steps) {
+    REQUIRE(step.kernel);
+    std::vector<ir::NodeId> buffers = step.region->inputs;
+    buffers.insert(buffers.end(), step.region->outputs.begin(), step.region->outputs.end());
+    CHECK(step.arguments == buffers);
+    params += step.arguments.size();
+    if (step.kernel->kernel.params != step.arguments) ++sharing;
+  }
+  CHECK(sharing > 0);  // the case this is about: another region's kernel, these buffers
+  CHECK(exe.kernel_params == params);
+}
+
+TEST_CASE("a concat of a thousand distinct inputs runs right on its shared kernels",
+          "[jit][executor][gpu]") {
+  FUSEJIT_REQUIRE_GPU();
+  const testing::GpuCheck check = testing::check_on_gpu(concat_of_distinct(1000), 11);
+  INFO(check.detail);
+  CHECK(check.pass);
 }
