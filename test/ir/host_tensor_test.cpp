@@ -12,8 +12,8 @@ using namespace fusejit;
 using namespace fusejit::ir;
 
 namespace {
-constexpr float kInf = std::numeric_limits<float>::infinity();
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInfF = std::numeric_limits<float>::infinity();
+const float kNaNF = std::numeric_limits<float>::quiet_NaN();
 }  // namespace
 
 TEST_CASE("float to f16 rounds to nearest even with CUDA's overflow, subnormals and NaN",
@@ -27,10 +27,10 @@ TEST_CASE("float to f16 rounds to nearest even with CUDA's overflow, subnormals 
   CHECK(float_to_half_bits(65520.0f) == 0x7c00);  // the midpoint ties to even: infinity
   CHECK(float_to_half_bits(-65520.0f) == 0xfc00);
   CHECK(float_to_half_bits(1e10f) == 0x7c00);
-  CHECK(float_to_half_bits(kInf) == 0x7c00);
-  CHECK(float_to_half_bits(-kInf) == 0xfc00);
-  CHECK(float_to_half_bits(kNaN) == 0x7fff);
-  CHECK(float_to_half_bits(-kNaN) == 0x7fff);
+  CHECK(float_to_half_bits(kInfF) == 0x7c00);
+  CHECK(float_to_half_bits(-kInfF) == 0xfc00);
+  CHECK(float_to_half_bits(kNaNF) == 0x7fff);
+  CHECK(float_to_half_bits(-kNaNF) == 0x7fff);
 
   // Ties to even: 1 + 2^-11 is halfway between 1 and 1 + 2^-10.
   CHECK(float_to_half_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);
@@ -58,8 +58,8 @@ TEST_CASE("f16 to float is exact", "[ir][host_tensor]") {
   CHECK(half_bits_to_float(0x03ff) == 1023 * std::ldexp(1.0f, -24));
   CHECK(half_bits_to_float(0x8000) == 0.0f);
   CHECK(std::signbit(half_bits_to_float(0x8000)));
-  CHECK(half_bits_to_float(0x7c00) == kInf);
-  CHECK(half_bits_to_float(0xfc00) == -kInf);
+  CHECK(half_bits_to_float(0x7c00) == kInfF);
+  CHECK(half_bits_to_float(0xfc00) == -kInfF);
   CHECK(std::isnan(half_bits_to_float(0x7e00)));
   CHECK(std::isnan(half_bits_to_float(0x7c01)));  // a signalling pattern still reads as NaN
 
@@ -82,14 +82,14 @@ TEST_CASE("float to bf16 rounds to nearest even, overflows to inf, keeps NaN",
   CHECK(float_to_bf16_bits(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)) == 0x3f81);
   CHECK(float_to_bf16_bits(std::numeric_limits<float>::max()) == 0x7f80);
   CHECK(float_to_bf16_bits(-std::numeric_limits<float>::max()) == 0xff80);
-  CHECK(float_to_bf16_bits(kInf) == 0x7f80);
-  CHECK(float_to_bf16_bits(kNaN) == 0x7fff);
+  CHECK(float_to_bf16_bits(kInfF) == 0x7f80);
+  CHECK(float_to_bf16_bits(kNaNF) == 0x7fff);
   CHECK(float_to_bf16_bits(std::bit_cast<float>(0x7f800001u)) == 0x7fff);  // low-payload NaN
   CHECK(float_to_bf16_bits(std::numeric_limits<float>::denorm_min()) == 0x0000);
 
   CHECK(bf16_bits_to_float(0x3f80) == 1.0f);
   CHECK(bf16_bits_to_float(0xc020) == -2.5f);
-  CHECK(bf16_bits_to_float(0x7f80) == kInf);
+  CHECK(bf16_bits_to_float(0x7f80) == kInfF);
   CHECK(std::isnan(bf16_bits_to_float(0x7fff)));
   int mismatches = 0;
   for (uint32_t b = 0; b <= 0xffff; ++b) {

@@ -7,14 +7,14 @@
 #include "ir/random.h"
 #include "ir/text.h"
 #include "support/catch.h"
+#include "support/quiet.h"
 
 namespace fj = fusejit;
 using fj::DType;
 using fj::Shape;
+using fusejit::testing::quiet;
 
 namespace {
-fj::Options quiet() { return fj::Options::parse({{"FUSEJIT_LOG", "error"}}); }
-
 void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {

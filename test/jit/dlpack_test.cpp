@@ -7,14 +7,14 @@
 #include "fusejit/fusejit.h"
 #include "support/catch.h"
 #include "support/context_memory.h"
+#include "support/quiet.h"
 
 namespace fj = fusejit;
 using fj::DType;
 using fj::testing::ContextMemory;
+using fusejit::testing::quiet;
 
 namespace {
-
-fj::Options quiet() { return fj::Options::parse({{"FUSEJIT_LOG", "error"}}); }
 
 // A producer's tensor: owns its shape and strides; its deleter counts the calls.
 struct Produced {

@@ -11,13 +11,13 @@
 #include "jit/nvrtc.h"
 #include "support/catch.h"
 #include "support/gpu.h"
+#include "support/quiet.h"
 
 namespace fj = fusejit;
 using fj::DType;
+using fusejit::testing::quiet;
 
 namespace {
-
-fj::Options quiet() { return fj::Options::parse({{"FUSEJIT_LOG", "error"}}); }
 
 #define CUDA_OK(call) REQUIRE((call) == cudaSuccess)
 

@@ -14,15 +14,15 @@
 #include "fusejit/fusejit.h"
 #include "support/catch.h"
 #include "support/context_memory.h"
+#include "support/quiet.h"
 
 namespace fj = fusejit;
 using fj::DType;
 using fj::Shape;
 using fj::testing::ContextMemory;
+using fusejit::testing::quiet;
 
 namespace {
-
-fj::Options quiet() { return fj::Options::parse({{"FUSEJIT_LOG", "error"}}); }
 
 std::vector<float> floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 

@@ -12,13 +12,13 @@
 #include "support/catch.h"
 #include "support/context_memory.h"
 #include "support/gpu.h"
+#include "support/quiet.h"
 
 using namespace fusejit;
 using fusejit::testing::ContextMemory;
+using fusejit::testing::quiet;
 
 namespace {
-
-Options quiet() { return Options::parse({{"FUSEJIT_LOG", "error"}}); }
 
 // The elements of a strided layout over `buf` (from element `offset`), in row-major order.
 std::vector<double> strided(const std::vector<float>& buf, int64_t offset, const Shape& shape,

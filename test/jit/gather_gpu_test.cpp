@@ -10,18 +10,14 @@
 #include "ir/random.h"
 #include "support/catch.h"
 #include "support/gpu.h"
+#include "support/gpu_match.h"
 
 using namespace fusejit;
 using ir::NodeId;
 using ir::Op;
+using fusejit::testing::require_match;
 
 namespace {
-
-void require_match(const ir::Graph& g) {
-  const testing::GpuCheck c = testing::check_on_gpu(g, std::random_device{}());
-  INFO(c.detail);
-  CHECK(c.pass);
-}
 
 // embedding(table, ids) * 0.125 + pos over `tokens` ids (random inputs include negative and
 // out-of-range ids: the clamp is compared too).

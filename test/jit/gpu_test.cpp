@@ -11,22 +11,18 @@
 #include "jit/check.h"
 #include "support/catch.h"
 #include "support/gpu.h"
+#include "support/gpu_match.h"
 #include "support/random_graph.h"
 #include "support/transpose_graphs.h"
 
 using namespace fusejit;
 using ir::NodeId;
 using ir::Op;
+using fusejit::testing::require_match;
 
 namespace {
 
 uint64_t fresh_seed() { return std::random_device{}(); }
-
-void require_match(const ir::Graph& g) {
-  const testing::GpuCheck c = testing::check_on_gpu(g, fresh_seed());
-  INFO(c.detail);
-  CHECK(c.pass);
-}
 
 // A small graph exercising `op` on operands of `dtype`, or nothing when inference rejects it.
 std::optional<ir::Graph> op_graph(Op op, DType dtype) {

@@ -10,12 +10,12 @@
 #include "jit/context_mutex.h"
 #include "support/catch.h"
 #include "support/gpu.h"
+#include "support/quiet.h"
 
 namespace fj = fusejit;
+using fusejit::testing::quiet;
 
 namespace {
-
-fj::Options quiet() { return fj::Options::parse({{"FUSEJIT_LOG", "error"}}); }
 
 // Thread `id`'s work, repeated: relu(x * k + shared), evaluated, checked against the values it
 // must give. Returns how many evaluations were wrong.
