@@ -55,13 +55,13 @@ bool names_a_node(const std::string& text) {
   return false;
 }
 
-NodeId softmax(Graph& g, NodeId x) {
+NodeId softmax_rows(Graph& g, NodeId x) {
   const NodeId m = add_reduce(g, Op::max, x, {1}, true);
   const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
   return add_binary(g, Op::div, e, add_reduce(g, Op::sum, e, {1}, true));
 }
 
-NodeId layer_norm(Graph& g, NodeId x) {
+NodeId layer_norm_rows(Graph& g, NodeId x) {
   const NodeId mean = add_reduce(g, Op::mean, x, {1}, true);
   const NodeId centered = add_binary(g, Op::sub, x, mean);
   const NodeId var = add_reduce(g, Op::mean, add_binary(g, Op::mul, centered, centered), {1}, true);
@@ -87,11 +87,11 @@ std::vector<Case> cases() {
        }},
       {"row softmax (an online pair)", RegionKind::normalization,
        [](Graph& g) -> std::vector<NodeId> {
-         return {softmax(g, add_input(g, DType::bf16, {8, 1024}))};
+         return {softmax_rows(g, add_input(g, DType::bf16, {8, 1024}))};
        }},
       {"layer norm (a Welford pair)", RegionKind::normalization,
        [](Graph& g) -> std::vector<NodeId> {
-         return {layer_norm(g, add_input(g, DType::f32, {16, 768}))};
+         return {layer_norm_rows(g, add_input(g, DType::f32, {16, 768}))};
        }},
       {"long rows split over blocks", RegionKind::reduction,
        [](Graph& g) -> std::vector<NodeId> {
