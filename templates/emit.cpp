@@ -158,7 +158,8 @@ RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r, const Codege
       inputs(r.inputs.begin(), r.inputs.end()),
       nodes(r.nodes.begin(), r.nodes.end()),
       round_every_node(options.rounding == Rounding::node),
-      target(options.target) {
+      target(options.target),
+      stage_rows(options.stage_rows) {
   int64_t biggest = 1;
   auto see = [&](ir::NodeId id) {
     if (id < 0 || static_cast<size_t>(id) >= g.size()) {

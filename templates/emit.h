@@ -73,6 +73,7 @@ struct RegionInfo {
   bool round_every_node = false;  // Rounding::node: f16/bf16 nodes rounded where computed
   FastMath fast = FastMath::none;
   Target target;
+  bool stage_rows = false;  // CodegenOptions::stage_rows
   // Dynamic kernels (generate_dynamic): the outer extent of this instantiation of the region,
   // which the kernel reads from its trailing argument fj_outer (0: a static kernel), and the
   // graph of the other instantiation (the dims that differ from it print as "?").

@@ -126,6 +126,11 @@ struct CodegenOptions {
   // f16/bf16 also use the approximate math of device/fj_math.cuh (docs/numerics.md).
   Rounding rounding = Rounding::store;
   Target target;  // per-SM limits of the GPU the kernel is for
+  // Rows held in registers by one block per SM (or by a cluster's blocks) stage the inputs of
+  // their register cache in shared memory one row ahead (RowConfig::staged), and bf16/f16 rows
+  // one block cannot hold take a cluster. Off by default until it has been timed and checked on
+  // a GPU; the tests generate and compile it for sm_90.
+  bool stage_rows = false;
 };
 
 // Generates the kernel of a pointwise, reduction or normalization region. Throws

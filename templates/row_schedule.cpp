@@ -171,6 +171,11 @@ std::optional<RowConfig> cluster_config(const RegionInfo& info, const ReduceSpac
                    [](const ReduceOutput& o) { return o.full; })) {
     return std::nullopt;  // the statistics alone: one read already
   }
+  // (Staged pieces keep their loads in flight while the blocks reduce: whether that makes up
+  // for the exchanges where the row would be re-read from L2 is to be timed, hence the option.)
+  if (!info.stage_rows && space.length * info.max_element_size() <= t.l2_bytes_per_sm) {
+    return std::nullopt;
+  }
   for (ir::NodeId r : space.reduces) {
     if (accumulator_dtype(info.node(r)) != DType::f32) return std::nullopt;
   }
@@ -195,12 +200,15 @@ std::optional<RowConfig> cluster_config(const RegionInfo& info, const ReduceSpac
   return std::nullopt;
 }
 
-// Whether a cached row stages its inputs one row ahead (RowConfig::staged): a static row of one
-// block per SM (no other block there loads while it reduces), on sm_80 on (cp.async). On an
+// Whether a cached row stages its inputs one row ahead (RowConfig::staged), where
+// CodegenOptions::stage_rows asks for it: a static row of one block per SM (no other block
+// there loads while it reduces), or a cluster's piece, on sm_80 on (cp.async). On an
 // H200, a bf16 softmax over rows of 32,000 in such blocks kept DRAM 53% busy (Nsight Compute:
 // each block loads, then reduces twice and stores, with nothing in flight in between).
-bool stages_rows(const Target& t, const RowConfig& c) {
-  if (t.cc < 80 || c.looped || !c.cached() || c.split > 1 || c.group != c.block) return false;
+bool stages_rows(const RegionInfo& info, const RowConfig& c) {
+  const Target& t = info.target;
+  if (!info.stage_rows || t.cc < 80 || c.looped || !c.cached() || c.split > 1) return false;
+  if (c.group != c.block) return false;
   return c.cluster > 1 || 2 * c.block >= t.threads_per_sm;
 }
 
@@ -269,11 +277,11 @@ RowConfig row_config(const RegionInfo& info, const ReduceSpace& space, int v, bo
   c.chunks = ceil_div(c.piece / v, c.group);
   if (multi_pass) {
     if (std::optional<RowConfig> cluster = cluster_config(info, space, c)) {
-      cluster->staged = stages_rows(info.target, *cluster);
+      cluster->staged = stages_rows(info, *cluster);
       return *cluster;
     }
     c.min_blocks = three_quarter_blocks(info.target, c);
-    c.staged = stages_rows(info.target, c);
+    c.staged = stages_rows(info, c);
   }
   return c;
 }

@@ -315,7 +315,7 @@ TEST_CASE("rows of one block per SM stage their inputs one row ahead",
     Graph g;
     g.add_output(softmax(g, add_input(g, d, shape)));
     return compile_graph(g, RegionKind::normalization,
-                         {.target = templates::target_for_arch(arch)});
+                         {.target = templates::target_for_arch(arch), .stage_rows = true});
   };
   SECTION("a bf16 softmax over rows of 32,000: one input, 1024 threads of 4 vectors of 8") {
     const auto k = softmax_kernel({64, 32000}, DType::bf16, "sm_90");
@@ -342,7 +342,7 @@ TEST_CASE("rows of one block per SM stage their inputs one row ahead",
     const NodeId w = add_input(g, DType::bf16, {32000});
     const NodeId b = add_input(g, DType::bf16, {32000});
     g.add_output(layer_norm(g, add_binary(g, Op::add, x, r), w, b));
-    const auto k = compile_graph(g, RegionKind::normalization);
+    const auto k = compile_graph(g, RegionKind::normalization, {.stage_rows = true});
     const std::string text = kernel_text(k);
     INFO(text);
     CHECK(has(text, "2 input(s) staged in shared memory one row ahead"));
@@ -360,7 +360,11 @@ TEST_CASE("rows of one block per SM stage their inputs one row ahead",
     CHECK(k.cluster == 8);
     CHECK(k.shared_bytes == 4 * 512 * 8 * 2);
   }
-  SECTION("not where other blocks share the SM, nor without cp.async, nor for rows read again") {
+  SECTION("not by default, nor where other blocks share the SM, nor without cp.async, nor for "
+          "rows read again") {
+    Graph g;
+    g.add_output(softmax(g, add_input(g, DType::bf16, {64, 32000})));
+    CHECK(compile_graph(g, RegionKind::normalization).shared_bytes == 0);
     const auto staged = [&](const Shape& shape, DType d, std::string_view arch) {
       const auto k = softmax_kernel(shape, d, arch);
       INFO(kernel_text(k));
