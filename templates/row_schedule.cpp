@@ -212,6 +212,35 @@ bool stages_rows(const RegionInfo& info, const RowConfig& c) {
   return c.cluster > 1 || 2 * c.block >= t.threads_per_sm;
 }
 
+// The last register paths of bounded_row_configs, after `out`'s: blocks wider than the looped
+// kernel's (`c` its last path), up to half the SM's threads, as row_config gives rows too long
+// for 256 threads (a bf16 row of 12,288 takes 512; an f32 RMS norm of
+// 16,384, 1,024): without them such rows looped, at 1.36-1.45x the static kernel's time on
+// an H200. Their launch bounds keep half the SM's threads resident, as the paths above do
+// (64 registers per thread on an H200). Each holds as many vectors per thread as keep what
+// it has live within them (live_registers, which row_config counts too), and is kept only
+// where that serves longer rows than the path before it. Blocks of a quarter of the SM's
+// threads hold three quarters of the cache, so as to keep three blocks per SM
+// (register_path_blocks): with the whole cache, the scores softmax at S=12,288 took 56
+// registers, two blocks per SM and 61% of DRAM bandwidth on an H200, where the static
+// kernel (24 values per thread) took 40, three blocks and 80%.
+void add_wide_paths(const RegionInfo& info, const ReduceSpace& space, const RowConfig& looped,
+                    int64_t budget, RowConfig c, std::vector<RowConfig>& out) {
+  const Target& t = info.target;
+  for (int64_t g = looped.block * 2; g <= widest_cached_block(t); g *= 2) {
+    const int cap = t.registers_for(static_cast<int>(g), min_resident_blocks(t, g));
+    int64_t chunks = g == paired_block(t) ? budget * 3 / 4 : budget;
+    while (chunks > 1 && live_registers(info, space, chunks * c.v, c.v) > cap) chunks /= 2;
+    if (chunks * g * c.v <= out.back().piece) continue;
+    c.group = c.block = g;
+    c.rows_per_block = 1;
+    c.chunks = chunks;
+    c.piece = chunks * g * c.v;
+    set_register_path_blocks(t, c);
+    out.push_back(c);
+  }
+}
+
 }  // namespace
 
 // Values computed before any reduction and read again after one: what a register cache holds.
@@ -366,30 +395,7 @@ std::vector<RowConfig> bounded_row_configs(const RegionInfo& info, const ReduceS
   }
   for (int64_t g = looped.group; g <= looped.block; g *= 2) add_group(g, share);
   if (share < budget) add_group(looped.block, budget);
-  // Then blocks wider than the looped kernel's, up to half the SM's threads, as row_config
-  // gives rows too long for 256 threads (a bf16 row of 12,288 takes 512; an f32 RMS norm of
-  // 16,384, 1,024): without them such rows looped, at 1.36-1.45x the static kernel's time on
-  // an H200. Their launch bounds keep half the SM's threads resident, as the paths above do
-  // (64 registers per thread on an H200). Each holds as many vectors per thread as keep what
-  // it has live within them (live_registers, which row_config counts too), and is kept only
-  // where that serves longer rows than the path before it. Blocks of a quarter of the SM's
-  // threads hold three quarters of the cache, so as to keep three blocks per SM
-  // (register_path_blocks): with the whole cache, the scores softmax at S=12,288 took 56
-  // registers, two blocks per SM and 61% of DRAM bandwidth on an H200, where the static
-  // kernel (24 values per thread) took 40, three blocks and 80%.
-  const Target& t = info.target;
-  for (int64_t g = looped.block * 2; g <= widest_cached_block(t); g *= 2) {
-    const int cap = t.registers_for(static_cast<int>(g), min_resident_blocks(t, g));
-    int64_t chunks = g == paired_block(t) ? budget * 3 / 4 : budget;
-    while (chunks > 1 && live_registers(info, space, chunks * c.v, c.v) > cap) chunks /= 2;
-    if (chunks * g * c.v <= out.back().piece) continue;
-    c.group = c.block = g;
-    c.rows_per_block = 1;
-    c.chunks = chunks;
-    c.piece = chunks * g * c.v;
-    set_register_path_blocks(t, c);
-    out.push_back(c);
-  }
+  add_wide_paths(info, space, looped, budget, c, out);
   return out;
 }
 
