@@ -2,106 +2,18 @@
 #include "fusion/plan_print.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
-#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "fusion/attention.h"
+#include "fusion/plan_json.h"
 #include "ir/shape.h"
 #include "ir/text.h"
 
 namespace fusejit::fusion {
 
 namespace {
-
-using ir::Node;
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20)
-          out += fmt::format("\\u{:04x}", c);
-        else
-          out += ch;
-    }
-  }
-  out += '"';
-  return out;
-}
-
-std::string json_id(NodeId id) { return id < 0 ? "null" : json_string(fmt::format("%{}", id)); }
-
-// The shortest text that reads back as the same double; JSON has no NaN or infinity: null.
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, res.ptr);
-}
-
-template <class T, class F>
-std::string json_list(const std::vector<T>& items, F item) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ",";
-    out += item(items[i]);
-  }
-  return out + "]";
-}
-
-std::string json_ints(const std::vector<int64_t>& v) {
-  return json_list(v, [](int64_t x) { return std::to_string(x); });
-}
-
-std::string json_ids(const std::vector<NodeId>& v) { return json_list(v, json_id); }
-
-bool listed_op(const Node& n) { return n.op != ir::Op::input && n.op != ir::Op::constant; }
-
-std::string json_epilogue(const GemmEpilogue& e) {
-  return fmt::format(
-      "{{\"bias\":{},\"activation\":{},\"alpha\":{},\"beta\":{},\"residual\":{},"
-      "\"transpose_a\":{},\"transpose_b\":{},\"batch_a\":{},\"batch_b\":{},\"refusals\":{}}}",
-      json_id(e.bias), json_string(activation_name(e.activation)), json_number(e.alpha),
-      json_number(e.beta), json_id(e.residual), e.transpose_a, e.transpose_b,
-      json_ints(e.batch_a), json_ints(e.batch_b),
-      json_list(e.refusals, [](const std::string& s) { return json_string(s); }));
-}
-
-std::string json_attention(const AttentionRegion& a) {
-  return fmt::format(
-      "{{\"q\":{},\"k\":{},\"v\":{},\"scale\":{},\"mask\":{},\"mask_node\":{},"
-      "\"mask_scale\":{},\"fill\":{}}}",
-      json_id(a.q), json_id(a.k), json_id(a.v), json_number(a.scale),
-      json_string(attention_mask_name(a.mask)), json_id(a.mask_node), json_number(a.mask_scale),
-      std::isinf(a.fill) ? json_string(a.fill < 0 ? "-inf" : "inf") : json_number(a.fill));
-}
 
 std::string attention_text(const AttentionRegion& a) {
   std::string mask = a.mask == AttentionMask::none ? "" : fmt::format(", {}", attention_mask_name(a.mask));
@@ -112,33 +24,6 @@ std::string attention_text(const AttentionRegion& a) {
   }
   return fmt::format("softmax(%{} %{}{} * {}{}) %{}", a.q, a.k, a.k_transposed ? "" : "ᵀ", a.scale,
                      mask, a.v);
-}
-
-std::string json_region(const Plan& plan, const Region& r) {
-  std::vector<std::string> ops;
-  for (NodeId id : r.nodes) {
-    const Node& n = plan.graph.node(id);
-    if (listed_op(n)) ops.emplace_back(ir::op_name(n.op));
-  }
-  std::string out =
-      fmt::format("{{\"kind\":{},\"ops\":{},\"inputs\":{},\"outputs\":{},\"shape\":{}",
-                  json_string(region_kind_name(r.kind)),
-                  json_list(ops, [](const std::string& s) { return json_string(s); }),
-                  json_ids(r.inputs), json_ids(r.outputs), json_ints(r.shape));
-  if (r.kind == RegionKind::reduction || r.kind == RegionKind::normalization) {
-    out += fmt::format(",\"reduce_axes\":{}", json_ints(r.reduce_axes));
-  }
-  if (r.kind == RegionKind::normalization) {
-    out += fmt::format(",\"welford\":{}", json_list(r.welford, [](const WelfordPair& p) {
-                         return fmt::format("{{\"mean\":{},\"variance\":{}}}", json_id(p.mean),
-                                            json_id(p.variance));
-                       }));
-  }
-  if (r.kind == RegionKind::gemm) out += fmt::format(",\"epilogue\":{}", json_epilogue(r.epilogue));
-  if (r.kind == RegionKind::attention) {
-    out += fmt::format(",\"attention\":{}", json_attention(r.attention));
-  }
-  return out + "}";
 }
 
 std::string ids(const std::vector<NodeId>& v) {
@@ -171,16 +56,8 @@ std::string epilogue_text(const GemmEpilogue& e) {
 }  // namespace
 
 std::string plan_to_json(const Plan& plan) {
-  std::string out =
-      fmt::format("{{\"kernels\":{},\"library_calls\":{},\"regions\":", plan.kernel_count(),
-                  plan.library_call_count());
-  out += json_list(plan.regions, [&](const Region& r) { return json_region(plan, r); });
-  out += ",\"decisions\":";
-  out += json_list(plan.decisions, [](const Decision& d) {
-    return fmt::format("{{\"producer\":{},\"consumer\":{},\"fused\":{},\"reason\":{}}}",
-                       json_id(d.producer), json_id(d.consumer), d.fused, json_string(d.reason));
-  });
-  return out + "}\n";
+  return plan_json(plan).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+         "\n";
 }
 
 std::string plan_to_text(const Plan& plan) {

@@ -8,10 +8,9 @@
 
 namespace fusejit::fusion {
 
-// One JSON object, keys in this order: "kernels", "library_calls", "regions" (each: "kind",
-// "ops", "inputs", "outputs", "shape", then "reduce_axes" for reduction and normalization
-// regions, "epilogue" for gemm regions), "decisions" (each: "producer", "consumer", "fused",
-// "reason"). Node ids are strings "%N"; a missing id is null.
+// plan_json's document (fusion/plan_json.h) on one line, ending in a newline. Bytes of a string
+// that are not UTF-8 are written as U+FFFD; control characters as JSON's short escapes where it
+// has them, else \u00XX.
 std::string plan_to_json(const Plan& plan);
 
 // The regions, one block each, with their nodes as trace lines, then the decisions.

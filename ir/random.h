@@ -1,10 +1,10 @@
 // ir/random: the host side of fusejit's random numbers (rand, randn) for the CPU reference.
 //
-// The generator itself is templates/device/fj_random.cuh, one source compiled here as plain C++
-// and pasted into the kernels that draw random numbers, so that both compute the same bits. It is
-// a header with no includes and no library behind it: including it from ir/ adds no link to a
-// later layer. What the values are (the counter layout, the uniforms, Box-Muller) is written
-// there, and in docs/trace-format.md.
+// The generator itself is ir/fj_random.cuh, one source compiled here as plain C++ and embedded by
+// templates/ with its device helpers into the kernels that draw random numbers, so that both
+// compute the same bits. It lives in ir/ because ir/ includes nothing from a later layer. What
+// the values are (the counter layout, the uniforms, Box-Muller) is written there, and in
+// docs/trace-format.md.
 //
 // A random node's seed and offset are not attributes of the node but the values of its key
 // operand, an i64[2] tensor {seed, offset} (each the two's-complement image of the u64), read by
@@ -17,8 +17,8 @@
 #include <cstring>
 #include <numbers>
 
+#include "ir/fj_random.cuh"
 #include "ir/host_tensor.h"
-#include "templates/device/fj_random.cuh"
 
 namespace fusejit::ir {
 

@@ -1,5 +1,5 @@
-// templates/device_sources: the device helper files (templates/device/*.cuh), embedded into
-// the library at build time (embed_device.cmake), and pasted into generated kernels.
+// templates/device_sources: the device helper files (templates/device/*.cuh and ir/fj_random.cuh),
+// embedded into the library at build time (embed_device.cmake), and pasted into generated kernels.
 #pragma once
 
 #include <string_view>

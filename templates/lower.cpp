@@ -101,7 +101,7 @@ kir::ExprP Values::view(const ir::Node& n, const Index& at, ValueScope& scope) {
   return value(n.inputs[0], view_operand(n, info_.node(n.inputs[0]), at), scope);
 }
 
-// rand, randn: device/fj_random.cuh's function of (seed, offset, the element's row-major
+// rand, randn: ir/fj_random.cuh's function of (seed, offset, the element's row-major
 // position), rounded to the node's dtype in every rounding mode, as the reference stores it.
 // Seed and offset are elements 0 and 1 of the key, a region input (ir::infer_node keeps it an
 // input), loaded where the draw is evaluated: the source is the same for every seed, and the

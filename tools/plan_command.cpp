@@ -6,9 +6,11 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "fusejit/options.h"
 #include "fusion/pipeline.h"
+#include "fusion/plan_json.h"
 #include "fusion/plan_print.h"
 #include "ir/text.h"
 #include "jit/gemm_call.h"
@@ -63,17 +65,17 @@ std::string dynamic_text(const ir::SymbolicGraph& trace, const jit::DynamicPlan&
   return out;
 }
 
-std::string dynamic_json(const ir::SymbolicGraph& trace, const jit::DynamicPlan& dp,
-                         const ir::Bindings& values) {
-  std::string dims, regions;
+// The "dynamic" member of a trace with dynamic dims: each dim's name and value, and for each
+// region whether it takes its sizes at run time.
+nlohmann::ordered_json dynamic_json(const ir::SymbolicGraph& trace, const jit::DynamicPlan& dp,
+                                    const ir::Bindings& values) {
+  nlohmann::ordered_json dims = nlohmann::ordered_json::array();
   for (size_t k = 0; k < trace.symbols.size(); ++k) {
-    dims += fmt::format("{}{{\"name\": \"{}\", \"value\": {}}}", k ? ", " : "",
-                        trace.symbols[k].name, values[k]);
+    dims.push_back({{"name", trace.symbols[k].name}, {"value", values[k]}});
   }
-  for (size_t i = 0; i < dp.kernels.size(); ++i) {
-    regions += fmt::format("{}{}", i ? ", " : "", dp.kernels[i] ? "true" : "false");
-  }
-  return fmt::format("\"dynamic\": {{\"dims\": [{}], \"regions\": [{}]}}", dims, regions);
+  nlohmann::ordered_json regions = nlohmann::ordered_json::array();
+  for (const auto& kernel : dp.kernels) regions.push_back(kernel.has_value());
+  return {{"dims", std::move(dims)}, {"regions", std::move(regions)}};
 }
 
 struct PlanArgs {
@@ -101,13 +103,15 @@ int plan(const PlanArgs& args) {
   const fusion::Plan plan =
       dp ? fusion::instantiate_plan(dp->plan, trace.symbols, values)
          : fusion::make_plan(trace.graph, jit::plan_options(options));
-  std::string text = json ? fusion::plan_to_json(plan) : fusion::plan_to_text(plan);
-  if (json && dp) {
-    const size_t close = text.rfind('}');
-    text = text.substr(0, close) + ", " + dynamic_json(trace, *dp, values) + "}";
+  std::string text;
+  if (json) {
+    nlohmann::ordered_json doc = fusion::plan_json(plan);
+    if (dp) doc["dynamic"] = dynamic_json(trace, *dp, values);
+    text = doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  } else {
+    text = fusion::plan_to_text(plan) + library_calls_text(plan, options.allow_tf32);
+    if (dp) text += dynamic_text(trace, *dp, values);
   }
-  if (!json) text += library_calls_text(plan, options.allow_tf32);
-  if (!json && dp) text += dynamic_text(trace, *dp, values);
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
   return 0;

@@ -141,6 +141,8 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   CHECK(epilogue.at("alpha") == 0.5);
   CHECK(epilogue.at("beta") == 2);
   CHECK(epilogue.at("residual") == "%2");
+  // A whole number is written as an integer (2, not 2.0).
+  CHECK(plan_to_json(res_plan).find(R"("alpha":0.5,"beta":2,)") != std::string::npos);
 
   const Plan norm_plan = make_plan(layernorm(DType::f32, true));
   const Json norm = parsed(plan_to_json(norm_plan));
@@ -200,6 +202,10 @@ TEST_CASE("plan JSON escapes strings and writes missing ids as null", "[fusion][
   CHECK(d.at("reason") == reason);  // every character back, the control ones included
   // Control characters as the short escapes where JSON has them, else \u00XX.
   CHECK(text.find(R"(a \"quoted\"\\ reason\nwith a tab\t and \u0001)") != std::string::npos);
+
+  // Bytes that are not UTF-8 become U+FFFD, so the document stays valid JSON.
+  plan.decisions.push_back({x, -1, false, "bad \xff byte"});
+  CHECK(parsed(plan_to_json(plan)).at("decisions").at(1).at("reason") == "bad \xef\xbf\xbd byte");
 }
 
 TEST_CASE("plan and decisions print as text", "[fusion][json]") {
