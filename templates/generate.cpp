@@ -275,6 +275,60 @@ std::optional<std::string> runtime_arguments(const RegionInfo& info, const Runti
   return std::nullopt;
 }
 
+// The input generate_dynamic needs: two valid instantiations of one region, a symbol value each
+// for the same symbols, an alignment per symbol or none.
+void check_dynamic_request(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
+                           const DynamicSizes& sizes) {
+  check_region(a, region);
+  check_region(b, region);
+  check_instances(a, b, region, sizes.outer_a, sizes.outer_b, sizes.alignment);
+  if (sizes.symbols_a.size() != sizes.symbols_b.size()) {
+    throw InternalError("generate_dynamic: the instantiations have different symbol counts");
+  }
+  if (!sizes.alignment.empty() && sizes.alignment.size() != sizes.symbols_a.size()) {
+    throw InternalError("generate_dynamic: an alignment per symbol, or none");
+  }
+}
+
+// The two instantiations' region facts, each pointing at the other (their dims that differ
+// print as "?"), with a's index width for both.
+void pair_instances(RegionInfo& info_a, RegionInfo& info_b, const DynamicSizes& sizes) {
+  info_a.outer = sizes.outer_a;
+  info_a.peer = &info_b.graph;
+  info_b.outer = sizes.outer_b;
+  info_b.peer = &info_a.graph;
+  info_b.wide_index = info_a.wide_index;
+  info_a.row_path = info_b.row_path = sizes.row_path;
+  if (!sizes.symbols_a.empty()) {
+    info_a.symbol_values = &sizes.symbols_a;
+    info_b.symbol_values = &sizes.symbols_b;
+  }
+}
+
+// A register path's launch facts: its row length, which of the kernel's runtime extents it is,
+// and the rows it serves.
+void set_row_path(Kernel& k, const DynamicSizes& sizes, const KernelBody& at_a,
+                  const KernelBody& at_b) {
+  if (at_a.max_row_length > 0) {
+    // The row length is one of the runtime extents: the one with its value at both
+    // instantiations (the symbols are distinct primes there, so no other extent has both).
+    const auto length = std::find_if(k.runtime_extents.begin(), k.runtime_extents.end(),
+                                     [&](const ir::DimTerms& t) {
+                                       return t.value(sizes.symbols_a) == at_a.row_length &&
+                                              t.value(sizes.symbols_b) == at_b.row_length;
+                                     });
+    if (length == k.runtime_extents.end()) {
+      throw InternalError(fmt::format("generate_dynamic: the register path's row length ({}) is "
+                                      "not among its runtime extents",
+                                      at_a.row_length));
+    }
+    k.row_length = *length;
+    k.max_row_length = at_a.max_row_length;
+    k.min_row_length = at_a.min_row_length;
+    k.rows_per_block = at_a.rows_per_block;
+  }
+}
+
 }  // namespace
 
 // Why two equal sources make a kernel for every outer extent O <= O_a. The body is generated at
@@ -323,26 +377,9 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
     if (why != nullptr) *why = "an attention kernel is generated for each size";
     return std::nullopt;
   }
-  check_region(a, region);
-  check_region(b, region);
-  check_instances(a, b, region, sizes.outer_a, sizes.outer_b, sizes.alignment);
-  if (sizes.symbols_a.size() != sizes.symbols_b.size()) {
-    throw InternalError("generate_dynamic: the instantiations have different symbol counts");
-  }
-  if (!sizes.alignment.empty() && sizes.alignment.size() != sizes.symbols_a.size()) {
-    throw InternalError("generate_dynamic: an alignment per symbol, or none");
-  }
+  check_dynamic_request(a, b, region, sizes);
   RegionInfo info_a(a, region, options), info_b(b, region, options);
-  info_a.outer = sizes.outer_a;
-  info_a.peer = &b;
-  info_b.outer = sizes.outer_b;
-  info_b.peer = &a;
-  info_b.wide_index = info_a.wide_index;
-  info_a.row_path = info_b.row_path = sizes.row_path;
-  if (!sizes.symbols_a.empty()) {
-    info_a.symbol_values = &sizes.symbols_a;
-    info_b.symbol_values = &sizes.symbols_b;
-  }
+  pair_instances(info_a, info_b, sizes);
   const auto refuse = [&](std::string reason) -> std::optional<Kernel> {
     if (why != nullptr) *why = std::move(reason);
     return std::nullopt;
@@ -396,24 +433,7 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   k.dividend_bounds = std::move(dividend_bounds);
   k.max_elements = info_a.wide_index ? 0 : kNarrowIndexLimit;
   k.alignment = sizes.alignment;
-  if (at_a.max_row_length > 0) {
-    // The row length is one of the runtime extents: the one with its value at both
-    // instantiations (the symbols are distinct primes there, so no other extent has both).
-    const auto length = std::find_if(k.runtime_extents.begin(), k.runtime_extents.end(),
-                                     [&](const ir::DimTerms& t) {
-                                       return t.value(sizes.symbols_a) == at_a.row_length &&
-                                              t.value(sizes.symbols_b) == at_b.row_length;
-                                     });
-    if (length == k.runtime_extents.end()) {
-      throw InternalError(fmt::format("generate_dynamic: the register path's row length ({}) is "
-                                      "not among its runtime extents",
-                                      at_a.row_length));
-    }
-    k.row_length = *length;
-    k.max_row_length = at_a.max_row_length;
-    k.min_row_length = at_a.min_row_length;
-    k.rows_per_block = at_a.rows_per_block;
-  }
+  set_row_path(k, sizes, at_a, at_b);
   return k;
 }
 
