@@ -82,8 +82,7 @@ TEST_CASE("every attention trace cuDNN takes builds and finalizes its graph",
   FUSEJIT_REQUIRE_CUDNN();
   const auto& api = testing::test_cudnn().api;
   if (api->graph_needs_handle()) {
-    WARN("skipped: cuDNN " << api->version_text() << " needs a handle (a GPU) to build a graph");
-    return;
+    FUSEJIT_SKIP("cuDNN " << api->version_text() << " needs a handle (a GPU) to build a graph");
   }
   std::map<std::string, std::string> refused;
   int built = 0;

@@ -113,8 +113,7 @@ TEST_CASE("without a GPU, the CPU fallback is announced at warn level once per p
           "[jit][log]") {
   fj::Context first(fj::Options::parse({{"FUSEJIT_LOG", "error"}}));  // may be the first
   if (first.has_gpu()) {
-    WARN("a GPU is present: no CPU fallback to announce");
-    return;
+    FUSEJIT_SKIP("a GPU is present: no CPU fallback to announce");
   }
   CapturedLog log;
   fj::Context a(fj::Options::parse({}));

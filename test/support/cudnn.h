@@ -1,10 +1,11 @@
 // cuDNN test support: the process's cuDNN as a Context would find it (FUSEJIT_CUDNN_PATH
-// honoured). Tests that need it begin with FUSEJIT_REQUIRE_CUDNN(), which skips them, saying
-// why, when no usable cuDNN 9 is found.
+// honoured). Tests that need it begin with FUSEJIT_REQUIRE_CUDNN(), which skips them
+// (FUSEJIT_SKIP: reported as skipped, not passed), saying why, when no usable cuDNN 9 is found.
 #pragma once
 
 #include "fusejit/options.h"
 #include "jit/cudnn_api.h"
+#include "support/catch.h"
 
 namespace fusejit::testing {
 
@@ -19,7 +20,6 @@ inline const jit::cudnn::CudnnLibrary& test_cudnn() {
 #define FUSEJIT_REQUIRE_CUDNN()                                          \
   do {                                                                   \
     if (!::fusejit::testing::test_cudnn()) {                             \
-      WARN("skipped: " << ::fusejit::testing::test_cudnn().unavailable); \
-      return;                                                            \
+      FUSEJIT_SKIP(::fusejit::testing::test_cudnn().unavailable);        \
     }                                                                    \
   } while (0)

@@ -1,7 +1,7 @@
 // GPU test support: a shared Runtime when a GPU is present, and the differential check of a
 // graph (GPU with poisoned outputs against the CPU reference on fresh random inputs).
-// Tests tagged [gpu] begin with FUSEJIT_REQUIRE_GPU(), which skips them, saying so, when no GPU
-// is present.
+// Tests tagged [gpu] begin with FUSEJIT_REQUIRE_GPU(), which skips them (FUSEJIT_SKIP: reported
+// as skipped, not passed), saying why, when no GPU is present.
 #pragma once
 
 #include <memory>
@@ -11,6 +11,7 @@
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 #include "jit/runtime.h"
+#include "support/catch.h"
 
 namespace fusejit::testing {
 
@@ -45,7 +46,6 @@ bool rounding_sensitive(const ir::Graph& g, const std::vector<ir::HostTensor>& i
   do {                                                                       \
     std::string fusejit_why;                                                 \
     if (!::fusejit::testing::gpu_runtime(&fusejit_why)) {                    \
-      WARN("skipped: no GPU (" << fusejit_why << ")");                       \
-      return;                                                                \
+      FUSEJIT_SKIP("no GPU (" << fusejit_why << ")");                        \
     }                                                                        \
   } while (0)

@@ -377,10 +377,7 @@ TEST_CASE("attention kernel: NVRTC compiles every variant for sm_90 and sm_80",
 
 TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches the reference",
           "[templates][attention]") {
-  if (!test::host_compiler_available()) {
-    WARN("skipped: host compiler " << FUSEJIT_HOST_CXX << " not found");
-    return;
-  }
+  FUSEJIT_REQUIRE_HOST_COMPILER();
   std::vector<EmulationCase> cases = emulation_cases();
   for (EmulationCase& c : cases) c.kernel = templates::generate_attention(c.spec);
   const auto t0 = std::chrono::steady_clock::now();

@@ -67,10 +67,7 @@ ir::HostTensor random_input(const ir::Node& n, std::mt19937& rng) {
 
 TEST_CASE("attention traces: the planned kernel, emulated, matches the CPU reference",
           "[templates][attention]") {
-  if (!test::host_compiler_available()) {
-    WARN("skipped: host compiler " << FUSEJIT_HOST_CXX << " not found");
-    return;
-  }
+  FUSEJIT_REQUIRE_HOST_COMPILER();
   const std::vector<Planned> traces = planned_traces();
   REQUIRE(traces.size() >= 20);  // every trace of the suite but refused_* has its attention fused
   std::string source = test::shim_include();

@@ -147,10 +147,7 @@ TEST_CASE("pointwise: any count takes whole vectors and a scalar tail", "[templa
 
 TEST_CASE("pointwise tails: the generated bodies, emulated on the CPU, match the reference",
           "[templates][pointwise]") {
-  if (!test::host_compiler_available()) {
-    WARN("skipped: host compiler " << FUSEJIT_HOST_CXX << " not found");
-    return;
-  }
+  FUSEJIT_REQUIRE_HOST_COMPILER();
   const std::vector<TailCase> cases = tail_cases();
   std::string src = fmt::format("#include \"{}/pointwise_shim.h\"\n", FUSEJIT_EMULATE_DIR);
   for (const TailCase& c : cases) src += test::emulated_kernel(c.kernel, src);

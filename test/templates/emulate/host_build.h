@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "fusejit_test_paths.h"
+#include "support/catch.h"
 #include "templates/kernel.h"
 
 namespace fusejit::test {
@@ -58,3 +59,12 @@ inline bool host_compiler_available() {
 }
 
 }  // namespace fusejit::test
+
+// Begins a test that builds kernels for the host: skips it (FUSEJIT_SKIP), saying so, when the
+// host compiler is missing.
+#define FUSEJIT_REQUIRE_HOST_COMPILER()                                        \
+  do {                                                                         \
+    if (!::fusejit::test::host_compiler_available()) {                         \
+      FUSEJIT_SKIP("host compiler " << FUSEJIT_HOST_CXX << " not found");      \
+    }                                                                          \
+  } while (0)
