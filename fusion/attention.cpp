@@ -618,14 +618,12 @@ AttentionView fold(const Layout& layout, const Shape& batch, bool heads_last, No
 
 bool half_precision(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt) {
-  AttentionLayout out;
+// The kernel computes the scores at q kᵀ's shape and softmaxes them over seq_kv = v's rows.
+// A mask (or v) that broadcasts the scores to more batch entries, query rows or keys than
+// q and k have is a different problem: each output row or key would reuse q's or k's one.
+void check_scores_not_broadcast(const Graph& g, const AttentionRegion& a, const Shape& batch) {
   const ir::Node& scores = g.node(a.scores);
   const ir::Node& o = g.node(a.output);
-  const Shape batch(scores.shape.begin(), scores.shape.end() - 2);
-  // The kernel computes the scores at q kᵀ's shape and softmaxes them over seq_kv = v's rows.
-  // A mask (or v) that broadcasts the scores to more batch entries, query rows or keys than
-  // q and k have is a different problem: each output row or key would reuse q's or k's one.
   const Shape& vs = g.node(a.v).shape;
   if (o.shape.size() != scores.shape.size() ||
       !std::equal(batch.begin(), batch.end(), o.shape.begin())) {
@@ -645,6 +643,10 @@ AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt)
                           "give k every key",
                           scores.shape[r - 1], vs[vs.size() - 2], ir::type_str(scores)));
   }
+}
+
+// q is f16 or bf16, and k, v and the output are of q's dtype.
+void check_dtypes(const Graph& g, const AttentionRegion& a) {
   const DType t = g.node(a.q).dtype;
   if (!half_precision(t)) {
     no_layout(fmt::format("q is {}: the kernel takes f16 and bf16", dtype_name(t)));
@@ -655,24 +657,19 @@ AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt)
                             dtype_name(t)));
     }
   }
-  const bool heads_last = attempt == 1;
-  auto view = [&](NodeId id, const char* what, bool transposed = false) {
-    NodeId buffer = -1;
-    const Layout l = strided(g, id, buffer, out.views);
-    AttentionView v = fold(l, batch, heads_last, buffer, what);
-    if (transposed) std::swap(v.strides[2], v.strides[3]);
-    if (v.strides[3] != 1) no_layout(fmt::format("{}'s last axis is not contiguous", what));
-    return v;
-  };
-  out.q = view(a.q, "q");
-  out.k = view(a.k, "k", a.k_transposed);
-  out.v = view(a.v, "v");
+}
+
+// The problem's sizes in `out`: the batch axes split into batch and heads as the operands were
+// folded, q's rows and head dim, v's rows and value dim.
+void set_sizes(AttentionLayout& out, const Graph& g, const AttentionRegion& a, const Shape& batch,
+               bool heads_last) {
   const size_t split =
       batch.empty() ? 0 : heads_last ? batch.size() - 1 : std::min<size_t>(1, batch.size() - 1);
   out.batch = 1;
   out.heads = 1;
   for (size_t d = 0; d < batch.size(); ++d) (d < split ? out.batch : out.heads) *= batch[d];
   const Shape& qs = g.node(a.q).shape;
+  const Shape& vs = g.node(a.v).shape;
   out.seq_q = qs[qs.size() - 2];
   out.head_dim = qs.back();
   out.seq_kv = vs[vs.size() - 2];
@@ -683,6 +680,48 @@ AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt)
                             kMaxAttentionHeadDim));
     }
   }
+}
+
+// The view of an additive or boolean mask, folded as q, k and v are; its views go to `views`.
+AttentionView mask_view(const Graph& g, const AttentionRegion& a, const Shape& batch,
+                        bool heads_last, std::vector<NodeId>& views) {
+  NodeId id = a.mask_node;
+  while (g.node(id).op == Op::cast) {
+    // The kernel reads the buffer under the casts: only casts that change no value.
+    const DType from = g.node(g.node(id).inputs[0]).dtype, to = g.node(id).dtype;
+    if (from != to && !(half_precision(from) && to == DType::f32)) {
+      no_layout(fmt::format("the mask is cast from {} to {} at %{}, which rounds it; the "
+                            "kernel reads the mask as it is in memory: give it the scores' "
+                            "dtype or f32",
+                            dtype_name(from), dtype_name(to), id));
+    }
+    id = g.node(id).inputs[0];
+  }
+  NodeId buffer = -1;
+  Layout l = strided(g, id, buffer, views);
+  // The mask broadcasts to the scores as an elementwise operand does: aligned from the right
+  // (check_scores_not_broadcast leaves the scores at the output's batch, rows and keys).
+  Layout full = expand(l, g.node(a.scores).shape);
+  AttentionView mask = fold(full, batch, heads_last, buffer, "the mask");
+  // The kernel reads mask head h at h * stride (no head groups, unlike k and v).
+  if (mask.head_group != 1) {
+    no_layout(fmt::format("the mask is broadcast over an inner head axis (groups of {})",
+                          mask.head_group));
+  }
+  const DType mt = g.node(buffer).dtype;
+  const bool ok = a.mask == AttentionMask::boolean ? mt == DType::boolean
+                                                   : half_precision(mt) || mt == DType::f32;
+  if (!ok) {
+    no_layout(fmt::format("the mask is {}: the kernel reads {}", dtype_name(mt),
+                          a.mask == AttentionMask::boolean ? "bool" : "f16, bf16 or f32"));
+  }
+  return mask;
+}
+
+// The mask's part of `out`: refuses the masks the kernel does not take, and reads an additive
+// or boolean one from memory.
+void layout_mask(AttentionLayout& out, const Graph& g, const AttentionRegion& a,
+                 const Shape& batch, bool heads_last) {
   switch (a.mask) {
     case AttentionMask::none:
       break;
@@ -701,40 +740,32 @@ AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt)
       no_layout("a mask computed from positions other than causal is not fused yet");
     }
     case AttentionMask::additive:
-    case AttentionMask::boolean: {
-      NodeId id = a.mask_node;
-      while (g.node(id).op == Op::cast) {
-        // The kernel reads the buffer under the casts: only casts that change no value.
-        const DType from = g.node(g.node(id).inputs[0]).dtype, to = g.node(id).dtype;
-        if (from != to && !(half_precision(from) && to == DType::f32)) {
-          no_layout(fmt::format("the mask is cast from {} to {} at %{}, which rounds it; the "
-                                "kernel reads the mask as it is in memory: give it the scores' "
-                                "dtype or f32",
-                                dtype_name(from), dtype_name(to), id));
-        }
-        id = g.node(id).inputs[0];
-      }
-      NodeId buffer = -1;
-      Layout l = strided(g, id, buffer, out.views);
-      // The mask broadcasts to the scores as an elementwise operand does: aligned from the right
-      // (the checks above leave the scores at the output's batch, rows and keys).
-      Layout full = expand(l, scores.shape);
-      out.mask = fold(full, batch, heads_last, buffer, "the mask");
-      // The kernel reads mask head h at h * stride (no head groups, unlike k and v).
-      if (out.mask.head_group != 1) {
-        no_layout(fmt::format("the mask is broadcast over an inner head axis (groups of {})",
-                              out.mask.head_group));
-      }
-      const DType mt = g.node(buffer).dtype;
-      const bool ok = a.mask == AttentionMask::boolean ? mt == DType::boolean
-                                                       : half_precision(mt) || mt == DType::f32;
-      if (!ok) {
-        no_layout(fmt::format("the mask is {}: the kernel reads {}", dtype_name(mt),
-                              a.mask == AttentionMask::boolean ? "bool" : "f16, bf16 or f32"));
-      }
+    case AttentionMask::boolean:
+      out.mask = mask_view(g, a, batch, heads_last, out.views);
       break;
-    }
   }
+}
+
+AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt) {
+  AttentionLayout out;
+  const ir::Node& scores = g.node(a.scores);
+  const Shape batch(scores.shape.begin(), scores.shape.end() - 2);
+  check_scores_not_broadcast(g, a, batch);
+  check_dtypes(g, a);
+  const bool heads_last = attempt == 1;
+  auto view = [&](NodeId id, const char* what, bool transposed = false) {
+    NodeId buffer = -1;
+    const Layout l = strided(g, id, buffer, out.views);
+    AttentionView v = fold(l, batch, heads_last, buffer, what);
+    if (transposed) std::swap(v.strides[2], v.strides[3]);
+    if (v.strides[3] != 1) no_layout(fmt::format("{}'s last axis is not contiguous", what));
+    return v;
+  };
+  out.q = view(a.q, "q");
+  out.k = view(a.k, "k", a.k_transposed);
+  out.v = view(a.v, "v");
+  set_sizes(out, g, a, batch, heads_last);
+  layout_mask(out, g, a, batch, heads_last);
   std::sort(out.views.begin(), out.views.end());
   out.views.erase(std::unique(out.views.begin(), out.views.end()), out.views.end());
   return out;

@@ -767,24 +767,33 @@ Region attention_kernel_region(const FusedAttention& f, const ir::Graph& g) {
   return r;
 }
 
-// Step 6 on the cut `c` of `g` (whose outputs include the buffers the kernels read; `outputs`
-// are the graph's own). Returns why it could not be done, or "".
-std::string fuse_attention(Cut& c, const ir::Graph& g, const std::vector<NodeId>& outputs,
-                           const std::vector<FusedAttention>& fused) {
-  const Dataflow& df = c.df;
+// The attention regions of step 6, and the nodes they take from the cut.
+struct AttentionRegions {
+  std::vector<Region> regions;
   // taken: the attention regions' nodes; computed: the patterns' own (read only inside them).
-  std::vector<bool> taken(g.size(), false), computed(g.size(), false);
-  std::vector<Region> attention;
+  std::vector<bool> taken, computed;
+};
+
+AttentionRegions attention_regions(const std::vector<FusedAttention>& fused, const ir::Graph& g) {
+  AttentionRegions a;
+  a.taken.assign(g.size(), false);
+  a.computed.assign(g.size(), false);
   for (const FusedAttention& f : fused) {
-    attention.push_back(attention_kernel_region(f, g));
-    for (NodeId id : attention.back().nodes) taken[static_cast<size_t>(id)] = true;
-    for (NodeId id : f.pattern.nodes) computed[static_cast<size_t>(id)] = true;
+    a.regions.push_back(attention_kernel_region(f, g));
+    for (NodeId id : a.regions.back().nodes) a.taken[static_cast<size_t>(id)] = true;
+    for (NodeId id : f.pattern.nodes) a.computed[static_cast<size_t>(id)] = true;
   }
-  // Where each attention region goes: in place of the region that computed its output.
-  std::vector<int> place(c.regions.size(), -1);
+  return a;
+}
+
+// Where each attention region goes: in place of the region that computed its output. `place[i]`
+// gets the attention that replaces `regions[i]` (it starts at -1, none). Returns why it could not
+// be done, or "".
+std::string place_attention(const std::vector<Region>& regions,
+                            const std::vector<FusedAttention>& fused, std::vector<int>& place) {
   for (size_t a = 0; a < fused.size(); ++a) {
-    for (size_t i = 0; i < c.regions.size(); ++i) {
-      const Region& r = c.regions[i];
+    for (size_t i = 0; i < regions.size(); ++i) {
+      const Region& r = regions[i];
       if (std::find(r.nodes.begin(), r.nodes.end(), fused[a].pattern.output) == r.nodes.end()) {
         continue;
       }
@@ -795,77 +804,119 @@ std::string fuse_attention(Cut& c, const ir::Graph& g, const std::vector<NodeId>
       place[i] = static_cast<int>(a);
     }
   }
-  // The values read from memory, until no region is dropped: graph outputs and what the
-  // remaining regions read.
-  std::vector<Region> regions = c.regions;
-  std::vector<bool> alive(regions.size(), true);
+  return "";
+}
+
+// The values read from memory: graph outputs, what the attention regions read and what the
+// live regions read.
+std::set<NodeId> values_read(const std::vector<NodeId>& outputs,
+                             const std::vector<Region>& attention,
+                             const std::vector<Region>& regions, const std::vector<bool>& alive) {
+  std::set<NodeId> needed(outputs.begin(), outputs.end());
+  for (const Region& r : attention) needed.insert(r.inputs.begin(), r.inputs.end());
+  for (size_t i = 0; i < regions.size(); ++i) {
+    if (alive[i]) needed.insert(regions[i].inputs.begin(), regions[i].inputs.end());
+  }
+  return needed;
+}
+
+// `r` (region `i` of the cut) keeps only the outputs `kept`, with the nodes they need and the
+// inputs those read. Returns why it could not, or "".
+std::string keep_outputs(Region& r, size_t i, std::vector<NodeId> kept, const ir::Graph& g,
+                         const Dataflow& df) {
+  if (r.kind == RegionKind::gemm) return "a GEMM's output is read by the attention only";
+  r.outputs = std::move(kept);
+  // The nodes the kept outputs need; the inputs those read.
+  std::set<NodeId> inside(r.nodes.begin(), r.nodes.end());
+  std::set<NodeId> need(r.outputs.begin(), r.outputs.end());
+  for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) {
+    if (need.count(*it) == 0) continue;
+    for (NodeId in : g.node(*it).inputs) need.insert(in);
+  }
+  std::vector<NodeId> nodes, members;
+  for (NodeId id : r.nodes) {
+    if (need.count(id) == 0) continue;
+    nodes.push_back(id);
+    if (df.role_of(id) == detail::NodeRole::compute) members.push_back(id);
+  }
+  std::vector<NodeId> inputs;
+  for (NodeId id : r.inputs) {
+    if (need.count(id) != 0) inputs.push_back(id);
+  }
+  const RegionVerdict v = detail::check_region(df, members, r.outputs);
+  if (!v.ok) {
+    return fmt::format("region {} would keep only [%{}], which it cannot compute alone: {}",
+                       i, fmt::join(r.outputs, ", %"), v.reason);
+  }
+  r.nodes = std::move(nodes);
+  r.inputs = std::move(inputs);
+  r.kind = v.kind;
+  r.shape = v.shape;
+  r.reduce_axes = v.reduce_axes;
+  r.welford = welford_pairs(g, r);
+  return "";
+}
+
+// Drops the outputs of `regions` that nothing reads from memory any more, and the regions left
+// with none (`alive[i]` false), until no region is dropped. Returns why it could not, or "".
+std::string drop_unread(std::vector<Region>& regions, std::vector<bool>& alive,
+                        const AttentionRegions& a, const std::vector<NodeId>& outputs,
+                        const ir::Graph& g, const Dataflow& df) {
   for (bool dropped = true; dropped;) {
     dropped = false;
-    std::set<NodeId> needed(outputs.begin(), outputs.end());
-    for (const Region& r : attention) needed.insert(r.inputs.begin(), r.inputs.end());
-    for (size_t i = 0; i < regions.size(); ++i) {
-      if (alive[i]) needed.insert(regions[i].inputs.begin(), regions[i].inputs.end());
-    }
+    const std::set<NodeId> needed = values_read(outputs, a.regions, regions, alive);
     for (size_t i = 0; i < regions.size(); ++i) {
       if (!alive[i]) continue;
       Region& r = regions[i];
       std::vector<NodeId> kept;
       for (NodeId o : r.outputs) {
-        if (needed.count(o) != 0 && !computed[static_cast<size_t>(o)]) kept.push_back(o);
+        if (needed.count(o) != 0 && !a.computed[static_cast<size_t>(o)]) kept.push_back(o);
       }
       if (kept.empty()) {
         alive[i] = false;
         dropped = true;
       } else if (kept != r.outputs) {
-        if (r.kind == RegionKind::gemm) return "a GEMM's output is read by the attention only";
-        r.outputs = std::move(kept);
-        // The nodes the kept outputs need; the inputs those read.
-        std::set<NodeId> inside(r.nodes.begin(), r.nodes.end());
-        std::set<NodeId> need(r.outputs.begin(), r.outputs.end());
-        for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) {
-          if (need.count(*it) == 0) continue;
-          for (NodeId in : g.node(*it).inputs) need.insert(in);
-        }
-        std::vector<NodeId> nodes, members;
-        for (NodeId id : r.nodes) {
-          if (need.count(id) == 0) continue;
-          nodes.push_back(id);
-          if (df.role_of(id) == detail::NodeRole::compute) members.push_back(id);
-        }
-        std::vector<NodeId> inputs;
-        for (NodeId id : r.inputs) {
-          if (need.count(id) != 0) inputs.push_back(id);
-        }
-        const RegionVerdict v = detail::check_region(df, members, r.outputs);
-        if (!v.ok) {
-          return fmt::format("region {} would keep only [%{}], which it cannot compute alone: {}",
-                             i, fmt::join(r.outputs, ", %"), v.reason);
-        }
-        r.nodes = std::move(nodes);
-        r.inputs = std::move(inputs);
-        r.kind = v.kind;
-        r.shape = v.shape;
-        r.reduce_axes = v.reduce_axes;
-        r.welford = welford_pairs(g, r);
+        const std::string why = keep_outputs(r, i, std::move(kept), g, df);
+        if (!why.empty()) return why;
         dropped = true;  // what it reads may have shrunk
       }
     }
   }
-  std::vector<Region> out;
-  for (size_t i = 0; i < regions.size(); ++i) {
-    if (place[i] >= 0) out.push_back(attention[static_cast<size_t>(place[i])]);
-    if (alive[i]) out.push_back(std::move(regions[i]));
-  }
-  if (out.size() < attention.size()) return "an attention's output has no region";
-  // Decisions about the nodes the attention regions took are about a plan that is gone.
-  std::vector<Decision> decisions;
-  for (Decision& d : c.decisions) {
+  return "";
+}
+
+// Decisions about the nodes the attention regions took are about a plan that is gone.
+std::vector<Decision> decisions_outside(std::vector<Decision> decisions,
+                                        const std::vector<bool>& taken) {
+  std::vector<Decision> kept;
+  for (Decision& d : decisions) {
     const bool gone = (d.producer >= 0 && taken[static_cast<size_t>(d.producer)]) ||
                       (d.consumer >= 0 && taken[static_cast<size_t>(d.consumer)]);
-    if (!gone) decisions.push_back(std::move(d));
+    if (!gone) kept.push_back(std::move(d));
   }
+  return kept;
+}
+
+// Step 6 on the cut `c` of `g` (whose outputs include the buffers the kernels read; `outputs`
+// are the graph's own). Returns why it could not be done, or "".
+std::string fuse_attention(Cut& c, const ir::Graph& g, const std::vector<NodeId>& outputs,
+                           const std::vector<FusedAttention>& fused) {
+  const AttentionRegions attention = attention_regions(fused, g);
+  std::vector<int> place(c.regions.size(), -1);
+  std::string why = place_attention(c.regions, fused, place);
+  if (!why.empty()) return why;
+  std::vector<Region> regions = c.regions;
+  std::vector<bool> alive(regions.size(), true);
+  why = drop_unread(regions, alive, attention, outputs, g, c.df);
+  if (!why.empty()) return why;
+  std::vector<Region> out;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    if (place[i] >= 0) out.push_back(attention.regions[static_cast<size_t>(place[i])]);
+    if (alive[i]) out.push_back(std::move(regions[i]));
+  }
+  if (out.size() < attention.regions.size()) return "an attention's output has no region";
+  c.decisions = decisions_outside(std::move(c.decisions), attention.taken);
   c.regions = std::move(out);
-  c.decisions = std::move(decisions);
   return "";
 }
 
