@@ -101,4 +101,8 @@ Json plan_json(const Plan& plan) {
               {"decisions", std::move(decisions)}};
 }
 
+std::string json_line(const Json& doc) {
+  return doc.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace fusejit::fusion

@@ -3,6 +3,8 @@
 // the document include this header; the rest of fusion knows nothing of nlohmann-json.
 #pragma once
 
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "fusion/plan.h"
@@ -16,5 +18,9 @@ namespace fusejit::fusion {
 // missing id is null. A number that is not finite is null, except an attention fill of
 // infinity, "inf" or "-inf".
 nlohmann::ordered_json plan_json(const Plan& plan);
+
+// `doc` on one line, without a newline: bytes of a string that are not UTF-8 are written as
+// U+FFFD; control characters as JSON's short escapes where it has them, else \u00XX.
+std::string json_line(const nlohmann::ordered_json& doc);
 
 }  // namespace fusejit::fusion

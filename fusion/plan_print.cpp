@@ -56,8 +56,7 @@ std::string epilogue_text(const GemmEpilogue& e) {
 }  // namespace
 
 std::string plan_to_json(const Plan& plan) {
-  return plan_json(plan).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
-         "\n";
+  return json_line(plan_json(plan)) + "\n";
 }
 
 std::string plan_to_text(const Plan& plan) {

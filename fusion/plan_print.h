@@ -8,9 +8,7 @@
 
 namespace fusejit::fusion {
 
-// plan_json's document (fusion/plan_json.h) on one line, ending in a newline. Bytes of a string
-// that are not UTF-8 are written as U+FFFD; control characters as JSON's short escapes where it
-// has them, else \u00XX.
+// plan_json's document on one line (json_line, fusion/plan_json.h), ending in a newline.
 std::string plan_to_json(const Plan& plan);
 
 // The regions, one block each, with their nodes as trace lines, then the decisions.

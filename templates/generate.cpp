@@ -114,6 +114,7 @@ Kernel assemble(const RegionInfo& info, const KernelBody& body,
   if (body.fn.cluster > 1) helpers.push_back("fj_cluster.cuh");
   if (draws_random(info.graph, info.region)) helpers.push_back("fj_random.cuh");
   if (body.welford) helpers.push_back("fj_welford.cuh");
+  if (body.stages) helpers.push_back("fj_stage.cuh");
   if (runtime != nullptr && !runtime->extents.empty()) helpers.push_back("fj_fastdiv.cuh");
   for (std::string_view h : helpers) {
     source += fmt::format("\n// ==== {} ====\n", h);

@@ -74,6 +74,7 @@ class RowwiseBuilder {
     row_digits_ = {Digit{row_, 1, space.rows}};
     if (cfg.staged) {  // the row the block takes next, whose inputs the cache fill stages
       x_next_ = grouped_index(space.shape, {make_root("fj_next", space.rows), k_}, group_of);
+      x_key_ = index_key(x_);
     }
     row_key_ = index_key(Index{{space.rows}, {row_digits_}});
     if (cfg.looped) {
@@ -171,7 +172,8 @@ class RowwiseBuilder {
   BasePtr row_, k_;
   Index x_;
   Index first_;  // the row's first element
-  Index x_next_;  // staged rows: the element of the row the block takes next
+  Index x_next_;    // staged rows: the element of the row the block takes next
+  IndexKey x_key_;  // staged rows: x_'s key, which a staged input's index has
   Digits row_digits_;
   IndexKey row_key_;  // the element `row` of a reduce result: where its value may be read
   bool guard_row_ = false, guard_k_ = false, guard_end_ = false;
@@ -258,7 +260,7 @@ kir::ExprP RowwiseBuilder::row_load(ir::NodeId id, const Index& at) {
 // its rows are staged (RowConfig::staged), else nothing (it is read from global memory). An
 // input is staged while the stages fit the shared memory that one block per SM leaves.
 kir::ExprP RowwiseBuilder::stage_of(ir::NodeId id, const Index& at) {
-  if (!cfg_.staged || !(index_key(at) == index_key(x_))) return nullptr;
+  if (!cfg_.staged || !(index_key(at) == x_key_)) return nullptr;
   for (const Stage& s : stages_) {
     if (s.id == id) return kir::var(s.buffer);
   }
@@ -725,6 +727,7 @@ KernelBody RowwiseBuilder::kernel_body() const {
   if (!stages_.empty()) {
     // One wave of the blocks that stay resident, each taking many rows: a block's first row is
     // the only one whose loads nothing overlaps.
+    kb.stages = true;
     kb.shared_bytes = static_cast<int>(stage_bytes_);
     kb.blocks_per_sm = usual;
     // (Clusters keep the usual waves: how many fit at once depends on how the SMs group.)
@@ -894,11 +897,12 @@ KernelBody RowwiseBuilder::build() {
     kir::drop_if_unused(row_body, finished_.at(mean)->text);
   }
   if (!stages_.empty()) {
-    kb.fn.body.array("extern __shared__ __align__(16) unsigned char", "fj_staged", std::vector<int64_t>{});
+    kb.fn.body.array("extern __shared__ __align__(16) unsigned char", "fj_staged",
+                     std::vector<int64_t>{});
     for (const Stage& s : stages_) {
       kb.fn.body.let_mut(s.storage + "*", s.buffer,
-                     kir::call(fmt::format("reinterpret_cast<{}*>", s.storage),
-                               {kir::add(kir::var("fj_staged"), kir::lit(s.offset))}));
+                         kir::call(fmt::format("reinterpret_cast<{}*>", s.storage),
+                                   {kir::add(kir::var("fj_staged"), kir::lit(s.offset))}));
     }
   }
   add_row_loop(kb.fn.body, row_body);

@@ -107,7 +107,7 @@ int plan(const PlanArgs& args) {
   if (json) {
     nlohmann::ordered_json doc = fusion::plan_json(plan);
     if (dp) doc["dynamic"] = dynamic_json(trace, *dp, values);
-    text = doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    text = fusion::json_line(doc);
   } else {
     text = fusion::plan_to_text(plan) + library_calls_text(plan, options.allow_tf32);
     if (dp) text += dynamic_text(trace, *dp, values);
