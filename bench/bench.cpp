@@ -19,10 +19,10 @@
 
 #include "fusejit/error.h"
 #include "ir/text.h"
-#include "jit/check.h"
-#include "jit/log.h"
-#include "jit/runtime.h"
-#include "jit/timing.h"
+#include "jit/runtime/check.h"
+#include "jit/api/log.h"
+#include "jit/runtime/runtime.h"
+#include "jit/runtime/timing.h"
 #include "overhead.h"
 
 using namespace fusejit;

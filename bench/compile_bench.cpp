@@ -27,9 +27,9 @@
 #include "fusejit/error.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"
-#include "jit/nvrtc.h"
-#include "jit/parallel.h"
-#include "jit/runtime.h"
+#include "jit/runtime/nvrtc.h"
+#include "jit/runtime/parallel.h"
+#include "jit/runtime/runtime.h"
 
 using namespace fusejit;
 

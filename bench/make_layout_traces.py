@@ -6,7 +6,7 @@ with few and many rows, logsumexp over rows, softmax over columns, and pointwise
 length, rows of a vocabulary's width); each in f32, bf16 and f16. Every trace moves at least 256 MiB (each input read once, each output written once), so
 that it is timed at the bandwidth limit, not at the launch latency.
 
-The traces are spelled as the API records them (jit/ops.cpp): composites decomposed into
+The traces are spelled as the API records them (jit/api/ops.cpp): composites decomposed into
 primitives, f16/bf16 normalizations cast to f32, computed, and cast back; scalars take the
 tensor's dtype. Pure Python, so that the suite is reproducible anywhere:
 

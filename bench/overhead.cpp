@@ -23,7 +23,7 @@
 
 #include "fusejit/fusejit.h"
 #include "ir/hash.h"
-#include "jit/context_impl.h"
+#include "jit/api/context_impl.h"
 
 namespace fusejit::bench {
 

@@ -1,5 +1,5 @@
 # fusejit reaches the CUDA driver (libcuda.so.1) at run time only, through the runtime's
-# cudaGetDriverEntryPointByVersion (jit/driver.h), so that every binary starts on a machine
+# cudaGetDriverEntryPointByVersion (jit/runtime/driver.h), so that every binary starts on a machine
 # without a GPU driver. FindCUDAToolkit, however, makes CUDA::nvrtc depend on CUDA::cuda_driver
 # (the toolkit's stubs/libcuda.so), although libnvrtc.so itself needs no libcuda. A linker run
 # with --as-needed (Debian's GCC default) drops the stub again; one without it (any -fsanitize

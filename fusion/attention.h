@@ -71,7 +71,7 @@ std::vector<AttentionPattern> find_attention(const ir::Graph& g);
 AttentionRegion attention_region(const AttentionPattern& p);
 
 // The largest head dim (of q and k, and of v) the fused kernel takes; head dims are multiples
-// of 16 (templates/attention.h).
+// of 16 (templates/schedulers/attention.h).
 inline constexpr int64_t kMaxAttentionHeadDim = 128;
 
 // One operand of a fused attention as the kernel reads it: element [b, h, i, j] of the logical

@@ -43,7 +43,7 @@
 //                `nodes` before the matmul, and epilogue.batch_a/b say how the buffer's batch
 //                dims line up with the operand's. Batch dims broadcast as the reference's
 //                matmul does (aligned from the right, 1 against any extent), on one side or both,
-//                without a copy: jit/gemm_call.h turns them into strided-batched calls. `nodes`
+//                without a copy: jit/libs/gemm_call.h turns them into strided-batched calls. `nodes`
 //                also hold the folded nodes (muls by constants, adds, relu or gelu_tanh; a mul
 //                scaling C may come before the matmul) and the constants and views they read;
 //                every folded node has the matmul's dtype and shape. `outputs` is exactly one
@@ -53,7 +53,7 @@
 //                chain stopped.
 // attention      out = softmax(mask(scale * (q @ kᵀ))) @ v written from primitives
 //                (fusion/attention.h), as one generated kernel that never writes the scores
-//                (templates/attention.h). `attention` names the parts; `nodes` are the pattern's
+//                (templates/schedulers/attention.h). `attention` names the parts; `nodes` are the pattern's
 //                nodes and the views between q, k, v (and the mask) and the buffers they read;
 //                `inputs` are exactly [q's buffer, k's, v's, then the mask's when it has one]
 //                (an id may repeat), `outputs` is the pattern's output, `shape` its shape.

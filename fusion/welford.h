@@ -4,7 +4,7 @@
 // instead (Welford's update per element, Chan's parallel update between partial results;
 // templates/device/fj_reduce.cuh, fj_welford) gives M and V from one reduction, and stays
 // accurate when the mean is large against the spread (the naive sum of squares minus the
-// square of the sum does not). layer_norm and var record exactly this pattern (jit/ops.cpp);
+// square of the sum does not). layer_norm and var record exactly this pattern (jit/api/ops.cpp);
 // hand-written ones match the same way. The partitioner marks such pairs in the normalization
 // regions that compute them (Region::welford); the templates accumulate them in one pass.
 #pragma once

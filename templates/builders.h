@@ -7,7 +7,7 @@
 
 #include "templates/emit.h"
 #include "templates/kernel.h"
-#include "templates/kir.h"
+#include "templates/kir/kir.h"
 #include "templates/lower.h"
 
 namespace fusejit::templates {
@@ -39,7 +39,7 @@ struct KernelBody {
 };
 
 KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options);
-// The tiled-transpose variant of a pointwise region (templates/transpose.cpp), or nothing when
+// The tiled-transpose variant of a pointwise region (templates/schedulers/transpose.cpp), or nothing when
 // the region reads no input through a transposition big enough to pay for the tiles.
 std::optional<KernelBody> build_tiled_transpose(const RegionInfo& info,
                                                 const CodegenOptions& options);

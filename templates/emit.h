@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "fusion/plan.h"
-#include "templates/index.h"
+#include "templates/kir/index.h"
 #include "templates/kernel.h"
 
 namespace fusejit::templates {
@@ -80,7 +80,7 @@ struct RegionInfo {
   int64_t outer = 0;
   const ir::Graph* peer = nullptr;
   // The symbols' values at this instantiation (generate_dynamic; null in a static kernel): a
-  // count that one of them divides stands for a runtime extent (templates/fastdiv.h).
+  // count that one of them divides stands for a runtime extent (templates/kir/fastdiv.h).
   const std::vector<int64_t>* symbol_values = nullptr;
   // A multi-pass row kernel whose row length is given at launch: 0, the looped kernel, which
   // serves every length; k >= 1, its k-th register path (bounded_row_configs), which serves

@@ -18,7 +18,7 @@
 #include "fusejit/error.h"
 #include "ir/shape.h"
 #include "ir/hash.h"
-#include "templates/attention_region.h"
+#include "templates/schedulers/attention_region.h"
 #include "templates/builders.h"
 #include "templates/device_sources.h"
 

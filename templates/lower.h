@@ -1,5 +1,5 @@
 // templates/lower: region nodes to kernel IR. Values computes a node's value at a symbolic
-// index (templates/index.h) as kir statements, recursively through the region, each (node,
+// index (templates/kir/index.h) as kir statements, recursively through the region, each (node,
 // element) once per scope; the pieces every template shares (the kernel's parameters, loads,
 // vector stores, a reduction's finish) are here too.
 #pragma once
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "templates/emit.h"
-#include "templates/kir.h"
+#include "templates/kir/kir.h"
 
 namespace fusejit::templates {
 

@@ -17,7 +17,7 @@
 #include "cache/file_io.h"
 #include "fusejit/error.h"
 #include "fusejit/options.h"
-#include "jit/log.h"
+#include "jit/api/log.h"
 #include "tools/commands.h"
 
 namespace fusejit::tools {

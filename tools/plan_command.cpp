@@ -13,9 +13,9 @@
 #include "fusion/plan_json.h"
 #include "fusion/plan_print.h"
 #include "ir/text.h"
-#include "jit/gemm_call.h"
-#include "jit/dynamic.h"
-#include "jit/runtime.h"
+#include "jit/libs/gemm_call.h"
+#include "jit/runtime/dynamic.h"
+#include "jit/runtime/runtime.h"
 #include "templates/target.h"
 #include "tools/commands.h"
 
@@ -23,7 +23,7 @@ namespace fusejit::tools {
 
 namespace {
 
-// How the executor will issue each gemm region (jit/gemm_call.h): the cuBLASLt calls, and for a
+// How the executor will issue each gemm region (jit/libs/gemm_call.h): the cuBLASLt calls, and for a
 // batched one the batch strides in elements (0: the operand is broadcast).
 std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32) {
   std::string out;

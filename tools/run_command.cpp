@@ -16,11 +16,11 @@
 #include "fusejit/error.h"
 #include "ir/shape.h"
 #include "ir/text.h"
-#include "jit/check.h"
-#include "jit/cuda_check.h"
-#include "jit/log.h"
-#include "jit/runtime.h"
-#include "jit/timing.h"
+#include "jit/runtime/check.h"
+#include "jit/runtime/cuda_check.h"
+#include "jit/api/log.h"
+#include "jit/runtime/runtime.h"
+#include "jit/runtime/timing.h"
 #include "tools/commands.h"
 
 namespace fusejit::tools {
@@ -109,7 +109,7 @@ int run(const RunArgs& args) {
   int failures = 0;
   if (check) {
     // Large traces are checked on sampled indices of an output axis along which they are
-    // separable (jit/check.h).
+    // separable (jit/runtime/check.h).
     const jit::CheckReport report = jit::check_outputs(
         g, host_inputs, jit::run_poisoned(runtime, *exe, g, inputs), check_rows, int64_t{1} << 24);
     if (!args.json) {

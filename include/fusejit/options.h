@@ -77,7 +77,7 @@ struct Options {
   AttentionMode attention = AttentionMode::cudnn;
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
-  // jit/cudnn_api.h lists where).
+  // jit/libs/cudnn_api.h lists where).
   std::string cudnn_path;
   // FUSEJIT_NVRTC_OPTIONS: more NVRTC options, separated by spaces, passed after fusejit's own
   // and part of every kernel's cache key, e.g. "--Ofast-compile=mid" (22% faster compiles and

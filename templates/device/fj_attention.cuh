@@ -1,5 +1,5 @@
 // fusejit attention device helpers: the warp-level tensor-core product and the few moves the
-// attention kernel (templates/attention.cpp) makes besides fj_core's conversions.
+// attention kernel (templates/schedulers/attention.cpp) makes besides fj_core's conversions.
 //
 // The kernel proper calls nothing else from the device side (and threadIdx, blockIdx, gridDim,
 // __syncthreads, __uint_as_float, fmaxf): the CPU emulation test defines each of these on the

@@ -1,4 +1,4 @@
-// fusejit device fast division: index arithmetic over runtime extents (templates/fastdiv.h).
+// fusejit device fast division: index arithmetic over runtime extents (templates/kir/fastdiv.h).
 //
 // Pasted only into dynamic kernels whose index math divides by a dim of a symbol. The host
 // passes each such extent d as `int fj_e<k>` and its magic as `unsigned long long fj_m<k>`

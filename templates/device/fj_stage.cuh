@@ -1,4 +1,4 @@
-// fusejit device staging: rows copied into shared memory one row ahead (templates/rowwise.cpp,
+// fusejit device staging: rows copied into shared memory one row ahead (templates/schedulers/rowwise.cpp,
 // RowConfig::staged), pasted only into kernels that stage.
 
 // N elements copied from global to shared memory without passing through registers (cp.async,

@@ -14,7 +14,7 @@
 #include "cache/file_io.h"
 #include "fusejit/error.h"
 #include "fusejit/options.h"
-#include "jit/kernel_cache.h"
+#include "jit/runtime/kernel_cache.h"
 #include "support.h"
 
 using namespace fusejit;

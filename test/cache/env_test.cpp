@@ -3,7 +3,7 @@
 // directory follows XDG_CACHE_HOME, and FUSEJIT_REQUIRE_WARM does not stop warming.
 #include "fusejit/error.h"
 #include "fusejit/options.h"
-#include "jit/nvrtc.h"
+#include "jit/runtime/nvrtc.h"
 #include "support.h"
 
 using namespace fusejit;

@@ -8,7 +8,7 @@
 
 #include "cache/disk_store.h"
 #include "fusejit/error.h"
-#include "jit/kernel_cache.h"
+#include "jit/runtime/kernel_cache.h"
 #include "support.h"
 
 using namespace fusejit;

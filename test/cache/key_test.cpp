@@ -4,8 +4,8 @@
 
 #include "cache/hash.h"
 #include "cache/key.h"
-#include "jit/kernel_cache.h"
-#include "jit/nvrtc.h"
+#include "jit/runtime/kernel_cache.h"
+#include "jit/runtime/nvrtc.h"
 #include "support.h"
 
 using namespace fusejit;

@@ -269,7 +269,7 @@ TEST_CASE("a permute that is not a transpose of the last two axes is copied for 
 
 // Batched matmuls whose batch dims broadcast on one side or both, implicitly or
 // through expand, unsqueeze (reshape) and transposes. Each is one library call and no kernel;
-// jit/gemm_call.h turns the region into strided-batched calls.
+// jit/libs/gemm_call.h turns the region into strided-batched calls.
 TEST_CASE("a matmul whose batch dims broadcast is one library call with no expand kernel",
           "[fusion][partition]") {
   struct Case {

@@ -19,7 +19,7 @@ using namespace fusejit::fusion::test;
 
 namespace {
 
-// The API's statistics, as jit/ops.cpp records them: x upcast to f32, M = mean(x) over `axes`
+// The API's statistics, as jit/api/ops.cpp records them: x upcast to f32, M = mean(x) over `axes`
 // (keepdim), D = x - M, then sum(D * D) over the same axes.
 struct Statistics {
   Graph g;

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "fusejit/fusejit.h"
-#include "jit/context_impl.h"
+#include "jit/api/context_impl.h"
 #include "ir/random.h"
 #include "ir/text.h"
 #include "support/catch.h"

@@ -9,7 +9,7 @@
 #include "fusejit_test_paths.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"
-#include "jit/attention_call.h"
+#include "jit/libs/attention_call.h"
 #include "support/catch.h"
 #include "support/cudnn.h"
 

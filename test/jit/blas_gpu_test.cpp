@@ -1,7 +1,7 @@
 // jit/blas: a GEMM that cuBLASLt cannot plan throws each time it is asked, and leaves no plan
 // behind for the next call with the same problem.
 #include "fusejit/error.h"
-#include "jit/blas.h"
+#include "jit/libs/blas.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 

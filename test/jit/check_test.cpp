@@ -5,7 +5,7 @@
 #include "fusejit/fusejit.h"
 #include "ir/interp.h"
 #include "ir/text.h"
-#include "jit/check.h"
+#include "jit/runtime/check.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 #include "support/random_graph.h"

@@ -1,4 +1,4 @@
-// Loading cuDNN at run time (jit/cudnn_api.h), without a GPU: the library found and its
+// Loading cuDNN at run time (jit/libs/cudnn_api.h), without a GPU: the library found and its
 // version read, the version gate, failing to load with the reason (a bad FUSEJIT_CUDNN_PATH),
 // a failed call's error, and cudnnCreate's failure when there is no GPU. Those that need cuDNN
 // skip, saying so, when none is found.
@@ -6,7 +6,7 @@
 
 #include "fusejit/error.h"
 #include "fusejit/options.h"
-#include "jit/cudnn_api.h"
+#include "jit/libs/cudnn_api.h"
 #include "support/catch.h"
 #include "support/cudnn.h"
 #include "support/gpu.h"

@@ -1,4 +1,4 @@
-// cuDNN's fused attention (jit/cudnn_attention.h). Without a GPU: our validation of a problem,
+// cuDNN's fused attention (jit/libs/cudnn_attention.h). Without a GPU: our validation of a problem,
 // and building and finalizing the operation graph, which cuDNN 9.8+ does without a handle
 // (these skip, saying so, when no cuDNN 9 is found). With a GPU ([gpu]): the plan, and O against
 // a CPU reference on small shapes.
@@ -12,7 +12,7 @@
 
 #include "fusejit/error.h"
 #include "ir/host_tensor.h"
-#include "jit/cudnn_attention.h"
+#include "jit/libs/cudnn_attention.h"
 #include "support/catch.h"
 #include "support/cudnn.h"
 #include "support/gpu.h"

@@ -1,9 +1,9 @@
-// jit/cudnn_api.h declares cuDNN's enum values itself, so that fusejit builds and runs without
+// jit/libs/cudnn_api.h declares cuDNN's enum values itself, so that fusejit builds and runs without
 // cuDNN's headers. This test, built only where CMake finds the real cudnn_graph.h, checks each
 // declared value against the header's enumerator at compile time.
 #include <cudnn_graph.h>
 
-#include "jit/cudnn_api.h"
+#include "jit/libs/cudnn_api.h"
 #include "support/catch.h"
 
 namespace cudnn = fusejit::jit::cudnn;

@@ -1,6 +1,6 @@
 // FUSEJIT_DUMP set through the API on a Context evaluating a trace: the dumps appear whether or
 // not there is a GPU. Without one, eval runs the CPU reference and the dumps are those a GPU
-// of FUSEJIT_ARCH would run (jit/context.cpp, dump_without_gpu); with one, the GPU's own.
+// of FUSEJIT_ARCH would run (jit/api/context.cpp, dump_without_gpu); with one, the GPU's own.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -116,7 +116,7 @@ TEST_CASE("without a GPU, a dump directory that cannot be written is a warning, 
     CHECK(relu(x).to_host() == std::vector<double>{0.0, 2.0});
   }
   set_log_callback({});
-  // The dump warns once per process and kind of file (jit/dump.cpp), naming the variable to
+  // The dump warns once per process and kind of file (jit/runtime/dump.cpp), naming the variable to
   // change; ctest runs this case in a process of its own, so the warning is still to come.
   INFO(warnings.size() << " warnings");
   const auto ours = std::find_if(warnings.begin(), warnings.end(), [](const std::string& w) {

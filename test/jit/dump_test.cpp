@@ -14,8 +14,8 @@
 #include "fusejit/fusejit.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"
-#include "jit/dump.h"
-#include "jit/executor.h"
+#include "jit/runtime/dump.h"
+#include "jit/runtime/executor.h"
 #include "support/catch.h"
 
 using namespace fusejit;

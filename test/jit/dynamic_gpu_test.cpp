@@ -6,9 +6,9 @@
 
 #include "ir/interp.h"
 #include "ir/text.h"
-#include "jit/check.h"
-#include "jit/dynamic.h"
-#include "jit/nvrtc.h"
+#include "jit/runtime/check.h"
+#include "jit/runtime/dynamic.h"
+#include "jit/runtime/nvrtc.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 #include "support/symbolic_graph.h"

@@ -9,13 +9,13 @@
 #include "fusejit/fusejit.h"
 #include "ir/graph.h"
 #include "ir/interp.h"
-#include "jit/dynamic.h"
-#include "jit/log.h"
-#include "jit/nvrtc.h"
-#include "jit/runtime.h"
+#include "jit/runtime/dynamic.h"
+#include "jit/api/log.h"
+#include "jit/runtime/nvrtc.h"
+#include "jit/runtime/runtime.h"
 #include "support/catch.h"
 #include "support/gpu.h"
-#include "templates/fastdiv.h"
+#include "templates/kir/fastdiv.h"
 #include "templates/target.h"
 
 using namespace fusejit;

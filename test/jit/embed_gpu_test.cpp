@@ -7,8 +7,8 @@
 #include <cuda_runtime.h>
 
 #include "fusejit/fusejit.h"
-#include "jit/driver.h"
-#include "jit/nvrtc.h"
+#include "jit/runtime/driver.h"
+#include "jit/runtime/nvrtc.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 #include "support/quiet.h"

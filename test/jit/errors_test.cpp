@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fusejit/fusejit.h"
-#include "jit/cuda_check.h"
+#include "jit/runtime/cuda_check.h"
 #include "support/catch.h"
 
 namespace fj = fusejit;

@@ -8,7 +8,7 @@
 #include "fusejit/fusejit.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"
-#include "jit/executor.h"
+#include "jit/runtime/executor.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 

@@ -1,4 +1,4 @@
-// How gemm regions map onto cuBLASLt calls (jit/gemm_call.h): on the CPU, the batch split of
+// How gemm regions map onto cuBLASLt calls (jit/libs/gemm_call.h): on the CPU, the batch split of
 // broadcast batch dims, exactly, and whole descriptions run by a host model of a strided-batched
 // cuBLASLt call against the reference interpreter; on the GPU ([gpu]), the same graphs run for
 // real (outputs poisoned with NaN) against the reference on fresh random inputs.
@@ -14,8 +14,8 @@
 #include "ir/graph.h"
 #include "ir/interp.h"
 #include "ir/text.h"
-#include "jit/check.h"
-#include "jit/gemm_call.h"
+#include "jit/runtime/check.h"
+#include "jit/libs/gemm_call.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 
@@ -122,7 +122,7 @@ TEST_CASE("batch dims broadcast on both sides are a strided call per outer index
 
 namespace {
 
-// What cuBLASLt computes for `call` (row-major terms, jit/blas.h), on the host: for every call
+// What cuBLASLt computes for `call` (row-major terms, jit/libs/blas.h), on the host: for every call
 // and batch, D = act(alpha * (A @ B) + beta * C + bias), each element rounded once. Fails when an
 // element of D is written twice or never, or an operand is read outside its buffer.
 ir::HostTensor model_calls(const ir::Graph& g, const jit::GemmCall& call,

@@ -10,8 +10,8 @@
 
 #include "fusejit/fusejit.h"
 #include "ir/graph.h"
-#include "jit/context_impl.h"
-#include "jit/runtime.h"
+#include "jit/api/context_impl.h"
+#include "jit/runtime/runtime.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 

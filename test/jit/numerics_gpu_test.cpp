@@ -8,7 +8,7 @@
 
 #include "ir/graph.h"
 #include "ir/interp.h"
-#include "jit/check.h"
+#include "jit/runtime/check.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fusejit/fusejit.h"
-#include "jit/context_mutex.h"
+#include "jit/api/context_mutex.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 #include "support/quiet.h"

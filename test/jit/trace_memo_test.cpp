@@ -8,7 +8,7 @@
 #include "fusion/pipeline.h"
 #include "ir/graph.h"
 #include "ir/hash.h"
-#include "jit/trace_memo.h"
+#include "jit/runtime/trace_memo.h"
 #include "support/catch.h"
 
 using namespace fusejit;

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "fusejit/options.h"
-#include "jit/cudnn_api.h"
+#include "jit/libs/cudnn_api.h"
 #include "support/catch.h"
 
 namespace fusejit::testing {

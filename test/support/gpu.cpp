@@ -6,8 +6,8 @@
 #include "ir/interp.h"
 #include "fusejit/error.h"
 #include "ir/text.h"
-#include "jit/check.h"
-#include "jit/log.h"
+#include "jit/runtime/check.h"
+#include "jit/api/log.h"
 
 namespace fusejit::testing {
 

@@ -10,7 +10,7 @@
 
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
-#include "jit/runtime.h"
+#include "jit/runtime/runtime.h"
 #include "support/catch.h"
 
 namespace fusejit::testing {

@@ -14,7 +14,7 @@ namespace fusejit::testing {
 struct TransposeGraph {
   std::string name;
   ir::Graph graph;
-  bool tiled = false;  // templates/transpose.cpp should take it
+  bool tiled = false;  // templates/schedulers/transpose.cpp should take it
 };
 
 // a + b, or a != b for bool (bool arithmetic is rejected).

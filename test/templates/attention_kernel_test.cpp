@@ -1,4 +1,4 @@
-// The fused attention kernel (templates/attention.h): refusals, NVRTC compiles of its variants
+// The fused attention kernel (templates/schedulers/attention.h): refusals, NVRTC compiles of its variants
 // for sm_90 and sm_80, and a CPU emulation of the generated kernel body (no GPU here) against a
 // double-precision reference: the body, a host shim (emulate/cuda_shim.h) and launchers are
 // compiled by the host compiler into a shared object that runs each block on 128 threads.
@@ -15,7 +15,7 @@
 
 #include "fusejit_test_paths.h"
 #include "ir/host_tensor.h"
-#include "templates/attention.h"
+#include "templates/schedulers/attention.h"
 #include "test/templates/emulate/host_build.h"
 #include "test/templates/support.h"
 

@@ -66,7 +66,7 @@ Outcome dynamic_at(const GraphAtSizes& build, const std::vector<int64_t>& a,
 }
 
 // Symbol values: two pairs, every symbol larger at the first of each; primes that divide no
-// static extent of the graphs below, as jit/dynamic.cpp chooses them, so that a number of the
+// static extent of the graphs below, as jit/runtime/dynamic.cpp chooses them, so that a number of the
 // index arithmetic tells the runtime extent it stands for.
 const std::vector<int64_t> kA1 = {4099}, kB1 = {3001}, kC1 = {2053}, kD1 = {1021};
 const std::vector<int64_t> kA2 = {131, 67}, kB2 = {97, 43}, kC2 = {79, 37}, kD2 = {53, 11};
@@ -461,7 +461,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     REQUIRE(k.has_value());
     CHECK(k->max_row_length == (path == 8 ? 12 * 512 : 16 * 1024));
   }
-  // Lengths that are multiples of 8 (an aligned variant, jit/dynamic.cpp): 16-byte vectors,
+  // Lengths that are multiples of 8 (an aligned variant, jit/runtime/dynamic.cpp): 16-byte vectors,
   // so first one vector per thread on 16 and 32 threads; then the five groups of 16 to 256
   // threads with a static row's share, 4 vectors of 4 f32 (64 bytes) each, as row_config lays
   // out rows of up to 4,096 (2,048 takes 128 threads of 16 values, not 64 of 32; groups of 4

@@ -1,4 +1,4 @@
-// Fast division by runtime extents (templates/fastdiv.h): the host's multiplier and shift,
+// Fast division by runtime extents (templates/kir/fastdiv.h): the host's multiplier and shift,
 // through a host emulation of the kernel's 32-bit formula, against plain division over many
 // divisors (1, powers of two, primes, the largest allowed) and dividends (small ones, each side
 // of multiples of the divisor, and the largest allowed).
@@ -8,7 +8,7 @@
 
 #include "fusejit/error.h"
 #include "support/catch.h"
-#include "templates/fastdiv.h"
+#include "templates/kir/fastdiv.h"
 
 using namespace fusejit;
 using templates::fast_divide;

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "fusejit_test_paths.h"
-#include "templates/attention.h"
+#include "templates/schedulers/attention.h"
 #include "test/templates/support.h"
 
 using namespace fusejit;

@@ -1,4 +1,4 @@
-// Kernels of regions with slices, concats and aranges (templates/index.h: index arithmetic, a
+// Kernels of regions with slices, concats and aranges (templates/kir/index.h: index arithmetic, a
 // select over index ranges, a value from the position), compiled by NVRTC for sm_90.
 #include <string>
 

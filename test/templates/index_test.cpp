@@ -1,6 +1,6 @@
-// Index arithmetic for views (templates/index.h): what offsets print as, and how they move over
+// Index arithmetic for views (templates/kir/index.h): what offsets print as, and how they move over
 // vector lanes.
-#include "templates/index.h"
+#include "templates/kir/index.h"
 #include "fusejit/error.h"
 #include "support/catch.h"
 

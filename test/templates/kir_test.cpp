@@ -1,6 +1,6 @@
-// The kernel IR (templates/kir.h): what trees print as, which variables a block reads, and
+// The kernel IR (templates/kir/kir.h): what trees print as, which variables a block reads, and
 // what verify() rejects; and the structural keys of the value memo (templates/lower.h).
-#include "templates/kir.h"
+#include "templates/kir/kir.h"
 
 #include "fusejit/error.h"
 #include "support/catch.h"

@@ -11,7 +11,7 @@
 #include "fusejit/error.h"
 #include "fusion/welford.h"
 #include "ir/graph.h"
-#include "jit/nvrtc.h"
+#include "jit/runtime/nvrtc.h"
 #include "support/catch.h"
 #include "templates/kernel.h"
 

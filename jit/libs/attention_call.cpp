@@ -1,0 +1,147 @@
+// jit/attention_call: see attention_call.h.
+#include "jit/libs/attention_call.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+#include "fusion/attention.h"
+
+namespace fusejit::jit {
+
+namespace {
+
+struct Refused {
+  std::string why;
+};
+[[noreturn]] void refuse(std::string why) { throw Refused{std::move(why)}; }
+
+// cuDNN's tensor for a view of [b, h, s, d] whose heads are `heads`: size-1 dims get the stride
+// of the dims after them (any positive stride reads the same element there).
+cudnn::AttentionTensor tensor(const fusion::AttentionView& v, std::array<int64_t, 4> dims,
+                              const char* what) {
+  cudnn::AttentionTensor t{dims, v.strides};
+  int64_t dense = 1;
+  for (int a = 3; a >= 0; --a) {
+    if (dims[a] == 1) t.strides[a] = dense;
+    if (dims[a] > 1 && t.strides[a] == 0) {
+      refuse(fmt::format("{} is broadcast along axis {}; cuDNN reads only strided tensors", what,
+                         a));
+    }
+    dense *= dims[a];
+  }
+  return t;
+}
+
+cudnn::AttentionProblem problem_of(const ir::Graph& g, const fusion::Region& r) {
+  const fusion::AttentionRegion& a = r.attention;
+  std::string why;
+  const std::optional<fusion::AttentionLayout> l = fusion::attention_layout(g, a, &why);
+  if (!l) refuse(why);
+  if (l->q.head_group != 1) refuse("q's heads are read in groups");
+  if (l->k.head_group != l->v.head_group) refuse("k and v are read in different head groups");
+  const int64_t hk = l->heads / l->k.head_group;
+  cudnn::AttentionProblem p;
+  p.dtype = g.node(a.q).dtype;
+  p.q = tensor(l->q, {l->batch, l->heads, l->seq_q, l->head_dim}, "q");
+  p.k = tensor(l->k, {l->batch, hk, l->seq_kv, l->head_dim}, "k");
+  p.v = tensor(l->v, {l->batch, hk, l->seq_kv, l->value_dim}, "v");
+  p.o = cudnn::AttentionTensor::contiguous(l->batch, l->heads, l->seq_q, l->value_dim);
+  switch (a.mask) {
+    case fusion::AttentionMask::none:
+      break;
+    case fusion::AttentionMask::causal:
+      if (!(std::isinf(a.fill) && a.fill < 0)) {
+        refuse(fmt::format("the causal fill is {}, and cuDNN's causal mask drops the keys", a.fill));
+      }
+      p.mask = cudnn::AttentionMaskKind::causal;
+      break;
+    case fusion::AttentionMask::additive: {
+      if (a.mask_scale != 1.0) refuse("the mask is scaled after it is added");
+      p.mask = cudnn::AttentionMaskKind::bias;
+      const auto& s = l->mask.strides;
+      const std::array<int64_t, 4> dims = {s[0] == 0 ? 1 : l->batch, s[1] == 0 ? 1 : l->heads,
+                                           l->seq_q, l->seq_kv};
+      p.bias = tensor(l->mask, dims, "the mask");
+      p.bias_dtype = g.node(l->mask.buffer).dtype;
+      break;
+    }
+    case fusion::AttentionMask::boolean:
+      refuse("a boolean mask");
+    case fusion::AttentionMask::computed:
+      refuse("a mask computed from positions");
+  }
+  if (std::string w = cudnn::refuse_attention(p); !w.empty()) refuse(w);
+  return p;
+}
+
+}  // namespace
+
+std::optional<cudnn::AttentionProblem> cudnn_problem(const ir::Graph& g,
+                                                     const fusion::Region& region,
+                                                     std::string* why) {
+  if (region.kind != fusion::RegionKind::attention) {
+    throw InternalError("cudnn_problem: not an attention region");
+  }
+  try {
+    return problem_of(g, region);
+  } catch (const Refused& e) {
+    if (why != nullptr) *why = e.why;
+    return std::nullopt;
+  }
+}
+
+std::shared_ptr<AttentionCall> plan_attention_call(const ir::Graph& g,
+                                                   const fusion::Region& region,
+                                                   const std::shared_ptr<CudnnSession>& session,
+                                                   std::string* why) {
+  const std::optional<cudnn::AttentionProblem> p = cudnn_problem(g, region, why);
+  if (!p) return nullptr;
+  auto call = std::make_shared<AttentionCall>();
+  call->session = session;
+  // A cuDNN call that fails while building or planning (an engine that rejects the device, a
+  // library older than its header says) leaves the region to the generated kernel, as a
+  // refusal does.
+  try {
+    call->graph = std::make_unique<cudnn::AttentionGraph>(session->api, *p, session->handle->get());
+    if (std::string w = call->graph->plan(session->handle->get()); !w.empty()) {
+      if (why != nullptr) *why = w;
+      return nullptr;
+    }
+  } catch (const Error& e) {
+    if (why != nullptr) *why = e.what();
+    return nullptr;
+  }
+  const fusion::AttentionRegion& a = region.attention;
+  call->q = region.inputs.at(0);
+  call->k = region.inputs.at(1);
+  call->v = region.inputs.at(2);
+  call->bias = a.mask == fusion::AttentionMask::additive ? region.inputs.at(3) : -1;
+  call->out = region.outputs.at(0);
+  call->scale = static_cast<float>(a.scale);
+  call->label = "cuDNN attention " + p->describe();
+  return call;
+}
+
+void run_attention_call(const AttentionCall& call, Device& device,
+                        const std::function<void*(ir::NodeId)>& buffer) {
+  std::shared_ptr<DeviceBuffer> workspace;
+  if (call.graph->workspace_bytes() > 0) {
+    workspace = device.allocate(static_cast<size_t>(call.graph->workspace_bytes()));
+  }
+  const cudnn::Api& api = *call.session->api;
+  const cudnn::Handle handle = call.session->handle->get();
+  api.check(api.set_stream(handle, device.stream()), "cudnnSetStream");
+  cudnn::AttentionArgs args;
+  args.q = buffer(call.q);
+  args.k = buffer(call.k);
+  args.v = buffer(call.v);
+  args.o = buffer(call.out);
+  args.bias = call.bias >= 0 ? buffer(call.bias) : nullptr;
+  args.scale = call.scale;
+  args.workspace = workspace ? workspace->data() : nullptr;
+  call.graph->execute(handle, device.stream(), args);
+}
+
+}  // namespace fusejit::jit

@@ -1,0 +1,159 @@
+// jit/gemm_call: see gemm_call.h.
+#include "jit/libs/gemm_call.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+
+namespace fusejit::jit {
+
+namespace {
+
+// `batch` aligned from the right against `out`: left-padded with 1s.
+Shape aligned(const Shape& batch, const Shape& out, std::string_view operand) {
+  Shape s = batch;
+  bool ok = s.size() <= out.size();
+  s.insert(s.begin(), out.size() - std::min(out.size(), s.size()), 1);
+  for (size_t d = 0; ok && d < s.size(); ++d) ok = s[d] == 1 || s[d] == out[d];
+  if (!ok) {
+    throw InternalError(fmt::format("gemm: {} batch dims {} do not broadcast to the output's {}",
+                                    operand, ir::shape_str(batch), ir::shape_str(out)));
+  }
+  return s;
+}
+
+// A run of output batch dims along which each operand is either full or broadcast: one
+// flattened index with one stride per buffer (that of the run's innermost dim).
+struct Group {
+  int64_t extent = 1;
+  bool full_a = false, full_b = false;
+  int64_t stride_a = 0, stride_b = 0, stride_d = 0;
+};
+
+}  // namespace
+
+GemmBatches split_batches(const Shape& out, const Shape& a, const Shape& b, int64_t size_a,
+                          int64_t size_b, int64_t size_d) {
+  const Shape pa = aligned(a, out, "A"), pb = aligned(b, out, "B");
+  const std::vector<int64_t> sa = ir::contiguous_strides(pa), sb = ir::contiguous_strides(pb),
+                             sd = ir::contiguous_strides(out);
+  std::vector<Group> groups;
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1) continue;  // no index to walk; the dims around it stay adjacent
+    const bool fa = pa[d] != 1, fb = pb[d] != 1;
+    if (groups.empty() || groups.back().full_a != fa || groups.back().full_b != fb) {
+      groups.push_back({.extent = 1, .full_a = fa, .full_b = fb});
+    }
+    Group& g = groups.back();
+    g.extent *= out[d];
+    g.stride_a = fa ? sa[d] * size_a : 0;
+    g.stride_b = fb ? sb[d] * size_b : 0;
+    g.stride_d = sd[d] * size_d;
+  }
+
+  GemmBatches r;
+  if (groups.empty()) {
+    r.calls.push_back({});
+    return r;
+  }
+  size_t inner = 0;  // the largest group; the later one on a tie (D's contiguous stride)
+  for (size_t i = 1; i < groups.size(); ++i) {
+    if (groups[i].extent >= groups[inner].extent) inner = i;
+  }
+  const Group& in = groups[inner];
+  r.batch = in.extent;
+  r.stride_a = in.stride_a;
+  r.stride_b = in.stride_b;
+  r.stride_d = in.stride_d;
+  groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(inner));
+
+  int64_t n_calls = 1;
+  for (const Group& g : groups) n_calls *= g.extent;
+  r.calls.reserve(static_cast<size_t>(n_calls));
+  for (int64_t c = 0; c < n_calls; ++c) {
+    GemmOffsets o;
+    int64_t rest = c;
+    for (size_t i = groups.size(); i-- > 0;) {  // the last group varies fastest
+      const int64_t idx = rest % groups[i].extent;
+      rest /= groups[i].extent;
+      o.a += idx * groups[i].stride_a;
+      o.b += idx * groups[i].stride_b;
+      o.d += idx * groups[i].stride_d;
+    }
+    r.calls.push_back(o);
+  }
+  return r;
+}
+
+GemmCall describe_gemm_call(const fusion::Plan& plan, const fusion::Region& r, bool allow_tf32) {
+  const ir::Graph& g = plan.graph;
+  const ir::Node* mm = nullptr;
+  for (ir::NodeId id : r.nodes) {
+    if (g.node(id).op == ir::Op::matmul) mm = &g.node(id);
+  }
+  if (r.kind != fusion::RegionKind::gemm || !mm || r.outputs.size() != 1 || r.inputs.size() < 2) {
+    throw InternalError("gemm region without exactly one matmul, its two operands and one output");
+  }
+  const fusion::GemmEpilogue& ep = r.epilogue;
+  GemmCall call;
+  call.a = r.inputs[0];  // the buffers under any folded views (fusion/plan.h)
+  call.b = r.inputs[1];
+  call.bias = ep.bias;
+  call.residual = ep.residual;
+  call.d = r.outputs[0];
+
+  GemmProblem& p = call.problem;
+  const Shape& a = g.node(mm->inputs[0]).shape;  // the operands as the matmul sees them
+  const Shape& b = g.node(mm->inputs[1]).shape;
+  p.dtype = mm->dtype;
+  p.m = a[a.size() - 2];
+  p.k = a.back();
+  p.n = b.back();
+  p.transpose_a = ep.transpose_a;
+  p.transpose_b = ep.transpose_b;
+  p.has_bias = ep.bias >= 0;
+  p.has_residual = ep.residual >= 0;
+  p.alpha = ep.alpha;
+  p.beta = ep.beta;
+  p.allow_tf32 = allow_tf32;
+  using A = fusion::GemmEpilogue::Activation;
+  p.activation = ep.activation == A::relu        ? GemmProblem::Activation::relu
+                 : ep.activation == A::gelu_tanh ? GemmProblem::Activation::gelu_tanh
+                                                 : GemmProblem::Activation::none;
+
+  const Shape out_batch(mm->shape.begin(), mm->shape.end() - 2);
+  GemmBatches batches =
+      split_batches(out_batch, ep.batch_a, ep.batch_b, p.m * p.k, p.k * p.n, p.m * p.n);
+  p.batch = batches.batch;
+  p.stride_a = batches.stride_a;
+  p.stride_b = batches.stride_b;
+  p.stride_d = batches.stride_d;
+  call.calls = std::move(batches.calls);
+  // Buffers are 256-byte aligned (jit/runtime/device.h); a call that starts inside one is aligned to
+  // the largest power of two dividing its offset in bytes.
+  const int64_t elem = dtype_size(p.dtype);
+  for (const GemmOffsets& o : call.calls) {
+    for (int64_t off : {o.a, o.b, o.d}) {
+      const int64_t bytes = off * elem;
+      if (bytes != 0) p.alignment = std::min(p.alignment, bytes & -bytes);
+    }
+  }
+  return call;
+}
+
+std::string gemm_call_label(const GemmCall& call) {
+  const GemmProblem& p = call.problem;
+  std::string epilogue;
+  if (p.has_bias) epilogue += "+bias";
+  if (p.activation == GemmProblem::Activation::relu) epilogue += "+relu";
+  if (p.activation == GemmProblem::Activation::gelu_tanh) epilogue += "+gelu_tanh";
+  if (p.has_residual) epilogue += "+residual";
+  const size_t calls = call.calls.size();
+  return fmt::format(
+      "cublasLt {}x{}x{}{}{} {}{}", p.m, p.n, p.k, p.batch > 1 ? fmt::format(" x{}", p.batch) : "",
+      calls > 1 ? fmt::format(" ({} calls)", calls) : "", dtype_name(p.dtype), epilogue);
+}
+
+}  // namespace fusejit::jit

@@ -1,0 +1,413 @@
+// jit/executor: see executor.h.
+#include "jit/runtime/executor.h"
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <optional>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include "fusejit/error.h"
+#include "ir/shape.h"
+#include "jit/runtime/cuda_check.h"
+#include "jit/runtime/parallel.h"
+
+namespace fusejit::jit {
+
+namespace {
+
+using ir::NodeId;
+
+size_t byte_size(const ir::Node& n) {
+  return static_cast<size_t>(ir::numel(n.shape)) * static_cast<size_t>(dtype_size(n.dtype));
+}
+
+// The caller buffers that regions can write graph outputs into directly, by node id (RunOptions::
+// outputs says when); the others get their values by a copy at the end of the run.
+void direct_outputs(const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                    const std::vector<std::shared_ptr<DeviceBuffer>>& into,
+                    std::vector<std::shared_ptr<DeviceBuffer>>& direct) {
+  const std::vector<NodeId>& outs = g.outputs();
+  for (size_t i = 0; i < into.size() && i < outs.size(); ++i) {
+    const auto& buf = into[i];
+    const auto id = static_cast<size_t>(outs[i]);
+    if (!buf || direct[id] || buf->bytes() != byte_size(g.node(outs[i])) ||
+        !is_aligned(buf->data()) || g.node(outs[i]).op == ir::Op::input) {
+      continue;
+    }
+    const bool aliases_input = std::any_of(inputs.begin(), inputs.end(), [&](const auto& in) {
+      return in && in->overlaps(buf->data(), buf->bytes());
+    });
+    if (!aliases_input) direct[id] = buf;
+  }
+}
+
+// Fills `outs` (one buffer per graph output) from `values`, copying into the caller's buffers
+// that no region wrote directly.
+std::vector<std::shared_ptr<DeviceBuffer>> collect_outputs(
+    const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& values,
+    const RunOptions& options, Device& device) {
+  const std::vector<std::shared_ptr<DeviceBuffer>>* into = options.outputs;
+  std::vector<std::shared_ptr<DeviceBuffer>> outs;
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const NodeId id = g.outputs()[i];
+    const auto& value = values[static_cast<size_t>(id)];
+    if (!value) throw InternalError(fmt::format("output %{} was not computed by any region", id));
+    const auto& dst = into && i < into->size() ? (*into)[i] : nullptr;
+    if (!dst || dst == value) {
+      outs.push_back(dst ? dst : value);
+      continue;
+    }
+    if (dst->bytes() != value->bytes()) {
+      throw InternalError(fmt::format("output %{} is {} bytes, its destination {}", id,
+                                      value->bytes(), dst->bytes()));
+    }
+    FUSEJIT_CUDA(cudaMemcpyAsync(dst->data(), value->data(), value->bytes(),
+                                 cudaMemcpyDeviceToDevice, device.stream()));
+    if (options.outputs_copied) ++*options.outputs_copied;
+    outs.push_back(dst);
+  }
+  return outs;
+}
+
+}  // namespace
+
+LoadedKernel::~LoadedKernel() {
+  if (!module || !device) return;
+  const DeviceGuard guard(device->info().ordinal);
+  cudaStreamSynchronize(device->stream());  // a destructor: a failure shows in the next call
+  device->driver().module_unload(module);
+}
+
+std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
+    const std::vector<templates::Kernel>& kernels, const KernelLoader& loader, int threads) {
+  std::vector<std::shared_ptr<LoadedKernel>> out(kernels.size());
+  std::vector<size_t> missing;  // kernels to obtain, first occurrences only
+  std::map<std::string_view, size_t> first;  // by source
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (kernels[i].name.empty()) continue;  // no kernel here (a gemm step)
+    if (!first.emplace(kernels[i].source, i).second) continue;
+    out[i] = loader.find(kernels[i]);
+    if (!out[i]) missing.push_back(i);
+  }
+  std::vector<std::optional<ObtainedKernel>> obtained(missing.size());
+  parallel_for(missing.size(), threads,
+               [&](size_t m) { obtained[m] = loader.obtain(kernels[missing[m]]); });
+  for (size_t m = 0; m < missing.size(); ++m) {
+    out[missing[m]] = loader.load(kernels[missing[m]], *obtained[m]);
+  }
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (!kernels[i].name.empty()) out[i] = out[first.at(kernels[i].source)];
+  }
+  return out;
+}
+
+Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
+                            const BuildOptions& options, const PrebuiltKernel& prebuilt) {
+  Executable exe;
+  exe.plan = std::move(plan);
+  const fusion::Plan& p = exe.plan;
+  exe.steps.resize(p.regions.size());
+  std::vector<templates::Kernel> kernels(p.regions.size());
+  for (size_t i = 0; i < p.regions.size(); ++i) {
+    const fusion::Region& r = p.regions[i];
+    Step& step = exe.steps[i];
+    step.region = &r;
+    if (r.kind == fusion::RegionKind::gemm) {
+      step.gemm = describe_gemm_call(p, r, options.allow_tf32);
+    } else if (r.kind == fusion::RegionKind::attention && options.cudnn) {
+      std::string why;
+      step.attention = plan_attention_call(p.graph, r, options.cudnn, &why);
+      exe.plan.decisions.push_back(
+          {r.attention.scores, r.attention.output, step.attention != nullptr,
+           step.attention ? fmt::format("region {} runs on {}", i, step.attention->label)
+                          : fmt::format("region {}: not on cuDNN ({}); the generated kernel "
+                                        "runs it", i, why)});
+      if (!step.attention) kernels[i] = templates::generate(p.graph, r, options.codegen);
+    } else if (!prebuilt || !prebuilt(i, step)) {
+      kernels[i] = templates::generate(p.graph, r, options.codegen);
+    }
+  }
+  const auto loaded = load_kernels(kernels, loader, options.compile_threads);
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    if (!loaded[i]) continue;
+    exe.steps[i].kernel = loaded[i];
+    exe.steps[i].arguments = std::move(kernels[i].params);
+  }
+  assign_releases(exe);
+  return exe;
+}
+
+std::string range_name(const ir::Graph& g, const fusion::Region& r) {
+  constexpr size_t kMaxOps = 8;
+  std::string name = fmt::format("fj {}:", fusion::region_kind_name(r.kind));
+  std::vector<ir::Op> seen;
+  for (NodeId id : r.nodes) {
+    const ir::Op op = g.node(id).op;
+    const ir::OpKind kind = ir::op_kind(op);
+    if (kind == ir::OpKind::view || (kind == ir::OpKind::source && op != ir::Op::arange)) continue;
+    if (std::find(seen.begin(), seen.end(), op) != seen.end()) continue;
+    if (seen.size() == kMaxOps) {
+      name += " ...";
+      break;
+    }
+    seen.push_back(op);
+    name += ' ';
+    name += ir::op_name(op);
+  }
+  return name;
+}
+
+void assign_releases(Executable& exe) {
+  const fusion::Plan& p = exe.plan;
+  for (Step& step : exe.steps) step.range = range_name(p.graph, *step.region);
+
+  // What a graph replay sizes itself by (replays_as_graph, run_graph).
+  for (const Step& step : exe.steps) {
+    if (step.kernel) {
+      ++exe.kernel_steps;
+      exe.kernel_params += step.arguments.size() + (step.kernel->kernel.dynamic ? 1 : 0) +
+                           step.runtime_extents.size();
+    }
+    for (NodeId id : step.region->outputs) exe.output_bytes += byte_size(p.graph.node(id));
+  }
+  exe.graph_range = fmt::format("fj graph: {} kernels", exe.kernel_steps);
+  // Release each intermediate after the last step that reads it; graph outputs are kept.
+  std::vector<int> last_use(p.graph.size(), -1);
+  for (size_t i = 0; i < p.regions.size(); ++i) {
+    for (NodeId id : p.regions[i].inputs) last_use[static_cast<size_t>(id)] = static_cast<int>(i);
+  }
+  for (NodeId id : p.graph.outputs()) last_use[static_cast<size_t>(id)] = -1;
+  for (NodeId id : p.graph.inputs()) last_use[static_cast<size_t>(id)] = -1;
+  for (size_t id = 0; id < last_use.size(); ++id) {
+    if (last_use[id] >= 0) exe.steps[static_cast<size_t>(last_use[id])].release.push_back(
+        static_cast<NodeId>(id));
+  }
+}
+
+namespace {
+
+// The launch of a kernel step, its pointer arguments appended to scratch.pointers.
+KernelLaunch prepare_launch(const Step& step, RunScratch& scratch, int sm_count) {
+  const templates::Kernel& k = step.kernel->kernel;
+  // Cluster kernels carry their cluster shape in the CUBIN (__cluster_dims__), so a plain
+  // launch (or graph node) launches clusters; the grid must hold whole clusters.
+  const int64_t grid = templates::launch_grid(k, sm_count, step.outer, step.row_length);
+  if (grid % std::max(k.cluster, 1) != 0) {
+    throw InternalError(fmt::format("kernel {}: grid of {} blocks is not a whole number of "
+                                    "clusters of {}", k.name, grid, k.cluster));
+  }
+  KernelLaunch l{
+      .function = step.kernel->function,
+      .grid = static_cast<unsigned>(grid),
+      .block = static_cast<unsigned>(k.block),
+      .shared_bytes = static_cast<unsigned>(k.shared_bytes),
+      .first = scratch.pointers.size(),
+      .count = step.arguments.size() + (k.dynamic ? 1 : 0) + step.runtime_extents.size()};
+  for (NodeId id : step.arguments) {
+    const auto& buf = scratch.values[static_cast<size_t>(id)];
+    if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
+    scratch.pointers.push_back(buf->data());
+  }
+  // A dynamic kernel's trailing `long long fj_outer` travels in a slot of the argument array:
+  // the slot's 8 bytes are the value (launch_grid above has checked its range).
+  if (k.dynamic) {
+    scratch.pointers.push_back(std::bit_cast<void*>(static_cast<long long>(step.outer)));
+  }
+  // Then its runtime extents: `int fj_e<k>` reads the low 4 bytes of its slot (little-endian),
+  // `unsigned long long fj_m<k>` all 8.
+  if (step.runtime_extents.size() != 2 * k.runtime_extents.size()) {
+    throw InternalError(fmt::format("kernel {}: {} runtime extent arguments for {} extents", k.name,
+                                    step.runtime_extents.size(), k.runtime_extents.size()));
+  }
+  for (uint64_t slot : step.runtime_extents) scratch.pointers.push_back(std::bit_cast<void*>(slot));
+  return l;
+}
+
+// args[i] = &pointers[i], once the pointers are all in place (the vector no longer grows).
+void point_args(RunScratch& scratch) {
+  scratch.args.resize(scratch.pointers.size());
+  for (size_t i = 0; i < scratch.pointers.size(); ++i) scratch.args[i] = &scratch.pointers[i];
+}
+
+// Gives each output of `step` its buffer: the caller's (direct) or a new one of the pool.
+void allocate_outputs(const Step& step, const ir::Graph& g, RunScratch& scratch, Device& device,
+                      bool poison) {
+  for (NodeId id : step.region->outputs) {
+    auto& buf = scratch.values[static_cast<size_t>(id)];
+    const auto& direct = scratch.direct[static_cast<size_t>(id)];
+    buf = direct ? direct : device.allocate(byte_size(g.node(id)));
+    if (poison) FUSEJIT_CUDA(cudaMemsetAsync(buf->data(), 0xFF, buf->bytes(), device.stream()));
+  }
+}
+
+// One strided-batched cuBLASLt call per outer batch index (jit/libs/gemm_call.h); C is laid out as D.
+void run_gemm(const GemmCall& c, const RunScratch& scratch, Blas& blas) {
+  auto ptr = [&](NodeId id) -> char* {
+    const auto& buf = scratch.values[static_cast<size_t>(id)];
+    if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
+    return static_cast<char*>(buf->data());
+  };
+  const int64_t elem = dtype_size(c.problem.dtype);
+  const void* bias = c.bias >= 0 ? ptr(c.bias) : nullptr;
+  const char* residual = c.residual >= 0 ? ptr(c.residual) : nullptr;
+  const char* a = ptr(c.a);
+  const char* b = ptr(c.b);
+  char* d = ptr(c.d);
+  for (const GemmOffsets& o : c.calls) {
+    blas.gemm(c.problem, a + o.a * elem, b + o.b * elem, bias,
+              residual ? residual + o.d * elem : nullptr, d + o.d * elem);
+  }
+}
+
+void record_event(const RunOptions& options, size_t step, bool stop, cudaStream_t stream) {
+  if (!options.step_events) return;
+  const auto& pair = (*options.step_events)[step];
+  FUSEJIT_CUDA(cudaEventRecord(stop ? pair.second : pair.first, stream));
+}
+
+// An NVTX range for the host-side launch of a step (Nsight Systems shows it on the CPU
+// timeline and projects it onto the GPU work it launched; Nsight Compute names kernels by it).
+// Without a tool attached, NVTX3's calls are a no-op through a pointer (a few nanoseconds).
+struct NvtxRange {
+  explicit NvtxRange(const std::string& name) { nvtxRangePushA(name.c_str()); }
+  ~NvtxRange() { nvtxRangePop(); }
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
+
+// The steps one at a time, each intermediate released after its last reader.
+void run_steps(const Executable& exe, Device& device, Blas& blas, const RunOptions& options,
+               RunScratch& scratch) {
+  const ir::Graph& g = exe.plan.graph;
+  const Driver& drv = device.driver();
+  for (size_t s = 0; s < exe.steps.size(); ++s) {
+    const Step& step = exe.steps[s];
+    allocate_outputs(step, g, scratch, device, options.poison_outputs);
+    const NvtxRange range(step.range);
+    record_event(options, s, false, device.stream());
+    if (step.kernel) {
+      scratch.pointers.clear();
+      const KernelLaunch l = prepare_launch(step, scratch, device.info().sm_count);
+      point_args(scratch);
+      FUSEJIT_DRIVER(drv, launch_kernel, l.function, l.grid, 1, 1, l.block, 1, 1, l.shared_bytes,
+                     device.stream(), scratch.args.data(), nullptr);
+    } else if (step.attention) {
+      run_attention_call(*step.attention, device, [&](NodeId id) {
+        const auto& buf = scratch.values[static_cast<size_t>(id)];
+        if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
+        return buf->data();
+      });
+    } else {
+      run_gemm(step.gemm, scratch, blas);
+    }
+    record_event(options, s, true, device.stream());
+    for (NodeId id : step.release) scratch.values[static_cast<size_t>(id)].reset();
+  }
+}
+
+bool replays_as_graph(const Executable& exe, const RunOptions& options) {
+  return options.graph_min_launches > 0 && !options.step_events && !options.poison_outputs &&
+         exe.kernel_steps == exe.steps.size() &&
+         exe.kernel_steps >= static_cast<size_t>(options.graph_min_launches) &&
+         exe.output_bytes <= kGraphMaxBytes;
+}
+
+// Every step's buffers first, then the whole plan as one graph launch; the intermediates are
+// released (stream-ordered, after the graph) when the run ends.
+void run_graph(const Executable& exe, Device& device, const RunOptions& options,
+               RunScratch& scratch) {
+  const ir::Graph& g = exe.plan.graph;
+  scratch.pointers.clear();
+  scratch.pointers.reserve(exe.kernel_params);
+  scratch.launches.clear();
+  for (const Step& step : exe.steps) {
+    allocate_outputs(step, g, scratch, device, false);
+    scratch.launches.push_back(prepare_launch(step, scratch, device.info().sm_count));
+  }
+  point_args(scratch);
+  const NvtxRange range(exe.graph_range);
+  if (!exe.graph) {
+    exe.graph = std::make_unique<GraphReplay>(device.driver(), scratch.launches, scratch.pointers,
+                                              scratch.args.data());
+  }
+  exe.graph->launch(device.driver(), scratch.launches, scratch.pointers, scratch.args.data(),
+                    device.stream());
+  if (options.graph_launches) ++*options.graph_launches;
+}
+
+void create_events(const Executable& exe, const RunOptions& options) {
+  if (!options.step_events) return;
+  auto& events = *options.step_events;
+  while (events.size() < exe.steps.size()) {
+    cudaEvent_t start, stop;
+    FUSEJIT_CUDA(cudaEventCreate(&start));
+    FUSEJIT_CUDA(cudaEventCreate(&stop));
+    events.emplace_back(start, stop);
+  }
+}
+
+// Empties the scratch's buffer lists however the run ends, keeping their capacity.
+struct ScratchRelease {
+  RunScratch& scratch;
+  ~ScratchRelease() {
+    scratch.values.clear();
+    scratch.direct.clear();
+  }
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
+    const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+    Device& device, Blas& blas, const RunOptions& options) {
+  const ir::Graph& g = exe.plan.graph;
+  const std::vector<NodeId>& input_ids = g.inputs();
+  if (input_ids.size() != inputs.size()) {
+    throw InternalError(fmt::format("executable has {} inputs, {} bound", input_ids.size(),
+                                    inputs.size()));
+  }
+  RunScratch own;
+  RunScratch& scratch = options.scratch ? *options.scratch : own;
+  const ScratchRelease release{scratch};
+  scratch.values.assign(g.size(), nullptr);
+  scratch.direct.assign(g.size(), nullptr);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    scratch.values[static_cast<size_t>(input_ids[k])] = inputs[k];
+  }
+  if (options.outputs) direct_outputs(g, inputs, *options.outputs, scratch.direct);
+  create_events(exe, options);
+  if (replays_as_graph(exe, options)) {
+    run_graph(exe, device, options, scratch);
+  } else {
+    run_steps(exe, device, blas, options, scratch);
+  }
+  return collect_outputs(g, scratch.values, options, device);
+}
+
+int64_t step_bytes(const Executable& exe, const Step& step) {
+  const ir::Graph& g = exe.plan.graph;
+  int64_t bytes = 0;
+  for (NodeId id : step.region->inputs) bytes += static_cast<int64_t>(byte_size(g.node(id)));
+  for (NodeId id : step.region->outputs) bytes += static_cast<int64_t>(byte_size(g.node(id)));
+  return bytes;
+}
+
+double step_flops(const Step& step) {
+  if (step.kernel || step.attention) return 0.0;
+  const GemmProblem& p = step.gemm.problem;
+  return 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) *
+         static_cast<double>(p.batch) * static_cast<double>(step.gemm.calls.size());
+}
+
+std::string step_label(const Executable& exe, const Step& step) {
+  (void)exe;
+  if (step.kernel) return step.kernel->kernel.name;
+  if (step.attention) return step.attention->label;
+  return gemm_call_label(step.gemm);
+}
+
+}  // namespace fusejit::jit

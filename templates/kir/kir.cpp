@@ -1,0 +1,493 @@
+// templates/kir: building, walking, checking and printing the kernel IR; see kir.h.
+#include "templates/kir/kir.h"
+
+#include <cctype>
+#include <set>
+
+#include <fmt/ranges.h>
+
+#include "fusejit/error.h"
+
+namespace fusejit::templates::kir {
+
+namespace {
+
+ExprP make(ExprKind kind, std::string text, std::vector<ExprP> args) {
+  auto e = std::make_shared<Expr>();
+  e->kind = kind;
+  e->text = std::move(text);
+  e->args = std::move(args);
+  return e;
+}
+
+Stmt stmt(StmtKind kind) {
+  Stmt s;
+  s.kind = kind;
+  return s;
+}
+
+}  // namespace
+
+ExprP var(std::string name) { return make(ExprKind::var, std::move(name), {}); }
+ExprP lit(std::string text) { return make(ExprKind::lit, std::move(text), {}); }
+ExprP lit(int64_t value) { return lit(std::to_string(value)); }
+ExprP call(std::string fn, std::vector<ExprP> args) {
+  return make(ExprKind::call, std::move(fn), std::move(args));
+}
+ExprP infix(ExprP lhs, std::string op, ExprP rhs) {
+  return make(ExprKind::infix, std::move(op), {std::move(lhs), std::move(rhs)});
+}
+ExprP prefix(std::string op, ExprP e) {
+  return make(ExprKind::prefix, std::move(op), {std::move(e)});
+}
+ExprP select(ExprP cond, ExprP then, ExprP otherwise) {
+  return make(ExprKind::select, {}, {std::move(cond), std::move(then), std::move(otherwise)});
+}
+ExprP group(ExprP e) { return make(ExprKind::group, {}, {std::move(e)}); }
+ExprP subscript(ExprP array, ExprP index) {
+  return make(ExprKind::subscript, {}, {std::move(array), std::move(index)});
+}
+ExprP cast(std::string type, ExprP value) {
+  return make(ExprKind::cast, std::move(type), {std::move(value)});
+}
+ExprP offset(const Index& at, bool lane0) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::offset;
+  e->at = at;
+  e->lane0 = lane0;
+  return e;
+}
+ExprP extent(int64_t n) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::extent;
+  e->number = n;
+  return e;
+}
+
+ExprP member(ExprP object, std::string field) {
+  return make(ExprKind::member, std::move(field), {std::move(object)});
+}
+ExprP add(ExprP a, ExprP b) { return infix(std::move(a), "+", std::move(b)); }
+ExprP mul(ExprP a, ExprP b) { return infix(std::move(a), "*", std::move(b)); }
+ExprP lt(ExprP a, ExprP b) { return infix(std::move(a), "<", std::move(b)); }
+
+// ---- Block ----
+
+ExprP Block::let(std::string type, std::string name, ExprP value, std::string comment) {
+  Stmt s = stmt(StmtKind::let);
+  s.type = std::move(type);
+  s.name = std::move(name);
+  s.is_const = true;
+  s.value = std::move(value);
+  s.text = std::move(comment);
+  stmts.push_back(std::move(s));
+  return var(stmts.back().name);
+}
+
+ExprP Block::let_mut(std::string type, std::string name, ExprP value) {
+  Stmt s = stmt(StmtKind::let);
+  s.type = std::move(type);
+  s.name = std::move(name);
+  s.value = std::move(value);
+  stmts.push_back(std::move(s));
+  return var(stmts.back().name);
+}
+
+ExprP Block::array(std::string type, std::string name, int64_t length) {
+  return array(std::move(type), std::move(name), std::vector<int64_t>{length});
+}
+
+ExprP Block::array(std::string type, std::string name, std::vector<int64_t> dims) {
+  Stmt s = stmt(StmtKind::array);
+  s.type = std::move(type);
+  s.name = std::move(name);
+  s.dims = std::move(dims);
+  stmts.push_back(std::move(s));
+  return var(stmts.back().name);
+}
+
+void Block::assign(ExprP target, ExprP value, std::string op) {
+  Stmt s = stmt(StmtKind::assign);
+  s.target = std::move(target);
+  s.value = std::move(value);
+  s.op = std::move(op);
+  stmts.push_back(std::move(s));
+}
+
+void Block::eval(ExprP value, std::string comment) {
+  Stmt s = stmt(StmtKind::eval);
+  s.value = std::move(value);
+  s.text = std::move(comment);
+  stmts.push_back(std::move(s));
+}
+
+Block& Block::loop(std::string type, std::string name, ExprP init, ExprP bound, ExprP step,
+                   int unroll) {
+  Stmt s = stmt(StmtKind::loop);
+  s.type = std::move(type);
+  s.name = std::move(name);
+  s.init = std::move(init);
+  s.bound = std::move(bound);
+  s.step = std::move(step);
+  s.unroll = unroll;
+  s.body = std::make_shared<Block>();
+  stmts.push_back(std::move(s));
+  return *stmts.back().body;
+}
+
+Block& Block::branch(ExprP cond) {
+  Stmt s = stmt(StmtKind::branch);
+  s.value = std::move(cond);
+  s.body = std::make_shared<Block>();
+  stmts.push_back(std::move(s));
+  return *stmts.back().body;
+}
+
+void Block::blank() { stmts.push_back(stmt(StmtKind::blank)); }
+
+void Block::jump(std::string what) {
+  Stmt s = stmt(StmtKind::jump);
+  s.text = std::move(what);
+  stmts.push_back(std::move(s));
+}
+
+void Block::splice(const Block& other) {
+  stmts.insert(stmts.end(), other.stmts.begin(), other.stmts.end());
+}
+
+// ---- uses ----
+
+bool uses(const ExprP& e, std::string_view name) {
+  if (!e) return false;
+  switch (e->kind) {
+    case ExprKind::var:
+      return e->text == name;
+    case ExprKind::lit:
+    case ExprKind::extent:
+      return false;
+    case ExprKind::offset:
+      for (const std::string& v : variables(e->at, e->lane0)) {
+        if (v == name) return true;
+      }
+      return false;
+    default:
+      for (const ExprP& a : e->args) {
+        if (uses(a, name)) return true;
+      }
+      return false;
+  }
+}
+
+bool uses(const Stmt& s, std::string_view name) {
+  for (const ExprP* e : {&s.value, &s.target, &s.init, &s.bound, &s.step}) {
+    if (uses(*e, name)) return true;
+  }
+  return s.body && uses(*s.body, name);
+}
+
+bool uses(const Block& b, std::string_view name) {
+  for (const Stmt& s : b.stmts) {
+    if (uses(s, name)) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// Removes the let of `name` from `b` or a block nested in it; true when it found it.
+bool erase_let(Block& b, std::string_view name) {
+  for (auto it = b.stmts.begin(); it != b.stmts.end(); ++it) {
+    if (it->kind == StmtKind::let && it->name == name) {
+      b.stmts.erase(it);
+      return true;
+    }
+    if (it->body && erase_let(*it->body, name)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool drop_if_unused(Block& b, std::string_view name) {
+  return !uses(b, name) && erase_let(b, name);
+}
+
+// ---- verify ----
+
+namespace {
+
+bool is_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Identifiers spelled in a piece of C text.
+std::set<std::string> identifiers(std::string_view text) {
+  std::set<std::string> out;
+  for (size_t i = 0; i < text.size();) {
+    if (is_ident(text[i]) && !std::isdigit(static_cast<unsigned char>(text[i]))) {
+      size_t j = i;
+      while (j < text.size() && is_ident(text[j])) ++j;
+      if (i == 0 || text[i - 1] != '.') out.emplace(text.substr(i, j - i));  // not a member
+      i = j;
+    } else {
+      // Skip numbers whole (0x1p+0f is one literal, not the identifier p).
+      if (std::isdigit(static_cast<unsigned char>(text[i]))) {
+        while (i < text.size() && (is_ident(text[i]) || text[i] == '.' ||
+                                   ((text[i] == '+' || text[i] == '-') && i > 0 &&
+                                    (text[i - 1] == 'p' || text[i - 1] == 'P')))) {
+          ++i;
+        }
+      } else {
+        ++i;
+      }
+    }
+  }
+  return out;
+}
+
+class Verifier {
+ public:
+  explicit Verifier(const Function& f) : f_(f) {
+    for (const Param& p : f.params) declared_.push_back(p.name);
+    collect_names(f.head);
+    collect_names(f.body);
+  }
+
+  void block(const Block& b) {
+    const size_t mark = declared_.size();
+    for (const Stmt& s : b.stmts) stmt(s);
+    declared_.resize(mark);
+  }
+
+  // The head's declarations are visible in the body.
+  void function() {
+    for (const Stmt& s : f_.head.stmts) stmt(s);
+    block(f_.body);
+  }
+
+ private:
+  // Every name any statement declares (a literal must not spell one of them).
+  void collect_names(const Block& b) {
+    for (const Stmt& s : b.stmts) {
+      if (!s.name.empty()) all_names_.insert(s.name);
+      if (s.body) collect_names(*s.body);
+    }
+    for (const Param& p : f_.params) all_names_.insert(p.name);
+  }
+
+  void stmt(const Stmt& s) {
+    switch (s.kind) {
+      case StmtKind::let:
+      case StmtKind::array:
+        expr(s.value);
+        declared_.push_back(s.name);
+        return;
+      case StmtKind::loop: {
+        expr(s.init);
+        const size_t mark = declared_.size();
+        declared_.push_back(s.name);
+        expr(s.bound);
+        expr(s.step);
+        block(*s.body);
+        declared_.resize(mark);
+        return;
+      }
+      case StmtKind::branch:
+        expr(s.value);
+        block(*s.body);
+        return;
+      default:
+        expr(s.target);
+        expr(s.value);
+        return;
+    }
+  }
+
+  void expr(const ExprP& e) {
+    if (!e) return;
+    switch (e->kind) {
+      case ExprKind::var:
+        need(e->text);
+        return;
+      case ExprKind::offset:
+        for (const std::string& v : variables(e->at, e->lane0)) need(v);
+        return;
+      case ExprKind::lit:
+      case ExprKind::call:
+      case ExprKind::cast:
+        for (const std::string& id : identifiers(e->text)) {
+          if (all_names_.count(id) != 0) {
+            throw InternalError(fmt::format(
+                "kernel IR of {}: the text `{}` spells the variable {} (use a var node)", f_.name,
+                e->text, id));
+          }
+        }
+        break;
+      default:
+        break;
+    }
+    for (const ExprP& a : e->args) expr(a);
+  }
+
+  void need(const std::string& name) {
+    for (const std::string& d : declared_) {
+      if (d == name) return;
+    }
+    throw InternalError(
+        fmt::format("kernel IR of {}: {} is read where it is not declared", f_.name, name));
+  }
+
+  const Function& f_;
+  std::vector<std::string> declared_;
+  std::set<std::string> all_names_;
+};
+
+}  // namespace
+
+void verify(const Function& f) {
+  Verifier v(f);
+  v.function();
+}
+
+// ---- printing ----
+
+std::string print(const ExprP& e, RuntimeExtents* runtime) {
+  if (!e) throw InternalError("kernel IR: printing an empty expression");
+  switch (e->kind) {
+    case ExprKind::var:
+    case ExprKind::lit:
+      return e->text;
+    case ExprKind::call: {
+      std::string s = e->text + "(";
+      for (size_t i = 0; i < e->args.size(); ++i) {
+        if (i) s += ", ";
+        s += print(e->args[i], runtime);
+      }
+      return s + ")";
+    }
+    case ExprKind::infix:
+      return fmt::format("{} {} {}", print(e->args[0], runtime), e->text,
+                         print(e->args[1], runtime));
+    case ExprKind::prefix:
+      return e->text + print(e->args[0], runtime);
+    case ExprKind::select:
+      return fmt::format("{} ? {} : {}", print(e->args[0], runtime), print(e->args[1], runtime),
+                         print(e->args[2], runtime));
+    case ExprKind::group:
+      return fmt::format("({})", print(e->args[0], runtime));
+    case ExprKind::subscript:
+      return fmt::format("{}[{}]", print(e->args[0], runtime), print(e->args[1], runtime));
+    case ExprKind::cast:
+      return fmt::format("({}){}", e->text, print(e->args[0], runtime));
+    case ExprKind::offset:
+      return templates::offset(e->at, e->lane0, runtime);
+    case ExprKind::extent:
+      return runtime != nullptr && runtime->runtime(e->number)
+                 ? fmt::format("fj_e{}", runtime->argument(e->number))
+                 : std::to_string(e->number);
+    case ExprKind::member:
+      return fmt::format("{}.{}", print(e->args[0], runtime), e->text);
+  }
+  throw InternalError("kernel IR: unknown expression kind");
+}
+
+namespace {
+
+class Printer {
+ public:
+  explicit Printer(RuntimeExtents* runtime) : runtime_(runtime) {}
+  void block(const Block& b, int level) {
+    for (const Stmt& s : b.stmts) stmt(s, level);
+  }
+  void line(int level, const std::string& text) {
+    if (!text.empty()) out_.append(static_cast<size_t>(2 * level), ' ').append(text);
+    out_.push_back('\n');
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  static std::string trailing(const std::string& comment) {
+    return comment.empty() ? std::string() : "  // " + comment;
+  }
+
+  void stmt(const Stmt& s, int level) {
+    switch (s.kind) {
+      case StmtKind::let: {
+        std::string t = (s.is_const ? "const " : "") + s.type + " " + s.name;
+        if (s.value) t += " = " + print(s.value);
+        line(level, t + ";" + trailing(s.text));
+        return;
+      }
+      case StmtKind::array:
+        line(level, fmt::format("{} {}[{}];", s.type, s.name, fmt::join(s.dims, "][")));
+        return;
+      case StmtKind::assign:
+        line(level, fmt::format("{} {} {};", print(s.target), s.op, print(s.value)));
+        return;
+      case StmtKind::eval:
+        line(level, print(s.value) + ";" + trailing(s.text));
+        return;
+      case StmtKind::loop: {
+        if (s.unroll == 1) line(level, "#pragma unroll");
+        if (s.unroll > 1) line(level, fmt::format("#pragma unroll {}", s.unroll));
+        const std::string step =
+            s.step ? fmt::format("{} += {}", s.name, print(s.step)) : "++" + s.name;
+        line(level, fmt::format("for ({} {} = {}; {} < {}; {}) {{", s.type, s.name, print(s.init),
+                                s.name, print(s.bound), step));
+        block(*s.body, level + 1);
+        line(level, "}");
+        return;
+      }
+      case StmtKind::branch:
+        line(level, fmt::format("if ({}) {{", print(s.value)));
+        block(*s.body, level + 1);
+        line(level, "}");
+        return;
+      case StmtKind::jump:
+        line(level, s.text + ";");
+        return;
+      case StmtKind::comment:
+        line(level, "// " + s.text);
+        return;
+      case StmtKind::blank:
+        line(0, "");
+        return;
+    }
+  }
+
+  std::string print(const ExprP& e) { return kir::print(e, runtime_); }
+
+  RuntimeExtents* runtime_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string print(const Function& f, RuntimeExtents* runtime) {
+  Printer p(runtime);
+  p.block(f.head, 0);
+  std::string bounds =
+      f.min_blocks > 0 ? fmt::format("{}, {}", f.block, f.min_blocks) : fmt::format("{}", f.block);
+  if (f.min_blocks > 0 && !f.relaxed_min_blocks.empty()) {
+    p.line(0, "#ifndef FJ_MIN_BLOCKS");
+    p.line(0, fmt::format("#define FJ_MIN_BLOCKS {}", f.min_blocks));
+    p.line(0, "#endif");
+    bounds = fmt::format("{}, FJ_MIN_BLOCKS", f.block);
+  }
+  const std::string cluster =
+      f.cluster > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", f.cluster) : std::string();
+  p.line(0, fmt::format("extern \"C\" __global__ void {}__launch_bounds__({}) {}(", cluster,
+                        bounds, f.name));
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    const Param& q = f.params[i];
+    const std::string sep = i + 1 < f.params.size() ? "," : ") {";
+    const std::string decl =
+        q.pointer ? fmt::format("{}{}* __restrict__ {}", q.is_const ? "const " : "", q.type, q.name)
+                  : fmt::format("{} {}", q.type, q.name);
+    p.line(0, fmt::format("    {}{}{}", decl, sep, q.comment.empty() ? "" : "  // " + q.comment));
+  }
+  if (f.params.empty()) p.line(0, "    ) {");
+  p.block(f.body, 1);
+  p.line(0, "}");
+  return p.take();
+}
+
+}  // namespace fusejit::templates::kir

@@ -1,0 +1,182 @@
+// templates/kir: the kernel IR. Templates decide a kernel's structure on it (its loops, its
+// loads and stores, its reductions and declarations) and the printer turns it into CUDA C; no
+// template writes C text of its own.
+//
+// A kernel is a Function: a signature and a Block of statements. Statements declare, assign,
+// call, loop and branch; expressions are trees of variables, literals, calls, operators,
+// subscripts, fields, casts and element offsets (a symbolic Index from templates/kir/index.h,
+// printed as its row-major offset). Because every variable a statement reads is a node of its
+// expressions, questions such as "does this loop body read `k`?" are answered by walking the
+// tree (uses()), never by searching printed text, and verify() checks that every variable is
+// declared before it is read.
+//
+// Printing is mechanical: an operator node prints as `a op b` and only group() adds
+// parentheses, so a tree prints exactly as built.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "templates/kir/index.h"
+
+namespace fusejit::templates::kir {
+
+enum class ExprKind {
+  var,        // a kernel variable (declared by a statement, a loop or a parameter)
+  lit,        // text that names no kernel variable: a literal, threadIdx.x, a type name
+  call,       // text(args...): a function, possibly with template arguments in `text`
+  infix,      // args[0] text args[1]
+  prefix,     // text args[0]: &x, *p, !c, -x
+  select,     // args[0] ? args[1] : args[2]
+  group,      // (args[0])
+  subscript,  // args[0][args[1]]
+  cast,       // (text)args[0]
+  offset,     // the row-major offset of `at` (lane-0 variable of the lane root when lane0)
+  member,     // args[0].text: a field of a struct value
+  extent,     // a count that a dynamic kernel may take at launch: `number`, or its argument
+};
+
+struct Expr;
+using ExprP = std::shared_ptr<const Expr>;
+
+struct Expr {
+  ExprKind kind = ExprKind::lit;
+  std::string text;
+  std::vector<ExprP> args;
+  Index at;            // offset only
+  bool lane0 = false;  // offset only
+  int64_t number = 0;  // extent only
+};
+
+ExprP var(std::string name);
+ExprP lit(std::string text);
+ExprP lit(int64_t value);
+ExprP call(std::string fn, std::vector<ExprP> args);
+ExprP infix(ExprP lhs, std::string op, ExprP rhs);
+ExprP prefix(std::string op, ExprP e);
+ExprP select(ExprP cond, ExprP then, ExprP otherwise);
+ExprP group(ExprP e);
+ExprP subscript(ExprP array, ExprP index);
+ExprP cast(std::string type, ExprP value);
+ExprP offset(const Index& at, bool lane0 = false);
+ExprP member(ExprP object, std::string field);
+// A count (a loop bound, a row length, a mean's divisor) that prints as itself, or in a dynamic
+// kernel, where it stands for a runtime extent, as that extent's argument fj_e<k>.
+ExprP extent(int64_t n);
+// `a + b`, `a * b`, ... (shorthands of infix)
+ExprP add(ExprP a, ExprP b);
+ExprP mul(ExprP a, ExprP b);
+ExprP lt(ExprP a, ExprP b);
+
+enum class StmtKind {
+  let,      // [const ]type name[ = value];            (declaration of a scalar)
+  array,    // [qualifiers ]type name[length];          (declaration of an array)
+  assign,   // target op value;                         (op: "=", "+=", ...)
+  eval,     // value;                                   (a call for its effect)
+  loop,     // for (type name = init; cond; step) { body }
+  branch,   // if (cond) { body }
+  jump,     // text;  (continue, break, return)
+  comment,  // // text
+  blank,    // an empty line
+};
+
+struct Block;
+using BlockP = std::shared_ptr<Block>;
+
+struct Stmt {
+  StmtKind kind = StmtKind::comment;
+  std::string type;       // let, array, loop: the C type (with qualifiers such as __shared__)
+  std::string name;       // let, array, loop: the variable declared
+  bool is_const = false;  // let: `const`
+  ExprP value;            // let: initializer (may be null); assign, eval: value; branch: condition
+  ExprP target;           // assign: what is assigned
+  std::string op;         // assign: "=", "+=", ...
+  std::vector<int64_t> dims;  // array: the length of each dimension
+  ExprP init, bound;          // loop: `name = init; name < bound`
+  ExprP step;                 // loop: `name += step`, or `++name` when null
+  int unroll = 0;             // loop: 1 puts `#pragma unroll` before it, n > 1 `#pragma unroll n`
+  std::string text;           // comment; let, assign, eval: a trailing comment
+  BlockP body;                // loop, branch
+};
+
+// A sequence of statements, built front to back. Nested blocks (loop and branch bodies) are
+// returned by reference and stay valid while more statements are added.
+struct Block {
+  std::vector<Stmt> stmts;
+
+  // const type name = value;  (or `type name = value;` / `type name;` with let_mut)
+  ExprP let(std::string type, std::string name, ExprP value, std::string comment = {});
+  ExprP let_mut(std::string type, std::string name, ExprP value = nullptr);
+  ExprP array(std::string type, std::string name, int64_t length);
+  ExprP array(std::string type, std::string name, std::vector<int64_t> dims);  // name[d0][d1]..
+  void assign(ExprP target, ExprP value, std::string op = "=");
+  void eval(ExprP value, std::string comment = {});
+  // for (type name = init; name < bound; name += step) or ++name when step is null.
+  Block& loop(std::string type, std::string name, ExprP init, ExprP bound, ExprP step = nullptr,
+              int unroll = 0);
+  Block& branch(ExprP cond);
+  template <class... Args>
+  void comment(fmt::format_string<Args...> f, Args&&... args) {
+    Stmt s;
+    s.kind = StmtKind::comment;
+    s.text = fmt::format(f, std::forward<Args>(args)...);
+    stmts.push_back(std::move(s));
+  }
+  void blank();
+  void jump(std::string what);  // continue, break, return
+  // Appends another block's statements.
+  void splice(const Block& other);
+  bool empty() const { return stmts.empty(); }
+};
+
+// A kernel parameter: `const T* __restrict__ name  // comment` (or without const for outputs),
+// or a scalar `T name  // comment`.
+struct Param {
+  std::string type;  // element type (a scalar's type)
+  std::string name;
+  bool is_const = true;
+  std::string comment;
+  bool pointer = true;
+};
+
+struct Function {
+  Block head;        // before the signature, at module scope: comments and __device__ scratch
+  std::string name;  // the kernel's name (a placeholder until generate names it)
+  int block = 256;   // __launch_bounds__(block[, min_blocks])
+  int min_blocks = 0;
+  // Not empty: min_blocks is asked for through the macro FJ_MIN_BLOCKS, which jit::compile
+  // defines to each of these in turn, fewer each time, while ptxas would spill to fit
+  // (Kernel::relaxed_min_blocks).
+  std::vector<int> relaxed_min_blocks;
+  int cluster = 1;   // > 1: __cluster_dims__(cluster, 1, 1), blocks per thread-block cluster
+  std::vector<Param> params;
+  Block body;
+};
+
+// Whether an expression, a statement or a block reads the variable `name` (an offset reads
+// the roots of its index, or their lane-0 variables).
+bool uses(const ExprP& e, std::string_view name);
+bool uses(const Stmt& s, std::string_view name);
+bool uses(const Block& b, std::string_view name);
+
+// Removes the declaration (a let) of `name` from `b` or a block nested in it when no statement
+// of `b` reads it, so that a value computed for readers that never came prints nothing; true
+// when it removed one.
+bool drop_if_unused(Block& b, std::string_view name);
+
+// Checks that every variable read is declared before, in an enclosing block or as a
+// parameter, and that no literal spells a declared variable's name; throws InternalError
+// naming the first violation.
+void verify(const Function& f);
+
+// C text. With `runtime` (a dynamic kernel), offsets and extents print the numbers that stand
+// for runtime extents as the kernel's arguments (templates/kir/fastdiv.h), registering them while it collects.
+std::string print(const ExprP& e, RuntimeExtents* runtime = nullptr);
+std::string print(const Function& f, RuntimeExtents* runtime = nullptr);
+
+}  // namespace fusejit::templates::kir

@@ -1,0 +1,194 @@
+// templates/pointwise: the kernel of a pointwise region.
+//
+// Structure: the outputs are grouped by element count; each group is one sweep, a grid-stride
+// loop over vectors of V consecutive output elements (V = 16 bytes of the narrowest buffer),
+// then a scalar tail for the last count % V elements (a dynamic kernel's V divides every count
+// instead). Per vector:
+//   prelude   loads shared by the V lanes: 16-byte vector loads of every input whose offset
+//             moves by one per lane, scalar loads of inputs broadcast across the lanes;
+//   lane loop (unrolled) evaluates the expression DAG per element (views are index
+//             arithmetic; inputs with any other access pattern, such as a transpose, are
+//             loaded per lane) and collects each output's lanes;
+//   stores    one 16-byte (vector) store per output.
+// Regions that read an input through a transposition go to templates/schedulers/transpose.cpp instead
+// when its conditions hold.
+// Math: each node as the reference defines it, f16/bf16 computed in f32 and rounded to the
+// node's dtype, integers wrapping.
+#include <map>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+#include "ir/shape.h"
+#include "templates/builders.h"
+
+namespace fusejit::templates {
+
+kir::ExprP LaneLoads::load(ir::NodeId id, const Index& at) {
+  const ir::Node& n = info_.node(id);
+  const DTypeCode& code = dtype_code(n.dtype);
+  const kir::ExprP param = kir::var(info_.input_param(id));
+  const Lane how = v_ == 1 ? Lane::other : lane(at);
+  if (how == Lane::unit) {
+    // One vector load before the lane loop; lanes pick their element.
+    const ValueKey key = value_key(id, at, Held::vector);
+    kir::ExprP array = outer_.find(key);
+    if (!array) {
+      array = prelude_.array(std::string(code.storage), fmt::format("r{}", arrays_++), v_);
+      prelude_.eval(kir::call("fj_load_vec", {array, kir::add(param, kir::offset(at, true))}));
+      outer_.memo[key] = array;
+    }
+    return body_.let(std::string(code.arith), fmt::format("x{}", arrays_++),
+                     apply(code.load, kir::subscript(array, kir::var("j"))));
+  }
+  if (how == Lane::none) {
+    const ValueKey key = value_key(id, at);
+    if (kir::ExprP hit = outer_.find(key)) return hit;
+    kir::ExprP var = prelude_.let(std::string(code.arith), fmt::format("h{}", arrays_++),
+                                  templates::load(info_, id, kir::offset(at, true)));
+    outer_.memo[key] = var;
+    return var;
+  }
+  return body_.let(std::string(code.arith), fmt::format("x{}", arrays_++),
+                   templates::load(info_, id, kir::offset(at)));
+}
+
+namespace {
+
+constexpr int kBlock = 256;
+
+struct Sweep {
+  int64_t count = 0;
+  std::vector<size_t> outputs;  // positions in region.outputs
+};
+
+// for (t = blockIdx.x * block + threadIdx.x; t < bound; t += gridDim.x * block)
+kir::Block& grid_stride_loop(kir::Block& out, const std::string& idx, kir::ExprP bound) {
+  return out.loop(idx, "t",
+                  kir::add(kir::mul(kir::cast(idx, kir::lit("blockIdx.x")), kir::lit(kBlock)),
+                           kir::cast(idx, kir::lit("threadIdx.x"))),
+                  std::move(bound), kir::mul(kir::cast(idx, kir::lit("gridDim.x")), kir::lit(kBlock)));
+}
+
+// Appends to `loop` the sweep's outputs at the linear position `at` (digits over the whole
+// sweep): the element i (declared before, v = 1), or the v lanes i0 + j (i0 declared before,
+// a multiple of v) through one vector load per contiguous input and one vector store per
+// output.
+void add_elements(kir::Block& loop, const RegionInfo& info, const Sweep& sweep, int v,
+                  const Digits& at) {
+  kir::Block prelude, body, stores;
+  ValueScope outer{&prelude, nullptr, {}};
+  ValueScope inner{&body, &outer, {}};
+
+  LaneLoads loads(info, v, prelude, body, outer);
+  Values values(info,
+                [&](ir::NodeId id, const Index& at, ValueScope&) { return loads.load(id, at); });
+
+  for (size_t k : sweep.outputs) {
+    const ir::NodeId id = info.region.outputs[k];
+    const ir::Node& n = info.node(id);
+    const kir::ExprP value = values.value(id, index_from_digits(at, n.shape), inner);
+    const kir::ExprP dst = kir::var(fmt::format("out{}", k));
+    if (v == 1) {
+      body.assign(kir::subscript(dst, kir::var("i")), apply(dtype_code(n.dtype).store, value));
+    } else {
+      vector_store(prelude, body, stores, n.dtype, fmt::format("s{}", k),
+                   kir::add(dst, kir::var("i0")), v, value);
+    }
+  }
+  if (v == 1) {
+    loop.splice(body);
+    return;
+  }
+  const std::string idx(info.index_type());
+  loop.splice(prelude);
+  kir::Block& lanes = loop.loop("int", "j", kir::lit(0), kir::lit(v), nullptr, 1);
+  if (kir::uses(body, "i")) lanes.let(idx, "i", kir::add(kir::var("i0"), kir::var("j")));
+  lanes.splice(body);
+  loop.splice(stores);
+}
+
+// Adds one sweep to `out`; returns its number of vectors (per outer unit, in a dynamic kernel).
+// Vector body and scalar tail: the first count / v * v elements in vectors of v lanes, the
+// last count % v (0 in a dynamic kernel, whose v divides every count) one per thread.
+int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, int v) {
+  const std::string idx(info.index_type());
+  const int64_t vectors = sweep.count / v;
+  const int64_t tail = sweep.count % v;
+  kir::Block& loop = grid_stride_loop(out, idx, outer_extent(info, vectors, "a sweep's vectors"));
+  if (v == 1) {
+    loop.let(idx, "i", kir::var("t"));
+    add_elements(loop, info, sweep, 1, {Digit{make_root("i", sweep.count), 1, sweep.count}});
+  } else {
+    loop.let(idx, "i0", kir::mul(kir::var("t"), kir::lit(v)));
+    // The lanes run below vectors * v only, which is the lane root's bound; the element index
+    // spans the whole sweep (a digit wider than its root's bound, which lane analysis allows).
+    const BasePtr lanes = make_lane_root("i", "i0", vectors * v, v);
+    add_elements(loop, info, sweep, v, {Digit{lanes, 1, sweep.count}});
+  }
+  if (tail != 0) {
+    if (info.dynamic()) throw InternalError("a dynamic pointwise sweep with a scalar tail");
+    kir::Block& rest = grid_stride_loop(out, idx, kir::lit(tail));
+    rest.let(idx, "i", kir::add(kir::lit(vectors * v), kir::var("t")));
+    add_elements(rest, info, sweep, 1, {Digit{make_root("i", sweep.count), 1, sweep.count}});
+  }
+  return info.per_outer(vectors, "a sweep's vectors");
+}
+
+}  // namespace
+
+KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options) {
+  const fusion::Region& region = info.region;
+  if (region.outputs.empty()) throw InternalError("pointwise region without outputs");
+  // A transposed read big enough to pay goes through shared-memory tiles; everything else
+  // (including what the tiled template cannot handle) is swept linearly here.
+  if (auto tiled = build_tiled_transpose(info, options)) {
+    if (info.dynamic()) throw NotSizeIndependent("the region reads through a tiled transpose");
+    return std::move(*tiled);
+  }
+  std::map<int64_t, Sweep> by_count;
+  std::vector<int64_t> order;
+  for (size_t k = 0; k < region.outputs.size(); ++k) {
+    const int64_t count = ir::numel(info.node(region.outputs[k]).shape);
+    if (by_count.count(count) == 0) order.push_back(count);
+    by_count[count].count = count;
+    by_count[count].outputs.push_back(k);
+  }
+
+  KernelBody kb;
+  kb.kind = "pointwise";
+  kb.block = kBlock;
+  kb.blocks_per_sm = info.target.blocks_per_sm(kBlock);
+  kb.waves = 0;  // nothing per block to amortize: one block per 256 vectors
+  // A static sweep takes the full vector width whatever its count (a scalar tail takes the
+  // rest), unless the count is below it. A dynamic kernel sweeps count = per_outer * outer
+  // elements for any outer: its vector width divides per_outer, so that it divides every such
+  // count and there is no tail.
+  std::vector<std::pair<int64_t, int>> plan;
+  for (int64_t count : order) {
+    const int64_t per_outer = info.per_outer(count, "an output's elements");
+    const int full = vector_width(info, options.vectorize, {});
+    const bool with_tail = !info.dynamic() && count >= full;
+    plan.emplace_back(count, with_tail ? full : vector_width(info, options.vectorize, {per_outer}));
+  }
+  kb.fn = kernel_function(info, kBlock);
+  for (const auto& [count, v] : plan) {
+    const int64_t tail = count % v;
+    kb.fn.head.comment("pointwise sweep over {} elements{}: {} per thread and iteration{}{}",
+                       info.per_outer(count, "an output's elements"),
+                       info.dynamic() ? " per outer unit" : "", v,
+                       v > 1 ? ", 16-byte vector accesses where contiguous" : "",
+                       tail > 0 ? fmt::format("; the last {} one per thread", tail) : "");
+  }
+  kb.fn.head.comment("{} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
+  int64_t items = 1;  // the longest sweep's vectors (per outer unit)
+  for (const auto& [count, v] : plan) {
+    items = std::max(items, add_sweep(kb.fn.body, info, by_count[count], v));
+  }
+  kb.items_per_outer = items;
+  kb.items_per_block = kBlock;
+  kb.work_blocks = ceil_div(items * std::max<int64_t>(info.outer, 1), kBlock);
+  return kb;
+}
+
+}  // namespace fusejit::templates
