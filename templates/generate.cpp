@@ -92,10 +92,25 @@ std::string_view device_source(std::string_view name) {
 
 namespace {
 
+// The kernel IR after each step, kept for FUSEJIT_DUMP=kir when the options ask for it.
+class KirSteps {
+ public:
+  explicit KirSteps(const CodegenOptions& options) : keep_(options.keep_kir) {}
+  void add(std::string_view step, const kir::Function& f) {
+    if (keep_) text_ += fmt::format("// ==== {} ====\n{}", step, kir::dump(f));
+  }
+  std::string take() { return std::move(text_); }
+
+ private:
+  bool keep_;
+  std::string text_;
+};
+
 KernelBody build_body(const RegionInfo& info, const CodegenOptions& options) {
   KernelBody body = info.region.kind == fusion::RegionKind::pointwise
                         ? build_pointwise(info, options)
                         : build_reduction(info, options);
+  kir::place_declarations(body.fn);
   kir::verify(body.fn);
   return body;
 }
@@ -125,7 +140,7 @@ Kernel assemble(const RegionInfo& info, const KernelBody& body,
   source += "\n";
   source += fmt::format("// {} region\n", body.kind);
   source += region_summary(info);
-  source += kir::print(body.fn, runtime);
+  source += kir::print(body.fn);
 
   const std::string name = fmt::format("fj_{}_{:016x}", body.kind, ir::fnv1a64(source));
   for (size_t pos = source.find(kKernelNameToken); pos != std::string::npos;
@@ -157,7 +172,14 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   }
   check_region(g, region);
   const RegionInfo info(g, region, options);
-  return assemble(info, build_body(info, options));
+  KernelBody body = build_body(info, options);
+  KirSteps steps(options);
+  steps.add("built", body.fn);
+  kir::lower_indices(body.fn);
+  steps.add("indices lowered", body.fn);
+  Kernel k = assemble(info, body);
+  k.kir = steps.take();
+  return k;
 }
 
 namespace {
@@ -405,17 +427,19 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
         "the {} kernel has no register path: its row length (if any) is fixed", at_a.kind));
   }
   std::vector<ir::DimTerms> runtime_extents, dividend_bounds;
+  KirSteps steps(options);
+  steps.add("built", at_a.fn);
+  kir::lower_indices(at_a.fn, runtime_a);  // numbers the runtime extents of each
+  kir::lower_indices(at_b.fn, runtime_b);
   if (runtime_a != nullptr) {
-    kir::print(at_a.fn, runtime_a);  // registers the runtime extents of each
-    kir::print(at_b.fn, runtime_b);
     if (auto reason = runtime_arguments(info_a, extents_a, extents_b, at_a, at_b,
                                         runtime_extents, dividend_bounds)) {
       return refuse(std::move(*reason));
     }
-    extents_a.collect = extents_b.collect = false;
+    kir::verify(at_a.fn);  // every fj_e<k> and fj_m<k> read is now a parameter
   }
-  const std::string text_a = kir::print(at_a.fn, runtime_a);
-  const std::string text_b = kir::print(at_b.fn, runtime_b);
+  const std::string text_a = kir::print(at_a.fn);
+  const std::string text_b = kir::print(at_b.fn);
   if (text_a != text_b) {
     return refuse("the kernel depends on the outer extent beyond its loop bounds: " +
                   first_difference(text_a, text_b));
@@ -424,7 +448,9 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
       at_a.items_per_block != at_b.items_per_block) {
     return refuse("the kernel's work per outer unit depends on the outer extent");
   }
+  steps.add("indices lowered (runtime extents as arguments)", at_a.fn);
   Kernel k = assemble(info_a, at_a, runtime_a);
+  k.kir = steps.take();
   k.dynamic = true;
   k.max_outer = sizes.outer_a;
   k.items_per_outer = at_a.items_per_outer;

@@ -47,6 +47,9 @@ inline constexpr std::string_view kKernelMarker = "// ==== kernel ====";
 struct Kernel {
   std::string name;    // e.g. "fj_pointwise_3f2a9c01d4e5b677": kind plus a hash of the source
   std::string source;  // complete CUDA C, compilable by NVRTC with no include path
+  // With CodegenOptions::keep_kir: the kernel IR after each lowering step (kir::dump), for
+  // FUSEJIT_DUMP=kir; empty otherwise.
+  std::string kir;
   // Parameters, in order: one pointer per region input, then one per region output (node ids of
   // the region's graph), then nothing else: shapes are constants in the source (but the outer
   // extent of a dynamic kernel, its trailing scalar argument; see the launch contract).
@@ -131,6 +134,9 @@ struct CodegenOptions {
   // one block cannot hold take a cluster. Off by default until it has been timed and checked on
   // a GPU; the tests generate and compile it for sm_90.
   bool stage_rows = false;
+  // Keep the kernel IR of each lowering step in Kernel::kir (FUSEJIT_DUMP=kir). Changes no
+  // kernel.
+  bool keep_kir = false;
 };
 
 // Generates the kernel of a pointwise, reduction or normalization region. Throws

@@ -318,7 +318,7 @@ void vector_store(kir::Block& decl, kir::Block& body, kir::Block& stores, DType 
   }
   const kir::ExprP a = decl.array(std::string(code.storage), array, v);
   body.assign(kir::subscript(a, j), apply(code.store, std::move(value)));
-  stores.eval(kir::call("fj_store_vec", {std::move(dst), a}));
+  stores.eval(kir::store_vec(std::move(dst), a));
 }
 
 }  // namespace fusejit::templates

@@ -29,7 +29,7 @@ values it takes):
   FUSEJIT_CACHE_MAX_MB  the disk cache's cap in MB (default 1024); least recently used go first
   FUSEJIT_ARCH          the arch to compile for (sm_90, ...); default the GPU's
   FUSEJIT_LOG           off, error, warn (default), info, debug, trace
-  FUSEJIT_DUMP          ir, plan, decisions, cuda, ptx, all (into FUSEJIT_DUMP_DIR)
+  FUSEJIT_DUMP          ir, plan, decisions, cuda, ptx, kir, all (into FUSEJIT_DUMP_DIR)
   FUSEJIT_DISABLE       fusion, epilogue, vectorize, passes, memo, dynamic, graphs
   FUSEJIT_NVRTC_OPTIONS more NVRTC options, from a list that cannot change results
   FUSEJIT_REQUIRE_WARM  1: a kernel missing from the cache is an error, not a compile

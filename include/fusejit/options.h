@@ -39,7 +39,8 @@ struct Options {
     bool decisions = false;
     bool cuda = false;
     bool ptx = false;
-    bool any() const { return ir || plan || decisions || cuda || ptx; }
+    bool kir = false;  // each kernel's kernel IR after each lowering step (<kernel>.kir)
+    bool any() const { return ir || plan || decisions || cuda || ptx || kir; }
   } dump;
   std::string dump_dir = "./fusejit_dump";            // FUSEJIT_DUMP_DIR
   LogLevel log_level = LogLevel::warn;                // FUSEJIT_LOG

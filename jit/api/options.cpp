@@ -49,14 +49,15 @@ bool parse_bool(std::string_view var, std::string_view value) {
 }
 
 void parse_dump(Options& o, std::string_view value) {
-  constexpr std::string_view kValid = "ir, plan, decisions, cuda, ptx, all (comma-separated)";
+  constexpr std::string_view kValid = "ir, plan, decisions, cuda, ptx, kir, all (comma-separated)";
   for (const std::string& item : split_list(value)) {
     if (item == "ir") o.dump.ir = true;
     else if (item == "plan") o.dump.plan = true;
     else if (item == "decisions") o.dump.decisions = true;
     else if (item == "cuda") o.dump.cuda = true;
     else if (item == "ptx") o.dump.ptx = true;
-    else if (item == "all") o.dump = {true, true, true, true, true};
+    else if (item == "kir") o.dump.kir = true;
+    else if (item == "all") o.dump = {true, true, true, true, true, true};
     else bad_value("FUSEJIT_DUMP", item, kValid);
   }
 }

@@ -197,7 +197,7 @@ std::optional<CompiledKernel> KernelCache::obtain(const templates::Kernel& k, st
 }
 
 void KernelCache::dump(const templates::Kernel& k, const CompiledKernel& c) {
-  if (!options_.dump.cuda && !options_.dump.ptx) return;
+  if (!options_.dump.cuda && !options_.dump.ptx && !options_.dump.kir) return;
   namespace fs = std::filesystem;
   const fs::path dir(options_.dump_dir);
   std::error_code ec;
@@ -213,6 +213,7 @@ void KernelCache::dump(const templates::Kernel& k, const CompiledKernel& c) {
   };
   if (options_.dump.cuda) write(k.name + ".cu", k.source);
   if (options_.dump.ptx) write(k.name + ".ptx", c.ptx);
+  if (options_.dump.kir && !k.kir.empty()) write(k.name + ".kir", k.kir);
 }
 
 }  // namespace fusejit::jit

@@ -1,5 +1,5 @@
-// fusejit device staging: rows copied into shared memory one row ahead (templates/schedulers/rowwise.cpp,
-// RowConfig::staged), pasted only into kernels that stage.
+// fusejit device staging: rows copied into shared memory one row ahead
+// (templates/schedulers/rowwise.cpp, RowConfig::staged), pasted only into kernels that stage.
 
 // N elements copied from global to shared memory without passing through registers (cp.async,
 // sm_80 on). The copy lands later; fj_stage_wait() waits for every copy this thread has issued. A thread reads back

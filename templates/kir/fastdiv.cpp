@@ -38,15 +38,11 @@ bool RuntimeExtents::runtime(int64_t n) const {
 int RuntimeExtents::argument(int64_t n) {
   const auto it = std::find(extents.begin(), extents.end(), n);
   if (it != extents.end()) return static_cast<int>(it - extents.begin());
-  if (!collect) {
-    throw InternalError(fmt::format("dynamic kernel: the runtime extent {} has no argument", n));
-  }
   extents.push_back(n);
   return static_cast<int>(extents.size()) - 1;
 }
 
 void RuntimeExtents::dividend_below(int64_t bound) {
-  if (!collect) return;
   if (std::find(dividend_bounds.begin(), dividend_bounds.end(), bound) == dividend_bounds.end()) {
     dividend_bounds.push_back(bound);
   }

@@ -16,10 +16,10 @@
 // n < 2^31. Hence the bound the host enforces: every dividend is at most kFastDivMaxDividend
 // (and the divisor at most kFastDivMaxDivisor); beyond it the size gets a kernel of its own.
 //
-// RuntimeExtents is what a dynamic kernel's index printer (index.h) needs to know about them:
-// which numbers of an instantiation stand for runtime extents, and which kernel argument holds
-// each. It does not own the symbols or the launch: see generate_dynamic (kernel.h) and
-// jit/runtime/dynamic.h.
+// RuntimeExtents is what lowering a dynamic kernel's indices (index.h, kir::lower_indices) needs to
+// know about them: which numbers of an instantiation stand for runtime extents, and which kernel
+// argument holds each. It does not own the symbols or the launch: see generate_dynamic (kernel.h)
+// and jit/runtime/dynamic.h.
 #pragma once
 
 #include <cstdint>
@@ -46,19 +46,18 @@ uint32_t fast_divide(uint32_t n, FastDivisor f);
 // The runtime extents of one instantiation of a dynamic region, as its kernel prints them.
 // A number of the index arithmetic stands for a runtime extent when one of the symbols' values
 // divides it: the caller makes the values distinct primes that divide no static extent, so a
-// number decodes to a unique static coefficient times powers of the symbols. Printing with
-// `collect` set registers every runtime extent met (argument k: `fj_e<k>` holds the extent,
-// `fj_m<k>` its FastDivisor) and the bound of every dividend divided by one; afterwards
-// (`collect` cleared) a number not registered is an internal error.
+// number decodes to a unique static coefficient times powers of the symbols. Lowering the
+// kernel's indices (kir::lower_indices) registers every runtime extent met (argument k:
+// `fj_e<k>` holds the extent, `fj_m<k>` its FastDivisor) and the bound of every dividend
+// divided by one.
 struct RuntimeExtents {
   std::vector<int64_t> symbols;          // the symbols' values at this instantiation
   std::vector<int64_t> extents;          // argument k's extent at this instantiation
   std::vector<int64_t> dividend_bounds;  // a runtime division's dividend is below each
-  bool collect = true;
 
   // Whether `n` stands for a runtime extent (a symbol's value divides it).
   bool runtime(int64_t n) const;
-  // The argument that holds `n` (registered while collecting).
+  // The argument that holds `n` (registered the first time).
   int argument(int64_t n);
   // A runtime division of a value below `bound`.
   void dividend_below(int64_t bound);

@@ -7,6 +7,7 @@
 
 #include "fusejit/error.h"
 #include "ir/shape.h"
+#include "templates/kir/kir.h"
 
 namespace fusejit::templates {
 
@@ -27,72 +28,69 @@ Digits normalize(const Digits& in) {
   return out;
 }
 
-std::string print_base(const Base& b, bool lane0, RuntimeExtents* rt);
+kir::ExprP base_expr(const Base& b, bool lane0, RuntimeExtents* rt);
+
+// A number of the index arithmetic: with `rt` (a dynamic kernel), one that stands for a runtime
+// extent is its argument fj_e<k>.
+kir::ExprP number(int64_t n, RuntimeExtents* rt) {
+  return rt != nullptr && rt->runtime(n) ? kir::var(fmt::format("fj_e{}", rt->argument(n)))
+                                         : kir::lit(n);
+}
 
 // "b / d % e" with the parts that are no-ops left out; `compound` tells whether it has an
 // operator (and needs parentheses before a multiplication). With `rt` (a dynamic kernel), a
 // divisor or extent that stands for a runtime extent divides by its argument (fj_fastdiv,
 // fj_fastmod), and the modulo is left out only where d * e is the base's bound itself: a
 // comparison of two products of symbols at one instantiation says nothing about other sizes.
-std::string print_digit(const Digit& d, bool lane0, bool& compound, RuntimeExtents* rt = nullptr) {
-  std::string s = print_base(*d.base, lane0, rt);
+kir::ExprP digit_expr(const Digit& d, bool lane0, bool& compound, RuntimeExtents* rt) {
+  kir::ExprP e = base_expr(*d.base, lane0, rt);
   compound = false;
   const bool div_rt = rt != nullptr && rt->runtime(d.div);
   const bool ext_rt = rt != nullptr && rt->runtime(d.ext);
   const bool any_rt = div_rt || ext_rt || (rt != nullptr && rt->runtime(d.base->bound));
   if (d.div > 1) {
-    s = div_rt ? fmt::format("fj_fastdiv({}, fj_m{})", s, rt->argument(d.div))
-               : fmt::format("{} / {}", s, d.div);
+    e = div_rt ? kir::call("fj_fastdiv", {e, kir::var(fmt::format("fj_m{}", rt->argument(d.div)))})
+               : kir::infix(e, "/", kir::lit(d.div));
     compound = !div_rt;
   }
   const bool modulo = any_rt ? d.div * d.ext != d.base->bound : d.div * d.ext < d.base->bound;
   if (modulo) {
     if (ext_rt) {
       const int k = rt->argument(d.ext);
-      s = fmt::format("fj_fastmod({}, fj_e{}, fj_m{})", s, k, k);
+      e = kir::call("fj_fastmod",
+                    {e, kir::var(fmt::format("fj_e{}", k)), kir::var(fmt::format("fj_m{}", k))});
     } else {
-      s = fmt::format("{} % {}", s, d.ext);
+      e = kir::infix(e, "%", kir::lit(d.ext));
     }
     compound = !ext_rt;
   }
   if (rt != nullptr && (div_rt || (modulo && ext_rt))) rt->dividend_below(d.base->bound);
-  return s;
+  return e;
 }
 
 // A base of make_zero: opaque, with no terms and no constant.
 bool is_zero(const Base& b) { return b.name.empty() && b.terms.empty() && b.constant == 0; }
 
-std::string print_terms(const std::vector<std::pair<Digit, int64_t>>& terms, bool lane0,
-                        int64_t constant = 0, RuntimeExtents* rt = nullptr) {
-  std::string s;
+// The sum of digit * place (then the constant), left to right; "0" for none.
+kir::ExprP terms_expr(const std::vector<std::pair<Digit, int64_t>>& terms, bool lane0,
+                      int64_t constant = 0, RuntimeExtents* rt = nullptr) {
+  kir::ExprP sum;
+  const auto plus = [&](kir::ExprP term) { sum = sum ? kir::add(sum, term) : term; };
   for (const auto& [digit, place] : terms) {
     if (is_zero(*digit.base)) continue;
-    if (!s.empty()) s += " + ";
     bool compound = false;
-    const std::string d = print_digit(digit, lane0, compound, rt);
-    // A place value that stands for a runtime extent is its argument.
-    const std::string p = rt != nullptr && rt->runtime(place)
-                              ? fmt::format("fj_e{}", rt->argument(place))
-                              : std::to_string(place);
+    kir::ExprP d = digit_expr(digit, lane0, compound, rt);
+    kir::ExprP p = number(place, rt);
     // * / % bind tighter than +: a digit needs parentheses only before its place value.
-    if (place == 1) {
-      s += d;
-    } else {
-      s += compound ? fmt::format("({}) * {}", d, p) : fmt::format("{} * {}", d, p);
-    }
+    plus(place == 1 ? d : kir::mul(compound ? kir::group(d) : d, p));
   }
-  if (constant != 0) {
-    const std::string c = rt != nullptr && rt->runtime(constant)
-                              ? fmt::format("fj_e{}", rt->argument(constant))
-                              : std::to_string(constant);
-    s += s.empty() ? c : fmt::format(" + {}", c);
-  }
-  return s.empty() ? "0" : s;
+  if (constant != 0) plus(number(constant, rt));
+  return sum ? sum : kir::lit(0);
 }
 
-std::string print_base(const Base& b, bool lane0, RuntimeExtents* rt) {
-  if (!b.name.empty()) return lane0 && b.lane_root ? b.lane0_name : b.name;
-  return fmt::format("({})", print_terms(b.terms, lane0, b.constant, rt));
+kir::ExprP base_expr(const Base& b, bool lane0, RuntimeExtents* rt) {
+  if (!b.name.empty()) return kir::var(lane0 && b.lane_root ? b.lane0_name : b.name);
+  return kir::group(terms_expr(b.terms, lane0, b.constant, rt));
 }
 
 std::vector<std::pair<Digit, int64_t>> with_places(const Digits& flat) {
@@ -348,13 +346,17 @@ Index axis_coordinate(const Index& at, int64_t axis) {
   return Index{Shape{at.shape[a]}, {at.axes[a]}};
 }
 
-std::string offset(const Digits& flat, bool lane0, RuntimeExtents* runtime) {
-  return print_terms(with_places(normalize(flat)), lane0, 0, runtime);
+kir::ExprP offset_expr(const Digits& flat, bool lane0, RuntimeExtents* runtime) {
+  return terms_expr(with_places(normalize(flat)), lane0, 0, runtime);
 }
 
-std::string offset(const Index& at, bool lane0, RuntimeExtents* runtime) {
-  return offset(flatten(at), lane0, runtime);
+kir::ExprP offset_expr(const Index& at, bool lane0, RuntimeExtents* runtime) {
+  return offset_expr(flatten(at), lane0, runtime);
 }
+
+std::string offset(const Digits& flat, bool lane0) { return kir::print(offset_expr(flat, lane0)); }
+
+std::string offset(const Index& at, bool lane0) { return kir::print(offset_expr(at, lane0)); }
 
 Lane lane(const Index& at) { return terms_lane(with_places(flatten(at))).first; }
 

@@ -38,6 +38,10 @@
 
 namespace fusejit::templates {
 
+namespace kir {
+struct Expr;
+}
+
 enum class Lane { none, unit, other };
 
 struct Digit;
@@ -105,11 +109,18 @@ Index concat_operand(const Index& at, int64_t axis, int64_t offset, const Shape&
 // The coordinate of `at` along `axis`, as an index of that axis alone.
 Index axis_coordinate(const Index& at, int64_t axis);
 
-// The row-major offset of the element, as a C expression ("0" for the first). With lane0, the
-// lane root is printed as its lane-0 variable. With `runtime` (a dynamic kernel), the numbers
-// that stand for runtime extents print as their kernel arguments (templates/kir/fastdiv.h).
-std::string offset(const Index& at, bool lane0 = false, RuntimeExtents* runtime = nullptr);
-std::string offset(const Digits& flat, bool lane0 = false, RuntimeExtents* runtime = nullptr);
+// The row-major offset of the element as kernel IR: a sum of digits times place values, each
+// digit `base / div % ext` with its no-op parts left out (0 for the first element). With
+// lane0, the lane root is its lane-0 variable. With `runtime` (a dynamic kernel), the numbers
+// that stand for runtime extents are their kernel arguments (templates/kir/fastdiv.h), numbered
+// in the order this meets them, and divisions by them are fast divisions.
+std::shared_ptr<const kir::Expr> offset_expr(const Index& at, bool lane0 = false,
+                                             RuntimeExtents* runtime = nullptr);
+std::shared_ptr<const kir::Expr> offset_expr(const Digits& flat, bool lane0 = false,
+                                             RuntimeExtents* runtime = nullptr);
+// The same (static) offset as C text, for comments and tests.
+std::string offset(const Index& at, bool lane0 = false);
+std::string offset(const Digits& flat, bool lane0 = false);
 
 Lane lane(const Index& at);
 bool uses(const Index& at, const BasePtr& root);

@@ -1,7 +1,9 @@
 // templates/kir: building, walking, checking and printing the kernel IR; see kir.h.
 #include "templates/kir/kir.h"
 
+#include <algorithm>
 #include <cctype>
+#include <regex>
 #include <set>
 
 #include <fmt/ranges.h>
@@ -28,9 +30,40 @@ Stmt stmt(StmtKind kind) {
 
 }  // namespace
 
+namespace {
+
+// A C literal of the forms kernels use: a number (decimal, hex, hex float, with suffixes), a
+// negative one or INT_MIN's spelling in parentheses, true or false, a float from its bits, or
+// a braced list of those (a pair's or triple's initial value, such as a Welford identity).
+bool is_literal(const std::string& text) {
+  static const std::regex kLiteral(
+      R"(true|false|__uint_as_float\(0x[0-9a-f]+u\)|)"
+      R"(\(?-?(0x[0-9a-fA-F.]+(p[+-]?[0-9]+)?|[0-9][0-9.]*(e[+-]?[0-9]+)?)[uUlLfF]*( - 1)?\)?)");
+  if (text.size() >= 2 && text.front() == '{' && text.back() == '}') {
+    const std::string items = text.substr(1, text.size() - 2);
+    for (size_t start = 0;;) {
+      const size_t comma = items.find(", ", start);
+      if (!std::regex_match(items.substr(start, comma - start), kLiteral)) return false;
+      if (comma == std::string::npos) return true;
+      start = comma + 2;
+    }
+  }
+  return std::regex_match(text, kLiteral);
+}
+
+}  // namespace
+
 ExprP var(std::string name) { return make(ExprKind::var, std::move(name), {}); }
-ExprP lit(std::string text) { return make(ExprKind::lit, std::move(text), {}); }
-ExprP lit(int64_t value) { return lit(std::to_string(value)); }
+ExprP lit(std::string text) {
+  if (!is_literal(text)) {
+    throw InternalError(
+        fmt::format("kernel IR: `{}` is not a literal (variables are var nodes, "
+                    "built-ins and device operations typed nodes)",
+                    text));
+  }
+  return make(ExprKind::lit, std::move(text), {});
+}
+ExprP lit(int64_t value) { return make(ExprKind::lit, std::to_string(value), {}); }
 ExprP call(std::string fn, std::vector<ExprP> args) {
   return make(ExprKind::call, std::move(fn), std::move(args));
 }
@@ -64,6 +97,48 @@ ExprP extent(int64_t n) {
   return e;
 }
 
+ExprP builtin(Builtin which) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::builtin;
+  e->number = static_cast<int64_t>(which);
+  return e;
+}
+ExprP thread_index() { return builtin(Builtin::thread_index); }
+ExprP block_index() { return builtin(Builtin::block_index); }
+ExprP grid_blocks() { return builtin(Builtin::grid_blocks); }
+
+namespace {
+
+ExprP intrinsic(Intrinsic which, std::vector<ExprP> args, std::vector<int64_t> numbers = {}) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::intrinsic;
+  e->number = static_cast<int64_t>(which);
+  e->args = std::move(args);
+  e->numbers = std::move(numbers);
+  return e;
+}
+
+}  // namespace
+
+ExprP sync_block() { return intrinsic(Intrinsic::sync_block, {}); }
+ExprP sync_cluster() { return intrinsic(Intrinsic::sync_cluster, {}); }
+ExprP fence() { return intrinsic(Intrinsic::fence, {}); }
+ExprP atomic_add(ExprP address, ExprP value) {
+  return intrinsic(Intrinsic::atomic_add, {std::move(address), std::move(value)});
+}
+ExprP warp_reduce(ExprP value, ExprP op, int64_t lanes_apart, int64_t group) {
+  return intrinsic(Intrinsic::warp_reduce, {std::move(value), std::move(op)}, {lanes_apart, group});
+}
+ExprP block_reduce(ExprP value, ExprP op, int64_t block) {
+  return intrinsic(Intrinsic::block_reduce, {std::move(value), std::move(op)}, {block});
+}
+ExprP load_vec(ExprP dst, ExprP src) {
+  return intrinsic(Intrinsic::load_vec, {std::move(dst), std::move(src)});
+}
+ExprP store_vec(ExprP dst, ExprP src) {
+  return intrinsic(Intrinsic::store_vec, {std::move(dst), std::move(src)});
+}
+
 ExprP member(ExprP object, std::string field) {
   return make(ExprKind::member, std::move(field), {std::move(object)});
 }
@@ -91,6 +166,12 @@ ExprP Block::let_mut(std::string type, std::string name, ExprP value) {
   s.value = std::move(value);
   stmts.push_back(std::move(s));
   return var(stmts.back().name);
+}
+
+ExprP Block::let_if_read(std::string type, std::string name, ExprP value) {
+  ExprP v = let(std::move(type), std::move(name), std::move(value));
+  stmts.back().if_read = true;
+  return v;
 }
 
 ExprP Block::array(std::string type, std::string name, int64_t length) {
@@ -212,6 +293,35 @@ bool drop_if_unused(Block& b, std::string_view name) {
   return !uses(b, name) && erase_let(b, name);
 }
 
+namespace {
+
+// One sweep of place_declarations over `b`; true when it removed a declaration.
+bool drop_unread(Block& b) {
+  bool removed = false;
+  for (size_t i = 0; i < b.stmts.size();) {
+    Stmt& s = b.stmts[i];
+    if (s.body && drop_unread(*s.body)) removed = true;
+    const auto read_later = [&] {
+      return std::any_of(b.stmts.begin() + static_cast<std::ptrdiff_t>(i) + 1, b.stmts.end(),
+                         [&](const Stmt& t) { return uses(t, s.name); });
+    };
+    if (s.kind == StmtKind::let && s.if_read && !read_later()) {
+      b.stmts.erase(b.stmts.begin() + static_cast<std::ptrdiff_t>(i));
+      removed = true;
+    } else {
+      ++i;
+    }
+  }
+  return removed;
+}
+
+}  // namespace
+
+void place_declarations(Function& f) {
+  while (drop_unread(f.head) || drop_unread(f.body)) {
+  }
+}
+
 // ---- verify ----
 
 namespace {
@@ -310,9 +420,10 @@ class Verifier {
       case ExprKind::offset:
         for (const std::string& v : variables(e->at, e->lane0)) need(v);
         return;
-      case ExprKind::lit:
       case ExprKind::call:
       case ExprKind::cast:
+        // A function's or type's name, possibly with template arguments: none may name a
+        // variable (literals cannot: lit() takes only literals).
         for (const std::string& id : identifiers(e->text)) {
           if (all_names_.count(id) != 0) {
             throw InternalError(fmt::format(
@@ -347,44 +458,248 @@ void verify(const Function& f) {
   v.function();
 }
 
+// ---- lowering ----
+
+namespace {
+
+// Rewrites offsets and extents into plain arithmetic, numbering runtime extents as it meets
+// them: statements in order, a statement's expressions in the order they are printed but for
+// a loop's (init, bound, step), each expression's operands left to right.
+class IndexLowering {
+ public:
+  explicit IndexLowering(RuntimeExtents* runtime) : runtime_(runtime) {}
+
+  void block(Block& b) {
+    for (Stmt& s : b.stmts) {
+      for (ExprP* e : {&s.target, &s.value, &s.init, &s.bound, &s.step}) *e = expr(*e);
+      if (s.body) block(*s.body);
+    }
+  }
+
+ private:
+  ExprP expr(const ExprP& e) {
+    if (!e) return e;
+    switch (e->kind) {
+      case ExprKind::offset:
+        return offset_expr(e->at, e->lane0, runtime_);
+      case ExprKind::extent:
+        return runtime_ != nullptr && runtime_->runtime(e->number)
+                   ? var(fmt::format("fj_e{}", runtime_->argument(e->number)))
+                   : lit(e->number);
+      default:
+        break;
+    }
+    std::vector<ExprP> args;
+    bool changed = false;
+    for (const ExprP& a : e->args) {
+      args.push_back(expr(a));
+      changed = changed || args.back() != a;
+    }
+    if (!changed) return e;
+    auto copy = std::make_shared<Expr>(*e);
+    copy->args = std::move(args);
+    return copy;
+  }
+
+  RuntimeExtents* runtime_;
+};
+
+}  // namespace
+
+void lower_indices(Function& f, RuntimeExtents* runtime) {
+  IndexLowering lowering(runtime);
+  lowering.block(f.head);
+  lowering.block(f.body);
+}
+
+// ---- dumping ----
+
+namespace {
+
+std::string_view builtin_name(const Expr& e) {
+  switch (static_cast<Builtin>(e.number)) {
+    case Builtin::thread_index:
+      return "threadIdx.x";
+    case Builtin::block_index:
+      return "blockIdx.x";
+    case Builtin::grid_blocks:
+      return "gridDim.x";
+    case Builtin::block_threads:
+      return "blockDim.x";
+  }
+  throw InternalError("kernel IR: unknown built-in");
+}
+
+// The device function an intrinsic calls, with its compile-time parameters.
+std::string intrinsic_function(const Expr& e) {
+  switch (static_cast<Intrinsic>(e.number)) {
+    case Intrinsic::sync_block:
+      return "__syncthreads";
+    case Intrinsic::sync_cluster:
+      return "fj_cluster_sync";
+    case Intrinsic::fence:
+      return "__threadfence";
+    case Intrinsic::atomic_add:
+      return "atomicAdd";
+    case Intrinsic::warp_reduce:
+      return fmt::format("fj_warp_reduce<{}>", fmt::join(e.numbers, ", "));
+    case Intrinsic::block_reduce:
+      return fmt::format("fj_block_reduce<{}>", fmt::join(e.numbers, ", "));
+    case Intrinsic::load_vec:
+      return "fj_load_vec";
+    case Intrinsic::store_vec:
+      return "fj_store_vec";
+  }
+  throw InternalError("kernel IR: unknown intrinsic");
+}
+
+}  // namespace
+
+namespace {
+
+std::string dump(const ExprP& e) {
+  if (!e) return "null";
+  const auto args = [&](size_t from) {
+    std::string s;
+    for (size_t i = from; i < e->args.size(); ++i) s += " " + dump(e->args[i]);
+    return s;
+  };
+  switch (e->kind) {
+    case ExprKind::var:
+    case ExprKind::lit:
+      return e->text;
+    case ExprKind::call:
+      return fmt::format("(call {}{})", e->text, args(0));
+    case ExprKind::infix:
+      return fmt::format("({}{})", e->text, args(0));
+    case ExprKind::prefix:
+      return fmt::format("(prefix{}{})", e->text, args(0));
+    case ExprKind::select:
+      return fmt::format("(?{})", args(0));
+    case ExprKind::group:
+      return fmt::format("(group{})", args(0));
+    case ExprKind::subscript:
+      return fmt::format("([]{})", args(0));
+    case ExprKind::cast:
+      return fmt::format("(cast {}{})", e->text, args(0));
+    case ExprKind::offset:
+      return fmt::format("(offset{} {})", e->lane0 ? "@lane0" : "",
+                         templates::offset(e->at, e->lane0));
+    case ExprKind::extent:
+      return fmt::format("(extent {})", e->number);
+    case ExprKind::member:
+      return fmt::format("(.{} {})", args(0), e->text);
+    case ExprKind::builtin:
+      return std::string(builtin_name(*e));
+    case ExprKind::intrinsic:
+      return fmt::format("({}{})", intrinsic_function(*e), args(0));
+  }
+  throw InternalError("kernel IR: unknown expression kind");
+}
+
+void dump(const Block& b, int level, std::string& out) {
+  const auto line = [&](const std::string& text) {
+    out.append(static_cast<size_t>(2 * level), ' ').append(text).push_back('\n');
+  };
+  const auto note = [](const std::string& c) { return c.empty() ? c : "  # " + c; };
+  for (const Stmt& s : b.stmts) {
+    switch (s.kind) {
+      case StmtKind::let:
+        line(fmt::format("let {}{} {}{}{}", s.is_const ? "const " : "", s.type, s.name,
+                         s.value ? " = " + dump(s.value) : "", note(s.text)));
+        break;
+      case StmtKind::array:
+        line(fmt::format("array {} {}[{}]", s.type, s.name, fmt::join(s.dims, "][")));
+        break;
+      case StmtKind::assign:
+        line(fmt::format("assign {} {} {}", dump(s.target), s.op, dump(s.value)));
+        break;
+      case StmtKind::eval:
+        line(fmt::format("eval {}{}", dump(s.value), note(s.text)));
+        break;
+      case StmtKind::loop:
+        line(fmt::format("loop {} {} from {} below {} step {}{}", s.type, s.name, dump(s.init),
+                         dump(s.bound), s.step ? dump(s.step) : "1",
+                         s.unroll > 0 ? fmt::format(" unroll {}", s.unroll) : ""));
+        dump(*s.body, level + 1, out);
+        break;
+      case StmtKind::branch:
+        line("if " + dump(s.value));
+        dump(*s.body, level + 1, out);
+        break;
+      case StmtKind::jump:
+        line(s.text);
+        break;
+      case StmtKind::comment:
+        line("# " + s.text);
+        break;
+      case StmtKind::blank:
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+std::string dump(const Function& f) {
+  std::string out = fmt::format("kernel {} block {} min_blocks {} cluster {}\n", f.name, f.block,
+                                f.min_blocks, f.cluster);
+  for (const Param& p : f.params) {
+    out += fmt::format("param {}{}{} {}\n", p.is_const && p.pointer ? "const " : "", p.type,
+                       p.pointer ? "*" : "", p.name);
+  }
+  out += "head\n";
+  dump(f.head, 1, out);
+  out += "body\n";
+  dump(f.body, 1, out);
+  return out;
+}
+
 // ---- printing ----
 
-std::string print(const ExprP& e, RuntimeExtents* runtime) {
+namespace {
+
+std::string print_call(const std::string& fn, const std::vector<ExprP>& args) {
+  std::string s = fn + "(";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i) s += ", ";
+    s += print(args[i]);
+  }
+  return s + ")";
+}
+
+}  // namespace
+
+std::string print(const ExprP& e) {
   if (!e) throw InternalError("kernel IR: printing an empty expression");
   switch (e->kind) {
     case ExprKind::var:
     case ExprKind::lit:
       return e->text;
-    case ExprKind::call: {
-      std::string s = e->text + "(";
-      for (size_t i = 0; i < e->args.size(); ++i) {
-        if (i) s += ", ";
-        s += print(e->args[i], runtime);
-      }
-      return s + ")";
-    }
+    case ExprKind::call:
+      return print_call(e->text, e->args);
+    case ExprKind::builtin:
+      return std::string(builtin_name(*e));
+    case ExprKind::intrinsic:
+      return print_call(intrinsic_function(*e), e->args);
     case ExprKind::infix:
-      return fmt::format("{} {} {}", print(e->args[0], runtime), e->text,
-                         print(e->args[1], runtime));
+      return fmt::format("{} {} {}", print(e->args[0]), e->text, print(e->args[1]));
     case ExprKind::prefix:
-      return e->text + print(e->args[0], runtime);
+      return e->text + print(e->args[0]);
     case ExprKind::select:
-      return fmt::format("{} ? {} : {}", print(e->args[0], runtime), print(e->args[1], runtime),
-                         print(e->args[2], runtime));
+      return fmt::format("{} ? {} : {}", print(e->args[0]), print(e->args[1]), print(e->args[2]));
     case ExprKind::group:
-      return fmt::format("({})", print(e->args[0], runtime));
+      return fmt::format("({})", print(e->args[0]));
     case ExprKind::subscript:
-      return fmt::format("{}[{}]", print(e->args[0], runtime), print(e->args[1], runtime));
+      return fmt::format("{}[{}]", print(e->args[0]), print(e->args[1]));
     case ExprKind::cast:
-      return fmt::format("({}){}", e->text, print(e->args[0], runtime));
+      return fmt::format("({}){}", e->text, print(e->args[0]));
     case ExprKind::offset:
-      return templates::offset(e->at, e->lane0, runtime);
     case ExprKind::extent:
-      return runtime != nullptr && runtime->runtime(e->number)
-                 ? fmt::format("fj_e{}", runtime->argument(e->number))
-                 : std::to_string(e->number);
+      throw InternalError(
+          "kernel IR: an offset or extent is printed before lower_indices has lowered it");
     case ExprKind::member:
-      return fmt::format("{}.{}", print(e->args[0], runtime), e->text);
+      return fmt::format("{}.{}", print(e->args[0]), e->text);
   }
   throw InternalError("kernel IR: unknown expression kind");
 }
@@ -393,7 +708,6 @@ namespace {
 
 class Printer {
  public:
-  explicit Printer(RuntimeExtents* runtime) : runtime_(runtime) {}
   void block(const Block& b, int level) {
     for (const Stmt& s : b.stmts) stmt(s, level);
   }
@@ -453,16 +767,15 @@ class Printer {
     }
   }
 
-  std::string print(const ExprP& e) { return kir::print(e, runtime_); }
+  static std::string print(const ExprP& e) { return kir::print(e); }
 
-  RuntimeExtents* runtime_;
   std::string out_;
 };
 
 }  // namespace
 
-std::string print(const Function& f, RuntimeExtents* runtime) {
-  Printer p(runtime);
+std::string print(const Function& f) {
+  Printer p;
   p.block(f.head, 0);
   std::string bounds =
       f.min_blocks > 0 ? fmt::format("{}, {}", f.block, f.min_blocks) : fmt::format("{}", f.block);

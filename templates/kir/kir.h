@@ -10,8 +10,10 @@
 // tree (uses()), never by searching printed text, and verify() checks that every variable is
 // declared before it is read.
 //
-// Printing is mechanical: an operator node prints as `a op b` and only group() adds
-// parentheses, so a tree prints exactly as built.
+// Building, then passes, then printing: lower_indices turns offsets and extents into plain
+// arithmetic (numbering a dynamic kernel's runtime extents), and printing is mechanical: an
+// operator node prints as `a op b` and only group() adds parentheses, so a tree prints exactly
+// as built, and the printer decides nothing.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,7 @@ namespace fusejit::templates::kir {
 
 enum class ExprKind {
   var,        // a kernel variable (declared by a statement, a loop or a parameter)
-  lit,        // text that names no kernel variable: a literal, threadIdx.x, a type name
+  lit,        // a C literal (lit() refuses other text): 3, 0x1p-2f, (-4LL), true
   call,       // text(args...): a function, possibly with template arguments in `text`
   infix,      // args[0] text args[1]
   prefix,     // text args[0]: &x, *p, !c, -x
@@ -39,6 +41,26 @@ enum class ExprKind {
   offset,     // the row-major offset of `at` (lane-0 variable of the lane root when lane0)
   member,     // args[0].text: a field of a struct value
   extent,     // a count that a dynamic kernel may take at launch: `number`, or its argument
+  builtin,    // a CUDA built-in index or size (Builtin, in `number`)
+  intrinsic,  // a typed device operation (Intrinsic, in `number`) of args, with `numbers`
+};
+
+// The CUDA built-ins kernels read (1-D launches only).
+enum class Builtin { thread_index, block_index, grid_blocks, block_threads };
+
+// Device operations with a meaning of their own: barriers, fences, atomics, the reductions over
+// a warp or a block, and 16-byte vector moves. Each prints as the device helper (or CUDA
+// function) that implements it; `numbers` are its compile-time parameters.
+enum class Intrinsic {
+  sync_block,    // __syncthreads()
+  sync_cluster,  // fj_cluster_sync(): every block of the cluster, release then acquire
+  fence,         // __threadfence()
+  atomic_add,    // atomicAdd(args[0], args[1]): the old value
+  warp_reduce,   // fj_warp_reduce<numbers[0], numbers[1]>(value, op): lanes numbers[0] apart,
+                 // over groups of numbers[1] lanes
+  block_reduce,  // fj_block_reduce<numbers[0]>(value, op): over a block of numbers[0] threads
+  load_vec,      // fj_load_vec(dst, src): one 16-byte load into a register array
+  store_vec,     // fj_store_vec(dst, src): one 16-byte store of a register array
 };
 
 struct Expr;
@@ -50,10 +72,12 @@ struct Expr {
   std::vector<ExprP> args;
   Index at;            // offset only
   bool lane0 = false;  // offset only
-  int64_t number = 0;  // extent only
+  int64_t number = 0;  // extent: the count; builtin, intrinsic: which
+  std::vector<int64_t> numbers;  // intrinsic: compile-time parameters
 };
 
 ExprP var(std::string name);
+// Throws InternalError for text that is not a literal.
 ExprP lit(std::string text);
 ExprP lit(int64_t value);
 ExprP call(std::string fn, std::vector<ExprP> args);
@@ -68,6 +92,18 @@ ExprP member(ExprP object, std::string field);
 // A count (a loop bound, a row length, a mean's divisor) that prints as itself, or in a dynamic
 // kernel, where it stands for a runtime extent, as that extent's argument fj_e<k>.
 ExprP extent(int64_t n);
+ExprP builtin(Builtin which);
+ExprP thread_index();  // threadIdx.x
+ExprP block_index();   // blockIdx.x
+ExprP grid_blocks();   // gridDim.x
+ExprP sync_block();
+ExprP sync_cluster();
+ExprP fence();
+ExprP atomic_add(ExprP address, ExprP value);
+ExprP warp_reduce(ExprP value, ExprP op, int64_t lanes_apart, int64_t group);
+ExprP block_reduce(ExprP value, ExprP op, int64_t block);
+ExprP load_vec(ExprP dst, ExprP src);
+ExprP store_vec(ExprP dst, ExprP src);
 // `a + b`, `a * b`, ... (shorthands of infix)
 ExprP add(ExprP a, ExprP b);
 ExprP mul(ExprP a, ExprP b);
@@ -93,6 +129,7 @@ struct Stmt {
   std::string type;       // let, array, loop: the C type (with qualifiers such as __shared__)
   std::string name;       // let, array, loop: the variable declared
   bool is_const = false;  // let: `const`
+  bool if_read = false;   // let: kept by place_declarations only where a later statement reads it
   ExprP value;            // let: initializer (may be null); assign, eval: value; branch: condition
   ExprP target;           // assign: what is assigned
   std::string op;         // assign: "=", "+=", ...
@@ -112,6 +149,9 @@ struct Block {
   // const type name = value;  (or `type name = value;` / `type name;` with let_mut)
   ExprP let(std::string type, std::string name, ExprP value, std::string comment = {});
   ExprP let_mut(std::string type, std::string name, ExprP value = nullptr);
+  // A const let that place_declarations keeps only where a statement after it reads it: a
+  // value a template offers to code it has not built yet (a row index, a lane's element).
+  ExprP let_if_read(std::string type, std::string name, ExprP value);
   ExprP array(std::string type, std::string name, int64_t length);
   ExprP array(std::string type, std::string name, std::vector<int64_t> dims);  // name[d0][d1]..
   void assign(ExprP target, ExprP value, std::string op = "=");
@@ -169,14 +209,33 @@ bool uses(const Block& b, std::string_view name);
 // when it removed one.
 bool drop_if_unused(Block& b, std::string_view name);
 
+// The declaration pass: removes every let_if_read declaration that no later statement of its
+// block (nested blocks included) reads, until none is left unread (a removed declaration's
+// value may have been the only reader of another).
+void place_declarations(Function& f);
+
 // Checks that every variable read is declared before, in an enclosing block or as a
 // parameter, and that no literal spells a declared variable's name; throws InternalError
 // naming the first violation.
 void verify(const Function& f);
 
-// C text. With `runtime` (a dynamic kernel), offsets and extents print the numbers that stand
-// for runtime extents as the kernel's arguments (templates/kir/fastdiv.h), registering them while it collects.
-std::string print(const ExprP& e, RuntimeExtents* runtime = nullptr);
-std::string print(const Function& f, RuntimeExtents* runtime = nullptr);
+// The pass between building and printing: every offset becomes its index arithmetic
+// (offset_expr, index.h: digits, place values, no-op divisions and modulos left out) and every
+// extent its number. With `runtime` (a dynamic kernel), the numbers that stand for runtime
+// extents become the kernel's arguments fj_e<k> (divisions by them fast divisions over fj_m<k>,
+// templates/kir/fastdiv.h), registered in `runtime` in the order the pass meets them:
+// statements in order, within one its target, value, loop start, bound and step, operands left
+// to right. The caller adds those arguments to the signature.
+void lower_indices(Function& f, RuntimeExtents* runtime = nullptr);
+
+// The tree as text, for FUSEJIT_DUMP=kir: one statement per line (nested blocks indented),
+// expressions as prefix forms, `(+ i (* j 4))`, `(call fj_load in0 i)`, `(offset i / 4 % 3)`;
+// what each step of code generation leaves, not C.
+std::string dump(const Function& f);
+
+// C text, mechanically: each node as itself. Throws InternalError for an offset or extent
+// (lower_indices first).
+std::string print(const ExprP& e);
+std::string print(const Function& f);
 
 }  // namespace fusejit::templates::kir

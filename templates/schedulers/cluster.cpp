@@ -9,7 +9,7 @@ namespace fusejit::templates {
 void add_cluster_exchange(kir::Block& decl, kir::Block& out,
                           const std::vector<ClusterPartial>& partials, int64_t blocks,
                           const kir::ExprP& phase) {
-  kir::Block& publish = out.branch(kir::lit("threadIdx.x == 0"));
+  kir::Block& publish = out.branch(kir::infix(kir::thread_index(), "==", kir::lit(0)));
   std::vector<kir::ExprP> slots;
   for (const ClusterPartial& p : partials) {
     const std::string type = fmt::format("__shared__ {}", p.type);
@@ -20,7 +20,7 @@ void add_cluster_exchange(kir::Block& decl, kir::Block& out,
   }
   // Release of the slots, acquire of every block's: the barrier orders the publication before
   // the remote reads (fj_cluster.cuh).
-  out.eval(kir::call("fj_cluster_sync", {}));
+  out.eval(kir::sync_cluster());
   for (size_t i = 0; i < partials.size(); ++i) {
     out.assign(partials[i].value,
                kir::call(fmt::format("fj_cluster_fold<{}>", blocks),

@@ -168,7 +168,7 @@ class ColumnBuilder {
   const std::string idx_;
   const int64_t block_, warps_;
   const bool guard_n_;
-  const kir::ExprP thread_ = kir::lit("threadIdx.x");
+  const kir::ExprP thread_ = kir::thread_index();
   const kir::ExprP tx_ = kir::var("tx"), ty_ = kir::var("ty"), j_ = kir::var("j");
   // The ty == 0 threads: they hold the block's combined values.
   const kir::ExprP holders_ = kir::infix(ty_, "==", kir::lit(0));
@@ -251,8 +251,8 @@ kir::ExprP ColumnBuilder::leaf(ir::NodeId id, const Index& at) {
     kir::ExprP array = outer_.find(key);
     if (!array) {
       array = pre.array(std::string(code.storage), fmt::format("r{}", names_++), cfg_.v);
-      pre.eval(kir::call("fj_load_vec", {array, kir::add(kir::var(info_.input_param(id)),
-                                                         kir::offset(at, true))}));
+      pre.eval(
+          kir::load_vec(array, kir::add(kir::var(info_.input_param(id)), kir::offset(at, true))));
       pre_scope.memo[key] = array;
     }
     return body_.let(std::string(code.arith), fmt::format("x{}", names_++),
@@ -300,10 +300,9 @@ void ColumnBuilder::add_accumulator(ir::NodeId r) {
                kir::call(a.functor + "()", {acc(r, lane_j_), convert_to(accumulator_dtype(n),
                                                                        operand.dtype, value)}));
   if (cfg_.tx < 32 && block_ > cfg_.tx) {
-    const std::string reduce =
-        fmt::format("fj_warp_reduce<{}, {}>", cfg_.tx, std::min<int64_t>(32, block_));
     per_lane(warp_combine_)
-        .assign(acc(r, j_), kir::call(reduce, {acc(r, j_), kir::call(a.functor, {})}));
+        .assign(acc(r, j_), kir::warp_reduce(acc(r, j_), kir::call(a.functor, {}), cfg_.tx,
+                                             std::min<int64_t>(32, block_)));
   }
   if (warps_ > 1) {
     shared_.array("__shared__ " + a.type, info_.named("part", r), {warps_, cfg_.tx * cfg_.v});
@@ -338,7 +337,7 @@ void ColumnBuilder::add_output(const ReduceOutput& out, const Index& at, ValueSc
     const kir::ExprP lanes =
         decl.array(std::string(code.storage), fmt::format("s{}", out.position), cfg_.v);
     body.assign(kir::subscript(lanes, j_), value);
-    stores.eval(kir::call("fj_store_vec", {kir::add(dst, kir::offset(at, true)), lanes}));
+    stores.eval(kir::store_vec(kir::add(dst, kir::offset(at, true)), lanes));
   } else {
     body.assign(kir::subscript(dst, kir::offset(at)), value);
   }
@@ -464,7 +463,7 @@ void ColumnBuilder::add_accumulation(kir::Block& out) const {
 void ColumnBuilder::add_block_combine(kir::Block& out) const {
   out.splice(warp_combine_);
   if (warps_ <= 1) return;
-  const kir::ExprP sync = kir::call("__syncthreads", {});
+  const kir::ExprP sync = kir::sync_block();
   const kir::ExprP lane = kir::group(kir::infix(thread_, "&", kir::lit(31)));
   kir::Block& writers = out.branch(kir::lt(lane, kir::lit(cfg_.tx)));
   const std::vector<ir::NodeId> accumulated = space_.accumulated();
@@ -491,7 +490,7 @@ void ColumnBuilder::add_split_combine(kir::Block& out) const {
   add_split_arrival(out, info_, accumulated, split);
   out.branch(kir::prefix("!", kir::var("fj_last"))).jump("continue");
   out.comment("the tile's last block: the {} partials of each column, in order", cfg_.split);
-  out.eval(kir::call("__threadfence", {}));
+  out.eval(kir::fence());
   add_split_fold(out, info_, accumulated, split, ty_, cfg_.ty);
   add_block_combine(out);
   add_split_reset(out.branch(kir::infix(thread_, "==", kir::lit(0))), split);
@@ -527,8 +526,8 @@ KernelBody ColumnBuilder::build() {
   o.let("int", "tx", kir::infix(thread_, "%", kir::lit(cfg_.tx)));
   o.let("int", "ty", kir::infix(thread_, "/", kir::lit(cfg_.tx)));
   // The blocks' grid-stride loop over tiles t, or over (tile, piece) pairs u when split.
-  kir::Block& tile = o.loop(idx_, cfg_.split > 1 ? "u" : "t", kir::lit("blockIdx.x"),
-                            kir::lit(cfg_.tiles * cfg_.split), kir::lit("gridDim.x"));
+  kir::Block& tile = o.loop(idx_, cfg_.split > 1 ? "u" : "t", kir::block_index(),
+                            kir::lit(cfg_.tiles * cfg_.split), kir::grid_blocks());
   add_tile_start(tile);
   add_accumulation(tile);
   tile.comment("combine the {} partial results of each column", cfg_.ty);

@@ -35,7 +35,7 @@ kir::ExprP LaneLoads::load(ir::NodeId id, const Index& at) {
     kir::ExprP array = outer_.find(key);
     if (!array) {
       array = prelude_.array(std::string(code.storage), fmt::format("r{}", arrays_++), v_);
-      prelude_.eval(kir::call("fj_load_vec", {array, kir::add(param, kir::offset(at, true))}));
+      prelude_.eval(kir::load_vec(array, kir::add(param, kir::offset(at, true))));
       outer_.memo[key] = array;
     }
     return body_.let(std::string(code.arith), fmt::format("x{}", arrays_++),
@@ -65,9 +65,9 @@ struct Sweep {
 // for (t = blockIdx.x * block + threadIdx.x; t < bound; t += gridDim.x * block)
 kir::Block& grid_stride_loop(kir::Block& out, const std::string& idx, kir::ExprP bound) {
   return out.loop(idx, "t",
-                  kir::add(kir::mul(kir::cast(idx, kir::lit("blockIdx.x")), kir::lit(kBlock)),
-                           kir::cast(idx, kir::lit("threadIdx.x"))),
-                  std::move(bound), kir::mul(kir::cast(idx, kir::lit("gridDim.x")), kir::lit(kBlock)));
+                  kir::add(kir::mul(kir::cast(idx, kir::block_index()), kir::lit(kBlock)),
+                           kir::cast(idx, kir::thread_index())),
+                  std::move(bound), kir::mul(kir::cast(idx, kir::grid_blocks()), kir::lit(kBlock)));
 }
 
 // Appends to `loop` the sweep's outputs at the linear position `at` (digits over the whole

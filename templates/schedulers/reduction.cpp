@@ -273,16 +273,17 @@ void add_split_scratch(kir::Block& head, const RegionInfo& info,
 
 kir::Block& add_split_arrival(kir::Block& out, const RegionInfo& info,
                               const std::vector<ir::NodeId>& reduces, const SplitPartials& split) {
-  const kir::ExprP fence = kir::call("__threadfence", {});
-  const kir::ExprP sync = kir::call("__syncthreads", {});
+  const kir::ExprP fence = kir::fence();
+  const kir::ExprP sync = kir::sync_block();
   auto count = [&](kir::Block& b) {
     const kir::ExprP counter =
         kir::prefix("&", kir::subscript(kir::var("fj_arrivals"), split.group));
-    b.assign(kir::var("fj_last"), kir::infix(kir::call("atomicAdd", {counter, kir::lit("1u")}),
+    b.assign(kir::var("fj_last"), kir::infix(kir::atomic_add(counter, kir::lit("1u")),
                                              "==", kir::lit(fmt::format("{}u", split.pieces - 1))));
   };
   const bool alone = !split.holders;
-  kir::Block& holders = out.branch(alone ? kir::lit("threadIdx.x == 0") : split.holders);
+  kir::Block& holders =
+      out.branch(alone ? kir::infix(kir::thread_index(), "==", kir::lit(0)) : split.holders);
   for (ir::NodeId r : reduces) {
     per_lane(holders, split)
         .assign(kir::subscript(partials(info, r), slot(split, split.piece)),
@@ -292,13 +293,13 @@ kir::Block& add_split_arrival(kir::Block& out, const RegionInfo& info,
   if (alone) count(holders);
   out.eval(sync);
   if (alone) {
-    kir::Block& last =
-        out.branch(kir::infix(kir::var("fj_last"), "&&", kir::lit("threadIdx.x == 0")));
+    kir::Block& last = out.branch(
+        kir::infix(kir::var("fj_last"), "&&", kir::infix(kir::thread_index(), "==", kir::lit(0))));
     last.eval(fence);
     return last;
   }
   // Every holder has fenced its own stores; the barrier orders them before the count.
-  kir::Block& counter = out.branch(kir::lit("threadIdx.x == 0"));
+  kir::Block& counter = out.branch(kir::infix(kir::thread_index(), "==", kir::lit(0)));
   counter.eval(fence);
   count(counter);
   out.eval(sync);

@@ -220,7 +220,7 @@ kir::ExprP RowwiseBuilder::leaf(ir::NodeId id, const Index& at) {
       const kir::ExprP src =
           stage ? kir::add(stage, kir::var("fj_slot"))
                 : kir::add(kir::var(info_.input_param(id)), kir::offset(at, true));
-      p.prelude.eval(kir::call("fj_load_vec", {array, src}));
+      p.prelude.eval(kir::load_vec(array, src));
       p.loads = true;
       p.chunk.memo[key] = array;
       ++vector_accesses_;
@@ -598,9 +598,9 @@ void RowwiseBuilder::add_group_reduce(kir::Block& main, const std::vector<ir::No
     const kir::ExprP a = kir::var(info_.named("a", r));
     const kir::ExprP op = kir::call(accumulator(r).functor, {});
     if (cfg_.group > 32) {
-      main.assign(a, kir::call(fmt::format("fj_block_reduce<{}>", cfg_.block), {a, op}));
+      main.assign(a, kir::block_reduce(a, op, cfg_.block));
     } else if (cfg_.group > 1) {
-      main.assign(a, kir::call(fmt::format("fj_warp_reduce<1, {}>", cfg_.group), {a, op}));
+      main.assign(a, kir::warp_reduce(a, op, 1, cfg_.group));
     }
   }
 }
@@ -655,10 +655,10 @@ kir::Block RowwiseBuilder::cache_fill() {
   // copied, which land while this row's passes run.
   const std::string idx(info_.index_type());
   // (Clusters take rows by cluster: every block of one takes the same rows.)
-  const kir::ExprP first = static_cast_to(
-      idx, cfg_.cluster > 1 ? kir::call("fj_cluster_id", {}) : kir::lit("blockIdx.x"));
+  const kir::ExprP first =
+      static_cast_to(idx, cfg_.cluster > 1 ? kir::call("fj_cluster_id", {}) : kir::block_index());
   const kir::ExprP stride = static_cast_to(
-      idx, cfg_.cluster > 1 ? kir::call("fj_cluster_count", {}) : kir::lit("gridDim.x"));
+      idx, cfg_.cluster > 1 ? kir::call("fj_cluster_count", {}) : kir::grid_blocks());
   kir::Block out;
   out.comment("the row's inputs, staged in shared memory by the block's previous row");
   out.branch(kir::infix(kir::var("row"), "==", first)).splice(stage_copies(x_));
@@ -797,7 +797,7 @@ void RowwiseBuilder::add_header(kir::Function& fn, std::string_view kind) const 
 // g, the thread's place in its row's group.
 void RowwiseBuilder::add_group_index(kir::Block& body) const {
   if (cfg_.group > 1) {
-    const kir::ExprP thread = kir::lit("threadIdx.x");
+    const kir::ExprP thread = kir::thread_index();
     body.let("int", "g",
              cfg_.group == cfg_.block ? thread : kir::infix(thread, "%", kir::lit(cfg_.group)));
   }
@@ -815,8 +815,8 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
   if (cfg_.split > 1) {
     const kir::ExprP rows = kir::lit(space_.rows);
     out.let_mut("__shared__ bool", "fj_last");
-    loop = &out.loop(idx, "u", kir::lit("blockIdx.x"), kir::lit(space_.rows * cfg_.split),
-                     kir::lit("gridDim.x"));
+    loop = &out.loop(idx, "u", kir::block_index(), kir::lit(space_.rows * cfg_.split),
+                     kir::grid_blocks());
     // Piece-major: the blocks running together read the same piece of every row (one region
     // of memory when the reduced axes are not the inner ones).
     const kir::ExprP u = kir::var("u");
@@ -827,16 +827,16 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
     const kir::ExprP row0 = kir::var("row0");
     if (cfg_.rows_per_block > 1) {
       const kir::ExprP per_block = kir::lit(cfg_.rows_per_block);
-      const kir::ExprP first = kir::mul(static_cast_to(idx, kir::lit("blockIdx.x")), per_block);
-      const kir::ExprP stride = kir::mul(static_cast_to(idx, kir::lit("gridDim.x")), per_block);
+      const kir::ExprP first = kir::mul(static_cast_to(idx, kir::block_index()), per_block);
+      const kir::ExprP stride = kir::mul(static_cast_to(idx, kir::grid_blocks()), per_block);
       loop = &out.loop(idx, "row0", first, rows, stride);
     } else {
-      loop = &out.loop(idx, "row0", kir::lit("blockIdx.x"), rows, kir::lit("gridDim.x"));
+      loop = &out.loop(idx, "row0", kir::block_index(), rows, kir::grid_blocks());
     }
     if (kir::uses(row_body, "row")) {
       loop->let(idx, "row",
                 cfg_.rows_per_block > 1
-                    ? kir::add(row0, kir::infix(kir::lit("threadIdx.x"), "/", kir::lit(cfg_.group)))
+                    ? kir::add(row0, kir::infix(kir::thread_index(), "/", kir::lit(cfg_.group)))
                     : row0);
     }
   }
@@ -864,7 +864,7 @@ void RowwiseBuilder::add_cluster_row_loop(kir::Block& out, const kir::Block& row
                kir::lit(space_.rows), static_cast_to(idx, kir::call("fj_cluster_count", {})));
   loop.splice(row_body);
   if (phase_) loop.assign(phase_, kir::lit(1), "^=");
-  out.eval(kir::call("fj_cluster_sync", {}), "before exit: other blocks may still read this block's slots");
+  out.eval(kir::sync_cluster(), "before exit: other blocks may still read this block's slots");
 }
 
 KernelBody RowwiseBuilder::build() {

@@ -285,12 +285,12 @@ void add_load(kir::Block& p, const RegionInfo& info, const TileSchedule& s, cons
           kir::group(kir::infix(v("q"), "^",
                                 kir::group(kir::infix(kir::infix(v("cl"), "/", n(s.vc)), "%",
                                                       n(std::min(kSwizzle, per_row))))));
-      body.eval(kir::call("fj_store_vec", {kir::add(kir::add(tile, kir::mul(v("cl"), n(s.tile))),
-                                                    kir::mul(swizzle, n(read.chunk))),
-                                           chunk}));
+      body.eval(kir::store_vec(
+          kir::add(kir::add(tile, kir::mul(v("cl"), n(s.tile))), kir::mul(swizzle, n(read.chunk))),
+          chunk));
     } else {
-      body.eval(kir::call("fj_load_vec", {chunk, kir::add(kir::var(info.input_param(read.id)),
-                                                          kir::offset(read.at))}));
+      body.eval(kir::load_vec(chunk,
+                              kir::add(kir::var(info.input_param(read.id)), kir::offset(read.at))));
     }
   }
 }
@@ -439,14 +439,13 @@ std::optional<KernelBody> build_tiled_transpose(const RegionInfo& info,
         fmt::format("__shared__ __align__(16) {}", dtype_code(info.node(read.id).dtype).storage),
         read.tile, s->tile * s->tile);
   }
-  body.let("int", "tid", kir::lit("threadIdx.x"));
-  kir::Block& tile =
-      body.loop(idx, "t", kir::lit("blockIdx.x"), n(s->tiles), kir::lit("gridDim.x"));
+  body.let("int", "tid", kir::thread_index());
+  kir::Block& tile = body.loop(idx, "t", kir::block_index(), n(s->tiles), kir::grid_blocks());
   add_tile_origin(tile, *s, idx);
   for (const TiledRead& read : s->reads) add_load(tile, info, *s, read, idx);
-  tile.eval(kir::call("__syncthreads", {}));
+  tile.eval(kir::sync_block());
   add_outputs(tile, info, *s, idx);
-  tile.eval(kir::call("__syncthreads", {}), "the next tile overwrites shared memory");
+  tile.eval(kir::sync_block(), "the next tile overwrites shared memory");
   return kb;
 }
 

@@ -79,6 +79,7 @@ TEST_CASE("FUSEJIT_DUMP=all through the API writes the IR, plan, decisions and k
   CHECK(ending(files, ".ptx").size() == 1);
   REQUIRE(files.count(kernel + ".ptx") == 1);
   CHECK(files.at(kernel + ".ptx").find(".entry " + kernel) != std::string::npos);
+  CHECK(files.count(kernel + ".kir") == 1);
   fs::remove_all(dir);
 }
 
@@ -89,6 +90,25 @@ TEST_CASE("FUSEJIT_DUMP=cuda,plan writes the sources without the PTX", "[jit][du
   CHECK(ending(files, ".cu").size() == 1);
   CHECK(ending(files, ".ptx").empty());
   CHECK(ending(files, ".ir").empty());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("FUSEJIT_DUMP=kir writes each kernel's IR after each lowering step", "[jit][dump]") {
+  const fs::path dir = eval_with_dumps("kir", "kir");
+  const std::map<std::string, std::string> files = dumped(dir);
+  CHECK(ending(files, ".cu").empty());
+  const std::vector<std::string> kir = ending(files, ".kir");
+  REQUIRE(kir.size() == 1);
+  INFO(kir[0]);
+  // The tree as built (offsets still symbolic), then with every offset lowered to arithmetic.
+  const size_t built = kir[0].find("// ==== built ====\nkernel ");
+  const size_t lowered = kir[0].find("// ==== indices lowered ====\nkernel ");
+  REQUIRE(built != std::string::npos);
+  REQUIRE(lowered != std::string::npos);
+  CHECK(built < lowered);
+  CHECK(kir[0].find("(offset", built) < lowered);
+  CHECK(kir[0].find("(offset", lowered) == std::string::npos);
+  CHECK(kir[0].find("\nbody\n", lowered) != std::string::npos);
   fs::remove_all(dir);
 }
 

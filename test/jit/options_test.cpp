@@ -37,7 +37,9 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(d.dump.ptx);
   CHECK_FALSE(d.dump.ir);
   const Options all = parse1("FUSEJIT_DUMP", "all");
-  CHECK((all.dump.ir && all.dump.plan && all.dump.decisions && all.dump.cuda && all.dump.ptx));
+  CHECK((all.dump.ir && all.dump.plan && all.dump.decisions && all.dump.cuda && all.dump.ptx &&
+         all.dump.kir));
+  CHECK(parse1("FUSEJIT_DUMP", "kir").dump.kir);
   CHECK(parse1("FUSEJIT_DUMP_DIR", "/tmp/d").dump_dir == "/tmp/d");
   CHECK(parse1("FUSEJIT_CACHE_DIR", "/tmp/c").cache_dir == "/tmp/c");
   CHECK(parse1("FUSEJIT_CACHE", "memory").cache == CacheMode::memory);
@@ -87,7 +89,7 @@ TEST_CASE("invalid values name the variable and list the valid ones", "[jit][opt
                                         "off, error, warn, info, debug, trace"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_DUMP", "ir,asm"),
                       ContainsSubstring("FUSEJIT_DUMP=asm: invalid value 'asm'; valid values: ir, "
-                                        "plan, decisions, cuda, ptx, all"));
+                                        "plan, decisions, cuda, ptx, kir, all"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_CACHE", "disk"),
                       ContainsSubstring("valid values: on, memory, off"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_CACHE_MAX_MB", "10GB"),

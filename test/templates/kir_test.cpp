@@ -17,7 +17,7 @@ kir::Function small_kernel() {
   f.block = 128;
   f.params = {{"float", "in0", true, "%0 f32[64]"}, {"float", "out0", false, "%1 f32[64]"}};
   f.head.comment("a doubling sweep");
-  kir::Block& loop = f.body.loop("int", "t", kir::lit("threadIdx.x"), kir::lit(64), kir::lit(128));
+  kir::Block& loop = f.body.loop("int", "t", kir::thread_index(), kir::lit(64), kir::lit(128));
   const kir::ExprP x = loop.let("float", "x", kir::subscript(kir::var("in0"), kir::var("t")));
   loop.assign(kir::subscript(kir::var("out0"), kir::var("t")),
               kir::call("fj_mul", {x, kir::lit("0x1p+1f")}), "=");
@@ -56,7 +56,7 @@ TEST_CASE("expressions print with the parentheses the tree has, and no others",
   CHECK(kir::print(kir::mul(kir::add(a, b), kir::lit(2))) == "a + b * 2");
   CHECK(kir::print(kir::mul(kir::group(kir::add(a, b)), kir::lit(2))) == "(a + b) * 2");
   CHECK(kir::print(kir::prefix("&", kir::subscript(a, kir::lit(3)))) == "&a[3]");
-  CHECK(kir::print(kir::cast("long long", kir::lit("blockIdx.x"))) == "(long long)blockIdx.x");
+  CHECK(kir::print(kir::cast("long long", kir::block_index())) == "(long long)blockIdx.x");
   CHECK(kir::print(kir::call("f<4>", {})) == "f<4>()");
   CHECK(kir::print(kir::select(kir::lt(a, b), a, kir::lit(0))) == "a < b ? a : 0");
   kir::Block b2;
@@ -72,6 +72,27 @@ TEST_CASE("expressions print with the parentheses the tree has, and no others",
         std::string::npos);
   CHECK(text.find("  #pragma unroll 4\n  for (int q = 0; q < 9; q += 2) {\n  }\n") !=
         std::string::npos);
+}
+
+TEST_CASE("device operations are typed nodes that print as their helpers", "[templates][kir]") {
+  const kir::ExprP a = kir::var("a"), op = kir::call("fj_op_sum", {});
+  CHECK(kir::print(kir::sync_block()) == "__syncthreads()");
+  CHECK(kir::print(kir::sync_cluster()) == "fj_cluster_sync()");
+  CHECK(kir::print(kir::fence()) == "__threadfence()");
+  CHECK(kir::print(kir::atomic_add(a, kir::lit("1u"))) == "atomicAdd(a, 1u)");
+  CHECK(kir::print(kir::warp_reduce(a, op, 1, 8)) == "fj_warp_reduce<1, 8>(a, fj_op_sum())");
+  CHECK(kir::print(kir::block_reduce(a, op, 256)) == "fj_block_reduce<256>(a, fj_op_sum())");
+  CHECK(kir::print(kir::load_vec(a, kir::var("p"))) == "fj_load_vec(a, p)");
+  CHECK(kir::print(kir::store_vec(kir::var("p"), a)) == "fj_store_vec(p, a)");
+  CHECK(kir::print(kir::grid_blocks()) == "gridDim.x");
+  // What a reduction or a barrier is stays in the tree: its kind and parameters, not text.
+  const kir::ExprP r = kir::warp_reduce(a, op, 4, 32);
+  CHECK(r->kind == kir::ExprKind::intrinsic);
+  CHECK(static_cast<kir::Intrinsic>(r->number) == kir::Intrinsic::warp_reduce);
+  CHECK(r->numbers == std::vector<int64_t>{4, 32});
+  kir::Function f = small_kernel();
+  f.body.eval(kir::sync_block());
+  CHECK(kir::dump(f).find("eval (__syncthreads)") != std::string::npos);
 }
 
 TEST_CASE("uses() finds variables through nested blocks and element offsets", "[templates][kir]") {
@@ -105,16 +126,21 @@ TEST_CASE("verify() rejects undeclared reads and variables hidden in text", "[te
     CHECK_THROWS_AS(kir::verify(f), InternalError);
   }
   {
-    // Text that spells a declared variable would hide the read from uses().
+    // Text cannot hide a read from uses(): lit() takes literals only, and a call's text that
+    // spells a declared variable is refused.
+    CHECK_THROWS_AS(kir::lit("x + 1"), InternalError);
+    CHECK_THROWS_AS(kir::lit("threadIdx.x"), InternalError);
     kir::Function f = small_kernel();
-    f.body.stmts[0].body->eval(kir::lit("x + 1"));
+    f.body.stmts[0].body->eval(kir::call("fj_use<x>", {}));
     CHECK_THROWS_AS(kir::verify(f), InternalError);
   }
   {
-    // Members and number literals are not variables.
+    // Built-ins and literals are not variables.
     kir::Function f = small_kernel();
     f.body.stmts[0].body->let("float", "p", kir::lit("0x1p+3f"));
-    f.body.stmts[0].body->let("int", "w", kir::lit("blockDim.x"));
+    f.body.stmts[0].body->let("int", "w", kir::builtin(kir::Builtin::block_threads));
+    f.body.stmts[0].body->let("long long", "m", kir::lit("(-9223372036854775807LL - 1)"));
+    f.body.stmts[0].body->let("float", "n", kir::lit("__uint_as_float(0x7fffffffu)"));
     CHECK_NOTHROW(kir::verify(f));
   }
   {
@@ -124,6 +150,71 @@ TEST_CASE("verify() rejects undeclared reads and variables hidden in text", "[te
     f.body.assign(kir::subscript(kir::var("fj_partial0"), kir::lit(0)), kir::lit(0));
     CHECK_NOTHROW(kir::verify(f));
   }
+}
+
+TEST_CASE("offsets and extents are lowered to arithmetic before printing", "[templates][kir]") {
+  const BasePtr i = make_root("i", 24);
+  const Index at = index_from_root(i, {2, 3, 4});
+  kir::Function f = small_kernel();
+  f.params.push_back({"float", "tab", true, "%2 f32[3]"});
+  kir::Block& loop = *f.body.stmts[0].body;
+  loop.let("float", "y",
+           kir::subscript(kir::var("tab"), kir::offset(broadcast_operand(at, {1, 3, 1}))));
+  loop.let("int", "n", kir::extent(24));
+  // The printer decides nothing: an offset is not C until the pass has lowered it.
+  CHECK_THROWS_AS(kir::print(f), InternalError);
+  const std::string built = kir::dump(f);
+  CHECK(built.find("let const float y = ([] tab (offset i / 4 % 3))") != std::string::npos);
+  CHECK(built.find("let const int n = (extent 24)") != std::string::npos);
+  kir::lower_indices(f);
+  const std::string text = kir::print(f);
+  CHECK(text.find("const float y = tab[i / 4 % 3];") != std::string::npos);
+  CHECK(text.find("const int n = 24;") != std::string::npos);
+  CHECK(kir::dump(f).find("(% (/ i 4) 3)") != std::string::npos);
+}
+
+TEST_CASE("a dynamic kernel's runtime extents are numbered in the order lowering meets them",
+          "[templates][kir]") {
+  // Symbol values 131 and 67 (distinct primes): 131 and 4 * 67 stand for runtime extents, 4
+  // does not.
+  const BasePtr i = make_root("i", 131 * 4 * 67);
+  const Index at = index_from_root(i, {131, 4, 67});
+  kir::Function f;
+  f.name = "k";
+  kir::Block& body = f.body;
+  body.let("int", "a", kir::offset(broadcast_operand(at, {1, 4, 67})));
+  body.let("int", "b", kir::extent(131));
+  body.let("int", "c", kir::extent(4));
+  RuntimeExtents rt{.symbols = {131, 67}};
+  kir::lower_indices(f, &rt);
+  CHECK(rt.extents == std::vector<int64_t>{4 * 67, 131});
+  CHECK(rt.dividend_bounds == std::vector<int64_t>{131 * 4 * 67});
+  const std::string text = kir::print(f);
+  INFO(text);
+  CHECK(text.find("const int a = fj_fastmod(i, fj_e0, fj_m0);") != std::string::npos);
+  CHECK(text.find("const int b = fj_e1;") != std::string::npos);
+  CHECK(text.find("const int c = 4;") != std::string::npos);
+}
+
+TEST_CASE("the declaration pass keeps offered values only where they are read",
+          "[templates][kir]") {
+  kir::Function f = small_kernel();
+  kir::Block& loop = *f.body.stmts[0].body;
+  // `row` is read by `col`, which nothing reads: both go, in two sweeps. `lane` is read in a
+  // nested block and stays; a plain let is never removed.
+  loop.let_if_read("int", "row", kir::mul(kir::var("t"), kir::lit(2)));
+  loop.let_if_read("int", "col", kir::add(kir::var("row"), kir::lit(1)));
+  loop.let_if_read("int", "lane", kir::infix(kir::var("t"), "%", kir::lit(32)));
+  loop.let("int", "unread", kir::lit(7));
+  loop.branch(kir::lt(kir::var("lane"), kir::lit(4))).jump("continue");
+  kir::place_declarations(f);
+  const std::string text = kir::print(f);
+  INFO(text);
+  CHECK(text.find("row") == std::string::npos);
+  CHECK(text.find("col") == std::string::npos);
+  CHECK(text.find("const int lane = t % 32;") != std::string::npos);
+  CHECK(text.find("const int unread = 7;") != std::string::npos);
+  CHECK_NOTHROW(kir::verify(f));
 }
 
 TEST_CASE("value keys compare indices by structure", "[templates][kir]") {
