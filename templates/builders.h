@@ -1,9 +1,12 @@
-// templates/builders: the kernel templates, one per region shape, and what they hand back to
-// generate() (which pastes the device helpers, names the kernel and fills in Kernel).
+// templates/builders: the kernel templates, one per region shape, what they hand back to
+// generate(), and assemble_kernel, which pastes the device helpers, names every kernel (the
+// attention kernel's too) and fills in Kernel.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "templates/emit.h"
 #include "templates/kernel.h"
@@ -46,6 +49,15 @@ std::optional<KernelBody> build_tiled_transpose(const RegionInfo& info,
 // Reduction and normalization regions: row-style (one thread group per output row, any axes)
 // or column-style (leading or middle axes, coalesced along the kept inner axes).
 KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options);
+
+// Every kernel's source, whatever its kind: the header line naming the generator, the device
+// helpers `helpers` (device/*.cuh, by name, in that order), kKernelMarker, `preamble` (comment
+// lines, each ending in '\n'), then `fn` printed, its kKernelNameToken replaced by the kernel's
+// name, fj_<kind>_<16 hex digits of FNV-1a of the source before naming>. Fills in the Kernel's
+// name, source and what `fn` fixes (cluster, relaxed_min_blocks); the caller, the launch shape.
+// `fn` is lowered already (kir::lower_indices): printing decides nothing.
+Kernel assemble_kernel(std::string_view kind, const std::vector<std::string_view>& helpers,
+                       std::string_view preamble, const kir::Function& fn);
 
 // Region inputs read inside a V-lane vector loop (pointwise sweeps, the output phase of the
 // tiled transpose): one 16-byte vector load in `prelude` for an input whose offset moves by one

@@ -139,6 +139,14 @@ ExprP store_vec(ExprP dst, ExprP src) {
   return intrinsic(Intrinsic::store_vec, {std::move(dst), std::move(src)});
 }
 
+ExprP braces(std::vector<ExprP> elements, int wrap) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::braces;
+  e->args = std::move(elements);
+  e->wrap = wrap;
+  return e;
+}
+
 ExprP member(ExprP object, std::string field) {
   return make(ExprKind::member, std::move(field), {std::move(object)});
 }
@@ -232,6 +240,38 @@ void Block::jump(std::string what) {
   stmts.push_back(std::move(s));
 }
 
+std::vector<ExprP> Block::declare(std::string type, std::vector<Declarator> vars,
+                                  std::string comment) {
+  Stmt s = stmt(StmtKind::declare);
+  s.type = std::move(type);
+  s.declarators = std::move(vars);
+  s.text = std::move(comment);
+  std::vector<ExprP> out;
+  for (const Declarator& d : s.declarators) out.push_back(var(d.name));
+  stmts.push_back(std::move(s));
+  return out;
+}
+
+void Block::pragma(std::string text) {
+  Stmt s = stmt(StmtKind::pragma);
+  s.text = std::move(text);
+  stmts.push_back(std::move(s));
+}
+
+Block& Block::loop_line(std::string type, std::string name, ExprP init, ExprP bound, ExprP step,
+                        int unroll) {
+  Block& body = loop(std::move(type), std::move(name), std::move(init), std::move(bound),
+                     std::move(step), unroll);
+  stmts.back().inline_body = true;
+  return body;
+}
+
+Block& Block::branch_line(ExprP cond) {
+  Block& body = branch(std::move(cond));
+  stmts.back().inline_body = true;
+  return body;
+}
+
 void Block::splice(const Block& other) {
   stmts.insert(stmts.end(), other.stmts.begin(), other.stmts.end());
 }
@@ -262,6 +302,12 @@ bool uses(const ExprP& e, std::string_view name) {
 bool uses(const Stmt& s, std::string_view name) {
   for (const ExprP* e : {&s.value, &s.target, &s.init, &s.bound, &s.step}) {
     if (uses(*e, name)) return true;
+  }
+  for (const Declarator& d : s.declarators) {
+    for (const ExprP& n : d.dims) {
+      if (uses(n, name)) return true;
+    }
+    if (uses(d.value, name)) return true;
   }
   return s.body && uses(*s.body, name);
 }
@@ -378,6 +424,7 @@ class Verifier {
   void collect_names(const Block& b) {
     for (const Stmt& s : b.stmts) {
       if (!s.name.empty()) all_names_.insert(s.name);
+      for (const Declarator& d : s.declarators) all_names_.insert(d.name);
       if (s.body) collect_names(*s.body);
     }
     for (const Param& p : f_.params) all_names_.insert(p.name);
@@ -389,6 +436,13 @@ class Verifier {
       case StmtKind::array:
         expr(s.value);
         declared_.push_back(s.name);
+        return;
+      case StmtKind::declare:
+        for (const Declarator& d : s.declarators) {
+          for (const ExprP& n : d.dims) expr(n);
+          expr(d.value);
+          declared_.push_back(d.name);
+        }
         return;
       case StmtKind::loop: {
         expr(s.init);
@@ -700,6 +754,16 @@ std::string print(const ExprP& e) {
           "kernel IR: an offset or extent is printed before lower_indices has lowered it");
     case ExprKind::member:
       return fmt::format("{}.{}", print(e->args[0]), e->text);
+    case ExprKind::braces: {
+      // A wrapped list's next lines start one column past the brace; the declaration that
+      // prints it moves them to the brace's column (Printer::declaration).
+      std::string s = "{";
+      for (size_t i = 0; i < e->args.size(); ++i) {
+        if (i) s += e->wrap > 0 && i % e->wrap == 0 ? ",\n " : ", ";
+        s += print(e->args[i]);
+      }
+      return s + "}";
+    }
   }
   throw InternalError("kernel IR: unknown expression kind");
 }
@@ -720,6 +784,38 @@ class Printer {
  private:
   static std::string trailing(const std::string& comment) {
     return comment.empty() ? std::string() : "  // " + comment;
+  }
+
+  // `type a = x, b[n] = {..};` at `level`: a value's continuation lines (a wrapped list) move to
+  // the value's column.
+  std::string declaration(const Stmt& s, int level) {
+    std::string t = s.type;
+    for (size_t i = 0; i < s.declarators.size(); ++i) {
+      const Declarator& d = s.declarators[i];
+      t += fmt::format("{}{}", i ? ", " : " ", d.name);
+      for (const ExprP& n : d.dims) t += fmt::format("[{}]", print(n));
+      if (!d.value) continue;
+      t += " = ";
+      const std::string indent(static_cast<size_t>(2 * level) + t.size(), ' ');
+      for (char c : print(d.value)) {
+        t.push_back(c);
+        if (c == '\n') t += indent;
+      }
+    }
+    return t + ";" + trailing(s.text);
+  }
+
+  // The one statement of an inline body, without its line break.
+  std::string inline_body(const Block& b) {
+    Printer p;
+    p.block(b, 0);
+    std::string text = p.take();
+    if (b.stmts.size() != 1 || std::count(text.begin(), text.end(), '\n') != 1) {
+      throw InternalError(
+          "kernel IR: an inline loop or branch body is one statement of one line:\n" + text);
+    }
+    text.pop_back();
+    return text;
   }
 
   void stmt(const Stmt& s, int level) {
@@ -744,13 +840,22 @@ class Printer {
         if (s.unroll > 1) line(level, fmt::format("#pragma unroll {}", s.unroll));
         const std::string step =
             s.step ? fmt::format("{} += {}", s.name, print(s.step)) : "++" + s.name;
-        line(level, fmt::format("for ({} {} = {}; {} < {}; {}) {{", s.type, s.name, print(s.init),
-                                s.name, print(s.bound), step));
+        const std::string head = fmt::format("for ({} {} = {}; {} < {}; {})", s.type, s.name,
+                                             print(s.init), s.name, print(s.bound), step);
+        if (s.inline_body) {
+          line(level, head + " " + inline_body(*s.body));
+          return;
+        }
+        line(level, head + " {");
         block(*s.body, level + 1);
         line(level, "}");
         return;
       }
       case StmtKind::branch:
+        if (s.inline_body) {
+          line(level, fmt::format("if ({}) {}", print(s.value), inline_body(*s.body)));
+          return;
+        }
         line(level, fmt::format("if ({}) {{", print(s.value)));
         block(*s.body, level + 1);
         line(level, "}");
@@ -763,6 +868,12 @@ class Printer {
         return;
       case StmtKind::blank:
         line(0, "");
+        return;
+      case StmtKind::declare:
+        line(level, declaration(s, level));
+        return;
+      case StmtKind::pragma:
+        line(0, "#pragma " + s.text);
         return;
     }
   }
@@ -787,17 +898,34 @@ std::string print(const Function& f) {
   }
   const std::string cluster =
       f.cluster > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", f.cluster) : std::string();
-  p.line(0, fmt::format("extern \"C\" __global__ void {}__launch_bounds__({}) {}(", cluster,
-                        bounds, f.name));
-  for (size_t i = 0; i < f.params.size(); ++i) {
-    const Param& q = f.params[i];
-    const std::string sep = i + 1 < f.params.size() ? "," : ") {";
-    const std::string decl =
-        q.pointer ? fmt::format("{}{}* __restrict__ {}", q.is_const ? "const " : "", q.type, q.name)
-                  : fmt::format("{} {}", q.type, q.name);
-    p.line(0, fmt::format("    {}{}{}", decl, sep, q.comment.empty() ? "" : "  // " + q.comment));
+  const auto declaration = [](const Param& q) {
+    return q.pointer
+               ? fmt::format("{}{}* __restrict__ {}", q.is_const ? "const " : "", q.type, q.name)
+               : fmt::format("{} {}", q.type, q.name);
+  };
+  const std::string signature = fmt::format(
+      "extern \"C\" __global__ void {}__launch_bounds__({}) {}(", cluster, bounds, f.name);
+  if (f.params_inline) {
+    std::vector<std::string> params;
+    for (const Param& q : f.params) {
+      if (!q.comment.empty()) {
+        throw InternalError(fmt::format(
+            "kernel IR of {}: parameter {} has a comment, which an inline signature cannot print",
+            f.name, q.name));
+      }
+      params.push_back(declaration(q));
+    }
+    p.line(0, fmt::format("{}{}) {{", signature, fmt::join(params, ", ")));
+  } else {
+    p.line(0, signature);
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const Param& q = f.params[i];
+      const std::string sep = i + 1 < f.params.size() ? "," : ") {";
+      p.line(0, fmt::format("    {}{}{}", declaration(q), sep,
+                            q.comment.empty() ? "" : "  // " + q.comment));
+    }
+    if (f.params.empty()) p.line(0, "    ) {");
   }
-  if (f.params.empty()) p.line(0, "    ) {");
   p.block(f.body, 1);
   p.line(0, "}");
   return p.take();

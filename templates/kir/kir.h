@@ -41,6 +41,7 @@ enum class ExprKind {
   offset,     // the row-major offset of `at` (lane-0 variable of the lane root when lane0)
   member,     // args[0].text: a field of a struct value
   extent,     // a count that a dynamic kernel may take at launch: `number`, or its argument
+  braces,     // {args...}: an initializer list (wrap > 0: a line break after every wrap elements)
   builtin,    // a CUDA built-in index or size (Builtin, in `number`)
   intrinsic,  // a typed device operation (Intrinsic, in `number`) of args, with `numbers`
 };
@@ -74,6 +75,7 @@ struct Expr {
   bool lane0 = false;  // offset only
   int64_t number = 0;  // extent: the count; builtin, intrinsic: which
   std::vector<int64_t> numbers;  // intrinsic: compile-time parameters
+  int wrap = 0;        // braces only
 };
 
 ExprP var(std::string name);
@@ -104,6 +106,9 @@ ExprP warp_reduce(ExprP value, ExprP op, int64_t lanes_apart, int64_t group);
 ExprP block_reduce(ExprP value, ExprP op, int64_t block);
 ExprP load_vec(ExprP dst, ExprP src);
 ExprP store_vec(ExprP dst, ExprP src);
+// {a, b, ...}, an initializer list. With wrap > 0 it breaks the line after every `wrap` elements,
+// the next line starting under the first element (where the list is a declarator's value).
+ExprP braces(std::vector<ExprP> elements, int wrap = 0);
 // `a + b`, `a * b`, ... (shorthands of infix)
 ExprP add(ExprP a, ExprP b);
 ExprP mul(ExprP a, ExprP b);
@@ -119,10 +124,20 @@ enum class StmtKind {
   jump,     // text;  (continue, break, return)
   comment,  // // text
   blank,    // an empty line
+  declare,  // type d0[dims] = v0, d1 = v1, ...;      (declaration of several variables)
+  pragma,   // #pragma text, at column 0 (#pragma unroll)
 };
 
 struct Block;
 using BlockP = std::shared_ptr<Block>;
+
+// One variable of a declare statement: name[dims[0]][dims[1]].. = value (no dims: a scalar; no
+// value: uninitialized).
+struct Declarator {
+  std::string name;
+  std::vector<ExprP> dims;
+  ExprP value;
+};
 
 struct Stmt {
   StmtKind kind = StmtKind::comment;
@@ -139,6 +154,8 @@ struct Stmt {
   int unroll = 0;             // loop: 1 puts `#pragma unroll` before it, n > 1 `#pragma unroll n`
   std::string text;           // comment; let, assign, eval: a trailing comment
   BlockP body;                // loop, branch
+  std::vector<Declarator> declarators;  // declare (type: the type with its qualifiers)
+  bool inline_body = false;  // loop, branch: the body, one statement, on the same line, no braces
 };
 
 // A sequence of statements, built front to back. Nested blocks (loop and branch bodies) are
@@ -169,6 +186,19 @@ struct Block {
   }
   void blank();
   void jump(std::string what);  // continue, break, return
+  // `type d0 = v0, d1[n] = {..}, ...;`: several variables of one type, declared in one statement
+  // (a declarator may read those before it); type carries the qualifiers ("constexpr int",
+  // "__shared__ __align__(16) float"). Returns the variables, in order.
+  std::vector<ExprP> declare(std::string type, std::vector<Declarator> vars,
+                             std::string comment = {});
+  // `#pragma text` on a line of its own at column 0, as preprocessor lines are conventionally
+  // written (a loop's own `unroll` indents its pragma with the loop).
+  void pragma(std::string text);
+  // loop and branch whose body is one statement printed on their line, without braces:
+  //   for (int n = 0; n < 8; ++n) x[n] = 0;        if (i >= n) continue;
+  Block& loop_line(std::string type, std::string name, ExprP init, ExprP bound,
+                   ExprP step = nullptr, int unroll = 0);
+  Block& branch_line(ExprP cond);
   // Appends another block's statements.
   void splice(const Block& other);
   bool empty() const { return stmts.empty(); }
@@ -195,6 +225,7 @@ struct Function {
   std::vector<int> relaxed_min_blocks;
   int cluster = 1;   // > 1: __cluster_dims__(cluster, 1, 1), blocks per thread-block cluster
   std::vector<Param> params;
+  bool params_inline = false;  // the parameters on the signature's line (none may carry a comment)
   Block body;
 };
 

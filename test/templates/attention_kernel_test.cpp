@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 
 #include "fusejit_test_paths.h"
+#include "ir/hash.h"
 #include "ir/host_tensor.h"
+#include "templates/emit.h"
 #include "templates/schedulers/attention.h"
 #include "test/templates/emulate/host_build.h"
 #include "test/templates/support.h"
@@ -347,6 +349,24 @@ TEST_CASE("attention kernel: the launch shape and arguments", "[templates][atten
   s.mask = AttentionMaskKind::causal;
   CHECK(test::has(test::kernel_text(templates::generate_attention(s)),
                   "unsigned short* __restrict__ v, unsigned short* __restrict__ o)"));
+}
+
+TEST_CASE("attention kernel: assembled and named as every kernel is", "[templates][attention]") {
+  const templates::Kernel k = templates::generate_attention(
+      make_spec(DType::bf16, 64, AttentionMaskKind::causal, 1, 77, 77));
+  // Its device helpers by name, then the marker; none it does not call.
+  const size_t core = k.source.find("\n// ==== fj_core.cuh ====\n");
+  const size_t helpers = k.source.find("\n// ==== fj_attention.cuh ====\n");
+  const size_t marker = k.source.find(templates::kKernelMarker);
+  CHECK(core < helpers);
+  CHECK(helpers < marker);
+  CHECK(marker != std::string::npos);
+  CHECK(k.source.find("// ==== fj_math.cuh ====") == std::string::npos);
+  // Named fj_<kind>_<FNV-1a of the source before naming>.
+  std::string unnamed = k.source;
+  for (size_t at = unnamed.find(k.name); at != std::string::npos; at = unnamed.find(k.name, at))
+    unnamed.replace(at, k.name.size(), templates::kKernelNameToken);
+  CHECK(k.name == fmt::format("fj_attention_{:016x}", ir::fnv1a64(unnamed)));
 }
 
 TEST_CASE("attention kernel: NVRTC compiles every variant for sm_90 and sm_80",

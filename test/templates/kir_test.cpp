@@ -95,6 +95,58 @@ TEST_CASE("device operations are typed nodes that print as their helpers", "[tem
   CHECK(kir::dump(f).find("eval (__syncthreads)") != std::string::npos);
 }
 
+TEST_CASE("declarations, initializer lists, pragmas and one-line bodies print as built",
+          "[templates][kir]") {
+  kir::Function f;
+  f.name = "h";
+  f.block = 128;
+  f.min_blocks = 1;
+  f.params_inline = true;
+  f.params = {{"unsigned short", "q"}, {"unsigned short", "o", false}};
+  const std::vector<kir::ExprP> n =
+      f.body.declare("constexpr int",
+                     {{"kN", {}, kir::lit(8)}, {"kM", {}, kir::mul(kir::var("kN"), kir::lit(2))}});
+  const std::vector<kir::ExprP> a = f.body.declare(
+      "float",
+      {{"a", {n[0]}, nullptr}, {"m", {kir::lit(2)}, kir::braces({kir::lit("0.0f"), n[1]})}},
+      "running");
+  f.body.pragma("unroll");
+  f.body.loop_line("int", "i", kir::lit(0), n[0])
+      .assign(kir::subscript(a[0], kir::var("i")), kir::lit("0.0f"));
+  kir::Block& lanes = f.body.loop("int", "e", kir::lit(0), n[1]);
+  lanes.branch_line(kir::lt(kir::var("e"), kir::lit(3))).jump("continue");
+  std::vector<kir::ExprP> four;
+  for (int i = 0; i < 4; ++i) four.push_back(kir::subscript(a[0], kir::lit(i)));
+  lanes.declare("const float", {{"pf", {kir::lit(4)}, kir::braces(four, 2)}});
+  CHECK(kir::print(f) ==
+        "extern \"C\" __global__ void __launch_bounds__(128, 1) h(const unsigned short* "
+        "__restrict__ q, unsigned short* __restrict__ o) {\n"
+        "  constexpr int kN = 8, kM = kN * 2;\n"
+        "  float a[kN], m[2] = {0.0f, kM};  // running\n"
+        "#pragma unroll\n"
+        "  for (int i = 0; i < kN; ++i) a[i] = 0.0f;\n"
+        "  for (int e = 0; e < kM; ++e) {\n"
+        "    if (e < 3) continue;\n"
+        "    const float pf[4] = {a[0], a[1],\n"
+        "                         a[2], a[3]};\n"
+        "  }\n"
+        "}\n");
+  CHECK_NOTHROW(kir::verify(f));
+  CHECK(kir::uses(f.body, "kM"));  // read by a dimension, a value and a loop bound
+  CHECK_FALSE(kir::uses(f.body, "m"));
+  // A declarator reads only those before it.
+  kir::Function g = f;
+  g.body.declare("int", {{"x", {}, kir::var("y")}, {"y", {}, kir::lit(1)}});
+  CHECK_THROWS_AS(kir::verify(g), InternalError);
+  // A one-line body is one statement.
+  kir::Function h;
+  h.name = "h2";
+  kir::Block& two = h.body.branch_line(kir::lit("true"));
+  two.jump("continue");
+  two.jump("break");
+  CHECK_THROWS_AS(kir::print(h), InternalError);
+}
+
 TEST_CASE("uses() finds variables through nested blocks and element offsets", "[templates][kir]") {
   const BasePtr row = make_root("row", 8), k = make_lane_root("k", "k0", 64, 4);
   const Index at = index_from_digits({Digit{row, 1, 8}, Digit{k, 1, 64}}, {8, 64});

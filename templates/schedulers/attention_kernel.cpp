@@ -1,0 +1,526 @@
+// templates/schedulers/attention_kernel: the attention kernel on the kernel IR, from its spec and
+// the schedule attention.cpp decided (see the overview there). What it reads and writes, where,
+// and in which order is built here as a kir::Function; kir::print writes it, and
+// assemble_kernel (generate.cpp) pastes the device helpers it calls (device/fj_attention.cuh)
+// and names it. The text is kept as it was when this kernel was printed by hand (pragmas at
+// column 0, one-line loops), so that its kernels and their names did not change.
+#include "templates/schedulers/attention_kernel.h"
+
+#include <array>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "templates/emit.h"
+
+namespace fusejit::templates {
+
+namespace {
+
+constexpr double kLog2e = 1.4426950408889634;
+
+using kir::ExprP;
+
+ExprP num(int64_t v) { return kir::lit(v); }
+ExprP text(std::string t) { return kir::lit(std::move(t)); }  // 0.0f, 0u, true
+ExprP wide(int64_t v) { return kir::lit(fmt::format("{}LL", v)); }
+ExprP f32(double v) { return kir::lit(literal(DType::f32, v)); }
+ExprP op(ExprP a, std::string o, ExprP b) {
+  return kir::infix(std::move(a), std::move(o), std::move(b));
+}
+ExprP paren(ExprP e) { return kir::group(std::move(e)); }
+ExprP at(ExprP a, ExprP i) { return kir::subscript(std::move(a), std::move(i)); }
+ExprP at(ExprP a, ExprP i, ExprP j) { return at(at(std::move(a), std::move(i)), std::move(j)); }
+ExprP at(ExprP a, ExprP i, int64_t j) { return at(std::move(a), std::move(i), num(j)); }
+ExprP sum(std::vector<ExprP> terms) {
+  ExprP s = terms[0];
+  for (size_t i = 1; i < terms.size(); ++i) s = kir::add(s, terms[i]);
+  return s;
+}
+kir::Declarator scalar(std::string name, ExprP value) {
+  return {std::move(name), {}, std::move(value)};
+}
+
+// `#pragma unroll` (at column 0, as the kernel has always printed it) and the loop
+// `for (int name = init; name < bound; name += step)` (++name without a step).
+kir::Block& unrolled(kir::Block& b, std::string name, ExprP init, ExprP bound,
+                     ExprP step = nullptr) {
+  b.pragma("unroll");
+  return b.loop("int", std::move(name), std::move(init), std::move(bound), std::move(step));
+}
+kir::Block& unrolled_line(kir::Block& b, std::string name, ExprP init, ExprP bound) {
+  b.pragma("unroll");
+  return b.loop_line("int", std::move(name), std::move(init), std::move(bound));
+}
+
+// The variables the builders below share: the kernel's parameters, constants and thread
+// indices, the work item's, and the key tile's; each set where the kernel declares it.
+struct Vars {
+  ExprP q, k, v, mask, o;
+  ExprP heads, seq_q, seq_kv, d, dv, block_n, k_pitch, v_pitch, q_tiles, kv_tiles, work;
+  std::array<ExprP, 3> q_strides, k_strides, v_strides;  // batch, head, sequence
+  ExprP k_group, v_group;
+  std::array<ExprP, 4> mask_strides;  // batch, head, query, key
+  ExprP scale_log2, mask_log2, fill_log2, neg_inf;
+  ExprP ks, vs, tid, warp, lane, g, t;
+  ExprP w, qt, bh, b, h, row0, qp, kp, vp, mp, qf, o_acc, m, l, tiles;  // work item
+  ExprP kt, key0, s;                                                    // key tile
+};
+
+std::string mask_element(DType d) {
+  return d == DType::boolean ? "unsigned char" : std::string(dtype_code(d).storage);
+}
+
+void build_signature(kir::Function& f, const AttentionSpec& s, Vars& n) {
+  f.name = std::string(kKernelNameToken);
+  f.block = kAttentionThreads;
+  f.min_blocks = 1;
+  f.params_inline = true;
+  f.params = {{"unsigned short", "q"}, {"unsigned short", "k"}, {"unsigned short", "v"}};
+  if (has_mask_tensor(s)) f.params.push_back({mask_element(s.mask_dtype), "mask"});
+  f.params.push_back({"unsigned short", "o", false});
+  n.q = kir::var("q");
+  n.k = kir::var("k");
+  n.v = kir::var("v");
+  n.mask = kir::var("mask");
+  n.o = kir::var("o");
+}
+
+// constexpr long long k<name>b = .., k<name>h = .., k<name>s = ..;
+std::array<ExprP, 3> build_strides(kir::Block& b, std::string_view name, const AttentionView& v) {
+  const std::vector<ExprP> x =
+      b.declare("constexpr long long", {scalar(fmt::format("k{}b", name), wide(v.strides[0])),
+                                        scalar(fmt::format("k{}h", name), wide(v.strides[1])),
+                                        scalar(fmt::format("k{}s", name), wide(v.strides[2]))});
+  return {x[0], x[1], x[2]};
+}
+
+void build_constants(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& p, Vars& n) {
+  std::vector<ExprP> x =
+      b.declare("constexpr int", {scalar("kHeads", num(s.heads)), scalar("kSeqQ", num(s.seq_q)),
+                                  scalar("kSeqKv", num(s.seq_kv)), scalar("kD", num(s.head_dim)),
+                                  scalar("kDv", num(s.value_dim))});
+  n.heads = x[0], n.seq_q = x[1], n.seq_kv = x[2], n.d = x[3], n.dv = x[4];
+  x = b.declare("constexpr int",
+                {scalar("kBlockN", num(p.block_n)), scalar("kKPitch", num(p.k_pitch)),
+                 scalar("kVPitch", num(p.v_pitch))});
+  n.block_n = x[0], n.k_pitch = x[1], n.v_pitch = x[2];
+  x = b.declare("constexpr int",
+                {scalar("kQTiles", num(p.q_tiles)), scalar("kKvTiles", num(p.kv_tiles))});
+  n.q_tiles = x[0], n.kv_tiles = x[1];
+  n.work = b.declare("constexpr long long", {scalar("kWork", wide(p.work))})[0];
+  n.q_strides = build_strides(b, "Q", s.q);
+  n.k_strides = build_strides(b, "K", s.k);
+  n.v_strides = build_strides(b, "V", s.v);
+  x = b.declare("constexpr int",
+                {scalar("kKGroup", num(s.k.head_group)), scalar("kVGroup", num(s.v.head_group))});
+  n.k_group = x[0], n.v_group = x[1];
+  if (has_mask_tensor(s)) {
+    const auto& m = s.mask_view.strides;
+    x = b.declare("constexpr long long", {scalar("kMb", wide(m[0])), scalar("kMh", wide(m[1])),
+                                          scalar("kMi", wide(m[2])), scalar("kMj", wide(m[3]))});
+    n.mask_strides = {x[0], x[1], x[2], x[3]};
+  }
+  n.scale_log2 = b.let("float", "kScaleLog2", f32(s.scale * kLog2e), "scale * log2(e)");
+  if (s.mask == AttentionMaskKind::additive)
+    n.mask_log2 = b.let("float", "kMaskLog2", f32(s.mask_scale * kLog2e), "mask_scale * log2(e)");
+  if (s.mask == AttentionMaskKind::causal || s.mask == AttentionMaskKind::boolean)
+    n.fill_log2 = b.let("float", "kFillLog2", f32(s.fill * kLog2e), "fill * log2(e)");
+  n.neg_inf = b.let("float", "kNegInf", f32(-INFINITY));
+}
+
+// K and V tiles in shared memory; the thread's warp, lane, and its group g and place t in the
+// quad of lanes that shares an mma row.
+void build_block_layout(kir::Block& b, Vars& n) {
+  const std::string shared = "__shared__ __align__(16) unsigned short";
+  n.ks = b.declare(shared, {{"ks", {kir::mul(n.block_n, n.k_pitch)}, nullptr}})[0];
+  n.vs = b.declare(shared, {{"vs", {kir::mul(n.block_n, n.v_pitch)}, nullptr}})[0];
+  n.tid = kir::var("tid");
+  n.lane = kir::var("lane");
+  const std::vector<ExprP> x = b.declare(
+      "const int", {scalar("tid", kir::thread_index()), scalar("warp", op(n.tid, ">>", num(5))),
+                    scalar("lane", op(n.tid, "&", num(31))), scalar("g", op(n.lane, ">>", num(2))),
+                    scalar("t", op(n.lane, "&", num(3)))});
+  n.warp = x[1], n.g = x[3], n.t = x[4];
+}
+
+// Q's A fragments for the lane's rows row0 and row0 + 8 (zero past seq_q).
+void build_q_fragments(kir::Block& b, const AttentionSchedule& p, Vars& n) {
+  const ExprP chunks = op(n.d, "/", num(16));
+  n.qf = b.declare("unsigned", {{"qf", {chunks, num(4)}, nullptr}})[0];
+  kir::Block& chunk = unrolled(b, "c", num(0), chunks);
+  kir::Block& part = unrolled(chunk, "e", num(0), num(4));
+  const ExprP c = kir::var("c"), e = kir::var("e");
+  const ExprP i =
+      part.let("int", "i", kir::add(n.row0, kir::mul(paren(op(e, "&", num(1))), num(8))));
+  const ExprP x =
+      part.let("unsigned short*", "x",
+               sum({n.qp, kir::mul(i, n.q_strides[2]), kir::mul(c, num(16)),
+                    kir::mul(paren(op(e, ">>", num(1))), num(8)), kir::mul(num(2), n.t)}));
+  const ExprP pair = p.q_pairs ? kir::call("fj_att_load2", {x})
+                               : kir::call("fj_att_join", {at(x, num(0)), at(x, num(1))});
+  part.assign(at(n.qf, c, e), kir::select(kir::lt(i, n.seq_q), pair, text("0u")));
+}
+
+// for (int n = 0; n < tiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+void build_zero(kir::Block& b, const ExprP& acc, const ExprP& tiles) {
+  kir::Block& tile = unrolled_line(b, "n", num(0), tiles);
+  const ExprP t = kir::var("n");
+  tile.assign(at(acc, t, 0),
+              op(at(acc, t, 1), "=", op(at(acc, t, 2), "=", op(at(acc, t, 3), "=", text("0.0f")))));
+}
+
+// K or V as staged in shared memory.
+struct Staged {
+  ExprP smem, global, dim, pitch, stride;
+  int vec;  // elements per global load: 8 (by cp.async), 2 or 1
+};
+
+// Keys `first` .. first + kBlockN - 1 of `t` into shared memory (rows past seq_kv zeroed). The
+// caller commits a group after each stage, also where the copies are not cp.async or there are
+// none (the last tile): the waits count groups, the same way whatever was copied how.
+void build_stage(kir::Block& b, const Vars& n, const Staged& t, const ExprP& first) {
+  const ExprP per_row = paren(op(t.dim, "/", num(t.vec)));
+  kir::Block& copy =
+      b.loop("int", "e", n.tid, kir::mul(n.block_n, per_row), num(kAttentionThreads));
+  const ExprP e = kir::var("e"), r = kir::var("r");
+  const std::vector<ExprP> x =
+      copy.declare("const int", {scalar("r", op(e, "/", per_row)),
+                                 scalar("c", kir::mul(op(e, "%", per_row), num(t.vec))),
+                                 scalar("key", kir::add(first, r))});
+  const ExprP c = x[1], key = x[2];
+  const ExprP to = copy.let_mut("unsigned short*", "to", sum({t.smem, kir::mul(r, t.pitch), c}));
+  const ExprP in = copy.let("bool", "in", kir::lt(key, n.seq_kv));
+  const ExprP from = sum({t.global, kir::mul(key, t.stride), c});
+  if (t.vec == 8) {
+    copy.eval(kir::call("fj_att_copy16_async",
+                        {to, kir::select(in, from, t.global), kir::select(in, num(16), num(0))}));
+  } else if (t.vec == 2) {
+    copy.eval(kir::call("fj_att_store2",
+                        {to, kir::select(in, kir::call("fj_att_load2", {from}), text("0u"))}));
+  } else {
+    copy.assign(at(to, num(0)), kir::select(in, at(t.global, kir::add(kir::mul(key, t.stride), c)),
+                                            kir::call("static_cast<unsigned short>", {num(0)})));
+  }
+}
+
+// ldmatrix.x4's addressing: lane l gives row l % 8 of 8x8 matrix l / 8; matrices 0 and 1 are
+// the k halves (0..7, 8..15) of 8-wide tile n, 2 and 3 those of tile n + 1.
+struct LdmatrixLane {
+  ExprP lane;
+  ExprP row = paren(op(lane, "&", num(7)));  // (lane & 7): the row in its matrix
+  // ((lane >> 3) & 1) * 8: the first column of its k half
+  ExprP half = kir::mul(paren(op(paren(op(lane, ">>", num(3))), "&", num(1))), num(8));
+  // (n + (lane >> 4)) * 8: the first row of its tile, n or n + 1
+  ExprP tile(const ExprP& n) const {
+    return kir::mul(paren(kir::add(n, paren(op(lane, ">>", num(4))))), num(8));
+  }
+};
+
+// acc[n] += a b_n and acc[n + 1] += a b_(n + 1) for every other n below `tiles`, both B
+// fragments from one ldmatrix.x4 of `load`(bf, n) (see LdmatrixLane).
+void build_product_pair(kir::Block& b, const std::string& mma, const ExprP& tiles, const ExprP& acc,
+                        const ExprP& a,
+                        const std::function<ExprP(const ExprP& bf, const ExprP& n)>& load,
+                        std::string load_comment) {
+  kir::Block& pair = unrolled(b, "n", num(0), tiles, num(2));
+  const ExprP t = kir::var("n");
+  const ExprP bf = pair.array("unsigned", "bf", 4);
+  pair.eval(load(bf, t), std::move(load_comment));
+  const std::vector<ExprP> x = pair.declare(
+      "const unsigned", {{"b0", {num(2)}, kir::braces({at(bf, num(0)), at(bf, num(1))})},
+                         {"b1", {num(2)}, kir::braces({at(bf, num(2)), at(bf, num(3))})}});
+  pair.eval(kir::call(mma, {at(acc, t), a, x[0]}));
+  pair.eval(kir::call(mma, {at(acc, kir::add(t, num(1))), a, x[1]}));
+}
+
+// S = Q Kᵀ for the tile, in s.
+void build_scores(kir::Block& b, const std::string& mma, Vars& n) {
+  const ExprP tiles = op(n.block_n, "/", num(8));
+  n.s = b.declare("float", {{"s", {tiles, num(4)}, nullptr}})[0];
+  build_zero(b, n.s, tiles);
+  kir::Block& chunk = unrolled(b, "c", num(0), op(n.d, "/", num(16)));
+  const ExprP c = kir::var("c");
+  const LdmatrixLane ln{n.lane};
+  build_product_pair(
+      chunk, mma, tiles, n.s, at(n.qf, c),
+      [&](const ExprP& bf, const ExprP& t) {
+        return kir::call("fj_att_ldmatrix_x4",
+                         {bf, sum({n.ks, kir::mul(paren(kir::add(ln.tile(t), ln.row)), n.k_pitch),
+                                   kir::mul(c, num(16)), ln.half})});
+      },
+      "keys x features");
+}
+
+// Scores to log2 units, then the mask; keys past seq_kv get -inf.
+void build_mask(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& p, const Vars& n) {
+  ExprP diagonal;
+  if (s.mask == AttentionMaskKind::causal)
+    diagonal = b.let(
+        "bool", "diagonal",
+        op(op(kir::add(n.key0, n.block_n), "-", num(1)), ">", kir::mul(n.qt, num(kAttentionRows))),
+        "some key j > some row i");
+  kir::Block& tile = unrolled(b, "n", num(0), op(n.block_n, "/", num(8)));
+  kir::Block& lane = unrolled(tile, "e", num(0), num(4));
+  const ExprP t = kir::var("n"), e = kir::var("e");
+  const ExprP i =
+      lane.let("int", "i", kir::add(n.row0, kir::mul(paren(op(e, ">>", num(1))), num(8))));
+  const ExprP j = lane.let(
+      "int", "j",
+      sum({n.key0, kir::mul(t, num(8)), kir::mul(num(2), n.t), paren(op(e, "&", num(1)))}));
+  const ExprP x = lane.let_mut("float", "x", kir::mul(at(n.s, t, e), n.scale_log2));
+  // The mask tensor's element (i, j), where both are inside.
+  const auto element = [&] {
+    return at(n.mp,
+              kir::add(kir::mul(kir::call("static_cast<long long>", {i}), n.mask_strides[2]),
+                       kir::mul(kir::call("static_cast<long long>", {j}), n.mask_strides[3])));
+  };
+  const auto inside = [&] { return op(kir::lt(i, n.seq_q), "&&", kir::lt(j, n.seq_kv)); };
+  switch (s.mask) {
+    case AttentionMaskKind::additive:
+      lane.branch_line(inside()).assign(
+          x,
+          kir::mul(n.mask_log2, kir::call(fmt::format("fj_att_widen_{}", dtype_name(s.mask_dtype)),
+                                          {element()})),
+          "+=");
+      break;
+    case AttentionMaskKind::boolean:
+      lane.branch_line(op(inside(), "&&",
+                          op(paren(op(element(), "!=", num(0))),
+                             "==", text(s.fill_where_true ? "true" : "false"))))
+          .assign(x, n.fill_log2);
+      break;
+    case AttentionMaskKind::causal:
+      lane.branch_line(op(diagonal, "&&", op(j, ">", i))).assign(x, n.fill_log2);
+      break;
+    case AttentionMaskKind::none:
+      break;
+  }
+  if (s.seq_kv % p.block_n != 0) lane.branch_line(op(j, ">=", n.seq_kv)).assign(x, n.neg_inf);
+  lane.assign(at(n.s, t, e), x);
+  // i and j are declared only where read (NVRTC warns of unused variables).
+  kir::drop_if_unused(lane, "j");
+  kir::drop_if_unused(lane, "i");
+}
+
+// m, l, O rescaled by the tile's new row maxima; s becomes P = 2^(x - m).
+void build_online_softmax(kir::Block& b, const Vars& n) {
+  kir::Block& row = unrolled(b, "r", num(0), num(2));
+  const ExprP r = kir::var("r");
+  const ExprP even = kir::mul(num(2), r), odd = kir::add(kir::mul(num(2), r), num(1));
+  const ExprP mx = row.let_mut("float", "mx", at(n.m, r));
+  {
+    kir::Block& tile = unrolled_line(row, "n", num(0), op(n.block_n, "/", num(8)));
+    const ExprP t = kir::var("n");
+    tile.assign(mx,
+                kir::call("fmaxf", {mx, kir::call("fmaxf", {at(n.s, t, even), at(n.s, t, odd)})}));
+  }
+  for (int lanes : {1, 2})
+    row.assign(mx, kir::call("fmaxf", {mx, kir::call("fj_att_shfl_xor", {mx, num(lanes)})}));
+  row.comment("no finite score yet: subtract 0 instead, so that -inf - -inf never makes a NaN");
+  const ExprP base =
+      row.let("float", "base", kir::select(op(mx, "==", n.neg_inf), text("0.0f"), mx));
+  const ExprP alpha =
+      row.let("float", "alpha", kir::call("fj_att_exp2", {op(at(n.m, r), "-", base)}));
+  row.assign(at(n.m, r), mx);
+  row.assign(at(n.l, r), alpha, "*=");
+  {
+    kir::Block& tile = unrolled(row, "n", num(0), op(n.dv, "/", num(8)));
+    const ExprP t = kir::var("n");
+    tile.assign(at(n.o_acc, t, even), alpha, "*=");
+    tile.assign(at(n.o_acc, t, odd), alpha, "*=");
+  }
+  kir::Block& tile = unrolled(row, "n", num(0), op(n.block_n, "/", num(8)));
+  const ExprP t = kir::var("n");
+  for (const ExprP& col : {even, odd})
+    tile.assign(at(n.s, t, col), kir::call("fj_att_exp2", {op(at(n.s, t, col), "-", base)}));
+  tile.assign(at(n.l, r), kir::add(at(n.s, t, even), at(n.s, t, odd)), "+=");
+}
+
+// O += P V: the accumulators of S tiles 2c and 2c + 1 are the A fragment of keys 16c..16c+15.
+void build_pv(kir::Block& b, const std::string& mma, const std::string& pack, const Vars& n) {
+  kir::Block& chunk = unrolled(b, "c", num(0), op(n.block_n, "/", num(16)));
+  const ExprP c = kir::var("c");
+  std::vector<ExprP> parts;
+  for (const ExprP& tile : {kir::mul(num(2), c), kir::add(kir::mul(num(2), c), num(1))}) {
+    for (int e : {0, 2}) parts.push_back(kir::call(pack, {at(n.s, tile, e), at(n.s, tile, e + 1)}));
+  }
+  const ExprP pf =
+      chunk.declare("const unsigned", {{"pf", {num(4)}, kir::braces(std::move(parts), 2)}})[0];
+  const LdmatrixLane ln{n.lane};
+  build_product_pair(
+      chunk, mma, op(n.dv, "/", num(8)), n.o_acc, pf,
+      [&](const ExprP& bf, const ExprP& t) {
+        return kir::call(
+            "fj_att_ldmatrix_x4_trans",
+            {bf,
+             sum({n.vs, kir::mul(paren(sum({kir::mul(c, num(16)), ln.half, ln.row})), n.v_pitch),
+                  ln.tile(t)})});
+      },
+      "keys x features, transposed");
+}
+
+// out = O / l for rows below seq_q; a row with no finite score has l = 0 and gives
+// 0 * inf = NaN, as the reference's 0 / 0.
+void build_store(kir::Block& b, const std::string& pack, const Vars& n) {
+  {
+    kir::Block& row = unrolled(b, "r", num(0), num(2));
+    const ExprP l = at(n.l, kir::var("r"));
+    for (int lanes : {1, 2}) row.assign(l, kir::call("fj_att_shfl_xor", {l, num(lanes)}), "+=");
+  }
+  kir::Block& row = unrolled(b, "r", num(0), num(2));
+  const ExprP r = kir::var("r");
+  const ExprP i = row.let("int", "i", kir::add(n.row0, kir::mul(num(8), r)));
+  row.branch_line(op(i, ">=", n.seq_q)).jump("continue");
+  const ExprP inv = row.let("float", "inv", op(text("1.0f"), "/", at(n.l, r)));
+  const ExprP x = row.let_mut(
+      "unsigned short*", "x",
+      kir::add(kir::add(n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv)),
+               kir::mul(num(2), n.t)));
+  kir::Block& tile = unrolled_line(row, "n", num(0), op(n.dv, "/", num(8)));
+  const ExprP t = kir::var("n");
+  tile.eval(kir::call(
+      "fj_att_store2",
+      {kir::add(x, kir::mul(t, num(8))),
+       kir::call(pack, {kir::mul(at(n.o_acc, t, kir::mul(num(2), r)), inv),
+                        kir::mul(at(n.o_acc, t, kir::add(kir::mul(num(2), r), num(1))), inv)})}));
+}
+
+// The work item's rows, heads and pointers; Q's fragments and the accumulators.
+void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& p, Vars& n) {
+  n.qt = b.let(
+      "int", "qt",
+      op(op(n.q_tiles, "-", num(1)), "-", kir::call("static_cast<int>", {op(n.w, "%", n.q_tiles)})),
+      "longest rows first");
+  n.bh = kir::var("bh");
+  const std::vector<ExprP> x = b.declare("const long long", {scalar("bh", op(n.w, "/", n.q_tiles)),
+                                                             scalar("b", op(n.bh, "/", n.heads))});
+  n.b = x[1];
+  n.h = b.let("int", "h", kir::call("static_cast<int>", {op(n.bh, "%", n.heads)}));
+  n.row0 = b.let("int", "row0",
+                 sum({kir::mul(n.qt, num(kAttentionRows)), kir::mul(n.warp, num(16)), n.g}),
+                 "this lane's rows: row0, row0 + 8");
+  const auto head = [&](const ExprP& group) { return paren(op(n.h, "/", group)); };
+  n.qp = b.let("unsigned short*", "qp",
+               sum({n.q, kir::mul(n.b, n.q_strides[0]), kir::mul(n.h, n.q_strides[1])}));
+  n.kp =
+      b.let("unsigned short*", "kp",
+            sum({n.k, kir::mul(n.b, n.k_strides[0]), kir::mul(head(n.k_group), n.k_strides[1])}));
+  n.vp =
+      b.let("unsigned short*", "vp",
+            sum({n.v, kir::mul(n.b, n.v_strides[0]), kir::mul(head(n.v_group), n.v_strides[1])}));
+  if (has_mask_tensor(s))
+    n.mp = b.let_mut(
+        "const " + mask_element(s.mask_dtype) + "*", "mp",
+        sum({n.mask, kir::mul(n.b, n.mask_strides[0]), kir::mul(n.h, n.mask_strides[1])}));
+  build_q_fragments(b, p, n);
+  const ExprP tiles = op(n.dv, "/", num(8));
+  n.o_acc = b.declare("float", {{"o_acc", {tiles, num(4)}, nullptr}})[0];
+  build_zero(b, n.o_acc, tiles);
+  const std::vector<ExprP> ml =
+      b.declare("float",
+                {{"m", {num(2)}, kir::braces({n.neg_inf, n.neg_inf})},
+                 {"l", {num(2)}, kir::braces({text("0.0f"), text("0.0f")})}},
+                "running max (log2 units), sum");
+  n.m = ml[0], n.l = ml[1];
+}
+
+// The key tiles the work item reads: all of them, or with a causal -inf fill those up to the
+// block's last row.
+void build_tile_count(kir::Block& b, const AttentionSchedule& p, Vars& n) {
+  if (!p.skip_above_diagonal) {
+    n.tiles = b.let("int", "tiles", n.kv_tiles);
+    return;
+  }
+  b.comment("causal: tiles whose first key is past the block's last row add nothing");
+  const ExprP last =
+      b.let("int", "last",
+            op(paren(kir::add(kir::mul(n.qt, num(kAttentionRows)), num(kAttentionRows - 1))), "/",
+               n.block_n));
+  const ExprP more = kir::add(last, num(1));
+  n.tiles = b.let("int", "tiles", kir::select(kir::lt(more, n.kv_tiles), more, n.kv_tiles));
+}
+
+// The pipeline: K of the next tile loads during this tile's softmax and P V, V of the next
+// during its Q Kᵀ; groups complete in commit order, so "all but the latest" is the one needed.
+// Shared memory is free here: the last readers of the previous work item passed the barriers
+// after its last Q Kᵀ and P V.
+void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& p, Vars& n) {
+  const std::string dt(dtype_name(s.dtype));
+  const std::string mma = "fj_att_mma_" + dt, pack = "fj_att_pack_" + dt;
+  build_item_setup(b, s, p, n);
+  build_tile_count(b, p, n);
+  const Staged k{n.ks, n.kp, n.d, n.k_pitch, n.k_strides[2], p.k_vec};
+  const Staged v{n.vs, n.vp, n.dv, n.v_pitch, n.v_strides[2], p.v_vec};
+  const auto commit = [](kir::Block& to, std::string comment = {}) {
+    to.eval(kir::call("fj_att_async_commit", {}), std::move(comment));
+  };
+  build_stage(b, n, k, num(0));
+  commit(b);
+  build_stage(b, n, v, num(0));
+  commit(b);
+  kir::Block& tile = b.loop("int", "kt", num(0), n.tiles);
+  n.kt = kir::var("kt");
+  n.key0 = tile.let("int", "key0", kir::mul(n.kt, n.block_n));
+  const ExprP next = kir::lt(kir::add(n.kt, num(1)), n.tiles);
+  tile.eval(kir::call("fj_att_async_wait<1>", {}),
+            "K of this tile (V's group may still be in flight)");
+  tile.eval(kir::sync_block());
+  build_scores(tile, mma, n);
+  tile.eval(kir::sync_block(), "every warp is done with ks");
+  build_stage(tile.branch(next), n, k, kir::add(n.key0, n.block_n));
+  commit(tile, "empty after the last tile: keeps the count");
+  build_mask(tile, s, p, n);
+  build_online_softmax(tile, n);
+  tile.eval(kir::call("fj_att_async_wait<1>", {}), "V of this tile");
+  tile.eval(kir::sync_block());
+  build_pv(tile, mma, pack, n);
+  tile.eval(kir::sync_block(), "every warp is done with vs");
+  build_stage(tile.branch(next), n, v, kir::add(n.key0, n.block_n));
+  commit(tile);
+  build_store(b, pack, n);
+}
+
+std::string_view mask_name(AttentionMaskKind m) {
+  switch (m) {
+    case AttentionMaskKind::none:
+      return "none";
+    case AttentionMaskKind::causal:
+      return "causal";
+    case AttentionMaskKind::additive:
+      return "additive";
+    case AttentionMaskKind::boolean:
+      return "boolean";
+  }
+  return "?";
+}
+
+}  // namespace
+
+kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionSchedule& p) {
+  kir::Function f;
+  f.head.comment(
+      "attention forward (FlashAttention-2): {} q[{},{},{},{}], k, v [{},{},{},{}] "
+      "(head group {}, {}), mask {}",
+      dtype_name(s.dtype), s.batch, s.heads, s.seq_q, s.head_dim, s.batch, s.heads / s.k.head_group,
+      s.seq_kv, s.value_dim, s.k.head_group, s.v.head_group, mask_name(s.mask));
+  f.head.comment(
+      "  out[b,h,i,:] = sum_j softmax_j(S[b,h,i,j]) v[b,h,j,:], S = scale * "
+      "q[b,h,i,:] . k[b,h,j,:]");
+  f.head.comment("  block {}: 4 warps x 16 query rows; key tiles of {}; {} work items",
+                 kAttentionThreads, p.block_n, p.work);
+  Vars n;
+  build_signature(f, s, n);
+  build_constants(f.body, s, p, n);
+  build_block_layout(f.body, n);
+  kir::Block& item = f.body.loop("long long", "w", kir::block_index(), n.work, kir::grid_blocks());
+  n.w = kir::var("w");
+  build_work_item(item, s, p, n);
+  return f;
+}
+
+}  // namespace fusejit::templates
