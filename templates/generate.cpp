@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
+#include "ir/digest.h"
 #include "ir/shape.h"
-#include "ir/hash.h"
 #include "templates/schedulers/attention_region.h"
 #include "templates/builders.h"
 #include "templates/device_sources.h"
@@ -127,7 +127,7 @@ Kernel assemble(const RegionInfo& info, const KernelBody& body,
   source += region_summary(info);
   source += kir::print(body.fn, runtime);
 
-  const std::string name = fmt::format("fj_{}_{:016x}", body.kind, ir::fnv1a64(source));
+  const std::string name = fmt::format("fj_{}_{:016x}", body.kind, ir::hash64(source));
   for (size_t pos = source.find(kKernelNameToken); pos != std::string::npos;
        pos = source.find(kKernelNameToken, pos)) {
     source.replace(pos, kKernelNameToken.size(), name);

@@ -25,7 +25,7 @@
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
-#include "ir/hash.h"
+#include "ir/digest.h"
 #include "templates/device_sources.h"
 #include "templates/emit.h"
 
@@ -491,7 +491,7 @@ Kernel generate_attention(const AttentionSpec& spec, const Target& target) {
   source += print_kernel(spec, p);
 
   Kernel k;
-  k.name = fmt::format("fj_attention_{:016x}", ir::fnv1a64(source));
+  k.name = fmt::format("fj_attention_{:016x}", ir::hash64(source));
   for (size_t pos = source.find(kKernelNameToken); pos != std::string::npos;
        pos = source.find(kKernelNameToken, pos)) {
     source.replace(pos, kKernelNameToken.size(), k.name);
