@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "cache/hash.h"
+#include "ir/digest.h"
 
 namespace fusejit::cache {
 
@@ -86,7 +86,7 @@ std::optional<Header> read_header(std::string_view bytes, std::string* problem) 
 }  // namespace
 
 uint64_t entry_checksum(std::string_view bytes) {
-  Hash64 h;
+  ir::Hash64 h;
   h.update(bytes.substr(0, kChecksumOffset));
   if (bytes.size() > kEntryHeaderSize) h.update(bytes.substr(kEntryHeaderSize));
   return h.digest();

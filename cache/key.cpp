@@ -6,7 +6,7 @@
 namespace fusejit::cache {
 
 KernelKey make_key(const KeyIngredients& in) {
-  Hash128 h;
+  ir::Hash128 h;
   h.update_field(kKeyScheme);
   h.update_field(in.source);
   h.update_field(in.arch);
@@ -31,7 +31,7 @@ std::optional<KernelKey> KernelKey::from_hex(std::string_view hex) {
       return std::nullopt;  // lowercase only: one key, one spelling, one file name
     words[i / 16] = (words[i / 16] << 4) | v;
   }
-  return KernelKey{Digest128{words[0], words[1]}};
+  return KernelKey{ir::Digest128{words[0], words[1]}};
 }
 
 }  // namespace fusejit::cache

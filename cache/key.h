@@ -18,10 +18,10 @@
 // The cache layer sits below jit and never calls NVRTC: whoever builds a key passes the
 // compiler identity and the flags in. Anything else that changes the CUBIN must join this list.
 //
-// The key is the XXH3-128 digest (Hash128) of the framed ingredients, written as 32 lowercase
-// hex digits; the disk store names entries by it (<dir>/<first 2 hex>/<32 hex>.fjk) and
-// repeats it inside each entry. Scheme 1 used a home-made hash: its entries are never looked
-// up again, and LRU eviction removes them in time.
+// The key is the XXH3-128 digest (ir::Hash128, ir/digest.h) of the framed ingredients, written
+// as 32 lowercase hex digits; the disk store names entries by it
+// (<dir>/<first 2 hex>/<32 hex>.fjk) and repeats it inside each entry. Scheme 1 used a
+// home-made hash: its entries are never looked up again, and LRU eviction removes them in time.
 #pragma once
 
 #include <optional>
@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/hash.h"
+#include "ir/digest.h"
 
 namespace fusejit::cache {
 
@@ -44,7 +44,7 @@ struct KeyIngredients {
 };
 
 struct KernelKey {
-  Digest128 digest;
+  ir::Digest128 digest;
   bool operator==(const KernelKey&) const = default;
   std::string hex() const { return digest.hex(); }          // 32 hex digits
   std::string shard() const { return hex().substr(0, 2); }  // the directory it lives in

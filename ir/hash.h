@@ -5,26 +5,15 @@
 // It is kept as the trace is recorded: Graph::add hashes each new node from its fields and its
 // operands' hashes (node_hash), so structural_hash only mixes the outputs' hashes, whatever the
 // graph's size. recompute_structural_hash does the whole walk again, for the tests that hold the
-// two equal.
+// two equal. The hash is XXH3 (ir/digest.h) over each node's fields.
 #pragma once
 
 #include <cstdint>
 #include <span>
-#include <string_view>
 
 #include "ir/graph.h"
 
 namespace fusejit::ir {
-
-// FNV-1a, 64 bits, of a string: stable across platforms, runs and builds, and usable at compile
-// time. Names ops in the structural hash (by name, not table position) and generated kernels
-// (fj_<kind>_<16 hex digits of their source>).
-constexpr uint64_t fnv1a64(std::string_view text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return h;
-}
-
 
 uint64_t structural_hash(const Graph& g);
 // The same with every shape left out but its rank: the traces of one program at different sizes

@@ -19,8 +19,8 @@
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
+#include "ir/digest.h"
 #include "ir/shape.h"
-#include "ir/hash.h"
 #include "templates/schedulers/attention_region.h"
 #include "templates/builders.h"
 #include "templates/device_sources.h"
@@ -109,7 +109,7 @@ Kernel assemble_kernel(std::string_view kind, const std::vector<std::string_view
   source += preamble;
   source += kir::print(fn);
 
-  const std::string name = fmt::format("fj_{}_{:016x}", kind, ir::fnv1a64(source));
+  const std::string name = fmt::format("fj_{}_{:016x}", kind, ir::hash64(source));
   for (size_t pos = source.find(kKernelNameToken); pos != std::string::npos;
        pos = source.find(kKernelNameToken, pos)) {
     source.replace(pos, kKernelNameToken.size(), name);

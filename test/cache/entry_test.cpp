@@ -1,7 +1,7 @@
 // The entry format (docs/cache-format.md): the bytes round-trip, the header sits where the
 // document says, and every kind of damage is named.
 #include "cache/entry.h"
-#include "cache/hash.h"
+#include "ir/digest.h"
 #include "support.h"
 
 using namespace fusejit;
@@ -63,7 +63,7 @@ TEST_CASE("entry: round trip, and the layout of the document", "[cache][entry]")
   CHECK(le(bytes, 48, 8) == e.source.size());
   CHECK(le(bytes, 56, 8) == cache::entry_checksum(bytes));
   // XXH3-64 over all but the checksum field itself, as the document says.
-  CHECK(le(bytes, 56, 8) == cache::Hash64()
+  CHECK(le(bytes, 56, 8) == ir::Hash64()
                                 .update(std::string_view(bytes).substr(0, 56))
                                 .update(std::string_view(bytes).substr(64))
                                 .digest());

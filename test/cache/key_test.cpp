@@ -1,8 +1,8 @@
-// The kernel key: every ingredient (cache/key.h) changes it; the hash (XXH3) is stable,
-// streams, and renders as 32 hex digits; jit::KernelCache feeds it NVRTC's identity and flags.
+// The kernel key: every ingredient (cache/key.h) changes it; it renders as 32 hex digits (the
+// hash itself is tested in test/ir/digest_test.cpp); jit::KernelCache feeds it NVRTC's
+// identity and flags.
 #include <set>
 
-#include "cache/hash.h"
 #include "cache/key.h"
 #include "jit/runtime/kernel_cache.h"
 #include "jit/runtime/nvrtc.h"
@@ -79,44 +79,6 @@ TEST_CASE("key: 32 lowercase hex digits that parse back", "[cache][key]") {
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (upper != hex) CHECK_FALSE(cache::KernelKey::from_hex(upper));
   CHECK_FALSE(cache::KernelKey::from_hex(std::string(31, '0') + "g"));
-}
-
-TEST_CASE("hash: streaming equals one shot; values are pinned", "[cache][key]") {
-  const std::string text = "The quick brown fox jumps over the lazy dog, 0123456789 times.";
-  const cache::Digest128 whole = cache::Hash128().update(text).digest();
-  for (size_t split = 0; split <= text.size(); ++split) {
-    cache::Hash128 h;
-    h.update(std::string_view(text).substr(0, split));
-    h.update(std::string_view(text).substr(split));
-    CHECK(h.digest() == whole);
-  }
-  // Lengths and trailing zeros matter; both halves move.
-  const cache::Digest128 a = cache::Hash128().update("ab").digest();
-  const cache::Digest128 b = cache::Hash128().update(std::string_view("ab\0", 3)).digest();
-  CHECK(a.hi != b.hi);
-  CHECK(a.lo != b.lo);
-  CHECK_FALSE(cache::Hash128().digest() == a);
-
-  // Pinned values: keys name files other fusejit builds read, so the hash must never drift
-  // (change kKeyScheme if it has to). They are XXH3's own: the empty input's published
-  // digests, and what `xxh128sum` prints for the text.
-  CHECK(cache::Hash128().digest().hex() == "99aa06d3014798d86001c324468d497f");
-  CHECK(cache::Hash64().digest() == 0x2d06800538d394c2ull);
-  CHECK(cache::Hash128().update(text).digest().hex() == "4f9820e88ab2c2297079770a90844543");
-  cache::Hash64 streamed;
-  streamed.update(std::string_view(text).substr(0, 10)).update(std::string_view(text).substr(10));
-  CHECK(streamed.digest() == cache::Hash64().update(text).digest());
-}
-
-TEST_CASE("hash: no collisions among many similar inputs", "[cache][key]") {
-  std::set<std::string> his, los;
-  for (int i = 0; i < 20000; ++i) {
-    const cache::Digest128 d = cache::Hash128().update(std::to_string(i)).digest();
-    his.insert(fmt::format("{:016x}", d.hi));
-    los.insert(fmt::format("{:016x}", d.lo));
-  }
-  CHECK(his.size() == 20000);
-  CHECK(los.size() == 20000);
 }
 
 TEST_CASE("KernelCache::key: NVRTC identity, arch, flags and source", "[cache][key]") {

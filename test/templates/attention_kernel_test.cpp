@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "fusejit_test_paths.h"
-#include "ir/hash.h"
+#include "ir/digest.h"
 #include "ir/host_tensor.h"
 #include "templates/emit.h"
 #include "templates/schedulers/attention.h"
@@ -366,7 +366,7 @@ TEST_CASE("attention kernel: assembled and named as every kernel is", "[template
   std::string unnamed = k.source;
   for (size_t at = unnamed.find(k.name); at != std::string::npos; at = unnamed.find(k.name, at))
     unnamed.replace(at, k.name.size(), templates::kKernelNameToken);
-  CHECK(k.name == fmt::format("fj_attention_{:016x}", ir::fnv1a64(unnamed)));
+  CHECK(k.name == fmt::format("fj_attention_{:016x}", ir::hash64(unnamed)));
 }
 
 TEST_CASE("attention kernel: NVRTC compiles every variant for sm_90 and sm_80",

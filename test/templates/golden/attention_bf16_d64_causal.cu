@@ -2,7 +2,7 @@
 // attention forward (FlashAttention-2): bf16 q[2,8,200,64], k, v [2,4,200,64] (head group 2, 2), mask causal
 //   out[b,h,i,:] = sum_j softmax_j(S[b,h,i,j]) v[b,h,j,:], S = scale * q[b,h,i,:] . k[b,h,j,:]
 //   block 128: 4 warps x 16 query rows; key tiles of 64; 64 work items
-extern "C" __global__ void __launch_bounds__(128, 1) fj_attention_3e60d5c0f07620b7(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k, const unsigned short* __restrict__ v, unsigned short* __restrict__ o) {
+extern "C" __global__ void __launch_bounds__(128, 1) fj_attention_8528c0247a173a3f(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k, const unsigned short* __restrict__ v, unsigned short* __restrict__ o) {
   constexpr int kHeads = 8, kSeqQ = 200, kSeqKv = 200, kD = 64, kDv = 64;
   constexpr int kBlockN = 64, kKPitch = 72, kVPitch = 72;
   constexpr int kQTiles = 4, kKvTiles = 4;

@@ -8,7 +8,7 @@
 // reduction, column-style: [1, 1024, 512] reduced over the middle; tiles of 4 x 4 columns, 256 rows of threads
 // online softmax pair: max v1 and sum v4 of exp(x - max) in one pass (fj_max_sum)
 // 32-bit index arithmetic
-extern "C" __global__ void __launch_bounds__(1024) fj_reduction_8a13774315125086(
+extern "C" __global__ void __launch_bounds__(1024) fj_reduction_bd79fc385174bd2e(
     const unsigned short* __restrict__ in0,  // bf16[1024,512]
     float* __restrict__ out0,  // v1 f32[1,512]
     float* __restrict__ out1) {  // v4 f32[1,512]

@@ -3,7 +3,7 @@
 // v0 = sum f32[512] (in0) axes [0]
 // reduction, column-style: [1, 1024, 512] reduced over the middle; tiles of 2 x 4 columns, 512 rows of threads
 // 32-bit index arithmetic
-extern "C" __global__ void __launch_bounds__(1024) fj_reduction_a2813fbfff71c48f(
+extern "C" __global__ void __launch_bounds__(1024) fj_reduction_eeec12dfd9c799f9(
     const float* __restrict__ in0,  // f32[1024,512]
     float* __restrict__ out0) {  // v0 f32[512]
   __shared__ float part0[32][8];

@@ -5,7 +5,7 @@
 // v2 = relu f32[64,256] (v1)
 // pointwise sweep over 16384 elements: 4 per thread and iteration, 16-byte vector accesses where contiguous
 // 32-bit index arithmetic
-extern "C" __global__ void __launch_bounds__(256) fj_pointwise_609be7e6f13d24fd(
+extern "C" __global__ void __launch_bounds__(256) fj_pointwise_64ba37edc7c70a21(
     const float* __restrict__ in0,  // f32[64,256]
     const float* __restrict__ in1,  // f32[64,256]
     const float* __restrict__ in2,  // f32[256]

@@ -7,7 +7,7 @@
 // v4 = div bf16[8,1024] (v2, v3)
 // normalization, row-style: 8 rows of 1024 elements; 32 thread(s) per row, 4 vector(s) of 8 per thread; 3 pass(es) over the row, row cached in registers
 // 32-bit index arithmetic
-extern "C" __global__ void __launch_bounds__(256, 4) fj_normalization_5c0620a3ed8511cc(
+extern "C" __global__ void __launch_bounds__(256, 4) fj_normalization_40f1b56302079231(
     const unsigned short* __restrict__ in0,  // bf16[8,1024]
     unsigned short* __restrict__ out0) {  // v4 bf16[8,1024]
   const int g = threadIdx.x % 32;
