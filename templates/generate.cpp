@@ -1,4 +1,4 @@
-// templates/generate: region -> Kernel. Picks the template for the region's kind, pastes the
+// templates/generate: region -> Kernel. Asks the schedulers for the region's kernel, pastes the
 // device helpers in front of the kernel, names the kernel after a hash of its source, and
 // computes launch grids; see kernel.h.
 //
@@ -19,6 +19,7 @@
 #include "ir/shape.h"
 #include "ir/hash.h"
 #include "templates/schedulers/attention_region.h"
+#include "templates/schedulers/registry.h"
 #include "templates/builders.h"
 #include "templates/device_sources.h"
 
@@ -92,10 +93,12 @@ std::string_view device_source(std::string_view name) {
 
 namespace {
 
+// The kernel of the first scheduler that takes the region (schedulers/registry.h), built from
+// the parameters it picks.
 KernelBody build_body(const RegionInfo& info, const CodegenOptions& options) {
-  KernelBody body = info.region.kind == fusion::RegionKind::pointwise
-                        ? build_pointwise(info, options)
-                        : build_reduction(info, options);
+  const Schedule chosen = schedule(info, options);
+  KernelBody body = chosen.scheduler->build(info, options, chosen.params);
+  body.schedule = schedule_text(chosen);
   kir::verify(body.fn);
   return body;
 }
@@ -157,7 +160,10 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   }
   check_region(g, region);
   const RegionInfo info(g, region, options);
-  return assemble(info, build_body(info, options));
+  const KernelBody body = build_body(info, options);
+  Kernel k = assemble(info, body);
+  k.schedule = body.schedule;
+  return k;
 }
 
 namespace {
@@ -425,6 +431,7 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
     return refuse("the kernel's work per outer unit depends on the outer extent");
   }
   Kernel k = assemble(info_a, at_a, runtime_a);
+  k.schedule = at_a.schedule;
   k.dynamic = true;
   k.max_outer = sizes.outer_a;
   k.items_per_outer = at_a.items_per_outer;
@@ -436,6 +443,16 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   k.alignment = sizes.alignment;
   set_row_path(k, sizes, at_a, at_b);
   return k;
+}
+
+int dynamic_variants(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
+                     const DynamicSizes& sizes, const CodegenOptions& options) {
+  if (region.kind == fusion::RegionKind::attention) return 0;
+  check_dynamic_request(a, b, region, sizes);
+  RegionInfo info_a(a, region, options), info_b(b, region, options);
+  pair_instances(info_a, info_b, sizes);
+  info_a.row_path = info_b.row_path = 0;
+  return scheduler_for(info_a, options).variants(info_a, options);
 }
 
 int64_t work_blocks_at(const Kernel& k, int64_t outer, int64_t row_length) {

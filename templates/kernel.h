@@ -47,6 +47,10 @@ inline constexpr std::string_view kKernelMarker = "// ==== kernel ====";
 struct Kernel {
   std::string name;    // e.g. "fj_pointwise_3f2a9c01d4e5b677": kind plus a hash of the source
   std::string source;  // complete CUDA C, compilable by NVRTC with no include path
+  // The scheduler that made it and its parameters, one line (templates/schedulers/registry.h:
+  // schedule_text), for dumps; not part of the source, so not of the cache key. Kernels of the
+  // same source share one loaded kernel, and so this line.
+  std::string schedule;
   // Parameters, in order: one pointer per region input, then one per region output (node ids of
   // the region's graph), then nothing else: shapes are constants in the source (but the outer
   // extent of a dynamic kernel, its trailing scalar argument; see the launch contract).
@@ -192,5 +196,12 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
                                        const fusion::Region& region, const DynamicSizes& sizes,
                                        const CodegenOptions& options = {},
                                        std::string* why = nullptr);
+
+// The variants of the region's dynamic kernel at these sizes (`sizes.row_path` ignored) that
+// generate_dynamic may be asked for, DynamicSizes::row_path 1..n (the register paths of a looped
+// row kernel), as its scheduler counts them (templates/schedulers/registry.h); 0: none. Each may
+// still be refused.
+int dynamic_variants(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
+                     const DynamicSizes& sizes, const CodegenOptions& options = {});
 
 }  // namespace fusejit::templates
