@@ -81,7 +81,9 @@ class Scheduler {
  public:
   virtual ~Scheduler() = default;
   virtual std::string_view name() const = 0;
-  // Nothing when it takes the region; else why not. Decides nothing that params() decides.
+  // Nothing when it takes the region; else why not, in words a plan can show. (A scheduler may
+  // weigh its own parameters to decide: the column kernel refuses few long columns it cannot
+  // split.)
   virtual std::optional<std::string> refusal(const RegionInfo& info,
                                              const CodegenOptions& options) const = 0;
   // The parameters for a region it takes. Throws NotSizeIndependent where a dynamic
