@@ -17,6 +17,7 @@ namespace fusejit::templates {
 
 struct KernelBody {
   std::string kind;  // "pointwise", "reduction", "normalization"
+  std::string schedule;  // the scheduler and its parameters (schedule_text), never in the source
   kir::Function fn;  // the kernel (name: kKernelNameToken)
   int block = 256;
   int64_t work_blocks = 1;
@@ -41,14 +42,7 @@ struct KernelBody {
   int64_t rows_per_block = 0;
 };
 
-KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options);
-// The tiled-transpose variant of a pointwise region (templates/schedulers/transpose.cpp), or nothing when
-// the region reads no input through a transposition big enough to pay for the tiles.
-std::optional<KernelBody> build_tiled_transpose(const RegionInfo& info,
-                                                const CodegenOptions& options);
-// Reduction and normalization regions: row-style (one thread group per output row, any axes)
-// or column-style (leading or middle axes, coalesced along the kept inner axes).
-KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options);
+// The schedulers that build a KernelBody for each kind of region: schedulers/registry.h.
 
 // Every kernel's source, whatever its kind: the header line naming the generator, the device
 // helpers `helpers` (device/*.cuh, by name, in that order), kKernelMarker, `preamble` (comment

@@ -1,7 +1,7 @@
-// templates/generate: region -> Kernel. Picks the template for the region's kind, pastes the
-// device helpers in front of the kernel, names the kernel after a hash of its source (for
-// every kernel kind, attention's included: assemble_kernel), and computes launch grids; see
-// kernel.h.
+// templates/generate: region -> Kernel. Asks the schedulers for the region's kernel, runs the
+// kernel IR's passes, pastes the device helpers in front of the kernel, names the kernel after a
+// hash of its source (for every kernel kind, attention's included: assemble_kernel), and
+// computes launch grids; see kernel.h.
 //
 // Source layout (what NVRTC compiles, with no include path and no CUDA headers):
 //   a header line naming the generator and its version
@@ -22,6 +22,7 @@
 #include "ir/digest.h"
 #include "ir/shape.h"
 #include "templates/schedulers/attention_region.h"
+#include "templates/schedulers/registry.h"
 #include "templates/builders.h"
 #include "templates/device_sources.h"
 
@@ -138,10 +139,12 @@ class KirSteps {
   std::string text_;
 };
 
+// The kernel of the first scheduler that takes the region (schedulers/registry.h), built from
+// the parameters it picks, its declarations placed and checked.
 KernelBody build_body(const RegionInfo& info, const CodegenOptions& options) {
-  KernelBody body = info.region.kind == fusion::RegionKind::pointwise
-                        ? build_pointwise(info, options)
-                        : build_reduction(info, options);
+  const Schedule chosen = schedule(info, options);
+  KernelBody body = chosen.scheduler->build(info, options, chosen.params);
+  body.schedule = schedule_text(chosen);
   kir::place_declarations(body.fn);
   kir::verify(body.fn);
   return body;
@@ -186,6 +189,7 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   steps.add("indices lowered", body.fn);
   Kernel k = assemble_region(info, body);
   k.kir = steps.take();
+  k.schedule = body.schedule;
   return k;
 }
 
@@ -458,6 +462,7 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   steps.add("indices lowered (runtime extents as arguments)", at_a.fn);
   Kernel k = assemble_region(info_a, at_a, runtime_a);
   k.kir = steps.take();
+  k.schedule = at_a.schedule;
   k.dynamic = true;
   k.max_outer = sizes.outer_a;
   k.items_per_outer = at_a.items_per_outer;
@@ -469,6 +474,16 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   k.alignment = sizes.alignment;
   set_row_path(k, sizes, at_a, at_b);
   return k;
+}
+
+int dynamic_variants(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
+                     const DynamicSizes& sizes, const CodegenOptions& options) {
+  if (region.kind == fusion::RegionKind::attention) return 0;
+  check_dynamic_request(a, b, region, sizes);
+  RegionInfo info_a(a, region, options), info_b(b, region, options);
+  pair_instances(info_a, info_b, sizes);
+  info_a.row_path = info_b.row_path = 0;
+  return scheduler_for(info_a, options).variants(info_a, options);
 }
 
 int64_t work_blocks_at(const Kernel& k, int64_t outer, int64_t row_length) {

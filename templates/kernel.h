@@ -50,6 +50,10 @@ struct Kernel {
   // With CodegenOptions::keep_kir: the kernel IR after each lowering step (kir::dump), for
   // FUSEJIT_DUMP=kir; empty otherwise.
   std::string kir;
+  // The scheduler that made it and its parameters, one line (templates/schedulers/registry.h:
+  // schedule_text), for dumps; not part of the source, so not of the cache key. Kernels of the
+  // same source share one loaded kernel, and so this line.
+  std::string schedule;
   // Parameters, in order: one pointer per region input, then one per region output (node ids of
   // the region's graph), then nothing else: shapes are constants in the source (but the outer
   // extent of a dynamic kernel, its trailing scalar argument; see the launch contract).
@@ -198,5 +202,12 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
                                        const fusion::Region& region, const DynamicSizes& sizes,
                                        const CodegenOptions& options = {},
                                        std::string* why = nullptr);
+
+// The variants of the region's dynamic kernel at these sizes (`sizes.row_path` ignored) that
+// generate_dynamic may be asked for, DynamicSizes::row_path 1..n (the register paths of a looped
+// row kernel), as its scheduler counts them (templates/schedulers/registry.h); 0: none. Each may
+// still be refused.
+int dynamic_variants(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
+                     const DynamicSizes& sizes, const CodegenOptions& options = {});
 
 }  // namespace fusejit::templates

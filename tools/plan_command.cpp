@@ -16,6 +16,7 @@
 #include "jit/libs/gemm_call.h"
 #include "jit/runtime/dynamic.h"
 #include "jit/runtime/runtime.h"
+#include "templates/schedulers/schedule_json.h"
 #include "templates/target.h"
 #include "tools/commands.h"
 
@@ -78,6 +79,19 @@ nlohmann::ordered_json dynamic_json(const ir::SymbolicGraph& trace, const jit::D
   return {{"dims", std::move(dims)}, {"regions", std::move(regions)}};
 }
 
+// Each kernel region's "schedule" (templates/schedulers/schedule_json.h): the scheduler that
+// makes its kernel at these sizes, its parameters, and why the schedulers asked before it
+// refused. Library calls and attention kernels have none.
+void add_schedules(nlohmann::ordered_json& doc, const fusion::Plan& plan,
+                   const templates::CodegenOptions& codegen) {
+  for (size_t i = 0; i < plan.regions.size(); ++i) {
+    const fusion::Region& r = plan.regions[i];
+    if (r.kind == fusion::RegionKind::gemm || r.kind == fusion::RegionKind::attention) continue;
+    doc["regions"][i]["schedule"] =
+        templates::schedule_json(templates::schedule(plan.graph, r, codegen));
+  }
+}
+
 struct PlanArgs {
   bool json = false;
   std::vector<std::string> dims;
@@ -91,14 +105,12 @@ int plan(const PlanArgs& args) {
   const Options options = options_from_env();
   const ir::SymbolicGraph trace = ir::parse_symbolic_file(path);
   const ir::Bindings values = dim_values(trace, dims);
+  const templates::CodegenOptions codegen =
+      jit::build_options(options,
+                         templates::target_for_arch(options.arch.empty() ? "sm_90" : options.arch))
+          .codegen;
   std::optional<jit::DynamicPlan> dp;
-  if (!trace.symbols.empty()) {
-    dp = jit::plan_dynamic(trace, jit::plan_options(options),
-                           jit::build_options(options, templates::target_for_arch(
-                                                           options.arch.empty() ? "sm_90"
-                                                                                : options.arch))
-                               .codegen);
-  }
+  if (!trace.symbols.empty()) dp = jit::plan_dynamic(trace, jit::plan_options(options), codegen);
   // The plan printed is the one a run at these sizes executes.
   const fusion::Plan plan =
       dp ? fusion::instantiate_plan(dp->plan, trace.symbols, values)
@@ -106,6 +118,7 @@ int plan(const PlanArgs& args) {
   std::string text;
   if (json) {
     nlohmann::ordered_json doc = fusion::plan_json(plan);
+    add_schedules(doc, plan, codegen);
     if (dp) doc["dynamic"] = dynamic_json(trace, *dp, values);
     text = fusion::json_line(doc);
   } else {
@@ -128,7 +141,8 @@ Command add_plan_command(CLI::App& tool) {
       "sizes and which regions take the sizes at run time.");
   app->add_flag("--json", args->json,
                 "one JSON object: kernels, library_calls, regions (kind, ops, inputs, outputs, "
-                "epilogue), and dynamic for a trace with dynamic dims");
+                "epilogue, schedule: the scheduler and its parameters), and dynamic for a trace "
+                "with dynamic dims");
   add_dim_option(*app, args->dims);
   app->add_option("TRACE", args->path, "the trace file")->type_name("FILE")->required();
   return {app, [args] { return plan(*args); }};

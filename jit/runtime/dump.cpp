@@ -41,6 +41,18 @@ bool write_file(const fs::path& path, const std::string& text, std::atomic<bool>
   return false;
 }
 
+// "# schedules" and a line per generated region kernel: the scheduler that made it and its
+// parameters (templates/schedulers/registry.h).
+std::string schedules_text(const Executable& exe) {
+  std::string text;
+  for (size_t i = 0; i < exe.steps.size(); ++i) {
+    const Step& step = exe.steps[i];
+    if (!step.kernel || step.kernel->kernel.schedule.empty()) continue;
+    text += fmt::format("region {}: {}\n", i, step.kernel->kernel.schedule);
+  }
+  return text.empty() ? text : "# schedules\n" + text;
+}
+
 }  // namespace
 
 void dump_eval(const Options& options, const ir::Graph& trace, const Executable& exe,
@@ -69,7 +81,8 @@ void dump_eval(const Options& options, const ir::Graph& trace, const Executable&
     write_file(base.string() + ".plan", text, dump_warned, "FUSEJIT_DUMP_DIR", log);
   }
   if (options.dump.decisions) {
-    write_file(base.string() + ".decisions", fusion::decisions_to_text(exe.plan), dump_warned,
+    write_file(base.string() + ".decisions",
+               fusion::decisions_to_text(exe.plan) + schedules_text(exe), dump_warned,
                "FUSEJIT_DUMP_DIR", log);
   }
 }

@@ -3,7 +3,8 @@
 // Per planned trace (a trace-memo miss), into FUSEJIT_DUMP_DIR:
 //   eval_<hash>.ir         the trace as recorded, then as optimized (ir)
 //   eval_<hash>.plan       the plan, each region followed by the kernel it became (plan)
-//   eval_<hash>.decisions  one line per fusion decision (decisions)
+//   eval_<hash>.decisions  one line per fusion decision, then "# schedules": per generated region
+//                          kernel, its scheduler and parameters (decisions)
 // <hash> is the trace's structural hash; kernel names (fj_<kind>_<hash>) are also the names
 // of the .cu/.ptx dumps, which ties each kernel file to its region.
 //

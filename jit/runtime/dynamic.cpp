@@ -102,6 +102,18 @@ int64_t power_product(const std::vector<int>& exponents, const ir::Bindings& val
   return p;
 }
 
+// The sizes of the two instantiations of a region whose outer extent has these exponents.
+templates::DynamicSizes dynamic_sizes(const std::vector<int>& exponents, const ir::Bindings& at_a,
+                                      const ir::Bindings& at_b, std::vector<int64_t> alignment,
+                                      int row_path) {
+  return templates::DynamicSizes{.outer_a = power_product(exponents, at_a),
+                                 .outer_b = power_product(exponents, at_b),
+                                 .symbols_a = at_a,
+                                 .symbols_b = at_b,
+                                 .alignment = std::move(alignment),
+                                 .row_path = row_path};
+}
+
 // The dynamic kernel of one region, or none and why; `a` and `b` are the plan at the
 // generation values.
 std::optional<templates::Kernel> dynamic_kernel(const fusion::Plan& a, const fusion::Plan& b,
@@ -111,13 +123,9 @@ std::optional<templates::Kernel> dynamic_kernel(const fusion::Plan& a, const fus
                                                 std::string* why,
                                                 std::vector<int64_t> alignment = {},
                                                 int row_path = 0) {
-  const templates::DynamicSizes sizes{.outer_a = power_product(exponents, at_a),
-                                      .outer_b = power_product(exponents, at_b),
-                                      .symbols_a = at_a,
-                                      .symbols_b = at_b,
-                                      .alignment = std::move(alignment),
-                                      .row_path = row_path};
-  return templates::generate_dynamic(a.graph, b.graph, a.regions[region], sizes, codegen, why);
+  return templates::generate_dynamic(
+      a.graph, b.graph, a.regions[region],
+      dynamic_sizes(exponents, at_a, at_b, std::move(alignment), row_path), codegen, why);
 }
 
 // Whether every node of the region has at most `limit` elements at `values`.
@@ -195,13 +203,16 @@ std::optional<DynamicMatch> DynamicDims::match(const ir::Graph& g,
   return DynamicMatch{std::move(shared), std::move(*values)};
 }
 
-DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptions& plan_options,
-                         const templates::CodegenOptions& codegen) {
-  DynamicPlan dp{.plan = fusion::make_plan(trace.graph, plan_options),
+namespace {
+
+// The plan of a symbolic trace, its reasons printing shapes by their symbols (B, not its
+// sentinel), with a slot per region for its kernels and reasons, and each region's outer
+// exponents.
+DynamicPlan symbolic_plan(const ir::SymbolicGraph& trace, const fusion::PlanOptions& options) {
+  DynamicPlan dp{.plan = fusion::make_plan(trace.graph, options),
                  .symbols = trace.symbols,
                  .kernels = {},
                  .outer_exponents = {}};
-  // Reasons print shapes: say B, not its sentinel.
   for (fusion::Decision& d : dp.plan.decisions) d.reason = ir::symbolize(d.reason, dp.symbols);
   for (fusion::Region& r : dp.plan.regions) {
     for (std::string& why : r.epilogue.refusals) why = ir::symbolize(why, dp.symbols);
@@ -209,171 +220,264 @@ DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptio
   const size_t n = dp.plan.regions.size();
   dp.kernels.resize(n);
   dp.reasons.resize(n);
+  dp.aligned.resize(n);
+  dp.paths.resize(n);
   for (const fusion::Region& r : dp.plan.regions) {
     dp.outer_exponents.push_back(region_exponents(dp.plan, r, dp.symbols));
   }
-  // Kernels are generated where every node stays under 2^31 elements (32-bit indexing past
-  // 2^30 elements is 64-bit index arithmetic: they serve the most sizes), and a region refused
-  // there is tried again where every node stays at or under 2^30 elements (32-bit index
-  // arithmetic, which fast division by runtime extents needs).
-  struct Instances {
-    ir::Bindings at_a, at_b;
-    std::optional<fusion::Plan> a, b;
-  };
-  // Aligned variants are generated with some symbols at kAlignedSizes times such primes (those
-  // symbols multiples of it, as the sizes they serve), under the same limits. (Dividing every
-  // symbol's ceiling by the alignment instead left the scores softmax's variant a largest outer
-  // extent B*S*S of 61 M, and B=1 S=8192 ran the kernel of scalars.)
-  const auto instances = [&](const std::vector<int64_t>& alignment) {
-    std::vector<Instances> tries;
-    for (double limit : {2147483647.0, static_cast<double>(templates::kNarrowIndexLimit)}) {
-      const int64_t ceiling = generation_ceiling(dp.plan, dp.symbols, limit, alignment);
-      auto [at_a, at_b] = ceiling == 0 ? std::pair<ir::Bindings, ir::Bindings>{}
-                                       : generation_values(dp.plan, dp.symbols, ceiling);
-      for (size_t k = 0; k < alignment.size() && !at_a.empty(); ++k) {
-        at_a[k] *= alignment[k];
-        at_b[k] *= alignment[k];
-      }
-      if (at_a.empty() || (!tries.empty() && tries.back().at_a == at_a)) continue;
-      tries.push_back(
-          Instances{.at_a = std::move(at_a), .at_b = std::move(at_b), .a = {}, .b = {}});
+  return dp;
+}
+
+// A pair of generation values and the plan instantiated at each, made when first needed.
+struct Instances {
+  ir::Bindings at_a, at_b;
+  std::optional<fusion::Plan> a, b;
+};
+
+// Kernels are generated where every node stays under 2^31 elements (32-bit indexing past
+// 2^30 elements is 64-bit index arithmetic: they serve the most sizes), and a region refused
+// there is tried again where every node stays at or under 2^30 elements (32-bit index
+// arithmetic, which fast division by runtime extents needs).
+// Aligned variants are generated with some symbols at kAlignedSizes times such primes (those
+// symbols multiples of it, as the sizes they serve), under the same limits. (Dividing every
+// symbol's ceiling by the alignment instead left the scores softmax's variant a largest outer
+// extent B*S*S of 61 M, and B=1 S=8192 ran the kernel of scalars.)
+std::vector<Instances> instances_at(const DynamicPlan& dp, const std::vector<int64_t>& alignment) {
+  std::vector<Instances> tries;
+  for (double limit : {2147483647.0, static_cast<double>(templates::kNarrowIndexLimit)}) {
+    const int64_t ceiling = generation_ceiling(dp.plan, dp.symbols, limit, alignment);
+    auto [at_a, at_b] = ceiling == 0 ? std::pair<ir::Bindings, ir::Bindings>{}
+                                     : generation_values(dp.plan, dp.symbols, ceiling);
+    for (size_t k = 0; k < alignment.size() && !at_a.empty(); ++k) {
+      at_a[k] *= alignment[k];
+      at_b[k] *= alignment[k];
     }
-    return tries;
-  };
-  std::vector<Instances> tries = instances({});
-  dp.aligned.resize(n);
-  dp.paths.resize(n);
-  if (tries.empty()) {
-    dp.reasons.assign(n, "the static dims leave too little room under 32-bit indexing");
-    return dp;
+    if (at_a.empty() || (!tries.empty() && tries.back().at_a == at_a)) continue;
+    tries.push_back(Instances{.at_a = std::move(at_a), .at_b = std::move(at_b), .a = {}, .b = {}});
   }
-  // Per set of aligned symbols (a bit per symbol), its instances, made when first needed.
-  std::unordered_map<uint32_t, std::vector<Instances>> aligned_tries;
-  const auto alignment_of = [&](uint32_t set) {
-    std::vector<int64_t> alignment(dp.symbols.size(), 1);
-    for (size_t k = 0; k < alignment.size(); ++k) {
-      if ((set >> k) & 1U) alignment[k] = kAlignedSizes;
-    }
-    return alignment;
-  };
-  // The region's aligned variant with the symbols of `set` aligned (or its register path
-  // `row_path` of that variant), or none.
-  const auto variant = [&](size_t i, uint32_t set,
-                           int row_path = 0) -> std::optional<templates::Kernel> {
-    const std::vector<int64_t> alignment = alignment_of(set);
-    auto it = aligned_tries.find(set);
-    if (it == aligned_tries.end()) it = aligned_tries.emplace(set, instances(alignment)).first;
-    for (Instances& at : it->second) {
-      if (!at.a) {
-        at.a = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_a);
-        at.b = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_b);
-      }
-      if (auto k = dynamic_kernel(*at.a, *at.b, i, dp.outer_exponents[i], at.at_a, at.at_b, codegen,
-                                  nullptr, alignment, row_path)) {
+  return tries;
+}
+
+// Makes the dynamic kernels of a plan's regions: at the instances for every size, or, for an
+// aligned variant, at those of its set of aligned symbols (a bit per symbol).
+class KernelMaker {
+ public:
+  KernelMaker(const DynamicPlan& dp, const templates::CodegenOptions& codegen)
+      : dp_(dp), codegen_(codegen), tries_(instances_at(dp, {})) {}
+
+  // No instances: the static dims leave too little room.
+  bool empty() const { return tries_.empty(); }
+
+  // Region i's kernel for every size, from the first instances that give one (where its
+  // register paths are made); `why` gets each refusal.
+  std::optional<templates::Kernel> kernel(size_t i, std::string* why) {
+    for (Instances& at : tries_) {
+      if (auto k = make(at, i, why, {}, 0)) {
+        made_[i] = &at;
         return k;
       }
     }
     return std::nullopt;
-  };
-  // The register paths of a multi-pass row kernel whose length is given at launch, made where
-  // `make(k)` made its variant: paths 1, 2, ... until one is refused (the first is refused for
-  // every other kernel).
-  const auto add_paths = [&](size_t i, const templates::Kernel& of, const auto& make) {
-    const fusion::RegionKind kind = dp.plan.regions[i].kind;
-    if (of.runtime_extents.empty() ||
-        (kind != fusion::RegionKind::reduction && kind != fusion::RegionKind::normalization)) {
-      return;
+  }
+
+  // The register path `row_path` of region i's kernel for every size, or none.
+  std::optional<templates::Kernel> path(size_t i, int row_path) {
+    return make(*made_.at(i), i, nullptr, {}, row_path);
+  }
+
+  // The register paths region i's scheduler offers where its kernel for every size was made.
+  int paths(size_t i) { return variants_at(*made_.at(i), i, {}); }
+
+  // The most register paths region i's scheduler offers at the instances of `set`.
+  int variant_paths(size_t i, uint32_t set) {
+    int most = 0;
+    for (Instances& at : aligned_tries_.at(set)) {
+      most = std::max(most, variants_at(at, i, alignment_of(set)));
     }
-    for (int path = 1;; ++path) {
-      std::optional<templates::Kernel> k = make(path);
-      if (!k) break;
-      dp.paths[i].push_back(std::move(*k));
+    return most;
+  }
+
+  // Region i's variant with the symbols of `set` aligned (or its register path `row_path`), or
+  // none.
+  std::optional<templates::Kernel> variant(size_t i, uint32_t set, int row_path = 0) {
+    const std::vector<int64_t> alignment = alignment_of(set);
+    auto it = aligned_tries_.find(set);
+    if (it == aligned_tries_.end()) {
+      it = aligned_tries_.emplace(set, instances_at(dp_, alignment)).first;
     }
-  };
-  for (size_t i = 0; i < n; ++i) {
+    for (Instances& at : it->second) {
+      if (auto k = make(at, i, nullptr, alignment, row_path)) return k;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<int64_t> alignment_of(uint32_t set) const {
+    std::vector<int64_t> alignment(dp_.symbols.size(), 1);
+    for (size_t k = 0; k < alignment.size(); ++k) {
+      if ((set >> k) & 1U) alignment[k] = kAlignedSizes;
+    }
+    return alignment;
+  }
+
+  void instantiate(Instances& at) const {
+    if (!at.a) {
+      at.a = fusion::instantiate_plan(dp_.plan, dp_.symbols, at.at_a);
+      at.b = fusion::instantiate_plan(dp_.plan, dp_.symbols, at.at_b);
+    }
+  }
+
+  std::optional<templates::Kernel> make(Instances& at, size_t i, std::string* why,
+                                        std::vector<int64_t> alignment, int row_path) {
+    instantiate(at);
+    return dynamic_kernel(*at.a, *at.b, i, dp_.outer_exponents[i], at.at_a, at.at_b, codegen_, why,
+                          std::move(alignment), row_path);
+  }
+
+  int variants_at(Instances& at, size_t i, std::vector<int64_t> alignment) {
+    instantiate(at);
+    return templates::dynamic_variants(
+        at.a->graph, at.b->graph, at.a->regions[i],
+        dynamic_sizes(dp_.outer_exponents[i], at.at_a, at.at_b, std::move(alignment), 0), codegen_);
+  }
+
+  const DynamicPlan& dp_;
+  const templates::CodegenOptions& codegen_;
+  std::vector<Instances> tries_;
+  std::unordered_map<uint32_t, std::vector<Instances>> aligned_tries_;
+  std::unordered_map<size_t, Instances*> made_;  // per region: where its kernel was made
+};
+
+// The symbols of the region, a bit each (none for a trace with more than 32).
+uint32_t region_symbols(const DynamicPlan& dp, size_t i) {
+  const std::vector<int>& e = dp.outer_exponents[i];
+  uint32_t set = 0;
+  for (size_t k = 0; k < e.size() && dp.symbols.size() <= 32; ++k) {
+    if (e[k] > 0) set |= 1U << k;
+  }
+  return set;
+}
+
+// The symbols a kernel was generated aligned for, a bit each.
+uint32_t aligned_symbols(const templates::Kernel& k) {
+  uint32_t set = 0;
+  for (size_t j = 0; j < k.alignment.size(); ++j) {
+    if (k.alignment[j] != 1) set |= 1U << j;
+  }
+  return set;
+}
+
+// The variant of region i (whose kernel for every size is `kernel`) with every symbol of the
+// region aligned; then the same source with fewer of them aligned (a softmax over [B,H,S,S]
+// needs S a multiple of 8, not B), which serves more sizes. A variant is worth its compile only
+// where alignment changed the kernel: the same source as the kernel for every size, or one that
+// differs by its index width alone (the aligned values are larger), is dropped.
+std::optional<templates::Kernel> aligned_variant(KernelMaker& maker, const DynamicPlan& dp,
+                                                 size_t i, const templates::Kernel& kernel) {
+  const uint32_t in_region = region_symbols(dp, i);
+  if (in_region == 0) return std::nullopt;
+  std::optional<templates::Kernel> all = maker.variant(i, in_region);
+  if (all && (all->source == kernel.source || all->max_elements != kernel.max_elements)) {
+    all.reset();
+  }
+  // Proper subsets, fewest symbols first (at most 2^4 of them tried).
+  std::vector<uint32_t> subsets;
+  if (all && std::popcount(in_region) <= 4) {
+    for (uint32_t set = (in_region - 1) & in_region; set != 0; set = (set - 1) & in_region) {
+      subsets.push_back(set);
+    }
+    std::stable_sort(subsets.begin(), subsets.end(),
+                     [](uint32_t x, uint32_t y) { return std::popcount(x) < std::popcount(y); });
+  }
+  for (uint32_t set : subsets) {
+    std::optional<templates::Kernel> fewer = maker.variant(i, set);
+    if (fewer && fewer->source == all->source && fewer->max_elements == all->max_elements) {
+      return fewer;
+    }
+  }
+  return all;
+}
+
+// The register paths of a multi-pass row kernel whose length is given at launch, made where
+// `make(k)` made its kernel: paths 1, 2, ... of the `count(void)` its scheduler offers
+// (templates::dynamic_variants), until one is refused.
+template <class Count, class Make>
+void add_paths(DynamicPlan& dp, size_t i, const templates::Kernel& of, const Count& count,
+               const Make& make) {
+  const fusion::RegionKind kind = dp.plan.regions[i].kind;
+  if (of.runtime_extents.empty() ||
+      (kind != fusion::RegionKind::reduction && kind != fusion::RegionKind::normalization)) {
+    return;
+  }
+  const int paths = count();
+  for (int path = 1; path <= paths; ++path) {
+    std::optional<templates::Kernel> k = make(path);
+    if (!k) break;
+    dp.paths[i].push_back(std::move(*k));
+  }
+}
+
+// What fusejit plan says of region i's dynamic kernels: its runtime extents, its aligned
+// variant, its register paths (after a refusal's reason, if it has one).
+void add_reasons(DynamicPlan& dp, size_t i) {
+  std::string& reason = dp.reasons[i];
+  if (dp.kernels[i] && !dp.kernels[i]->runtime_extents.empty()) {
+    reason = fmt::format("runtime extents {}, divided by fast division",
+                         extents_text(*dp.kernels[i], dp.symbols));
+  }
+  if (dp.aligned[i]) {
+    std::string names;
+    for (size_t k = 0; k < dp.aligned[i]->alignment.size(); ++k) {
+      if (dp.aligned[i]->alignment[k] == 1) continue;
+      names += (names.empty() ? "" : ", ") + dp.symbols[k].name;
+    }
+    reason += fmt::format(
+        "{}a variant for sizes where {} {} of {}", reason.empty() ? "" : "; ", names,
+        names.find(',') == std::string::npos ? "is a multiple" : "are multiples", kAlignedSizes);
+  }
+  if (!dp.paths[i].empty()) {
+    std::string bounds;
+    for (const templates::Kernel& k : dp.paths[i]) {
+      bounds += fmt::format("{}{}", bounds.empty() ? "" : ", ", k.max_row_length);
+    }
+    reason += fmt::format("; register paths for rows of at most {} elements", bounds);
+  }
+}
+
+// Region i's dynamic kernels: for every size, its aligned variant, their register paths.
+void plan_region(DynamicPlan& dp, KernelMaker& maker, size_t i) {
+  dp.kernels[i] = maker.kernel(i, &dp.reasons[i]);
+  if (dp.kernels[i]) dp.aligned[i] = aligned_variant(maker, dp, i, *dp.kernels[i]);
+  if (dp.aligned[i]) {
+    const uint32_t set = aligned_symbols(*dp.aligned[i]);
+    add_paths(
+        dp, i, *dp.aligned[i], [&] { return maker.variant_paths(i, set); },
+        [&](int path) { return maker.variant(i, set, path); });
+  }
+  if (dp.kernels[i]) {
+    add_paths(
+        dp, i, *dp.kernels[i], [&] { return maker.paths(i); },
+        [&](int path) { return maker.path(i, path); });
+  }
+  add_reasons(dp, i);
+}
+
+}  // namespace
+
+DynamicPlan plan_dynamic(const ir::SymbolicGraph& trace, const fusion::PlanOptions& plan_options,
+                         const templates::CodegenOptions& codegen) {
+  DynamicPlan dp = symbolic_plan(trace, plan_options);
+  KernelMaker maker(dp, codegen);
+  if (maker.empty()) {
+    dp.reasons.assign(dp.plan.regions.size(),
+                      "the static dims leave too little room under 32-bit indexing");
+    return dp;
+  }
+  for (size_t i = 0; i < dp.plan.regions.size(); ++i) {
     const std::vector<int>& e = dp.outer_exponents[i];
     const bool symbolic = std::any_of(e.begin(), e.end(), [](int x) { return x > 0; });
     if (dp.plan.regions[i].kind == fusion::RegionKind::gemm || !symbolic) continue;
-    Instances* made = nullptr;  // where the kernel was made
-    for (Instances& at : tries) {
-      if (!at.a) {
-        at.a = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_a);
-        at.b = fusion::instantiate_plan(dp.plan, dp.symbols, at.at_b);
-      }
-      dp.kernels[i] = dynamic_kernel(*at.a, *at.b, i, e, at.at_a, at.at_b, codegen, &dp.reasons[i]);
-      if (dp.kernels[i]) {
-        made = &at;
-        break;
-      }
-    }
-    // The variant with every symbol of the region aligned; then the same source with fewer of
-    // them aligned (a softmax over [B,H,S,S] needs S a multiple of 8, not B), which serves more
-    // sizes. A variant is worth its compile only where alignment changed the kernel: the same
-    // source as the kernel for every size, or one that differs by its index width alone (the
-    // aligned values are larger), is dropped.
-    uint32_t in_region = 0;  // a bit per symbol (a trace with more than 32 gets no variant)
-    for (size_t k = 0; k < e.size() && dp.symbols.size() <= 32; ++k) {
-      if (e[k] > 0) in_region |= 1U << k;
-    }
-    if (dp.kernels[i] && in_region != 0) {
-      std::optional<templates::Kernel> all = variant(i, in_region);
-      if (all && (all->source == dp.kernels[i]->source ||
-                  all->max_elements != dp.kernels[i]->max_elements)) {
-        all.reset();
-      }
-      // Proper subsets, fewest symbols first (at most 2^4 of them tried).
-      std::vector<uint32_t> subsets;
-      if (all && std::popcount(in_region) <= 4) {
-        for (uint32_t set = (in_region - 1) & in_region; set != 0; set = (set - 1) & in_region) {
-          subsets.push_back(set);
-        }
-        std::stable_sort(subsets.begin(), subsets.end(), [](uint32_t x, uint32_t y) {
-          return std::popcount(x) < std::popcount(y);
-        });
-      }
-      for (uint32_t set : subsets) {
-        std::optional<templates::Kernel> fewer = variant(i, set);
-        if (fewer && fewer->source == all->source && fewer->max_elements == all->max_elements) {
-          all = std::move(fewer);
-          break;
-        }
-      }
-      dp.aligned[i] = std::move(all);
-    }
-    if (dp.aligned[i]) {
-      uint32_t set = 0;
-      for (size_t k = 0; k < dp.aligned[i]->alignment.size(); ++k) {
-        if (dp.aligned[i]->alignment[k] != 1) set |= 1U << k;
-      }
-      add_paths(i, *dp.aligned[i], [&](int path) { return variant(i, set, path); });
-    }
-    if (dp.kernels[i]) {
-      add_paths(i, *dp.kernels[i], [&](int path) {
-        return dynamic_kernel(*made->a, *made->b, i, e, made->at_a, made->at_b, codegen, nullptr,
-                              {}, path);
-      });
-    }
-    if (dp.kernels[i] && !dp.kernels[i]->runtime_extents.empty()) {
-      dp.reasons[i] = fmt::format("runtime extents {}, divided by fast division",
-                                  extents_text(*dp.kernels[i], dp.symbols));
-    }
-    if (dp.aligned[i]) {
-      std::string names;
-      for (size_t k = 0; k < dp.aligned[i]->alignment.size(); ++k) {
-        if (dp.aligned[i]->alignment[k] == 1) continue;
-        names += (names.empty() ? "" : ", ") + dp.symbols[k].name;
-      }
-      dp.reasons[i] += fmt::format(
-          "{}a variant for sizes where {} {} of {}", dp.reasons[i].empty() ? "" : "; ", names,
-          names.find(',') == std::string::npos ? "is a multiple" : "are multiples", kAlignedSizes);
-    }
-    if (!dp.paths[i].empty()) {
-      std::string bounds;
-      for (const templates::Kernel& k : dp.paths[i]) {
-        bounds += fmt::format("{}{}", bounds.empty() ? "" : ", ", k.max_row_length);
-      }
-      dp.reasons[i] += fmt::format("; register paths for rows of at most {} elements", bounds);
-    }
+    plan_region(dp, maker, i);
   }
   return dp;
 }

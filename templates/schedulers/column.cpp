@@ -31,6 +31,7 @@
 #include "ir/shape.h"
 #include "templates/builders.h"
 #include "templates/schedulers/reduction.h"
+#include "templates/schedulers/registry.h"
 
 namespace fusejit::templates {
 
@@ -53,14 +54,6 @@ constexpr int64_t kSplitTargetBlocks = 1024;
 constexpr int64_t kMinRowsPerThread = 8;
 constexpr int64_t kFoldBytes = 64 * 1024;
 
-struct ColumnConfig {
-  int v = 1;
-  int64_t tx = 32, ty = 1;
-  int64_t tiles_n = 1, tiles = 1;
-  int64_t split = 1;  // S: blocks per tile, each reducing `piece` consecutive rows
-  int64_t piece = 1;  // rows per piece (the last one may be shorter): L unless split
-};
-
 int64_t accumulator_bytes(const RegionInfo& info, const ReduceSpace& space) {
   int64_t bytes = 0;
   for (ir::NodeId r : space.accumulated()) {
@@ -72,7 +65,7 @@ int64_t accumulator_bytes(const RegionInfo& info, const ReduceSpace& space) {
 // Split columns, from tiles of `tx` vectors down to `narrowest`: the widest tiles whose fold
 // stays within kFoldBytes (narrower tiles: more tiles, fewer pieces each). False when L is too
 // short to split.
-bool choose_split(ColumnConfig& c, const ReduceSpace& space, int64_t columns, int64_t tx,
+bool choose_split(ColumnParams& c, const ReduceSpace& space, int64_t columns, int64_t tx,
                   int64_t narrowest, int64_t acc_bytes) {
   int64_t s = 1;
   for (;; tx /= 2) {
@@ -92,8 +85,8 @@ bool choose_split(ColumnConfig& c, const ReduceSpace& space, int64_t columns, in
   return c.split >= 2;
 }
 
-ColumnConfig column_config(const RegionInfo& info, const ReduceSpace& space, int v) {
-  ColumnConfig c;
+ColumnParams column_config(const RegionInfo& info, const ReduceSpace& space, int v) {
+  ColumnParams c;
   c.v = v;
   c.piece = space.length;
   const int64_t target_threads = kFilledSMs * info.target.threads_per_sm;
@@ -117,7 +110,7 @@ ColumnConfig column_config(const RegionInfo& info, const ReduceSpace& space, int
   c.ty = std::max(c.ty, std::max<int64_t>(1, 128 / c.tx));  // at least 128 threads
   c.ty = std::min(c.ty, kMaxBlock / c.tx);
   // Still too few threads: split, if that gives more of them.
-  ColumnConfig split = c;
+  ColumnParams split = c;
   if (too_few(c.tx) && choose_split(split, space, columns, full_tx, narrowest, acc_bytes) &&
       split.tiles * split.split * split.tx * split.ty > c.tiles * c.tx * c.ty) {
     c = split;
@@ -135,7 +128,7 @@ ColumnConfig column_config(const RegionInfo& info, const ReduceSpace& space, int
 // then assembled in order by build().
 class ColumnBuilder {
  public:
-  ColumnBuilder(const RegionInfo& info, const ReduceSpace& space, const ColumnConfig& cfg);
+  ColumnBuilder(const RegionInfo& info, const ReduceSpace& space, const ColumnParams& cfg);
   KernelBody build();
 
  private:
@@ -164,7 +157,7 @@ class ColumnBuilder {
 
   const RegionInfo& info_;
   const ReduceSpace& space_;
-  const ColumnConfig cfg_;
+  const ColumnParams cfg_;
   const std::string idx_;
   const int64_t block_, warps_;
   const bool guard_n_;
@@ -195,7 +188,7 @@ class ColumnBuilder {
 };
 
 ColumnBuilder::ColumnBuilder(const RegionInfo& info, const ReduceSpace& space,
-                             const ColumnConfig& cfg)
+                             const ColumnParams& cfg)
     : info_(info),
       space_(space),
       cfg_(cfg),
@@ -547,23 +540,64 @@ int column_vector(const RegionInfo& info, const ReduceSpace& space, const Codege
   return space.online.empty() ? v : std::min(v, 4);
 }
 
-}  // namespace
-
-bool column_worthwhile(const RegionInfo& info, const ReduceSpace& space,
-                       const CodegenOptions& options) {
+// Why a reduction gets no column kernel, or nothing when it does.
+std::optional<std::string> column_refusal(const RegionInfo& info, const CodegenOptions& options) {
+  const fusion::RegionKind kind = info.region.kind;
+  if (kind != fusion::RegionKind::reduction && kind != fusion::RegionKind::normalization) {
+    return "not a reduction or normalization region";
+  }
+  const ReduceSpace space = analyze_reduction(info);
+  if (space.layout != ReduceLayout::column) {
+    return space.layout == ReduceLayout::row
+               ? "the reduced axes are the trailing ones"
+               : "the reduced axes are not one block of leading or middle axes";
+  }
+  if (space.passes > 1) return fmt::format("its reductions take {} passes", space.passes);
+  if (std::any_of(space.outputs.begin(), space.outputs.end(),
+                  [](const ReduceOutput& o) { return o.full && o.pass != 1; })) {
+    return "an output of every element reads a reduced value (a second pass)";
+  }
+  if (!space.welford.empty()) return "it accumulates a mean and a variance together";
   // A column kernel's parallelism is its tiles, or its tiles times the pieces of split
   // columns. With a handful of tiles and long columns that cannot be split, one block would
   // stream most of the tensor: a row-style kernel (strided, but split over blocks) does better.
   constexpr int64_t kFewTiles = 16;
   constexpr int64_t kLongColumn = 65536;
-  const ColumnConfig cfg = column_config(info, space, column_vector(info, space, options));
-  return cfg.split > 1 || cfg.tiles >= kFewTiles || space.length < kLongColumn;
+  const ColumnParams cfg = column_config(info, space, column_vector(info, space, options));
+  if (cfg.split == 1 && cfg.tiles < kFewTiles && space.length >= kLongColumn) {
+    return fmt::format(
+        "{} tile(s) of columns of {} elements, which do not split: a row-style "
+        "kernel splits them over blocks",
+        cfg.tiles, space.length);
+  }
+  return std::nullopt;
 }
 
-KernelBody build_column(const RegionInfo& info, const ReduceSpace& space,
-                        const CodegenOptions& options) {
-  return ColumnBuilder(info, space, column_config(info, space, column_vector(info, space, options)))
-      .build();
+// Single-pass reductions over leading or middle axes.
+class ColumnScheduler final : public Scheduler {
+ public:
+  std::string_view name() const override { return "column"; }
+  std::optional<std::string> refusal(const RegionInfo& info,
+                                     const CodegenOptions& options) const override {
+    return column_refusal(info, options);
+  }
+  ScheduleParams params(const RegionInfo& info, const CodegenOptions& options) const override {
+    // Dynamic kernels: reductions over trailing axes only (the row kernel's).
+    if (info.dynamic()) throw NotSizeIndependent("the reduced axes are not the trailing ones");
+    const ReduceSpace space = analyze_reduction(info);
+    return column_config(info, space, column_vector(info, space, options));
+  }
+  KernelBody build(const RegionInfo& info, const CodegenOptions&,
+                   const ScheduleParams& params) const override {
+    return ColumnBuilder(info, analyze_reduction(info), std::get<ColumnParams>(params)).build();
+  }
+};
+
+}  // namespace
+
+const Scheduler& column_scheduler() {
+  static const ColumnScheduler scheduler;
+  return scheduler;
 }
 
 }  // namespace fusejit::templates

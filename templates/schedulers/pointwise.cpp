@@ -14,13 +14,14 @@
 // when its conditions hold.
 // Math: each node as the reference defines it, f16/bf16 computed in f32 and rounded to the
 // node's dtype, integers wrapping.
-#include <map>
+#include <algorithm>
 
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
 #include "ir/shape.h"
 #include "templates/builders.h"
+#include "templates/schedulers/registry.h"
 
 namespace fusejit::templates {
 
@@ -137,42 +138,54 @@ int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, i
 
 }  // namespace
 
-KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options) {
-  const fusion::Region& region = info.region;
-  if (region.outputs.empty()) throw InternalError("pointwise region without outputs");
-  // A transposed read big enough to pay goes through shared-memory tiles; everything else
-  // (including what the tiled template cannot handle) is swept linearly here.
-  if (auto tiled = build_tiled_transpose(info, options)) {
-    if (info.dynamic()) throw NotSizeIndependent("the region reads through a tiled transpose");
-    return std::move(*tiled);
-  }
-  std::map<int64_t, Sweep> by_count;
-  std::vector<int64_t> order;
-  for (size_t k = 0; k < region.outputs.size(); ++k) {
-    const int64_t count = ir::numel(info.node(region.outputs[k]).shape);
-    if (by_count.count(count) == 0) order.push_back(count);
-    by_count[count].count = count;
-    by_count[count].outputs.push_back(k);
-  }
+namespace {
 
+// The region's outputs grouped by element count, in the order of their first output.
+std::vector<Sweep> sweeps_of(const RegionInfo& info) {
+  std::vector<Sweep> sweeps;
+  for (size_t k = 0; k < info.region.outputs.size(); ++k) {
+    const int64_t count = ir::numel(info.node(info.region.outputs[k]).shape);
+    auto it = std::find_if(sweeps.begin(), sweeps.end(),
+                           [&](const Sweep& s) { return s.count == count; });
+    if (it == sweeps.end()) it = sweeps.insert(sweeps.end(), Sweep{count, {}});
+    it->outputs.push_back(k);
+  }
+  return sweeps;
+}
+
+// A static sweep takes the full vector width whatever its count (a scalar tail takes the
+// rest), unless the count is below it. A dynamic kernel sweeps count = per_outer * outer
+// elements for any outer: its vector width divides per_outer, so that it divides every such
+// count and there is no tail.
+PointwiseParams sweep_params(const RegionInfo& info, const CodegenOptions& options) {
+  PointwiseParams p;
+  p.block = kBlock;
+  p.waves = 0;  // nothing per block to amortize: one block per 256 vectors
+  for (const Sweep& sweep : sweeps_of(info)) {
+    const int64_t per_outer = info.per_outer(sweep.count, "an output's elements");
+    const int full = vector_width(info, options.vectorize, {});
+    const bool with_tail = !info.dynamic() && sweep.count >= full;
+    p.vector_widths.push_back(with_tail ? full
+                                        : vector_width(info, options.vectorize, {per_outer}));
+  }
+  return p;
+}
+
+KernelBody build_sweeps(const RegionInfo& info, const PointwiseParams& p) {
+  const std::vector<Sweep> sweeps = sweeps_of(info);
+  if (sweeps.size() != p.vector_widths.size()) {
+    throw InternalError(fmt::format("pointwise parameters for {} sweeps, not {}",
+                                    p.vector_widths.size(), sweeps.size()));
+  }
   KernelBody kb;
   kb.kind = "pointwise";
-  kb.block = kBlock;
-  kb.blocks_per_sm = info.target.blocks_per_sm(kBlock);
-  kb.waves = 0;  // nothing per block to amortize: one block per 256 vectors
-  // A static sweep takes the full vector width whatever its count (a scalar tail takes the
-  // rest), unless the count is below it. A dynamic kernel sweeps count = per_outer * outer
-  // elements for any outer: its vector width divides per_outer, so that it divides every such
-  // count and there is no tail.
-  std::vector<std::pair<int64_t, int>> plan;
-  for (int64_t count : order) {
-    const int64_t per_outer = info.per_outer(count, "an output's elements");
-    const int full = vector_width(info, options.vectorize, {});
-    const bool with_tail = !info.dynamic() && count >= full;
-    plan.emplace_back(count, with_tail ? full : vector_width(info, options.vectorize, {per_outer}));
-  }
-  kb.fn = kernel_function(info, kBlock);
-  for (const auto& [count, v] : plan) {
+  kb.block = static_cast<int>(p.block);
+  kb.blocks_per_sm = info.target.blocks_per_sm(kb.block);
+  kb.waves = static_cast<int>(p.waves);
+  kb.fn = kernel_function(info, kb.block);
+  for (size_t s = 0; s < sweeps.size(); ++s) {
+    const int64_t count = sweeps[s].count;
+    const int64_t v = p.vector_widths[s];
     const int64_t tail = count % v;
     kb.fn.head.comment("pointwise sweep over {} elements{}: {} per thread and iteration{}{}",
                        info.per_outer(count, "an output's elements"),
@@ -182,13 +195,38 @@ KernelBody build_pointwise(const RegionInfo& info, const CodegenOptions& options
   }
   kb.fn.head.comment("{} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
   int64_t items = 1;  // the longest sweep's vectors (per outer unit)
-  for (const auto& [count, v] : plan) {
-    items = std::max(items, add_sweep(kb.fn.body, info, by_count[count], v));
+  for (size_t s = 0; s < sweeps.size(); ++s) {
+    items = std::max(items,
+                     add_sweep(kb.fn.body, info, sweeps[s], static_cast<int>(p.vector_widths[s])));
   }
   kb.items_per_outer = items;
-  kb.items_per_block = kBlock;
-  kb.work_blocks = ceil_div(items * std::max<int64_t>(info.outer, 1), kBlock);
+  kb.items_per_block = p.block;
+  kb.work_blocks = ceil_div(items * std::max<int64_t>(info.outer, 1), p.block);
   return kb;
+}
+
+// Every pointwise region the tiled transpose does not take (including what it cannot handle).
+class PointwiseScheduler final : public Scheduler {
+ public:
+  std::string_view name() const override { return "pointwise"; }
+  std::optional<std::string> refusal(const RegionInfo& info, const CodegenOptions&) const override {
+    if (info.region.kind != fusion::RegionKind::pointwise) return "not a pointwise region";
+    return std::nullopt;
+  }
+  ScheduleParams params(const RegionInfo& info, const CodegenOptions& options) const override {
+    return sweep_params(info, options);
+  }
+  KernelBody build(const RegionInfo& info, const CodegenOptions&,
+                   const ScheduleParams& params) const override {
+    return build_sweeps(info, std::get<PointwiseParams>(params));
+  }
+};
+
+}  // namespace
+
+const Scheduler& pointwise_scheduler() {
+  static const PointwiseScheduler scheduler;
+  return scheduler;
 }
 
 }  // namespace fusejit::templates

@@ -1,5 +1,4 @@
-// templates/reduction: analysis shared by the reduction and normalization templates, and the
-// choice between them.
+// templates/reduction: analysis shared by the reduction and normalization templates.
 //
 // A region of kind reduction or normalization holds reduce nodes that all reduce the same
 // shape over the same axes, the elementwise prologue feeding them, and what consumes their
@@ -7,9 +6,10 @@
 // result of another, like layer norm's variance reading the mean, is one deeper); an output
 // with one value per element is written in the first pass after every reduction it reads.
 //
-// Row-style (rowwise.cpp) handles every case; column-style (column.cpp) is chosen for
-// single-pass reductions over leading or middle axes (online softmax pairs included: they are
-// one pass), where a row-style kernel would read with a stride.
+// Row-style (rowwise.cpp) handles every case; column-style (column.cpp) takes single-pass
+// reductions over leading or middle axes (online softmax pairs included: they are one pass),
+// where a row-style kernel would read with a stride. Which one a region gets is the registry's
+// (registry.h): the column scheduler is asked first.
 #include "templates/schedulers/reduction.h"
 
 #include <algorithm>
@@ -24,13 +24,6 @@
 #include "templates/builders.h"
 
 namespace fusejit::templates {
-
-KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& space,
-                         const CodegenOptions& options);
-KernelBody build_column(const RegionInfo& info, const ReduceSpace& space,
-                        const CodegenOptions& options);
-bool column_worthwhile(const RegionInfo& info, const ReduceSpace& space,
-                       const CodegenOptions& options);
 
 namespace {
 
@@ -329,25 +322,6 @@ void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<i
 
 void add_split_reset(kir::Block& out, const SplitPartials& split) {
   out.assign(kir::subscript(kir::var("fj_arrivals"), split.group), kir::lit(0));
-}
-
-KernelBody build_reduction(const RegionInfo& info, const CodegenOptions& options) {
-  const ReduceSpace space = analyze_reduction(info);
-  // Dynamic kernels: reductions over trailing axes only, whose kept axes hold the outer extent
-  // (so that the row count scales with it and the row length does not).
-  if (info.dynamic() && space.layout != ReduceLayout::row) {
-    throw NotSizeIndependent("the reduced axes are not the trailing ones");
-  }
-  const bool single_pass =
-      space.passes == 1 &&
-      std::all_of(space.outputs.begin(), space.outputs.end(),
-                  [](const ReduceOutput& o) { return !o.full || o.pass == 1; });
-  // (Welford pairs are only in normalization regions: their axes are trailing, so row-style.)
-  if (space.layout == ReduceLayout::column && single_pass && space.welford.empty() &&
-      column_worthwhile(info, space, options)) {
-    return build_column(info, space, options);
-  }
-  return build_rowwise(info, space, options);
 }
 
 }  // namespace fusejit::templates

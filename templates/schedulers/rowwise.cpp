@@ -37,6 +37,7 @@
 #include "ir/shape.h"
 #include "templates/builders.h"
 #include "templates/schedulers/reduction.h"
+#include "templates/schedulers/registry.h"
 #include "templates/schedulers/row_schedule.h"
 
 namespace fusejit::templates {
@@ -933,18 +934,8 @@ namespace {
 // pairs); the launch picks the first whose bound holds the length. (One kernel with every path
 // behind a branch on the length took the registers of the largest path for all of them, the
 // loop included, and ran up to 1.7x slower than the loop alone.)
-KernelBody build_register_path(const RegionInfo& info, const RowConfig& looped) {
+KernelBody build_register_path(const RegionInfo& info, const RowConfig& cfg) {
   const ReduceSpace plain = analyze_reduction(info, /*online=*/false);
-  if (element_passes(plain) < 2) {
-    throw NotSizeIndependent("a single-pass row kernel reads the row once: no register path");
-  }
-  const std::vector<RowConfig> paths = bounded_row_configs(info, plain, looped);
-  if (static_cast<size_t>(info.row_path) > paths.size()) {
-    throw NotSizeIndependent(
-        fmt::format("the row kernel has {} register path(s), not {}", paths.size(), info.row_path));
-  }
-  const size_t index = static_cast<size_t>(info.row_path) - 1;
-  const RowConfig& cfg = paths[index];
   // The vectors per thread, chosen at launch: the fewest that hold the row, from those of the
   // shortest row the path takes (one more than the path before it holds) to its own, and at
   // least half its own (the first path's shorter rows take that many). The row loop is
@@ -955,7 +946,7 @@ KernelBody build_register_path(const RegionInfo& info, const RowConfig& looped) 
   // static kernel does: the bf16 scores softmax at S=2049, 16 scalars per thread against 9,
   // ran 1.53x the static kernel's time on an H200; at S=520, 4 vectors against 3, 1.13x.)
   const int64_t step = cfg.group * cfg.v;
-  const int64_t shortest = index == 0 ? 1 : paths[index - 1].piece + 1;
+  const int64_t shortest = cfg.shortest;
   const int64_t fewest =
       std::min(cfg.chunks, std::max(ceil_div(shortest, step), ceil_div(cfg.chunks, 2)));
   // Each count's cache holds the arrays the path's own does, so that no copy needs more
@@ -996,32 +987,70 @@ KernelBody build_register_path(const RegionInfo& info, const RowConfig& looped) 
   return kb;
 }
 
-}  // namespace
+// Vectors only pay when some access is contiguous (not so for most generic axis sets): a
+// layout of v > 1 whose kernel makes no vector access is laid out again with v = 1.
+bool vectors_pay(const RegionInfo& info, const ReduceSpace& space, const RowConfig& cfg,
+                 const std::set<ir::NodeId>& cacheable) {
+  if (cfg.v == 1) return true;
+  RowwiseBuilder builder(info, space, cfg, cacheable);
+  builder.build();
+  return builder.vector_accesses() > 0;
+}
 
-KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& online_space,
-                         const CodegenOptions& options) {
+// The register path `info.row_path` of the looped kernel `looped` (bounded_row_configs), with
+// the shortest row it takes: one element more than the path before it holds.
+RowParams register_path_params(const RegionInfo& info, const RowConfig& looped) {
+  const ReduceSpace plain = analyze_reduction(info, /*online=*/false);
+  if (element_passes(plain) < 2) {
+    throw NotSizeIndependent("a single-pass row kernel reads the row once: no register path");
+  }
+  const std::vector<RowConfig> paths = bounded_row_configs(info, plain, looped);
+  if (static_cast<size_t>(info.row_path) > paths.size()) {
+    throw NotSizeIndependent(
+        fmt::format("the row kernel has {} register path(s), not {}", paths.size(), info.row_path));
+  }
+  const size_t index = static_cast<size_t>(info.row_path) - 1;
+  RowParams p{.config = paths[index], .online = false, .register_path = info.row_path};
+  p.config.shortest = index == 0 ? 1 : paths[index - 1].piece + 1;
+  return p;
+}
+
+// A row length given at launch: never held in registers, so online softmax pairs save a pass.
+// (The length's static coefficient decides the vector width, which an odd prime leaves alone:
+// the same at every size.)
+RowParams looped_params(const RegionInfo& info, const ReduceSpace& online_space, int v) {
+  for (;;) {
+    const std::optional<RowConfig> cfg = looped_row_config(info, online_space, v);
+    if (!cfg) {
+      throw NotSizeIndependent(fmt::format(
+          "the row length changes with the sizes, and {} row(s) are too few to give each "
+          "thread block one",
+          online_space.rows));
+    }
+    if (!vectors_pay(info, online_space, *cfg, {})) {
+      v = 1;
+      continue;
+    }
+    if (info.row_path > 0) {
+      // The looped kernel is built first, as where it is the kernel: what it refuses, its
+      // register paths refuse too.
+      if (cfg->v == 1) RowwiseBuilder(info, online_space, *cfg, {}).build();
+      return register_path_params(info, *cfg);
+    }
+    return RowParams{.config = *cfg, .online = !online_space.online.empty(), .register_path = 0};
+  }
+}
+
+RowParams row_params(const RegionInfo& info, const CodegenOptions& options) {
+  const ReduceSpace online_space = analyze_reduction(info);
+  // Dynamic kernels: reductions over trailing axes only, whose kept axes hold the outer extent
+  // (so that the row count scales with it and the row length does not).
+  if (info.dynamic() && online_space.layout != ReduceLayout::row) {
+    throw NotSizeIndependent("the reduced axes are not the trailing ones");
+  }
   int v = vector_width(info, options.vectorize, {online_space.length});
   if (info.dynamic() && info.symbolic(online_space.length)) {
-    // A row length given at launch: never held in registers, so online softmax pairs save a
-    // pass. (The length's static coefficient decides the vector width, which an odd prime
-    // leaves alone: the same at every size.)
-    for (;;) {
-      const std::optional<RowConfig> cfg = looped_row_config(info, online_space, v);
-      if (!cfg) {
-        throw NotSizeIndependent(fmt::format(
-            "the row length changes with the sizes, and {} row(s) are too few to give each "
-            "thread block one",
-            online_space.rows));
-      }
-      RowwiseBuilder builder(info, online_space, *cfg, {});
-      KernelBody kb = builder.build();
-      if (v > 1 && builder.vector_accesses() == 0) {
-        v = 1;
-        continue;
-      }
-      if (info.row_path > 0) return build_register_path(info, *cfg);
-      return kb;
-    }
+    return looped_params(info, online_space, v);
   }
   ReduceSpace plain;
   for (;;) {
@@ -1033,17 +1062,68 @@ KernelBody build_rowwise(const RegionInfo& info, const ReduceSpace& online_space
       throw NotSizeIndependent(fmt::format("the rows are split over {} {}", cfg.pieces(),
                                            cfg.split > 1 ? "blocks" : "blocks of a cluster"));
     }
-    std::set<ir::NodeId> cacheable;
-    if (multi_pass) cacheable = frontier(info, space);
-    RowwiseBuilder builder(info, space, cfg, cacheable);
-    KernelBody kb = builder.build();
-    // Vectors only pay when some access is contiguous (not so for most generic axis sets).
-    if (v > 1 && builder.vector_accesses() == 0) {
+    if (!vectors_pay(info, space, cfg,
+                     multi_pass ? frontier(info, space) : std::set<ir::NodeId>{})) {
       v = 1;
       continue;
     }
-    return kb;
+    return RowParams{.config = cfg, .online = !space.online.empty(), .register_path = 0};
   }
+}
+
+KernelBody build_rows(const RegionInfo& info, const RowParams& p) {
+  if (p.register_path > 0) return build_register_path(info, p.config);
+  const ReduceSpace space = analyze_reduction(info, p.online);
+  std::set<ir::NodeId> cacheable;
+  if (!p.config.looped && element_passes(space) > 1) cacheable = frontier(info, space);
+  return RowwiseBuilder(info, space, p.config, cacheable).build();
+}
+
+// Every reduction and normalization region the column kernel does not take: one thread group
+// per output row, any axes.
+class RowScheduler final : public Scheduler {
+ public:
+  std::string_view name() const override { return "rows"; }
+  std::optional<std::string> refusal(const RegionInfo& info, const CodegenOptions&) const override {
+    const fusion::RegionKind kind = info.region.kind;
+    if (kind != fusion::RegionKind::reduction && kind != fusion::RegionKind::normalization) {
+      return "not a reduction or normalization region";
+    }
+    return std::nullopt;
+  }
+  ScheduleParams params(const RegionInfo& info, const CodegenOptions& options) const override {
+    return row_params(info, options);
+  }
+  KernelBody build(const RegionInfo& info, const CodegenOptions&,
+                   const ScheduleParams& params) const override {
+    return build_rows(info, std::get<RowParams>(params));
+  }
+  // The register paths of a multi-pass kernel whose row length is given at launch.
+  int variants(const RegionInfo& info, const CodegenOptions& options) const override {
+    const ReduceSpace online_space = analyze_reduction(info);
+    if (!info.dynamic() || online_space.layout != ReduceLayout::row ||
+        !info.symbolic(online_space.length) ||
+        element_passes(analyze_reduction(info, /*online=*/false)) < 2) {
+      return 0;
+    }
+    RegionInfo looped = info;
+    looped.row_path = 0;
+    try {
+      const RowParams p = looped_params(
+          looped, online_space, vector_width(info, options.vectorize, {online_space.length}));
+      return static_cast<int>(
+          bounded_row_configs(info, analyze_reduction(info, /*online=*/false), p.config).size());
+    } catch (const NotSizeIndependent&) {
+      return 0;
+    }
+  }
+};
+
+}  // namespace
+
+const Scheduler& row_scheduler() {
+  static const RowScheduler scheduler;
+  return scheduler;
 }
 
 }  // namespace fusejit::templates

@@ -31,8 +31,10 @@
 
 #include <fmt/format.h>
 
+#include "fusejit/error.h"
 #include "ir/shape.h"
 #include "templates/builders.h"
+#include "templates/schedulers/registry.h"
 
 namespace fusejit::templates {
 
@@ -177,8 +179,9 @@ int residency(const RegionInfo& info, const TileSchedule& s) {
   return blocks;
 }
 
-bool size_tiles(const RegionInfo& info, TileSchedule& s) {
-  s.tile = tile_size(info, s);
+// `tile`: T as the parameters give it; 0: tile_size's.
+bool size_tiles(const RegionInfo& info, TileSchedule& s, int tile) {
+  s.tile = tile != 0 ? tile : tile_size(info, s);
   if (s.tile == 0) return false;
   for (const TiledRead& read : s.reads) {
     s.shared_bytes += s.tile * s.tile * dtype_size(info.node(read.id).dtype);
@@ -190,13 +193,23 @@ bool size_tiles(const RegionInfo& info, TileSchedule& s) {
   return true;
 }
 
-std::optional<TileSchedule> schedule(const RegionInfo& info, const CodegenOptions& options) {
+// The tiles of the region (of `tile` x `tile`; 0: the size tile_size picks), or why it gets
+// none: the reason, in `why`.
+std::optional<TileSchedule> schedule(const RegionInfo& info, const CodegenOptions& options,
+                                     std::string& why, int tile = 0) {
   const int64_t count = ir::numel(info.node(info.region.outputs[0]).shape);
   for (ir::NodeId id : info.region.outputs) {
-    if (ir::numel(info.node(id).shape) != count) return std::nullopt;  // several sweeps
+    if (ir::numel(info.node(id).shape) != count) {
+      why = "its outputs have different element counts (one sweep each)";
+      return std::nullopt;
+    }
   }
   const std::optional<Axes> axes = transposed_axes(info, count);
-  if (!axes) return std::nullopt;
+  if (!axes) {
+    why = fmt::format("it reads no input through a transposition of extents of at least {}",
+                      kMinExtent);
+    return std::nullopt;
+  }
   TileSchedule s;
   s.axes = *axes;
   s.vc = vector_width(info, options.vectorize, {axes->c});
@@ -212,7 +225,14 @@ std::optional<TileSchedule> schedule(const RegionInfo& info, const CodegenOption
                                 vector_width(size, options.vectorize, {axes->r}),
                                 fmt::format("tile{}", s.reads.size())});
   }
-  if (s.reads.empty() || !size_tiles(info, s)) return std::nullopt;
+  if (s.reads.empty()) {
+    why = "no transposed read is one a tile serves (its input's contiguous axis innermost)";
+    return std::nullopt;
+  }
+  if (!size_tiles(info, s, tile)) {
+    why = fmt::format("its tiles do not fit in {} bytes of shared memory", kMaxShared);
+    return std::nullopt;
+  }
   return s;
 }
 
@@ -415,10 +435,13 @@ void add_outputs(kir::Block& p, const RegionInfo& info, const TileSchedule& s,
 
 }  // namespace
 
-std::optional<KernelBody> build_tiled_transpose(const RegionInfo& info,
-                                                const CodegenOptions& options) {
-  const std::optional<TileSchedule> s = schedule(info, options);
-  if (!s) return std::nullopt;
+namespace {
+
+KernelBody build_tiles(const RegionInfo& info, const CodegenOptions& options,
+                       const TransposeParams& params) {
+  std::string why;
+  const std::optional<TileSchedule> s = schedule(info, options, why, static_cast<int>(params.tile));
+  if (!s) throw InternalError("the tiled transpose was asked to build a region it refuses: " + why);
   const std::string idx(info.index_type());
   KernelBody kb;
   kb.kind = "pointwise";
@@ -447,6 +470,51 @@ std::optional<KernelBody> build_tiled_transpose(const RegionInfo& info,
   add_outputs(tile, info, *s, idx);
   tile.eval(kir::sync_block(), "the next tile overwrites shared memory");
   return kb;
+}
+
+TransposeParams tile_params(const TileSchedule& s) {
+  return TransposeParams{.tile = s.tile,
+                         .outputs_per_thread = s.vc,
+                         .tiled_inputs = static_cast<int64_t>(s.reads.size()),
+                         .c = s.axes.c,
+                         .r = s.axes.r,
+                         .mid = s.axes.mid,
+                         .outer = s.axes.outer,
+                         .tiles = s.tiles,
+                         .shared_bytes = s.shared_bytes,
+                         .blocks_per_sm = s.blocks_per_sm,
+                         .block = kBlock};
+}
+
+// Pointwise regions that read an input through a transposition big enough to pay for tiles.
+class TiledTransposeScheduler final : public Scheduler {
+ public:
+  std::string_view name() const override { return "tiled_transpose"; }
+  std::optional<std::string> refusal(const RegionInfo& info,
+                                     const CodegenOptions& options) const override {
+    if (info.region.kind != fusion::RegionKind::pointwise) return "not a pointwise region";
+    std::string why;
+    if (!schedule(info, options, why)) return why;
+    return std::nullopt;
+  }
+  ScheduleParams params(const RegionInfo& info, const CodegenOptions& options) const override {
+    if (info.dynamic()) throw NotSizeIndependent("the region reads through a tiled transpose");
+    std::string why;
+    const std::optional<TileSchedule> s = schedule(info, options, why);
+    if (!s) throw InternalError("the tiled transpose refuses a region it took: " + why);
+    return tile_params(*s);
+  }
+  KernelBody build(const RegionInfo& info, const CodegenOptions& options,
+                   const ScheduleParams& params) const override {
+    return build_tiles(info, options, std::get<TransposeParams>(params));
+  }
+};
+
+}  // namespace
+
+const Scheduler& tiled_transpose_scheduler() {
+  static const TiledTransposeScheduler scheduler;
+  return scheduler;
 }
 
 }  // namespace fusejit::templates

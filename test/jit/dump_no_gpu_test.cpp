@@ -66,6 +66,10 @@ TEST_CASE("FUSEJIT_DUMP=all through the API writes the IR, plan, decisions and k
   REQUIRE(ending(files, ".decisions").size() == 1);
   CHECK(ending(files, ".ir")[0].find("# as optimized") != std::string::npos);
   CHECK_FALSE(ending(files, ".decisions")[0].empty());
+  // After the fusion decisions, the schedule of each kernel: the softmax's rows, with the row
+  // scheduler's parameters (templates/schedulers/registry.h).
+  CHECK(ending(files, ".decisions")[0].find("# schedules\nregion 0: rows{vector_width=") !=
+        std::string::npos);
   // The plan names the kernel each region became; its source and PTX are there by that name.
   const std::string plan = ending(files, ".plan")[0];
   INFO(plan);

@@ -4,6 +4,7 @@
 // kernel is compiled by NVRTC.
 #include <fmt/format.h>
 
+#include "templates/schedulers/registry.h"
 #include "test/templates/norms.h"
 #include "test/templates/support.h"
 
@@ -24,6 +25,17 @@ namespace {
 // (from sm_90 on they are split over clusters: cluster_test.cpp).
 templates::CodegenOptions no_clusters() { return {.target = templates::target_for_arch("sm_80")}; }
 
+// The row scheduler's parameters for the whole graph as one normalization region
+// (templates/schedulers/registry.h): what the tests below assert on, rather than the kernel's
+// comments.
+templates::RowParams norm_row_params(const Graph& g,
+                                     const templates::CodegenOptions& options = {}) {
+  const templates::Schedule s = templates::schedule(
+      g, fusejit::test::whole_graph_region(g, RegionKind::normalization), options);
+  REQUIRE(s.scheduler->name() == "rows");
+  return std::get<templates::RowParams>(s.params);
+}
+
 }  // namespace
 
 TEST_CASE("softmax and layer norm and RMS norm and log-softmax compile",
@@ -37,14 +49,16 @@ TEST_CASE("softmax and layer norm and RMS norm and log-softmax compile",
           g.add_output(softmax(g, add_input(g, d, shape)));
           INFO("softmax");
           const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
-          CHECK(text.find("3 pass(es) over the row, row cached in registers") != std::string::npos);
+          CHECK(text.find("3 pass(es) over the row") != std::string::npos);
+          CHECK(norm_row_params(g).config.cached());
+          CHECK(!norm_row_params(g).online);  // held rows keep a pass per reduction
         }
         {
           Graph g;
           g.add_output(log_softmax(g, add_input(g, d, shape)));
           INFO("log_softmax");
-          const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
-          CHECK(text.find("row cached in registers") != std::string::npos);
+          compile_graph(g, RegionKind::normalization);
+          CHECK(norm_row_params(g).config.cached());
         }
         {
           Graph g;
@@ -55,7 +69,8 @@ TEST_CASE("softmax and layer norm and RMS norm and log-softmax compile",
           INFO("layer_norm");
           const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
           // Mean and variance in one pass (fusion/welford.h), then the outputs.
-          CHECK(text.find("2 pass(es) over the row, row cached in registers") != std::string::npos);
+          CHECK(text.find("2 pass(es) over the row") != std::string::npos);
+          CHECK(norm_row_params(g).config.cached());
           CHECK(text.find("// pass 2") != std::string::npos);  // the outputs
           CHECK(text.find("// pass 3") == std::string::npos);
         }
@@ -65,7 +80,8 @@ TEST_CASE("softmax and layer norm and RMS norm and log-softmax compile",
           g.add_output(rms_norm(g, x, add_input(g, d, {n})));
           INFO("rms_norm");
           const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
-          CHECK(text.find("2 pass(es) over the row, row cached in registers") != std::string::npos);
+          CHECK(text.find("2 pass(es) over the row") != std::string::npos);
+          CHECK(norm_row_params(g).config.cached());
         }
       }
     }
@@ -81,8 +97,8 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
     g.add_output(h);  // the residual stream continues
     g.add_output(
         layer_norm(g, h, add_input(g, DType::bf16, {4096}), add_input(g, DType::bf16, {4096})));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
-    CHECK(text.find("row cached in registers") != std::string::npos);
+    compile_graph(g, RegionKind::normalization);
+    CHECK(norm_row_params(g).config.cached());
   }
   SECTION("statistics as outputs (one value per row)") {
     Graph g;
@@ -100,11 +116,12 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
   SECTION("rows too long for registers are read again from L2") {
     Graph g;
     g.add_output(softmax(g, add_input(g, DType::f32, {8, 131072})));
-    const std::string text =
-        kernel_text(compile_graph(g, RegionKind::normalization, no_clusters()));
-    CHECK(text.find("row cached") == std::string::npos);
+    compile_graph(g, RegionKind::normalization, no_clusters());
+    const templates::RowParams p = norm_row_params(g, no_clusters());
+    CHECK(!p.config.cached());
+    CHECK(p.online);  // read twice rather than three times
     // The widest block: half the SM's threads, 64 registers per thread.
-    CHECK(text.find("1024 thread(s) per row") != std::string::npos);
+    CHECK(p.config.group == 1024);
   }
   SECTION("odd-length bf16 and f16 rows stay in the register cache") {
     // Scalars: a half type's 64-byte share would be 32 values per thread, more than the 16
@@ -115,10 +132,12 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
         INFO(dtype_name(d) << " rows of " << n);
         Graph g;
         g.add_output(softmax(g, add_input(g, d, {31, n})));
-        const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
-        CHECK(text.find("row cached in registers") != std::string::npos);
-        CHECK(text.find(fmt::format("{} thread(s) per row", threads)) != std::string::npos);
-        CHECK(text.find(fmt::format("{} vector(s) of 1 per thread", values)) != std::string::npos);
+        compile_graph(g, RegionKind::normalization);
+        const templates::RowParams p = norm_row_params(g);
+        CHECK(p.config.cached());
+        CHECK(p.config.group == threads);
+        CHECK(p.config.v == 1);
+        CHECK(p.config.chunks == values);
       }
     }
   }
@@ -126,7 +145,7 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
     Graph g;
     g.add_output(softmax(g, add_input(g, DType::bf16, {8, 16384})));
     const auto k = compile_graph(g, RegionKind::normalization);
-    CHECK(kernel_text(k).find("row cached in registers") != std::string::npos);
+    CHECK(norm_row_params(g).config.cached());
     CHECK(kernel_text(k).find("__launch_bounds__(512, 2)") != std::string::npos);
     CHECK(k.blocks_per_sm == 4);
   }
@@ -163,7 +182,9 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
       const auto k = compile_graph(g, RegionKind::normalization);
       const std::string text = kernel_text(k);
       CHECK(k.block == 512);
-      CHECK(text.find("row cached in registers") != std::string::npos);
+      CHECK(norm_row_params(g).config.cached());
+      // 0: min_resident_blocks, two blocks of 512 threads.
+      CHECK(norm_row_params(g).config.min_blocks == (c.asked == 3 ? 3 : 0));
       if (c.asked == 3) {
         CHECK(k.relaxed_min_blocks == std::vector<int>{2});
         CHECK(text.find("__launch_bounds__(512, FJ_MIN_BLOCKS)") != std::string::npos);
@@ -187,7 +208,8 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
     const auto k = compile_graph(g, RegionKind::normalization);
     const std::string text = kernel_text(k);
     INFO(text);
-    CHECK(text.find("3 vector(s) of 8 per thread") != std::string::npos);
+    CHECK(norm_row_params(g).config.chunks == 3);
+    CHECK(norm_row_params(g).config.v == 8);
     CHECK(text.find("min(") != std::string::npos);  // the fill loads the last vector again
     CHECK(text.find("fj_in ? ") != std::string::npos);
     CHECK(text.find("if (k0 < 10000)") == std::string::npos);
@@ -198,11 +220,11 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
     Graph g;
     g.add_output(softmax(g, add_input(g, DType::f32, {8, 16384})));
     // 2048 threads per SM: two blocks of 512, 32 values per thread (the softmax fits them).
-    const auto a100 = compile_graph(g, RegionKind::normalization, no_clusters());
-    CHECK(kernel_text(a100).find("512 thread(s) per row") != std::string::npos);
-    const auto ada = compile_graph(g, RegionKind::normalization,
-                                   {.target = templates::target_for_arch("sm_89")});
-    CHECK(kernel_text(ada).find("512 thread(s) per row") != std::string::npos);
+    compile_graph(g, RegionKind::normalization, no_clusters());
+    CHECK(norm_row_params(g, no_clusters()).config.group == 512);
+    const templates::CodegenOptions sm89{.target = templates::target_for_arch("sm_89")};
+    const auto ada = compile_graph(g, RegionKind::normalization, sm89);
+    CHECK(norm_row_params(g, sm89).config.group == 512);
     CHECK(ada.blocks_per_sm == 3);
   }
   SECTION("two blocks per SM where what a thread keeps live fits their registers") {
@@ -222,7 +244,7 @@ TEST_CASE("normalization variants", "[templates][normalization]") {
       CHECK(k.block == (kind == 0 ? 512 : 1024));
       CHECK(kernel_text(k).find(kind == 0 ? "__launch_bounds__(512, 2)"
                                           : "__launch_bounds__(1024, 1)") != std::string::npos);
-      CHECK(kernel_text(k).find("row cached in registers") != std::string::npos);
+      CHECK(norm_row_params(g).config.cached());
     }
   }
   SECTION("softmax over the first axis") {
@@ -262,7 +284,9 @@ TEST_CASE("softmax statistics are accumulated online, in one pass", "[templates]
     Graph g;
     g.add_output(softmax(g, add_input(g, DType::f32, {64, 4096})));
     const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
-    CHECK(text.find("3 pass(es) over the row, row cached in registers") != std::string::npos);
+    CHECK(text.find("3 pass(es) over the row") != std::string::npos);
+    CHECK(norm_row_params(g).config.cached());
+    CHECK(!norm_row_params(g).online);
     CHECK(text.find("fj_max_sum") == std::string::npos);
   }
   SECTION("a bf16 output allows the approximate exponential") {
@@ -283,7 +307,8 @@ TEST_CASE("softmax statistics are accumulated online, in one pass", "[templates]
         kernel_text(compile_graph(g, RegionKind::normalization, no_clusters()));
     CHECK(text.find("1 pass(es) over the row") != std::string::npos);
     CHECK(text.find("fj_max_sum a") != std::string::npos);
-    CHECK(text.find("rows split") == std::string::npos);  // pairs are not split over blocks
+    CHECK(norm_row_params(g, no_clusters()).online);
+    CHECK(norm_row_params(g, no_clusters()).config.split == 1);  // pairs are not split over blocks
   }
   SECTION("with per-node rounding the sum keeps its own pass") {
     Graph g;
@@ -311,16 +336,26 @@ TEST_CASE("softmax statistics are accumulated online, in one pass", "[templates]
 TEST_CASE("rows of one block per SM stage their inputs one row ahead",
           "[templates][normalization]") {
   using fusejit::test::has;
-  const auto softmax_kernel = [](const Shape& shape, DType d, std::string_view arch) {
+  const auto g_of = [](const Shape& shape, DType d) {
     Graph g;
     g.add_output(softmax(g, add_input(g, d, shape)));
-    return compile_graph(g, RegionKind::normalization,
+    return g;
+  };
+  const auto softmax_kernel = [&](const Shape& shape, DType d, std::string_view arch) {
+    return compile_graph(g_of(shape, d), RegionKind::normalization,
                          {.target = templates::target_for_arch(arch), .stage_rows = true});
   };
   SECTION("a bf16 softmax over rows of 32,000: one input, 1024 threads of 4 vectors of 8") {
     const auto k = softmax_kernel({64, 32000}, DType::bf16, "sm_90");
     const std::string text = kernel_text(k);
     INFO(text);
+    const templates::RowParams p =
+        norm_row_params(g_of({64, 32000}, DType::bf16),
+                        {.target = templates::target_for_arch("sm_90"), .stage_rows = true});
+    CHECK(p.config.staged);
+    CHECK(p.config.group == 1024);
+    CHECK(p.config.chunks == 4);
+    CHECK(p.config.v == 8);
     CHECK(has(text, "1 input(s) staged in shared memory one row ahead"));
     CHECK(has(text, "fj_stage_vec<unsigned short, 8>(fj_stage0 + fj_slot, in0 + row * 32000 + k0)"));
     CHECK(has(text, "fj_stage_vec<unsigned short, 8>(fj_stage0 + fj_slot, in0 + fj_next * 32000 + k0)"));
@@ -353,7 +388,12 @@ TEST_CASE("rows of one block per SM stage their inputs one row ahead",
     const auto k = softmax_kernel({16, 128256}, DType::bf16, "sm_90");
     const std::string text = kernel_text(k);
     INFO(text);
-    CHECK(has(text, "a cluster of 8 blocks, 16032 elements each"));
+    const templates::RowParams p =
+        norm_row_params(g_of({16, 128256}, DType::bf16),
+                        {.target = templates::target_for_arch("sm_90"), .stage_rows = true});
+    CHECK(p.config.cluster == 8);
+    CHECK(p.config.piece == 16032);
+    CHECK(p.config.staged);
     CHECK(has(text, "1 input(s) staged in shared memory one row ahead"));
     CHECK(has(text, "in0 + fj_next * 128256 + k0"));
     CHECK(has(text, "const int fj_next = row + static_cast<int>(fj_cluster_count());"));

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "templates/schedulers/registry.h"
 #include "test/templates/support.h"
 
 using namespace fusejit;
@@ -20,19 +21,24 @@ struct Layout {
   const char* name;
   Shape shape;
   std::vector<int64_t> axes;
-  const char* style;  // what the kernel's header says
+  const char* scheduler;  // the scheduler that takes it (templates/schedulers/registry.h)
 };
 
 const std::vector<Layout>& layouts() {
   static const std::vector<Layout> l = {
-      {"row", {64, 1000}, {1}, "row-style"},
-      {"row of a rank-3 tensor", {8, 16, 512}, {1, 2}, "row-style"},
-      {"column", {1000, 256}, {0}, "column-style"},
-      {"middle axis", {8, 100, 64}, {1}, "column-style"},
-      {"generic {0,2}", {16, 32, 24}, {0, 2}, "row-style"},
-      {"full", {64, 64}, {0, 1}, "row-style"},
+      {"row", {64, 1000}, {1}, "rows"},
+      {"row of a rank-3 tensor", {8, 16, 512}, {1, 2}, "rows"},
+      {"column", {1000, 256}, {0}, "column"},
+      {"middle axis", {8, 100, 64}, {1}, "column"},
+      {"generic {0,2}", {16, 32, 24}, {0, 2}, "rows"},
+      {"full", {64, 64}, {0, 1}, "rows"},
   };
   return l;
+}
+
+// The schedule of the whole graph as one reduction region.
+templates::Schedule reduction_schedule(const Graph& g) {
+  return templates::schedule(g, fusejit::test::whole_graph_region(g, RegionKind::reduction));
 }
 
 }  // namespace
@@ -54,8 +60,8 @@ TEST_CASE("reductions over every layout and op and dtype compile", "[templates][
           }
           g.add_output(r);
           INFO(layout.name << " " << op_name(op) << " " << dtype_name(d) << " keepdim " << keepdim);
-          const auto k = compile_graph(g, RegionKind::reduction);
-          CHECK(kernel_text(k).find(layout.style) != std::string::npos);
+          compile_graph(g, RegionKind::reduction);
+          CHECK(reduction_schedule(g).scheduler->name() == layout.scheduler);
           ++compiled;
         }
       }
@@ -99,8 +105,8 @@ TEST_CASE("a reduction fuses its prologue and epilogue", "[templates][reduction]
     g.add_output(e);   // the epilogue
     g.add_output(m);
     INFO(layout.name);
-    const auto k = compile_graph(g, RegionKind::reduction);
-    CHECK(kernel_text(k).find(layout.style) != std::string::npos);
+    compile_graph(g, RegionKind::reduction);
+    CHECK(reduction_schedule(g).scheduler->name() == layout.scheduler);
   }
 }
 
@@ -111,17 +117,17 @@ struct ColumnCase {
   DType dtype;
   Shape shape;
   std::vector<int64_t> axes;
-  const char* tiles;  // the header's tile line: "tiles of TX x V columns, TY rows of threads"
-  const char* split;  // "columns split in S pieces of R rows", or nullptr: not split
+  // The column scheduler's parameters: tiles of tx x v columns, ty rows of threads; split:
+  // S pieces of `piece` rows each (1: not split).
+  int64_t tx, v, ty, split, piece;
   int64_t work_blocks;
 };
 
-// The column kernel of sum(x) over `axes` (and the expected header), compiled by NVRTC.
-templates::Kernel column_sum(const ColumnCase& c) {
+Graph column_sum_of(const ColumnCase& c) {
   Graph g;
   const NodeId x = add_input(g, c.dtype, c.shape);
   g.add_output(add_reduce(g, Op::sum, x, c.axes, false));
-  return compile_graph(g, RegionKind::reduction);
+  return g;
 }
 
 }  // namespace
@@ -131,36 +137,33 @@ TEST_CASE("column reductions split long narrow columns over blocks", "[templates
   // 1024 (tile, piece) blocks, at least 8 rows per thread; tiles narrow (128 bytes per row to
   // 32) until a tile's last block folds at most 64 KiB of partials.
   const std::vector<ColumnCase> cases = {
-      {"narrow bf16", DType::bf16, {2097152, 64}, {0}, "tiles of 4 x 8 columns, 128 rows",
-       "columns split in 512 pieces of 4096 rows", 2 * 512},
-      {"narrow f16", DType::f16, {2097152, 64}, {0}, "tiles of 4 x 8 columns, 128 rows",
-       "columns split in 512 pieces of 4096 rows", 2 * 512},
-      {"narrow f32", DType::f32, {2097152, 64}, {0}, "tiles of 8 x 4 columns, 64 rows",
-       "columns split in 512 pieces of 4096 rows", 2 * 512},
-      {"three columns, prime length", DType::f32, {1000003, 3}, {0},
-       "tiles of 4 x 1 columns, 128 rows", "columns split in 869 pieces of 1152 rows", 869},
-      {"four columns", DType::f32, {1 << 20, 4}, {0}, "tiles of 1 x 4 columns, 512 rows",
-       "columns split in 256 pieces of 4096 rows", 256},
+      {"narrow bf16", DType::bf16, {2097152, 64}, {0}, 4, 8, 128, 512, 4096, 2 * 512},
+      {"narrow f16", DType::f16, {2097152, 64}, {0}, 4, 8, 128, 512, 4096, 2 * 512},
+      {"narrow f32", DType::f32, {2097152, 64}, {0}, 8, 4, 64, 512, 4096, 2 * 512},
+      {"three columns, prime length", DType::f32, {1000003, 3}, {0}, 4, 1, 128, 869, 1152, 869},
+      {"four columns", DType::f32, {1 << 20, 4}, {0}, 1, 4, 512, 256, 4096, 256},
       // bf16: even 32-byte tiles are too few (192), so full 128-byte tiles are split.
-      {"middle axis bf16", DType::bf16, {64, 4096, 48}, {1}, "tiles of 8 x 8 columns, 64 rows",
-       "columns split in 8 pieces of 512 rows", 64 * 8},
+      {"middle axis bf16", DType::bf16, {64, 4096, 48}, {1}, 8, 8, 64, 8, 512, 64 * 8},
       // f32: 384 tiles of 32 bytes fill the device without a split.
-      {"middle axis f32", DType::f32, {64, 4096, 48}, {1}, "tiles of 2 x 4 columns, 256 rows",
-       nullptr, 384},
-      {"wide f32", DType::f32, {8192, 16384}, {0}, "tiles of 8 x 4 columns, 64 rows", nullptr,
-       512},
-      {"wide bf16", DType::bf16, {8192, 16384}, {0}, "tiles of 8 x 8 columns, 128 rows", nullptr,
-       256},
+      {"middle axis f32", DType::f32, {64, 4096, 48}, {1}, 2, 4, 256, 1, 4096, 384},
+      {"wide f32", DType::f32, {8192, 16384}, {0}, 8, 4, 64, 1, 8192, 512},
+      {"wide bf16", DType::bf16, {8192, 16384}, {0}, 8, 8, 128, 1, 8192, 256},
   };
   for (const ColumnCase& c : cases) {
     INFO(c.name);
-    const templates::Kernel k = column_sum(c);
-    const std::string text = kernel_text(k);
-    CHECK(text.find("column-style") != std::string::npos);
-    CHECK(text.find(c.tiles) != std::string::npos);
+    const Graph g = column_sum_of(c);
+    const templates::Kernel k = compile_graph(g, RegionKind::reduction);
+    const templates::Schedule s = reduction_schedule(g);
+    REQUIRE(s.scheduler->name() == "column");
+    const auto& p = std::get<templates::ColumnParams>(s.params);
+    CHECK(p.tx == c.tx);
+    CHECK(p.v == c.v);
+    CHECK(p.ty == c.ty);
+    CHECK(p.split == c.split);
+    CHECK(p.piece == c.piece);
     CHECK(k.work_blocks == c.work_blocks);
-    if (c.split != nullptr) {
-      CHECK(text.find(c.split) != std::string::npos);
+    const std::string text = kernel_text(k);
+    if (c.split > 1) {
       CHECK(text.find("__device__ unsigned int fj_arrivals[") != std::string::npos);
       CHECK(k.serial_launches);
       CHECK(k.block == 512);

@@ -2,6 +2,7 @@
 // and that every kernel compiles, vectorized and not. The GPU test "transposed reads through
 // shared-memory tiles match the reference" (test/jit/gpu_test.cpp) runs the same graphs.
 #include "support/transpose_graphs.h"
+#include "templates/schedulers/registry.h"
 #include "test/templates/support.h"
 
 using namespace fusejit;
@@ -11,6 +12,15 @@ using fusejit::test::has;
 using fusejit::test::kernel_text;
 using fusion::RegionKind;
 
+namespace {
+
+// The schedule of the whole graph as one pointwise region.
+templates::Schedule pointwise_schedule(const Graph& g, const templates::CodegenOptions& o = {}) {
+  return templates::schedule(g, fusejit::test::whole_graph_region(g, RegionKind::pointwise), o);
+}
+
+}  // namespace
+
 TEST_CASE("transposed reads take the tiled path, others the linear sweep",
           "[templates][transpose]") {
   for (const testing::TransposeGraph& t : testing::transpose_graphs()) {
@@ -19,9 +29,10 @@ TEST_CASE("transposed reads take the tiled path, others the linear sweep",
       const templates::Kernel k =
           compile_graph(t.graph, RegionKind::pointwise, {.vectorize = vectorize});
       const std::string text = kernel_text(k);
-      CHECK(has(text, "// tiled transpose") == t.tiled);
+      const std::string_view scheduler =
+          pointwise_schedule(t.graph, {.vectorize = vectorize}).scheduler->name();
+      CHECK(scheduler == (t.tiled ? "tiled_transpose" : "pointwise"));
       CHECK(has(text, "__shared__") == t.tiled);
-      CHECK(has(text, "pointwise sweep") == !t.tiled);
       if (t.tiled) {
         CHECK(has(text, "__syncthreads();"));
         CHECK(k.shared_bytes == 0);  // static shared memory
@@ -36,12 +47,14 @@ TEST_CASE("the tiles of a 2-D transpose", "[templates][transpose]") {
     const Graph g = testing::permute_combine(DType::f32, {4096, 12288}, {1, 0});
     const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
     const std::string text = kernel_text(k);
-    CHECK(has(text, "64 x 64 tiles"));
+    const auto p = std::get<templates::TransposeParams>(pointwise_schedule(g).params);
+    CHECK(p.tile == 64);
+    CHECK(p.outputs_per_thread == 4);
+    CHECK(p.blocks_per_sm == 8);
     CHECK(has(text, "__shared__ __align__(16) float tile0[4096];"));
     CHECK(has(text, "fj_load_vec(w0[p], in0 + c * 12288 + r);"));  // along x's rows
     CHECK(has(text, "fj_store_vec(out0 + r * 4096 + c0, s0);"));   // along the output's rows
     CHECK(has(text, "fj_load_vec(r0, in1 + r * 4096 + c0);"));     // z: straight
-    CHECK(has(text, "4 outputs per thread"));
     CHECK(has(text, "int t ="));
     CHECK(!has(text, " if ("));  // 4096 and 12288 are whole tiles: no guards
     CHECK(k.block == 256);

@@ -106,6 +106,35 @@ TEST_CASE("plan --json: add_layernorm writes both outputs from one kernel", "[to
   for (const nlohmann::json& o : outputs) CHECK(o.get<std::string>().starts_with("%"));
 }
 
+TEST_CASE("plan --json: each kernel region names its schedule and why others refused",
+          "[tools][plan]") {
+  SECTION("softmax rows: the row scheduler, after the three that refuse") {
+    const nlohmann::ordered_json plan =
+        plan_json<nlohmann::ordered_json>(trace("softmax_f32"));
+    const nlohmann::ordered_json& region = plan.at("regions").at(0);
+    REQUIRE(region.contains("schedule"));
+    CHECK((--region.end()).key() == "schedule");  // added after the region's other fields
+    const nlohmann::ordered_json& s = region.at("schedule");
+    CHECK(s.at("scheduler") == "rows");
+    CHECK(s.at("params").at("register_cache") == true);
+    CHECK(s.at("params").at("cluster") == 1);
+    REQUIRE(s.at("refused").size() == 3);
+    CHECK(s.at("refused").at(2).at("scheduler") == "column");
+    CHECK(s.at("refused").at(2).at("reason") == "the reduced axes are the trailing ones");
+  }
+  SECTION("an elementwise chain: the linear sweep") {
+    const nlohmann::json s = plan_json(trace("ew_chain_bf16")).at("regions").at(0).at("schedule");
+    CHECK(s.at("scheduler") == "pointwise");
+    CHECK(s.at("params").at("vector_widths") == nlohmann::json::array({8}));
+    REQUIRE(s.at("refused").size() == 1);
+    CHECK(s.at("refused").at(0).at("scheduler") == "tiled_transpose");
+  }
+  SECTION("library calls have none") {
+    const nlohmann::json plan = plan_json(trace("gemm_bias_relu_bf16"));
+    for (const nlohmann::json& r : regions_of_kind(plan, "gemm")) CHECK(!r.contains("schedule"));
+  }
+}
+
 // Every *.trace under `folder` of the source tree, sorted.
 std::vector<std::filesystem::path> traces_in(const std::string& folder) {
   std::vector<std::filesystem::path> out;

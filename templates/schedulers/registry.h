@@ -1,0 +1,138 @@
+// templates/registry: the schedulers of region kernels, as data. Each scheduler answers three
+// questions about a region: does it take it (and if not, why), with which parameters, and the
+// kernel built from those parameters. generate() asks them in order and the first that takes
+// the region makes its kernel; the others' refusals say why it got that kernel (`verdicts`,
+// shown by `fusejit plan --json` and FUSEJIT_DUMP=decisions).
+//
+// Owns the list and its order, and the parameter structs with their text, hash and fields. Does
+// not own how a scheduler decides or builds: that is its own file (pointwise.cpp, transpose.cpp,
+// column.cpp, rowwise.cpp with row_schedule.cpp). Attention is not here: its kernel is made for
+// an AttentionSpec, not a region (attention.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "templates/builders.h"
+#include "templates/schedulers/row_schedule.h"
+
+namespace fusejit::templates {
+
+// One parameter's value: a count, a switch, or a count per sweep.
+using ParamValue = std::variant<int64_t, bool, std::vector<int64_t>>;
+using ParamFields = std::vector<std::pair<std::string_view, ParamValue>>;
+
+// The linear sweep (pointwise.cpp): one grid-stride loop per group of outputs with the same
+// element count, over vectors of `vector_widths[k]` elements (sweep k, in the order of the
+// region's outputs).
+struct PointwiseParams {
+  int64_t block = 256;
+  int64_t waves = 0;  // Kernel::waves: no cap, one block per `block` vectors
+  std::vector<int64_t> vector_widths;
+  ParamFields fields() const;
+};
+
+// The tiled transpose (transpose.cpp): the output's linear index cut as
+// ((outer * r + r_i) * mid + m) * c + c_i; tile x tile tiles of (c, r) through shared memory.
+struct TransposeParams {
+  int64_t tile = 64;
+  int64_t outputs_per_thread = 1;  // along c: the output phase's vector width
+  int64_t tiled_inputs = 1;        // inputs read through the tiles
+  int64_t c = 1, r = 1, mid = 1, outer = 1;
+  int64_t tiles = 1;
+  int64_t shared_bytes = 0;
+  int64_t blocks_per_sm = 1;
+  int64_t block = 256;
+  ParamFields fields() const;
+};
+
+// Row-style reductions and normalizations (rowwise.cpp): RowConfig (row_schedule.h) and what
+// the builder reads besides it.
+struct RowParams {
+  RowConfig config;
+  // Online softmax pairs (ReduceSpace::online) accumulate a maximum and its sum of exp in one
+  // pass; false where rows held in registers keep separate passes (choose_online).
+  bool online = false;
+  // A looped kernel's register path (RegionInfo::row_path, bounded_row_configs): `config` is
+  // the path's own; 0: not a register path.
+  int64_t register_path = 0;
+  ParamFields fields() const;
+};
+
+// Column-style single-pass reductions (column.cpp): a block of tx * ty threads per tile of
+// tx * v adjacent columns; `split` pieces of `piece` rows per tile when the tiles are few.
+struct ColumnParams {
+  int v = 1;
+  int64_t tx = 32, ty = 1;
+  int64_t tiles_n = 1, tiles = 1;
+  int64_t split = 1;  // S: blocks per tile, each reducing `piece` consecutive rows
+  int64_t piece = 1;  // rows per piece (the last one may be shorter): L unless split
+  ParamFields fields() const;
+};
+
+using ScheduleParams = std::variant<PointwiseParams, TransposeParams, RowParams, ColumnParams>;
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  virtual std::string_view name() const = 0;
+  // Nothing when it takes the region; else why not, in words a plan can show. (A scheduler may
+  // weigh its own parameters to decide: the column kernel refuses few long columns it cannot
+  // split.)
+  virtual std::optional<std::string> refusal(const RegionInfo& info,
+                                             const CodegenOptions& options) const = 0;
+  // The parameters for a region it takes. Throws NotSizeIndependent where a dynamic
+  // instantiation (RegionInfo::outer) gets no kernel from it.
+  virtual ScheduleParams params(const RegionInfo& info, const CodegenOptions& options) const = 0;
+  // The kernel of those parameters (the kernel name is kKernelNameToken; generate names it).
+  virtual KernelBody build(const RegionInfo& info, const CodegenOptions& options,
+                           const ScheduleParams& params) const = 0;
+  // The variants a dynamic instantiation has besides its kernel for every size, numbered 1..n
+  // (RegionInfo::row_path: the register paths of a looped row kernel); 0: none.
+  virtual int variants(const RegionInfo&, const CodegenOptions&) const { return 0; }
+};
+
+// The schedulers, each defined in its own file; the order of `schedulers()` is the order asked.
+const Scheduler& tiled_transpose_scheduler();  // transpose.cpp
+const Scheduler& pointwise_scheduler();        // pointwise.cpp
+const Scheduler& column_scheduler();           // column.cpp
+const Scheduler& row_scheduler();              // rowwise.cpp
+const std::vector<const Scheduler*>& schedulers();
+
+// A scheduler's answer for one region: nothing when it takes it, else why not.
+struct Verdict {
+  std::string_view scheduler;
+  std::optional<std::string> refusal;
+};
+// Every scheduler's verdict, in order.
+std::vector<Verdict> verdicts(const RegionInfo& info, const CodegenOptions& options);
+// The first scheduler that takes the region; InternalError, naming every refusal, when none does.
+const Scheduler& scheduler_for(const RegionInfo& info, const CodegenOptions& options);
+
+// A region's schedule: the first scheduler that takes it, its parameters, and the refusals of
+// the schedulers asked before it. InternalError when none takes it.
+struct Schedule {
+  const Scheduler* scheduler = nullptr;
+  ScheduleParams params;
+  std::vector<Verdict> refused;
+};
+Schedule schedule(const RegionInfo& info, const CodegenOptions& options);
+// The same for a static kernel of a pointwise, reduction or normalization region.
+Schedule schedule(const ir::Graph& g, const fusion::Region& region,
+                  const CodegenOptions& options = {});
+
+// `name{field=value, ...}`: one line, fields in declaration order (lists as [a, b]).
+std::string params_text(std::string_view scheduler, const ScheduleParams& params);
+std::string schedule_text(const Schedule& s);
+// A stable hash of the scheduler's name and its parameters (XXH3 of params_text): the same in
+// every run and build.
+uint64_t params_hash(std::string_view scheduler, const ScheduleParams& params);
+// The fields of whichever parameters these are.
+ParamFields param_fields(const ScheduleParams& params);
+
+}  // namespace fusejit::templates
