@@ -43,23 +43,23 @@
 //                `nodes` before the matmul, and epilogue.batch_a/b say how the buffer's batch
 //                dims line up with the operand's. Batch dims broadcast as the reference's
 //                matmul does (aligned from the right, 1 against any extent), on one side or both,
-//                without a copy: jit/libs/gemm_call.h turns them into strided-batched calls. `nodes`
-//                also hold the folded nodes (muls by constants, adds, relu or gelu_tanh; a mul
-//                scaling C may come before the matmul) and the constants and views they read;
+//                without a copy: jit/libs/gemm_call.h turns them into strided-batched calls.
+//                `nodes` also hold the folded nodes (muls by constants, adds, relu or gelu_tanh; a
+//                mul scaling C may come before the matmul) and the constants and views they read;
 //                every folded node has the matmul's dtype and shape. `outputs` is exactly one
-//                value: the last folded node, or the matmul. The bias is a buffer of N elements
-//                (N = shape's last dim, shape [N] or [1,..,1,N]) broadcast over all rows and
-//                batches; C has the full output shape and dtype. epilogue.refusals says why the
-//                chain stopped.
+//                value: the last folded node, or the matmul. The bias is a buffer of N elements (N
+//                = shape's last dim, shape [N] or [1,..,1,N]) broadcast over all rows and batches;
+//                C has the full output shape and dtype. epilogue.refusals says why the chain
+//                stopped.
 // attention      out = softmax(mask(scale * (q @ kᵀ))) @ v written from primitives
 //                (fusion/attention.h), as one generated kernel that never writes the scores
-//                (templates/schedulers/attention.h). `attention` names the parts; `nodes` are the pattern's
-//                nodes and the views between q, k, v (and the mask) and the buffers they read;
-//                `inputs` are exactly [q's buffer, k's, v's, then the mask's when it has one]
-//                (an id may repeat), `outputs` is the pattern's output, `shape` its shape.
-//                Formed only when FUSEJIT_ATTENTION is on (PlanOptions::attention) and the
-//                kernel takes the pattern (attention_layout); otherwise the pattern is planned
-//                as GEMM, normalization, GEMM.
+//                (templates/schedulers/attention.h). `attention` names the parts; `nodes` are the
+//                pattern's nodes and the views between q, k, v (and the mask) and the buffers they
+//                read; `inputs` are exactly [q's buffer, k's, v's, then the mask's when it has one]
+//                (an id may repeat), `outputs` is the pattern's output, `shape` its shape. Formed
+//                only when FUSEJIT_ATTENTION is on (PlanOptions::attention) and the kernel takes
+//                the pattern (attention_layout); otherwise the pattern is planned as GEMM,
+//                normalization, GEMM.
 //
 // Constants and views are never inputs or outputs of their own accord: they are replicated into
 // every region that reads them (index arithmetic, free to recompute). A view or constant that is

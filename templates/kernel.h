@@ -88,10 +88,10 @@ struct Kernel {
   int64_t items_per_outer = 0;
   int64_t items_per_block = 1;
   // Runtime extents (dynamic kernels whose index arithmetic divides by or multiplies with a dim
-  // of a symbol, templates/kir/fastdiv.h): after fj_outer, per extent k, `int fj_e<k>` (the value of
-  // runtime_extents[k] at the sizes launched, exponents in the order of the symbols) and
-  // `unsigned long long fj_m<k>` (FastDivisor::packed of it). Such a kernel is exact while each
-  // of dividend_bounds is at most kFastDivMaxDividend at those sizes.
+  // of a symbol, templates/kir/fastdiv.h): after fj_outer, per extent k, `int fj_e<k>` (the value
+  // of runtime_extents[k] at the sizes launched, exponents in the order of the symbols) and
+  // `unsigned long long fj_m<k>` (FastDivisor::packed of it). Such a kernel is exact while each of
+  // dividend_bounds is at most kFastDivMaxDividend at those sizes.
   std::vector<ir::DimTerms> runtime_extents;
   std::vector<ir::DimTerms> dividend_bounds;
   // A dynamic kernel with 32-bit index arithmetic serves only sizes at which every node of its

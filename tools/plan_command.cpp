@@ -24,8 +24,8 @@ namespace fusejit::tools {
 
 namespace {
 
-// How the executor will issue each gemm region (jit/libs/gemm_call.h): the cuBLASLt calls, and for a
-// batched one the batch strides in elements (0: the operand is broadcast).
+// How the executor will issue each gemm region (jit/libs/gemm_call.h): the cuBLASLt calls, and for
+// a batched one the batch strides in elements (0: the operand is broadcast).
 std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32) {
   std::string out;
   for (size_t i = 0; i < plan.regions.size(); ++i) {

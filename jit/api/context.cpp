@@ -37,11 +37,11 @@ std::string no_gpu_dump_arch(const Options& options) {
 
 // Without a GPU eval runs the CPU reference and plans nothing, yet nothing FUSEJIT_DUMP asks for
 // needs a GPU to make: the trace is planned and its kernels generated as for a GPU of
-// FUSEJIT_ARCH (default kNoGpuDumpArch), then dumped as a GPU eval dumps them (jit/runtime/dump.h; the
-// .cu and .ptx files by the kernel cache, which keeps nothing on disk here). NVRTC runs only
-// when the PTX is asked for. Every eval dumps (a GPU eval dumps on a trace-memo miss; the files
-// of one trace have the same names). Dumping is a debugging aid: a failure to dump is a
-// warning, never a failed eval.
+// FUSEJIT_ARCH (default kNoGpuDumpArch), then dumped as a GPU eval dumps them (jit/runtime/dump.h;
+// the .cu and .ptx files by the kernel cache, which keeps nothing on disk here). NVRTC runs only
+// when the PTX is asked for. Every eval dumps (a GPU eval dumps on a trace-memo miss; the files of
+// one trace have the same names). Dumping is a debugging aid: a failure to dump is a warning, never
+// a failed eval.
 void dump_without_gpu(const Options& options, spdlog::logger& log, const ir::Graph& g) {
   if (!options.dump.any()) return;
   const std::string arch = no_gpu_dump_arch(options);

@@ -6,7 +6,8 @@
 // where they come from.
 //
 // Owns: finding and loading libcudnn.so.9, the version gate, the status text of a failed call,
-// descriptors' and handles' lifetimes. Not here: what is built with it (jit/libs/cudnn_attention.h).
+// descriptors' and handles' lifetimes. Not here: what is built with it
+// (jit/libs/cudnn_attention.h).
 #pragma once
 
 #include <cstddef>

@@ -131,8 +131,8 @@ GemmCall describe_gemm_call(const fusion::Plan& plan, const fusion::Region& r, b
   p.stride_b = batches.stride_b;
   p.stride_d = batches.stride_d;
   call.calls = std::move(batches.calls);
-  // Buffers are 256-byte aligned (jit/runtime/device.h); a call that starts inside one is aligned to
-  // the largest power of two dividing its offset in bytes.
+  // Buffers are 256-byte aligned (jit/runtime/device.h); a call that starts inside one is aligned
+  // to the largest power of two dividing its offset in bytes.
   const int64_t elem = dtype_size(p.dtype);
   for (const GemmOffsets& o : call.calls) {
     for (int64_t off : {o.a, o.b, o.d}) {

@@ -16,7 +16,8 @@ struct Driver {
                             unsigned, unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
   CUresult (*get_error_string)(CUresult, const char**) = nullptr;
-  // CUDA graphs of driver-API kernels (jit/runtime/graph_replay.h); the graph itself is the runtime's.
+  // CUDA graphs of driver-API kernels (jit/runtime/graph_replay.h); the graph itself is the
+  // runtime's.
   CUresult (*graph_add_kernel_node)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
                                     const CUDA_KERNEL_NODE_PARAMS*) = nullptr;
   CUresult (*graph_exec_kernel_node_set_params)(CUgraphExec, CUgraphNode,

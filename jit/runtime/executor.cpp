@@ -244,7 +244,8 @@ void allocate_outputs(const Step& step, const ir::Graph& g, RunScratch& scratch,
   }
 }
 
-// One strided-batched cuBLASLt call per outer batch index (jit/libs/gemm_call.h); C is laid out as D.
+// One strided-batched cuBLASLt call per outer batch index (jit/libs/gemm_call.h); C is laid out as
+// D.
 void run_gemm(const GemmCall& c, const RunScratch& scratch, Blas& blas) {
   auto ptr = [&](NodeId id) -> char* {
     const auto& buf = scratch.values[static_cast<size_t>(id)];

@@ -64,8 +64,8 @@ struct Step {
   // the region it was loaded for.
   std::vector<ir::NodeId> arguments;
   GemmCall gemm;                         // gemm regions: the cuBLASLt calls (jit/libs/gemm_call.h)
-  // attention regions that cuDNN runs (FUSEJIT_ATTENTION=cudnn; jit/libs/attention_call.h); those it
-  // does not take have a kernel.
+  // attention regions that cuDNN runs (FUSEJIT_ATTENTION=cudnn; jit/libs/attention_call.h); those
+  // it does not take have a kernel.
   std::shared_ptr<const AttentionCall> attention;
   // A dynamic kernel (Kernel::dynamic): the outer extent of the sizes this executable runs at,
   // passed as its trailing argument and sizing its grid; 0 for a static kernel.
@@ -114,8 +114,8 @@ std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
 // threads, and loads them. A kernel that fails (NVRTC, FUSEJIT_REQUIRE_WARM) throws its error;
 // when several fail, the first in plan order, as a serial build would.
 // `prebuilt`, when given, may fill the kernel step of region i itself (a dynamic kernel with its
-// outer extent and its arguments, jit/runtime/dynamic.h) and return true; the other regions' kernels
-// are generated.
+// outer extent and its arguments, jit/runtime/dynamic.h) and return true; the other regions'
+// kernels are generated.
 using PrebuiltKernel = std::function<bool(size_t region, Step& step)>;
 Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
                             const BuildOptions& options, const PrebuiltKernel& prebuilt = {});
@@ -151,8 +151,8 @@ struct RunOptions {
   // output is computed into a buffer of the pool and copied there (device to device) at the end.
   const std::vector<std::shared_ptr<DeviceBuffer>>* outputs = nullptr;
   int64_t* outputs_copied = nullptr;  // when set: counts the outputs copied there
-  // Replay the kernels as one CUDA graph (jit/runtime/graph_replay.h) when the plan launches at least
-  // this many and does nothing else (no GEMM), nothing asks for per-step events or poisoning,
+  // Replay the kernels as one CUDA graph (jit/runtime/graph_replay.h) when the plan launches at
+  // least this many and does nothing else (no GEMM), nothing asks for per-step events or poisoning,
   // and its region outputs together fit kGraphMaxBytes. 0: never.
   int graph_min_launches = 0;
   int64_t* graph_launches = nullptr;  // when set: counts the runs replayed as a graph

@@ -37,7 +37,8 @@ namespace fusejit::jit {
 fusion::PlanOptions plan_options(const Options& options);
 BuildOptions build_options(const Options& options, const templates::Target& target);
 
-// Where a Runtime looks for dynamic dims on a trace-memo miss (jit/runtime/dynamic.h); null: nowhere.
+// Where a Runtime looks for dynamic dims on a trace-memo miss (jit/runtime/dynamic.h); null:
+// nowhere.
 struct DynamicSource {
   DynamicDims* dims = nullptr;
   const std::vector<ir::DynamicAxis>* marks = nullptr;  // the user's, or none

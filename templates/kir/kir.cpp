@@ -176,8 +176,8 @@ ExprP Block::let_mut(std::string type, std::string name, ExprP value) {
   return var(stmts.back().name);
 }
 
-ExprP Block::let_if_read(std::string type, std::string name, ExprP value) {
-  ExprP v = let(std::move(type), std::move(name), std::move(value));
+ExprP Block::let_if_read(std::string type, std::string name, ExprP value, std::string comment) {
+  ExprP v = let(std::move(type), std::move(name), std::move(value), std::move(comment));
   stmts.back().if_read = true;
   return v;
 }
@@ -317,26 +317,6 @@ bool uses(const Block& b, std::string_view name) {
     if (uses(s, name)) return true;
   }
   return false;
-}
-
-namespace {
-
-// Removes the let of `name` from `b` or a block nested in it; true when it found it.
-bool erase_let(Block& b, std::string_view name) {
-  for (auto it = b.stmts.begin(); it != b.stmts.end(); ++it) {
-    if (it->kind == StmtKind::let && it->name == name) {
-      b.stmts.erase(it);
-      return true;
-    }
-    if (it->body && erase_let(*it->body, name)) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-bool drop_if_unused(Block& b, std::string_view name) {
-  return !uses(b, name) && erase_let(b, name);
 }
 
 namespace {

@@ -4,16 +4,18 @@
 //
 // A kernel is a Function: a signature and a Block of statements. Statements declare, assign,
 // call, loop and branch; expressions are trees of variables, literals, calls, operators,
-// subscripts, fields, casts and element offsets (a symbolic Index from templates/kir/index.h,
-// printed as its row-major offset). Because every variable a statement reads is a node of its
-// expressions, questions such as "does this loop body read `k`?" are answered by walking the
-// tree (uses()), never by searching printed text, and verify() checks that every variable is
-// declared before it is read.
+// subscripts, fields, casts, element offsets (a symbolic Index from templates/kir/index.h),
+// CUDA built-ins and typed device operations (barriers, fences, atomics, warp and block
+// reductions, vector loads and stores). Because every variable a statement reads is a node of
+// its expressions, questions such as "does this loop body read `k`?" are answered by walking
+// the tree (uses()), never by searching printed text, and verify() checks that every variable
+// is declared before it is read.
 //
-// Building, then passes, then printing: lower_indices turns offsets and extents into plain
-// arithmetic (numbering a dynamic kernel's runtime extents), and printing is mechanical: an
-// operator node prints as `a op b` and only group() adds parentheses, so a tree prints exactly
-// as built, and the printer decides nothing.
+// Building, then passes, then printing. place_declarations keeps a value offered with
+// let_if_read only where a later statement reads it; lower_indices turns offsets and extents
+// into plain arithmetic (numbering a dynamic kernel's runtime extents); printing is mechanical:
+// an operator node prints as `a op b` and only group() adds parentheses, so a tree prints
+// exactly as built, and the printer decides nothing. dump() shows the tree between steps.
 #pragma once
 
 #include <cstdint>
@@ -168,7 +170,7 @@ struct Block {
   ExprP let_mut(std::string type, std::string name, ExprP value = nullptr);
   // A const let that place_declarations keeps only where a statement after it reads it: a
   // value a template offers to code it has not built yet (a row index, a lane's element).
-  ExprP let_if_read(std::string type, std::string name, ExprP value);
+  ExprP let_if_read(std::string type, std::string name, ExprP value, std::string comment = {});
   ExprP array(std::string type, std::string name, int64_t length);
   ExprP array(std::string type, std::string name, std::vector<int64_t> dims);  // name[d0][d1]..
   void assign(ExprP target, ExprP value, std::string op = "=");
@@ -234,11 +236,6 @@ struct Function {
 bool uses(const ExprP& e, std::string_view name);
 bool uses(const Stmt& s, std::string_view name);
 bool uses(const Block& b, std::string_view name);
-
-// Removes the declaration (a let) of `name` from `b` or a block nested in it when no statement
-// of `b` reads it, so that a value computed for readers that never came prints nothing; true
-// when it removed one.
-bool drop_if_unused(Block& b, std::string_view name);
 
 // The declaration pass: removes every let_if_read declaration that no later statement of its
 // block (nested blocks included) reads, until none is left unread (a removed declaration's

@@ -124,7 +124,8 @@ Kernel generate_attention(const AttentionSpec& spec, const Target& target) {
     throw InternalError(fmt::format(
         "generate_attention: sm_{} has no m16n8k16 bf16/f16 mma (needs sm_80 or later)", target.cc));
   const AttentionSchedule p = plan_attention(spec);
-  const kir::Function fn = build_attention_kernel(spec, p);
+  kir::Function fn = build_attention_kernel(spec, p);
+  kir::place_declarations(fn);
   kir::verify(fn);
   Kernel k = assemble_kernel("attention", {"fj_core.cuh", "fj_attention.cuh"}, "", fn);
   k.block = kAttentionThreads;

@@ -268,8 +268,8 @@ void build_mask(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& 
   kir::Block& lane = unrolled(tile, "e", num(0), num(4));
   const ExprP t = kir::var("n"), e = kir::var("e");
   const ExprP i =
-      lane.let("int", "i", kir::add(n.row0, kir::mul(paren(op(e, ">>", num(1))), num(8))));
-  const ExprP j = lane.let(
+      lane.let_if_read("int", "i", kir::add(n.row0, kir::mul(paren(op(e, ">>", num(1))), num(8))));
+  const ExprP j = lane.let_if_read(
       "int", "j",
       sum({n.key0, kir::mul(t, num(8)), kir::mul(num(2), n.t), paren(op(e, "&", num(1)))}));
   const ExprP x = lane.let_mut("float", "x", kir::mul(at(n.s, t, e), n.scale_log2));
@@ -302,9 +302,7 @@ void build_mask(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& 
   }
   if (s.seq_kv % p.block_n != 0) lane.branch_line(op(j, ">=", n.seq_kv)).assign(x, n.neg_inf);
   lane.assign(at(n.s, t, e), x);
-  // i and j are declared only where read (NVRTC warns of unused variables).
-  kir::drop_if_unused(lane, "j");
-  kir::drop_if_unused(lane, "i");
+  // i and j are declared only where read (NVRTC warns of unused variables): let_if_read.
 }
 
 // m, l, O rescaled by the tile's new row maxima; s becomes P = 2^(x - m).

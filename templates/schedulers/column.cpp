@@ -414,14 +414,13 @@ void ColumnBuilder::add_tile_start(kir::Block& out) const {
 // The lanes' statements: inside an unrolled loop over j with V lanes, with n declared when
 // they read it.
 void ColumnBuilder::add_lane_loop(kir::Block& out, const kir::Block& body) const {
-  const bool uses_n = kir::uses(body, "n");
   const kir::ExprP n0 = kir::var("n0");
   if (cfg_.v > 1) {
     kir::Block& lanes = per_lane(out);
-    if (uses_n) lanes.let(idx_, "n", kir::add(n0, j_));
+    lanes.let_if_read(idx_, "n", kir::add(n0, j_));
     lanes.splice(body);
   } else {
-    if (uses_n) out.let(idx_, "n", n0);
+    out.let_if_read(idx_, "n", n0);
     out.splice(body);
   }
 }

@@ -10,10 +10,9 @@
 //             arithmetic; inputs with any other access pattern, such as a transpose, are
 //             loaded per lane) and collects each output's lanes;
 //   stores    one 16-byte (vector) store per output.
-// Regions that read an input through a transposition go to templates/schedulers/transpose.cpp instead
-// when its conditions hold.
-// Math: each node as the reference defines it, f16/bf16 computed in f32 and rounded to the
-// node's dtype, integers wrapping.
+// Regions that read an input through a transposition go to templates/schedulers/transpose.cpp
+// instead when its conditions hold. Math: each node as the reference defines it, f16/bf16 computed
+// in f32 and rounded to the node's dtype, integers wrapping.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -104,7 +103,7 @@ void add_elements(kir::Block& loop, const RegionInfo& info, const Sweep& sweep, 
   const std::string idx(info.index_type());
   loop.splice(prelude);
   kir::Block& lanes = loop.loop("int", "j", kir::lit(0), kir::lit(v), nullptr, 1);
-  if (kir::uses(body, "i")) lanes.let(idx, "i", kir::add(kir::var("i0"), kir::var("j")));
+  lanes.let_if_read(idx, "i", kir::add(kir::var("i0"), kir::var("j")));
   lanes.splice(body);
   loop.splice(stores);
 }

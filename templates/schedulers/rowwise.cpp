@@ -25,8 +25,9 @@
 // Math: accumulators in f32 for float types (i64 for integer sums); every tree is fixed, so
 // results do not depend on timing.
 // The kernel is kernel IR (templates/kir/kir.h), built piece by piece (row prelude, cache, passes,
-// row outputs) and then assembled; a loop variable (row, s, k0, k) is declared only where the
-// statements inside read it (kir::uses).
+// row outputs) and then assembled; a loop variable (row, s, k) is offered with let_if_read and
+// kept by the declaration pass (kir::place_declarations) only where the statements inside read
+// it.
 #include <algorithm>
 #include <memory>
 #include <set>
@@ -473,7 +474,7 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   }
   // A staged input's slot: the thread's vector of the row, never clamped, so that no two
   // threads share a slot (RowConfig::staged).
-  if (kir::uses(p.prelude, "fj_slot")) chunk.let(idx, "fj_slot", within);
+  chunk.let_if_read(idx, "fj_slot", within);
   kir::ExprP cond;  // (none in a clamped fill)
   if (predicate) {
     // (A dead row's thread group is uniform: its values are computed, never kept.)
@@ -514,9 +515,8 @@ void RowwiseBuilder::add_strided_loop(kir::Block& out, const Pass& p) const {
   live.splice(p.prelude);
   kir::Block& lanes =
       cfg_.v > 1 ? live.loop("int", "j", kir::lit(0), kir::lit(cfg_.v), nullptr, 1) : live;
-  if (kir::uses(p.body, "k")) {
-    lanes.let(idx, "k", cfg_.v > 1 ? kir::add(kir::var("k0"), kir::var("j")) : kir::var("k0"));
-  }
+  lanes.let_if_read(idx, "k",
+                    cfg_.v > 1 ? kir::add(kir::var("k0"), kir::var("j")) : kir::var("k0"));
   lanes.splice(p.body);
   live.splice(p.stores);
 }
@@ -583,9 +583,12 @@ kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
     if (const auto shift = shift_.find(r); shift != shift_.end()) {
       value = kir::add(shift->second, value);
     }
-    finished_[r] =
-        row->let(std::string(dtype_code(n.dtype).arith), values_.fresh(info_.named("v", r)), value,
-                 std::string(ir::op_name(n.op)));
+    // A Welford mean that only its variance read (var) is declared only where read.
+    const bool mean = std::any_of(space_.welford.begin(), space_.welford.end(),
+                                  [&](const auto& pair) { return pair.second == r; });
+    finished_[r] = (row->*(mean ? &kir::Block::let_if_read : &kir::Block::let))(
+        std::string(dtype_code(n.dtype).arith), values_.fresh(info_.named("v", r)), value,
+        std::string(ir::op_name(n.op)));
   }
   return *row;
 }
@@ -821,8 +824,8 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
     // Piece-major: the blocks running together read the same piece of every row (one region
     // of memory when the reduced axes are not the inner ones).
     const kir::ExprP u = kir::var("u");
-    if (kir::uses(row_body, "row")) loop->let(idx, "row", kir::infix(u, "%", rows));
-    if (kir::uses(row_body, "s")) loop->let(idx, "s", kir::infix(u, "/", rows));
+    loop->let_if_read(idx, "row", kir::infix(u, "%", rows));
+    loop->let_if_read(idx, "s", kir::infix(u, "/", rows));
   } else {
     const kir::ExprP rows = rows_bound();
     const kir::ExprP row0 = kir::var("row0");
@@ -834,12 +837,10 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
     } else {
       loop = &out.loop(idx, "row0", kir::block_index(), rows, kir::grid_blocks());
     }
-    if (kir::uses(row_body, "row")) {
-      loop->let(idx, "row",
-                cfg_.rows_per_block > 1
-                    ? kir::add(row0, kir::infix(kir::thread_index(), "/", kir::lit(cfg_.group)))
-                    : row0);
-    }
+    loop->let_if_read(idx, "row",
+                      cfg_.rows_per_block > 1 ? kir::add(row0, kir::infix(kir::thread_index(), "/",
+                                                                          kir::lit(cfg_.group)))
+                                              : row0);
   }
   loop->splice(row_body);
 }
@@ -855,9 +856,7 @@ kir::ExprP RowwiseBuilder::rows_bound() const {
 // may still read its shared memory.
 void RowwiseBuilder::add_cluster_row_loop(kir::Block& out, const kir::Block& row_body) const {
   const std::string idx(info_.index_type());
-  if (kir::uses(row_body, "s")) {
-    out.let(idx, "s", static_cast_to(idx, kir::call("fj_cluster_rank", {})));
-  }
+  out.let_if_read(idx, "s", static_cast_to(idx, kir::call("fj_cluster_rank", {})));
   out.splice(cluster_slots_);
   if (phase_) out.let_mut("int", "fj_phase", kir::lit(0));
   kir::Block& loop =
@@ -892,10 +891,6 @@ KernelBody RowwiseBuilder::build() {
     if (cfg_.cluster > 1) cond = conjoin(cond, kir::infix(kir::var("s"), "==", kir::lit(0)));
     if (cfg_.group > 1) cond = conjoin(cond, kir::infix(kir::var("g"), "==", kir::lit(0)));
     (cond ? row_body.branch(cond) : row_body).splice(outputs);
-  }
-  // A Welford mean that only its variance read (var): nothing reads its value.
-  for (const auto& [variance, mean] : space_.welford) {
-    kir::drop_if_unused(row_body, finished_.at(mean)->text);
   }
   if (!stages_.empty()) {
     kb.fn.body.array("extern __shared__ __align__(16) unsigned char", "fj_staged",

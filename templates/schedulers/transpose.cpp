@@ -345,7 +345,7 @@ void add_output_loop(kir::Block& p, const TileSchedule& s, const std::string& id
   inside.splice(prelude);
   if (vc > 1) {
     kir::Block& lanes = inside.loop("int", "j", n(0), n(vc), nullptr, 1);
-    if (kir::uses(body, "c")) lanes.let(idx, "c", kir::add(v("c0"), v("j")));
+    lanes.let_if_read(idx, "c", kir::add(v("c0"), v("j")));
     lanes.splice(body);
   } else {
     inside.splice(body);

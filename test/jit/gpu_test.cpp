@@ -101,10 +101,10 @@ TEST_CASE("reductions over leading, middle and all axes match on the GPU", "[gpu
 TEST_CASE("split column reductions match on the GPU, launched twice in a row",
           "[gpu][jit][column]") {
   FUSEJIT_REQUIRE_GPU();
-  // Long narrow columns (templates/schedulers/column.cpp: pieces of the reduced axis over blocks, the last
-  // block of a tile folds the partials), a middle axis, and wide columns (not split). Each
-  // graph runs twice: the second run reuses the loaded kernel, whose arrival counters the
-  // first run must have reset (else no block finishes and the outputs stay NaN).
+  // Long narrow columns (templates/schedulers/column.cpp: pieces of the reduced axis over blocks,
+  // the last block of a tile folds the partials), a middle axis, and wide columns (not split). Each
+  // graph runs twice: the second run reuses the loaded kernel, whose arrival counters the first run
+  // must have reset (else no block finishes and the outputs stay NaN).
   struct Case {
     DType dtype;
     Shape shape;
@@ -144,8 +144,8 @@ TEST_CASE("column softmax (online statistics, then the output) matches on the GP
           "[gpu][jit][column]") {
   FUSEJIT_REQUIRE_GPU();
   // Two kernels (fusion/recompute.h): max and sum(exp(x - max)) down the columns in one pass
-  // (templates/schedulers/column.cpp, fj_max_sum pairs; split over blocks for long narrow columns), then
-  // the output from x and the statistics. Each graph runs twice: split kernels reset their
+  // (templates/schedulers/column.cpp, fj_max_sum pairs; split over blocks for long narrow columns),
+  // then the output from x and the statistics. Each graph runs twice: split kernels reset their
   // arrival counters for the next launch. The stats as outputs too, checked at f32's bound.
   struct Case {
     DType dtype;
@@ -233,8 +233,8 @@ TEST_CASE("normalizations over long rows match on the GPU", "[gpu][jit]") {
 TEST_CASE("normalizations split over thread-block clusters match on the GPU", "[gpu][jit][cluster]") {
   FUSEJIT_REQUIRE_GPU();
   // On sm_90 on, rows of these widths are split over clusters of 2 to 8 blocks that exchange
-  // their statistics through distributed shared memory (templates/schedulers/row_schedule.cpp): widths
-  // that divide evenly, odd ones (scalar accesses, a short last piece), and one that takes
+  // their statistics through distributed shared memory (templates/schedulers/row_schedule.cpp):
+  // widths that divide evenly, odd ones (scalar accesses, a short last piece), and one that takes
   // blocks of 1024 (100003). Odd row counts; each graph runs twice on the loaded kernel.
   for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     for (int64_t cols : {32000, 50257, 100003, 128256}) {

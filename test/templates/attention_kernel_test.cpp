@@ -1,7 +1,7 @@
-// The fused attention kernel (templates/schedulers/attention.h): refusals, NVRTC compiles of its variants
-// for sm_90 and sm_80, and a CPU emulation of the generated kernel body (no GPU here) against a
-// double-precision reference: the body, a host shim (emulate/cuda_shim.h) and launchers are
-// compiled by the host compiler into a shared object that runs each block on 128 threads.
+// The fused attention kernel (templates/schedulers/attention.h): refusals, NVRTC compiles of its
+// variants for sm_90 and sm_80, and a CPU emulation of the generated kernel body (no GPU here)
+// against a double-precision reference: the body, a host shim (emulate/cuda_shim.h) and launchers
+// are compiled by the host compiler into a shared object that runs each block on 128 threads.
 #include <dlfcn.h>
 
 #include <chrono>

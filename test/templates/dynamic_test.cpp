@@ -66,8 +66,8 @@ Outcome dynamic_at(const GraphAtSizes& build, const std::vector<int64_t>& a,
 }
 
 // Symbol values: two pairs, every symbol larger at the first of each; primes that divide no
-// static extent of the graphs below, as jit/runtime/dynamic.cpp chooses them, so that a number of the
-// index arithmetic tells the runtime extent it stands for.
+// static extent of the graphs below, as jit/runtime/dynamic.cpp chooses them, so that a number of
+// the index arithmetic tells the runtime extent it stands for.
 const std::vector<int64_t> kA1 = {4099}, kB1 = {3001}, kC1 = {2053}, kD1 = {1021};
 const std::vector<int64_t> kA2 = {131, 67}, kB2 = {97, 43}, kC2 = {79, 37}, kD2 = {53, 11};
 

@@ -1,6 +1,6 @@
-// The tiled transpose (templates/schedulers/transpose.cpp): which regions take it, what the tiles look like,
-// and that every kernel compiles, vectorized and not. The GPU test "transposed reads through
-// shared-memory tiles match the reference" (test/jit/gpu_test.cpp) runs the same graphs.
+// The tiled transpose (templates/schedulers/transpose.cpp): which regions take it, what the tiles
+// look like, and that every kernel compiles, vectorized and not. The GPU test "transposed reads
+// through shared-memory tiles match the reference" (test/jit/gpu_test.cpp) runs the same graphs.
 #include "support/transpose_graphs.h"
 #include "templates/schedulers/registry.h"
 #include "test/templates/support.h"
