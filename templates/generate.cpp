@@ -140,12 +140,15 @@ class KirSteps {
 };
 
 // The kernel of the first scheduler that takes the region (schedulers/registry.h), built from
-// the parameters it picks, its declarations placed and checked.
-KernelBody build_body(const RegionInfo& info, const CodegenOptions& options) {
+// the parameters it picks, its declarations placed and checked; each step into `steps`.
+KernelBody build_body(const RegionInfo& info, const CodegenOptions& options,
+                      KirSteps* steps = nullptr) {
   const Schedule chosen = schedule(info, options);
   KernelBody body = chosen.scheduler->build(info, options, chosen.params);
   body.schedule = schedule_text(chosen);
+  if (steps) steps->add("built", body.fn);
   kir::place_declarations(body.fn);
+  if (steps) steps->add("declarations placed", body.fn);
   kir::verify(body.fn);
   return body;
 }
@@ -182,9 +185,8 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
   }
   check_region(g, region);
   const RegionInfo info(g, region, options);
-  KernelBody body = build_body(info, options);
   KirSteps steps(options);
-  steps.add("built", body.fn);
+  KernelBody body = build_body(info, options, &steps);
   kir::lower_indices(body.fn);
   steps.add("indices lowered", body.fn);
   Kernel k = assemble_region(info, body);
@@ -424,8 +426,9 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   RuntimeExtents* runtime_a = sizes.symbols_a.empty() ? nullptr : &extents_a;
   RuntimeExtents* runtime_b = sizes.symbols_b.empty() ? nullptr : &extents_b;
   KernelBody at_a, at_b;
+  KirSteps steps(options);
   try {
-    at_a = build_body(info_a, options);
+    at_a = build_body(info_a, options, &steps);
     at_b = build_body(info_b, options);
   } catch (const NotSizeIndependent& e) {
     return refuse(e.what());
@@ -438,8 +441,6 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
         "the {} kernel has no register path: its row length (if any) is fixed", at_a.kind));
   }
   std::vector<ir::DimTerms> runtime_extents, dividend_bounds;
-  KirSteps steps(options);
-  steps.add("built", at_a.fn);
   kir::lower_indices(at_a.fn, runtime_a);  // numbers the runtime extents of each
   kir::lower_indices(at_b.fn, runtime_b);
   if (runtime_a != nullptr) {

@@ -106,10 +106,13 @@ TEST_CASE("FUSEJIT_DUMP=kir writes each kernel's IR after each lowering step", "
   INFO(kir[0]);
   // The tree as built (offsets still symbolic), then with every offset lowered to arithmetic.
   const size_t built = kir[0].find("// ==== built ====\nkernel ");
+  const size_t placed = kir[0].find("// ==== declarations placed ====\nkernel ");
   const size_t lowered = kir[0].find("// ==== indices lowered ====\nkernel ");
   REQUIRE(built != std::string::npos);
+  REQUIRE(placed != std::string::npos);
   REQUIRE(lowered != std::string::npos);
-  CHECK(built < lowered);
+  CHECK(built < placed);
+  CHECK(placed < lowered);
   CHECK(kir[0].find("(offset", built) < lowered);
   CHECK(kir[0].find("(offset", lowered) == std::string::npos);
   CHECK(kir[0].find("\nbody\n", lowered) != std::string::npos);
