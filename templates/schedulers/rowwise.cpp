@@ -442,7 +442,6 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   kir::Block& host = clamp && guard_row_ ? out.branch(kir::var("live")) : out;
   kir::Block& chunk = host.loop("int", "c", kir::lit(0), kir::lit(cfg_.chunks), nullptr,
                                 cfg_.chunks <= kMaxUnrolledChunks ? 1 : 4);
-  const bool uses_k = kir::uses(p.body, "k");
   // The position in the row's piece (the whole row unless rows are split).
   const kir::ExprP c = static_cast_to(idx, kir::var("c"));
   const kir::ExprP within =
@@ -454,24 +453,23 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   // (A vector within every row the code sees: the unrolled loop folds this.)
   const kir::ExprP whole = kir::lt(kir::var("c"), kir::lit(cfg_.full_chunks));
   const bool pieces = cfg_.pieces() > 1;
-  // (Split rows declare k0 for the guard on `within` too; cluster rows only where it is read.)
+  // k0, the thread's vector start: declared for the guards below (split rows for the guard on
+  // `within` too, cluster rows only where it is read), elsewhere kept where read.
   const bool end_check = guard_end_ && !cfg_.bounded;
   const bool k_check = guard_k_ && !clamp && !predicate;
-  if ((k_check && cfg_.cluster == 1) || end_check || uses_k || kir::uses(p.prelude, "k0") ||
-      kir::uses(p.stores, "k0")) {
-    kir::ExprP at =
-        pieces ? kir::add(kir::mul(kir::var("s"), kir::lit(cfg_.piece)), within) : within;
-    if (clamp) {
-      // (The vector width divides the length at every size the kernel serves.)
-      const kir::ExprP last =
-          cfg_.bounded
-              ? static_cast_to(idx, kir::infix(kir::extent(space_.length), "-", kir::lit(cfg_.v)))
-              : kir::lit(space_.length - cfg_.v);
-      at = kir::call("min", {at, last});
-      if (cfg_.full_chunks > 0) at = kir::select(whole, within, at);
-    }
-    chunk.let(idx, "k0", at);
+  kir::ExprP at =
+      pieces ? kir::add(kir::mul(kir::var("s"), kir::lit(cfg_.piece)), within) : within;
+  if (clamp) {
+    // (The vector width divides the length at every size the kernel serves.)
+    const kir::ExprP last =
+        cfg_.bounded
+            ? static_cast_to(idx, kir::infix(kir::extent(space_.length), "-", kir::lit(cfg_.v)))
+            : kir::lit(space_.length - cfg_.v);
+    at = kir::call("min", {at, last});
+    if (cfg_.full_chunks > 0) at = kir::select(whole, within, at);
   }
+  const bool guarded = (k_check && cfg_.cluster == 1) || end_check;
+  (chunk.*(guarded ? &kir::Block::let : &kir::Block::let_if_read))(idx, "k0", at, {});
   // A staged input's slot: the thread's vector of the row, never clamped, so that no two
   // threads share a slot (RowConfig::staged).
   chunk.let_if_read(idx, "fj_slot", within);
@@ -495,7 +493,7 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
   kir::Block& lanes = cfg_.v > 1 && !p.body.empty()
                           ? live.loop("int", "j", kir::lit(0), kir::lit(cfg_.v), nullptr, 1)
                           : live;
-  if (uses_k) lanes.let(idx, "k", cfg_.v > 1 ? kir::add(k0, kir::var("j")) : k0);
+  lanes.let_if_read(idx, "k", cfg_.v > 1 ? kir::add(k0, kir::var("j")) : k0);
   lanes.splice(p.body);
   (predicate && !p.loads && !p.stores.empty() ? live.branch(kir::var("fj_in")) : live)
       .splice(p.stores);
