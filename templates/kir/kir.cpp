@@ -858,8 +858,6 @@ class Printer {
     }
   }
 
-  static std::string print(const ExprP& e) { return kir::print(e); }
-
   std::string out_;
 };
 

@@ -469,7 +469,11 @@ void RowwiseBuilder::add_chunk_loop(kir::Block& out, const Pass& p) const {
     if (cfg_.full_chunks > 0) at = kir::select(whole, within, at);
   }
   const bool guarded = (k_check && cfg_.cluster == 1) || end_check;
-  (chunk.*(guarded ? &kir::Block::let : &kir::Block::let_if_read))(idx, "k0", at, {});
+  if (guarded) {
+    chunk.let(idx, "k0", at);
+  } else {
+    chunk.let_if_read(idx, "k0", at);
+  }
   // A staged input's slot: the thread's vector of the row, never clamped, so that no two
   // threads share a slot (RowConfig::staged).
   chunk.let_if_read(idx, "fj_slot", within);
@@ -584,9 +588,9 @@ kir::Block& RowwiseBuilder::add_pass(kir::Block& main, int pass) {
     // A Welford mean that only its variance read (var) is declared only where read.
     const bool mean = std::any_of(space_.welford.begin(), space_.welford.end(),
                                   [&](const auto& pair) { return pair.second == r; });
-    finished_[r] = (row->*(mean ? &kir::Block::let_if_read : &kir::Block::let))(
-        std::string(dtype_code(n.dtype).arith), values_.fresh(info_.named("v", r)), value,
-        std::string(ir::op_name(n.op)));
+    const std::string type(dtype_code(n.dtype).arith), name = values_.fresh(info_.named("v", r));
+    const std::string op(ir::op_name(n.op));
+    finished_[r] = mean ? row->let_if_read(type, name, value, op) : row->let(type, name, value, op);
   }
   return *row;
 }
