@@ -39,7 +39,8 @@ std::vector<bool> live_nodes(const Graph& g) {
   return live;
 }
 
-// Collects what `id` reads from memory, looking through free nodes: each free node once, and
+// Collects what `id` reads from memory, looking through free nodes (an update_slice's
+// destination is written, not read): each free node once, and
 // without recursion (views can nest as deep as the trace is long, and share operands, as
 // concat(v, v) of concat(w, w) ... does).
 void collect_reads(const Dataflow& df, NodeId id, std::vector<NodeId>& out) {
@@ -48,7 +49,11 @@ void collect_reads(const Dataflow& df, NodeId id, std::vector<NodeId>& out) {
   while (!stack.empty()) {
     const NodeId n = stack.back();
     stack.pop_back();
-    for (NodeId in : df.node(n).inputs) {
+    const Node& node = df.node(n);
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const NodeId in = node.inputs[k];
+      // An update_slice writes its destination in place and never reads it.
+      if (node.op == Op::update_slice && k == 0) continue;
       if (!df.is_free(in))
         out.push_back(in);
       else if (seen.insert(in).second)

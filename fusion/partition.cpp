@@ -41,6 +41,7 @@
 #include "fusion/attention.h"
 #include "fusion/dataflow.h"
 #include "fusion/epilogue.h"
+#include "fusion/order_writes.h"
 #include "fusion/recompute.h"
 #include "fusion/region_check.h"
 #include "fusion/welford.h"
@@ -66,7 +67,9 @@ struct Group {
   bool alive = true;
   bool gemm = false;      // a matmul and what its epilogue folds: never merges
   bool reduces = false;   // has a reduce member
-  bool gathers = false;   // has a gather member (region_check's gather rules apply)
+  // Has a member that works at positions loaded at run time, a gather or an update_slice
+  // (region_check's rules for them apply).
+  bool gathers = false;
   // What the members read from memory (region_inputs of the members), ascending; and their
   // weight (partition.h): the kernel-size limits are checked on these.
   std::vector<NodeId> reads;
@@ -91,6 +94,9 @@ struct State {
   // Per node that evaluates a value more than once per element (through a concat): the value
   // and the count. Vertical fusion weighs them; horizontal fusion must not bring them together.
   std::map<NodeId, std::vector<std::pair<NodeId, int64_t>>> repeated;
+  // update_slice destination -> the update writing it in place: a region that reads the
+  // destination runs before the update's (fusion/order_writes.h put them in that order).
+  std::map<NodeId, NodeId> writer;
 
   Group& group(int gi) { return groups[static_cast<size_t>(gi)]; }
   const Group& group(int gi) const { return groups[static_cast<size_t>(gi)]; }
@@ -138,7 +144,8 @@ int new_group(State& s, NodeId id, bool gemm, int64_t weight) {
   g.first = g.last = id;
   g.gemm = gemm;
   g.reduces = ir::op_kind(s.df.node(id).op) == ir::OpKind::reduce;
-  g.gathers = ir::op_kind(s.df.node(id).op) == ir::OpKind::gather;
+  g.gathers = ir::op_kind(s.df.node(id).op) == ir::OpKind::gather ||
+              s.df.node(id).op == ir::Op::update_slice;
   g.reads = s.df.reads[static_cast<size_t>(id)];
   g.weight = weight;
   s.groups.push_back(std::move(g));
@@ -248,7 +255,8 @@ int merge_groups(State& s, int a, int b, int64_t weight, RegionVerdict verdict) 
   return a;
 }
 
-// The groups that read what group gi writes (only outputs are read by other groups).
+// The groups that must run after group gi: those that read what it writes (only outputs are
+// read by other groups), and those that write in place a buffer it reads (State::writer).
 std::set<int> successors(const State& s, int gi) {
   std::set<int> succ;
   for (NodeId o : s.group(gi).outputs) {
@@ -256,6 +264,13 @@ std::set<int> successors(const State& s, int gi) {
       const int g = s.group_of[static_cast<size_t>(r)];
       if (g >= 0 && g != gi) succ.insert(g);
     }
+  }
+  if (s.writer.empty()) return succ;
+  for (NodeId in : s.group(gi).reads) {
+    const auto it = s.writer.find(in);
+    if (it == s.writer.end()) continue;
+    const int g = s.group_of[static_cast<size_t>(it->second)];
+    if (g >= 0 && g != gi) succ.insert(g);
   }
   return succ;
 }
@@ -293,6 +308,12 @@ std::string fused_reason(const Dataflow& df, const RegionVerdict& v, NodeId prod
       fmt::format("axes [{}] of {}", fmt::join(v.reduce_axes, ","), shape_str(v.shape));
   switch (v.kind) {
     case RegionKind::pointwise:
+      if (c.op == ir::Op::update_slice) {
+        return fmt::format(
+            "computed where update_slice %{} writes it: one kernel over {}, the "
+            "store into %{} in place",
+            consumer, shape_str(v.shape), c.inputs[0]);
+      }
       if (p.shape != c.shape) {
         return fmt::format("elementwise chain over {} ({} {} {})", shape_str(v.shape),
                            shape_str(p.shape),
@@ -655,6 +676,10 @@ Cut cut(const ir::Graph& g, const PartitionOptions& options, std::vector<bool> r
           std::vector<int>(g.size(), -1),
           {},
           {}};
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(static_cast<NodeId>(i));
+    if (n.op == ir::Op::update_slice) s.writer[n.inputs[0]] = static_cast<NodeId>(i);
+  }
   for (size_t m = 0; m < epilogues.size(); ++m) {
     const EpilogueMatch& match = epilogues[m];
     for (NodeId f : match.folded) s.folded_into[static_cast<size_t>(f)] = static_cast<NodeId>(m);
@@ -922,7 +947,8 @@ std::string fuse_attention(Cut& c, const ir::Graph& g, const std::vector<NodeId>
 
 }  // namespace
 
-Plan partition(const ir::Graph& g, const PartitionOptions& options) {
+Plan partition(const ir::Graph& traced, const PartitionOptions& options) {
+  const ir::Graph g = order_writes(traced);
   Plan plan;
   plan.graph = g;
   std::vector<FusedAttention> fused;

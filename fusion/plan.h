@@ -4,10 +4,12 @@
 //
 // What a region of each kind guarantees to code generation (D = `shape`, A = `reduce_axes`):
 //
-// pointwise      No reductions. Every output has exactly the shape D. `nodes` are elementwise
-//                ops, views and constants; every node reaches an output inside the region, so
-//                a node has at most numel(D) elements. A node of fewer elements (a [C] bias
-//                term in a [R,C] region) is evaluated inline at the broadcast index.
+// pointwise      No reductions. Every output has exactly the shape D (an update_slice output: its
+//                value has; the kernel stores each element into the destination's buffer, in
+//                place, at the position its start holds; the destination is not an input). `nodes`
+//                are elementwise ops, views and constants; every node reaches an output inside the
+//                region, so a node has at most numel(D) elements. A node of fewer elements (a [C]
+//                bias term in a [R,C] region) is evaluated inline at the broadcast index.
 // reduction      Every reduce node in the region reduces an operand of shape exactly D over
 //                exactly the axes A (sorted; leading, middle, trailing or all). Nodes are the
 //                prologue (evaluated at points of D, feeding the reductions), the reduce nodes,

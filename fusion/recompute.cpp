@@ -53,6 +53,9 @@ struct Search {
   std::vector<std::vector<NodeId>> users;
   std::vector<int> region_of;      // per compute node: its kernel region; -1 otherwise
   std::set<NodeId> library_values;  // what gemm regions evaluate or write
+  // Buffers an update_slice writes in place: a value read from one is never recomputed, since
+  // the update's kernel (where it could be evaluated again) must not read that buffer.
+  std::set<NodeId> written;
 
   // `id` may be recomputed (recompute.h's candidates, less the written-by condition).
   bool eligible(NodeId id) const {
@@ -64,6 +67,7 @@ struct Search {
     }
     for (NodeId r : df.reads[i]) {
       if (df.role_of(r) == NodeRole::gemm || library_values.count(r) != 0) return false;
+      if (written.count(r) != 0) return false;
     }
     for (NodeId r : df.readers[i]) {
       if (df.role_of(r) == NodeRole::gemm || library_values.count(r) != 0) return false;
@@ -120,7 +124,8 @@ PlanCost plan_cost(const ir::Graph& g, const std::vector<Region>& regions) {
       for (NodeId id : *ids) {
         const Node& n = g.node(id);
         // Each tensor is at most 2^62 bytes (ir/shape.h); a sum of many saturates.
-        const int64_t b = ir::numel(n.shape) * dtype_size(n.dtype);
+        // (An update writes its value's elements only: ir::computed_shape.)
+        const int64_t b = ir::numel(ir::computed_shape(g, id)) * dtype_size(n.dtype);
         c.bytes = c.bytes > std::numeric_limits<int64_t>::max() - b
                       ? std::numeric_limits<int64_t>::max()
                       : c.bytes + b;
@@ -136,7 +141,10 @@ bool cheaper(const PlanCost& a, const PlanCost& b) {
 
 std::vector<std::vector<NodeId>> recompute_candidates(const Dataflow& df,
                                                       const std::vector<Region>& regions) {
-  Search s{df, users_of(df), std::vector<int>(df.role.size(), -1), {}};
+  Search s{df, users_of(df), std::vector<int>(df.role.size(), -1), {}, {}};
+  for (const Node& n : df.graph->nodes()) {
+    if (n.op == Op::update_slice) s.written.insert(n.inputs[0]);
+  }
   for (size_t k = 0; k < regions.size(); ++k) {
     const Region& r = regions[k];
     for (NodeId id : r.nodes) {

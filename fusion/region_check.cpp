@@ -141,9 +141,9 @@ RegionVerdict refuse(std::string reason) {
 
 RegionVerdict pointwise_verdict(const Dataflow& df, const std::vector<NodeId>& outputs) {
   RegionVerdict v;
-  v.shape = df.node(outputs.front()).shape;
+  v.shape = ir::computed_shape(*df.graph, outputs.front());
   for (NodeId o : outputs) {
-    const Shape& s = df.node(o).shape;
+    const Shape& s = ir::computed_shape(*df.graph, o);
     if (s != v.shape) {
       return refuse(fmt::format("different iteration space {} vs {} (outputs %{} and %{})",
                                 shape_str(v.shape), shape_str(s), outputs.front(), o));
@@ -393,6 +393,40 @@ std::optional<std::string> gather_conflict(const Dataflow& df, const std::vector
   return std::nullopt;
 }
 
+// An update_slice writes its value into its destination's buffer, in place: only a pointwise
+// kernel over the value's elements writes it (ir::computed_shape), nothing in that kernel reads
+// the update's result (its readers read the buffer after the write), and nothing in it reads
+// the destination (other threads of the kernel would be writing it).
+std::optional<std::string> update_conflict(const Dataflow& df, const std::vector<NodeId>& members,
+                                           bool reduces) {
+  for (NodeId m : members) {
+    const Node& n = df.node(m);
+    if (n.op != Op::update_slice) continue;
+    if (reduces) {
+      return fmt::format(
+          "update_slice %{} is written by a pointwise kernel; it does not join a "
+          "reduction",
+          m);
+    }
+    for (NodeId r : df.readers[static_cast<size_t>(m)]) {
+      if (std::binary_search(members.begin(), members.end(), r)) {
+        return fmt::format(
+            "%{} reads update_slice %{}, whose result is read back from its "
+            "buffer after the write",
+            r, m);
+      }
+    }
+    for (NodeId other : members) {
+      const std::vector<NodeId>& reads = df.reads[static_cast<size_t>(other)];
+      if (std::binary_search(reads.begin(), reads.end(), n.inputs[0])) {
+        return fmt::format("%{} reads %{}, the buffer update_slice %{} writes in place", other,
+                           n.inputs[0], m);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 RegionVerdict check_region(const Dataflow& df, const std::vector<NodeId>& members,
@@ -407,6 +441,9 @@ RegionVerdict check_region(const Dataflow& df, const std::vector<NodeId>& member
     return refuse(fmt::format("internal: region of %{} has no outputs", members.front()));
   }
   if (std::optional<std::string> why = gather_conflict(df, members, !reduces.empty())) {
+    return refuse(*why);
+  }
+  if (std::optional<std::string> why = update_conflict(df, members, !reduces.empty())) {
     return refuse(*why);
   }
   if (reduces.empty()) return pointwise_verdict(df, outputs);

@@ -333,6 +333,58 @@ void infer_random(const Graph& g, const NodeSpec& spec, Node& n) {
   n.shape = spec.shape;
 }
 
+// update_slice(dst, src, start) axis=a: dst is data (an input: its buffer is written in place),
+// src has dst's dtype and shape but along a, where it is at most as long; start is one integer
+// (i32 or i64), a position known at run time (ir::update_start says where the write lands).
+void infer_update(const Graph& g, const NodeSpec& spec, Node& n) {
+  const Node& dst = g.node(spec.inputs[0]);
+  const Node& src = g.node(spec.inputs[1]);
+  const Node& start = g.node(spec.inputs[2]);
+  if (spec.axes.size() != 1) {
+    throw UsageError(fmt::format("update_slice: takes exactly one axis, got [{}]; write axis=a",
+                                 fmt::join(spec.axes, ",")));
+  }
+  if (dst.op != Op::input) {
+    throw UsageError(fmt::format(
+        "update_slice: the destination %{} is computed ({} {}); the write lands in place, so the "
+        "destination must be data (an input: a tensor holding values, e.g. from Context::wrap or "
+        "an evaluated result); evaluate it first",
+        spec.inputs[0], op_name(dst.op), type_str(dst)));
+  }
+  const int64_t rank = static_cast<int64_t>(dst.shape.size());
+  if (rank == 0 || static_cast<int64_t>(src.shape.size()) != rank) {
+    throw UsageError(
+        fmt::format("update_slice: the value {} must have the rank of the "
+                    "destination {} (at least 1)",
+                    type_str(src), type_str(dst)));
+  }
+  const int64_t axis = normalize_axis(spec.axes[0], rank, "update_slice");
+  for (int64_t d = 0; d < rank; ++d) {
+    const auto k = static_cast<size_t>(d);
+    if (d == axis ? src.shape[k] > dst.shape[k] : src.shape[k] != dst.shape[k]) {
+      throw UsageError(fmt::format(
+          "update_slice: the value {} does not fit the destination {} along axis {}; it must "
+          "match every axis but {}, and be at most as long along {} (expand or slice it first)",
+          type_str(src), type_str(dst), d, axis, axis));
+    }
+  }
+  if (src.dtype != dst.dtype) {
+    throw UsageError(
+        fmt::format("update_slice: the value is {} but the destination is {}; cast "
+                    "the value to {} first",
+                    type_str(src), type_str(dst), dtype_name(dst.dtype)));
+  }
+  if (!is_integral(start.dtype) || numel(start.shape) != 1) {
+    throw UsageError(
+        fmt::format("update_slice: the start %{} is {}; it must be one i32 or i64 "
+                    "value (shape [] or [1])",
+                    spec.inputs[2], type_str(start)));
+  }
+  n.axes = {axis};
+  n.shape = dst.shape;
+  n.dtype = dst.dtype;
+}
+
 void infer_arange(const NodeSpec& spec, Node& n) {
   check_dims(spec.shape, "arange");
   if (spec.shape.size() != 1) {
@@ -410,6 +462,9 @@ bool infer_fields(const Graph& g, const NodeSpec& spec, Node& n) {
       return false;
     case OpKind::random:
       infer_random(g, spec, n);
+      return false;
+    case OpKind::update:
+      infer_update(g, spec, n);
       return false;
     default:
       return infer_elementwise(g, spec, n);
@@ -550,6 +605,14 @@ NodeId add_matmul(Graph& g, NodeId a, NodeId b) {
 
 NodeId add_gather(Graph& g, NodeId x, int64_t axis, NodeId idx) {
   return g.add({.op = Op::gather, .inputs = {x, idx}, .axes = {axis}});
+}
+const Shape& computed_shape(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  return n.op == Op::update_slice ? g.node(n.inputs[1]).shape : n.shape;
+}
+
+NodeId add_update_slice(Graph& g, NodeId dst, NodeId src, int64_t axis, NodeId start) {
+  return g.add({.op = Op::update_slice, .inputs = {dst, src, start}, .axes = {axis}});
 }
 NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, NodeId key) {
   return g.add({.op = op, .inputs = {key}, .dtype = dtype, .shape = std::move(shape)});

@@ -133,6 +133,10 @@ void assign_short(std::vector<T>& to, const List& from) {
   for (const auto& v : from) to.push_back(v);
 }
 
+// The elements a kernel computes for `id`: an update_slice's value, which is all it writes (the
+// rest of its destination stays as it is, in place); any other node's own shape.
+const Shape& computed_shape(const Graph& g, NodeId id);
+
 // The spec that recreates `node` (with the same operand ids): for rebuilding graphs.
 NodeSpec spec_of(const Node& node);
 
@@ -161,6 +165,10 @@ NodeId add_expand(Graph& g, NodeId x, Shape shape);
 NodeId add_matmul(Graph& g, NodeId a, NodeId b);
 // gather(x, idx) along `axis` (torch.gather): result[p] = x[p with p[axis] = idx[p]].
 NodeId add_gather(Graph& g, NodeId x, int64_t axis, NodeId idx);
+// update_slice(dst, src, start) along `axis`: dst (an input) with src written at positions
+// [p, p + n) of the axis, n = src's extent there and p the position `start` (an integer node of
+// one element) holds when the trace runs (ir::update_start). The write lands in dst's buffer.
+NodeId add_update_slice(Graph& g, NodeId dst, NodeId src, int64_t axis, NodeId start);
 // rand (uniform [0,1)) or randn (standard normal) of `dtype` and `shape`, drawn with `key`, an
 // i64[2] node holding {seed, offset} (ir/random.h): the values are data, not part of the node.
 NodeId add_random(Graph& g, Op op, DType dtype, Shape shape, NodeId key);

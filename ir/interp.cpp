@@ -528,6 +528,8 @@ Value eval_node(const Node& n, const std::vector<Value>& values) {
       return eval_gather(n, arg(0), arg(1));
     case OpKind::random:
       return eval_random(n, arg(0));
+    case OpKind::update:
+      return eval_update(n, arg(0), arg(1), arg(2));
   }
   unexpected(n, "eval_node");
 }

@@ -1,6 +1,7 @@
 // ir/interp_gather: the CPU reference of the ops that compute positions rather than values:
-// gather (x read where an index tensor points) and rand/randn (a pure function of the key's
-// values and the element's position, ir/random.h).
+// gather (x read where an index tensor points), update_slice (a value written where its start
+// points) and rand/randn (a pure function of the key's values and the element's position,
+// ir/random.h).
 //
 // Index values follow docs/trace-format.md: a negative index counts from the end once (-1 is
 // the last element, as in PyTorch), and what is still outside [0, extent) is clamped to the
@@ -49,7 +50,34 @@ Value gather_as(const Node& n, const Value& x, const Value& idx) {
   return Value::of<T>(shape, std::move(out));
 }
 
+// dst with src written from position p along the axis: every row of dst's leading axes (the
+// ones before the axis) gets src's rows [0, n) at [p, p + n), each a run of n * inner elements.
+template <class T>
+Value update_as(const Node& n, const Value& dst, const Value& src, int64_t start) {
+  const size_t axis = static_cast<size_t>(n.axes.at(0));
+  const int64_t extent = n.shape[axis];
+  const int64_t length = src.shape[axis];
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= n.shape[d];
+  for (size_t d = axis + 1; d < n.shape.size(); ++d) inner *= n.shape[d];
+  const int64_t at = update_start(start, length, extent);
+  const int64_t total = numel(n.shape);
+  std::shared_ptr<T[]> out = allocate<T>(total);
+  std::copy(dst.data<T>(), dst.data<T>() + total, out.get());
+  const T* from = src.data<T>();
+  for (int64_t o = 0; o < outer; ++o) {
+    std::copy(from + o * length * inner, from + (o + 1) * length * inner,
+              out.get() + (o * extent + at) * inner);
+  }
+  return Value::of<T>(n.shape, std::move(out));
+}
+
 }  // namespace
+
+Value eval_update(const Node& n, const Value& dst, const Value& src, const Value& start) {
+  const int64_t p = start.data<int64_t>()[0];
+  return dst.f ? update_as<float>(n, dst, src, p) : update_as<int64_t>(n, dst, src, p);
+}
 
 Value eval_gather(const Node& n, const Value& x, const Value& idx) {
   return x.f ? gather_as<float>(n, x, idx) : gather_as<int64_t>(n, x, idx);

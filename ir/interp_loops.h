@@ -259,5 +259,7 @@ Value eval_matmul(const Node& n, const Value& a, const Value& b);
 // Positions rather than values, in interp_gather.cpp.
 Value eval_gather(const Node& n, const Value& x, const Value& idx);
 Value eval_random(const Node& n, const Value& key);
+// dst with src written along the update's axis from the position `start` holds (update_start).
+Value eval_update(const Node& n, const Value& dst, const Value& src, const Value& start);
 
 }  // namespace fusejit::ir::interp_detail

@@ -28,6 +28,8 @@ enum class OpKind : uint8_t {
   gather,   // gather(x, idx) axes=[a]: x read at positions loaded from an index tensor
   random,   // rand, randn: one operand, the key i64[2] {seed, offset} (ir/random.h); a pure
             // function of the key's values and the element's position
+  update,   // update_slice(dst, src, start) axis=a: dst with src written along axis a from the
+            // position `start` holds at run time; the write lands in dst's buffer, in place
 };
 
 // Op flags.
@@ -62,53 +64,54 @@ enum class FastForm : uint8_t { none, f16, bf16 };
 inline constexpr int kVariadic = -1;
 
 // X(identifier, text name, arity, kind, flags, combine, approx)
-#define FUSEJIT_OPS(X)                                                        \
-  X(input, "input", 0, source, 0, none, none)                                 \
-  X(constant, "const", 0, source, 0, none, none)                              \
-  X(arange, "arange", 0, source, 0, none, none)                               \
-  X(neg, "neg", 1, unary, kKeepsValue, none, none)                            \
-  X(abs, "abs", 1, unary, kKeepsValue, none, none)                            \
-  X(exp, "exp", 1, unary, kFloatResult, none, f16)                            \
-  X(log, "log", 1, unary, kFloatResult, none, none)                           \
-  X(sqrt, "sqrt", 1, unary, kFloatResult, none, none)                         \
-  X(rsqrt, "rsqrt", 1, unary, kFloatResult, none, none)                       \
-  X(sin, "sin", 1, unary, kFloatResult | kCostly, none, none)                 \
-  X(cos, "cos", 1, unary, kFloatResult | kCostly, none, none)                 \
-  X(tanh, "tanh", 1, unary, kFloatResult, none, bf16)                         \
-  X(sigmoid, "sigmoid", 1, unary, kFloatResult, none, f16)                    \
-  X(relu, "relu", 1, unary, kKeepsValue, none, none)                          \
-  X(gelu, "gelu", 1, unary, kFloatResult | kCostly, none, none)               \
-  X(gelu_tanh, "gelu_tanh", 1, unary, kFloatResult, none, f16)                \
-  X(silu, "silu", 1, unary, kFloatResult, none, f16)                          \
-  X(reciprocal, "reciprocal", 1, unary, kFloatResult, none, none)             \
-  X(add, "add", 2, binary, kCommutative, none, none)                          \
-  X(sub, "sub", 2, binary, 0, none, none)                                     \
-  X(mul, "mul", 2, binary, kCommutative, none, none)                          \
-  X(div, "div", 2, binary, kFloatResult, none, f16)                           \
-  X(maximum, "maximum", 2, binary, kCommutative | kKeepsValue, none, none)    \
-  X(minimum, "minimum", 2, binary, kCommutative | kKeepsValue, none, none)    \
-  X(pow, "pow", 2, binary, kCostly, none, none)                               \
-  X(eq, "eq", 2, compare, kCommutative, none, none)                           \
-  X(ne, "ne", 2, compare, kCommutative, none, none)                           \
-  X(lt, "lt", 2, compare, 0, none, none)                                      \
-  X(le, "le", 2, compare, 0, none, none)                                      \
-  X(gt, "gt", 2, compare, 0, none, none)                                      \
-  X(ge, "ge", 2, compare, 0, none, none)                                      \
-  X(where, "where", 3, select, kKeepsValue, none, none)                       \
-  X(cast, "cast", 1, cast, kKeepsValue, none, none)                           \
-  X(sum, "sum", 1, reduce, 0, sum, none)                                      \
-  X(mean, "mean", 1, reduce, kFloatOnly, sum, none)                           \
-  X(max, "max", 1, reduce, 0, max, none)                                      \
-  X(min, "min", 1, reduce, 0, min, none)                                      \
-  X(reshape, "reshape", 1, view, 0, none, none)                               \
-  X(permute, "permute", 1, view, 0, none, none)                               \
-  X(expand, "expand", 1, view, 0, none, none)                                 \
-  X(slice, "slice", 1, view, 0, none, none)                                   \
-  X(concat, "concat", kVariadic, view, 0, none, none)                         \
-  X(matmul, "matmul", 2, matmul, kFloatOnly, none, none)                      \
-  X(gather, "gather", 2, gather, 0, none, none)                               \
-  X(rand, "rand", 1, random, 0, none, none)                                   \
-  X(randn, "randn", 1, random, 0, none, none)
+#define FUSEJIT_OPS(X)                                                     \
+  X(input, "input", 0, source, 0, none, none)                              \
+  X(constant, "const", 0, source, 0, none, none)                           \
+  X(arange, "arange", 0, source, 0, none, none)                            \
+  X(neg, "neg", 1, unary, kKeepsValue, none, none)                         \
+  X(abs, "abs", 1, unary, kKeepsValue, none, none)                         \
+  X(exp, "exp", 1, unary, kFloatResult, none, f16)                         \
+  X(log, "log", 1, unary, kFloatResult, none, none)                        \
+  X(sqrt, "sqrt", 1, unary, kFloatResult, none, none)                      \
+  X(rsqrt, "rsqrt", 1, unary, kFloatResult, none, none)                    \
+  X(sin, "sin", 1, unary, kFloatResult | kCostly, none, none)              \
+  X(cos, "cos", 1, unary, kFloatResult | kCostly, none, none)              \
+  X(tanh, "tanh", 1, unary, kFloatResult, none, bf16)                      \
+  X(sigmoid, "sigmoid", 1, unary, kFloatResult, none, f16)                 \
+  X(relu, "relu", 1, unary, kKeepsValue, none, none)                       \
+  X(gelu, "gelu", 1, unary, kFloatResult | kCostly, none, none)            \
+  X(gelu_tanh, "gelu_tanh", 1, unary, kFloatResult, none, f16)             \
+  X(silu, "silu", 1, unary, kFloatResult, none, f16)                       \
+  X(reciprocal, "reciprocal", 1, unary, kFloatResult, none, none)          \
+  X(add, "add", 2, binary, kCommutative, none, none)                       \
+  X(sub, "sub", 2, binary, 0, none, none)                                  \
+  X(mul, "mul", 2, binary, kCommutative, none, none)                       \
+  X(div, "div", 2, binary, kFloatResult, none, f16)                        \
+  X(maximum, "maximum", 2, binary, kCommutative | kKeepsValue, none, none) \
+  X(minimum, "minimum", 2, binary, kCommutative | kKeepsValue, none, none) \
+  X(pow, "pow", 2, binary, kCostly, none, none)                            \
+  X(eq, "eq", 2, compare, kCommutative, none, none)                        \
+  X(ne, "ne", 2, compare, kCommutative, none, none)                        \
+  X(lt, "lt", 2, compare, 0, none, none)                                   \
+  X(le, "le", 2, compare, 0, none, none)                                   \
+  X(gt, "gt", 2, compare, 0, none, none)                                   \
+  X(ge, "ge", 2, compare, 0, none, none)                                   \
+  X(where, "where", 3, select, kKeepsValue, none, none)                    \
+  X(cast, "cast", 1, cast, kKeepsValue, none, none)                        \
+  X(sum, "sum", 1, reduce, 0, sum, none)                                   \
+  X(mean, "mean", 1, reduce, kFloatOnly, sum, none)                        \
+  X(max, "max", 1, reduce, 0, max, none)                                   \
+  X(min, "min", 1, reduce, 0, min, none)                                   \
+  X(reshape, "reshape", 1, view, 0, none, none)                            \
+  X(permute, "permute", 1, view, 0, none, none)                            \
+  X(expand, "expand", 1, view, 0, none, none)                              \
+  X(slice, "slice", 1, view, 0, none, none)                                \
+  X(concat, "concat", kVariadic, view, 0, none, none)                      \
+  X(matmul, "matmul", 2, matmul, kFloatOnly, none, none)                   \
+  X(gather, "gather", 2, gather, 0, none, none)                            \
+  X(rand, "rand", 1, random, 0, none, none)                                \
+  X(randn, "randn", 1, random, 0, none, none)                              \
+  X(update_slice, "update_slice", 3, update, 0, none, none)
 
 enum class Op : uint8_t {
 #define FUSEJIT_OP_ENUM(id, name, arity, kind, flags, combine, approx) id,
@@ -121,7 +124,7 @@ inline constexpr int kNumOps = 0
     FUSEJIT_OPS(FUSEJIT_OP_COUNT)
 #undef FUSEJIT_OP_COUNT
     ;
-static_assert(kNumOps == 46, "an op was added or removed: update the interpreter, codegen, tests");
+static_assert(kNumOps == 47, "an op was added or removed: update the interpreter, codegen, tests");
 
 struct OpInfo {
   std::string_view name;

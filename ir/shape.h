@@ -52,4 +52,13 @@ constexpr int64_t gather_position(int64_t index, int64_t extent) {
   return wrapped < 0 ? 0 : wrapped >= extent ? extent - 1 : wrapped;
 }
 
+// Where update_slice writes a value `length` long along an axis of `extent`, for the position
+// `start` read at run time: a start below 0 counts from the end once (as a gather index does),
+// and the result is clamped into [0, extent - length], so the write always lands inside the
+// destination. The CPU reference and the generated kernels both place it so.
+constexpr int64_t update_start(int64_t start, int64_t length, int64_t extent) {
+  const int64_t wrapped = start < 0 ? start + extent : start;
+  return wrapped < 0 ? 0 : wrapped > extent - length ? extent - length : wrapped;
+}
+
 }  // namespace fusejit::ir

@@ -45,7 +45,7 @@ std::string number_str(double v) {
 }
 
 // Ops that work along one axis spell it `axis=N` rather than `axes=[N]`.
-bool takes_axis(Op op) { return op == Op::slice || op == Op::concat; }
+bool takes_axis(Op op) { return op == Op::slice || op == Op::concat || op == Op::update_slice; }
 
 void print_node(std::string& out, size_t id, const Node& n, const std::vector<Symbol>& symbols,
                 bool newline = true) {
@@ -529,7 +529,7 @@ class Parser {
     return c.integer(fmt::format("an integer after {}=", word), true);
   }
 
-  // slice: "axis=" INT "start=" INT "step=" INT; concat: "axis=" INT.
+  // slice: "axis=" INT "start=" INT "step=" INT; concat, update_slice: "axis=" INT.
   void parse_axis_attrs(Cursor& c, NodeSpec& spec) {
     const std::string_view name = op_name(spec.op);
     for (std::string_view want : {"axis", "start", "step"}) {

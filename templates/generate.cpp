@@ -64,8 +64,14 @@ std::string region_summary(const RegionInfo& info) {
     s += fmt::format("// {} = {} {}", info.value_name(id), ir::op_name(n.op), info.type_str(id));
     if (!n.inputs.empty()) {
       s += " (";
-      for (size_t i = 0; i < n.inputs.size(); ++i)
-        s += fmt::format("{}{}", i ? ", " : "", info.value_name(n.inputs[i]));
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        // An update's destination is the output buffer it writes in place.
+        const bool written = n.op == ir::Op::update_slice && i == 0;
+        const auto out = std::find(region.outputs.begin(), region.outputs.end(), id);
+        s += fmt::format("{}{}", i ? ", " : "",
+                         written ? fmt::format("out{}", out - region.outputs.begin())
+                                 : info.value_name(n.inputs[i]));
+      }
       s += ")";
     }
     if (!n.axes.empty()) {
@@ -412,6 +418,12 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
   if (region.kind == fusion::RegionKind::attention) {
     if (why != nullptr) *why = "an attention kernel is generated for each size";
     return std::nullopt;
+  }
+  for (ir::NodeId out : region.outputs) {
+    if (a.node(out).op == ir::Op::update_slice) {
+      if (why != nullptr) *why = "a kernel that writes an update_slice is generated for each size";
+      return std::nullopt;
+    }
   }
   check_dynamic_request(a, b, region, sizes);
   RegionInfo info_a(a, region, options), info_b(b, region, options);

@@ -73,6 +73,9 @@ kir::ExprP Values::value(ir::NodeId id, const Index& at, ValueScope& scope) {
                       ir::op_name(n.op), offset(at)));
     case ir::OpKind::matmul:
       throw InternalError(fmt::format("matmul %{} inside a generated kernel", id));
+    case ir::OpKind::update:
+      throw InternalError(
+          fmt::format("update_slice %{} read inside the kernel that writes it", id));
     default: {
       kir::ExprP v = elementwise(id, at, scope);
       scope.memo[k] = v;
@@ -143,6 +146,35 @@ kir::ExprP Values::gather(ir::NodeId id, const Index& at, ValueScope& scope) {
   scope.out->let(type, position, clamped, fmt::format("gather {} position", info_.named("v", id)));
   return gathered(n.inputs[0], gather_operand(at, x.shape, axis, make_data_root(position, extent)),
                   scope);
+}
+
+// update_slice: where element `at` of its value lands in the destination. The start is read
+// once (any element of a one-element tensor), placed as ir::update_start does (a negative one
+// counts from the end once, then clamped so that the write fits), and added to the element's
+// coordinate along the axis; the other coordinates stay.
+kir::ExprP Values::update_offset(ir::NodeId id, const Index& at, ValueScope& scope) {
+  const ir::Node& n = info_.node(id);
+  const ir::Node& start = info_.node(n.inputs[2]);
+  const size_t axis = static_cast<size_t>(n.axes.at(0));
+  const int64_t extent = n.shape[axis];
+  const int64_t last = extent - info_.node(n.inputs[1]).shape[axis];  // the highest start
+  const kir::ExprP raw =
+      value(n.inputs[2], Index{start.shape, std::vector<Digits>(start.shape.size())}, scope);
+  const kir::ExprP zero = kir::lit(0);
+  const kir::ExprP wrapped =
+      scope.out->let("long long", fresh("uw"),
+                     kir::select(kir::lt(raw, zero), kir::add(raw, kir::lit(extent)), raw));
+  const std::string type(info_.index_type());
+  const kir::ExprP placed = scope.out->let(
+      type, fresh("us"),
+      kir::select(
+          kir::lt(wrapped, zero), zero,
+          kir::select(kir::lt(wrapped, kir::lit(last)), kir::cast(type, wrapped), kir::lit(last))),
+      fmt::format("update {} start", info_.named("v", id)));
+  const std::string position = fresh("up");
+  scope.out->let(type, position,
+                 kir::add(placed, kir::offset(axis_coordinate(at, static_cast<int64_t>(axis)))));
+  return kir::offset(gather_operand(at, n.shape, axis, make_data_root(position, extent)));
 }
 
 // The gather's data operand at a loaded position: through the region's views to what the

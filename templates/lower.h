@@ -52,6 +52,9 @@ class Values {
   Values(const RegionInfo& info, LeafFn leaf, InterceptFn intercept = nullptr);
 
   kir::ExprP value(ir::NodeId id, const Index& at, ValueScope& scope);
+  // The offset in its destination where the update_slice `id` writes its value's element `at`
+  // (an index of the value's shape).
+  kir::ExprP update_offset(ir::NodeId id, const Index& at, ValueScope& scope);
   // A fresh variable name: prefix plus a number (a prefix ending in a digit first stands alone).
   std::string fresh(std::string_view prefix);
 

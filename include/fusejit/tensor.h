@@ -179,6 +179,20 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // torch.gather: result[p] = x[p with p[axis] = index[p]]; index has x's rank and is at most as
 // long as x along every other axis; the result has index's shape.
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
+// In-place write (docs/api.md, "Writing into a buffer"): `value` written into `dst` along `axis`
+// from the position `start` holds when the trace runs, as `dst[..., p:p+n, ...] = value` with n
+// = value's extent there (a KV-cache append: update_slice(k_cache, 2, pos, rope(k))). dst must
+// hold data (from_vector, from_host, wrap, an evaluated result): the write lands in its buffer
+// (caller memory included), computed and stored by the kernel that computes `value`, with no
+// copy. dst then stands for the written tensor (every handle to it: it is pending until the
+// next eval, which performs every write recorded so far) and is returned; ops recorded after
+// read the written values. `value` must have dst's dtype and rank and match it on every other
+// axis. `start` is one i32 or i64 (shape [] or [1]): data, not part of the trace, so a new
+// position needs no planning or compile. A start below 0 counts from the end once, and the
+// position is clamped so that the write fits (ir::update_start), on the GPU and the CPU
+// reference alike. Throws fusejit::UsageError for a dst that is not data (evaluate it first), a
+// value that does not fit, or a start that is not one integer.
+Tensor update_slice(Tensor& dst, int64_t axis, const Tensor& start, const Tensor& value);
 // torch.index_select: the slices of x at the positions of the 1-D `index` along `axis`.
 Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);
 // torch.nn.functional.embedding: rows of the 2-D `table` [rows, dim] picked by `ids` (any

@@ -193,6 +193,14 @@ ir::NodeId ContextImpl::copy_in(CarriedTrace& c, ir::NodeId id) {
   return c.copied[static_cast<size_t>(id)];
 }
 
+void ContextImpl::rebind_pending(const std::shared_ptr<TensorImpl>& t, ir::NodeId id) {
+  t->storage.reset();
+  t->carried.reset();
+  t->node = id;
+  t->epoch = epoch;
+  pending.push_back(t);
+}
+
 const Shape& ContextImpl::shape_of(TensorImpl& t) {
   if (t.shape_in_trace) {
     t.shape = trace.node(t.node).shape;
@@ -401,6 +409,31 @@ void ContextImpl::trim_carried() {
   }
 }
 
+void ContextImpl::share_written(const ir::Graph& g,
+                                std::vector<std::shared_ptr<Storage>>& results) {
+  const std::vector<ir::NodeId>& input_ids = g.inputs();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const ir::Node& n = g.node(g.outputs()[i]);
+    if (n.op != ir::Op::update_slice) continue;
+    const auto k = static_cast<size_t>(std::find(input_ids.begin(), input_ids.end(), n.inputs[0]) -
+                                       input_ids.begin());
+    const std::shared_ptr<Storage>& dst = bound.at(k);
+    if (runtime) {
+      // Written in place on the device, unless eval_into asked for a copy elsewhere.
+      if (results[i]->device != dst->device) continue;
+      dst->host_valid = false;
+    } else if (dst->borrowed_host) {
+      // The CPU reference computed a new tensor: the write lands in the caller's memory too.
+      std::memcpy(const_cast<void*>(dst->borrowed_host->data), results[i]->host.bytes.data(),
+                  results[i]->host.bytes.size());
+    } else {
+      dst->host = results[i]->host;
+      dst->host_valid = true;
+    }
+    results[i] = dst;
+  }
+}
+
 void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into) {
   // Storages that only dropped temporaries read are let go, and wrapped memory let go since
   // the last eval is handed back here too (its work permitting), even when there is nothing
@@ -413,6 +446,11 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, c
     if (t->storage || std::find(outs.begin(), outs.end(), t) != outs.end()) continue;
     node_of(t);  // copies in one carried from an earlier trace
     outs.push_back(t);
+  }
+  // Every write recorded into this trace happens now, asked for or not (update_slice).
+  for (const auto& t : pending) {
+    if (t->storage || t->carried || trace.node(t->node).op != ir::Op::update_slice) continue;
+    if (std::find(outs.begin(), outs.end(), t) == outs.end()) outs.push_back(t);
   }
   if (outs.empty()) return;
   for (const auto& t : outs) shape_of(*t);  // before the trace they are read from restarts
@@ -445,6 +483,7 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, c
 
   ++stats.traces_evaluated;
   stats.outputs_computed += static_cast<int64_t>(outs.size());
+  share_written(g, results);
   for (size_t i = 0; i < outs.size(); ++i) {
     outs[i]->storage = std::move(results[i]);
     outs[i]->node = -1;

@@ -153,6 +153,9 @@ struct ContextImpl {
   void eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into = {});
   // Every pending tensor still held by the program: of the current trace and carried ones.
   std::vector<std::shared_ptr<TensorImpl>> held_pending();
+  // `t`, materialized, becomes the pending tensor of node `id` of the current trace, of the same
+  // dtype and shape (an in-place write, update_slice: every handle to `t` sees the write).
+  void rebind_pending(const std::shared_ptr<TensorImpl>& t, ir::NodeId id);
   // The host copy of a materialized tensor, downloading (or, borrowed, copying) it if needed.
   const ir::HostTensor& host_of(Storage& s);
   // Where a materialized tensor's values are in the Context's memory (uploading if needed).
@@ -184,6 +187,10 @@ struct ContextImpl {
       const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into);
   std::vector<std::shared_ptr<Storage>> run_on_cpu(
       const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into);
+  // An update_slice's result is its destination's storage, written in place: on the GPU the
+  // kernel wrote the device buffer (the host copy is stale now); on the CPU path the reference's
+  // result is copied into the destination's memory. results[i] becomes that storage.
+  void share_written(const ir::Graph& g, std::vector<std::shared_ptr<Storage>>& results);
 };
 
 }  // namespace fusejit::detail

@@ -346,4 +346,23 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   return record(ctx, {.op = Op::gather, .inputs = {ix, ii}, .axes = {axis}});
 }
 
+Tensor update_slice(Tensor& dst, int64_t axis, const Tensor& start, const Tensor& value) {
+  auto& ctx = ctx_of(dst, "update_slice");
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
+  const std::shared_ptr<TensorImpl>& d = impl_ptr(dst, "update_slice");
+  if (!d->storage) {
+    throw UsageError(fmt::format(
+        "update_slice: the destination {}{} is pending (computed by ops not evaluated yet); the "
+        "write lands in place, so evaluate the destination first (Tensor::eval)",
+        dtype_name(d->dtype), ir::shape_str(ctx.shape_of(*d))));
+  }
+  const ir::NodeId to = ctx.node_of(d);
+  const ir::NodeId v = ctx.node_of(impl_ptr(value, "update_slice"));
+  const ir::NodeId at = ctx.node_of(impl_ptr(start, "update_slice"));
+  const ir::NodeId id =
+      ctx.trace.add({.op = Op::update_slice, .inputs = {to, v, at}, .axes = {axis}});
+  ctx.rebind_pending(d, id);
+  return dst;
+}
+
 }  // namespace fusejit

@@ -165,6 +165,11 @@ std::optional<int64_t> operand_axis(const ir::Node& n, size_t k, const ir::Node&
         return std::nullopt;
       }
       return axis;
+    case ir::OpKind::update:
+      // dst and the value carry every axis but the update's in place; the start is one number.
+      if (k == 2) return kFree;
+      if (axis == n.axes[0]) return std::nullopt;
+      return axis;
     default:  // elementwise, broadcasting from the right
       return broadcast_axis(operand.shape, rank, axis, m);
   }

@@ -25,6 +25,12 @@ size_t byte_size(const ir::Node& n) {
   return static_cast<size_t>(ir::numel(n.shape)) * static_cast<size_t>(dtype_size(n.dtype));
 }
 
+// The input whose buffer `id` is written into in place (an update_slice's destination), or -1.
+NodeId written_in_place(const ir::Graph& g, NodeId id) {
+  const ir::Node& n = g.node(id);
+  return n.op == ir::Op::update_slice ? n.inputs[0] : -1;
+}
+
 // The caller buffers that regions can write graph outputs into directly, by node id (RunOptions::
 // outputs says when); the others get their values by a copy at the end of the run.
 void direct_outputs(const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
@@ -34,8 +40,10 @@ void direct_outputs(const ir::Graph& g, const std::vector<std::shared_ptr<Device
   for (size_t i = 0; i < into.size() && i < outs.size(); ++i) {
     const auto& buf = into[i];
     const auto id = static_cast<size_t>(outs[i]);
+    // An update is written into its destination, in place, and copied from there.
     if (!buf || direct[id] || buf->bytes() != byte_size(g.node(outs[i])) ||
-        !is_aligned(buf->data()) || g.node(outs[i]).op == ir::Op::input) {
+        !is_aligned(buf->data()) || g.node(outs[i]).op == ir::Op::input ||
+        written_in_place(g, outs[i]) >= 0) {
       continue;
     }
     const bool aliases_input = std::any_of(inputs.begin(), inputs.end(), [&](const auto& in) {
@@ -172,7 +180,9 @@ void assign_releases(Executable& exe) {
       exe.kernel_params += step.arguments.size() + (step.kernel->kernel.dynamic ? 1 : 0) +
                            step.runtime_extents.size();
     }
-    for (NodeId id : step.region->outputs) exe.output_bytes += byte_size(p.graph.node(id));
+    for (NodeId id : step.region->outputs) {
+      if (written_in_place(p.graph, id) < 0) exe.output_bytes += byte_size(p.graph.node(id));
+    }
   }
   exe.graph_range = fmt::format("fj graph: {} kernels", exe.kernel_steps);
   // Release each intermediate after the last step that reads it; graph outputs are kept.
@@ -233,11 +243,16 @@ void point_args(RunScratch& scratch) {
   for (size_t i = 0; i < scratch.pointers.size(); ++i) scratch.args[i] = &scratch.pointers[i];
 }
 
-// Gives each output of `step` its buffer: the caller's (direct) or a new one of the pool.
+// Gives each output of `step` its buffer: the caller's (direct), a new one of the pool, or for
+// an update its destination's (written in place, and never poisoned: it holds data).
 void allocate_outputs(const Step& step, const ir::Graph& g, RunScratch& scratch, Device& device,
                       bool poison) {
   for (NodeId id : step.region->outputs) {
     auto& buf = scratch.values[static_cast<size_t>(id)];
+    if (const NodeId dst = written_in_place(g, id); dst >= 0) {
+      buf = scratch.values[static_cast<size_t>(dst)];
+      continue;
+    }
     const auto& direct = scratch.direct[static_cast<size_t>(id)];
     buf = direct ? direct : device.allocate(byte_size(g.node(id)));
     if (poison) FUSEJIT_CUDA(cudaMemsetAsync(buf->data(), 0xFF, buf->bytes(), device.stream()));
@@ -393,7 +408,11 @@ int64_t step_bytes(const Executable& exe, const Step& step) {
   const ir::Graph& g = exe.plan.graph;
   int64_t bytes = 0;
   for (NodeId id : step.region->inputs) bytes += static_cast<int64_t>(byte_size(g.node(id)));
-  for (NodeId id : step.region->outputs) bytes += static_cast<int64_t>(byte_size(g.node(id)));
+  for (NodeId id : step.region->outputs) {
+    // An update writes only its value's elements.
+    const Shape& written = ir::computed_shape(g, id);
+    bytes += ir::numel(written) * dtype_size(g.node(id).dtype);
+  }
   return bytes;
 }
 

@@ -241,7 +241,27 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
   }
   options.graph_launches = &stats_.graph_launches;
   options.scratch = &scratch_;
-  return run_executable(*exe, aligned ? inputs : copies, *device_, *blas_, options);
+  std::vector<std::shared_ptr<DeviceBuffer>> outs =
+      run_executable(*exe, aligned ? inputs : copies, *device_, *blas_, options);
+  if (!aligned) write_back(g, inputs, copies, outs);
+  return outs;
+}
+
+void Runtime::write_back(const ir::Graph& g,
+                         const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                         const std::vector<std::shared_ptr<DeviceBuffer>>& copies,
+                         std::vector<std::shared_ptr<DeviceBuffer>>& outs) {
+  const std::vector<ir::NodeId>& input_ids = g.inputs();
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const ir::Node& n = g.node(g.outputs()[i]);
+    if (n.op != ir::Op::update_slice) continue;
+    const auto k = static_cast<size_t>(std::find(input_ids.begin(), input_ids.end(), n.inputs[0]) -
+                                       input_ids.begin());
+    if (k >= inputs.size() || copies[k] == inputs[k] || outs[i] != copies[k]) continue;
+    FUSEJIT_CUDA(cudaMemcpyAsync(inputs[k]->data(), copies[k]->data(), inputs[k]->bytes(),
+                                 cudaMemcpyDeviceToDevice, device_->stream()));
+    outs[i] = inputs[k];
+  }
 }
 
 void Runtime::copy(void* dst, const void* src, size_t bytes) {

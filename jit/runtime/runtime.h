@@ -66,7 +66,9 @@ class Runtime {
   // Runs `g` (its outputs set) with its inputs bound to `inputs`; returns one buffer per output.
   // `into`, when not empty, gives per output the buffer it must end up in (null: allocated);
   // RunOptions::outputs says when a kernel writes there directly. Inputs that are not
-  // kBufferAlignment-aligned (caller memory) are copied into aligned buffers first.
+  // kBufferAlignment-aligned (caller memory) are copied into aligned buffers first (and an
+  // update_slice's destination copied back after the run: the write lands in the caller's
+  // memory, and the update's result is that buffer).
   std::vector<std::shared_ptr<DeviceBuffer>> run(
       const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
       const std::vector<std::shared_ptr<DeviceBuffer>>& into = {},
@@ -90,6 +92,11 @@ class Runtime {
   KernelLoader loader();
   std::shared_ptr<const Executable> remember(const ir::Graph& g, uint64_t hash,
                                              std::shared_ptr<const Executable> exe);
+  // After a run on realigned copies of `inputs`: each update_slice output of `g` written into
+  // a copy is copied back into the caller's buffer, which becomes its result in `outs`.
+  void write_back(const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                  const std::vector<std::shared_ptr<DeviceBuffer>>& copies,
+                  std::vector<std::shared_ptr<DeviceBuffer>>& outs);
   // build_options plus, when `attention` (the plan has an attention region) and
   // FUSEJIT_ATTENTION allows it, the cuDNN session: made at the first such call; when cuDNN
   // cannot be loaded or a handle made, one log line and no session (the kernel runs).

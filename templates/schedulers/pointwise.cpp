@@ -87,8 +87,15 @@ void add_elements(kir::Block& loop, const RegionInfo& info, const Sweep& sweep, 
   for (size_t k : sweep.outputs) {
     const ir::NodeId id = info.region.outputs[k];
     const ir::Node& n = info.node(id);
-    const kir::ExprP value = values.value(id, index_from_digits(at, n.shape), inner);
     const kir::ExprP dst = kir::var(fmt::format("out{}", k));
+    if (n.op == ir::Op::update_slice) {  // its value's element, stored where it lands
+      const Index element = index_from_digits(at, ir::computed_shape(info.graph, id));
+      const kir::ExprP value = values.value(n.inputs[1], element, inner);
+      body.assign(kir::subscript(dst, values.update_offset(id, element, inner)),
+                  apply(dtype_code(n.dtype).store, value));
+      continue;
+    }
+    const kir::ExprP value = values.value(id, index_from_digits(at, n.shape), inner);
     if (v == 1) {
       body.assign(kir::subscript(dst, kir::var("i")), apply(dtype_code(n.dtype).store, value));
     } else {
@@ -139,17 +146,26 @@ int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, i
 
 namespace {
 
-// The region's outputs grouped by element count, in the order of their first output.
+// The region's outputs grouped by element count (what the kernel computes of each: an update
+// only its value), in the order of their first output.
 std::vector<Sweep> sweeps_of(const RegionInfo& info) {
   std::vector<Sweep> sweeps;
   for (size_t k = 0; k < info.region.outputs.size(); ++k) {
-    const int64_t count = ir::numel(info.node(info.region.outputs[k]).shape);
+    const int64_t count = ir::numel(ir::computed_shape(info.graph, info.region.outputs[k]));
     auto it = std::find_if(sweeps.begin(), sweeps.end(),
                            [&](const Sweep& s) { return s.count == count; });
     if (it == sweeps.end()) it = sweeps.insert(sweeps.end(), Sweep{count, {}});
     it->outputs.push_back(k);
   }
   return sweeps;
+}
+
+// Whether the sweep writes an update_slice: one element per thread and iteration (its stores
+// land at a position loaded at run time).
+bool writes_update(const RegionInfo& info, const Sweep& sweep) {
+  return std::any_of(sweep.outputs.begin(), sweep.outputs.end(), [&](size_t k) {
+    return info.node(info.region.outputs[k]).op == ir::Op::update_slice;
+  });
 }
 
 // A static sweep takes the full vector width whatever its count (a scalar tail takes the
@@ -161,6 +177,10 @@ PointwiseParams sweep_params(const RegionInfo& info, const CodegenOptions& optio
   p.block = kBlock;
   p.waves = 0;  // nothing per block to amortize: one block per 256 vectors
   for (const Sweep& sweep : sweeps_of(info)) {
+    if (writes_update(info, sweep)) {
+      p.vector_widths.push_back(1);
+      continue;
+    }
     const int64_t per_outer = info.per_outer(sweep.count, "an output's elements");
     const int full = vector_width(info, options.vectorize, {});
     const bool with_tail = !info.dynamic() && sweep.count >= full;

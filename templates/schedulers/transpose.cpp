@@ -493,6 +493,11 @@ class TiledTransposeScheduler final : public Scheduler {
   std::optional<std::string> refusal(const RegionInfo& info,
                                      const CodegenOptions& options) const override {
     if (info.region.kind != fusion::RegionKind::pointwise) return "not a pointwise region";
+    for (ir::NodeId out : info.region.outputs) {
+      if (info.node(out).op == ir::Op::update_slice) {
+        return "it writes an update_slice, at a position loaded at run time";
+      }
+    }
     std::string why;
     if (!schedule(info, options, why)) return why;
     return std::nullopt;

@@ -214,9 +214,15 @@ inline void check_plan(const Plan& plan) {
     // Closed: every operand of a node the region evaluates is evaluated there or read.
     for (NodeId id : r.nodes) {
       const ir::Node& n = g.node(id);
-      for (NodeId in : n.inputs) {
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        const NodeId in = n.inputs[k];
         const bool transposed = n.op == Op::permute && r.kind == RegionKind::gemm;
-        if (!transposed) CHECK((contains(r.nodes, in) || contains(r.inputs, in)));
+        if (n.op == Op::update_slice && k == 0) {  // the buffer written in place, not read
+          CHECK(g.node(in).op == Op::input);
+          CHECK_FALSE(contains(r.inputs, in));
+        } else if (!transposed) {
+          CHECK((contains(r.nodes, in) || contains(r.inputs, in)));
+        }
       }
       if (ir::op_kind(n.op) == ir::OpKind::reduce) {
         CHECK((r.kind == RegionKind::reduction || r.kind == RegionKind::normalization));
@@ -259,7 +265,7 @@ inline void check_plan(const Plan& plan) {
       available.insert(out);
     }
     if (r.kind == RegionKind::pointwise) {
-      for (NodeId out : r.outputs) CHECK(g.node(out).shape == r.shape);
+      for (NodeId out : r.outputs) CHECK(ir::computed_shape(g, out) == r.shape);
     }
   }
   for (size_t i = 0; i < g.size(); ++i) {
@@ -475,7 +481,14 @@ inline std::vector<ir::HostTensor> run_plan(const Plan& plan,
     Graph sub;
     std::map<NodeId, NodeId> local;
     std::vector<ir::HostTensor> feed;
-    for (NodeId in : r.inputs) {
+    // An update's destination is not read but written in place: the region's update sees the
+    // buffer as it is now, and leaves its result there for the regions after it (as the
+    // executor does), so a region reading the buffer after the write would see the new values.
+    std::vector<NodeId> leaves = r.inputs;
+    for (NodeId id : r.nodes) {
+      if (g.node(id).op == Op::update_slice) leaves.push_back(g.node(id).inputs[0]);
+    }
+    for (NodeId in : leaves) {
       if (local.count(in) != 0) continue;
       REQUIRE(memory.count(in) == 1);
       local[in] = ir::add_input(sub, g.node(in).dtype, g.node(in).shape);
@@ -491,7 +504,11 @@ inline std::vector<ir::HostTensor> run_plan(const Plan& plan,
     }
     for (NodeId out : r.outputs) sub.add_output(local.at(out));
     const std::vector<ir::HostTensor> results = ir::interpret(sub, feed);
-    for (size_t k = 0; k < r.outputs.size(); ++k) memory[r.outputs[k]] = results[k];
+    for (size_t k = 0; k < r.outputs.size(); ++k) {
+      memory[r.outputs[k]] = results[k];
+      const ir::Node& out = g.node(r.outputs[k]);
+      if (out.op == Op::update_slice) memory[out.inputs[0]] = results[k];
+    }
     if (r.kind == RegionKind::gemm) {
       INFO("gemm region writing %" << r.outputs.at(0));
       CHECK(epilogue_error(plan, r, memory) <= kEpilogueUnits);

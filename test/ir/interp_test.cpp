@@ -500,6 +500,49 @@ void check_gather() {
   CHECK(gather_position(2, 5) == 2);
 }
 
+void check_update_slice() {
+  {
+    // Rows 1..2 of the middle axis of a [2, 4, 2] tensor, written from start 1: each of the two
+    // leading rows gets its own two rows of the value.
+    Graph g;
+    const NodeId dst = add_input(g, f32, {2, 4, 2});
+    const NodeId src = add_input(g, f32, {2, 2, 2});
+    const NodeId start = add_input(g, i64, {});
+    g.add_output(add_update_slice(g, dst, src, 1, start));
+    const std::vector<HostTensor> out =
+        run(g, {tensor(f32, {2, 4, 2}, iota(16)), tensor(f32, {2, 2, 2}, iota(8, 100)),
+                tensor(i64, {}, {1})});
+    check_tensor(out[0], f32, {2, 4, 2},
+                 {0, 1, 100, 101, 102, 103, 6, 7, 8, 9, 104, 105, 106, 107, 14, 15});
+  }
+  {
+    // Starts are placed as update_start says: -1 counts from the end and is then clamped so
+    // that the two rows fit (row 2), 9 is clamped to the last start that fits, -7 to 0. bf16
+    // data, an i32 start of shape [1], along the last axis.
+    for (const auto& [start, at] :
+         std::vector<std::pair<double, int64_t>>{{-1, 2}, {9, 2}, {-7, 0}, {1, 1}}) {
+      INFO("start " << start);
+      Graph g;
+      const NodeId dst = add_input(g, bf16, {1, 4});
+      const NodeId src = add_input(g, bf16, {1, 2});
+      const NodeId s = add_input(g, i32, {1});
+      g.add_output(add_update_slice(g, dst, src, -1, s));
+      const std::vector<HostTensor> out =
+          run(g, {tensor(bf16, {1, 4}, {1, 2, 3, 4}), tensor(bf16, {1, 2}, {-8, -9}),
+                  tensor(i32, {1}, {start})});
+      std::vector<double> want = {1, 2, 3, 4};
+      want[static_cast<size_t>(at)] = -8;
+      want[static_cast<size_t>(at + 1)] = -9;
+      check_tensor(out[0], bf16, {1, 4}, want);
+    }
+  }
+  CHECK(update_start(-1, 2, 4) == 2);
+  CHECK(update_start(3, 1, 4) == 3);
+  CHECK(update_start(4, 1, 4) == 3);
+  CHECK(update_start(-9, 1, 4) == 0);
+  CHECK(update_start(0, 4, 4) == 0);
+}
+
 // The generator against the published Philox4x32-10 known answers (Salmon et al., Random123's
 // kat_vectors: counter words, key words -> output words).
 void check_philox() {
@@ -641,6 +684,9 @@ void check_op(Op op) {
     case Op::rand:
     case Op::randn:
       check_random(op);
+      return;
+    case Op::update_slice:
+      check_update_slice();
       return;
   }
   FAIL("no reference check for op " << static_cast<int>(op));

@@ -65,6 +65,10 @@ Graph graph_for(Op op) {
     case OpKind::random:
       out = add_random(g, op, DType::bf16, {3, 2}, add_input(g, DType::i64, {2}));
       break;
+    case OpKind::update:
+      out =
+          add_update_slice(g, add_input(g, DType::f32, {2, 8}), x, 1, add_input(g, DType::i32, {}));
+      break;
   }
   g.set_outputs({out, x});
   return g;
