@@ -9,9 +9,16 @@
 
 namespace fusejit::templates {
 
+// The registration: each scheduler's accessor, defined in its own file, and the table that
+// lists them. Asked in the table's order: the tiled transpose before the sweep that serves
+// every other pointwise region, the column kernel before the row kernel that serves every
+// other reduction.
+const Scheduler& tiled_transpose_scheduler();  // transpose.cpp
+const Scheduler& pointwise_scheduler();        // pointwise.cpp
+const Scheduler& column_scheduler();           // column.cpp
+const Scheduler& row_scheduler();              // rowwise.cpp
+
 const std::vector<const Scheduler*>& schedulers() {
-  // Asked in this order: the tiled transpose before the sweep that serves every other pointwise
-  // region, the column kernel before the row kernel that serves every other reduction.
   static const std::vector<const Scheduler*> list = {
       &tiled_transpose_scheduler(),
       &pointwise_scheduler(),

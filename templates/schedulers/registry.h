@@ -6,8 +6,11 @@
 //
 // Owns the list and its order, and the parameter structs with their text, hash and fields. Does
 // not own how a scheduler decides or builds: that is its own file (pointwise.cpp, transpose.cpp,
-// column.cpp, rowwise.cpp with row_schedule.cpp). Attention is not here: its kernel is made for
-// an AttentionSpec, not a region (attention.h).
+// column.cpp, rowwise.cpp with row_schedule.cpp and the row kernel's pieces, row_kernel.h).
+// A new scheduler is its own file, defining its accessor (`const Scheduler& x_scheduler()`),
+// and one row in registry.cpp's table; a new row schedule returns RowParams and builds with
+// build_row_kernel, so only a scheduler with parameters of a new kind adds them here. Attention is
+// not here: its kernel is made for an AttentionSpec, not a region (attention.h).
 #pragma once
 
 #include <cstdint>
@@ -97,11 +100,8 @@ class Scheduler {
   virtual int variants(const RegionInfo&, const CodegenOptions&) const { return 0; }
 };
 
-// The schedulers, each defined in its own file; the order of `schedulers()` is the order asked.
-const Scheduler& tiled_transpose_scheduler();  // transpose.cpp
-const Scheduler& pointwise_scheduler();        // pointwise.cpp
-const Scheduler& column_scheduler();           // column.cpp
-const Scheduler& row_scheduler();              // rowwise.cpp
+// The schedulers, each defined in its own file and registered in registry.cpp's table, whose
+// order is the order asked.
 const std::vector<const Scheduler*>& schedulers();
 
 // A scheduler's answer for one region: nothing when it takes it, else why not.

@@ -43,7 +43,7 @@ struct RowConfig {
   // never reach: build_register_path), so that they need no predicate and no clamp.
   int64_t full_chunks = 0;
   // With `bounded`: the shortest row a launch gives the path (one element more than the path
-  // before it holds), which sizes its grid (RowwiseBuilder::kernel_body).
+  // before it holds), which sizes its grid (row_kernel_body, row_launch.cpp).
   int64_t shortest = 1;
   // The blocks per SM its launch bounds ask to keep resident where that spills nothing (more
   // than min_resident_blocks; the kernel falls back to that otherwise); 0: min_resident_blocks.
@@ -54,7 +54,7 @@ struct RowConfig {
   // A cached row in a block that has its SM to itself (half the SM's threads): the inputs that
   // fill the register cache are staged in shared memory one row ahead (cp.async), so that the
   // next row's loads are in flight while this row's passes and reductions run, where nothing
-  // else on the SM would keep DRAM busy (row_config, RowwiseBuilder::cache_fill).
+  // else on the SM would keep DRAM busy (row_config, RowStages in row_cache.cpp).
   bool staged = false;
 
   int64_t pieces() const { return std::max(split, cluster); }
