@@ -280,6 +280,24 @@ inline size_t count_declared(const templates::kir::Function& fn, std::string_vie
   return n;
 }
 
+// The type (with its qualifiers) of the variable the kernel declares as `name`; "" where it
+// declares none (the first of several, where nested blocks declare it again).
+inline std::string declared_type(const templates::kir::Function& fn, std::string_view name) {
+  using templates::kir::StmtKind;
+  std::string type;
+  visit_stmts(fn, [&](const templates::kir::Stmt& s) {
+    if (!type.empty()) return;
+    if (s.kind == StmtKind::let || s.kind == StmtKind::array || s.kind == StmtKind::loop) {
+      if (s.name == name) type = s.type;
+    } else if (s.kind == StmtKind::declare) {
+      for (const auto& d : s.declarators) {
+        if (d.name == name) type = s.type;
+      }
+    }
+  });
+  return type;
+}
+
 // The index arithmetic's width: 64 where a loop of the kernel counts in 64 bits (every template
 // loops over its work with a counter of the index type: RegionInfo::wide_index), else 32.
 inline int index_bits(const templates::kir::Function& fn) {
