@@ -285,9 +285,12 @@ TEST_CASE("vectorized and scalar pointwise kernels", "[templates][pointwise]") {
     const NodeId x = add_input(g, DType::f32, {7, 6});
     const NodeId b = add_input(g, DType::f32, {6});
     g.add_output(add_binary(g, Op::add, x, b));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
-    CHECK(text.find("4 per thread") != std::string::npos);
-    CHECK(text.find("the last 2 one per thread") != std::string::npos);
+    const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
+    const std::string text = kernel_text(k);
+    CHECK(test::schedule_field(k, "vector_widths") == "[4]");
+    // 10 vectors, then the last 2 elements one per thread.
+    CHECK(test::loop_bounds(test::kernel_ir(g, RegionKind::pointwise).fn, "t") ==
+          std::vector<int64_t>{10, 2});
     CHECK(text.find("fj_load_vec(r0, in0 + i0)") != std::string::npos);
     CHECK(text.find("in1[i % 6]") != std::string::npos);
   }
@@ -302,8 +305,10 @@ TEST_CASE("outputs of different sizes get one sweep each", "[templates][pointwis
   g.add_output(add_binary(g, Op::mul, x, e));
   const auto k = compile_graph(g, RegionKind::pointwise);
   const std::string text = kernel_text(k);
-  CHECK(text.find("sweep over 256 elements") != std::string::npos);
-  CHECK(text.find("sweep over 16384 elements") != std::string::npos);
+  // A sweep each, in vectors of 4: 256 elements, then 16384.
+  CHECK(test::schedule_field(k, "vector_widths") == "[4, 4]");
+  CHECK(test::loop_bounds(test::kernel_ir(g, RegionKind::pointwise).fn, "t") ==
+        std::vector<int64_t>{64, 4096});
   CHECK(k.work_blocks == 16);  // 16384 / 4 per thread / 256 threads
 }
 

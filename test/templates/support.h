@@ -298,6 +298,26 @@ inline std::string declared_type(const templates::kir::Function& fn, std::string
   return type;
 }
 
+// The bounds of the kernel's loops over the counter `name`, in order (a pointwise kernel's
+// sweeps over `t`: its vectors, then a scalar tail where the count is no multiple of the width);
+// -1 for a bound that is no count (a dynamic kernel's bound read at launch).
+inline std::vector<int64_t> loop_bounds(const templates::kir::Function& fn, std::string_view name) {
+  using templates::kir::ExprKind;
+  std::vector<int64_t> out;
+  visit_stmts(fn, [&](const templates::kir::Stmt& s) {
+    if (s.kind != templates::kir::StmtKind::loop || s.name != name) return;
+    const templates::kir::ExprP& b = s.bound;
+    if (b && b->kind == ExprKind::extent) {
+      out.push_back(b->number);
+    } else if (b && b->kind == ExprKind::lit) {
+      out.push_back(std::stoll(b->text));
+    } else {
+      out.push_back(-1);
+    }
+  });
+  return out;
+}
+
 // The index arithmetic's width: 64 where a loop of the kernel counts in 64 bits (every template
 // loops over its work with a counter of the index type: RegionInfo::wide_index), else 32.
 inline int index_bits(const templates::kir::Function& fn) {
