@@ -165,7 +165,8 @@ TEST_CASE("which rows get no cluster", "[templates][cluster]") {
     g.add_output(test::softmax(g, add_input(g, DType::f32, {16, 300000})));
     const templates::Kernel k = test::compile_graph(g, RegionKind::normalization);
     CHECK(k.cluster == 1);
-    CHECK(test::has(test::kernel_text(k), "fj_max_sum"));
+    CHECK(test::schedule_flag(k, "online"));
+    CHECK(test::has(test::kernel_text(k), "fj_max_sum a"));
   }
   SECTION("integer statistics are not exchanged") {
     Graph g;
