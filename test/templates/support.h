@@ -2,6 +2,7 @@
 // and the NVRTC check every generated kernel goes through.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -100,6 +101,22 @@ inline templates::Kernel compile_graph(const ir::Graph& g, fusion::RegionKind ki
 // The kernel proper, without the pasted device helpers.
 inline std::string kernel_text(const templates::Kernel& k) {
   return k.source.substr(k.source.find(templates::kKernelMarker));
+}
+
+// The kernel proper without its comments (every `//` to the end of its line; kernels hold no
+// string literals): what a check of code must search, where a comment (the region's summary,
+// which echoes constants and ops) could hold the same text.
+inline std::string kernel_code(const templates::Kernel& k) {
+  const std::string text = kernel_text(k);
+  std::string code;
+  for (size_t at = 0; at < text.size();) {
+    const size_t eol = std::min(text.find('\n', at), text.size());
+    const size_t comment = text.find("//", at);
+    code += text.substr(at, std::min(comment, eol) - at);
+    code += '\n';
+    at = eol + 1;
+  }
+  return code;
 }
 
 // True when `what` occurs in `text` (kernel text checks read better with it).
