@@ -111,6 +111,9 @@ TEST_CASE("normalizations split rows one block cannot hold over thread-block clu
       CHECK(count(text, fmt::format("fj_cluster_fold<{}>", e.cluster)) ==
             static_cast<size_t>(exchanges(n)));
       CHECK(count(text, "fj_cluster_sync();") == static_cast<size_t>(exchanges(n) + 1));
+      CHECK(test::count_intrinsics(test::kernel_ir(g, RegionKind::normalization, no_l2()).fn,
+                                   templates::kir::Intrinsic::sync_cluster) ==
+            static_cast<size_t>(exchanges(n) + 1));
       // A single exchange per row alternates between two slots.
       CHECK(test::has(text, "fj_phase ^= 1;") == (exchanges(n) == 1));
       // The last block's piece ends past the row: its accesses stop at the row's end.

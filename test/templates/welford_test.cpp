@@ -41,8 +41,12 @@ templates::Kernel check_one_pass(const Graph& g, const templates::CodegenOptions
   const std::string text = test::kernel_text(k);
   CHECK(test::has(k.source, "// ==== fj_welford.cuh ===="));
   CHECK(test::row_passes(g, RegionKind::normalization, options) == passes);
-  CHECK(test::count_declared(test::kernel_ir(g, RegionKind::normalization, options).fn, "a",
-                             "fj_welford") == 1);
+  const templates::KernelBody ir = test::kernel_ir(g, RegionKind::normalization, options);
+  CHECK(test::count_declared(ir.fn, "a", "fj_welford") == 1);
+  using templates::kir::Intrinsic;
+  CHECK(test::count_intrinsics(ir.fn, Intrinsic::block_reduce) +
+            test::count_intrinsics(ir.fn, Intrinsic::warp_reduce) ==
+        1);
   CHECK(count(text, "fj_welford a") == 1);
   CHECK(count(text, "fj_block_reduce<") + count(text, "fj_warp_reduce<") == 1);
   CHECK(count(text, "fj_op_welford()") >= 1);
