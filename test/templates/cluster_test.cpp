@@ -103,14 +103,17 @@ TEST_CASE("normalizations split rows one block cannot hold over thread-block clu
       CHECK(k.work_blocks == rows * e.cluster);
       CHECK(test::has(text, fmt::format("__cluster_dims__({}, 1, 1) __launch_bounds__({}, {})",
                                   e.cluster, e.block, 1024 / e.block)));
-      CHECK(test::has(text, fmt::format("a cluster of {} blocks, {} elements each", e.cluster,
-                                  e.piece)));
-      CHECK(test::has(text, "row cached in registers"));
+      CHECK(test::schedule_count(k, "cluster") == e.cluster);
+      CHECK(test::schedule_count(k, "piece") == e.piece);
+      CHECK(test::schedule_flag(k, "register_cache"));
       CHECK(test::has(k.source, "// ==== fj_cluster.cuh ===="));
       // Each exchange folds the cluster's partials in rank order; one more barrier at exit.
       CHECK(count(text, fmt::format("fj_cluster_fold<{}>", e.cluster)) ==
             static_cast<size_t>(exchanges(n)));
       CHECK(count(text, "fj_cluster_sync();") == static_cast<size_t>(exchanges(n) + 1));
+      CHECK(test::count_intrinsics(test::kernel_ir(g, RegionKind::normalization, no_l2()).fn,
+                                   templates::kir::Intrinsic::sync_cluster) ==
+            static_cast<size_t>(exchanges(n) + 1));
       // A single exchange per row alternates between two slots.
       CHECK(test::has(text, "fj_phase ^= 1;") == (exchanges(n) == 1));
       // The last block's piece ends past the row: its accesses stop at the row's end.
@@ -165,7 +168,8 @@ TEST_CASE("which rows get no cluster", "[templates][cluster]") {
     g.add_output(test::softmax(g, add_input(g, DType::f32, {16, 300000})));
     const templates::Kernel k = test::compile_graph(g, RegionKind::normalization);
     CHECK(k.cluster == 1);
-    CHECK(test::has(test::kernel_text(k), "fj_max_sum"));
+    CHECK(test::schedule_flag(k, "online"));
+    CHECK(test::has(test::kernel_text(k), "fj_max_sum a"));
   }
   SECTION("integer statistics are not exchanged") {
     Graph g;

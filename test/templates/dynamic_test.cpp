@@ -306,7 +306,9 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
     CHECK(has(text, "k0 < fj_e1; k0 += 32"));  // a warp per row, scalar: S may be odd
     CHECK(has(text, "row * fj_e1 + k0"));
     CHECK(has(text, "fj_max_sum"));  // online softmax: two passes over the row, not three
+    CHECK(test::schedule_flag(k, "online"));
     CHECK_FALSE(has(text, "cache"));  // the row is read from memory in each pass
+    CHECK_FALSE(test::schedule_flag(k, "register_cache"));
     CHECK(k.items_per_outer == 8);   // elements per B*S*S
   }
   // A layer norm over a dynamic hidden size D, on N rows: the mean divides by D at run time.
@@ -387,15 +389,17 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
       const std::string text = kernel_text(k);
       INFO(text);
       const int group = 2 << path;
-      CHECK(has(text, "a register path for rows whose length is given at launch"));
-      CHECK(has(text, fmt::format("{} thread(s) per row", group)));
+      CHECK(test::schedule_count(k, "register_path") == path);
+      CHECK(test::schedule_flag(k, "looped"));
+      CHECK(test::schedule_count(k, "threads_per_row") == group);
       CHECK(k.block == (group <= 32 ? 256 : group));
-      CHECK(has(text, "row cached in registers"));
+      CHECK(test::schedule_flag(k, "register_cache"));
       CHECK(has(text, "min("));  // a vector past the end loads the last one
       CHECK(has(text, group <= 32 ? fmt::format("fj_warp_reduce<1, {}>", group)
                                   : fmt::format("fj_block_reduce<{}>", group)));
       // s1 is odd: scalars, 16 per thread.
-      CHECK(has(text, "16 vector(s) of 1 per thread"));
+      CHECK(test::schedule_count(k, "vectors_per_thread") == 16);
+      CHECK(test::schedule_count(k, "vector_width") == 1);
       CHECK(k.max_row_length == 16 * group);
       CHECK(k.row_length.exponents == std::vector<int>{0, 1});  // s1
       CHECK(k.row_length.coefficient == 1);
@@ -419,13 +423,15 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
       const std::string text = kernel_text(k);
       INFO(text);
       CHECK((k.block == 512 || k.block == 1024));
-      CHECK(has(text, fmt::format("{} thread(s) per row", k.block)));
+      CHECK(test::schedule_count(k, "register_path") == path);
+      CHECK(test::schedule_count(k, "threads_per_row") == k.block);
       CHECK(has(text, fmt::format("fj_block_reduce<{}>", k.block)));
       CHECK(has(text, fmt::format("__launch_bounds__({}, FJ_MIN_BLOCKS)", k.block)));
       CHECK(has(k.source, fmt::format("#define FJ_MIN_BLOCKS {}", 2048 / k.block)));
       CHECK(k.max_row_length > longest);
       CHECK(k.max_row_length % k.block == 0);
-      CHECK(has(text, fmt::format("{} vector(s) of 1 per thread", k.max_row_length / k.block)));
+      CHECK(test::schedule_count(k, "vectors_per_thread") == k.max_row_length / k.block);
+      CHECK(test::schedule_count(k, "vector_width") == 1);
       CHECK(spill_stores(k) == 0);
       longest = k.max_row_length;
     }
@@ -482,8 +488,8 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     }
     REQUIRE(o.kernel.has_value());
     CHECK(o.kernel->max_row_length == bounds[static_cast<size_t>(path) - 1]);
-    CHECK(has(kernel_text(*o.kernel),
-              fmt::format("{} thread(s) per row", groups[static_cast<size_t>(path) - 1])));
+    CHECK(test::schedule_count(*o.kernel, "threads_per_row") ==
+          groups[static_cast<size_t>(path) - 1]);
     CHECK(has(kernel_text(*o.kernel), "fj_load_vec("));
     CHECK(has(kernel_text(*o.kernel), " - 4))"));  // the last vector of 4 f32
     compile_and_check(*o.kernel, only_region(plan_at(rows, {257, 8 * 1031})));
@@ -495,7 +501,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
                               add_input(g, DType::f32, {s[0]}), add_input(g, DType::f32, {s[0]}))});
   };
   const templates::Kernel one = require_dynamic(few, kA1, kB1, kC1, kD1, {}, 1);
-  CHECK(has(kernel_text(one), "512 thread(s) per row"));
+  CHECK(test::schedule_count(one, "threads_per_row") == 512);
   CHECK(one.max_row_length == 512 * 16);  // 16 scalars per thread (s0 is odd)
   CHECK_FALSE(dynamic_at(few, kA1, kB1, {}, 2).kernel.has_value());
   // A single pass reads the row once: no register path; nor has a kernel without a row length

@@ -131,9 +131,14 @@ TEST_CASE("pointwise: any count takes whole vectors and a scalar tail", "[templa
           templates::generate(g, test::whole_graph_region(g, RegionKind::pointwise));
       const std::string text = kernel_text(k);
       const int64_t tail = n % v;
-      CHECK(has(text, fmt::format("{} per thread", n >= v ? v : 1)));
+      CHECK(test::schedule_field(k, "vector_widths") == fmt::format("[{}]", n >= v ? v : 1));
       CHECK(has(text, "fj_load_vec(") == (n >= v));
-      CHECK(has(text, fmt::format("the last {} one per thread", tail)) == (n >= v && tail > 0));
+      // The sweep's loops: over the vectors, then over the last `tail` elements one per thread.
+      const std::vector<int64_t> loops =
+          test::loop_bounds(test::kernel_ir(g, RegionKind::pointwise).fn, "t");
+      CHECK(loops == (n < v      ? std::vector<int64_t>{n}
+                      : tail > 0 ? std::vector<int64_t>{n / v, tail}
+                                 : std::vector<int64_t>{n / v}));
       if (n >= v && tail > 0) {
         CHECK(has(text, fmt::format("t < {}; t +=", n / v)));  // the vectors
         CHECK(has(text, fmt::format("t < {}; t +=", tail)));   // the tail

@@ -128,7 +128,8 @@ TEST_CASE("constants of every dtype including non-finite ones", "[templates][poi
   g.add_output(add_binary(g, Op::mul, l, add_constant(g, DType::i64, -9e18)));
   g.add_output(add_where(g, add_constant(g, DType::boolean, 1), i, l));
   const auto k = compile_graph(g, RegionKind::pointwise);
-  const std::string text = kernel_text(k);
+  // In the code, not only in the region's summary (a comment that shows every constant).
+  const std::string text = fusejit::test::kernel_code(k);
   CHECK(text.find("0x1.99999ap-4f") != std::string::npos);  // 0.1f, exactly
   CHECK(text.find("__uint_as_float(0xff800000u)") != std::string::npos);
   CHECK(text.find("__uint_as_float(0x7fffffffu)") != std::string::npos);
@@ -142,7 +143,7 @@ TEST_CASE("i64 constants reach the kernel exactly, INT64_MIN included", "[templa
   y = add_binary(g, Op::mul, y, add_integer_constant(g, DType::i64, 9007199254740993));
   y = add_binary(g, Op::sub, y, add_integer_constant(g, DType::i64, INT64_MIN));
   g.add_output(y);
-  const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
+  const std::string text = fusejit::test::kernel_code(compile_graph(g, RegionKind::pointwise));
   CHECK(text.find("9223372036854775807LL") != std::string::npos);
   CHECK(text.find("9007199254740993LL") != std::string::npos);
   CHECK(text.find("(-9223372036854775807LL - 1)") != std::string::npos);
@@ -285,9 +286,12 @@ TEST_CASE("vectorized and scalar pointwise kernels", "[templates][pointwise]") {
     const NodeId x = add_input(g, DType::f32, {7, 6});
     const NodeId b = add_input(g, DType::f32, {6});
     g.add_output(add_binary(g, Op::add, x, b));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
-    CHECK(text.find("4 per thread") != std::string::npos);
-    CHECK(text.find("the last 2 one per thread") != std::string::npos);
+    const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
+    const std::string text = kernel_text(k);
+    CHECK(test::schedule_field(k, "vector_widths") == "[4]");
+    // 10 vectors, then the last 2 elements one per thread.
+    CHECK(test::loop_bounds(test::kernel_ir(g, RegionKind::pointwise).fn, "t") ==
+          std::vector<int64_t>{10, 2});
     CHECK(text.find("fj_load_vec(r0, in0 + i0)") != std::string::npos);
     CHECK(text.find("in1[i % 6]") != std::string::npos);
   }
@@ -302,8 +306,10 @@ TEST_CASE("outputs of different sizes get one sweep each", "[templates][pointwis
   g.add_output(add_binary(g, Op::mul, x, e));
   const auto k = compile_graph(g, RegionKind::pointwise);
   const std::string text = kernel_text(k);
-  CHECK(text.find("sweep over 256 elements") != std::string::npos);
-  CHECK(text.find("sweep over 16384 elements") != std::string::npos);
+  // A sweep each, in vectors of 4: 256 elements, then 16384.
+  CHECK(test::schedule_field(k, "vector_widths") == "[4, 4]");
+  CHECK(test::loop_bounds(test::kernel_ir(g, RegionKind::pointwise).fn, "t") ==
+        std::vector<int64_t>{64, 4096});
   CHECK(k.work_blocks == 16);  // 16384 / 4 per thread / 256 threads
 }
 

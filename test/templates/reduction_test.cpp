@@ -13,6 +13,8 @@ using namespace fusejit::ir;
 using fusejit::test::compile_graph;
 using fusejit::test::has;
 using fusejit::test::kernel_text;
+using fusejit::test::schedule_count;
+using fusejit::test::scheduler_of;
 using fusion::RegionKind;
 
 namespace {
@@ -168,7 +170,7 @@ TEST_CASE("column reductions split long narrow columns over blocks", "[templates
       CHECK(k.serial_launches);
       CHECK(k.block == 512);
     } else {
-      CHECK(text.find("split") == std::string::npos);
+      CHECK_FALSE(has(text, "__device__"));  // no module-scope scratch
       CHECK_FALSE(k.serial_launches);
     }
   }
@@ -183,7 +185,9 @@ TEST_CASE("split columns: integer sum and max, and a mean with an epilogue",
     g.add_output(add_reduce(g, Op::max, x, {0}, false));
     const auto k = compile_graph(g, RegionKind::reduction);
     const std::string text = kernel_text(k);
-    CHECK(text.find("columns split in 32 pieces of 2048 rows") != std::string::npos);
+    const auto p = test::params_of<templates::ColumnParams>(g, RegionKind::reduction);
+    CHECK(p.split == 32);
+    CHECK(p.piece == 2048);
     CHECK(text.find("__device__ long long fj_partial") != std::string::npos);
     CHECK(text.find("__device__ int fj_partial") != std::string::npos);
     CHECK(k.serial_launches);
@@ -197,7 +201,7 @@ TEST_CASE("split columns: integer sum and max, and a mean with an epilogue",
       INFO(shape[0] << " x " << shape[1]);
       const auto k = compile_graph(g, RegionKind::reduction);
       const std::string text = kernel_text(k);
-      CHECK(text.find("columns split in") != std::string::npos);
+      CHECK(test::params_of<templates::ColumnParams>(g, RegionKind::reduction).split > 1);
       // The epilogue runs in the tile's last block only, after the fold.
       const size_t last = text.find("if (!fj_last) {");
       REQUIRE(last != std::string::npos);
@@ -213,24 +217,21 @@ TEST_CASE("the epilogue reads inputs at its row", "[templates][reduction]") {
   const NodeId scale = add_input(g, DType::f32, {128, 1});
   const NodeId s = add_reduce(g, Op::sum, x, {0}, true);  // [1, 128, 32]
   g.add_output(add_binary(g, Op::mul, s, scale));
-  const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
-  CHECK(text.find("column-style") != std::string::npos);
+  CHECK(scheduler_of(compile_graph(g, RegionKind::reduction)) == "column");
 }
 
 TEST_CASE("row reductions choose their group from the row length", "[templates][reduction]") {
   struct Case {
     int64_t length;
-    const char* threads;
+    int64_t threads;  // per row
   };
-  for (const Case& c :
-       {Case{4, "1 thread(s) per row"}, Case{1000, "32 thread(s) per row"},
-        Case{16384, "512 thread(s) per row"}, Case{1 << 20, "512 thread(s) per row"}}) {
+  for (const Case& c : {Case{4, 1}, Case{1000, 32}, Case{16384, 512}, Case{1 << 20, 512}}) {
     Graph g;
     const NodeId x = add_input(g, DType::f32, {1024, c.length});
     g.add_output(add_reduce(g, Op::sum, x, {1}, false));
     INFO(c.length);
     const auto k = compile_graph(g, RegionKind::reduction);
-    CHECK(kernel_text(k).find(c.threads) != std::string::npos);
+    CHECK(schedule_count(k, "threads_per_row") == c.threads);
     CHECK_FALSE(k.serial_launches);
   }
 }
@@ -242,7 +243,8 @@ TEST_CASE("few long rows are split over several blocks", "[templates][reduction]
     g.add_output(add_reduce(g, Op::max, x, {1}, false));
     const auto k = compile_graph(g, RegionKind::reduction);
     const std::string text = kernel_text(k);
-    CHECK(text.find("rows split in 64 pieces of 16384 elements") != std::string::npos);
+    CHECK(schedule_count(k, "split_blocks") == 64);
+    CHECK(schedule_count(k, "piece") == 16384);
     CHECK(k.serial_launches);
     CHECK(k.work_blocks == 8 * 64);
   }
@@ -254,7 +256,7 @@ TEST_CASE("few long rows are split over several blocks", "[templates][reduction]
     g.add_output(add_unary(g, Op::sqrt, ms));
     const auto k = compile_graph(g, RegionKind::reduction);
     const std::string text = kernel_text(k);
-    CHECK(text.find("rows split in 1024 pieces") != std::string::npos);
+    CHECK(schedule_count(k, "split_blocks") == 1024);
     CHECK(text.find("#pragma unroll 4") != std::string::npos);  // 64 vectors per thread: a loop
     CHECK(k.work_blocks == 1024);
   }
@@ -291,9 +293,10 @@ TEST_CASE("reductions that read each other take one pass each", "[templates][red
   const NodeId mu = add_reduce(g, Op::mean, x, {1}, true);
   const NodeId d = add_binary(g, Op::sub, x, mu);
   g.add_output(add_reduce(g, Op::sum, add_binary(g, Op::mul, d, d), {1}, false));
-  const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
-  CHECK(text.find("2 pass(es) over the row, row cached in registers") != std::string::npos);
-  CHECK(text.find("// pass 2") != std::string::npos);
+  compile_graph(g, RegionKind::reduction);
+  CHECK(test::row_passes(g, RegionKind::reduction) == 2);
+  // Held in registers between them: the register cache, an array of the row's values.
+  CHECK(test::declared_type(test::kernel_ir(g, RegionKind::reduction).fn, "cache0") == "float");
 }
 
 TEST_CASE("regions a reduction kernel cannot compute are internal errors",
@@ -386,8 +389,11 @@ TEST_CASE("column softmax statistics accumulate online, in one pass, split or no
       return std::find(region.nodes.begin(), region.nodes.end(), id) - region.nodes.begin();
     };
     const auto max = place(s.max), sum = place(s.sum);
-    CHECK(has(text, "column-style"));
-    CHECK(has(text, fmt::format("online softmax pair: max v{} and sum v{}", max, sum)));
+    CHECK(scheduler_of(k) == "column");
+    // The online pair: an accumulator of the max, which the sum rides with.
+    const templates::KernelBody ir = test::kernel_ir(s.g, RegionKind::reduction);
+    CHECK(test::declared_type(ir.fn, fmt::format("a{}", max)) == "fj_max_sum");
+    CHECK(test::declared_type(ir.fn, fmt::format("a{}", sum)).empty());
     // One accumulator pair per column and lane, fed X itself: exp(X - M) is never evaluated.
     CHECK(has(text, fmt::format("fj_max_sum a{}[", max)));
     CHECK(has(text, "fj_op_max_sum<false>()"));  // f32 statistics: precise exponentials
@@ -396,7 +402,7 @@ TEST_CASE("column softmax statistics accumulate online, in one pass, split or no
     CHECK(has(text, fmt::format("fj_max_sum_total(a{}[j])", max)));
     CHECK(has(text, fmt::format("a{}[j].m", max)));
     CHECK(k.serial_launches == c.split);
-    CHECK(has(text, "columns split in") == c.split);
+    CHECK((schedule_count(k, "split") > 1) == c.split);
     if (c.split) {
       CHECK(has(text, fmt::format("__device__ fj_max_sum fj_partial{}[", max)));
       CHECK(has(text, fmt::format("fj_volatile_load(&fj_partial{}[", max)));
@@ -418,19 +424,23 @@ TEST_CASE("column online pairs share a kernel with other reductions and an epilo
       const NodeId lse = add_binary(g, Op::add, add_unary(g, Op::log, s), m);
       g.set_outputs({add_cast(g, lse, DType::bf16), add_reduce(g, Op::sum, xf, {0}, false)});
       INFO(shape[0] << " x " << shape[1]);
-      const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
-      CHECK(has(text, "column-style"));
-      CHECK(has(text, "online softmax pair"));
+      const templates::Kernel k = compile_graph(g, RegionKind::reduction);
+      const std::string text = kernel_text(k);
+      CHECK(scheduler_of(k) == "column");
+      // The online pair's accumulator (the sum rides with its max).
+      CHECK(test::count_declared(test::kernel_ir(g, RegionKind::reduction).fn, "a", "fj_max_sum") ==
+            1);
       CHECK(has(text, "fj_op_sum()"));
       CHECK(has(text, "fj_log"));
     }
   }
   SECTION("with per-node rounding the pair is two passes of a row-style kernel") {
     const ColumnStats s = column_stats(DType::bf16, {4096, 1024}, 0);
-    const std::string text = kernel_text(
-        compile_graph(s.g, RegionKind::reduction, {.rounding = Rounding::node}));
-    CHECK(has(text, "row-style"));
-    CHECK(has(text, "2 pass(es)"));
+    const templates::CodegenOptions node{.rounding = Rounding::node};
+    const templates::Kernel k = compile_graph(s.g, RegionKind::reduction, node);
+    const std::string text = kernel_text(k);
+    CHECK(scheduler_of(k) == "rows");
+    CHECK(test::row_passes(s.g, RegionKind::reduction, node) == 2);
     CHECK_FALSE(has(text, "fj_max_sum"));
   }
   SECTION("over axes {0, 2}: row-style; over four long columns: split column-style") {
@@ -443,8 +453,9 @@ TEST_CASE("column online pairs share a kernel with other reductions and an epilo
       const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
       g.set_outputs({m, add_reduce(g, Op::sum, e, axes, true)});
       INFO((shape.size() == 3 ? "axes {0, 2}" : "four long columns"));
-      const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
-      CHECK(has(text, shape.size() == 3 ? "row-style" : "column-style"));
+      const templates::Kernel k = compile_graph(g, RegionKind::reduction);
+      CHECK(scheduler_of(k) == (shape.size() == 3 ? "rows" : "column"));
+      if (shape.size() != 3) CHECK(schedule_count(k, "split") > 1);
     }
   }
   SECTION("bf16 statistics allow the approximate exponential") {

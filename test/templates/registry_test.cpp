@@ -253,6 +253,9 @@ TEST_CASE("parameters print, hash and convert to JSON", "[templates][registry]")
   p.split = 2;
   CHECK(templates::params_hash("column", p) != h);
   CHECK(templates::params_hash("rows", c.schedule.params) != h);
+  // ... and in every run and build: XXH3 of the text, not of anything in memory.
+  CHECK(templates::params_hash("pointwise", PointwiseParams{.vector_widths = {8, 1}}) ==
+        0x1da6aba33b3aa7baULL);  // XXH3-64 (seed 0) of the text checked next
   CHECK(templates::params_text("pointwise", PointwiseParams{.vector_widths = {8, 1}}) ==
         "pointwise{vector_widths=[8, 1], block=256, waves=0}");
 }

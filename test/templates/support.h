@@ -2,10 +2,14 @@
 // and the NVRTC check every generated kernel goes through.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "fusejit/error.h"
@@ -13,7 +17,13 @@
 #include "ir/graph.h"
 #include "jit/runtime/nvrtc.h"
 #include "support/catch.h"
+#include "templates/builders.h"
+#include "templates/emit.h"
 #include "templates/kernel.h"
+#include "templates/kir/kir.h"
+#include "templates/schedulers/reduction.h"
+#include "templates/schedulers/registry.h"
+#include "templates/schedulers/row_schedule.h"
 
 namespace fusejit::test {
 
@@ -93,9 +103,246 @@ inline std::string kernel_text(const templates::Kernel& k) {
   return k.source.substr(k.source.find(templates::kKernelMarker));
 }
 
+// The kernel proper without its comments (every `//` to the end of its line; kernels hold no
+// string literals): what a check of code must search, where a comment (the region's summary,
+// which echoes constants and ops) could hold the same text.
+inline std::string kernel_code(const templates::Kernel& k) {
+  const std::string text = kernel_text(k);
+  std::string code;
+  for (size_t at = 0; at < text.size();) {
+    const size_t eol = std::min(text.find('\n', at), text.size());
+    const size_t comment = text.find("//", at);
+    code += text.substr(at, std::min(comment, eol) - at);
+    code += '\n';
+    at = eol + 1;
+  }
+  return code;
+}
+
 // True when `what` occurs in `text` (kernel text checks read better with it).
 inline bool has(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
+}
+
+// What a kernel was built from, for the tests to assert on rather than on the comments a kernel
+// carries (free to change: issue 33): the parameters its scheduler chose
+// (templates/schedulers/registry.h) and its kernel IR (templates/kir/kir.h).
+
+// The value of `field` in the kernel's schedule line (Kernel::schedule: `name{field=value, ...}`,
+// params_text), as written there: a count, true or false, or a list [a, b]. Fails the test
+// where the line has no such field.
+inline std::string schedule_field(const templates::Kernel& k, std::string_view field) {
+  INFO("schedule " << k.schedule);
+  const std::string key = std::string(field) + "=";
+  size_t at = std::string::npos;
+  for (size_t p = k.schedule.find(key); p != std::string::npos; p = k.schedule.find(key, p + 1)) {
+    if (p > 0 && (k.schedule[p - 1] == '{' || k.schedule[p - 1] == ' ')) {
+      at = p + key.size();
+      break;
+    }
+  }
+  if (at == std::string::npos) FAIL("no field " << field << " in the schedule");
+  size_t end = at;
+  for (int depth = 0; end < k.schedule.size(); ++end) {
+    const char c = k.schedule[end];
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (depth == 0 && (c == ',' || c == '}')) break;
+  }
+  return k.schedule.substr(at, end - at);
+}
+
+// A count of the kernel's schedule (schedule_field).
+inline int64_t schedule_count(const templates::Kernel& k, std::string_view field) {
+  return std::stoll(schedule_field(k, field));
+}
+
+// A switch of the kernel's schedule (schedule_field).
+inline bool schedule_flag(const templates::Kernel& k, std::string_view field) {
+  const std::string v = schedule_field(k, field);
+  INFO(field << "=" << v);
+  REQUIRE((v == "true" || v == "false"));
+  return v == "true";
+}
+
+// The scheduler that made the kernel: "pointwise", "tiled_transpose", "column", "rows".
+inline std::string scheduler_of(const templates::Kernel& k) {
+  return k.schedule.substr(0, k.schedule.find('{'));
+}
+
+// The parameters generate() picks for the region (templates::schedule); fails the test where
+// another scheduler's kind of parameters is chosen.
+template <class P>
+P params_of(const ir::Graph& g, const fusion::Region& region,
+            const templates::CodegenOptions& options = {}) {
+  const templates::Schedule s = templates::schedule(g, region, options);
+  INFO("schedule " << templates::schedule_text(s));
+  const P* p = std::get_if<P>(&s.params);
+  REQUIRE(p != nullptr);
+  return *p;
+}
+
+template <class P>
+P params_of(const ir::Graph& g, fusion::RegionKind kind,
+            const templates::CodegenOptions& options = {}) {
+  return params_of<P>(g, whole_graph_region(g, kind), options);
+}
+
+// The passes a row kernel of the region makes over its rows' elements, as the row scheduler
+// builds it (rowwise.cpp, build_rows: the reductions analyzed with the parameters' online
+// choice, row_schedule.h: element_passes).
+inline int row_passes(const ir::Graph& g, const fusion::Region& region,
+                      const templates::CodegenOptions& options = {}) {
+  const templates::RegionInfo info(g, region, options);
+  const templates::Schedule s = templates::schedule(info, options);
+  const auto* p = std::get_if<templates::RowParams>(&s.params);
+  REQUIRE(p != nullptr);
+  return templates::element_passes(templates::analyze_reduction(info, p->online));
+}
+
+inline int row_passes(const ir::Graph& g, fusion::RegionKind kind,
+                      const templates::CodegenOptions& options = {}) {
+  return row_passes(g, whole_graph_region(g, kind), options);
+}
+
+// The kernel IR generate() builds for the region: the chosen scheduler's tree with its
+// declarations placed, before its indices are lowered (templates/generate.cpp, build_body).
+inline templates::KernelBody kernel_ir(const ir::Graph& g, const fusion::Region& region,
+                                       const templates::CodegenOptions& options = {}) {
+  const templates::RegionInfo info(g, region, options);
+  const templates::Schedule s = templates::schedule(info, options);
+  templates::KernelBody body = s.scheduler->build(info, options, s.params);
+  templates::kir::place_declarations(body.fn);
+  return body;
+}
+
+inline templates::KernelBody kernel_ir(const ir::Graph& g, fusion::RegionKind kind,
+                                       const templates::CodegenOptions& options = {}) {
+  return kernel_ir(g, whole_graph_region(g, kind), options);
+}
+
+// Every statement of a block, nested blocks included, in order.
+inline void visit_stmts(const templates::kir::Block& b,
+                        const std::function<void(const templates::kir::Stmt&)>& f) {
+  for (const templates::kir::Stmt& s : b.stmts) {
+    f(s);
+    if (s.body) visit_stmts(*s.body, f);
+  }
+}
+
+// Every statement of a kernel: its module-scope head, then its body.
+inline void visit_stmts(const templates::kir::Function& fn,
+                        const std::function<void(const templates::kir::Stmt&)>& f) {
+  visit_stmts(fn.head, f);
+  visit_stmts(fn.body, f);
+}
+
+// Every expression node of a kernel's statements (values, targets, loop bounds, declarators),
+// each tree visited before its arguments.
+inline void visit_exprs(const templates::kir::Function& fn,
+                        const std::function<void(const templates::kir::Expr&)>& f) {
+  std::function<void(const templates::kir::ExprP&)> walk = [&](const templates::kir::ExprP& e) {
+    if (!e) return;
+    f(*e);
+    for (const auto& a : e->args) walk(a);
+  };
+  visit_stmts(fn, [&](const templates::kir::Stmt& s) {
+    for (const auto* e : {&s.value, &s.target, &s.init, &s.bound, &s.step}) walk(*e);
+    for (const auto& d : s.declarators) {
+      for (const auto& dim : d.dims) walk(dim);
+      walk(d.value);
+    }
+  });
+}
+
+// How many typed device operations `which` the kernel performs (with these compile-time
+// parameters, where given: a warp reduction's lanes apart and group, a block reduction's block).
+inline size_t count_intrinsics(const templates::kir::Function& fn, templates::kir::Intrinsic which,
+                               const std::vector<int64_t>& numbers = {}) {
+  size_t n = 0;
+  visit_exprs(fn, [&](const templates::kir::Expr& e) {
+    if (e.kind == templates::kir::ExprKind::intrinsic && e.number == static_cast<int64_t>(which) &&
+        (numbers.empty() || e.numbers == numbers)) {
+      ++n;
+    }
+  });
+  return n;
+}
+
+// How many calls of functions whose name (template arguments included) starts with `prefix`.
+inline size_t count_calls(const templates::kir::Function& fn, std::string_view prefix) {
+  size_t n = 0;
+  visit_exprs(fn, [&](const templates::kir::Expr& e) {
+    if (e.kind == templates::kir::ExprKind::call && e.text.starts_with(prefix)) ++n;
+  });
+  return n;
+}
+
+// How many variables (scalars, arrays, loop counters, declarators) the kernel declares whose
+// name starts with `prefix` and whose type (with its qualifiers) contains `type` ("": any).
+inline size_t count_declared(const templates::kir::Function& fn, std::string_view prefix,
+                             std::string_view type = "") {
+  using templates::kir::StmtKind;
+  size_t n = 0;
+  visit_stmts(fn, [&](const templates::kir::Stmt& s) {
+    const bool typed = s.type.find(type) != std::string::npos;
+    if (s.kind == StmtKind::let || s.kind == StmtKind::array || s.kind == StmtKind::loop) {
+      if (typed && s.name.starts_with(prefix)) ++n;
+    } else if (s.kind == StmtKind::declare) {
+      for (const auto& d : s.declarators) {
+        if (typed && d.name.starts_with(prefix)) ++n;
+      }
+    }
+  });
+  return n;
+}
+
+// The type (with its qualifiers) of the variable the kernel declares as `name`; "" where it
+// declares none (the first of several, where nested blocks declare it again).
+inline std::string declared_type(const templates::kir::Function& fn, std::string_view name) {
+  using templates::kir::StmtKind;
+  std::string type;
+  visit_stmts(fn, [&](const templates::kir::Stmt& s) {
+    if (!type.empty()) return;
+    if (s.kind == StmtKind::let || s.kind == StmtKind::array || s.kind == StmtKind::loop) {
+      if (s.name == name) type = s.type;
+    } else if (s.kind == StmtKind::declare) {
+      for (const auto& d : s.declarators) {
+        if (d.name == name) type = s.type;
+      }
+    }
+  });
+  return type;
+}
+
+// The bounds of the kernel's loops over the counter `name`, in order (a pointwise kernel's
+// sweeps over `t`: its vectors, then a scalar tail where the count is no multiple of the width);
+// -1 for a bound that is no count (a dynamic kernel's bound read at launch).
+inline std::vector<int64_t> loop_bounds(const templates::kir::Function& fn, std::string_view name) {
+  using templates::kir::ExprKind;
+  std::vector<int64_t> out;
+  visit_stmts(fn, [&](const templates::kir::Stmt& s) {
+    if (s.kind != templates::kir::StmtKind::loop || s.name != name) return;
+    const templates::kir::ExprP& b = s.bound;
+    if (b && b->kind == ExprKind::extent) {
+      out.push_back(b->number);
+    } else if (b && b->kind == ExprKind::lit) {
+      out.push_back(std::stoll(b->text));
+    } else {
+      out.push_back(-1);
+    }
+  });
+  return out;
+}
+
+// The index arithmetic's width: 64 where a loop of the kernel counts in 64 bits (every template
+// loops over its work with a counter of the index type: RegionInfo::wide_index), else 32.
+inline int index_bits(const templates::kir::Function& fn) {
+  bool wide = false;
+  visit_stmts(fn, [&](const templates::kir::Stmt& s) {
+    wide = wide || (s.kind == templates::kir::StmtKind::loop && s.type == "long long");
+  });
+  return wide ? 64 : 32;
 }
 
 inline const std::vector<DType>& all_dtypes() {

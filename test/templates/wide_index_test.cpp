@@ -7,7 +7,11 @@ using namespace fusejit;
 using namespace fusejit::ir;
 using fusejit::test::compile_graph;
 using fusejit::test::has;
+using fusejit::test::index_bits;
+using fusejit::test::kernel_ir;
 using fusejit::test::kernel_text;
+using fusejit::test::schedule_flag;
+using fusejit::test::scheduler_of;
 using fusion::RegionKind;
 
 namespace {
@@ -26,39 +30,51 @@ TEST_CASE("kernels over more than 2^31 elements use 64-bit indices", "[templates
     const NodeId x = add_input(g, DType::f16, {50000, 50000});
     const NodeId z = add_input(g, DType::f16, {50000, 50000});
     g.add_output(add_binary(g, Op::add, add_permute(g, x, {1, 0}), z));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::pointwise));
-    CHECK(has(text, "tiled transpose"));
-    CHECK(has(text, "64-bit index arithmetic"));
+    CHECK(scheduler_of(compile_graph(g, RegionKind::pointwise)) == "tiled_transpose");
+    CHECK(index_bits(kernel_ir(g, RegionKind::pointwise).fn) == 64);
+  }
+  SECTION("and 32-bit ones below (the same templates, smaller)") {
+    Graph t;
+    const NodeId x = add_input(t, DType::f16, {500, 500});
+    t.add_output(
+        add_binary(t, Op::add, add_permute(t, x, {1, 0}), add_input(t, DType::f16, {500, 500})));
+    CHECK(scheduler_of(compile_graph(t, RegionKind::pointwise)) == "tiled_transpose");
+    CHECK(index_bits(kernel_ir(t, RegionKind::pointwise).fn) == 32);
+    Graph r;
+    r.add_output(softmax_rows(r, add_input(r, DType::bf16, {2000, 16384})));
+    compile_graph(r, RegionKind::normalization);
+    CHECK(index_bits(kernel_ir(r, RegionKind::normalization).fn) == 32);
   }
   SECTION("3-D broadcast") {
     Graph g;
     const NodeId a = add_input(g, DType::bf16, {2, 1, 40000});
     const NodeId b = add_input(g, DType::bf16, {1, 40000, 40000});
     g.add_output(add_binary(g, Op::mul, a, b));
-    CHECK(has(kernel_text(compile_graph(g, RegionKind::pointwise)), "64-bit index arithmetic"));
+    compile_graph(g, RegionKind::pointwise);
+    CHECK(index_bits(kernel_ir(g, RegionKind::pointwise).fn) == 64);
   }
   SECTION("rows held in registers") {
     Graph g;
     g.add_output(softmax_rows(g, add_input(g, DType::bf16, {200000, 16384})));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::normalization));
-    CHECK(has(text, "row cached in registers"));
-    CHECK(has(text, "64-bit index arithmetic"));
+    CHECK(schedule_flag(compile_graph(g, RegionKind::normalization), "register_cache"));
+    CHECK(index_bits(kernel_ir(g, RegionKind::normalization).fn) == 64);
   }
   SECTION("vocabulary-wide rows with online statistics (no clusters before sm_90)") {
     Graph g;
     g.add_output(softmax_rows(g, add_input(g, DType::f32, {20000, 128256})));
-    const std::string text = kernel_text(compile_graph(
-        g, RegionKind::normalization, {.target = templates::target_for_arch("sm_80")}));
-    CHECK(has(text, "fj_max_sum"));
-    CHECK(has(text, "64-bit index arithmetic"));
+    const templates::CodegenOptions sm80{.target = templates::target_for_arch("sm_80")};
+    const templates::Kernel k = compile_graph(g, RegionKind::normalization, sm80);
+    CHECK(schedule_flag(k, "online"));
+    CHECK(has(kernel_text(k), "fj_max_sum a"));
+    CHECK(index_bits(kernel_ir(g, RegionKind::normalization, sm80).fn) == 64);
   }
   SECTION("vocabulary-wide rows split over a thread-block cluster") {
     Graph g;
     g.add_output(softmax_rows(g, add_input(g, DType::f32, {20000, 128256})));
     const templates::Kernel k = compile_graph(g, RegionKind::normalization);
     CHECK(k.cluster == 8);
-    CHECK(has(kernel_text(k), "row cached in registers"));
-    CHECK(has(kernel_text(k), "64-bit index arithmetic"));
+    CHECK(schedule_flag(k, "register_cache"));
+    CHECK(index_bits(kernel_ir(g, RegionKind::normalization).fn) == 64);
   }
   SECTION("column softmax statistics, online, split over blocks") {
     Graph g;
@@ -66,16 +82,18 @@ TEST_CASE("kernels over more than 2^31 elements use 64-bit indices", "[templates
     const NodeId m = add_reduce(g, Op::max, x, {0}, true);
     const NodeId e = add_unary(g, Op::exp, add_binary(g, Op::sub, x, m));
     g.set_outputs({m, add_reduce(g, Op::sum, e, {0}, true)});
-    const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
-    CHECK(has(text, "online softmax pair"));
-    CHECK(has(text, "columns split in"));
-    CHECK(has(text, "64-bit index arithmetic"));
+    const templates::Kernel k = compile_graph(g, RegionKind::reduction);
+    CHECK(scheduler_of(k) == "column");
+    CHECK(test::schedule_count(k, "split") > 1);
+    const templates::KernelBody ir = kernel_ir(g, RegionKind::reduction);
+    CHECK(test::count_declared(ir.fn, "a", "fj_max_sum") == 1);  // the online pair's accumulator
+    CHECK(index_bits(ir.fn) == 64);
   }
   SECTION("a narrow column reduction split over blocks") {
     Graph g;
     g.add_output(add_reduce(g, Op::sum, add_input(g, DType::bf16, {40000000, 64}), {0}, false));
-    const std::string text = kernel_text(compile_graph(g, RegionKind::reduction));
-    CHECK(has(text, "64-bit index arithmetic"));
+    compile_graph(g, RegionKind::reduction);
+    CHECK(index_bits(kernel_ir(g, RegionKind::reduction).fn) == 64);
   }
 }
 
@@ -88,7 +106,7 @@ TEST_CASE("kernels at the 2^62-byte tensor limit compile and launch within CUDA'
     Graph g;
     g.add_output(add_unary(g, Op::exp, add_input(g, DType::f32, {k2to30, k2to30})));
     const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
-    CHECK(has(kernel_text(k), "64-bit index arithmetic"));
+    CHECK(index_bits(kernel_ir(g, RegionKind::pointwise).fn) == 64);
     CHECK(k.work_blocks > (int64_t{1} << 31));
     CHECK(templates::launch_grid(k, 132) == (int64_t{1} << 31) - 1);
   }
@@ -96,7 +114,7 @@ TEST_CASE("kernels at the 2^62-byte tensor limit compile and launch within CUDA'
     Graph g;
     g.add_output(add_reduce(g, Op::sum, add_input(g, DType::f32, {k2to30, k2to30}), {1}, false));
     const templates::Kernel k = compile_graph(g, RegionKind::reduction);
-    CHECK(has(kernel_text(k), "64-bit index arithmetic"));
+    CHECK(index_bits(kernel_ir(g, RegionKind::reduction).fn) == 64);
     CHECK(templates::launch_grid(k, 132) <= (int64_t{1} << 31) - 1);
   }
   SECTION("column reduction") {
@@ -104,7 +122,8 @@ TEST_CASE("kernels at the 2^62-byte tensor limit compile and launch within CUDA'
     g.add_output(add_reduce(g, Op::sum, add_input(g, DType::bf16, {int64_t{1} << 59, 4}), {0},
                             false));
     const templates::Kernel k = compile_graph(g, RegionKind::reduction);
-    CHECK(has(kernel_text(k), "64-bit index arithmetic"));
+    CHECK(scheduler_of(k) == "column");
+    CHECK(index_bits(kernel_ir(g, RegionKind::reduction).fn) == 64);
     CHECK(templates::launch_grid(k, 132) <= (int64_t{1} << 31) - 1);
   }
   SECTION("transpose") {
@@ -112,7 +131,8 @@ TEST_CASE("kernels at the 2^62-byte tensor limit compile and launch within CUDA'
     const NodeId x = add_input(g, DType::f32, {k2to30, k2to30});
     g.add_output(add_permute(g, x, {1, 0}));
     const templates::Kernel k = compile_graph(g, RegionKind::pointwise);
-    CHECK(has(kernel_text(k), "64-bit index arithmetic"));
+    CHECK(scheduler_of(k) == "tiled_transpose");
+    CHECK(index_bits(kernel_ir(g, RegionKind::pointwise).fn) == 64);
     CHECK(templates::launch_grid(k, 132) <= (int64_t{1} << 31) - 1);
   }
 }
