@@ -218,6 +218,17 @@ Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, double value =
 // x's dtype category, so NaN in x stays NaN. Throws fusejit::UsageError when lo > hi or neither
 // bound is given.
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
+// torch.argmax along `axis`: the position (i64) of the largest value, the first one among
+// equals; NaN counts as the largest (as in torch). One row kernel: the max, then the position.
+Tensor argmax(const Tensor& x, int64_t axis = -1, bool keepdim = false);
+// A draw from softmax(logits / temperature) along `axis`, as i64 positions, one per row: the
+// Gumbel-max trick, argmax(logits / temperature - log(-log(u))) with u = Context::rand(shape,
+// seed, offset), so a draw is a pure function of (seed, offset, position) and the same on the
+// GPU and the CPU reference; use a new offset (or seed) per step. temperature 0 is argmax.
+// Throws fusejit::UsageError for integer logits or a temperature that is negative or not
+// finite.
+Tensor sample(const Tensor& logits, double temperature, uint64_t seed, uint64_t offset = 0,
+              int64_t axis = -1);
 // torch.nn.functional.dropout in training mode: each element kept with probability 1 - p and
 // scaled by 1 / (1 - p), the others 0. The mask is rand(x.shape, seed, offset) < 1 - p (see
 // Context::rand): the same (seed, offset) gives the same mask, on the GPU and the CPU

@@ -195,4 +195,49 @@ Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
   return downcast(where(keep, kept, ctx.scalar(0.0)), x.dtype());
 }
 
+// The first position of the largest value along `axis`: min over the positions where x equals
+// the row's max (NaN, which max keeps, counts as the largest: its positions are the hits when
+// there is one, as torch.argmax picks it). One normalization kernel: the max, then the min of
+// the hits' positions over the same row.
+Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
+  if (x.rank() == 0) throw UsageError("argmax: x is a scalar; it has no axis to search along");
+  if (x.dtype() == DType::boolean) {
+    throw UsageError("argmax: x is bool; cast it to an integer or float dtype first");
+  }
+  const int64_t a = ir::normalize_axis(axis, x.rank(), "argmax");
+  const int64_t extent = x.shape()[static_cast<size_t>(a)];
+  Context& ctx = x.context();
+  Shape along(static_cast<size_t>(x.rank()), 1);
+  along[static_cast<size_t>(a)] = extent;
+  const Tensor position = reshape(ctx.arange(0, static_cast<double>(extent), 1, DType::i64), along);
+  const Tensor none = ctx.scalar(static_cast<double>(extent), DType::i64);
+  const Tensor largest = max(x, {a}, true);
+  const Tensor hit = where(ne(x, x), position, where(eq(x, largest), position, none));
+  return min(hit, {a}, keepdim);
+}
+
+// Gumbel-max: argmax(logits / t + g), g = -log(-log(u)) for u uniform per element, is a draw
+// from softmax(logits / t) along the axis. u comes from Context::rand(seed, offset), so the
+// draw is a pure function of (seed, offset, position), the same on the GPU and the CPU
+// reference, and a new seed or offset per step compiles nothing.
+Tensor sample(const Tensor& logits, double temperature, uint64_t seed, uint64_t offset,
+              int64_t axis) {
+  if (!is_floating(logits.dtype())) {
+    throw UsageError(
+        fmt::format("sample: the logits are {}{}; sampling needs floating-point "
+                    "logits",
+                    dtype_name(logits.dtype()), ir::shape_str(logits.shape())));
+  }
+  if (!(temperature >= 0.0) || std::isinf(temperature)) {
+    throw UsageError(
+        fmt::format("sample: temperature {} is not a finite number >= 0 (0 picks the "
+                    "largest logit)",
+                    temperature));
+  }
+  if (temperature == 0.0) return argmax(logits, axis);
+  const Tensor u = logits.context().rand(logits.shape(), seed, offset);
+  const Tensor gumbel = -log(-log(u));
+  return argmax(upcast(logits) * (1.0 / temperature) + gumbel, axis);
+}
+
 }  // namespace fusejit
