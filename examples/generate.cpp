@@ -1,0 +1,402 @@
+// Text generation with a Llama-architecture decoder written against fusejit's public API:
+// prefill of the prompt, then one decode step per token with a KV cache written in place
+// (update_slice at the position each step reads as data), greedy or sampled on the GPU.
+//
+//   generate                              Llama-3.1-8B shapes (32 layers, hidden 4096, 32
+//                                         heads, 8 KV heads, FFN 14336, vocab 128256, rope base
+//                                         500000), random bf16 weights drawn on the device
+//   generate --config tiny                2 layers, hidden 256: the shape the tests run
+//   generate --batch B --prompt P --new-tokens N --temperature T --seed S
+//   generate --layers L --hidden H --heads N --kv-heads K --ffn F --vocab V --rope-base R
+//   generate --check                      greedy tokens against a teacher-forced rerun of the
+//                                         whole sequence without the cache
+//
+// Each step is one eval: the next tokens, and with them every cache write the step recorded.
+// The decode trace is the same at every step (the position is an input's value), so it is
+// planned and compiled once. Weights are random (--random-weights, the only source so far):
+// drawn by fusejit's Philox generator inside the kernel that stores them, nothing downloaded.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fusejit/fusejit.h>
+
+namespace fj = fusejit;
+
+namespace {
+
+struct Config {
+  std::string name = "llama3-8b";
+  int64_t layers = 32, hidden = 4096, heads = 32, kv_heads = 8, ffn = 14336, vocab = 128256;
+  double rope_base = 500000.0;
+  int64_t head_dim() const { return hidden / heads; }
+};
+
+Config tiny() {
+  Config c;
+  c.name = "tiny";
+  c.layers = 2;
+  c.hidden = 256;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.ffn = 512;
+  c.vocab = 1000;
+  c.rope_base = 10000.0;
+  return c;
+}
+
+struct Run {
+  int64_t batch = 1, prompt = 128, new_tokens = 256;
+  double temperature = 0.0;  // 0: greedy
+  uint64_t seed = 2026;
+  bool check = false;
+  int64_t capacity() const { return prompt + new_tokens; }
+};
+
+struct Layer {
+  fj::Tensor attn_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2;
+  fj::Tensor k_cache, v_cache;  // [batch, kv_heads, capacity, head_dim], written in place
+};
+
+struct Model {
+  Config c;
+  fj::Tensor embed, final_norm, lm_head;
+  fj::Tensor cos, sin;  // [capacity, head_dim], f32: the rotary angles of every position
+  std::vector<Layer> layers;
+};
+
+constexpr fj::DType kDtype = fj::DType::bf16;
+
+// A [rows, cols] weight of standard deviation 1/sqrt(cols), drawn and stored by one kernel.
+fj::Tensor random_weight(fj::Context& ctx, int64_t rows, int64_t cols, uint64_t seed,
+                         uint64_t& stream) {
+  fj::Tensor w =
+      fj::cast(ctx.randn({rows, cols}, seed, stream++) * (1.0 / std::sqrt(double(cols))), kDtype);
+  return w.eval();
+}
+
+// Rotary tables: position p, dim i of head_dim d: angle p * base^(-2 (i mod d/2) / d).
+void rotary_tables(fj::Context& ctx, Model& m, int64_t capacity) {
+  const int64_t d = m.c.head_dim();
+  std::vector<double> inv(static_cast<size_t>(d));
+  for (int64_t i = 0; i < d; ++i) {
+    inv[static_cast<size_t>(i)] = std::pow(m.c.rope_base, -2.0 * double(i % (d / 2)) / double(d));
+  }
+  const fj::Tensor pos = fj::reshape(ctx.arange(0, double(capacity), 1), {capacity, 1});
+  const fj::Tensor angle = pos * ctx.from_vector(inv, {1, d});
+  m.cos = fj::cos(angle).eval();
+  m.sin = fj::sin(angle).eval();
+}
+
+Model random_model(fj::Context& ctx, const Config& c, const Run& r) {
+  Model m;
+  m.c = c;
+  uint64_t stream = 0;
+  const int64_t h = c.hidden, kv = c.kv_heads * c.head_dim();
+  m.embed = random_weight(ctx, c.vocab, h, r.seed, stream);
+  m.final_norm = ctx.ones({h}, kDtype).eval();
+  m.lm_head = random_weight(ctx, c.vocab, h, r.seed, stream);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    Layer y;
+    y.attn_norm = ctx.ones({h}, kDtype).eval();
+    y.ffn_norm = ctx.ones({h}, kDtype).eval();
+    y.wq = random_weight(ctx, h, h, r.seed, stream);
+    y.wk = random_weight(ctx, kv, h, r.seed, stream);
+    y.wv = random_weight(ctx, kv, h, r.seed, stream);
+    y.wo = random_weight(ctx, h, h, r.seed, stream);
+    y.w1 = random_weight(ctx, c.ffn, h, r.seed, stream);
+    y.w3 = random_weight(ctx, c.ffn, h, r.seed, stream);
+    y.w2 = random_weight(ctx, h, c.ffn, r.seed, stream);
+    m.layers.push_back(std::move(y));
+  }
+  rotary_tables(ctx, m, r.capacity());
+  return m;
+}
+
+// Fresh caches (zeros) for a run of `batch` sequences.
+void empty_caches(fj::Context& ctx, Model& m, int64_t batch, int64_t capacity) {
+  const fj::Shape shape{batch, m.c.kv_heads, capacity, m.c.head_dim()};
+  for (Layer& y : m.layers) {
+    y.k_cache = ctx.zeros(shape, kDtype).eval();
+    y.v_cache = ctx.zeros(shape, kDtype).eval();
+  }
+}
+
+// rotate-half rotary embedding of t [batch, heads, n, head_dim] at the rows' angles [n, d].
+fj::Tensor rope(const fj::Tensor& t, const fj::Tensor& cos, const fj::Tensor& sin) {
+  const int64_t d = t.shape().back();
+  const fj::Tensor first = fj::slice(t, -1, 0, d / 2);
+  const fj::Tensor second = fj::slice(t, -1, d / 2, d);
+  const fj::Tensor turned = fj::concat({-second, first}, -1);
+  return fj::cast(fj::cast(t, fj::DType::f32) * cos + fj::cast(turned, fj::DType::f32) * sin,
+                  kDtype);
+}
+
+// What a step's tokens see: their positions, the rotary angles there, and which cache entries
+// each query row may read (the keys at or before its position; rows are group-major).
+struct Positions {
+  fj::Tensor cos, sin;  // [n, head_dim]
+  fj::Tensor future;    // [group * n, capacity]: true where the key comes after the query
+};
+
+Positions positions(fj::Context& ctx, const Model& m, const fj::Tensor& start, int64_t n,
+                    int64_t capacity) {
+  const int64_t group = m.c.heads / m.c.kv_heads;
+  const fj::Tensor at = fj::reshape(start, {1}) + ctx.arange(0, double(n), 1, fj::DType::i32);
+  Positions p;
+  p.cos = fj::index_select(m.cos, 0, at);
+  p.sin = fj::index_select(m.sin, 0, at);
+  const fj::Tensor query =
+      fj::reshape(fj::expand(fj::reshape(at, {1, n}), {group, n}), {group * n, 1});
+  const fj::Tensor key =
+      fj::reshape(ctx.arange(0, double(capacity), 1, fj::DType::i32), {1, capacity});
+  p.future = fj::gt(key, query);
+  return p;
+}
+
+// Attention of the step's queries q [b, heads, n, d] over the layer's whole cache, grouped:
+// the `group` query heads of one KV head are rows of one matmul against that head's cache.
+fj::Tensor attention(fj::Context& ctx, const Model& m, Layer& y, const fj::Tensor& q,
+                     const Positions& p) {
+  const int64_t b = q.shape()[0], n = q.shape()[2], d = m.c.head_dim(), kv = m.c.kv_heads;
+  const int64_t group = m.c.heads / kv;
+  const fj::Tensor rows = fj::reshape(q, {b, kv, group * n, d});
+  fj::Tensor scores =
+      fj::matmul(rows, fj::transpose(y.k_cache, 2, 3)) * (1.0 / std::sqrt(double(d)));
+  scores = fj::where(p.future, ctx.scalar(-INFINITY, kDtype), scores);
+  const fj::Tensor out = fj::matmul(fj::softmax(scores, -1), y.v_cache);  // [b, kv, g*n, d]
+  return fj::reshape(fj::transpose(fj::reshape(out, {b, m.c.heads, n, d}), 1, 2),
+                     {b, n, m.c.hidden});
+}
+
+// One decoder layer over x [b, n, hidden]; writes the step's keys and values at `start`.
+fj::Tensor layer(fj::Context& ctx, const Model& m, Layer& y, const fj::Tensor& x,
+                 const fj::Tensor& start, const Positions& p) {
+  const int64_t b = x.shape()[0], n = x.shape()[1], d = m.c.head_dim();
+  auto heads = [&](const fj::Tensor& t, int64_t count) {
+    return fj::transpose(fj::reshape(t, {b, n, count, d}), 1, 2);
+  };
+  const fj::Tensor xn = fj::rms_norm(x, y.attn_norm, 1e-5);
+  const fj::Tensor q = rope(heads(fj::linear(xn, y.wq), m.c.heads), p.cos, p.sin);
+  fj::update_slice(y.k_cache, 2, start,
+                   rope(heads(fj::linear(xn, y.wk), m.c.kv_heads), p.cos, p.sin));
+  fj::update_slice(y.v_cache, 2, start, heads(fj::linear(xn, y.wv), m.c.kv_heads));
+  const fj::Tensor h = x + fj::linear(attention(ctx, m, y, q, p), y.wo);
+  const fj::Tensor hn = fj::rms_norm(h, y.ffn_norm, 1e-5);
+  return h + fj::linear(fj::silu(fj::linear(hn, y.w1)) * fj::linear(hn, y.w3), y.w2);
+}
+
+// The logits [b, rows, vocab] of the last `rows` positions of tokens [b, n] placed at `start`.
+fj::Tensor forward(fj::Context& ctx, Model& m, const fj::Tensor& tokens, const fj::Tensor& start,
+                   int64_t rows, int64_t capacity) {
+  const int64_t b = tokens.shape()[0], n = tokens.shape()[1];
+  const Positions p = positions(ctx, m, start, n, capacity);
+  fj::Tensor x = fj::embedding(m.embed, tokens);
+  for (Layer& y : m.layers) x = layer(ctx, m, y, x, start, p);
+  const fj::Tensor last = fj::slice(x, 1, n - rows, n);
+  const fj::Tensor logits = fj::linear(fj::rms_norm(last, m.final_norm, 1e-5), m.lm_head);
+  return fj::reshape(logits, {b, rows, m.c.vocab});
+}
+
+// The next token of each sequence [b, 1] (i32) from logits [b, 1, vocab].
+fj::Tensor choose(const fj::Tensor& logits, const Run& r, uint64_t step) {
+  const fj::Tensor picked =
+      r.temperature > 0 ? fj::sample(logits, r.temperature, r.seed, step) : fj::argmax(logits);
+  return fj::cast(picked, fj::DType::i32);
+}
+
+fj::Tensor position(fj::Context& ctx, int64_t p) {
+  return ctx.from_vector(std::vector<double>{double(p)}, {}, fj::DType::i32);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+struct Generated {
+  std::vector<double> prompt, tokens;  // [batch, prompt], [batch, new_tokens] row-major
+  double first_token_s = 0, decode_s = 0;
+};
+
+// Prefill, then new_tokens - 1 decode steps; each step one eval of the next tokens.
+Generated generate(fj::Context& ctx, Model& m, const Run& r) {
+  Generated g;
+  for (int64_t i = 0; i < r.batch * r.prompt; ++i) {
+    g.prompt.push_back(double((i * 7919 + 13) % m.c.vocab));
+  }
+  empty_caches(ctx, m, r.batch, r.capacity());
+  ctx.synchronize();
+  std::vector<fj::Tensor> steps;
+  auto t0 = std::chrono::steady_clock::now();
+  const fj::Tensor prompt = ctx.from_vector(g.prompt, {r.batch, r.prompt}, fj::DType::i32);
+  steps.push_back(choose(forward(ctx, m, prompt, position(ctx, 0), 1, r.capacity()), r, 0).eval());
+  ctx.synchronize();
+  g.first_token_s = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  for (int64_t s = 1; s < r.new_tokens; ++s) {
+    const fj::Tensor logits =
+        forward(ctx, m, steps.back(), position(ctx, r.prompt + s - 1), 1, r.capacity());
+    steps.push_back(choose(logits, r, static_cast<uint64_t>(s)).eval());
+  }
+  ctx.synchronize();
+  g.decode_s = seconds_since(t0);
+  std::vector<std::vector<double>> each;
+  for (const fj::Tensor& t : steps) each.push_back(t.to_host());
+  for (int64_t b = 0; b < r.batch; ++b) {
+    for (const std::vector<double>& t : each) g.tokens.push_back(t[static_cast<size_t>(b)]);
+  }
+  return g;
+}
+
+// Greedy only: the whole sequence (prompt and the tokens generated but the last) in one
+// prefill with fresh caches; the argmax at each of the last new_tokens positions must be the
+// token generated there. Returns the mismatches.
+int64_t check_greedy(fj::Context& ctx, Model& m, const Run& r, const Generated& g) {
+  const int64_t n = r.prompt + r.new_tokens - 1;
+  std::vector<double> all;
+  for (int64_t b = 0; b < r.batch; ++b) {
+    for (int64_t i = 0; i < r.prompt; ++i) all.push_back(g.prompt[size_t(b * r.prompt + i)]);
+    for (int64_t i = 0; i + 1 < r.new_tokens; ++i) {
+      all.push_back(g.tokens[size_t(b * r.new_tokens + i)]);
+    }
+  }
+  empty_caches(ctx, m, r.batch, r.capacity());
+  const fj::Tensor tokens = ctx.from_vector(all, {r.batch, n}, fj::DType::i32);
+  const fj::Tensor logits = forward(ctx, m, tokens, position(ctx, 0), r.new_tokens, r.capacity());
+  const std::vector<double> want = fj::argmax(logits).to_host();  // [batch, new_tokens]
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < want.size(); ++i) mismatches += want[i] != g.tokens[i] ? 1 : 0;
+  return mismatches;
+}
+
+double gigabytes(double bytes) { return bytes / 1e9; }
+
+void report(fj::Context& ctx, const Model& m, const Run& r, const Generated& g) {
+  const Config& c = m.c;
+  const double per_layer =
+      double(c.hidden) * (2.0 * c.hidden + 2.0 * c.kv_heads * c.head_dim() + 3.0 * c.ffn);
+  const double weights = (per_layer * c.layers + 2.0 * c.vocab * c.hidden) * 2.0;
+  const double read = (per_layer * c.layers + double(c.vocab) * c.hidden) * 2.0;  // per step
+  const double cache = 2.0 * c.layers * r.batch * c.kv_heads * r.capacity() * c.head_dim() * 2.0;
+  const double steps = double(r.new_tokens - 1);
+  std::printf("config %s: %lld layers, hidden %lld, %lld heads (%lld KV), ffn %lld, vocab %lld\n",
+              c.name.c_str(), (long long)c.layers, (long long)c.hidden, (long long)c.heads,
+              (long long)c.kv_heads, (long long)c.ffn, (long long)c.vocab);
+  std::printf("memory: weights %.2f GB, KV cache %.3f GB (batch %lld, %lld positions)\n",
+              gigabytes(weights), gigabytes(cache), (long long)r.batch, (long long)r.capacity());
+  std::printf("time to first token: %.2f ms (prefill of %lld tokens)\n", g.first_token_s * 1e3,
+              (long long)r.prompt);
+  if (steps > 0) {
+    const double step_s = g.decode_s / steps;
+    std::printf(
+        "decode: %.3f ms per step, %.1f tokens/s (%.1f per sequence), weights read at "
+        "%.0f GB/s\n",
+        step_s * 1e3, double(r.batch) / step_s, 1.0 / step_s, gigabytes(read) / step_s);
+  }
+  const fj::Context::Stats s = ctx.stats();
+  std::printf("fusejit: %lld evals, %lld plans, %lld kernels compiled, %lld graph launches\n",
+              (long long)s.traces_evaluated, (long long)s.plans_built,
+              (long long)s.kernels_compiled, (long long)s.graph_launches);
+  std::printf("tokens of sequence 0:");
+  for (int64_t i = 0; i < r.new_tokens && i < 32; ++i) {
+    std::printf(" %lld", (long long)g.tokens[static_cast<size_t>(i)]);
+  }
+  std::printf("%s\n", r.new_tokens > 32 ? " ..." : "");
+}
+
+int64_t integer(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  const long long n = std::stoll(v, &used);
+  if (used != v.size() || n < 1) throw std::invalid_argument(flag + " takes a positive integer");
+  return n;
+}
+
+// Applies one flag and its value; false for an unknown flag.
+bool apply(Config& c, Run& r, const std::string& flag, const std::string& v) {
+  if (flag == "--config") {
+    if (v != "tiny" && v != "llama3-8b") throw std::invalid_argument("--config: tiny or llama3-8b");
+    c = v == "tiny" ? tiny() : Config{};
+  } else if (flag == "--batch")
+    r.batch = integer(flag, v);
+  else if (flag == "--prompt")
+    r.prompt = integer(flag, v);
+  else if (flag == "--new-tokens")
+    r.new_tokens = integer(flag, v);
+  else if (flag == "--temperature")
+    r.temperature = std::stod(v);
+  else if (flag == "--seed")
+    r.seed = static_cast<uint64_t>(integer(flag, v));
+  else if (flag == "--layers")
+    c.layers = integer(flag, v);
+  else if (flag == "--hidden")
+    c.hidden = integer(flag, v);
+  else if (flag == "--heads")
+    c.heads = integer(flag, v);
+  else if (flag == "--kv-heads")
+    c.kv_heads = integer(flag, v);
+  else if (flag == "--ffn")
+    c.ffn = integer(flag, v);
+  else if (flag == "--vocab")
+    c.vocab = integer(flag, v);
+  else if (flag == "--rope-base")
+    c.rope_base = std::stod(v);
+  else
+    return false;
+  return true;
+}
+
+void parse(int argc, char** argv, Config& c, Run& r) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--check") {
+      r.check = true;
+    } else if (a == "--random-weights") {
+      // the default, and so far the only source of weights
+    } else if (i + 1 < argc && apply(c, r, a, argv[i + 1])) {
+      ++i;
+    } else {
+      throw std::invalid_argument("unknown flag or missing value: " + a +
+                                  " (see the comment "
+                                  "at the top of examples/generate.cpp)");
+    }
+  }
+  if (c.hidden % c.heads != 0 || c.heads % c.kv_heads != 0 || c.head_dim() % 2 != 0) {
+    throw std::invalid_argument(
+        "hidden must split into heads of even size, and heads into "
+        "groups of the KV heads");
+  }
+  if (r.temperature < 0) throw std::invalid_argument("--temperature must be >= 0");
+  if (r.check && r.temperature > 0) throw std::invalid_argument("--check needs greedy decoding");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  Config c;
+  Run r;
+  fj::Context ctx;
+  if (!ctx.has_gpu()) {  // the CPU reference: the tiny shape unless told otherwise
+    c = tiny();
+    r.prompt = 8;
+    r.new_tokens = 6;
+  }
+  parse(argc, argv, c, r);
+  if (!ctx.has_gpu()) std::printf("no GPU: the CPU reference runs the model\n");
+  Model m = random_model(ctx, c, r);
+  const Generated g = generate(ctx, m, r);
+  report(ctx, m, r, g);
+  if (r.check) {
+    const int64_t wrong = check_greedy(ctx, m, r, g);
+    std::printf("check: %lld of %lld tokens differ from a rerun without the cache: %s\n",
+                (long long)wrong, (long long)(r.batch * r.new_tokens),
+                wrong == 0 ? "pass" : "FAIL");
+    return wrong == 0 ? 0 : 1;
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "generate: %s\n", e.what());
+  return 2;
+}
