@@ -80,14 +80,11 @@ void build_signature(kir::Function& f, const AttentionSpec& s, Vars& n) {
   f.block = kAttentionThreads;
   f.min_blocks = 1;
   f.params_inline = true;
-  f.params = {{"unsigned short", "q"}, {"unsigned short", "k"}, {"unsigned short", "v"}};
-  if (has_mask_tensor(s)) f.params.push_back({mask_element(s.mask_dtype), "mask"});
-  f.params.push_back({"unsigned short", "o", false});
-  n.q = kir::var("q");
-  n.k = kir::var("k");
-  n.v = kir::var("v");
-  n.mask = kir::var("mask");
-  n.o = kir::var("o");
+  n.q = f.param("unsigned short", "q");
+  n.k = f.param("unsigned short", "k");
+  n.v = f.param("unsigned short", "v");
+  if (has_mask_tensor(s)) n.mask = f.param(mask_element(s.mask_dtype), "mask");
+  n.o = f.param("unsigned short", "o", false);
 }
 
 // constexpr long long k<name>b = .., k<name>h = .., k<name>s = ..;

@@ -822,7 +822,8 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
     const kir::ExprP rows = kir::lit(space_.rows);
     out.let_mut("__shared__ bool", "fj_last");
     loop = &out.loop(idx, "u", kir::block_index(), kir::lit(space_.rows * cfg_.split),
-                     kir::grid_blocks());
+                     kir::grid_blocks())
+                .body;
     // Piece-major: the blocks running together read the same piece of every row (one region
     // of memory when the reduced axes are not the inner ones).
     const kir::ExprP u = kir::var("u");
@@ -835,9 +836,9 @@ void RowwiseBuilder::add_row_loop(kir::Block& out, const kir::Block& row_body) c
       const kir::ExprP per_block = kir::lit(cfg_.rows_per_block);
       const kir::ExprP first = kir::mul(static_cast_to(idx, kir::block_index()), per_block);
       const kir::ExprP stride = kir::mul(static_cast_to(idx, kir::grid_blocks()), per_block);
-      loop = &out.loop(idx, "row0", first, rows, stride);
+      loop = &out.loop(idx, "row0", first, rows, stride).body;
     } else {
-      loop = &out.loop(idx, "row0", kir::block_index(), rows, kir::grid_blocks());
+      loop = &out.loop(idx, "row0", kir::block_index(), rows, kir::grid_blocks()).body;
     }
     loop->let_if_read(idx, "row",
                       cfg_.rows_per_block > 1 ? kir::add(row0, kir::infix(kir::thread_index(), "/",
