@@ -106,8 +106,9 @@ ExprP var(VarP v);
 // A read of whichever variable called `name` is declared where the read stands (in an
 // enclosing block, a loop or a parameter), bound to that variable by resolve_names, which
 // generate runs before the other passes. var(std::string) is the spelling those two files use;
-// make_root and make_lane_root (index.h) take names the same way, and vector_store (lower.h)
-// without a lane reads j by name. New code makes and keeps variables instead.
+// make_root and make_lane_root (index.h) take names the same way, vector_store (lower.h)
+// without a lane reads j by name, and so do the split helpers (reduction.h) for the variables
+// a SplitPartials leaves unmade. New code makes and keeps variables instead.
 ExprP named(std::string name);
 inline ExprP var(std::string name) { return named(std::move(name)); }
 inline ExprP var(const char* name) { return named(name); }
