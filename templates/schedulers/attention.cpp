@@ -125,7 +125,6 @@ Kernel generate_attention(const AttentionSpec& spec, const Target& target) {
         "generate_attention: sm_{} has no m16n8k16 bf16/f16 mma (needs sm_80 or later)", target.cc));
   const AttentionSchedule p = plan_attention(spec);
   kir::Function fn = build_attention_kernel(spec, p);
-  kir::resolve_names(fn);  // transitional: the builder still reads some variables by name
   kir::place_declarations(fn);
   kir::verify(fn);
   Kernel k = assemble_kernel("attention", {"fj_core.cuh", "fj_attention.cuh"}, "", fn);
