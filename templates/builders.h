@@ -57,16 +57,19 @@ Kernel assemble_kernel(std::string_view kind, const std::vector<std::string_view
 // tiled transpose): one 16-byte vector load in `prelude` for an input whose offset moves by one
 // per lane, one hoisted scalar load for an input the same for every lane, and a load per lane
 // in `body` for anything else (a transposed read); with V = 1 every load goes to `body`.
-// `load` is a Values leaf; `outer` is the scope of the prelude.
+// `load` is a Values leaf; `outer` is the scope of the prelude; `lane` reads the lane loop's
+// variable (built after the body: see kir::variable).
 class LaneLoads {
  public:
-  LaneLoads(const RegionInfo& info, int v, kir::Block& prelude, kir::Block& body, ValueScope& outer)
-      : info_(info), v_(v), prelude_(prelude), body_(body), outer_(outer) {}
+  LaneLoads(const RegionInfo& info, int v, kir::ExprP lane, kir::Block& prelude, kir::Block& body,
+            ValueScope& outer)
+      : info_(info), v_(v), lane_(std::move(lane)), prelude_(prelude), body_(body), outer_(outer) {}
   kir::ExprP load(ir::NodeId id, const Index& at);
 
  private:
   const RegionInfo& info_;
   int v_;
+  kir::ExprP lane_;
   kir::Block& prelude_;
   kir::Block& body_;
   ValueScope& outer_;

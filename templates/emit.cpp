@@ -14,6 +14,7 @@
 #include "ir/dtype.h"
 #include "ir/host_tensor.h"
 #include "ir/shape.h"
+#include "templates/kir/kir.h"
 
 namespace fusejit::templates {
 
@@ -177,19 +178,30 @@ RegionInfo::RegionInfo(const ir::Graph& g, const fusion::Region& r, const Codege
   for (ir::NodeId id : r.inputs) see(id);
   for (ir::NodeId id : r.outputs) see(id);
   wide_index = biggest > kNarrowIndexLimit;
-  for (size_t k = 0; k < r.inputs.size(); ++k) input_position_.emplace(r.inputs[k], k);
+  for (size_t k = 0; k < r.inputs.size(); ++k) {
+    input_position_.emplace(r.inputs[k], k);
+    input_vars_.push_back(kir::variable(std::string(dtype_code(g.node(r.inputs[k]).dtype).storage),
+                                        fmt::format("in{}", k)));
+  }
+  for (size_t k = 0; k < r.outputs.size(); ++k) {
+    output_vars_.push_back(kir::variable(
+        std::string(dtype_code(g.node(r.outputs[k]).dtype).storage), fmt::format("out{}", k)));
+  }
+  outer_var_ = kir::variable("long long", "fj_outer");
   for (size_t k = 0; k < r.nodes.size(); ++k) node_position_.emplace(r.nodes[k], k);
   fast = round_every_node ? FastMath::none : fast_math_for(g, r);
   keys = random_keys(g, r);
 }
 
-std::string RegionInfo::input_param(ir::NodeId id) const {
+const VarP& RegionInfo::input_var(ir::NodeId id) const {
   const auto it = input_position_.find(id);
   if (it == input_position_.end()) {
     throw InternalError(fmt::format("%{} is not a region input", id));
   }
-  return fmt::format("in{}", it->second);
+  return input_vars_[it->second];
 }
+
+std::string RegionInfo::input_param(ir::NodeId id) const { return input_var(id)->name; }
 
 std::string RegionInfo::value_name(ir::NodeId id) const {
   return input_position_.count(id) != 0 ? input_param(id) : named("v", id);

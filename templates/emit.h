@@ -98,7 +98,13 @@ struct RegionInfo {
   // The node's dtype and shape, e.g. "f32[?,1024]" (dims that differ from the peer's as "?").
   std::string type_str(ir::NodeId id) const;
   const ir::Node& node(ir::NodeId id) const { return graph.node(id); }
-  // Parameter names: in<k> for region.inputs[k], out<k> for region.outputs[k].
+  // The kernel's parameters, as the variables kernel_function (lower.h) declares: in<k> for
+  // region.inputs[k], out<k> for region.outputs[k], and a dynamic kernel's outer extent
+  // fj_outer. Throws InternalError for a node that is not a region input.
+  const VarP& input_var(ir::NodeId id) const;
+  const VarP& output_var(size_t k) const { return output_vars_.at(k); }
+  const VarP& outer_var() const { return outer_var_; }
+  // Transitional (issue 33): the name of input_var, for schedulers/rowwise.cpp's reads by name.
   std::string input_param(ir::NodeId id) const;
   // The generated source names a node by its place in the region, never by its node id: its
   // value is in<k> when it is region.inputs[k] and v<k> when it is region.nodes[k] (value_name),
@@ -119,6 +125,8 @@ struct RegionInfo {
  private:
   std::map<ir::NodeId, size_t> input_position_;  // id -> k of region.inputs[k]
   std::map<ir::NodeId, size_t> node_position_;   // id -> k of region.nodes[k]
+  std::vector<VarP> input_vars_, output_vars_;   // in<k>, out<k>
+  VarP outer_var_;                               // fj_outer
 };
 
 // Thrown by a template asked for a dynamic kernel (RegionInfo::outer) that it cannot make

@@ -146,13 +146,15 @@ class KirSteps {
 };
 
 // The kernel of the first scheduler that takes the region (schedulers/registry.h), built from
-// the parameters it picks, its declarations placed and checked; each step into `steps`.
+// the parameters it picks, its reads by name bound, its declarations placed and checked; each
+// step into `steps`.
 KernelBody build_body(const RegionInfo& info, const CodegenOptions& options,
                       KirSteps* steps = nullptr) {
   const Schedule chosen = schedule(info, options);
   KernelBody body = chosen.scheduler->build(info, options, chosen.params);
   body.schedule = schedule_text(chosen);
   if (steps) steps->add("built", body.fn);
+  kir::resolve_names(body.fn);  // transitional: rowwise still reads some variables by name
   kir::place_declarations(body.fn);
   if (steps) steps->add("declarations placed", body.fn);
   kir::verify(body.fn);
@@ -286,8 +288,8 @@ std::string terms_text(const ir::DimTerms& t) {
 }
 
 // The runtime extents both instantiations registered, decoded (they must be the same dims in
-// the same order, or the two kernels would read their arguments differently), added to both
-// functions as arguments; the reason when there is no dynamic kernel.
+// the same order, or the two kernels would read their arguments differently), their variables
+// added to each function as arguments; the reason when there is no dynamic kernel.
 std::optional<std::string> runtime_arguments(const RegionInfo& info, const RuntimeExtents& a,
                                              const RuntimeExtents& b, KernelBody& at_a,
                                              KernelBody& at_b,
@@ -304,13 +306,14 @@ std::optional<std::string> runtime_arguments(const RegionInfo& info, const Runti
       !same_terms(dividend_bounds, decode(b.dividend_bounds, b.symbols))) {
     return "its runtime extents are not the same dims at two sizes";
   }
-  for (KernelBody* body : {&at_a, &at_b}) {
+  for (const auto& [runtime, body] : {std::pair{&a, &at_a}, std::pair{&b, &at_b}}) {
     for (size_t k = 0; k < extents.size(); ++k) {
-      body->fn.params.push_back(kir::Param{"int", fmt::format("fj_e{}", k), false,
+      body->fn.params.push_back(kir::Param{runtime->extent_vars[k], false,
                                            "runtime extent " + terms_text(extents[k]), false});
-      body->fn.params.push_back(kir::Param{"unsigned long long", fmt::format("fj_m{}", k), false,
+      body->fn.params.push_back(kir::Param{runtime->multiplier_vars[k], false,
                                            fmt::format("fj_e{}'s fast division: multiplier | "
-                                                       "shift << 32", k),
+                                                       "shift << 32",
+                                                       k),
                                            false});
     }
   }

@@ -142,10 +142,10 @@ kir::ExprP Values::gather(ir::NodeId id, const Index& at, ValueScope& scope) {
       kir::lt(wrapped, zero), zero,
       kir::select(kir::lt(wrapped, kir::lit(extent)), kir::cast(type, wrapped),
                   kir::lit(extent - 1)));
-  const std::string position = fresh("gi");
-  scope.out->let(type, position, clamped, fmt::format("gather {} position", info_.named("v", id)));
-  return gathered(n.inputs[0], gather_operand(at, x.shape, axis, make_data_root(position, extent)),
-                  scope);
+  const kir::ExprP position = scope.out->let(
+      type, fresh("gi"), clamped, fmt::format("gather {} position", info_.named("v", id)));
+  return gathered(n.inputs[0],
+                  gather_operand(at, x.shape, axis, make_data_root(position->var, extent)), scope);
 }
 
 // update_slice: where element `at` of its value lands in the destination. The start is read
@@ -171,10 +171,10 @@ kir::ExprP Values::update_offset(ir::NodeId id, const Index& at, ValueScope& sco
           kir::lt(wrapped, zero), zero,
           kir::select(kir::lt(wrapped, kir::lit(last)), kir::cast(type, wrapped), kir::lit(last))),
       fmt::format("update {} start", info_.named("v", id)));
-  const std::string position = fresh("up");
-  scope.out->let(type, position,
-                 kir::add(placed, kir::offset(axis_coordinate(at, static_cast<int64_t>(axis)))));
-  return kir::offset(gather_operand(at, n.shape, axis, make_data_root(position, extent)));
+  const kir::ExprP position = scope.out->let(
+      type, fresh("up"),
+      kir::add(placed, kir::offset(axis_coordinate(at, static_cast<int64_t>(axis)))));
+  return kir::offset(gather_operand(at, n.shape, axis, make_data_root(position->var, extent)));
 }
 
 // The gather's data operand at a loaded position: through the region's views to what the
@@ -289,7 +289,7 @@ kir::ExprP literal_of(DType dtype, double value) { return kir::lit(literal(dtype
 
 kir::ExprP load(const RegionInfo& info, ir::NodeId id, kir::ExprP offset) {
   const DTypeCode& code = dtype_code(info.node(id).dtype);
-  return apply(code.load, kir::subscript(kir::var(info.input_param(id)), std::move(offset)));
+  return apply(code.load, kir::subscript(kir::var(info.input_var(id)), std::move(offset)));
 }
 
 kir::ExprP finish(const RegionInfo& info, const ir::Node& reduce, kir::ExprP acc, int64_t count) {
@@ -308,23 +308,18 @@ kir::Function kernel_function(const RegionInfo& info, int block, int min_blocks)
   f.name = std::string(kKernelNameToken);
   f.block = block;
   f.min_blocks = min_blocks;
-  for (size_t k = 0; k < info.region.inputs.size(); ++k) {
-    const ir::NodeId id = info.region.inputs[k];
-    const ir::Node& n = info.node(id);
-    f.params.push_back(kir::Param{std::string(dtype_code(n.dtype).storage), fmt::format("in{}", k),
-                                  true, info.type_str(id)});
+  for (const ir::NodeId id : info.region.inputs) {
+    f.params.push_back(kir::Param{info.input_var(id), true, info.type_str(id)});
   }
   for (size_t k = 0; k < info.region.outputs.size(); ++k) {
     const ir::NodeId id = info.region.outputs[k];
-    const ir::Node& n = info.node(id);
-    f.params.push_back(kir::Param{std::string(dtype_code(n.dtype).storage), fmt::format("out{}", k),
-                                  false,
+    f.params.push_back(kir::Param{info.output_var(k), false,
                                   fmt::format("{} {}", info.value_name(id), info.type_str(id))});
   }
   if (info.dynamic()) {
-    f.params.push_back(kir::Param{"long long", "fj_outer", false,
-                                  "the outer extent (the dims marked ?), at most the kernel's max_outer",
-                                  false});
+    f.params.push_back(
+        kir::Param{info.outer_var(), false,
+                   "the outer extent (the dims marked ?), at most the kernel's max_outer", false});
   }
   return f;
 }
@@ -333,15 +328,16 @@ kir::ExprP outer_extent(const RegionInfo& info, int64_t count, std::string_view 
   if (!info.dynamic()) return kir::lit(count);
   const int64_t per_outer = info.per_outer(count, what);
   const std::string idx(info.index_type());
-  kir::ExprP outer = kir::var("fj_outer");
+  kir::ExprP outer = kir::var(info.outer_var());
   if (!info.wide_index) outer = kir::cast(idx, outer);  // fits: outer <= max_outer
   return per_outer == 1 ? outer : kir::mul(kir::lit(per_outer), outer);
 }
 
 void vector_store(kir::Block& decl, kir::Block& body, kir::Block& stores, DType dtype,
-                  const std::string& array, kir::ExprP dst, int v, kir::ExprP value) {
+                  const std::string& array, kir::ExprP dst, int v, kir::ExprP value,
+                  kir::ExprP lane) {
   const DTypeCode& code = dtype_code(dtype);
-  const kir::ExprP j = kir::var("j");
+  const kir::ExprP j = lane ? std::move(lane) : kir::named("j");
   if (!code.store_vec.empty() && v % 2 == 0) {  // narrowed in pairs when stored
     const kir::ExprP a = decl.array(std::string(code.arith), array, v);
     body.assign(kir::subscript(a, j), std::move(value));

@@ -99,8 +99,10 @@ kir::ExprP outer_extent(const RegionInfo& info, int64_t count, std::string_view 
 
 // A V-lane vector store of `value` (one lane's value, in the dtype's arithmetic type) to `dst`
 // (an aligned pointer): the lanes' values are collected in `array`, declared in `decl`, set in
-// `body` (inside the lane loop over j) and stored in `stores`.
+// `body` (inside the lane loop, whose variable is `lane`) and stored in `stores`. A null `lane`
+// is transitional (issue 33): the variable called j where `body` stands, for rowwise.cpp.
 void vector_store(kir::Block& decl, kir::Block& body, kir::Block& stores, DType dtype,
-                  const std::string& array, kir::ExprP dst, int v, kir::ExprP value);
+                  const std::string& array, kir::ExprP dst, int v, kir::ExprP value,
+                  kir::ExprP lane = nullptr);
 
 }  // namespace fusejit::templates

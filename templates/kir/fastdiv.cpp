@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
+#include "templates/kir/kir.h"
 
 namespace fusejit::templates {
 
@@ -38,8 +39,11 @@ bool RuntimeExtents::runtime(int64_t n) const {
 int RuntimeExtents::argument(int64_t n) {
   const auto it = std::find(extents.begin(), extents.end(), n);
   if (it != extents.end()) return static_cast<int>(it - extents.begin());
+  const int k = static_cast<int>(extents.size());
   extents.push_back(n);
-  return static_cast<int>(extents.size()) - 1;
+  extent_vars.push_back(kir::variable("int", fmt::format("fj_e{}", k)));
+  multiplier_vars.push_back(kir::variable("unsigned long long", fmt::format("fj_m{}", k)));
+  return k;
 }
 
 void RuntimeExtents::dividend_below(int64_t bound) {

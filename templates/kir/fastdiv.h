@@ -23,9 +23,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace fusejit::templates {
+
+namespace kir {
+struct Var;
+}
 
 inline constexpr int64_t kFastDivMaxDividend = (int64_t{1} << 31) - 1;
 inline constexpr int64_t kFastDivMaxDivisor = int64_t{1} << 31;
@@ -47,17 +52,19 @@ uint32_t fast_divide(uint32_t n, FastDivisor f);
 // A number of the index arithmetic stands for a runtime extent when one of the symbols' values
 // divides it: the caller makes the values distinct primes that divide no static extent, so a
 // number decodes to a unique static coefficient times powers of the symbols. Lowering the
-// kernel's indices (kir::lower_indices) registers every runtime extent met (argument k:
-// `fj_e<k>` holds the extent, `fj_m<k>` its FastDivisor) and the bound of every dividend
-// divided by one.
+// kernel's indices (kir::lower_indices) registers every runtime extent met (argument k: the
+// variable `fj_e<k>` holds the extent, `fj_m<k>` its FastDivisor) and the bound of every
+// dividend divided by one. The caller makes the kernel's parameters of those variables.
 struct RuntimeExtents {
   std::vector<int64_t> symbols;          // the symbols' values at this instantiation
   std::vector<int64_t> extents;          // argument k's extent at this instantiation
   std::vector<int64_t> dividend_bounds;  // a runtime division's dividend is below each
+  std::vector<std::shared_ptr<const kir::Var>> extent_vars;      // fj_e<k>, an int
+  std::vector<std::shared_ptr<const kir::Var>> multiplier_vars;  // fj_m<k>, unsigned long long
 
   // Whether `n` stands for a runtime extent (a symbol's value divides it).
   bool runtime(int64_t n) const;
-  // The argument that holds `n` (registered the first time).
+  // The argument that holds `n` (registered, with its two variables, the first time).
   int argument(int64_t n);
   // A runtime division of a value below `bound`.
   void dividend_below(int64_t bound);

@@ -2,6 +2,7 @@
 #include "templates/kir/index.h"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -33,8 +34,9 @@ kir::ExprP base_expr(const Base& b, bool lane0, RuntimeExtents* rt);
 // A number of the index arithmetic: with `rt` (a dynamic kernel), one that stands for a runtime
 // extent is its argument fj_e<k>.
 kir::ExprP number(int64_t n, RuntimeExtents* rt) {
-  return rt != nullptr && rt->runtime(n) ? kir::var(fmt::format("fj_e{}", rt->argument(n)))
-                                         : kir::lit(n);
+  if (rt == nullptr || !rt->runtime(n)) return kir::lit(n);
+  const int k = rt->argument(n);  // (registers it, with its variables)
+  return kir::var(rt->extent_vars[k]);
 }
 
 // "b / d % e" with the parts that are no-ops left out; `compound` tells whether it has an
@@ -49,8 +51,12 @@ kir::ExprP digit_expr(const Digit& d, bool lane0, bool& compound, RuntimeExtents
   const bool ext_rt = rt != nullptr && rt->runtime(d.ext);
   const bool any_rt = div_rt || ext_rt || (rt != nullptr && rt->runtime(d.base->bound));
   if (d.div > 1) {
-    e = div_rt ? kir::call("fj_fastdiv", {e, kir::var(fmt::format("fj_m{}", rt->argument(d.div)))})
-               : kir::infix(e, "/", kir::lit(d.div));
+    if (div_rt) {
+      const int k = rt->argument(d.div);
+      e = kir::call("fj_fastdiv", {e, kir::var(rt->multiplier_vars[k])});
+    } else {
+      e = kir::infix(e, "/", kir::lit(d.div));
+    }
     compound = !div_rt;
   }
   const bool modulo = any_rt ? d.div * d.ext != d.base->bound : d.div * d.ext < d.base->bound;
@@ -58,7 +64,7 @@ kir::ExprP digit_expr(const Digit& d, bool lane0, bool& compound, RuntimeExtents
     if (ext_rt) {
       const int k = rt->argument(d.ext);
       e = kir::call("fj_fastmod",
-                    {e, kir::var(fmt::format("fj_e{}", k)), kir::var(fmt::format("fj_m{}", k))});
+                    {e, kir::var(rt->extent_vars[k]), kir::var(rt->multiplier_vars[k])});
     } else {
       e = kir::infix(e, "%", kir::lit(d.ext));
     }
@@ -69,7 +75,7 @@ kir::ExprP digit_expr(const Digit& d, bool lane0, bool& compound, RuntimeExtents
 }
 
 // A base of make_zero: opaque, with no terms and no constant.
-bool is_zero(const Base& b) { return b.name.empty() && b.terms.empty() && b.constant == 0; }
+bool is_zero(const Base& b) { return !b.var && b.terms.empty() && b.constant == 0; }
 
 // The sum of digit * place (then the constant), left to right; "0" for none.
 kir::ExprP terms_expr(const std::vector<std::pair<Digit, int64_t>>& terms, bool lane0,
@@ -89,7 +95,7 @@ kir::ExprP terms_expr(const std::vector<std::pair<Digit, int64_t>>& terms, bool 
 }
 
 kir::ExprP base_expr(const Base& b, bool lane0, RuntimeExtents* rt) {
-  if (!b.name.empty()) return kir::var(lane0 && b.lane_root ? b.lane0_name : b.name);
+  if (b.var) return kir::var(lane0 && b.lane_root ? b.lane0 : b.var);
   return kir::group(terms_expr(b.terms, lane0, b.constant, rt));
 }
 
@@ -192,21 +198,21 @@ bool uses_digits(const Digits& digits, const BasePtr& root) {
 
 }  // namespace
 
-BasePtr make_root(std::string name, int64_t bound) {
+BasePtr make_root(VarP var, int64_t bound) {
   auto b = std::make_shared<Base>();
-  b->name = std::move(name);
+  b->var = std::move(var);
   b->bound = bound;
   return b;
 }
 
-BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, int vector) {
+BasePtr make_lane_root(VarP var, VarP lane0, int64_t bound, int vector) {
   if (vector < 1 || bound % vector != 0) {
     throw InternalError(
-        fmt::format("lane root {} of bound {} with vector width {}", name, bound, vector));
+        fmt::format("lane root {} of bound {} with vector width {}", var->name, bound, vector));
   }
   auto b = std::make_shared<Base>();
-  b->name = std::move(name);
-  b->lane0_name = std::move(lane0_name);
+  b->var = std::move(var);
+  b->lane0 = std::move(lane0);
   b->bound = bound;
   b->lane_root = true;
   b->lane = Lane::unit;
@@ -220,9 +226,24 @@ BasePtr make_zero(int64_t bound) {
   return b;
 }
 
-BasePtr make_data_root(std::string name, int64_t bound) {
+namespace {
+
+// A variable read by name (kir::named's), for the transitional roots.
+VarP by_name(std::string name) { return kir::named(std::move(name))->var; }
+
+}  // namespace
+
+BasePtr make_root(std::string name, int64_t bound) {
+  return make_root(by_name(std::move(name)), bound);
+}
+
+BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, int vector) {
+  return make_lane_root(by_name(std::move(name)), by_name(std::move(lane0_name)), bound, vector);
+}
+
+BasePtr make_data_root(VarP var, int64_t bound) {
   auto b = std::make_shared<Base>();
-  b->name = std::move(name);
+  b->var = std::move(var);
   b->bound = bound;
   b->lane = Lane::other;
   return b;
@@ -364,12 +385,12 @@ bool uses(const Index& at, const BasePtr& root) { return uses_digits(flatten(at)
 
 namespace {
 
-void collect_variables(const Digits& digits, bool lane0, std::vector<std::string>& out) {
+void collect_variables(const Digits& digits, bool lane0, std::vector<VarP>& out) {
   for (const Digit& d : digits) {
     const Base& b = *d.base;
-    if (!b.name.empty()) {
-      const std::string& name = lane0 && b.lane_root ? b.lane0_name : b.name;
-      if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    if (b.var) {
+      const VarP& v = lane0 && b.lane_root ? b.lane0 : b.var;
+      if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
     }
     for (const auto& [inner, place] : b.terms) collect_variables({inner}, lane0, out);
   }
@@ -381,13 +402,13 @@ namespace {
 
 void add_key(const std::vector<std::pair<Digit, int64_t>>& terms, IndexKey& key) {
   for (const auto& [d, place] : terms) {
-    if (d.base->name.empty()) {
+    if (!d.base->var) {
       key.names.emplace_back("(");
       add_key(d.base->terms, key);
       key.names.emplace_back(")");
       key.numbers.push_back(d.base->constant);
     } else {
-      key.names.push_back(d.base->name);
+      key.names.push_back(d.base->var->name);
     }
     key.numbers.insert(key.numbers.end(), {d.div, d.ext, place});
   }
@@ -401,10 +422,62 @@ IndexKey index_key(const Index& at) {
   return key;
 }
 
-std::vector<std::string> variables(const Index& at, bool lane0) {
-  std::vector<std::string> out;
+std::vector<VarP> variables(const Index& at, bool lane0) {
+  std::vector<VarP> out;
   collect_variables(flatten(at), lane0, out);
   return out;
+}
+
+namespace {
+
+// Rebuilds bases whose variables `to` replaces, each once (`done`), so that digits that shared
+// a base still share one and print merged as before.
+class Rebinder {
+ public:
+  explicit Rebinder(const std::function<VarP(const VarP&)>& to) : to_(to) {}
+
+  BasePtr base(const BasePtr& b) {
+    const auto it = done_.find(b.get());
+    if (it != done_.end()) return it->second;
+    BasePtr out = b;
+    const VarP var = b->var ? to_(b->var) : nullptr;
+    const VarP lane0 = b->lane0 ? to_(b->lane0) : nullptr;
+    std::vector<std::pair<Digit, int64_t>> terms = b->terms;
+    bool changed = var != b->var || lane0 != b->lane0;
+    for (auto& term : terms) changed = digit(term.first) || changed;
+    if (changed) {
+      auto copy = std::make_shared<Base>(*b);
+      copy->var = var;
+      copy->lane0 = lane0;
+      copy->terms = std::move(terms);
+      out = copy;
+    }
+    return done_[b.get()] = out;
+  }
+
+  // True when the digit's base changed.
+  bool digit(Digit& d) {
+    BasePtr b = base(d.base);
+    const bool changed = b != d.base;
+    d.base = std::move(b);
+    return changed;
+  }
+
+ private:
+  const std::function<VarP(const VarP&)>& to_;
+  std::map<const Base*, BasePtr> done_;
+};
+
+}  // namespace
+
+Index rebind(const Index& at, const std::function<VarP(const VarP&)>& to) {
+  Rebinder r(to);
+  Index out = at;
+  bool changed = false;
+  for (Digits& axis : out.axes) {
+    for (Digit& d : axis) changed = r.digit(d) || changed;
+  }
+  return changed ? out : at;
 }
 
 }  // namespace fusejit::templates

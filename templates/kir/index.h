@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,16 +41,19 @@ namespace fusejit::templates {
 
 namespace kir {
 struct Expr;
+struct Var;
 }
 
 enum class Lane { none, unit, other };
 
 struct Digit;
 
+using VarP = std::shared_ptr<const kir::Var>;
+
 // What a digit divides: a loop variable (a root) or an opaque linear expression of digits.
 struct Base {
-  std::string name;        // root: the variable; empty for an opaque expression
-  std::string lane0_name;  // lane root only: the variable holding b0 (the lane-0 value)
+  VarP var;                // root: the kernel variable; null for an opaque expression
+  VarP lane0;              // lane root only: the variable holding b0 (the lane-0 value)
   int64_t bound = 1;       // 0 <= value < bound
   bool lane_root = false;
   Lane lane = Lane::none;  // how the value moves over vector lanes (unit for the lane root)
@@ -73,8 +77,12 @@ struct Index {
 };
 
 // A loop variable with 0 <= value < bound.
+BasePtr make_root(VarP var, int64_t bound);
+// The lane root: value = lane0 + j for lane j < vector; bound % vector == 0.
+BasePtr make_lane_root(VarP var, VarP lane0, int64_t bound, int vector);
+// Transitional (issue 33, see kir::named): roots that name their variables, bound to the
+// declarations by kir::resolve_names; for schedulers/rowwise.cpp alone.
 BasePtr make_root(std::string name, int64_t bound);
-// The lane root: value = lane0_name + j for lane j < vector; bound % vector == 0.
 BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, int vector);
 // A base that is always 0 over a range of `bound` positions: in place of a root, it indexes
 // the first element of that root's range (a row's first element, in place of k). Its digits
@@ -91,7 +99,7 @@ Digits flatten(const Index& at);
 
 // A kernel variable holding a position loaded at run time (a gather's index, wrapped and
 // clamped to [0, bound)): a root whose value may differ between any two vector lanes.
-BasePtr make_data_root(std::string name, int64_t bound);
+BasePtr make_data_root(VarP var, int64_t bound);
 // The data operand's index when `at` indexes the result of gather along `axis`: `position`'s
 // value on that axis, `at`'s coordinates on the others (where the index tensor is shorter than
 // the operand, they are one opaque digit of the operand's extent).
@@ -126,7 +134,8 @@ Lane lane(const Index& at);
 bool uses(const Index& at, const BasePtr& root);
 // A structural key of an element: equal keys name the same element of the same shape's
 // buffer. Per digit of the flattened index (merged, extent-1 digits dropped): the root's name
-// (or the opaque base's terms, bracketed), its divisor, extent and place value.
+// (or the opaque base's terms, bracketed), its divisor, extent and place value. Keys compare
+// roots by name: the memo of one kernel holds one root of each name.
 struct IndexKey {
   std::vector<std::string> names;  // root names; "(" and ")" bracket an opaque base's terms
   std::vector<int64_t> numbers;    // div, ext, place per digit
@@ -139,6 +148,10 @@ IndexKey index_key(const Index& at);
 
 // The variables the printed offset reads (the roots, or the lane root's lane-0 variable with
 // lane0), each once.
-std::vector<std::string> variables(const Index& at, bool lane0 = false);
+std::vector<VarP> variables(const Index& at, bool lane0 = false);
+
+// `at` with every root's variables replaced by what `to` maps them to (the same index when it
+// changes none): kir::resolve_names binding the roots made from names.
+Index rebind(const Index& at, const std::function<VarP(const VarP&)>& to);
 
 }  // namespace fusejit::templates

@@ -53,7 +53,19 @@ bool is_literal(const std::string& text) {
 
 }  // namespace
 
-ExprP var(std::string name) { return make(ExprKind::var, std::move(name), {}); }
+VarP variable(std::string type, std::string name) {
+  return std::make_shared<const Var>(Var{std::move(name), std::move(type)});
+}
+ExprP var(VarP v) {
+  if (!v) throw InternalError("kernel IR: a read of no variable");
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::var;
+  e->var = std::move(v);
+  return e;
+}
+ExprP named(std::string name) {
+  return var(std::make_shared<const Var>(Var{std::move(name), {}, true}));
+}
 ExprP lit(std::string text) {
   if (!is_literal(text)) {
     throw InternalError(
@@ -157,29 +169,40 @@ ExprP lt(ExprP a, ExprP b) { return infix(std::move(a), "<", std::move(b)); }
 // ---- Block ----
 
 ExprP Block::let(std::string type, std::string name, ExprP value, std::string comment) {
+  return let(variable(std::move(type), std::move(name)), std::move(value), std::move(comment));
+}
+
+ExprP Block::let(VarP v, ExprP value, std::string comment) {
   Stmt s = stmt(StmtKind::let);
-  s.type = std::move(type);
-  s.name = std::move(name);
+  s.var = std::move(v);
   s.is_const = true;
   s.value = std::move(value);
   s.text = std::move(comment);
   stmts.push_back(std::move(s));
-  return var(stmts.back().name);
+  return var(stmts.back().var);
 }
 
 ExprP Block::let_mut(std::string type, std::string name, ExprP value) {
+  return let_mut(variable(std::move(type), std::move(name)), std::move(value));
+}
+
+ExprP Block::let_mut(VarP v, ExprP value) {
   Stmt s = stmt(StmtKind::let);
-  s.type = std::move(type);
-  s.name = std::move(name);
+  s.var = std::move(v);
   s.value = std::move(value);
   stmts.push_back(std::move(s));
-  return var(stmts.back().name);
+  return var(stmts.back().var);
 }
 
 ExprP Block::let_if_read(std::string type, std::string name, ExprP value, std::string comment) {
-  ExprP v = let(std::move(type), std::move(name), std::move(value), std::move(comment));
+  return let_if_read(variable(std::move(type), std::move(name)), std::move(value),
+                     std::move(comment));
+}
+
+ExprP Block::let_if_read(VarP v, ExprP value, std::string comment) {
+  ExprP read = let(std::move(v), std::move(value), std::move(comment));
   stmts.back().if_read = true;
-  return v;
+  return read;
 }
 
 ExprP Block::array(std::string type, std::string name, int64_t length) {
@@ -187,12 +210,15 @@ ExprP Block::array(std::string type, std::string name, int64_t length) {
 }
 
 ExprP Block::array(std::string type, std::string name, std::vector<int64_t> dims) {
+  return array(variable(std::move(type), std::move(name)), std::move(dims));
+}
+
+ExprP Block::array(VarP v, std::vector<int64_t> dims) {
   Stmt s = stmt(StmtKind::array);
-  s.type = std::move(type);
-  s.name = std::move(name);
+  s.var = std::move(v);
   s.dims = std::move(dims);
   stmts.push_back(std::move(s));
-  return var(stmts.back().name);
+  return var(stmts.back().var);
 }
 
 void Block::assign(ExprP target, ExprP value, std::string op) {
@@ -210,18 +236,27 @@ void Block::eval(ExprP value, std::string comment) {
   stmts.push_back(std::move(s));
 }
 
-Block& Block::loop(std::string type, std::string name, ExprP init, ExprP bound, ExprP step,
-                   int unroll) {
+Loop Block::loop(std::string type, std::string name, ExprP init, ExprP bound, ExprP step,
+                 int unroll) {
+  return add_loop(variable(std::move(type), std::move(name)), std::move(init), std::move(bound),
+                  std::move(step), unroll, false);
+}
+
+Loop Block::loop(VarP v, ExprP init, ExprP bound, ExprP step, int unroll) {
+  return add_loop(std::move(v), std::move(init), std::move(bound), std::move(step), unroll, false);
+}
+
+Loop Block::add_loop(VarP v, ExprP init, ExprP bound, ExprP step, int unroll, bool inline_body) {
   Stmt s = stmt(StmtKind::loop);
-  s.type = std::move(type);
-  s.name = std::move(name);
+  s.var = std::move(v);
   s.init = std::move(init);
   s.bound = std::move(bound);
   s.step = std::move(step);
   s.unroll = unroll;
+  s.inline_body = inline_body;
   s.body = std::make_shared<Block>();
   stmts.push_back(std::move(s));
-  return *stmts.back().body;
+  return Loop{*stmts.back().body, var(stmts.back().var)};
 }
 
 Block& Block::branch(ExprP cond) {
@@ -247,7 +282,10 @@ std::vector<ExprP> Block::declare(std::string type, std::vector<Declarator> vars
   s.declarators = std::move(vars);
   s.text = std::move(comment);
   std::vector<ExprP> out;
-  for (const Declarator& d : s.declarators) out.push_back(var(d.name));
+  for (Declarator& d : s.declarators) {
+    if (!d.var) d.var = variable(s.type, d.name);
+    out.push_back(var(d.var));
+  }
   stmts.push_back(std::move(s));
   return out;
 }
@@ -258,12 +296,10 @@ void Block::pragma(std::string text) {
   stmts.push_back(std::move(s));
 }
 
-Block& Block::loop_line(std::string type, std::string name, ExprP init, ExprP bound, ExprP step,
-                        int unroll) {
-  Block& body = loop(std::move(type), std::move(name), std::move(init), std::move(bound),
-                     std::move(step), unroll);
-  stmts.back().inline_body = true;
-  return body;
+Loop Block::loop_line(std::string type, std::string name, ExprP init, ExprP bound, ExprP step,
+                      int unroll) {
+  return add_loop(variable(std::move(type), std::move(name)), std::move(init), std::move(bound),
+                  std::move(step), unroll, true);
 }
 
 Block& Block::branch_line(ExprP cond) {
@@ -276,45 +312,51 @@ void Block::splice(const Block& other) {
   stmts.insert(stmts.end(), other.stmts.begin(), other.stmts.end());
 }
 
+ExprP Function::param(std::string type, std::string name, bool is_const, std::string comment,
+                      bool pointer) {
+  params.push_back(
+      Param{variable(std::move(type), std::move(name)), is_const, std::move(comment), pointer});
+  return var(params.back().var);
+}
+
 // ---- uses ----
 
-bool uses(const ExprP& e, std::string_view name) {
+bool uses(const ExprP& e, const VarP& v) {
   if (!e) return false;
   switch (e->kind) {
     case ExprKind::var:
-      return e->text == name;
+      return e->var == v;
     case ExprKind::lit:
     case ExprKind::extent:
       return false;
-    case ExprKind::offset:
-      for (const std::string& v : variables(e->at, e->lane0)) {
-        if (v == name) return true;
-      }
-      return false;
+    case ExprKind::offset: {
+      const std::vector<VarP> read = variables(e->at, e->lane0);
+      return std::find(read.begin(), read.end(), v) != read.end();
+    }
     default:
       for (const ExprP& a : e->args) {
-        if (uses(a, name)) return true;
+        if (uses(a, v)) return true;
       }
       return false;
   }
 }
 
-bool uses(const Stmt& s, std::string_view name) {
+bool uses(const Stmt& s, const VarP& v) {
   for (const ExprP* e : {&s.value, &s.target, &s.init, &s.bound, &s.step}) {
-    if (uses(*e, name)) return true;
+    if (uses(*e, v)) return true;
   }
   for (const Declarator& d : s.declarators) {
     for (const ExprP& n : d.dims) {
-      if (uses(n, name)) return true;
+      if (uses(n, v)) return true;
     }
-    if (uses(d.value, name)) return true;
+    if (uses(d.value, v)) return true;
   }
-  return s.body && uses(*s.body, name);
+  return s.body && uses(*s.body, v);
 }
 
-bool uses(const Block& b, std::string_view name) {
+bool uses(const Block& b, const VarP& v) {
   for (const Stmt& s : b.stmts) {
-    if (uses(s, name)) return true;
+    if (uses(s, v)) return true;
   }
   return false;
 }
@@ -329,7 +371,7 @@ bool drop_unread(Block& b) {
     if (s.body && drop_unread(*s.body)) removed = true;
     const auto read_later = [&] {
       return std::any_of(b.stmts.begin() + static_cast<std::ptrdiff_t>(i) + 1, b.stmts.end(),
-                         [&](const Stmt& t) { return uses(t, s.name); });
+                         [&](const Stmt& t) { return uses(t, s.var); });
     };
     if (s.kind == StmtKind::let && s.if_read && !read_later()) {
       b.stmts.erase(b.stmts.begin() + static_cast<std::ptrdiff_t>(i));
@@ -348,13 +390,113 @@ void place_declarations(Function& f) {
   }
 }
 
-// ---- verify ----
+// ---- scopes: resolve_names and verify ----
+
+namespace {
+
+template <class B, class Visit>
+void walk_block(B& b, std::vector<VarP>& declared, const Visit& visit);
+
+// A statement's expressions, each visited with `declared`, holding the variables in scope there:
+// a declaration's own variable only after its value, a loop's from its bound on, a declarator's
+// from the next declarator on.
+template <class S, class Visit>
+void walk_stmt(S& s, std::vector<VarP>& declared, const Visit& visit) {
+  switch (s.kind) {
+    case StmtKind::let:
+    case StmtKind::array:
+      visit(s.value, declared);
+      declared.push_back(s.var);
+      return;
+    case StmtKind::declare:
+      for (auto& d : s.declarators) {
+        for (auto& n : d.dims) visit(n, declared);
+        visit(d.value, declared);
+        declared.push_back(d.var);
+      }
+      return;
+    case StmtKind::loop: {
+      visit(s.init, declared);
+      const size_t mark = declared.size();
+      declared.push_back(s.var);
+      visit(s.bound, declared);
+      visit(s.step, declared);
+      walk_block(*s.body, declared, visit);
+      declared.resize(mark);
+      return;
+    }
+    case StmtKind::branch:
+      visit(s.value, declared);
+      walk_block(*s.body, declared, visit);
+      return;
+    default:
+      visit(s.target, declared);
+      visit(s.value, declared);
+      return;
+  }
+}
+
+// A block's declarations end with it.
+template <class B, class Visit>
+void walk_block(B& b, std::vector<VarP>& declared, const Visit& visit) {
+  const size_t mark = declared.size();
+  for (auto& s : b.stmts) walk_stmt(s, declared, visit);
+  declared.resize(mark);
+}
+
+// The whole function in scope order: the parameters, then the head (module scope, whose
+// declarations the body sees), then the body.
+template <class F, class Visit>
+void walk_function(F& f, const Visit& visit) {
+  std::vector<VarP> declared;
+  for (const Param& p : f.params) declared.push_back(p.var);
+  for (auto& s : f.head.stmts) walk_stmt(s, declared, visit);
+  walk_block(f.body, declared, visit);
+}
+
+// The innermost variable in scope called `name`, or null.
+VarP lookup(const std::vector<VarP>& declared, const std::string& name) {
+  for (auto it = declared.rbegin(); it != declared.rend(); ++it) {
+    if ((*it)->name == name) return *it;
+  }
+  return nullptr;
+}
+
+// `e` with its reads by name bound to the variables in scope (copied only where one changes).
+ExprP bind_names(const ExprP& e, const std::vector<VarP>& declared) {
+  if (!e) return e;
+  bool changed = false;
+  const auto to = [&](const VarP& v) {
+    VarP found = v->by_name ? lookup(declared, v->name) : nullptr;
+    changed = changed || found != nullptr;
+    return found ? found : v;
+  };
+  if (e->kind == ExprKind::var) {
+    const VarP v = to(e->var);
+    return v == e->var ? e : var(v);
+  }
+  auto copy = std::make_shared<Expr>(*e);
+  if (e->kind == ExprKind::offset) copy->at = rebind(e->at, to);
+  for (ExprP& a : copy->args) {
+    ExprP bound = bind_names(a, declared);
+    changed = changed || bound != a;
+    a = std::move(bound);
+  }
+  return changed ? copy : e;
+}
+
+}  // namespace
+
+void resolve_names(Function& f) {
+  walk_function(f,
+                [](ExprP& e, const std::vector<VarP>& declared) { e = bind_names(e, declared); });
+}
 
 namespace {
 
 bool is_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
-// Identifiers spelled in a piece of C text.
+// Identifiers spelled in a function's or type's text (its template arguments included).
 std::set<std::string> identifiers(std::string_view text) {
   std::set<std::string> out;
   for (size_t i = 0; i < text.size();) {
@@ -382,84 +524,41 @@ std::set<std::string> identifiers(std::string_view text) {
 class Verifier {
  public:
   explicit Verifier(const Function& f) : f_(f) {
-    for (const Param& p : f.params) declared_.push_back(p.name);
+    for (const Param& p : f.params) names_.insert(p.var->name);
     collect_names(f.head);
     collect_names(f.body);
   }
 
-  void block(const Block& b) {
-    const size_t mark = declared_.size();
-    for (const Stmt& s : b.stmts) stmt(s);
-    declared_.resize(mark);
-  }
-
-  // The head's declarations are visible in the body.
   void function() {
-    for (const Stmt& s : f_.head.stmts) stmt(s);
-    block(f_.body);
+    walk_function(f_,
+                  [&](const ExprP& e, const std::vector<VarP>& declared) { expr(e, declared); });
   }
 
  private:
-  // Every name any statement declares (a literal must not spell one of them).
+  // Every name a statement declares: function or type text must not spell one of them.
   void collect_names(const Block& b) {
     for (const Stmt& s : b.stmts) {
-      if (!s.name.empty()) all_names_.insert(s.name);
-      for (const Declarator& d : s.declarators) all_names_.insert(d.name);
+      if (s.var) names_.insert(s.var->name);
+      for (const Declarator& d : s.declarators) names_.insert(d.var->name);
       if (s.body) collect_names(*s.body);
     }
-    for (const Param& p : f_.params) all_names_.insert(p.name);
   }
 
-  void stmt(const Stmt& s) {
-    switch (s.kind) {
-      case StmtKind::let:
-      case StmtKind::array:
-        expr(s.value);
-        declared_.push_back(s.name);
-        return;
-      case StmtKind::declare:
-        for (const Declarator& d : s.declarators) {
-          for (const ExprP& n : d.dims) expr(n);
-          expr(d.value);
-          declared_.push_back(d.name);
-        }
-        return;
-      case StmtKind::loop: {
-        expr(s.init);
-        const size_t mark = declared_.size();
-        declared_.push_back(s.name);
-        expr(s.bound);
-        expr(s.step);
-        block(*s.body);
-        declared_.resize(mark);
-        return;
-      }
-      case StmtKind::branch:
-        expr(s.value);
-        block(*s.body);
-        return;
-      default:
-        expr(s.target);
-        expr(s.value);
-        return;
-    }
-  }
-
-  void expr(const ExprP& e) {
+  void expr(const ExprP& e, const std::vector<VarP>& declared) {
     if (!e) return;
     switch (e->kind) {
       case ExprKind::var:
-        need(e->text);
+        need(e->var, declared);
         return;
       case ExprKind::offset:
-        for (const std::string& v : variables(e->at, e->lane0)) need(v);
+        for (const VarP& v : variables(e->at, e->lane0)) need(v, declared);
         return;
       case ExprKind::call:
       case ExprKind::cast:
         // A function's or type's name, possibly with template arguments: none may name a
-        // variable (literals cannot: lit() takes only literals).
+        // variable, or the passes would not see the read.
         for (const std::string& id : identifiers(e->text)) {
-          if (all_names_.count(id) != 0) {
+          if (names_.count(id) != 0) {
             throw InternalError(fmt::format(
                 "kernel IR of {}: the text `{}` spells the variable {} (use a var node)", f_.name,
                 e->text, id));
@@ -469,20 +568,18 @@ class Verifier {
       default:
         break;
     }
-    for (const ExprP& a : e->args) expr(a);
+    for (const ExprP& a : e->args) expr(a, declared);
   }
 
-  void need(const std::string& name) {
-    for (const std::string& d : declared_) {
-      if (d == name) return;
-    }
+  void need(const VarP& v, const std::vector<VarP>& declared) const {
+    if (std::find(declared.begin(), declared.end(), v) != declared.end()) return;
     throw InternalError(
-        fmt::format("kernel IR of {}: {} is read where it is not declared", f_.name, name));
+        fmt::format("kernel IR of {}: {} is read where it is not declared{}", f_.name, v->name,
+                    v->by_name ? " (a read by name that names no declaration)" : ""));
   }
 
   const Function& f_;
-  std::vector<std::string> declared_;
-  std::set<std::string> all_names_;
+  std::set<std::string> names_;
 };
 
 }  // namespace
@@ -516,10 +613,11 @@ class IndexLowering {
     switch (e->kind) {
       case ExprKind::offset:
         return offset_expr(e->at, e->lane0, runtime_);
-      case ExprKind::extent:
-        return runtime_ != nullptr && runtime_->runtime(e->number)
-                   ? var(fmt::format("fj_e{}", runtime_->argument(e->number)))
-                   : lit(e->number);
+      case ExprKind::extent: {
+        if (runtime_ == nullptr || !runtime_->runtime(e->number)) return lit(e->number);
+        const int k = runtime_->argument(e->number);  // (registers it, with its variables)
+        return var(runtime_->extent_vars[k]);
+      }
       default:
         break;
     }
@@ -600,6 +698,7 @@ std::string dump(const ExprP& e) {
   };
   switch (e->kind) {
     case ExprKind::var:
+      return e->var->by_name ? "'" + e->var->name : e->var->name;
     case ExprKind::lit:
       return e->text;
     case ExprKind::call:
@@ -627,6 +726,8 @@ std::string dump(const ExprP& e) {
       return std::string(builtin_name(*e));
     case ExprKind::intrinsic:
       return fmt::format("({}{})", intrinsic_function(*e), args(0));
+    case ExprKind::braces:
+      return fmt::format("({{}}{})", args(0));
   }
   throw InternalError("kernel IR: unknown expression kind");
 }
@@ -639,11 +740,11 @@ void dump(const Block& b, int level, std::string& out) {
   for (const Stmt& s : b.stmts) {
     switch (s.kind) {
       case StmtKind::let:
-        line(fmt::format("let {}{} {}{}{}", s.is_const ? "const " : "", s.type, s.name,
+        line(fmt::format("let {}{} {}{}{}", s.is_const ? "const " : "", s.var->type, s.var->name,
                          s.value ? " = " + dump(s.value) : "", note(s.text)));
         break;
       case StmtKind::array:
-        line(fmt::format("array {} {}[{}]", s.type, s.name, fmt::join(s.dims, "][")));
+        line(fmt::format("array {} {}[{}]", s.var->type, s.var->name, fmt::join(s.dims, "][")));
         break;
       case StmtKind::assign:
         line(fmt::format("assign {} {} {}", dump(s.target), s.op, dump(s.value)));
@@ -652,8 +753,8 @@ void dump(const Block& b, int level, std::string& out) {
         line(fmt::format("eval {}{}", dump(s.value), note(s.text)));
         break;
       case StmtKind::loop:
-        line(fmt::format("loop {} {} from {} below {} step {}{}", s.type, s.name, dump(s.init),
-                         dump(s.bound), s.step ? dump(s.step) : "1",
+        line(fmt::format("loop {} {} from {} below {} step {}{}", s.var->type, s.var->name,
+                         dump(s.init), dump(s.bound), s.step ? dump(s.step) : "1",
                          s.unroll > 0 ? fmt::format(" unroll {}", s.unroll) : ""));
         dump(*s.body, level + 1, out);
         break;
@@ -667,6 +768,17 @@ void dump(const Block& b, int level, std::string& out) {
       case StmtKind::comment:
         line("# " + s.text);
         break;
+      case StmtKind::declare:
+        for (const Declarator& d : s.declarators) {
+          std::string dims;
+          for (const ExprP& n : d.dims) dims += "[" + dump(n) + "]";
+          line(fmt::format("declare {} {}{}{}", s.type, d.var->name, dims,
+                           d.value ? " = " + dump(d.value) : ""));
+        }
+        break;
+      case StmtKind::pragma:
+        line("#pragma " + s.text);
+        break;
       case StmtKind::blank:
         break;
     }
@@ -679,8 +791,8 @@ std::string dump(const Function& f) {
   std::string out = fmt::format("kernel {} block {} min_blocks {} cluster {}\n", f.name, f.block,
                                 f.min_blocks, f.cluster);
   for (const Param& p : f.params) {
-    out += fmt::format("param {}{}{} {}\n", p.is_const && p.pointer ? "const " : "", p.type,
-                       p.pointer ? "*" : "", p.name);
+    out += fmt::format("param {}{}{} {}\n", p.is_const && p.pointer ? "const " : "", p.var->type,
+                       p.pointer ? "*" : "", p.var->name);
   }
   out += "head\n";
   dump(f.head, 1, out);
@@ -708,6 +820,7 @@ std::string print(const ExprP& e) {
   if (!e) throw InternalError("kernel IR: printing an empty expression");
   switch (e->kind) {
     case ExprKind::var:
+      return e->var->name;
     case ExprKind::lit:
       return e->text;
     case ExprKind::call:
@@ -772,7 +885,7 @@ class Printer {
     std::string t = s.type;
     for (size_t i = 0; i < s.declarators.size(); ++i) {
       const Declarator& d = s.declarators[i];
-      t += fmt::format("{}{}", i ? ", " : " ", d.name);
+      t += fmt::format("{}{}", i ? ", " : " ", d.var->name);
       for (const ExprP& n : d.dims) t += fmt::format("[{}]", print(n));
       if (!d.value) continue;
       t += " = ";
@@ -801,13 +914,13 @@ class Printer {
   void stmt(const Stmt& s, int level) {
     switch (s.kind) {
       case StmtKind::let: {
-        std::string t = (s.is_const ? "const " : "") + s.type + " " + s.name;
+        std::string t = (s.is_const ? "const " : "") + s.var->type + " " + s.var->name;
         if (s.value) t += " = " + print(s.value);
         line(level, t + ";" + trailing(s.text));
         return;
       }
       case StmtKind::array:
-        line(level, fmt::format("{} {}[{}];", s.type, s.name, fmt::join(s.dims, "][")));
+        line(level, fmt::format("{} {}[{}];", s.var->type, s.var->name, fmt::join(s.dims, "][")));
         return;
       case StmtKind::assign:
         line(level, fmt::format("{} {} {};", print(s.target), s.op, print(s.value)));
@@ -818,10 +931,11 @@ class Printer {
       case StmtKind::loop: {
         if (s.unroll == 1) line(level, "#pragma unroll");
         if (s.unroll > 1) line(level, fmt::format("#pragma unroll {}", s.unroll));
+        const std::string& name = s.var->name;
         const std::string step =
-            s.step ? fmt::format("{} += {}", s.name, print(s.step)) : "++" + s.name;
-        const std::string head = fmt::format("for ({} {} = {}; {} < {}; {})", s.type, s.name,
-                                             print(s.init), s.name, print(s.bound), step);
+            s.step ? fmt::format("{} += {}", name, print(s.step)) : "++" + name;
+        const std::string head = fmt::format("for ({} {} = {}; {} < {}; {})", s.var->type, name,
+                                             print(s.init), name, print(s.bound), step);
         if (s.inline_body) {
           line(level, head + " " + inline_body(*s.body));
           return;
@@ -877,9 +991,9 @@ std::string print(const Function& f) {
   const std::string cluster =
       f.cluster > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", f.cluster) : std::string();
   const auto declaration = [](const Param& q) {
-    return q.pointer
-               ? fmt::format("{}{}* __restrict__ {}", q.is_const ? "const " : "", q.type, q.name)
-               : fmt::format("{} {}", q.type, q.name);
+    return q.pointer ? fmt::format("{}{}* __restrict__ {}", q.is_const ? "const " : "", q.var->type,
+                                   q.var->name)
+                     : fmt::format("{} {}", q.var->type, q.var->name);
   };
   const std::string signature = fmt::format(
       "extern \"C\" __global__ void {}__launch_bounds__({}) {}(", cluster, bounds, f.name);
@@ -889,7 +1003,7 @@ std::string print(const Function& f) {
       if (!q.comment.empty()) {
         throw InternalError(fmt::format(
             "kernel IR of {}: parameter {} has a comment, which an inline signature cannot print",
-            f.name, q.name));
+            f.name, q.var->name));
       }
       params.push_back(declaration(q));
     }

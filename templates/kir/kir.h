@@ -6,12 +6,16 @@
 // call, loop and branch; expressions are trees of variables, literals, calls, operators,
 // subscripts, fields, casts, element offsets (a symbolic Index from templates/kir/index.h),
 // CUDA built-ins and typed device operations (barriers, fences, atomics, warp and block
-// reductions, vector loads and stores). Because every variable a statement reads is a node of
-// its expressions, questions such as "does this loop body read `k`?" are answered by walking
-// the tree (uses()), never by searching printed text, and verify() checks that every variable
-// is declared before it is read.
+// reductions, vector loads and stores). A variable is an object (Var): the declaration that
+// makes it (a let, an array, a loop, a parameter) hands it back, and every read refers to it,
+// so two variables that print alike stay two variables. Because every variable a statement
+// reads is a node of its expressions, questions such as "does this loop body read `k`?" are
+// answered by walking the tree and comparing the objects (uses()), never by searching printed
+// text or comparing names, and verify() checks that every variable is declared before it is
+// read.
 //
-// Building, then passes, then printing. place_declarations keeps a value offered with
+// Building, then passes, then printing. resolve_names binds the reads still made by name
+// (transitional, see named()); place_declarations keeps a value offered with
 // let_if_read only where a later statement reads it; lower_indices turns offsets and extents
 // into plain arithmetic (numbering a dynamic kernel's runtime extents); printing is mechanical:
 // an operator node prints as `a op b` and only group() adds parentheses, so a tree prints
@@ -66,12 +70,22 @@ enum class Intrinsic {
   store_vec,     // fj_store_vec(dst, src): one 16-byte store of a register array
 };
 
+// A kernel variable. Its identity is the object: the passes compare Var pointers, and the name
+// is only what it prints as (two variables may share one in different scopes).
+struct Var {
+  std::string name;
+  std::string type;      // the C type it is declared with, qualifiers included
+  bool by_name = false;  // transitional: a read made by name (named()), not yet bound
+};
+using VarP = std::shared_ptr<const Var>;
+
 struct Expr;
 using ExprP = std::shared_ptr<const Expr>;
 
 struct Expr {
   ExprKind kind = ExprKind::lit;
   std::string text;
+  VarP var;  // var: the variable read
   std::vector<ExprP> args;
   Index at;            // offset only
   bool lane0 = false;  // offset only
@@ -80,7 +94,25 @@ struct Expr {
   int wrap = 0;        // braces only
 };
 
-ExprP var(std::string name);
+// A variable made ahead of its declaration, for a value read before the statement that declares
+// it is built (a loop variable an index's root names); the declarations that take a VarP
+// declare it. Variables are otherwise made by their declarations.
+VarP variable(std::string type, std::string name);
+// A read of `v`.
+ExprP var(VarP v);
+
+// ---- Transitional (issue 33), until schedulers/rowwise.cpp and transpose.cpp keep their
+// variables ----
+// A read of whichever variable called `name` is declared where the read stands (in an
+// enclosing block, a loop or a parameter), bound to that variable by resolve_names, which
+// generate runs before the other passes. var(std::string) is the spelling those two files use;
+// make_root and make_lane_root (index.h) take names the same way, vector_store (lower.h)
+// without a lane reads j by name, and so do the split helpers (reduction.h) for the variables
+// a SplitPartials leaves unmade. New code makes and keeps variables instead.
+ExprP named(std::string name);
+inline ExprP var(std::string name) { return named(std::move(name)); }
+inline ExprP var(const char* name) { return named(name); }
+
 // Throws InternalError for text that is not a literal.
 ExprP lit(std::string text);
 ExprP lit(int64_t value);
@@ -134,25 +166,27 @@ struct Block;
 using BlockP = std::shared_ptr<Block>;
 
 // One variable of a declare statement: name[dims[0]][dims[1]].. = value (no dims: a scalar; no
-// value: uninitialized).
+// value: uninitialized). The builder gives the name, and Block::declare makes the variable, or
+// the builder gives a variable made ahead (its name the same) that a later declarator reads.
 struct Declarator {
   std::string name;
   std::vector<ExprP> dims;
   ExprP value;
+  VarP var;
 };
 
 struct Stmt {
   StmtKind kind = StmtKind::comment;
-  std::string type;       // let, array, loop: the C type (with qualifiers such as __shared__)
-  std::string name;       // let, array, loop: the variable declared
+  VarP var;               // let, array, loop: the variable declared (its name and C type)
+  std::string type;       // declare: the declarators' type (with qualifiers such as __shared__)
   bool is_const = false;  // let: `const`
   bool if_read = false;   // let: kept by place_declarations only where a later statement reads it
   ExprP value;            // let: initializer (may be null); assign, eval: value; branch: condition
   ExprP target;           // assign: what is assigned
   std::string op;         // assign: "=", "+=", ...
   std::vector<int64_t> dims;  // array: the length of each dimension
-  ExprP init, bound;          // loop: `name = init; name < bound`
-  ExprP step;                 // loop: `name += step`, or `++name` when null
+  ExprP init, bound;          // loop: `var = init; var < bound`
+  ExprP step;                 // loop: `var += step`, or `++var` when null
   int unroll = 0;             // loop: 1 puts `#pragma unroll` before it, n > 1 `#pragma unroll n`
   std::string text;           // comment; let, assign, eval: a trailing comment
   BlockP body;                // loop, branch
@@ -160,24 +194,33 @@ struct Stmt {
   bool inline_body = false;  // loop, branch: the body, one statement, on the same line, no braces
 };
 
+struct Loop;
+
 // A sequence of statements, built front to back. Nested blocks (loop and branch bodies) are
-// returned by reference and stay valid while more statements are added.
+// returned by reference and stay valid while more statements are added. Every declaration
+// makes its variable and returns a read of it (a VarP overload declares one made ahead with
+// variable()).
 struct Block {
   std::vector<Stmt> stmts;
 
   // const type name = value;  (or `type name = value;` / `type name;` with let_mut)
   ExprP let(std::string type, std::string name, ExprP value, std::string comment = {});
+  ExprP let(VarP v, ExprP value, std::string comment = {});
   ExprP let_mut(std::string type, std::string name, ExprP value = nullptr);
+  ExprP let_mut(VarP v, ExprP value = nullptr);
   // A const let that place_declarations keeps only where a statement after it reads it: a
   // value a template offers to code it has not built yet (a row index, a lane's element).
   ExprP let_if_read(std::string type, std::string name, ExprP value, std::string comment = {});
+  ExprP let_if_read(VarP v, ExprP value, std::string comment = {});
   ExprP array(std::string type, std::string name, int64_t length);
   ExprP array(std::string type, std::string name, std::vector<int64_t> dims);  // name[d0][d1]..
+  ExprP array(VarP v, std::vector<int64_t> dims);
   void assign(ExprP target, ExprP value, std::string op = "=");
   void eval(ExprP value, std::string comment = {});
   // for (type name = init; name < bound; name += step) or ++name when step is null.
-  Block& loop(std::string type, std::string name, ExprP init, ExprP bound, ExprP step = nullptr,
-              int unroll = 0);
+  Loop loop(std::string type, std::string name, ExprP init, ExprP bound, ExprP step = nullptr,
+            int unroll = 0);
+  Loop loop(VarP v, ExprP init, ExprP bound, ExprP step = nullptr, int unroll = 0);
   Block& branch(ExprP cond);
   template <class... Args>
   void comment(fmt::format_string<Args...> f, Args&&... args) {
@@ -198,19 +241,29 @@ struct Block {
   void pragma(std::string text);
   // loop and branch whose body is one statement printed on their line, without braces:
   //   for (int n = 0; n < 8; ++n) x[n] = 0;        if (i >= n) continue;
-  Block& loop_line(std::string type, std::string name, ExprP init, ExprP bound,
-                   ExprP step = nullptr, int unroll = 0);
+  Loop loop_line(std::string type, std::string name, ExprP init, ExprP bound, ExprP step = nullptr,
+                 int unroll = 0);
   Block& branch_line(ExprP cond);
   // Appends another block's statements.
   void splice(const Block& other);
   bool empty() const { return stmts.empty(); }
+
+ private:
+  Loop add_loop(VarP v, ExprP init, ExprP bound, ExprP step, int unroll, bool inline_body);
+};
+
+// What a loop builder hands back: its body and a read of its loop variable. It converts to the
+// body, so `Block& body = out.loop(...)` takes the body alone.
+struct Loop {
+  Block& body;
+  ExprP index;
+  operator Block&() const { return body; }  // NOLINT(google-explicit-constructor)
 };
 
 // A kernel parameter: `const T* __restrict__ name  // comment` (or without const for outputs),
-// or a scalar `T name  // comment`.
+// or a scalar `T name  // comment`; the variable's type is the element type (a scalar's type).
 struct Param {
-  std::string type;  // element type (a scalar's type)
-  std::string name;
+  VarP var;
   bool is_const = true;
   std::string comment;
   bool pointer = true;
@@ -229,35 +282,46 @@ struct Function {
   std::vector<Param> params;
   bool params_inline = false;  // the parameters on the signature's line (none may carry a comment)
   Block body;
+
+  // Adds a parameter of a new variable; returns a read of it.
+  ExprP param(std::string type, std::string name, bool is_const = true, std::string comment = {},
+              bool pointer = true);
 };
 
-// Whether an expression, a statement or a block reads the variable `name` (an offset reads
-// the roots of its index, or their lane-0 variables).
-bool uses(const ExprP& e, std::string_view name);
-bool uses(const Stmt& s, std::string_view name);
-bool uses(const Block& b, std::string_view name);
+// Whether an expression, a statement or a block reads the variable `v`, the object (an offset
+// reads the roots of its index, or their lane-0 variables).
+bool uses(const ExprP& e, const VarP& v);
+bool uses(const Stmt& s, const VarP& v);
+bool uses(const Block& b, const VarP& v);
+
+// Transitional (issue 33; see named()): binds every read made by name, a var node or an index
+// root, to the variable of that name declared where it stands (the innermost declaration in
+// scope). A name with no declaration in scope is left unbound, for verify() to report where
+// place_declarations has not removed its reader. Changes nothing in a tree built of objects.
+void resolve_names(Function& f);
 
 // The declaration pass: removes every let_if_read declaration that no later statement of its
 // block (nested blocks included) reads, until none is left unread (a removed declaration's
 // value may have been the only reader of another).
 void place_declarations(Function& f);
 
-// Checks that every variable read is declared before, in an enclosing block or as a
-// parameter, and that no literal spells a declared variable's name; throws InternalError
-// naming the first violation.
+// Checks that every variable read (the object) is declared before, in an enclosing block or as
+// a parameter, and that no function or type text spells a declared variable's name (a read the
+// passes could not see); throws InternalError naming the first violation.
 void verify(const Function& f);
 
 // The pass between building and printing: every offset becomes its index arithmetic
 // (offset_expr, index.h: digits, place values, no-op divisions and modulos left out) and every
 // extent its number. With `runtime` (a dynamic kernel), the numbers that stand for runtime
-// extents become the kernel's arguments fj_e<k> (divisions by them fast divisions over fj_m<k>,
-// templates/kir/fastdiv.h), registered in `runtime` in the order the pass meets them:
-// statements in order, within one its target, value, loop start, bound and step, operands left
-// to right. The caller adds those arguments to the signature.
+// extents become reads of the kernel's arguments fj_e<k> (divisions by them fast divisions over
+// fj_m<k>, templates/kir/fastdiv.h), variables registered in `runtime` in the order the pass meets
+// them: statements in order, within one its target, value, loop start, bound and step, operands
+// left to right. The caller adds those arguments to the signature.
 void lower_indices(Function& f, RuntimeExtents* runtime = nullptr);
 
 // The tree as text, for FUSEJIT_DUMP=kir: one statement per line (nested blocks indented),
-// expressions as prefix forms, `(+ i (* j 4))`, `(call fj_load in0 i)`, `(offset i / 4 % 3)`;
+// expressions as prefix forms, `(+ i (* j 4))`, `(call fj_load in0 i)`, `(offset i / 4 % 3)`,
+// a variable as its name ('name while it is a read by name that resolve_names has not bound);
 // what each step of code generation leaves, not C.
 std::string dump(const Function& f);
 

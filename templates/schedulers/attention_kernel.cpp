@@ -44,15 +44,18 @@ ExprP sum(std::vector<ExprP> terms) {
 kir::Declarator scalar(std::string name, ExprP value) {
   return {std::move(name), {}, std::move(value)};
 }
+// A declarator of a variable made ahead, which a later declarator of its statement reads.
+kir::Declarator scalar(const kir::VarP& v, ExprP value) {
+  return {v->name, {}, std::move(value), v};
+}
 
 // `#pragma unroll` (at column 0, as the kernel has always printed it) and the loop
 // `for (int name = init; name < bound; name += step)` (++name without a step).
-kir::Block& unrolled(kir::Block& b, std::string name, ExprP init, ExprP bound,
-                     ExprP step = nullptr) {
+kir::Loop unrolled(kir::Block& b, std::string name, ExprP init, ExprP bound, ExprP step = nullptr) {
   b.pragma("unroll");
   return b.loop("int", std::move(name), std::move(init), std::move(bound), std::move(step));
 }
-kir::Block& unrolled_line(kir::Block& b, std::string name, ExprP init, ExprP bound) {
+kir::Loop unrolled_line(kir::Block& b, std::string name, ExprP init, ExprP bound) {
   b.pragma("unroll");
   return b.loop_line("int", std::move(name), std::move(init), std::move(bound));
 }
@@ -80,14 +83,11 @@ void build_signature(kir::Function& f, const AttentionSpec& s, Vars& n) {
   f.block = kAttentionThreads;
   f.min_blocks = 1;
   f.params_inline = true;
-  f.params = {{"unsigned short", "q"}, {"unsigned short", "k"}, {"unsigned short", "v"}};
-  if (has_mask_tensor(s)) f.params.push_back({mask_element(s.mask_dtype), "mask"});
-  f.params.push_back({"unsigned short", "o", false});
-  n.q = kir::var("q");
-  n.k = kir::var("k");
-  n.v = kir::var("v");
-  n.mask = kir::var("mask");
-  n.o = kir::var("o");
+  n.q = f.param("unsigned short", "q");
+  n.k = f.param("unsigned short", "k");
+  n.v = f.param("unsigned short", "v");
+  if (has_mask_tensor(s)) n.mask = f.param(mask_element(s.mask_dtype), "mask");
+  n.o = f.param("unsigned short", "o", false);
 }
 
 // constexpr long long k<name>b = .., k<name>h = .., k<name>s = ..;
@@ -139,11 +139,13 @@ void build_block_layout(kir::Block& b, Vars& n) {
   const std::string shared = "__shared__ __align__(16) unsigned short";
   n.ks = b.declare(shared, {{"ks", {kir::mul(n.block_n, n.k_pitch)}, nullptr}})[0];
   n.vs = b.declare(shared, {{"vs", {kir::mul(n.block_n, n.v_pitch)}, nullptr}})[0];
-  n.tid = kir::var("tid");
-  n.lane = kir::var("lane");
+  const kir::VarP tid = kir::variable("const int", "tid"),
+                  lane = kir::variable("const int", "lane");
+  n.tid = kir::var(tid);
+  n.lane = kir::var(lane);
   const std::vector<ExprP> x = b.declare(
-      "const int", {scalar("tid", kir::thread_index()), scalar("warp", op(n.tid, ">>", num(5))),
-                    scalar("lane", op(n.tid, "&", num(31))), scalar("g", op(n.lane, ">>", num(2))),
+      "const int", {scalar(tid, kir::thread_index()), scalar("warp", op(n.tid, ">>", num(5))),
+                    scalar(lane, op(n.tid, "&", num(31))), scalar("g", op(n.lane, ">>", num(2))),
                     scalar("t", op(n.lane, "&", num(3)))});
   n.warp = x[1], n.g = x[3], n.t = x[4];
 }
@@ -152,9 +154,8 @@ void build_block_layout(kir::Block& b, Vars& n) {
 void build_q_fragments(kir::Block& b, const AttentionSchedule& p, Vars& n) {
   const ExprP chunks = op(n.d, "/", num(16));
   n.qf = b.declare("unsigned", {{"qf", {chunks, num(4)}, nullptr}})[0];
-  kir::Block& chunk = unrolled(b, "c", num(0), chunks);
-  kir::Block& part = unrolled(chunk, "e", num(0), num(4));
-  const ExprP c = kir::var("c"), e = kir::var("e");
+  const auto [chunk, c] = unrolled(b, "c", num(0), chunks);
+  const auto [part, e] = unrolled(chunk, "e", num(0), num(4));
   const ExprP i =
       part.let("int", "i", kir::add(n.row0, kir::mul(paren(op(e, "&", num(1))), num(8))));
   const ExprP x =
@@ -168,8 +169,7 @@ void build_q_fragments(kir::Block& b, const AttentionSchedule& p, Vars& n) {
 
 // for (int n = 0; n < tiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 void build_zero(kir::Block& b, const ExprP& acc, const ExprP& tiles) {
-  kir::Block& tile = unrolled_line(b, "n", num(0), tiles);
-  const ExprP t = kir::var("n");
+  const auto [tile, t] = unrolled_line(b, "n", num(0), tiles);
   tile.assign(at(acc, t, 0),
               op(at(acc, t, 1), "=", op(at(acc, t, 2), "=", op(at(acc, t, 3), "=", text("0.0f")))));
 }
@@ -185,11 +185,12 @@ struct Staged {
 // none (the last tile): the waits count groups, the same way whatever was copied how.
 void build_stage(kir::Block& b, const Vars& n, const Staged& t, const ExprP& first) {
   const ExprP per_row = paren(op(t.dim, "/", num(t.vec)));
-  kir::Block& copy =
+  const auto [copy, e] =
       b.loop("int", "e", n.tid, kir::mul(n.block_n, per_row), num(kAttentionThreads));
-  const ExprP e = kir::var("e"), r = kir::var("r");
+  const kir::VarP row = kir::variable("const int", "r");
+  const ExprP r = kir::var(row);
   const std::vector<ExprP> x =
-      copy.declare("const int", {scalar("r", op(e, "/", per_row)),
+      copy.declare("const int", {scalar(row, op(e, "/", per_row)),
                                  scalar("c", kir::mul(op(e, "%", per_row), num(t.vec))),
                                  scalar("key", kir::add(first, r))});
   const ExprP c = x[1], key = x[2];
@@ -227,8 +228,7 @@ void build_product_pair(kir::Block& b, const std::string& mma, const ExprP& tile
                         const ExprP& a,
                         const std::function<ExprP(const ExprP& bf, const ExprP& n)>& load,
                         std::string load_comment) {
-  kir::Block& pair = unrolled(b, "n", num(0), tiles, num(2));
-  const ExprP t = kir::var("n");
+  const auto [pair, t] = unrolled(b, "n", num(0), tiles, num(2));
   const ExprP bf = pair.array("unsigned", "bf", 4);
   pair.eval(load(bf, t), std::move(load_comment));
   const std::vector<ExprP> x = pair.declare(
@@ -243,8 +243,8 @@ void build_scores(kir::Block& b, const std::string& mma, Vars& n) {
   const ExprP tiles = op(n.block_n, "/", num(8));
   n.s = b.declare("float", {{"s", {tiles, num(4)}, nullptr}})[0];
   build_zero(b, n.s, tiles);
-  kir::Block& chunk = unrolled(b, "c", num(0), op(n.d, "/", num(16)));
-  const ExprP c = kir::var("c");
+  const kir::Loop chunk = unrolled(b, "c", num(0), op(n.d, "/", num(16)));
+  const ExprP c = chunk.index;
   const LdmatrixLane ln{n.lane};
   build_product_pair(
       chunk, mma, tiles, n.s, at(n.qf, c),
@@ -264,9 +264,10 @@ void build_mask(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& 
         "bool", "diagonal",
         op(op(kir::add(n.key0, n.block_n), "-", num(1)), ">", kir::mul(n.qt, num(kAttentionRows))),
         "some key j > some row i");
-  kir::Block& tile = unrolled(b, "n", num(0), op(n.block_n, "/", num(8)));
-  kir::Block& lane = unrolled(tile, "e", num(0), num(4));
-  const ExprP t = kir::var("n"), e = kir::var("e");
+  const kir::Loop tile = unrolled(b, "n", num(0), op(n.block_n, "/", num(8)));
+  const kir::Loop lanes = unrolled(tile, "e", num(0), num(4));
+  kir::Block& lane = lanes.body;
+  const ExprP t = tile.index, e = lanes.index;
   const ExprP i =
       lane.let_if_read("int", "i", kir::add(n.row0, kir::mul(paren(op(e, ">>", num(1))), num(8))));
   const ExprP j = lane.let_if_read(
@@ -307,13 +308,11 @@ void build_mask(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& 
 
 // m, l, O rescaled by the tile's new row maxima; s becomes P = 2^(x - m).
 void build_online_softmax(kir::Block& b, const Vars& n) {
-  kir::Block& row = unrolled(b, "r", num(0), num(2));
-  const ExprP r = kir::var("r");
+  const auto [row, r] = unrolled(b, "r", num(0), num(2));
   const ExprP even = kir::mul(num(2), r), odd = kir::add(kir::mul(num(2), r), num(1));
   const ExprP mx = row.let_mut("float", "mx", at(n.m, r));
   {
-    kir::Block& tile = unrolled_line(row, "n", num(0), op(n.block_n, "/", num(8)));
-    const ExprP t = kir::var("n");
+    const auto [tile, t] = unrolled_line(row, "n", num(0), op(n.block_n, "/", num(8)));
     tile.assign(mx,
                 kir::call("fmaxf", {mx, kir::call("fmaxf", {at(n.s, t, even), at(n.s, t, odd)})}));
   }
@@ -327,13 +326,11 @@ void build_online_softmax(kir::Block& b, const Vars& n) {
   row.assign(at(n.m, r), mx);
   row.assign(at(n.l, r), alpha, "*=");
   {
-    kir::Block& tile = unrolled(row, "n", num(0), op(n.dv, "/", num(8)));
-    const ExprP t = kir::var("n");
+    const auto [tile, t] = unrolled(row, "n", num(0), op(n.dv, "/", num(8)));
     tile.assign(at(n.o_acc, t, even), alpha, "*=");
     tile.assign(at(n.o_acc, t, odd), alpha, "*=");
   }
-  kir::Block& tile = unrolled(row, "n", num(0), op(n.block_n, "/", num(8)));
-  const ExprP t = kir::var("n");
+  const auto [tile, t] = unrolled(row, "n", num(0), op(n.block_n, "/", num(8)));
   for (const ExprP& col : {even, odd})
     tile.assign(at(n.s, t, col), kir::call("fj_att_exp2", {op(at(n.s, t, col), "-", base)}));
   tile.assign(at(n.l, r), kir::add(at(n.s, t, even), at(n.s, t, odd)), "+=");
@@ -341,14 +338,14 @@ void build_online_softmax(kir::Block& b, const Vars& n) {
 
 // O += P V: the accumulators of S tiles 2c and 2c + 1 are the A fragment of keys 16c..16c+15.
 void build_pv(kir::Block& b, const std::string& mma, const std::string& pack, const Vars& n) {
-  kir::Block& chunk = unrolled(b, "c", num(0), op(n.block_n, "/", num(16)));
-  const ExprP c = kir::var("c");
+  const kir::Loop chunk = unrolled(b, "c", num(0), op(n.block_n, "/", num(16)));
+  const ExprP c = chunk.index;
   std::vector<ExprP> parts;
   for (const ExprP& tile : {kir::mul(num(2), c), kir::add(kir::mul(num(2), c), num(1))}) {
     for (int e : {0, 2}) parts.push_back(kir::call(pack, {at(n.s, tile, e), at(n.s, tile, e + 1)}));
   }
   const ExprP pf =
-      chunk.declare("const unsigned", {{"pf", {num(4)}, kir::braces(std::move(parts), 2)}})[0];
+      chunk.body.declare("const unsigned", {{"pf", {num(4)}, kir::braces(std::move(parts), 2)}})[0];
   const LdmatrixLane ln{n.lane};
   build_product_pair(
       chunk, mma, op(n.dv, "/", num(8)), n.o_acc, pf,
@@ -366,12 +363,11 @@ void build_pv(kir::Block& b, const std::string& mma, const std::string& pack, co
 // 0 * inf = NaN, as the reference's 0 / 0.
 void build_store(kir::Block& b, const std::string& pack, const Vars& n) {
   {
-    kir::Block& row = unrolled(b, "r", num(0), num(2));
-    const ExprP l = at(n.l, kir::var("r"));
+    const auto [row, r] = unrolled(b, "r", num(0), num(2));
+    const ExprP l = at(n.l, r);
     for (int lanes : {1, 2}) row.assign(l, kir::call("fj_att_shfl_xor", {l, num(lanes)}), "+=");
   }
-  kir::Block& row = unrolled(b, "r", num(0), num(2));
-  const ExprP r = kir::var("r");
+  const auto [row, r] = unrolled(b, "r", num(0), num(2));
   const ExprP i = row.let("int", "i", kir::add(n.row0, kir::mul(num(8), r)));
   row.branch_line(op(i, ">=", n.seq_q)).jump("continue");
   const ExprP inv = row.let("float", "inv", op(text("1.0f"), "/", at(n.l, r)));
@@ -379,8 +375,7 @@ void build_store(kir::Block& b, const std::string& pack, const Vars& n) {
       "unsigned short*", "x",
       kir::add(kir::add(n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv)),
                kir::mul(num(2), n.t)));
-  kir::Block& tile = unrolled_line(row, "n", num(0), op(n.dv, "/", num(8)));
-  const ExprP t = kir::var("n");
+  const auto [tile, t] = unrolled_line(row, "n", num(0), op(n.dv, "/", num(8)));
   tile.eval(kir::call(
       "fj_att_store2",
       {kir::add(x, kir::mul(t, num(8))),
@@ -394,8 +389,9 @@ void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionSche
       "int", "qt",
       op(op(n.q_tiles, "-", num(1)), "-", kir::call("static_cast<int>", {op(n.w, "%", n.q_tiles)})),
       "longest rows first");
-  n.bh = kir::var("bh");
-  const std::vector<ExprP> x = b.declare("const long long", {scalar("bh", op(n.w, "/", n.q_tiles)),
+  const kir::VarP bh = kir::variable("const long long", "bh");
+  n.bh = kir::var(bh);
+  const std::vector<ExprP> x = b.declare("const long long", {scalar(bh, op(n.w, "/", n.q_tiles)),
                                                              scalar("b", op(n.bh, "/", n.heads))});
   n.b = x[1];
   n.h = b.let("int", "h", kir::call("static_cast<int>", {op(n.bh, "%", n.heads)}));
@@ -461,8 +457,9 @@ void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionSched
   commit(b);
   build_stage(b, n, v, num(0));
   commit(b);
-  kir::Block& tile = b.loop("int", "kt", num(0), n.tiles);
-  n.kt = kir::var("kt");
+  const kir::Loop tiles = b.loop("int", "kt", num(0), n.tiles);
+  kir::Block& tile = tiles.body;
+  n.kt = tiles.index;
   n.key0 = tile.let("int", "key0", kir::mul(n.kt, n.block_n));
   const ExprP next = kir::lt(kir::add(n.kt, num(1)), n.tiles);
   tile.eval(kir::call("fj_att_async_wait<1>", {}),
@@ -515,8 +512,9 @@ kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionSche
   build_signature(f, s, n);
   build_constants(f.body, s, p, n);
   build_block_layout(f.body, n);
-  kir::Block& item = f.body.loop("long long", "w", kir::block_index(), n.work, kir::grid_blocks());
-  n.w = kir::var("w");
+  const kir::Loop item =
+      f.body.loop("long long", "w", kir::block_index(), n.work, kir::grid_blocks());
+  n.w = item.index;
   build_work_item(item, s, p, n);
   return f;
 }

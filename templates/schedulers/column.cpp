@@ -123,6 +123,28 @@ ColumnParams column_config(const RegionInfo& info, const ReduceSpace& space, int
   return c;
 }
 
+// The kernel's variables that the pieces read before build() declares them: the thread's
+// coordinates tx and ty, the lanes' j, the tile t, its piece s and their pair u, the roots p,
+// l, n (n0 at lane 0), and whether the thread's columns are in range (live).
+struct ColumnVars {
+  kir::VarP tx, ty, j, t, s, u, p, l, n, n0, live;
+};
+
+ColumnVars column_vars(const std::string& idx) {
+  const auto index = [&](const char* name) { return kir::variable(idx, name); };
+  return ColumnVars{kir::variable("int", "tx"),
+                    kir::variable("int", "ty"),
+                    kir::variable("int", "j"),
+                    index("t"),
+                    index("s"),
+                    index("u"),
+                    index("p"),
+                    index("l"),
+                    index("n"),
+                    index("n0"),
+                    kir::variable("bool", "live")};
+}
+
 // The statements of the kernel are collected in pieces while the region's values are
 // computed (a load goes before the row loop or into it, depending on what its index reads),
 // then assembled in order by build().
@@ -149,6 +171,7 @@ class ColumnBuilder {
   void add_split_combine(kir::Block& out) const;
   void add_finish(kir::Block& out) const;
   SplitPartials split_partials() const;
+  void make_split();
   // for (int j = 0; j < V; ++j), unrolled: a statement per accumulator lane.
   kir::Block& per_lane(kir::Block& out) const;
   // a<r>[j] and part<r>[row][tx * V + j].
@@ -161,8 +184,9 @@ class ColumnBuilder {
   const std::string idx_;
   const int64_t block_, warps_;
   const bool guard_n_;
+  const ColumnVars vars_;
   const kir::ExprP thread_ = kir::thread_index();
-  const kir::ExprP tx_ = kir::var("tx"), ty_ = kir::var("ty"), j_ = kir::var("j");
+  const kir::ExprP tx_ = kir::var(vars_.tx), ty_ = kir::var(vars_.ty), j_ = kir::var(vars_.j);
   // The ty == 0 threads: they hold the block's combined values.
   const kir::ExprP holders_ = kir::infix(ty_, "==", kir::lit(0));
   BasePtr p_root_, l_root_, n_root_;
@@ -170,6 +194,8 @@ class ColumnBuilder {
   Digits kept_;
   IndexKey canonical_;  // a reduced value is read at its own column only
   kir::ExprP lane_j_;
+  std::map<ir::NodeId, kir::ExprP> accs_, parts_;  // a<r>, part<r>
+  SplitPartials split_;                            // but the accumulators (split_partials)
   Values values_;
   std::map<ir::NodeId, kir::ExprP> finished_;
   bool epilogue_ = false;
@@ -196,12 +222,13 @@ ColumnBuilder::ColumnBuilder(const RegionInfo& info, const ReduceSpace& space,
       block_(cfg.tx * cfg.ty),
       warps_(std::max<int64_t>(1, block_ / 32)),
       guard_n_(cfg.tiles_n * cfg.tx * cfg.v != space.suffix),
+      vars_(column_vars(idx_)),
       values_(
           info, [this](ir::NodeId id, const Index& at, ValueScope&) { return leaf(id, at); },
           [this](ir::NodeId id, const Index& at) { return intercept(id, at); }) {
-  p_root_ = make_root("p", space.prefix);
-  l_root_ = make_root("l", space.length);
-  n_root_ = make_lane_root("n", "n0", space.suffix, cfg.v);
+  p_root_ = make_root(vars_.p, space.prefix);
+  l_root_ = make_root(vars_.l, space.length);
+  n_root_ = make_lane_root(vars_.n, vars_.n0, space.suffix, cfg.v);
   // Axes before the first reduced one are the prefix, after it the suffix (extent-1 axes
   // carry no digits, so their group does not matter).
   size_t first_reduced = space.shape.size();
@@ -218,18 +245,19 @@ ColumnBuilder::ColumnBuilder(const RegionInfo& info, const ReduceSpace& space,
   kept_ = {Digit{p_root_, 1, space.prefix}, Digit{n_root_, 1, space.suffix}};
   canonical_ = index_key(Index{Shape{space.rows}, {kept_}});
   lane_j_ = cfg.v > 1 ? j_ : kir::lit(0);
+  if (cfg.split > 1) make_split();
 }
 
 kir::Block& ColumnBuilder::per_lane(kir::Block& out) const {
-  return out.loop("int", "j", kir::lit(0), kir::lit(cfg_.v), nullptr, 1);
+  return out.loop(vars_.j, kir::lit(0), kir::lit(cfg_.v), nullptr, 1);
 }
 
 kir::ExprP ColumnBuilder::acc(ir::NodeId r, kir::ExprP lane) const {
-  return kir::subscript(kir::var(info_.named("a", r)), std::move(lane));
+  return kir::subscript(accs_.at(r), std::move(lane));
 }
 
 kir::ExprP ColumnBuilder::shared_part(ir::NodeId r, kir::ExprP row) const {
-  return kir::subscript(kir::subscript(kir::var(info_.named("part", r)), std::move(row)),
+  return kir::subscript(kir::subscript(parts_.at(r), std::move(row)),
                         kir::add(kir::mul(tx_, kir::lit(cfg_.v)), j_));
 }
 
@@ -245,7 +273,7 @@ kir::ExprP ColumnBuilder::leaf(ir::NodeId id, const Index& at) {
     if (!array) {
       array = pre.array(std::string(code.storage), fmt::format("r{}", names_++), cfg_.v);
       pre.eval(
-          kir::load_vec(array, kir::add(kir::var(info_.input_param(id)), kir::offset(at, true))));
+          kir::load_vec(array, kir::add(kir::var(info_.input_var(id)), kir::offset(at, true))));
       pre_scope.memo[key] = array;
     }
     return body_.let(std::string(code.arith), fmt::format("x{}", names_++),
@@ -285,7 +313,7 @@ Accumulator ColumnBuilder::accumulator(ir::NodeId r) const {
 void ColumnBuilder::add_accumulator(ir::NodeId r) {
   const ir::Node& n = info_.node(r);
   const Accumulator a = accumulator(r);
-  acc_init_.array(a.type, info_.named("a", r), cfg_.v);
+  accs_[r] = acc_init_.array(a.type, info_.named("a", r), cfg_.v);
   per_lane(acc_init_).assign(acc(r, j_), kir::lit(a.identity));
   const ir::Node& operand = info_.node(n.inputs[0]);
   const kir::ExprP value = values_.value(n.inputs[0], x_, inner_);
@@ -298,7 +326,8 @@ void ColumnBuilder::add_accumulator(ir::NodeId r) {
                                              std::min<int64_t>(32, block_)));
   }
   if (warps_ > 1) {
-    shared_.array("__shared__ " + a.type, info_.named("part", r), {warps_, cfg_.tx * cfg_.v});
+    parts_[r] =
+        shared_.array("__shared__ " + a.type, info_.named("part", r), {warps_, cfg_.tx * cfg_.v});
   }
 }
 
@@ -325,7 +354,7 @@ void ColumnBuilder::add_output(const ReduceOutput& out, const Index& at, ValueSc
                                kir::Block& decl, kir::Block& body, kir::Block& stores) {
   const DTypeCode& code = dtype_code(info_.node(out.id).dtype);
   const kir::ExprP value = apply(code.store, values_.value(out.id, at, scope));
-  const kir::ExprP dst = kir::var(fmt::format("out{}", out.position));
+  const kir::ExprP dst = kir::var(info_.output_var(out.position));
   if (cfg_.v > 1 && lane(at) == Lane::unit) {
     const kir::ExprP lanes =
         decl.array(std::string(code.storage), fmt::format("s{}", out.position), cfg_.v);
@@ -351,18 +380,26 @@ void ColumnBuilder::collect_outputs() {
 }
 
 // The partials of tile t, piece s: one per column of the tile, held by the ty == 0 threads
-// (column j * TX + tx, so that a warp's accesses to them are contiguous).
+// (column j * TX + tx, so that a warp's accesses to them are contiguous). Made once, with its
+// variables.
+void ColumnBuilder::make_split() {
+  split_.pieces = cfg_.split;
+  split_.groups = cfg_.tiles;
+  split_.width = cfg_.tx * cfg_.v;
+  split_.group = kir::var(vars_.t);
+  split_.piece = kir::var(vars_.s);
+  split_.value = kir::add(kir::mul(j_, kir::lit(cfg_.tx)), tx_);
+  split_.lanes = static_cast<int>(cfg_.v);
+  split_.holders = holders_;
+  for (const auto& [sum, max] : space_.online) split_.paired[max] = Pairing::max_sum;
+  split_variables(split_, info_, space_.accumulated());
+  split_.lane = vars_.j;
+}
+
+// The split with the accumulators (declared by collect_reduces).
 SplitPartials ColumnBuilder::split_partials() const {
-  SplitPartials split;
-  split.pieces = cfg_.split;
-  split.groups = cfg_.tiles;
-  split.width = cfg_.tx * cfg_.v;
-  split.group = kir::var("t");
-  split.piece = kir::var("s");
-  split.value = kir::add(kir::mul(j_, kir::lit(cfg_.tx)), tx_);
-  split.lanes = cfg_.v;
-  split.holders = holders_;
-  for (const auto& [sum, max] : space_.online) split.paired[max] = Pairing::max_sum;
+  SplitPartials split = split_;
+  split.accumulators = accs_;
   return split;
 }
 
@@ -386,53 +423,53 @@ void ColumnBuilder::add_header(kir::Block& head) const {
 
 // The tile's position (p, n0) and, when split, the piece s; then the accumulators.
 void ColumnBuilder::add_tile_start(kir::Block& out) const {
-  const kir::ExprP t = kir::var("t");
+  const kir::ExprP t = kir::var(vars_.t);
   if (cfg_.split > 1) {
-    const kir::ExprP u = kir::var("u");
+    const kir::ExprP u = kir::var(vars_.u);
     if (cfg_.tiles > 1) {
-      out.let(idx_, "t", kir::infix(u, "%", kir::lit(cfg_.tiles)));
-      out.let(idx_, "s", kir::infix(u, "/", kir::lit(cfg_.tiles)));
+      out.let(vars_.t, kir::infix(u, "%", kir::lit(cfg_.tiles)));
+      out.let(vars_.s, kir::infix(u, "/", kir::lit(cfg_.tiles)));
     } else {
-      out.let(idx_, "t", kir::lit(0));
-      out.let(idx_, "s", u);
+      out.let(vars_.t, kir::lit(0));
+      out.let(vars_.s, u);
     }
   }
   kir::ExprP n0;
   if (cfg_.tiles_n == 1) {
-    if (space_.prefix > 1) out.let(idx_, "p", t);
-    n0 = out.let(idx_, "n0", kir::mul(tx_, kir::lit(cfg_.v)));
+    if (space_.prefix > 1) out.let(vars_.p, t);
+    n0 = out.let(vars_.n0, kir::mul(tx_, kir::lit(cfg_.v)));
   } else {
-    if (space_.prefix > 1) out.let(idx_, "p", kir::infix(t, "/", kir::lit(cfg_.tiles_n)));
+    if (space_.prefix > 1) out.let(vars_.p, kir::infix(t, "/", kir::lit(cfg_.tiles_n)));
     const kir::ExprP column =
         kir::add(kir::mul(kir::infix(t, "%", kir::lit(cfg_.tiles_n)), kir::lit(cfg_.tx)), tx_);
-    n0 = out.let(idx_, "n0", kir::mul(kir::group(column), kir::lit(cfg_.v)));
+    n0 = out.let(vars_.n0, kir::mul(kir::group(column), kir::lit(cfg_.v)));
   }
-  if (guard_n_) out.let("bool", "live", kir::lt(n0, kir::lit(space_.suffix)));
+  if (guard_n_) out.let(vars_.live, kir::lt(n0, kir::lit(space_.suffix)));
   out.splice(acc_init_);
 }
 
 // The lanes' statements: inside an unrolled loop over j with V lanes, with n declared when
 // they read it.
 void ColumnBuilder::add_lane_loop(kir::Block& out, const kir::Block& body) const {
-  const kir::ExprP n0 = kir::var("n0");
+  const kir::ExprP n0 = kir::var(vars_.n0);
   if (cfg_.v > 1) {
     kir::Block& lanes = per_lane(out);
-    lanes.let_if_read(idx_, "n", kir::add(n0, j_));
+    lanes.let_if_read(vars_.n, kir::add(n0, j_));
     lanes.splice(body);
   } else {
-    out.let_if_read(idx_, "n", n0);
+    out.let_if_read(vars_.n, n0);
     out.splice(body);
   }
 }
 
 // Thread (tx, ty) over the rows l = ty, ty + TY, ... of the tile (of its piece, when split).
 void ColumnBuilder::add_accumulation(kir::Block& out) const {
-  kir::Block& live = guard_n_ ? out.branch(kir::var("live")) : out;
+  kir::Block& live = guard_n_ ? out.branch(kir::var(vars_.live)) : out;
   live.splice(tile_prelude_);
   kir::ExprP first = ty_;
   kir::ExprP end = kir::lit(space_.length);
   if (cfg_.split > 1) {
-    const kir::ExprP s = kir::var("s");
+    const kir::ExprP s = kir::var(vars_.s);
     first = kir::add(kir::mul(s, kir::lit(cfg_.piece)), ty_);
     const kir::ExprP next = kir::mul(kir::group(kir::add(s, kir::lit(1))), kir::lit(cfg_.piece));
     if (cfg_.split * cfg_.piece == space_.length) {
@@ -444,7 +481,7 @@ void ColumnBuilder::add_accumulation(kir::Block& out) const {
           kir::select(kir::lt(s, kir::lit(cfg_.split - 1)), next, kir::lit(space_.length)));
     }
   }
-  kir::Block& rows = live.loop(idx_, "l", first, end, kir::lit(cfg_.ty), 4);
+  kir::Block& rows = live.loop(vars_.l, first, end, kir::lit(cfg_.ty), 4);
   rows.splice(prelude_);
   add_lane_loop(rows, body_);
   rows.splice(stores_);
@@ -464,9 +501,8 @@ void ColumnBuilder::add_block_combine(kir::Block& out) const {
   }
   out.eval(sync);
   kir::Block& holders = out.branch(holders_);
-  const kir::ExprP w = kir::var("w");
   for (ir::NodeId r : accumulated) {
-    kir::Block& warps = holders.loop("int", "w", kir::lit(1), kir::lit(warps_), nullptr, 1);
+    const auto [warps, w] = holders.loop("int", "w", kir::lit(1), kir::lit(warps_), nullptr, 1);
     const std::string op = accumulator(r).functor;
     per_lane(warps).assign(acc(r, j_), kir::call(op + "()", {acc(r, j_), shared_part(r, w)}));
   }
@@ -480,7 +516,7 @@ void ColumnBuilder::add_split_combine(kir::Block& out) const {
   // With the ty == 0 threads as holders, the fold goes on in `out` itself.
   const std::vector<ir::NodeId> accumulated = space_.accumulated();
   add_split_arrival(out, info_, accumulated, split);
-  out.branch(kir::prefix("!", kir::var("fj_last"))).jump("continue");
+  out.branch(kir::prefix("!", kir::var(split.last))).jump("continue");
   out.comment("the tile's last block: the {} partials of each column, in order", cfg_.split);
   out.eval(kir::fence());
   add_split_fold(out, info_, accumulated, split, ty_, cfg_.ty);
@@ -491,7 +527,7 @@ void ColumnBuilder::add_split_combine(kir::Block& out) const {
 // The ty == 0 threads: the reduced values, the epilogue, the stores.
 void ColumnBuilder::add_finish(kir::Block& out) const {
   kir::Block& finishers =
-      out.branch(guard_n_ ? kir::infix(holders_, "&&", kir::var("live")) : holders_);
+      out.branch(guard_n_ ? kir::infix(holders_, "&&", kir::var(vars_.live)) : holders_);
   finishers.splice(finish_);
   finishers.splice(epi_prelude_);
   add_lane_loop(finishers, epi_);
@@ -514,11 +550,11 @@ KernelBody ColumnBuilder::build() {
   add_header(kb.fn.head);
   kir::Block& o = kb.fn.body;
   o.splice(shared_);
-  if (cfg_.split > 1) o.let_mut("__shared__ bool", "fj_last");
-  o.let("int", "tx", kir::infix(thread_, "%", kir::lit(cfg_.tx)));
-  o.let("int", "ty", kir::infix(thread_, "/", kir::lit(cfg_.tx)));
+  if (cfg_.split > 1) o.let_mut(split_.last);
+  o.let(vars_.tx, kir::infix(thread_, "%", kir::lit(cfg_.tx)));
+  o.let(vars_.ty, kir::infix(thread_, "/", kir::lit(cfg_.tx)));
   // The blocks' grid-stride loop over tiles t, or over (tile, piece) pairs u when split.
-  kir::Block& tile = o.loop(idx_, cfg_.split > 1 ? "u" : "t", kir::block_index(),
+  kir::Block& tile = o.loop(cfg_.split > 1 ? vars_.u : vars_.t, kir::block_index(),
                             kir::lit(cfg_.tiles * cfg_.split), kir::grid_blocks());
   add_tile_start(tile);
   add_accumulation(tile);

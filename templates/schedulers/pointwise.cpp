@@ -27,7 +27,7 @@ namespace fusejit::templates {
 kir::ExprP LaneLoads::load(ir::NodeId id, const Index& at) {
   const ir::Node& n = info_.node(id);
   const DTypeCode& code = dtype_code(n.dtype);
-  const kir::ExprP param = kir::var(info_.input_param(id));
+  const kir::ExprP param = kir::var(info_.input_var(id));
   const Lane how = v_ == 1 ? Lane::other : lane(at);
   if (how == Lane::unit) {
     // One vector load before the lane loop; lanes pick their element.
@@ -39,7 +39,7 @@ kir::ExprP LaneLoads::load(ir::NodeId id, const Index& at) {
       outer_.memo[key] = array;
     }
     return body_.let(std::string(code.arith), fmt::format("x{}", arrays_++),
-                     apply(code.load, kir::subscript(array, kir::var("j"))));
+                     apply(code.load, kir::subscript(array, lane_)));
   }
   if (how == Lane::none) {
     const ValueKey key = value_key(id, at);
@@ -63,31 +63,39 @@ struct Sweep {
 };
 
 // for (t = blockIdx.x * block + threadIdx.x; t < bound; t += gridDim.x * block)
-kir::Block& grid_stride_loop(kir::Block& out, const std::string& idx, kir::ExprP bound) {
+kir::Loop grid_stride_loop(kir::Block& out, const std::string& idx, kir::ExprP bound) {
   return out.loop(idx, "t",
                   kir::add(kir::mul(kir::cast(idx, kir::block_index()), kir::lit(kBlock)),
                            kir::cast(idx, kir::thread_index())),
                   std::move(bound), kir::mul(kir::cast(idx, kir::grid_blocks()), kir::lit(kBlock)));
 }
 
+// The element a sweep's loop stands at: i (v = 1), or the lanes i0 + j (i0 a multiple of v),
+// with i declared in the lane loop; `root` the index's root, i or the lane root over i and i0.
+struct Element {
+  kir::VarP i, i0, j;
+  BasePtr root;
+};
+
 // Appends to `loop` the sweep's outputs at the linear position `at` (digits over the whole
-// sweep): the element i (declared before, v = 1), or the v lanes i0 + j (i0 declared before,
-// a multiple of v) through one vector load per contiguous input and one vector store per
+// sweep of `e.root`): the element i (declared before, v = 1), or the v lanes i0 + j (i0
+// declared before) through one vector load per contiguous input and one vector store per
 // output.
 void add_elements(kir::Block& loop, const RegionInfo& info, const Sweep& sweep, int v,
-                  const Digits& at) {
+                  const Element& e) {
   kir::Block prelude, body, stores;
   ValueScope outer{&prelude, nullptr, {}};
   ValueScope inner{&body, &outer, {}};
+  const Digits at = {Digit{e.root, 1, sweep.count}};
 
-  LaneLoads loads(info, v, prelude, body, outer);
+  LaneLoads loads(info, v, e.j ? kir::var(e.j) : nullptr, prelude, body, outer);
   Values values(info,
                 [&](ir::NodeId id, const Index& at, ValueScope&) { return loads.load(id, at); });
 
   for (size_t k : sweep.outputs) {
     const ir::NodeId id = info.region.outputs[k];
     const ir::Node& n = info.node(id);
-    const kir::ExprP dst = kir::var(fmt::format("out{}", k));
+    const kir::ExprP dst = kir::var(info.output_var(k));
     if (n.op == ir::Op::update_slice) {  // its value's element, stored where it lands
       const Index element = index_from_digits(at, ir::computed_shape(info.graph, id));
       const kir::ExprP value = values.value(n.inputs[1], element, inner);
@@ -97,10 +105,10 @@ void add_elements(kir::Block& loop, const RegionInfo& info, const Sweep& sweep, 
     }
     const kir::ExprP value = values.value(id, index_from_digits(at, n.shape), inner);
     if (v == 1) {
-      body.assign(kir::subscript(dst, kir::var("i")), apply(dtype_code(n.dtype).store, value));
+      body.assign(kir::subscript(dst, kir::var(e.i)), apply(dtype_code(n.dtype).store, value));
     } else {
       vector_store(prelude, body, stores, n.dtype, fmt::format("s{}", k),
-                   kir::add(dst, kir::var("i0")), v, value);
+                   kir::add(dst, kir::var(e.i0)), v, value, kir::var(e.j));
     }
   }
   if (v == 1) {
@@ -109,8 +117,8 @@ void add_elements(kir::Block& loop, const RegionInfo& info, const Sweep& sweep, 
   }
   const std::string idx(info.index_type());
   loop.splice(prelude);
-  kir::Block& lanes = loop.loop("int", "j", kir::lit(0), kir::lit(v), nullptr, 1);
-  lanes.let_if_read(idx, "i", kir::add(kir::var("i0"), kir::var("j")));
+  kir::Block& lanes = loop.loop(e.j, kir::lit(0), kir::lit(v), nullptr, 1);
+  lanes.let_if_read(e.i, kir::add(kir::var(e.i0), kir::var(e.j)));
   lanes.splice(body);
   loop.splice(stores);
 }
@@ -122,22 +130,24 @@ int64_t add_sweep(kir::Block& out, const RegionInfo& info, const Sweep& sweep, i
   const std::string idx(info.index_type());
   const int64_t vectors = sweep.count / v;
   const int64_t tail = sweep.count % v;
-  kir::Block& loop = grid_stride_loop(out, idx, outer_extent(info, vectors, "a sweep's vectors"));
+  const auto [loop, t] =
+      grid_stride_loop(out, idx, outer_extent(info, vectors, "a sweep's vectors"));
   if (v == 1) {
-    loop.let(idx, "i", kir::var("t"));
-    add_elements(loop, info, sweep, 1, {Digit{make_root("i", sweep.count), 1, sweep.count}});
+    const kir::ExprP i = loop.let(idx, "i", t);
+    add_elements(loop, info, sweep, 1, {i->var, nullptr, nullptr, make_root(i->var, sweep.count)});
   } else {
-    loop.let(idx, "i0", kir::mul(kir::var("t"), kir::lit(v)));
+    const kir::ExprP i0 = loop.let(idx, "i0", kir::mul(t, kir::lit(v)));
     // The lanes run below vectors * v only, which is the lane root's bound; the element index
     // spans the whole sweep (a digit wider than its root's bound, which lane analysis allows).
-    const BasePtr lanes = make_lane_root("i", "i0", vectors * v, v);
-    add_elements(loop, info, sweep, v, {Digit{lanes, 1, sweep.count}});
+    const kir::VarP i = kir::variable(idx, "i");
+    const BasePtr lanes = make_lane_root(i, i0->var, vectors * v, v);
+    add_elements(loop, info, sweep, v, {i, i0->var, kir::variable("int", "j"), lanes});
   }
   if (tail != 0) {
     if (info.dynamic()) throw InternalError("a dynamic pointwise sweep with a scalar tail");
-    kir::Block& rest = grid_stride_loop(out, idx, kir::lit(tail));
-    rest.let(idx, "i", kir::add(kir::lit(vectors * v), kir::var("t")));
-    add_elements(rest, info, sweep, 1, {Digit{make_root("i", sweep.count), 1, sweep.count}});
+    const auto [rest, t_rest] = grid_stride_loop(out, idx, kir::lit(tail));
+    const kir::ExprP i = rest.let(idx, "i", kir::add(kir::lit(vectors * v), t_rest));
+    add_elements(rest, info, sweep, 1, {i->var, nullptr, nullptr, make_root(i->var, sweep.count)});
   }
   return info.per_outer(vectors, "a sweep's vectors");
 }

@@ -226,27 +226,50 @@ kir::ExprP slot(const SplitPartials& split, kir::ExprP piece) {
                   split.value ? split.value : kir::lit(0));
 }
 
-// The block where one lane's statement goes: `out`, or a j loop over the accumulators' lanes.
-kir::Block& per_lane(kir::Block& out, const SplitPartials& split) {
-  if (split.lanes == 0) return out;
-  return out.loop("int", "j", kir::lit(0), kir::lit(split.lanes), nullptr, 1);
-}
-
-kir::ExprP accumulator(const RegionInfo& info, const SplitPartials& split, ir::NodeId r) {
-  const kir::ExprP a = kir::var(info.named("a", r));
-  return split.lanes == 0 ? a : kir::subscript(a, kir::var("j"));
-}
-
-kir::ExprP partials(const RegionInfo& info, ir::NodeId r) {
-  return kir::var(info.named("fj_partial", r));
-}
-
 Pairing pairing_of(const SplitPartials& split, ir::NodeId r) {
   const auto it = split.paired.find(r);
   return it == split.paired.end() ? Pairing::none : it->second;
 }
 
+// A read of the split's variable `v`, or (transitional, issue 33: rowwise.cpp leaves them
+// unmade) of the variable called `name`.
+kir::ExprP read(const kir::VarP& v, std::string name) {
+  return v ? kir::var(v) : kir::named(std::move(name));
+}
+
+// The block where one lane's statement goes: `out`, or a j loop over the accumulators' lanes.
+kir::Block& per_lane(kir::Block& out, const SplitPartials& split) {
+  if (split.lanes == 0) return out;
+  if (split.lane) return out.loop(split.lane, kir::lit(0), kir::lit(split.lanes), nullptr, 1);
+  return out.loop("int", "j", kir::lit(0), kir::lit(split.lanes), nullptr, 1);
+}
+
+kir::ExprP accumulator(const RegionInfo& info, const SplitPartials& split, ir::NodeId r) {
+  const auto it = split.accumulators.find(r);
+  const kir::ExprP a = it != split.accumulators.end() ? it->second : kir::named(info.named("a", r));
+  return split.lanes == 0 ? a : kir::subscript(a, read(split.lane, "j"));
+}
+
+kir::ExprP partials(const RegionInfo& info, const SplitPartials& split, ir::NodeId r) {
+  const auto it = split.partials.find(r);
+  return read(it != split.partials.end() ? it->second : nullptr, info.named("fj_partial", r));
+}
+
+std::string partial_type(const RegionInfo& info, const SplitPartials& split, ir::NodeId r) {
+  return "__device__ " + accumulator_of(info, r, pairing_of(split, r)).type;
+}
+
 }  // namespace
+
+void split_variables(SplitPartials& split, const RegionInfo& info,
+                     const std::vector<ir::NodeId>& reduces) {
+  split.arrivals = kir::variable("__device__ unsigned int", "fj_arrivals");
+  for (ir::NodeId r : reduces) {
+    split.partials[r] = kir::variable(partial_type(info, split, r), info.named("fj_partial", r));
+  }
+  split.last = kir::variable("__shared__ bool", "fj_last");
+  if (split.lanes > 0) split.lane = kir::variable("int", "j");
+}
 
 void add_split_scratch(kir::Block& head, const RegionInfo& info,
                        const std::vector<ir::NodeId>& reduces, const SplitPartials& split,
@@ -257,11 +280,20 @@ void add_split_scratch(kir::Block& head, const RegionInfo& info,
       "combines",
       group);
   head.comment("them in a fixed order and resets the count for the next launch");
+  const int64_t length = split.groups * split.pieces * split.width;
   for (ir::NodeId r : reduces) {
-    head.array("__device__ " + accumulator_of(info, r, pairing_of(split, r)).type,
-               info.named("fj_partial", r), split.groups * split.pieces * split.width);
+    const auto it = split.partials.find(r);
+    if (it != split.partials.end()) {
+      head.array(it->second, {length});
+    } else {
+      head.array(partial_type(info, split, r), info.named("fj_partial", r), length);
+    }
   }
-  head.array("__device__ unsigned int", "fj_arrivals", split.groups);
+  if (split.arrivals) {
+    head.array(split.arrivals, {split.groups});
+  } else {
+    head.array("__device__ unsigned int", "fj_arrivals", split.groups);
+  }
 }
 
 kir::Block& add_split_arrival(kir::Block& out, const RegionInfo& info,
@@ -270,24 +302,25 @@ kir::Block& add_split_arrival(kir::Block& out, const RegionInfo& info,
   const kir::ExprP sync = kir::sync_block();
   auto count = [&](kir::Block& b) {
     const kir::ExprP counter =
-        kir::prefix("&", kir::subscript(kir::var("fj_arrivals"), split.group));
-    b.assign(kir::var("fj_last"), kir::infix(kir::atomic_add(counter, kir::lit("1u")),
-                                             "==", kir::lit(fmt::format("{}u", split.pieces - 1))));
+        kir::prefix("&", kir::subscript(read(split.arrivals, "fj_arrivals"), split.group));
+    b.assign(read(split.last, "fj_last"),
+             kir::infix(kir::atomic_add(counter, kir::lit("1u")),
+                        "==", kir::lit(fmt::format("{}u", split.pieces - 1))));
   };
   const bool alone = !split.holders;
   kir::Block& holders =
       out.branch(alone ? kir::infix(kir::thread_index(), "==", kir::lit(0)) : split.holders);
   for (ir::NodeId r : reduces) {
     per_lane(holders, split)
-        .assign(kir::subscript(partials(info, r), slot(split, split.piece)),
+        .assign(kir::subscript(partials(info, split, r), slot(split, split.piece)),
                 accumulator(info, split, r));
   }
   holders.eval(fence);
   if (alone) count(holders);
   out.eval(sync);
   if (alone) {
-    kir::Block& last = out.branch(
-        kir::infix(kir::var("fj_last"), "&&", kir::infix(kir::thread_index(), "==", kir::lit(0))));
+    kir::Block& last = out.branch(kir::infix(read(split.last, "fj_last"), "&&",
+                                             kir::infix(kir::thread_index(), "==", kir::lit(0))));
     last.eval(fence);
     return last;
   }
@@ -305,12 +338,12 @@ void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<i
     const bool paired = pairing_of(split, r) != Pairing::none;
     const Accumulator acc = accumulator_of(info, r, pairing_of(split, r));
     per_lane(out, split).assign(accumulator(info, split, r), kir::lit(acc.identity));
-    kir::Block& fold = out.loop("int", "q", first, kir::lit(split.pieces),
-                                step == 1 ? nullptr : kir::lit(step), step == 1 ? 0 : 4);
+    const auto [fold, q] = out.loop("int", "q", first, kir::lit(split.pieces),
+                                    step == 1 ? nullptr : kir::lit(step), step == 1 ? 0 : 4);
     // Volatile loads: the partials come from L2, never from a stale L1 line (a pair's two
     // fields through fj_volatile_load).
     const kir::ExprP where =
-        kir::prefix("&", kir::subscript(partials(info, r), slot(split, kir::var("q"))));
+        kir::prefix("&", kir::subscript(partials(info, split, r), slot(split, q)));
     const kir::ExprP partial =
         paired ? kir::call("fj_volatile_load", {where})
                : kir::prefix("*", kir::call(fmt::format("static_cast<volatile {}*>", acc.type),
@@ -321,7 +354,7 @@ void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<i
 }
 
 void add_split_reset(kir::Block& out, const SplitPartials& split) {
-  out.assign(kir::subscript(kir::var("fj_arrivals"), split.group), kir::lit(0));
+  out.assign(kir::subscript(read(split.arrivals, "fj_arrivals"), split.group), kir::lit(0));
 }
 
 }  // namespace fusejit::templates

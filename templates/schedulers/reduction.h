@@ -131,7 +131,21 @@ struct SplitPartials {
   kir::ExprP holders;  // the threads that hold the block's partials; null: thread 0 alone
   // The reduces whose partials are pairs (fj_max_sum, fj_welford), loaded field by field.
   std::map<ir::NodeId, Pairing> paired;
+  // The kernel variables the split reads, made once per kernel by split_variables: the
+  // scratch that add_split_scratch declares, the kernel's `__shared__ bool fj_last`, the lane
+  // loops' j (which `value` may read) and each reduce's accumulator a<r>, which the kernel
+  // declares. Left empty they are read by name: transitional (issue 33), for rowwise.cpp.
+  kir::VarP arrivals;                             // fj_arrivals
+  std::map<ir::NodeId, kir::VarP> partials;       // fj_partial<r>
+  kir::VarP last;                                 // fj_last
+  kir::VarP lane;                                 // j
+  std::map<ir::NodeId, kir::ExprP> accumulators;  // a<r>
 };
+
+// Makes the split's scratch variables (fj_arrivals, fj_partial<r> of each reduce), its fj_last
+// and, with lanes, its j; the caller adds the accumulators.
+void split_variables(SplitPartials& split, const RegionInfo& info,
+                     const std::vector<ir::NodeId>& reduces);
 
 // The kernel's header lines on the split (`pieces`: "rows split in 8 pieces of 512 elements",
 // `group`: what a group is, "row") and the module-scope scratch: fj_partial<r> per reduce and

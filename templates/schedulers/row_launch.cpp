@@ -105,9 +105,9 @@ kir::Block& add_block_row_loop(kir::Block& out, const RowFrame& f) {
     const kir::ExprP per_block = kir::lit(f.cfg.rows_per_block);
     const kir::ExprP first = kir::mul(static_cast_to(idx, kir::block_index()), per_block);
     const kir::ExprP stride = kir::mul(static_cast_to(idx, kir::grid_blocks()), per_block);
-    loop = &out.loop(idx, "row0", first, rows, stride);
+    loop = &out.loop(idx, "row0", first, rows, stride).body;
   } else {
-    loop = &out.loop(idx, "row0", kir::block_index(), rows, kir::grid_blocks());
+    loop = &out.loop(idx, "row0", kir::block_index(), rows, kir::grid_blocks()).body;
   }
   loop->let_if_read(idx, "row",
                     f.cfg.rows_per_block > 1 ? kir::add(row0, kir::infix(kir::thread_index(), "/",

@@ -412,7 +412,7 @@ void add_outputs(kir::Block& p, const RegionInfo& info, const TileSchedule& s,
   kir::Block prelude, body, stores;
   ValueScope outer{&prelude, nullptr, {}};
   ValueScope inner{&body, &outer, {}};
-  LaneLoads loads(info, s.vc, prelude, body, outer);
+  LaneLoads loads(info, s.vc, kir::var("j"), prelude, body, outer);
   TileReads tiles(info, s, prelude, body);
   Values values(info, [&](ir::NodeId id, const Index& at, ValueScope&) {
     kir::ExprP tiled = tiles.load(id, at);

@@ -1,5 +1,6 @@
-// The kernel IR (templates/kir/kir.h): what trees print as, which variables a block reads, and
-// what verify() rejects; and the structural keys of the value memo (templates/lower.h).
+// The kernel IR (templates/kir/kir.h): what trees print as, which variables a block reads (the
+// objects, not their names), what verify() rejects and what resolve_names binds; and the
+// structural keys of the value memo (templates/lower.h).
 #include "templates/kir/kir.h"
 
 #include "fusejit/error.h"
@@ -11,18 +12,25 @@ using namespace fusejit::templates;
 
 namespace {
 
+// A read of a new int variable, for trees that are printed, not checked.
+kir::ExprP fresh(const char* name) { return kir::var(kir::variable("int", name)); }
+
 kir::Function small_kernel() {
   kir::Function f;
   f.name = "k";
   f.block = 128;
-  f.params = {{"float", "in0", true, "%0 f32[64]"}, {"float", "out0", false, "%1 f32[64]"}};
+  const kir::ExprP in = f.param("float", "in0", true, "%0 f32[64]");
+  const kir::ExprP out = f.param("float", "out0", false, "%1 f32[64]");
   f.head.comment("a doubling sweep");
-  kir::Block& loop = f.body.loop("int", "t", kir::thread_index(), kir::lit(64), kir::lit(128));
-  const kir::ExprP x = loop.let("float", "x", kir::subscript(kir::var("in0"), kir::var("t")));
-  loop.assign(kir::subscript(kir::var("out0"), kir::var("t")),
-              kir::call("fj_mul", {x, kir::lit("0x1p+1f")}), "=");
+  const auto [loop, t] = f.body.loop("int", "t", kir::thread_index(), kir::lit(64), kir::lit(128));
+  const kir::ExprP x = loop.let("float", "x", kir::subscript(in, t));
+  loop.assign(kir::subscript(out, t), kir::call("fj_mul", {x, kir::lit("0x1p+1f")}), "=");
   return f;
 }
+
+// The loop body of small_kernel and a read of its variable t.
+kir::Block& sweep(kir::Function& f) { return *f.body.stmts[0].body; }
+kir::ExprP t_of(const kir::Function& f) { return kir::var(f.body.stmts[0].var); }
 
 }  // namespace
 
@@ -52,7 +60,7 @@ TEST_CASE("a cluster kernel prints its cluster shape before its launch bounds", 
 
 TEST_CASE("expressions print with the parentheses the tree has, and no others",
           "[templates][kir]") {
-  const kir::ExprP a = kir::var("a"), b = kir::var("b");
+  const kir::ExprP a = fresh("a"), b = fresh("b");
   CHECK(kir::print(kir::mul(kir::add(a, b), kir::lit(2))) == "a + b * 2");
   CHECK(kir::print(kir::mul(kir::group(kir::add(a, b)), kir::lit(2))) == "(a + b) * 2");
   CHECK(kir::print(kir::prefix("&", kir::subscript(a, kir::lit(3)))) == "&a[3]");
@@ -61,7 +69,7 @@ TEST_CASE("expressions print with the parentheses the tree has, and no others",
   CHECK(kir::print(kir::select(kir::lt(a, b), a, kir::lit(0))) == "a < b ? a : 0");
   kir::Block b2;
   b2.array("__shared__ float", "tile", {4, 8});
-  b2.loop("int", "j", kir::lit(0), kir::lit(4), nullptr, 1).jump("continue");
+  b2.loop("int", "j", kir::lit(0), kir::lit(4), nullptr, 1).body.jump("continue");
   b2.loop("int", "q", kir::lit(0), kir::lit(9), kir::lit(2), 4);
   kir::Function f;
   f.name = "g";
@@ -75,15 +83,15 @@ TEST_CASE("expressions print with the parentheses the tree has, and no others",
 }
 
 TEST_CASE("device operations are typed nodes that print as their helpers", "[templates][kir]") {
-  const kir::ExprP a = kir::var("a"), op = kir::call("fj_op_sum", {});
+  const kir::ExprP a = fresh("a"), op = kir::call("fj_op_sum", {});
   CHECK(kir::print(kir::sync_block()) == "__syncthreads()");
   CHECK(kir::print(kir::sync_cluster()) == "fj_cluster_sync()");
   CHECK(kir::print(kir::fence()) == "__threadfence()");
   CHECK(kir::print(kir::atomic_add(a, kir::lit("1u"))) == "atomicAdd(a, 1u)");
   CHECK(kir::print(kir::warp_reduce(a, op, 1, 8)) == "fj_warp_reduce<1, 8>(a, fj_op_sum())");
   CHECK(kir::print(kir::block_reduce(a, op, 256)) == "fj_block_reduce<256>(a, fj_op_sum())");
-  CHECK(kir::print(kir::load_vec(a, kir::var("p"))) == "fj_load_vec(a, p)");
-  CHECK(kir::print(kir::store_vec(kir::var("p"), a)) == "fj_store_vec(p, a)");
+  CHECK(kir::print(kir::load_vec(a, fresh("p"))) == "fj_load_vec(a, p)");
+  CHECK(kir::print(kir::store_vec(fresh("p"), a)) == "fj_store_vec(p, a)");
   CHECK(kir::print(kir::grid_blocks()) == "gridDim.x");
   // What a reduction or a barrier is stays in the tree: its kind and parameters, not text.
   const kir::ExprP r = kir::warp_reduce(a, op, 4, 32);
@@ -102,19 +110,21 @@ TEST_CASE("declarations, initializer lists, pragmas and one-line bodies print as
   f.block = 128;
   f.min_blocks = 1;
   f.params_inline = true;
-  f.params = {{"unsigned short", "q"}, {"unsigned short", "o", false}};
-  const std::vector<kir::ExprP> n =
-      f.body.declare("constexpr int",
-                     {{"kN", {}, kir::lit(8)}, {"kM", {}, kir::mul(kir::var("kN"), kir::lit(2))}});
+  f.param("unsigned short", "q");
+  f.param("unsigned short", "o", false);
+  const kir::VarP kn = kir::variable("constexpr int", "kN");  // read by the next declarator
+  const std::vector<kir::ExprP> n = f.body.declare(
+      "constexpr int",
+      {{"kN", {}, kir::lit(8), kn}, {"kM", {}, kir::mul(kir::var(kn), kir::lit(2))}});
   const std::vector<kir::ExprP> a = f.body.declare(
       "float",
       {{"a", {n[0]}, nullptr}, {"m", {kir::lit(2)}, kir::braces({kir::lit("0.0f"), n[1]})}},
       "running");
   f.body.pragma("unroll");
-  f.body.loop_line("int", "i", kir::lit(0), n[0])
-      .assign(kir::subscript(a[0], kir::var("i")), kir::lit("0.0f"));
-  kir::Block& lanes = f.body.loop("int", "e", kir::lit(0), n[1]);
-  lanes.branch_line(kir::lt(kir::var("e"), kir::lit(3))).jump("continue");
+  const auto [zero, i] = f.body.loop_line("int", "i", kir::lit(0), n[0]);
+  zero.assign(kir::subscript(a[0], i), kir::lit("0.0f"));
+  const auto [lanes, e] = f.body.loop("int", "e", kir::lit(0), n[1]);
+  lanes.branch_line(kir::lt(e, kir::lit(3))).jump("continue");
   std::vector<kir::ExprP> four;
   for (int i = 0; i < 4; ++i) four.push_back(kir::subscript(a[0], kir::lit(i)));
   lanes.declare("const float", {{"pf", {kir::lit(4)}, kir::braces(four, 2)}});
@@ -132,11 +142,12 @@ TEST_CASE("declarations, initializer lists, pragmas and one-line bodies print as
         "  }\n"
         "}\n");
   CHECK_NOTHROW(kir::verify(f));
-  CHECK(kir::uses(f.body, "kM"));  // read by a dimension, a value and a loop bound
-  CHECK_FALSE(kir::uses(f.body, "m"));
+  CHECK(kir::uses(f.body, n[1]->var));  // read by a dimension, a value and a loop bound
+  CHECK_FALSE(kir::uses(f.body, a[1]->var));
   // A declarator reads only those before it.
   kir::Function g = f;
-  g.body.declare("int", {{"x", {}, kir::var("y")}, {"y", {}, kir::lit(1)}});
+  const kir::VarP y = kir::variable("int", "y");
+  g.body.declare("int", {{"x", {}, kir::var(y)}, {"y", {}, kir::lit(1), y}});
   CHECK_THROWS_AS(kir::verify(g), InternalError);
   // A one-line body is one statement.
   kir::Function h;
@@ -148,33 +159,56 @@ TEST_CASE("declarations, initializer lists, pragmas and one-line bodies print as
 }
 
 TEST_CASE("uses() finds variables through nested blocks and element offsets", "[templates][kir]") {
-  const BasePtr row = make_root("row", 8), k = make_lane_root("k", "k0", 64, 4);
-  const Index at = index_from_digits({Digit{row, 1, 8}, Digit{k, 1, 64}}, {8, 64});
+  const kir::VarP row = kir::variable("int", "row"), k = kir::variable("int", "k"),
+                  k0 = kir::variable("int", "k0");
+  const Index at = index_from_digits(
+      {Digit{make_root(row, 8), 1, 8}, Digit{make_lane_root(k, k0, 64, 4), 1, 64}}, {8, 64});
   kir::Block b;
-  kir::Block& inner = b.branch(kir::lt(kir::var("u"), kir::lit(3)));
-  inner.eval(kir::call("fj_load_vec", {kir::var("r0"), kir::offset(at, true)}));
-  CHECK(kir::uses(b, "u"));
-  CHECK(kir::uses(b, "r0"));
-  CHECK(kir::uses(b, "row"));
-  CHECK(kir::uses(b, "k0"));  // the lane-0 variable, printed for lane0 offsets
-  CHECK_FALSE(kir::uses(b, "k"));
-  CHECK_FALSE(kir::uses(b, "ro"));  // whole names only
+  const kir::VarP u = kir::variable("int", "u"), r0 = kir::variable("float", "r0");
+  kir::Block& inner = b.branch(kir::lt(kir::var(u), kir::lit(3)));
+  inner.eval(kir::call("fj_load_vec", {kir::var(r0), kir::offset(at, true)}));
+  CHECK(kir::uses(b, u));
+  CHECK(kir::uses(b, r0));
+  CHECK(kir::uses(b, row));
+  CHECK(kir::uses(b, k0));  // the lane-0 variable, printed for lane0 offsets
+  CHECK_FALSE(kir::uses(b, k));
   // A declaration is not a use.
   kir::Block d;
-  d.let("int", "i", kir::lit(0));
-  CHECK_FALSE(kir::uses(d, "i"));
+  const kir::ExprP i = d.let("int", "i", kir::lit(0));
+  CHECK_FALSE(kir::uses(d, i->var));
+}
+
+TEST_CASE("variables are objects: two of one name are two variables", "[templates][kir]") {
+  kir::Block b;
+  const kir::ExprP outer = b.let("int", "x", kir::lit(1));
+  const auto [loop, t] = b.loop("int", "t", kir::lit(0), kir::lit(4));
+  const kir::ExprP inner = loop.let("int", "x", kir::add(t, kir::lit(2)));
+  loop.eval(kir::call("use", {inner}));
+  CHECK(outer->var != inner->var);
+  CHECK(kir::print(outer) == kir::print(inner));
+  CHECK(kir::uses(b, inner->var));
+  CHECK_FALSE(kir::uses(b, outer->var));  // only the inner x is read
+  // Every read of a declaration refers to the variable it made.
+  CHECK(kir::uses(loop, t->var));
+  CHECK(b.stmts[1].var == t->var);
 }
 
 TEST_CASE("verify() rejects undeclared reads and variables hidden in text", "[templates][kir]") {
   {
     kir::Function f = small_kernel();
-    f.body.stmts[0].body->eval(kir::call("use", {kir::var("y")}));
+    sweep(f).eval(kir::call("use", {fresh("y")}));
+    CHECK_THROWS_AS(kir::verify(f), InternalError);
+  }
+  {
+    // A variable that prints like a declared one is still not declared.
+    kir::Function f = small_kernel();
+    sweep(f).eval(kir::call("use", {fresh("x")}));
     CHECK_THROWS_AS(kir::verify(f), InternalError);
   }
   {
     // A loop variable is out of scope after its loop.
     kir::Function f = small_kernel();
-    f.body.eval(kir::call("use", {kir::var("t")}));
+    f.body.eval(kir::call("use", {t_of(f)}));
     CHECK_THROWS_AS(kir::verify(f), InternalError);
   }
   {
@@ -183,53 +217,80 @@ TEST_CASE("verify() rejects undeclared reads and variables hidden in text", "[te
     CHECK_THROWS_AS(kir::lit("x + 1"), InternalError);
     CHECK_THROWS_AS(kir::lit("threadIdx.x"), InternalError);
     kir::Function f = small_kernel();
-    f.body.stmts[0].body->eval(kir::call("fj_use<x>", {}));
+    sweep(f).eval(kir::call("fj_use<x>", {}));
     CHECK_THROWS_AS(kir::verify(f), InternalError);
   }
   {
     // Built-ins and literals are not variables.
     kir::Function f = small_kernel();
-    f.body.stmts[0].body->let("float", "p", kir::lit("0x1p+3f"));
-    f.body.stmts[0].body->let("int", "w", kir::builtin(kir::Builtin::block_threads));
-    f.body.stmts[0].body->let("long long", "m", kir::lit("(-9223372036854775807LL - 1)"));
-    f.body.stmts[0].body->let("float", "n", kir::lit("__uint_as_float(0x7fffffffu)"));
+    sweep(f).let("float", "p", kir::lit("0x1p+3f"));
+    sweep(f).let("int", "w", kir::builtin(kir::Builtin::block_threads));
+    sweep(f).let("long long", "m", kir::lit("(-9223372036854775807LL - 1)"));
+    sweep(f).let("float", "n", kir::lit("__uint_as_float(0x7fffffffu)"));
     CHECK_NOTHROW(kir::verify(f));
   }
   {
     // Module-scope declarations in the head are visible in the body.
     kir::Function f = small_kernel();
-    f.head.array("__device__ float", "fj_partial0", 4);
-    f.body.assign(kir::subscript(kir::var("fj_partial0"), kir::lit(0)), kir::lit(0));
+    const kir::ExprP partial = f.head.array("__device__ float", "fj_partial0", 4);
+    f.body.assign(kir::subscript(partial, kir::lit(0)), kir::lit(0));
     CHECK_NOTHROW(kir::verify(f));
+  }
+  {
+    // An offset reads its roots: one whose variable is not declared is refused.
+    kir::Function f = small_kernel();
+    const Index at = index_from_root(make_root(kir::variable("int", "t"), 64), {64});
+    sweep(f).let("int", "o", kir::offset(at));
+    CHECK_THROWS_AS(kir::verify(f), InternalError);
   }
 }
 
-TEST_CASE("offsets and extents are lowered to arithmetic before printing", "[templates][kir]") {
-  const BasePtr i = make_root("i", 24);
-  const Index at = index_from_root(i, {2, 3, 4});
+TEST_CASE("resolve_names binds reads by name to the declaration in scope (transitional)",
+          "[templates][kir]") {
   kir::Function f = small_kernel();
-  f.params.push_back({"float", "tab", true, "%2 f32[3]"});
-  kir::Block& loop = *f.body.stmts[0].body;
-  loop.let("float", "y",
-           kir::subscript(kir::var("tab"), kir::offset(broadcast_operand(at, {1, 3, 1}))));
+  kir::Block& loop = sweep(f);
+  const kir::ExprP outer = f.body.let("int", "x", kir::lit(1));  // after the loop: not in scope
+  const kir::ExprP inner = loop.let("int", "i", kir::named("t"));
+  loop.let("int", "o", kir::offset(index_from_root(make_root("i", 64), {64})));
+  loop.let("int", "z", kir::named("nowhere"));
+  CHECK_FALSE(kir::uses(loop.stmts[2], t_of(f)->var));
+  CHECK_FALSE(kir::uses(loop.stmts[3], inner->var));
+  kir::resolve_names(f);
+  CHECK(kir::uses(loop.stmts[2], t_of(f)->var));  // the loop's own t
+  CHECK(kir::uses(loop.stmts[3], inner->var));    // through the offset's root
+  CHECK_FALSE(kir::uses(f.body, outer->var));
+  // A name with no declaration stays unbound, for verify() to refuse.
+  CHECK_THROWS_AS(kir::verify(f), InternalError);
+  loop.stmts.pop_back();
+  CHECK_NOTHROW(kir::verify(f));
+}
+
+TEST_CASE("offsets and extents are lowered to arithmetic before printing", "[templates][kir]") {
+  kir::Function f = small_kernel();
+  const Index at = index_from_root(make_root(t_of(f)->var, 24), {2, 3, 4});
+  const kir::ExprP tab = f.param("float", "tab", true, "%2 f32[3]");
+  kir::Block& loop = sweep(f);
+  loop.let("float", "y", kir::subscript(tab, kir::offset(broadcast_operand(at, {1, 3, 1}))));
   loop.let("int", "n", kir::extent(24));
+  CHECK_NOTHROW(kir::verify(f));
   // The printer decides nothing: an offset is not C until the pass has lowered it.
   CHECK_THROWS_AS(kir::print(f), InternalError);
   const std::string built = kir::dump(f);
-  CHECK(built.find("let const float y = ([] tab (offset i / 4 % 3))") != std::string::npos);
+  CHECK(built.find("let const float y = ([] tab (offset t / 4 % 3))") != std::string::npos);
   CHECK(built.find("let const int n = (extent 24)") != std::string::npos);
   kir::lower_indices(f);
   const std::string text = kir::print(f);
-  CHECK(text.find("const float y = tab[i / 4 % 3];") != std::string::npos);
+  CHECK(text.find("const float y = tab[t / 4 % 3];") != std::string::npos);
   CHECK(text.find("const int n = 24;") != std::string::npos);
-  CHECK(kir::dump(f).find("(% (/ i 4) 3)") != std::string::npos);
+  CHECK(kir::dump(f).find("(% (/ t 4) 3)") != std::string::npos);
+  CHECK_NOTHROW(kir::verify(f));  // the lowered arithmetic reads the same t
 }
 
 TEST_CASE("a dynamic kernel's runtime extents are numbered in the order lowering meets them",
           "[templates][kir]") {
   // Symbol values 131 and 67 (distinct primes): 131 and 4 * 67 stand for runtime extents, 4
   // does not.
-  const BasePtr i = make_root("i", 131 * 4 * 67);
+  const BasePtr i = make_root(kir::variable("int", "i"), 131 * 4 * 67);
   const Index at = index_from_root(i, {131, 4, 67});
   kir::Function f;
   f.name = "k";
@@ -246,19 +307,30 @@ TEST_CASE("a dynamic kernel's runtime extents are numbered in the order lowering
   CHECK(text.find("const int a = fj_fastmod(i, fj_e0, fj_m0);") != std::string::npos);
   CHECK(text.find("const int b = fj_e1;") != std::string::npos);
   CHECK(text.find("const int c = 4;") != std::string::npos);
+  // The arguments are the variables registered: each read refers to them.
+  REQUIRE(rt.extent_vars.size() == 2);
+  CHECK(kir::uses(f.body, rt.extent_vars[0]));
+  CHECK(kir::uses(f.body, rt.multiplier_vars[0]));
+  CHECK(kir::uses(f.body, rt.extent_vars[1]));
+  CHECK_FALSE(kir::uses(f.body, rt.multiplier_vars[1]));
 }
 
 TEST_CASE("the declaration pass keeps offered values only where they are read",
           "[templates][kir]") {
   kir::Function f = small_kernel();
-  kir::Block& loop = *f.body.stmts[0].body;
+  kir::Block& loop = sweep(f);
+  const kir::ExprP t = t_of(f);
   // `row` is read by `col`, which nothing reads: both go, in two sweeps. `lane` is read in a
   // nested block and stays; a plain let is never removed.
-  loop.let_if_read("int", "row", kir::mul(kir::var("t"), kir::lit(2)));
-  loop.let_if_read("int", "col", kir::add(kir::var("row"), kir::lit(1)));
-  loop.let_if_read("int", "lane", kir::infix(kir::var("t"), "%", kir::lit(32)));
+  const kir::ExprP row = loop.let_if_read("int", "row", kir::mul(t, kir::lit(2)));
+  loop.let_if_read("int", "col", kir::add(row, kir::lit(1)));
+  const kir::ExprP lane = loop.let_if_read("int", "lane", kir::infix(t, "%", kir::lit(32)));
   loop.let("int", "unread", kir::lit(7));
-  loop.branch(kir::lt(kir::var("lane"), kir::lit(4))).jump("continue");
+  loop.branch(kir::lt(lane, kir::lit(4))).jump("continue");
+  // `k` is offered, and another variable called k is read: the offered one goes.
+  loop.let_if_read("int", "k", kir::lit(5));
+  const auto [inner, k] = loop.loop("int", "k", kir::lit(0), kir::lit(2));
+  inner.eval(kir::call("use", {k}));
   kir::place_declarations(f);
   const std::string text = kir::print(f);
   INFO(text);
@@ -266,11 +338,12 @@ TEST_CASE("the declaration pass keeps offered values only where they are read",
   CHECK(text.find("col") == std::string::npos);
   CHECK(text.find("const int lane = t % 32;") != std::string::npos);
   CHECK(text.find("const int unread = 7;") != std::string::npos);
+  CHECK(text.find("const int k = 5;") == std::string::npos);
   CHECK_NOTHROW(kir::verify(f));
 }
 
 TEST_CASE("value keys compare indices by structure", "[templates][kir]") {
-  const BasePtr i = make_root("i", 24);
+  const BasePtr i = make_root(kir::variable("int", "i"), 24);
   const Index at = index_from_root(i, {2, 3, 4});
   // The same element reached through a reshape and back has the same key.
   CHECK(value_key(3, at) == value_key(3, reshape_operand(reshape_operand(at, {24}), {2, 3, 4})));
@@ -278,7 +351,7 @@ TEST_CASE("value keys compare indices by structure", "[templates][kir]") {
   CHECK_FALSE(value_key(3, at) == value_key(3, at, Held::vector));
   // Another element of the same node: a broadcast operand reads i / 4 % 3, not i.
   CHECK_FALSE(value_key(3, broadcast_operand(at, {1, 3, 1})) == value_key(3, at));
-  // A root of the same name is the same variable.
-  const BasePtr again = make_root("i", 24);
+  // Keys compare roots by name: the memo of one kernel holds one root of each name.
+  const BasePtr again = make_root(kir::variable("int", "i"), 24);
   CHECK(value_key(3, index_from_root(again, {2, 3, 4})) == value_key(3, at));
 }

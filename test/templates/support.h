@@ -278,6 +278,21 @@ inline size_t count_calls(const templates::kir::Function& fn, std::string_view p
   return n;
 }
 
+// Whether the expression reads a variable called `name` (through offsets' index roots too).
+inline bool reads_named(const templates::kir::ExprP& e, std::string_view name) {
+  if (!e) return false;
+  if (e->kind == templates::kir::ExprKind::var && e->var && e->var->name == name) return true;
+  if (e->kind == templates::kir::ExprKind::offset) {
+    for (const auto& v : templates::variables(e->at, e->lane0)) {
+      if (v && v->name == name) return true;
+    }
+  }
+  for (const auto& a : e->args) {
+    if (reads_named(a, name)) return true;
+  }
+  return false;
+}
+
 // How many variables (scalars, arrays, loop counters, declarators) the kernel declares whose
 // name starts with `prefix` and whose type (with its qualifiers) contains `type` ("": any).
 inline size_t count_declared(const templates::kir::Function& fn, std::string_view prefix,
@@ -285,10 +300,11 @@ inline size_t count_declared(const templates::kir::Function& fn, std::string_vie
   using templates::kir::StmtKind;
   size_t n = 0;
   visit_stmts(fn, [&](const templates::kir::Stmt& s) {
-    const bool typed = s.type.find(type) != std::string::npos;
     if (s.kind == StmtKind::let || s.kind == StmtKind::array || s.kind == StmtKind::loop) {
-      if (typed && s.name.starts_with(prefix)) ++n;
+      const bool typed = s.var->type.find(type) != std::string::npos;
+      if (typed && s.var->name.starts_with(prefix)) ++n;
     } else if (s.kind == StmtKind::declare) {
+      const bool typed = s.type.find(type) != std::string::npos;
       for (const auto& d : s.declarators) {
         if (typed && d.name.starts_with(prefix)) ++n;
       }
@@ -305,7 +321,7 @@ inline std::string declared_type(const templates::kir::Function& fn, std::string
   visit_stmts(fn, [&](const templates::kir::Stmt& s) {
     if (!type.empty()) return;
     if (s.kind == StmtKind::let || s.kind == StmtKind::array || s.kind == StmtKind::loop) {
-      if (s.name == name) type = s.type;
+      if (s.var->name == name) type = s.var->type;
     } else if (s.kind == StmtKind::declare) {
       for (const auto& d : s.declarators) {
         if (d.name == name) type = s.type;
@@ -322,7 +338,7 @@ inline std::vector<int64_t> loop_bounds(const templates::kir::Function& fn, std:
   using templates::kir::ExprKind;
   std::vector<int64_t> out;
   visit_stmts(fn, [&](const templates::kir::Stmt& s) {
-    if (s.kind != templates::kir::StmtKind::loop || s.name != name) return;
+    if (s.kind != templates::kir::StmtKind::loop || s.var->name != name) return;
     const templates::kir::ExprP& b = s.bound;
     if (b && b->kind == ExprKind::extent) {
       out.push_back(b->number);
@@ -340,7 +356,7 @@ inline std::vector<int64_t> loop_bounds(const templates::kir::Function& fn, std:
 inline int index_bits(const templates::kir::Function& fn) {
   bool wide = false;
   visit_stmts(fn, [&](const templates::kir::Stmt& s) {
-    wide = wide || (s.kind == templates::kir::StmtKind::loop && s.type == "long long");
+    wide = wide || (s.kind == templates::kir::StmtKind::loop && s.var->type == "long long");
   });
   return wide ? 64 : 32;
 }
