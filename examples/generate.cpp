@@ -10,19 +10,33 @@
 //   generate --layers L --hidden H --heads N --kv-heads K --ffn F --vocab V --rope-base R
 //   generate --check                      greedy tokens against a teacher-forced rerun of the
 //                                         whole sequence without the cache
+//   generate --weights PATH               weights from a Hugging Face Llama checkpoint instead
+//                                         of random ones: a .safetensors file, or the index
+//                                         (model.safetensors.index.json) of a sharded one. The
+//                                         shape flags must match its config.json; each tensor's
+//                                         shape is checked against them, and float weights of
+//                                         another dtype are cast to bf16. Not modelled yet:
+//                                         config.json's rope_scaling (Llama 3.1's long-context
+//                                         frequencies) and an rms_norm_eps other than 1e-5
+//   generate --save-weights PATH          writes the weights used (random or loaded) to one
+//                                         .safetensors file, in the same names, as bf16
 //
 // Each step is one eval: the next tokens, and with them every cache write the step recorded.
 // The decode trace is the same at every step (the position is an input's value), so it is
-// planned and compiled once. Weights are random (--random-weights, the only source so far):
-// drawn by fusejit's Philox generator inside the kernel that stores them, nothing downloaded.
+// planned and compiled once. Random weights (--random-weights, the default) are drawn by
+// fusejit's Philox generator inside the kernel that stores them, nothing downloaded; loaded ones
+// are mapped from the files (safetensors.h) and copied into the Context's memory.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <fusejit/fusejit.h>
+
+#include "safetensors.h"
 
 namespace fj = fusejit;
 
@@ -53,6 +67,7 @@ struct Run {
   double temperature = 0.0;  // 0: greedy
   uint64_t seed = 2026;
   bool check = false;
+  std::string weights, save_weights;  // --weights, --save-weights (empty: none)
   int64_t capacity() const { return prompt + new_tokens; }
 };
 
@@ -114,6 +129,94 @@ Model random_model(fj::Context& ctx, const Config& c, const Run& r) {
   }
   rotary_tables(ctx, m, r.capacity());
   return m;
+}
+
+// Checkpoints in Hugging Face's names (model.embed_tokens.weight, model.layers.N.self_attn.
+// q_proj.weight, ...): each weight of the Model, where it is kept, and the shape the config gives
+// it. Projections are [out, in], as fj::linear takes them. On rope: Meta's original checkpoints
+// rotate interleaved pairs (x0, x1), (x2, x3), ... of each head; Hugging Face's conversion
+// permutes the rows of q_proj and k_proj so that rotate-half (the first half of each head against
+// the second) computes the same thing. `rope` above is rotate-half, so HF's q/k weights are used
+// as they are; a Meta-format checkpoint would need that permutation first.
+struct NamedWeight {
+  std::string name;
+  fj::Tensor* slot;
+  fj::Shape shape;
+};
+
+std::vector<NamedWeight> named_weights(Model& m) {
+  const Config& c = m.c;
+  const int64_t h = c.hidden, kv = c.kv_heads * c.head_dim();
+  std::vector<NamedWeight> out = {{"model.embed_tokens.weight", &m.embed, {c.vocab, h}},
+                                  {"model.norm.weight", &m.final_norm, {h}},
+                                  {"lm_head.weight", &m.lm_head, {c.vocab, h}}};
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    Layer& y = m.layers[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    out.push_back({p + "input_layernorm.weight", &y.attn_norm, {h}});
+    out.push_back({p + "self_attn.q_proj.weight", &y.wq, {h, h}});
+    out.push_back({p + "self_attn.k_proj.weight", &y.wk, {kv, h}});
+    out.push_back({p + "self_attn.v_proj.weight", &y.wv, {kv, h}});
+    out.push_back({p + "self_attn.o_proj.weight", &y.wo, {h, h}});
+    out.push_back({p + "post_attention_layernorm.weight", &y.ffn_norm, {h}});
+    out.push_back({p + "mlp.gate_proj.weight", &y.w1, {c.ffn, h}});
+    out.push_back({p + "mlp.up_proj.weight", &y.w3, {c.ffn, h}});
+    out.push_back({p + "mlp.down_proj.weight", &y.w2, {h, c.ffn}});
+  }
+  return out;
+}
+
+// One weight from the file, its shape checked against the config, as bf16. A checkpoint with
+// tied embeddings (Llama 3.2 1B and 3B) has no lm_head.weight: the embedding serves as both.
+fj::Tensor load_weight(fj::Context& ctx, const safetensors::Weights& file, const NamedWeight& w) {
+  const bool tied = w.name == "lm_head.weight" && !file.contains(w.name);
+  const std::string name = tied ? "model.embed_tokens.weight" : w.name;
+  if (!file.contains(name)) {
+    throw fj::UsageError(file.path() + " has no tensor " + name +
+                         ": --weights takes a Llama checkpoint in Hugging Face's names, with as "
+                         "many layers as --layers says");
+  }
+  const safetensors::TensorInfo& info = file.info(name);
+  if (info.shape != w.shape) {
+    throw fj::UsageError("tensor " + name + " of " + file.path() + " has shape " +
+                         safetensors::shape_text(info.shape) + " where the config wants " +
+                         safetensors::shape_text(w.shape) +
+                         ": pass the shape flags of the checkpoint's config.json (--hidden, "
+                         "--heads, --kv-heads, --ffn, --vocab)");
+  }
+  if (info.dtype && !fj::is_floating(*info.dtype)) {
+    throw fj::UsageError("tensor " + name + " of " + file.path() + " is " + info.dtype_name +
+                         ", not a float dtype: it is not a weight");
+  }
+  const fj::Tensor t = file.load(ctx, name);
+  return t.dtype() == kDtype ? t : fj::cast(t, kDtype).eval();
+}
+
+Model loaded_model(fj::Context& ctx, const Config& c, const Run& r) {
+  const safetensors::Weights file(r.weights);
+  Model m;
+  m.c = c;
+  m.layers.resize(static_cast<size_t>(c.layers));
+  const std::vector<NamedWeight> named = named_weights(m);
+  for (const NamedWeight& w : named) *w.slot = load_weight(ctx, file, w);
+  const bool tied = !file.contains("lm_head.weight");
+  const size_t used = named.size() - (tied ? 1 : 0), extra = file.names().size() - used;
+  std::printf("weights: %zu tensors from %s%s\n", used, r.weights.c_str(),
+              tied ? " (lm_head tied to the embedding)" : "");
+  if (extra > 0) {
+    std::printf("weights: %zu tensors of the file unused (a deeper model than --layers?)\n", extra);
+  }
+  rotary_tables(ctx, m, r.capacity());
+  return m;
+}
+
+// The model's weights, downloaded, in one file (metadata "format": "pt", which Hugging Face's
+// loaders look for).
+void save_weights(Model& m, const std::string& path) {
+  std::map<std::string, safetensors::HostTensor> tensors;
+  for (const NamedWeight& w : named_weights(m)) tensors[w.name] = safetensors::download(*w.slot);
+  safetensors::write(path, tensors, {{"format", "pt"}});
+  std::printf("weights: %zu tensors saved to %s\n", tensors.size(), path.c_str());
 }
 
 // Fresh caches (zeros) for a run of `batch` sequences.
@@ -343,6 +446,10 @@ bool apply(Config& c, Run& r, const std::string& flag, const std::string& v) {
     c.vocab = integer(flag, v);
   else if (flag == "--rope-base")
     c.rope_base = std::stod(v);
+  else if (flag == "--weights")
+    r.weights = v;
+  else if (flag == "--save-weights")
+    r.save_weights = v;
   else
     return false;
   return true;
@@ -354,7 +461,7 @@ void parse(int argc, char** argv, Config& c, Run& r) {
     if (a == "--check") {
       r.check = true;
     } else if (a == "--random-weights") {
-      // the default, and so far the only source of weights
+      // the default: weights come from a file only with --weights
     } else if (i + 1 < argc && apply(c, r, a, argv[i + 1])) {
       ++i;
     } else {
@@ -385,7 +492,8 @@ int main(int argc, char** argv) try {
   }
   parse(argc, argv, c, r);
   if (!ctx.has_gpu()) std::printf("no GPU: the CPU reference runs the model\n");
-  Model m = random_model(ctx, c, r);
+  Model m = r.weights.empty() ? random_model(ctx, c, r) : loaded_model(ctx, c, r);
+  if (!r.save_weights.empty()) save_weights(m, r.save_weights);
   const Generated g = generate(ctx, m, r);
   report(ctx, m, r, g);
   if (r.check) {

@@ -12,3 +12,36 @@ grep -q "check: 0 of 12 tokens differ from a rerun without the cache: pass" <<<"
 # Sampling runs too, and says what it drew.
 CUDA_VISIBLE_DEVICES= FUSEJIT_CACHE=memory FUSEJIT_LOG=error "$1" --config tiny --temperature 0.8 |
   grep -qE "^tokens of sequence 0:( [0-9]+){6}$"
+# Weights through a safetensors file: the random weights saved, then loaded instead of drawn,
+# give the same greedy tokens, and the cached decode still matches the rerun with them.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run() { CUDA_VISIBLE_DEVICES= FUSEJIT_CACHE=memory FUSEJIT_LOG=error "$1" --config tiny "${@:2}"; }
+saved=$(run "$1" --save-weights "$tmp/w.safetensors")
+echo "$saved"
+grep -q "weights: 21 tensors saved to $tmp/w.safetensors" <<<"$saved"
+# Another seed: the tokens can only match if the weights came from the file (greedy decoding
+# reads the seed for nothing else), and random weights of that seed give other tokens.
+loaded=$(run "$1" --weights "$tmp/w.safetensors" --seed 7 --check)
+echo "$loaded"
+grep -q "weights: 21 tensors from $tmp/w.safetensors" <<<"$loaded"
+grep -q "check: 0 of 6 tokens differ from a rerun without the cache: pass" <<<"$loaded"
+tokens() { grep "^tokens of sequence 0:" <<<"$1"; }
+[ -n "$(tokens "$saved")" ] && [ "$(tokens "$saved")" = "$(tokens "$loaded")" ] ||
+  { echo "tokens differ between random and loaded weights"; exit 1; }
+[ "$(tokens "$(run "$1" --seed 7)")" != "$(tokens "$saved")" ] ||
+  { echo "seed 7 draws the same tokens: the comparison above shows nothing"; exit 1; }
+# A config the file was not made for is refused, naming the tensor and both shapes.
+if wrong=$(run "$1" --weights "$tmp/w.safetensors" --kv-heads 4 2>&1); then
+  echo "a wrong config was accepted"; exit 1
+fi
+echo "$wrong"
+grep -q "tensor model.layers.0.self_attn.k_proj.weight of $tmp/w.safetensors has shape \[128, 256\] where the config wants \[256, 256\]" <<<"$wrong"
+# A deeper config finds a tensor missing; a shallower one says what it left unused.
+if missing=$(run "$1" --weights "$tmp/w.safetensors" --layers 3 2>&1); then
+  echo "a missing layer was not noticed"; exit 1
+fi
+echo "$missing"
+grep -q "$tmp/w.safetensors has no tensor model.layers.2.input_layernorm.weight" <<<"$missing"
+run "$1" --weights "$tmp/w.safetensors" --layers 1 --new-tokens 1 |
+  grep -q "weights: 9 tensors of the file unused (a deeper model than --layers?)"
