@@ -7,6 +7,8 @@
 //                                         500000), random bf16 weights drawn on the device
 //   generate --config tiny                2 layers, hidden 256: the shape the tests run
 //   generate --batch B --prompt P --new-tokens N --temperature T --seed S
+//   generate --temperature T --top-k K --top-p P   sampling among the K largest logits and
+//                                         the smallest nucleus of mass P (of logits / T)
 //   generate --layers L --hidden H --heads N --kv-heads K --ffn F --vocab V --rope-base R
 //   generate --check                      greedy tokens against a teacher-forced rerun of the
 //                                         whole sequence without the cache
@@ -65,6 +67,8 @@ Config tiny() {
 struct Run {
   int64_t batch = 1, prompt = 128, new_tokens = 256;
   double temperature = 0.0;  // 0: greedy
+  int64_t top_k = 0;         // 0: no top-k filter
+  double top_p = 1.0;        // 1: no top-p filter
   uint64_t seed = 2026;
   bool check = false;
   std::string weights, save_weights;  // --weights, --save-weights (empty: none)
@@ -306,9 +310,11 @@ fj::Tensor forward(fj::Context& ctx, Model& m, const fj::Tensor& tokens, const f
 
 // The next token of each sequence [b, 1] (i32) from logits [b, 1, vocab].
 fj::Tensor choose(const fj::Tensor& logits, const Run& r, uint64_t step) {
-  const fj::Tensor picked =
-      r.temperature > 0 ? fj::sample(logits, r.temperature, r.seed, step) : fj::argmax(logits);
-  return fj::cast(picked, fj::DType::i32);
+  if (r.temperature == 0) return fj::cast(fj::argmax(logits), fj::DType::i32);
+  fj::Tensor scaled = logits * (1.0 / r.temperature);
+  if (r.top_k > 0) scaled = fj::top_k_filter(scaled, r.top_k);
+  if (r.top_p < 1.0) scaled = fj::top_p_filter(scaled, r.top_p);
+  return fj::cast(fj::sample(scaled, 1.0, r.seed, step), fj::DType::i32);
 }
 
 fj::Tensor position(fj::Context& ctx, int64_t p) {
@@ -430,6 +436,10 @@ bool apply(Config& c, Run& r, const std::string& flag, const std::string& v) {
     r.new_tokens = integer(flag, v);
   else if (flag == "--temperature")
     r.temperature = std::stod(v);
+  else if (flag == "--top-k")
+    r.top_k = integer(flag, v);
+  else if (flag == "--top-p")
+    r.top_p = std::stod(v);
   else if (flag == "--seed")
     r.seed = static_cast<uint64_t>(integer(flag, v));
   else if (flag == "--layers")
@@ -477,6 +487,10 @@ void parse(int argc, char** argv, Config& c, Run& r) {
   }
   if (r.temperature < 0) throw std::invalid_argument("--temperature must be >= 0");
   if (r.check && r.temperature > 0) throw std::invalid_argument("--check needs greedy decoding");
+  if (!(r.top_p > 0 && r.top_p <= 1)) throw std::invalid_argument("--top-p must be in (0, 1]");
+  if (r.temperature == 0 && (r.top_k > 0 || r.top_p < 1)) {
+    throw std::invalid_argument("--top-k and --top-p filter sampling: give --temperature > 0");
+  }
 }
 
 }  // namespace

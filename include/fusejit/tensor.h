@@ -229,6 +229,15 @@ Tensor argmax(const Tensor& x, int64_t axis = -1, bool keepdim = false);
 // finite.
 Tensor sample(const Tensor& logits, double temperature, uint64_t seed, uint64_t offset = 0,
               int64_t axis = -1);
+// Logit filters for sampling, along the last axis, each a few row kernels (a threshold search
+// of 4 rounds of 256 candidates, then the filter): the logits kept as they are, the others
+// -inf, so that sample() draws among the kept ones. top_k_filter keeps every logit at or above
+// the row's k-th largest (ties with it included); top_p_filter keeps the smallest set of
+// largest logits whose softmax probability reaches p (nucleus sampling; apply the temperature
+// first, as logits / t). k >= the vocabulary and p = 1 keep everything. Throws
+// fusejit::UsageError for integer logits, k < 1 or p outside (0, 1].
+Tensor top_k_filter(const Tensor& logits, int64_t k);
+Tensor top_p_filter(const Tensor& logits, double p);
 // torch.nn.functional.dropout in training mode: each element kept with probability 1 - p and
 // scaled by 1 / (1 - p), the others 0. The mask is rand(x.shape, seed, offset) < 1 - p (see
 // Context::rand): the same (seed, offset) gives the same mask, on the GPU and the CPU

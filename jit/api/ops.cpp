@@ -240,4 +240,78 @@ Tensor sample(const Tensor& logits, double temperature, uint64_t seed, uint64_t 
   return argmax(upcast(logits) * (1.0 / temperature) + gumbel, axis);
 }
 
+namespace {
+
+// Rounds of the threshold search, each splitting the row's interval into kBins: after 4 rounds
+// of 256 the interval is (max - min) / 2^32 wide, below the spacing of f32 values of the
+// logits' magnitudes.
+constexpr int kSearchRounds = 4;
+constexpr int kBins = 256;
+
+// Per row of x (the last axis; shape [..., 1]): the largest threshold t found by the search such
+// that sum(weight * (x >= t)) >= target, weight [..., V] or empty (1 per element), target a
+// number or [..., 1]. Each round counts, in one reduction kernel, the weight at or above
+// kBins evenly spaced candidates between the current bounds, then keeps the interval of the
+// last candidate that still reaches the target (the first always does: it is the row's min,
+// or the bound kept before, where the weight was already reached).
+Tensor search_threshold(const Tensor& x, const Tensor& weight, const Tensor& target) {
+  Context& ctx = x.context();
+  const Tensor row = unsqueeze(x, -2);  // [..., 1, V]
+  const Tensor w = weight.defined() ? unsqueeze(weight, -2) : Tensor();
+  const Tensor step = reshape(ctx.arange(0, kBins, 1) * (1.0 / kBins), {kBins, 1});
+  // The bounds of the finite logits (an earlier filter's -inf are never kept).
+  const Tensor top = max(x, {-1}, true);
+  Tensor lo = unsqueeze(min(where(eq(x, ctx.scalar(-INFINITY)), top, x), {-1}, true), -1);
+  Tensor width = unsqueeze(top, -1) - lo;  // [..., 1, 1]
+  for (int round = 0; round < kSearchRounds; ++round) {
+    const Tensor t = lo + width * step;  // [..., kBins, 1]
+    const Tensor above = cast(ge(row, t), DType::f32);
+    const Tensor mass = sum(w.defined() ? above * w : above, {-1});  // [..., kBins]
+    const Tensor reached = ge(mass, target);
+    // (At least 0: fewer finite logits than the target keep them all.)
+    const Tensor last = maximum(sum(cast(reached, DType::f32), {-1}, true) - 1.0, ctx.scalar(0.0));
+    lo = lo + width * unsqueeze(last * (1.0 / kBins), -1);
+    width = width * (1.0 / kBins);
+  }
+  return squeeze(lo, -1);
+}
+
+Tensor keep_at_or_above(const Tensor& logits, const Tensor& threshold) {
+  const Tensor x = upcast(logits);
+  const Tensor kept = where(ge(x, threshold), x, logits.context().scalar(-INFINITY));
+  return downcast(kept, logits.dtype());
+}
+
+void check_logits(const Tensor& logits, std::string_view op) {
+  if (!is_floating(logits.dtype()) || logits.rank() == 0) {
+    throw UsageError(
+        fmt::format("{}: the logits are {}{}; it needs floating-point logits with "
+                    "a vocabulary axis (the last)",
+                    op, dtype_name(logits.dtype()), ir::shape_str(logits.shape())));
+  }
+}
+
+}  // namespace
+
+// The k largest logits of each row kept, the others -inf: every logit at or above the row's
+// k-th largest value (ties with it are kept too, as a pivot comparison keeps them).
+Tensor top_k_filter(const Tensor& logits, int64_t k) {
+  check_logits(logits, "top_k_filter");
+  if (k < 1) throw UsageError(fmt::format("top_k_filter: k = {} keeps nothing; give k >= 1", k));
+  if (k >= logits.shape().back()) return logits;
+  const Tensor x = upcast(logits);
+  return keep_at_or_above(logits, search_threshold(x, Tensor(), x.context().scalar(double(k))));
+}
+
+// The smallest set of largest logits whose softmax mass reaches p kept, the others -inf.
+Tensor top_p_filter(const Tensor& logits, double p) {
+  check_logits(logits, "top_p_filter");
+  if (!(p > 0.0 && p <= 1.0)) {
+    throw UsageError(fmt::format("top_p_filter: p = {} is not in (0, 1]", p));
+  }
+  if (p == 1.0) return logits;
+  const Tensor x = upcast(logits);
+  return keep_at_or_above(logits, search_threshold(x, softmax(x, -1), x.context().scalar(p)));
+}
+
 }  // namespace fusejit

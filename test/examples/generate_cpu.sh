@@ -45,3 +45,6 @@ echo "$missing"
 grep -q "$tmp/w.safetensors has no tensor model.layers.2.input_layernorm.weight" <<<"$missing"
 run "$1" --weights "$tmp/w.safetensors" --layers 1 --new-tokens 1 |
   grep -q "weights: 9 tensors of the file unused (a deeper model than --layers?)"
+# Top-k and top-p sampling.
+CUDA_VISIBLE_DEVICES= FUSEJIT_CACHE=memory FUSEJIT_LOG=error "$1" --config tiny --temperature 0.8 \
+  --top-k 20 --top-p 0.9 | grep -qE "^tokens of sequence 0:( [0-9]+){6}$"

@@ -1,6 +1,7 @@
 // argmax and Gumbel-max sampling through the public API, on whatever the machine has (the GPU,
 // or the CPU reference on CI): argmax against hand-computed positions (ties, NaN, axes, dtypes),
 // one kernel for a vocabulary row, and sampled frequencies against softmax(logits / t).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -52,6 +53,16 @@ TEST_CASE("argmax over a vocabulary row is one kernel", "[jit][sampling]") {
   for (const fusion::Region& r : sampled.regions) {
     fusejit::test::generate_and_compile(sampled.graph, r);
   }
+  // Top-k then top-p over a Llama-3 vocabulary: every kernel compiles; the count is printed.
+  const fj::Tensor wide = ctx.placeholder({1, 128256}, DType::bf16);
+  const fj::Tensor filtered = fj::top_p_filter(fj::top_k_filter(wide, 200), 0.9);
+  const ir::Graph f = ir::parse(ctx.trace_text({fj::sample(filtered, 0.8, 1, 2)}), "filters");
+  const fusion::Plan filters = fusion::make_plan(f);
+  WARN("top-k, top-p and a draw over 128256 logits: " << filters.kernel_count() << " kernels");
+  CHECK(filters.kernel_count() <= 40);  // 35 today: each search round is two reductions
+  for (const fusion::Region& r : filters.regions) {
+    fusejit::test::generate_and_compile(filters.graph, r);
+  }
 }
 
 TEST_CASE("sampled tokens follow softmax(logits / temperature)", "[jit][sampling]") {
@@ -83,4 +94,94 @@ TEST_CASE("sampled tokens follow softmax(logits / temperature)", "[jit][sampling
   CHECK(fj::sample(x, 0.0, 7).to_host() == std::vector<double>(static_cast<size_t>(rows), 0.0));
   CHECK_THROWS_AS(fj::sample(x, -1.0, 7), fj::UsageError);
   CHECK_THROWS_AS(fj::sample(ctx.zeros({2, 3}, DType::i32), 1.0, 7), fj::UsageError);
+}
+
+namespace {
+
+// The k-th largest of each row of `x` [rows, v], and the smallest threshold whose softmax mass
+// reaches p, computed on the host by sorting.
+std::vector<double> host_kth(const std::vector<double>& x, int64_t v, int64_t k) {
+  std::vector<double> out;
+  for (size_t r = 0; r * v < x.size(); ++r) {
+    std::vector<double> row(x.begin() + long(r * v), x.begin() + long((r + 1) * v));
+    std::sort(row.rbegin(), row.rend());
+    out.push_back(row[size_t(k - 1)]);
+  }
+  return out;
+}
+
+std::vector<double> host_nucleus(const std::vector<double>& x, int64_t v, double p) {
+  std::vector<double> out;
+  for (size_t r = 0; r * v < x.size(); ++r) {
+    std::vector<double> row(x.begin() + long(r * v), x.begin() + long((r + 1) * v));
+    std::sort(row.rbegin(), row.rend());
+    double total = 0;
+    for (double e : row) total += std::exp(e - row[0]);
+    double mass = 0;
+    size_t i = 0;
+    for (; i < row.size(); ++i) {
+      mass += std::exp(row[i] - row[0]) / total;
+      if (mass >= p) break;
+    }
+    out.push_back(row[std::min(i, row.size() - 1)]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("top-k and top-p filters keep what sorting says they should", "[jit][sampling]") {
+  fj::Context ctx(fusejit::testing::quiet());
+  const int64_t rows = 6, vocab = 3001;
+  std::vector<double> x;
+  uint64_t state = 12345;
+  for (int64_t i = 0; i < rows * vocab; ++i) {  // distinct values, a few rows with big spreads
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    x.push_back(
+        double(float(double(state >> 40) / double(1 << 24) * (i / vocab % 2 == 0 ? 8.0 : 30.0) -
+                     4.0)));  // f32 values
+  }
+  const fj::Tensor logits = ctx.from_vector(x, {rows, vocab});
+  for (int64_t k : {1, 2, 50, 200, 3000}) {
+    INFO("k = " << k);
+    const std::vector<double> kept = fj::top_k_filter(logits, k).to_host();
+    const std::vector<double> kth = host_kth(x, vocab, k);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t count = 0;
+      for (int64_t i = 0; i < vocab; ++i) {
+        const size_t e = size_t(r * vocab + i);
+        const bool keep = x[e] >= kth[size_t(r)];
+        CHECK((kept[e] == (keep ? x[e] : -INFINITY)));
+        count += std::isinf(kept[e]) ? 0 : 1;
+      }
+      CHECK(count == k);
+    }
+  }
+  for (double p : {0.05, 0.5, 0.9, 0.999}) {
+    INFO("p = " << p);
+    const std::vector<double> kept = fj::top_p_filter(logits, p).to_host();
+    const std::vector<double> pivot = host_nucleus(x, vocab, p);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < vocab; ++i) {
+        const size_t e = size_t(r * vocab + i);
+        CHECK((kept[e] == (x[e] >= pivot[size_t(r)] ? x[e] : -INFINITY)));
+      }
+    }
+  }
+  // Chained: top-p over what top-k left (the -inf of the first are never kept), then sampled.
+  const std::vector<double> both = fj::top_p_filter(fj::top_k_filter(logits, 20), 0.9).to_host();
+  const std::vector<double> kth20 = host_kth(x, vocab, 20);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < vocab; ++i) {
+      const size_t e = size_t(r * vocab + i);
+      if (x[e] < kth20[size_t(r)]) CHECK(std::isinf(both[e]));
+    }
+  }
+  const std::vector<double> drawn = fj::sample(fj::top_k_filter(logits, 3), 1.0, 99, 0).to_host();
+  const std::vector<double> kth3 = host_kth(x, vocab, 3);
+  for (int64_t r = 0; r < rows; ++r)
+    CHECK(x[size_t(r * vocab) + size_t(drawn[size_t(r)])] >= kth3[size_t(r)]);
+  CHECK_THROWS_AS(fj::top_k_filter(logits, 0), fj::UsageError);
+  CHECK_THROWS_AS(fj::top_p_filter(logits, 0.0), fj::UsageError);
+  CHECK_THROWS_AS(fj::top_p_filter(ctx.zeros({2, 3}, DType::i32), 0.5), fj::UsageError);
 }
