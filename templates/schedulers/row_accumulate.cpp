@@ -79,9 +79,9 @@ void RowAccumulators::add_deviations(kir::Block& main, RowPass& p,
     const kir::ExprP a = f_.acc(r);
     main.assign(a, kir::call("fj_welford_center", {a}));
     const ir::NodeId x = f_.info.node(r).inputs[0];
-    p.body.assign(a, predicated_update(
-                         f_,
-                         kir::call("fj_op_deviation()", {a, values_.value(x, f_.x, p.lane)}), a));
+    p.body.assign(a,
+                  predicated_update(
+                      f_, kir::call("fj_op_deviation()", {a, values_.value(x, f_.x, p.lane)}), a));
   }
 }
 

@@ -23,8 +23,8 @@ kir::ExprP RegisterCache::element(ir::NodeId id, const Index& at, Values& values
   auto it = index_.find(key);
   if (it == index_.end()) {
     if (static_cast<int64_t>(entries_.size()) >= max_entries_) return nullptr;
-    const kir::VarP array = kir::variable(std::string(dtype_code(f_.info.node(id).dtype).arith),
-                                          values.fresh("cache"));
+    const kir::VarP array =
+        kir::variable(std::string(dtype_code(f_.info.node(id).dtype).arith), values.fresh("cache"));
     entries_.push_back({id, at, array});
     it = index_.emplace(key, array).first;
   }

@@ -38,8 +38,7 @@ std::vector<ClusterPartial> cluster_partials(const RowFrame& f,
   for (ir::NodeId r : here) {
     if (!has_accumulator(f, r)) continue;
     const Accumulator acc = row_accumulator(f, r);
-    out.push_back(
-        {f.acc(r), acc.type, acc.functor, f.info.named("fj_exchange", r)});
+    out.push_back({f.acc(r), acc.type, acc.functor, f.info.named("fj_exchange", r)});
   }
   return out;
 }

@@ -65,8 +65,9 @@ VectorGuard vector_guard(const RowFrame& f, WalkUse use, bool passes_load) {
 // layout, registers and residency; the static kernel at S=10,000, 3 vectors of 8 on 512
 // threads, ran 1.3x the path that serves it.)
 kir::ExprP predicated_update(const RowFrame& f, kir::ExprP update, kir::ExprP unchanged) {
-  return f.guards().predicated ? kir::select(kir::var(f.vars.in), std::move(update), std::move(unchanged))
-                      : update;
+  return f.guards().predicated
+             ? kir::select(kir::var(f.vars.in), std::move(update), std::move(unchanged))
+             : update;
 }
 
 }  // namespace fusejit::templates

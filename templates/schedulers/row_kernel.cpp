@@ -82,9 +82,8 @@ kir::ExprP RowKernelBuilder::leaf(ir::NodeId id, const Index& at) {
     if (!array) {
       array = p.prelude.array(std::string(code.storage), values_.fresh("r"), f_.cfg.v);
       const kir::ExprP stage = filling_ ? stages_.slots(id, at) : nullptr;
-      const kir::ExprP src = stage
-                                 ? kir::add(stage, kir::var(f_.vars.slot))
-                                 : kir::add(kir::var(info.input_var(id)), kir::offset(at, true));
+      const kir::ExprP src = stage ? kir::add(stage, kir::var(f_.vars.slot))
+                                   : kir::add(kir::var(info.input_var(id)), kir::offset(at, true));
       p.prelude.eval(kir::load_vec(array, src));
       p.loads = true;
       p.chunk.memo[key] = array;

@@ -109,10 +109,10 @@ kir::Block& add_block_row_loop(kir::Block& out, const RowFrame& f) {
   } else {
     loop = &out.loop(f.vars.row0, kir::block_index(), rows, kir::grid_blocks()).body;
   }
-  loop->let_if_read(f.vars.row,
-                    f.cfg.rows_per_block > 1 ? kir::add(row0, kir::infix(kir::thread_index(), "/",
-                                                                         kir::lit(f.cfg.group)))
-                                             : row0);
+  loop->let_if_read(
+      f.vars.row, f.cfg.rows_per_block > 1
+                      ? kir::add(row0, kir::infix(kir::thread_index(), "/", kir::lit(f.cfg.group)))
+                      : row0);
   return *loop;
 }
 

@@ -14,8 +14,9 @@ namespace {
 kir::ExprP vector_within(const RowFrame& f) {
   const kir::ExprP c = static_cast_to(f.idx, kir::var(f.vars.c));
   return f.cfg.group > 1
-             ? kir::mul(kir::group(kir::add(kir::mul(c, kir::lit(f.cfg.group)), kir::var(f.vars.g))),
-                        kir::lit(f.cfg.v))
+             ? kir::mul(
+                   kir::group(kir::add(kir::mul(c, kir::lit(f.cfg.group)), kir::var(f.vars.g))),
+                   kir::lit(f.cfg.v))
              : kir::mul(c, kir::lit(f.cfg.v));
 }
 
@@ -76,7 +77,8 @@ void add_chunked_walk(kir::Block& out, const RowPass& p, const RowFrame& f,
                                 f.cfg.chunks <= kMaxUnrolledChunks ? 1 : 4);
   const kir::ExprP within = vector_within(f);
   const kir::ExprP at = vector_start(f, guard, within);
-  const kir::ExprP k0 = guard.declare_k0 ? chunk.let(f.vars.k0, at) : chunk.let_if_read(f.vars.k0, at);
+  const kir::ExprP k0 =
+      guard.declare_k0 ? chunk.let(f.vars.k0, at) : chunk.let_if_read(f.vars.k0, at);
   // A staged input's slot: the thread's vector of the row, never clamped, so that no two
   // threads share a slot (RowConfig::staged).
   chunk.let_if_read(f.vars.slot, within);
@@ -102,8 +104,8 @@ void add_strided_walk(kir::Block& out, const RowPass& p, const RowFrame& f,
     const kir::ExprP g = kir::var(f.vars.g);
     first = f.cfg.v > 1 ? kir::mul(g, kir::lit(f.cfg.v)) : g;
   }
-  const auto [chunk, k0] = out.loop(f.vars.k0, first, kir::extent(f.space.length),
-                                    kir::lit(f.cfg.group * f.cfg.v), 4);
+  const auto [chunk, k0] =
+      out.loop(f.vars.k0, first, kir::extent(f.space.length), kir::lit(f.cfg.group * f.cfg.v), 4);
   kir::Block& live = guard.branch_live ? chunk.branch(kir::var(f.vars.live)) : chunk;
   live.splice(p.prelude);
   kir::Block& lanes =
