@@ -51,7 +51,7 @@ kir::Block& add_split_combine(const RowFrame& f, kir::Block& main, int pass) {
   for (ir::NodeId r : f.space.accumulated()) {
     if (f.space.depth.at(r) == pass) kept.push_back(r);
   }
-  kir::Block& row = add_split_arrival(main, f.info, kept, split);
+  kir::Block& row = add_split_arrival(main, kept, split);
   add_split_fold(row, f.info, kept, split, kir::lit(0), 1);
   add_split_reset(row, split);
   return row;

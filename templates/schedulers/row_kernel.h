@@ -254,6 +254,7 @@ Accumulator row_accumulator(const RowFrame& f, ir::NodeId r);
 // split rows the last block's combination. `cluster_slots` collects the exchange's slots.
 kir::Block& add_row_finish(const RowFrame& f, kir::Block& main, int pass,
                            const std::vector<ir::NodeId>& here, kir::Block& cluster_slots);
+// Split rows' partials, with their variables: made once per kernel, by the frame (RowFrame::split).
 SplitPartials split_partials(const RowFrame& f);
 
 // ---- launch (row_launch.cpp)

@@ -208,7 +208,7 @@ void add_row_header(kir::Function& fn, const RowFrame& f, std::string_view kind,
   }
   fn.head.comment("{} index arithmetic", f.info.wide_index ? "64-bit" : "32-bit");
   if (f.pieces.spread == RowSpread::split) {
-    add_split_scratch(fn.head, f.info, f.space.accumulated(), f.split,
+    add_split_scratch(fn.head, f.space.accumulated(), f.split,
                       fmt::format("rows split in {} pieces of {} elements", cfg.split, cfg.piece),
                       "row");
   }
