@@ -201,10 +201,8 @@ const VarP& RegionInfo::input_var(ir::NodeId id) const {
   return input_vars_[it->second];
 }
 
-std::string RegionInfo::input_param(ir::NodeId id) const { return input_var(id)->name; }
-
 std::string RegionInfo::value_name(ir::NodeId id) const {
-  return input_position_.count(id) != 0 ? input_param(id) : named("v", id);
+  return input_position_.count(id) != 0 ? input_var(id)->name : named("v", id);
 }
 
 std::string RegionInfo::named(std::string_view prefix, ir::NodeId id) const {

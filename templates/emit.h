@@ -104,8 +104,6 @@ struct RegionInfo {
   const VarP& input_var(ir::NodeId id) const;
   const VarP& output_var(size_t k) const { return output_vars_.at(k); }
   const VarP& outer_var() const { return outer_var_; }
-  // Transitional (issue 33): the name of input_var, for schedulers/rowwise.cpp's reads by name.
-  std::string input_param(ir::NodeId id) const;
   // The generated source names a node by its place in the region, never by its node id: its
   // value is in<k> when it is region.inputs[k] and v<k> when it is region.nodes[k] (value_name),
   // and what a template keeps per node (a reduction's accumulator a<k>, its scratch

@@ -146,15 +146,13 @@ class KirSteps {
 };
 
 // The kernel of the first scheduler that takes the region (schedulers/registry.h), built from
-// the parameters it picks, its reads by name bound, its declarations placed and checked; each
-// step into `steps`.
+// the parameters it picks, its declarations placed and checked; each step into `steps`.
 KernelBody build_body(const RegionInfo& info, const CodegenOptions& options,
                       KirSteps* steps = nullptr) {
   const Schedule chosen = schedule(info, options);
   KernelBody body = chosen.scheduler->build(info, options, chosen.params);
   body.schedule = schedule_text(chosen);
   if (steps) steps->add("built", body.fn);
-  kir::resolve_names(body.fn);  // transitional: rowwise still reads some variables by name
   kir::place_declarations(body.fn);
   if (steps) steps->add("declarations placed", body.fn);
   kir::verify(body.fn);

@@ -335,9 +335,9 @@ kir::ExprP outer_extent(const RegionInfo& info, int64_t count, std::string_view 
 
 void vector_store(kir::Block& decl, kir::Block& body, kir::Block& stores, DType dtype,
                   const std::string& array, kir::ExprP dst, int v, kir::ExprP value,
-                  kir::ExprP lane) {
+                  const kir::ExprP& lane) {
   const DTypeCode& code = dtype_code(dtype);
-  const kir::ExprP j = lane ? std::move(lane) : kir::named("j");
+  const kir::ExprP& j = lane;
   if (!code.store_vec.empty() && v % 2 == 0) {  // narrowed in pairs when stored
     const kir::ExprP a = decl.array(std::string(code.arith), array, v);
     body.assign(kir::subscript(a, j), std::move(value));

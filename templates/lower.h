@@ -99,10 +99,9 @@ kir::ExprP outer_extent(const RegionInfo& info, int64_t count, std::string_view 
 
 // A V-lane vector store of `value` (one lane's value, in the dtype's arithmetic type) to `dst`
 // (an aligned pointer): the lanes' values are collected in `array`, declared in `decl`, set in
-// `body` (inside the lane loop, whose variable is `lane`) and stored in `stores`. A null `lane`
-// is transitional (issue 33): the variable called j where `body` stands, for rowwise.cpp.
+// `body` (inside the lane loop, whose variable `lane` reads) and stored in `stores`.
 void vector_store(kir::Block& decl, kir::Block& body, kir::Block& stores, DType dtype,
                   const std::string& array, kir::ExprP dst, int v, kir::ExprP value,
-                  kir::ExprP lane = nullptr);
+                  const kir::ExprP& lane);
 
 }  // namespace fusejit::templates

@@ -2,7 +2,6 @@
 #include "templates/kir/index.h"
 
 #include <algorithm>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -226,21 +225,6 @@ BasePtr make_zero(int64_t bound) {
   return b;
 }
 
-namespace {
-
-// A variable read by name (kir::named's), for the transitional roots.
-VarP by_name(std::string name) { return kir::named(std::move(name))->var; }
-
-}  // namespace
-
-BasePtr make_root(std::string name, int64_t bound) {
-  return make_root(by_name(std::move(name)), bound);
-}
-
-BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, int vector) {
-  return make_lane_root(by_name(std::move(name)), by_name(std::move(lane0_name)), bound, vector);
-}
-
 BasePtr make_data_root(VarP var, int64_t bound) {
   auto b = std::make_shared<Base>();
   b->var = std::move(var);
@@ -426,58 +410,6 @@ std::vector<VarP> variables(const Index& at, bool lane0) {
   std::vector<VarP> out;
   collect_variables(flatten(at), lane0, out);
   return out;
-}
-
-namespace {
-
-// Rebuilds bases whose variables `to` replaces, each once (`done`), so that digits that shared
-// a base still share one and print merged as before.
-class Rebinder {
- public:
-  explicit Rebinder(const std::function<VarP(const VarP&)>& to) : to_(to) {}
-
-  BasePtr base(const BasePtr& b) {
-    const auto it = done_.find(b.get());
-    if (it != done_.end()) return it->second;
-    BasePtr out = b;
-    const VarP var = b->var ? to_(b->var) : nullptr;
-    const VarP lane0 = b->lane0 ? to_(b->lane0) : nullptr;
-    std::vector<std::pair<Digit, int64_t>> terms = b->terms;
-    bool changed = var != b->var || lane0 != b->lane0;
-    for (auto& term : terms) changed = digit(term.first) || changed;
-    if (changed) {
-      auto copy = std::make_shared<Base>(*b);
-      copy->var = var;
-      copy->lane0 = lane0;
-      copy->terms = std::move(terms);
-      out = copy;
-    }
-    return done_[b.get()] = out;
-  }
-
-  // True when the digit's base changed.
-  bool digit(Digit& d) {
-    BasePtr b = base(d.base);
-    const bool changed = b != d.base;
-    d.base = std::move(b);
-    return changed;
-  }
-
- private:
-  const std::function<VarP(const VarP&)>& to_;
-  std::map<const Base*, BasePtr> done_;
-};
-
-}  // namespace
-
-Index rebind(const Index& at, const std::function<VarP(const VarP&)>& to) {
-  Rebinder r(to);
-  Index out = at;
-  bool changed = false;
-  for (Digits& axis : out.axes) {
-    for (Digit& d : axis) changed = r.digit(d) || changed;
-  }
-  return changed ? out : at;
 }
 
 }  // namespace fusejit::templates

@@ -29,7 +29,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,10 +79,6 @@ struct Index {
 BasePtr make_root(VarP var, int64_t bound);
 // The lane root: value = lane0 + j for lane j < vector; bound % vector == 0.
 BasePtr make_lane_root(VarP var, VarP lane0, int64_t bound, int vector);
-// Transitional (issue 33, see kir::named): roots that name their variables, bound to the
-// declarations by kir::resolve_names; for schedulers/rowwise.cpp alone.
-BasePtr make_root(std::string name, int64_t bound);
-BasePtr make_lane_root(std::string name, std::string lane0_name, int64_t bound, int vector);
 // A base that is always 0 over a range of `bound` positions: in place of a root, it indexes
 // the first element of that root's range (a row's first element, in place of k). Its digits
 // print as nothing.
@@ -149,9 +144,5 @@ IndexKey index_key(const Index& at);
 // The variables the printed offset reads (the roots, or the lane root's lane-0 variable with
 // lane0), each once.
 std::vector<VarP> variables(const Index& at, bool lane0 = false);
-
-// `at` with every root's variables replaced by what `to` maps them to (the same index when it
-// changes none): kir::resolve_names binding the roots made from names.
-Index rebind(const Index& at, const std::function<VarP(const VarP&)>& to);
 
 }  // namespace fusejit::templates

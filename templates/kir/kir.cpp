@@ -63,9 +63,6 @@ ExprP var(VarP v) {
   e->var = std::move(v);
   return e;
 }
-ExprP named(std::string name) {
-  return var(std::make_shared<const Var>(Var{std::move(name), {}, true}));
-}
 ExprP lit(std::string text) {
   if (!is_literal(text)) {
     throw InternalError(
@@ -390,7 +387,7 @@ void place_declarations(Function& f) {
   }
 }
 
-// ---- scopes: resolve_names and verify ----
+// ---- scopes: verify ----
 
 namespace {
 
@@ -453,46 +450,6 @@ void walk_function(F& f, const Visit& visit) {
   for (auto& s : f.head.stmts) walk_stmt(s, declared, visit);
   walk_block(f.body, declared, visit);
 }
-
-// The innermost variable in scope called `name`, or null.
-VarP lookup(const std::vector<VarP>& declared, const std::string& name) {
-  for (auto it = declared.rbegin(); it != declared.rend(); ++it) {
-    if ((*it)->name == name) return *it;
-  }
-  return nullptr;
-}
-
-// `e` with its reads by name bound to the variables in scope (copied only where one changes).
-ExprP bind_names(const ExprP& e, const std::vector<VarP>& declared) {
-  if (!e) return e;
-  bool changed = false;
-  const auto to = [&](const VarP& v) {
-    VarP found = v->by_name ? lookup(declared, v->name) : nullptr;
-    changed = changed || found != nullptr;
-    return found ? found : v;
-  };
-  if (e->kind == ExprKind::var) {
-    const VarP v = to(e->var);
-    return v == e->var ? e : var(v);
-  }
-  auto copy = std::make_shared<Expr>(*e);
-  if (e->kind == ExprKind::offset) copy->at = rebind(e->at, to);
-  for (ExprP& a : copy->args) {
-    ExprP bound = bind_names(a, declared);
-    changed = changed || bound != a;
-    a = std::move(bound);
-  }
-  return changed ? copy : e;
-}
-
-}  // namespace
-
-void resolve_names(Function& f) {
-  walk_function(f,
-                [](ExprP& e, const std::vector<VarP>& declared) { e = bind_names(e, declared); });
-}
-
-namespace {
 
 bool is_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
@@ -574,8 +531,7 @@ class Verifier {
   void need(const VarP& v, const std::vector<VarP>& declared) const {
     if (std::find(declared.begin(), declared.end(), v) != declared.end()) return;
     throw InternalError(
-        fmt::format("kernel IR of {}: {} is read where it is not declared{}", f_.name, v->name,
-                    v->by_name ? " (a read by name that names no declaration)" : ""));
+        fmt::format("kernel IR of {}: {} is read where it is not declared", f_.name, v->name));
   }
 
   const Function& f_;
@@ -698,7 +654,7 @@ std::string dump(const ExprP& e) {
   };
   switch (e->kind) {
     case ExprKind::var:
-      return e->var->by_name ? "'" + e->var->name : e->var->name;
+      return e->var->name;
     case ExprKind::lit:
       return e->text;
     case ExprKind::call:

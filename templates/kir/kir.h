@@ -14,8 +14,7 @@
 // text or comparing names, and verify() checks that every variable is declared before it is
 // read.
 //
-// Building, then passes, then printing. resolve_names binds the reads still made by name
-// (transitional, see named()); place_declarations keeps a value offered with
+// Building, then passes, then printing. place_declarations keeps a value offered with
 // let_if_read only where a later statement reads it; lower_indices turns offsets and extents
 // into plain arithmetic (numbering a dynamic kernel's runtime extents); printing is mechanical:
 // an operator node prints as `a op b` and only group() adds parentheses, so a tree prints
@@ -74,8 +73,7 @@ enum class Intrinsic {
 // is only what it prints as (two variables may share one in different scopes).
 struct Var {
   std::string name;
-  std::string type;      // the C type it is declared with, qualifiers included
-  bool by_name = false;  // transitional: a read made by name (named()), not yet bound
+  std::string type;  // the C type it is declared with, qualifiers included
 };
 using VarP = std::shared_ptr<const Var>;
 
@@ -100,18 +98,6 @@ struct Expr {
 VarP variable(std::string type, std::string name);
 // A read of `v`.
 ExprP var(VarP v);
-
-// ---- Transitional (issue 33), until schedulers/rowwise.cpp and transpose.cpp keep their
-// variables ----
-// A read of whichever variable called `name` is declared where the read stands (in an
-// enclosing block, a loop or a parameter), bound to that variable by resolve_names, which
-// generate runs before the other passes. var(std::string) is the spelling those two files use;
-// make_root and make_lane_root (index.h) take names the same way, vector_store (lower.h)
-// without a lane reads j by name, and so do the split helpers (reduction.h) for the variables
-// a SplitPartials leaves unmade. New code makes and keeps variables instead.
-ExprP named(std::string name);
-inline ExprP var(std::string name) { return named(std::move(name)); }
-inline ExprP var(const char* name) { return named(name); }
 
 // Throws InternalError for text that is not a literal.
 ExprP lit(std::string text);
@@ -294,12 +280,6 @@ bool uses(const ExprP& e, const VarP& v);
 bool uses(const Stmt& s, const VarP& v);
 bool uses(const Block& b, const VarP& v);
 
-// Transitional (issue 33; see named()): binds every read made by name, a var node or an index
-// root, to the variable of that name declared where it stands (the innermost declaration in
-// scope). A name with no declaration in scope is left unbound, for verify() to report where
-// place_declarations has not removed its reader. Changes nothing in a tree built of objects.
-void resolve_names(Function& f);
-
 // The declaration pass: removes every let_if_read declaration that no later statement of its
 // block (nested blocks included) reads, until none is left unread (a removed declaration's
 // value may have been the only reader of another).
@@ -321,7 +301,7 @@ void lower_indices(Function& f, RuntimeExtents* runtime = nullptr);
 
 // The tree as text, for FUSEJIT_DUMP=kir: one statement per line (nested blocks indented),
 // expressions as prefix forms, `(+ i (* j 4))`, `(call fj_load in0 i)`, `(offset i / 4 % 3)`,
-// a variable as its name ('name while it is a read by name that resolve_names has not bound);
+// a variable as its name;
 // what each step of code generation leaves, not C.
 std::string dump(const Function& f);
 

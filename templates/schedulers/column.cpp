@@ -415,7 +415,7 @@ void ColumnBuilder::add_header(kir::Block& head) const {
   }
   head.comment("{} index arithmetic", info_.wide_index ? "64-bit" : "32-bit");
   if (cfg_.split > 1) {
-    add_split_scratch(head, info_, space_.accumulated(), split_partials(),
+    add_split_scratch(head, space_.accumulated(), split_partials(),
                       fmt::format("columns split in {} pieces of {} rows", cfg_.split, cfg_.piece),
                       "tile");
   }
@@ -515,7 +515,7 @@ void ColumnBuilder::add_split_combine(kir::Block& out) const {
   const SplitPartials split = split_partials();
   // With the ty == 0 threads as holders, the fold goes on in `out` itself.
   const std::vector<ir::NodeId> accumulated = space_.accumulated();
-  add_split_arrival(out, info_, accumulated, split);
+  add_split_arrival(out, accumulated, split);
   out.branch(kir::prefix("!", kir::var(split.last))).jump("continue");
   out.comment("the tile's last block: the {} partials of each column, in order", cfg_.split);
   out.eval(kir::fence());

@@ -231,28 +231,19 @@ Pairing pairing_of(const SplitPartials& split, ir::NodeId r) {
   return it == split.paired.end() ? Pairing::none : it->second;
 }
 
-// A read of the split's variable `v`, or (transitional, issue 33: rowwise.cpp leaves them
-// unmade) of the variable called `name`.
-kir::ExprP read(const kir::VarP& v, std::string name) {
-  return v ? kir::var(v) : kir::named(std::move(name));
-}
-
 // The block where one lane's statement goes: `out`, or a j loop over the accumulators' lanes.
 kir::Block& per_lane(kir::Block& out, const SplitPartials& split) {
   if (split.lanes == 0) return out;
-  if (split.lane) return out.loop(split.lane, kir::lit(0), kir::lit(split.lanes), nullptr, 1);
-  return out.loop("int", "j", kir::lit(0), kir::lit(split.lanes), nullptr, 1);
+  return out.loop(split.lane, kir::lit(0), kir::lit(split.lanes), nullptr, 1);
 }
 
-kir::ExprP accumulator(const RegionInfo& info, const SplitPartials& split, ir::NodeId r) {
-  const auto it = split.accumulators.find(r);
-  const kir::ExprP a = it != split.accumulators.end() ? it->second : kir::named(info.named("a", r));
-  return split.lanes == 0 ? a : kir::subscript(a, read(split.lane, "j"));
+kir::ExprP accumulator(const SplitPartials& split, ir::NodeId r) {
+  const kir::ExprP& a = split.accumulators.at(r);
+  return split.lanes == 0 ? a : kir::subscript(a, kir::var(split.lane));
 }
 
-kir::ExprP partials(const RegionInfo& info, const SplitPartials& split, ir::NodeId r) {
-  const auto it = split.partials.find(r);
-  return read(it != split.partials.end() ? it->second : nullptr, info.named("fj_partial", r));
+kir::ExprP partials(const SplitPartials& split, ir::NodeId r) {
+  return kir::var(split.partials.at(r));
 }
 
 std::string partial_type(const RegionInfo& info, const SplitPartials& split, ir::NodeId r) {
@@ -271,9 +262,9 @@ void split_variables(SplitPartials& split, const RegionInfo& info,
   if (split.lanes > 0) split.lane = kir::variable("int", "j");
 }
 
-void add_split_scratch(kir::Block& head, const RegionInfo& info,
-                       const std::vector<ir::NodeId>& reduces, const SplitPartials& split,
-                       std::string_view pieces, std::string_view group) {
+void add_split_scratch(kir::Block& head, const std::vector<ir::NodeId>& reduces,
+                       const SplitPartials& split, std::string_view pieces,
+                       std::string_view group) {
   head.comment("{}, one block each; the partial results meet in", pieces);
   head.comment(
       "module-scope scratch, and the last block of a {} to arrive (counted atomically) "
@@ -281,46 +272,34 @@ void add_split_scratch(kir::Block& head, const RegionInfo& info,
       group);
   head.comment("them in a fixed order and resets the count for the next launch");
   const int64_t length = split.groups * split.pieces * split.width;
-  for (ir::NodeId r : reduces) {
-    const auto it = split.partials.find(r);
-    if (it != split.partials.end()) {
-      head.array(it->second, {length});
-    } else {
-      head.array(partial_type(info, split, r), info.named("fj_partial", r), length);
-    }
-  }
-  if (split.arrivals) {
-    head.array(split.arrivals, {split.groups});
-  } else {
-    head.array("__device__ unsigned int", "fj_arrivals", split.groups);
-  }
+  for (ir::NodeId r : reduces) head.array(split.partials.at(r), {length});
+  head.array(split.arrivals, {split.groups});
 }
 
-kir::Block& add_split_arrival(kir::Block& out, const RegionInfo& info,
-                              const std::vector<ir::NodeId>& reduces, const SplitPartials& split) {
+kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& reduces,
+                              const SplitPartials& split) {
   const kir::ExprP fence = kir::fence();
   const kir::ExprP sync = kir::sync_block();
   auto count = [&](kir::Block& b) {
     const kir::ExprP counter =
-        kir::prefix("&", kir::subscript(read(split.arrivals, "fj_arrivals"), split.group));
-    b.assign(read(split.last, "fj_last"),
-             kir::infix(kir::atomic_add(counter, kir::lit("1u")),
-                        "==", kir::lit(fmt::format("{}u", split.pieces - 1))));
+        kir::prefix("&", kir::subscript(kir::var(split.arrivals), split.group));
+    b.assign(kir::var(split.last), kir::infix(kir::atomic_add(counter, kir::lit("1u")), "==",
+                                              kir::lit(fmt::format("{}u", split.pieces - 1))));
   };
   const bool alone = !split.holders;
   kir::Block& holders =
       out.branch(alone ? kir::infix(kir::thread_index(), "==", kir::lit(0)) : split.holders);
   for (ir::NodeId r : reduces) {
     per_lane(holders, split)
-        .assign(kir::subscript(partials(info, split, r), slot(split, split.piece)),
-                accumulator(info, split, r));
+        .assign(kir::subscript(partials(split, r), slot(split, split.piece)),
+                accumulator(split, r));
   }
   holders.eval(fence);
   if (alone) count(holders);
   out.eval(sync);
   if (alone) {
-    kir::Block& last = out.branch(kir::infix(read(split.last, "fj_last"), "&&",
-                                             kir::infix(kir::thread_index(), "==", kir::lit(0))));
+    kir::Block& last = out.branch(
+        kir::infix(kir::var(split.last), "&&", kir::infix(kir::thread_index(), "==", kir::lit(0))));
     last.eval(fence);
     return last;
   }
@@ -337,24 +316,23 @@ void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<i
   for (ir::NodeId r : reduces) {
     const bool paired = pairing_of(split, r) != Pairing::none;
     const Accumulator acc = accumulator_of(info, r, pairing_of(split, r));
-    per_lane(out, split).assign(accumulator(info, split, r), kir::lit(acc.identity));
+    per_lane(out, split).assign(accumulator(split, r), kir::lit(acc.identity));
     const auto [fold, q] = out.loop("int", "q", first, kir::lit(split.pieces),
                                     step == 1 ? nullptr : kir::lit(step), step == 1 ? 0 : 4);
     // Volatile loads: the partials come from L2, never from a stale L1 line (a pair's two
     // fields through fj_volatile_load).
-    const kir::ExprP where =
-        kir::prefix("&", kir::subscript(partials(info, split, r), slot(split, q)));
+    const kir::ExprP where = kir::prefix("&", kir::subscript(partials(split, r), slot(split, q)));
     const kir::ExprP partial =
         paired ? kir::call("fj_volatile_load", {where})
                : kir::prefix("*", kir::call(fmt::format("static_cast<volatile {}*>", acc.type),
                                             {where}));
-    const kir::ExprP a = accumulator(info, split, r);
+    const kir::ExprP a = accumulator(split, r);
     per_lane(fold, split).assign(a, kir::call(acc.functor + "()", {a, partial}));
   }
 }
 
 void add_split_reset(kir::Block& out, const SplitPartials& split) {
-  out.assign(kir::subscript(read(split.arrivals, "fj_arrivals"), split.group), kir::lit(0));
+  out.assign(kir::subscript(kir::var(split.arrivals), split.group), kir::lit(0));
 }
 
 }  // namespace fusejit::templates

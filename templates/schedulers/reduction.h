@@ -134,7 +134,7 @@ struct SplitPartials {
   // The kernel variables the split reads, made once per kernel by split_variables: the
   // scratch that add_split_scratch declares, the kernel's `__shared__ bool fj_last`, the lane
   // loops' j (which `value` may read) and each reduce's accumulator a<r>, which the kernel
-  // declares. Left empty they are read by name: transitional (issue 33), for rowwise.cpp.
+  // declares.
   kir::VarP arrivals;                             // fj_arrivals
   std::map<ir::NodeId, kir::VarP> partials;       // fj_partial<r>
   kir::VarP last;                                 // fj_last
@@ -150,16 +150,15 @@ void split_variables(SplitPartials& split, const RegionInfo& info,
 // The kernel's header lines on the split (`pieces`: "rows split in 8 pieces of 512 elements",
 // `group`: what a group is, "row") and the module-scope scratch: fj_partial<r> per reduce and
 // the arrival counters.
-void add_split_scratch(kir::Block& head, const RegionInfo& info,
-                       const std::vector<ir::NodeId>& reduces, const SplitPartials& split,
-                       std::string_view pieces, std::string_view group);
+void add_split_scratch(kir::Block& head, const std::vector<ir::NodeId>& reduces,
+                       const SplitPartials& split, std::string_view pieces, std::string_view group);
 // Publishes the block's partials and counts its arrival. Afterwards the shared `fj_last` (the
 // kernel declares `__shared__ bool fj_last;`) is set, the same in the whole block: this block
 // is its group's last. Every thread of the block must run it. Returns the block where the
 // fold goes: with thread 0 the only holder, the body of `if (fj_last && threadIdx.x == 0)`,
 // after the acquire fence; else `out` itself.
-kir::Block& add_split_arrival(kir::Block& out, const RegionInfo& info,
-                              const std::vector<ir::NodeId>& reduces, const SplitPartials& split);
+kir::Block& add_split_arrival(kir::Block& out, const std::vector<ir::NodeId>& reduces,
+                              const SplitPartials& split);
 // a<r> (a<r>[j]) = the fold, in order, of the partials of pieces q = first, first + step, ...
 // (the thread's share of them; all of them for first 0, step 1), starting from the identity.
 void add_split_fold(kir::Block& out, const RegionInfo& info, const std::vector<ir::NodeId>& reduces,

@@ -26,7 +26,7 @@ void RowAccumulators::add(kir::Block& main, RowPass& p, ir::NodeId r) {
   kir::ExprP v =
       convert_to(accumulator_dtype(n), x.dtype, values_.value(n.inputs[0], f_.x, p.lane));
   const Accumulator acc = row_accumulator(f_, r);
-  const kir::ExprP a = main.let_mut(acc.type, f_.info.named("a", r), kir::lit(acc.identity));
+  const kir::ExprP a = main.let_mut(f_.vars.acc.at(r), kir::lit(acc.identity));
   std::string functor = acc.functor;
   if (space.pairing(r) == Pairing::welford) {
     if (cache_.holds(n.inputs[0])) {
@@ -39,10 +39,10 @@ void RowAccumulators::add(kir::Block& main, RowPass& p, ir::NodeId r) {
   if (f_.guards().predicated && space.pairing(r) == Pairing::none) {
     // (A vector past the end adds the identity: see predicated_update.)
     p.body.assign(a, kir::call(functor + "()",
-                               {a, kir::select(kir::var("fj_in"), v, kir::lit(acc.identity))}));
+                               {a, kir::select(kir::var(f_.vars.in), v, kir::lit(acc.identity))}));
     return;
   }
-  p.body.assign(a, predicated_update(f_.guards(), kir::call(functor + "()", {a, v}), a));
+  p.body.assign(a, predicated_update(f_, kir::call(functor + "()", {a, v}), a));
 }
 
 // The shift of a streamed Welford mean r: its operand at the row's first element, loaded once
@@ -76,12 +76,12 @@ bool RowAccumulators::exact(ir::NodeId mean) const {
 void RowAccumulators::add_deviations(kir::Block& main, RowPass& p,
                                      const std::vector<ir::NodeId>& means) {
   for (ir::NodeId r : means) {
-    const kir::ExprP a = kir::var(f_.info.named("a", r));
+    const kir::ExprP a = f_.acc(r);
     main.assign(a, kir::call("fj_welford_center", {a}));
     const ir::NodeId x = f_.info.node(r).inputs[0];
-    p.body.assign(a, predicated_update(
-                         f_.guards(),
-                         kir::call("fj_op_deviation()", {a, values_.value(x, f_.x, p.lane)}), a));
+    p.body.assign(a,
+                  predicated_update(
+                      f_, kir::call("fj_op_deviation()", {a, values_.value(x, f_.x, p.lane)}), a));
   }
 }
 

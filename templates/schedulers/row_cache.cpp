@@ -23,7 +23,8 @@ kir::ExprP RegisterCache::element(ir::NodeId id, const Index& at, Values& values
   auto it = index_.find(key);
   if (it == index_.end()) {
     if (static_cast<int64_t>(entries_.size()) >= max_entries_) return nullptr;
-    const std::string array = values.fresh("cache");
+    const kir::VarP array =
+        kir::variable(std::string(dtype_code(f_.info.node(id).dtype).arith), values.fresh("cache"));
     entries_.push_back({id, at, array});
     it = index_.emplace(key, array).first;
   }
@@ -42,17 +43,18 @@ kir::ExprP RowStages::slots(ir::NodeId id, const Index& at) {
   const int64_t bytes = f_.cfg.chunks * f_.cfg.group * f_.cfg.v * dtype_size(n.dtype);
   constexpr int64_t kKeptShared = 16 * 1024;  // the block's reductions, the system's reserve
   if (bytes_ + bytes > f_.info.target.shared_per_sm - kKeptShared) return nullptr;
-  stages_.push_back({id, fmt::format("fj_stage{}", stages_.size()),
-                     std::string(dtype_code(n.dtype).storage), bytes_});
+  const std::string storage(dtype_code(n.dtype).storage);
+  stages_.push_back({id, kir::variable(storage + "*", fmt::format("fj_stage{}", stages_.size())),
+                     storage, bytes_});
   bytes_ += bytes;
   return kir::var(stages_.back().buffer);
 }
 
 void RowStages::add_copies(kir::Block& prelude, const Index& at) const {
   for (const Stage& s : stages_) {
-    const kir::ExprP src = kir::add(kir::var(f_.info.input_param(s.id)), kir::offset(at, true));
+    const kir::ExprP src = kir::add(kir::var(f_.info.input_var(s.id)), kir::offset(at, true));
     prelude.eval(kir::call(fmt::format("fj_stage_vec<{}, {}>", s.storage, f_.cfg.v),
-                           {kir::add(kir::var(s.buffer), kir::var("fj_slot")), src}));
+                           {kir::add(kir::var(s.buffer), kir::var(f_.vars.slot)), src}));
   }
 }
 
@@ -69,22 +71,22 @@ kir::Block RowStages::around_fill(kir::Block fill, kir::Block this_row, kir::Blo
       static_cast_to(idx, cluster ? kir::call("fj_cluster_count", {}) : kir::grid_blocks());
   kir::Block out;
   out.comment("the row's inputs, staged in shared memory by the block's previous row");
-  out.branch(kir::infix(kir::var("row"), "==", first)).splice(this_row);
+  const kir::ExprP row = kir::var(f_.vars.row);
+  out.branch(kir::infix(row, "==", first)).splice(this_row);
   out.eval(kir::call("fj_stage_wait", {}));
   out.splice(fill);
   out.comment("the next row's inputs, copied while this row's passes run");
-  out.let(idx, "fj_next", kir::add(kir::var("row"), stride));
-  out.branch(kir::lt(kir::var("fj_next"), f_.rows_bound())).splice(next_row);
+  const kir::ExprP next = out.let(f_.vars.next, kir::add(row, stride));
+  out.branch(kir::lt(next, f_.rows_bound())).splice(next_row);
   return out;
 }
 
 void RowStages::declare(kir::Block& body) const {
   if (stages_.empty()) return;
-  body.array("extern __shared__ __align__(16) unsigned char", "fj_staged", std::vector<int64_t>{});
+  const kir::ExprP staged = body.array(f_.vars.staged, {});
   for (const Stage& s : stages_) {
-    body.let_mut(s.storage + "*", s.buffer,
-                 kir::call(fmt::format("reinterpret_cast<{}*>", s.storage),
-                           {kir::add(kir::var("fj_staged"), kir::lit(s.offset))}));
+    body.let_mut(s.buffer, kir::call(fmt::format("reinterpret_cast<{}*>", s.storage),
+                                     {kir::add(staged, kir::lit(s.offset))}));
   }
 }
 

@@ -20,7 +20,7 @@ bool has_accumulator(const RowFrame& f, ir::NodeId r) {
 void add_group_reduce(const RowFrame& f, kir::Block& main, const std::vector<ir::NodeId>& here) {
   for (ir::NodeId r : here) {
     if (!has_accumulator(f, r)) continue;
-    const kir::ExprP a = kir::var(f.info.named("a", r));
+    const kir::ExprP a = f.acc(r);
     const kir::ExprP op = kir::call(row_accumulator(f, r).functor, {});
     if (f.cfg.group > 32) {
       main.assign(a, kir::block_reduce(a, op, f.cfg.block));
@@ -38,8 +38,7 @@ std::vector<ClusterPartial> cluster_partials(const RowFrame& f,
   for (ir::NodeId r : here) {
     if (!has_accumulator(f, r)) continue;
     const Accumulator acc = row_accumulator(f, r);
-    out.push_back(
-        {kir::var(f.info.named("a", r)), acc.type, acc.functor, f.info.named("fj_exchange", r)});
+    out.push_back({f.acc(r), acc.type, acc.functor, f.info.named("fj_exchange", r)});
   }
   return out;
 }
@@ -47,12 +46,12 @@ std::vector<ClusterPartial> cluster_partials(const RowFrame& f,
 // Split rows: the last block to arrive folds the S partials of the reductions of depth `pass`
 // with accumulators of their own, in order, and resets the arrival count.
 kir::Block& add_split_combine(const RowFrame& f, kir::Block& main, int pass) {
-  const SplitPartials split = split_partials(f);
+  const SplitPartials& split = f.split;
   std::vector<ir::NodeId> kept;
   for (ir::NodeId r : f.space.accumulated()) {
     if (f.space.depth.at(r) == pass) kept.push_back(r);
   }
-  kir::Block& row = add_split_arrival(main, f.info, kept, split);
+  kir::Block& row = add_split_arrival(main, kept, split);
   add_split_fold(row, f.info, kept, split, kir::lit(0), 1);
   add_split_reset(row, split);
   return row;
@@ -66,11 +65,13 @@ SplitPartials split_partials(const RowFrame& f) {
   SplitPartials split;
   split.pieces = f.cfg.split;
   split.groups = f.space.rows;
-  split.group = kir::var("row");
-  split.piece = kir::var("s");
+  split.group = kir::var(f.vars.row);
+  split.piece = kir::var(f.vars.s);
   for (ir::NodeId r : f.space.accumulated()) {
     if (f.space.pairing(r) != Pairing::none) split.paired[r] = f.space.pairing(r);
+    split.accumulators[r] = f.acc(r);
   }
+  split_variables(split, f.info, f.space.accumulated());
   return split;
 }
 

@@ -64,9 +64,10 @@ VectorGuard vector_guard(const RowFrame& f, WalkUse use, bool passes_load) {
 // twice, and a path ran 1.10x the static kernel's time at S=12,288 on an H200, with the same
 // layout, registers and residency; the static kernel at S=10,000, 3 vectors of 8 on 512
 // threads, ran 1.3x the path that serves it.)
-kir::ExprP predicated_update(const RowGuards& g, kir::ExprP update, kir::ExprP unchanged) {
-  return g.predicated ? kir::select(kir::var("fj_in"), std::move(update), std::move(unchanged))
-                      : update;
+kir::ExprP predicated_update(const RowFrame& f, kir::ExprP update, kir::ExprP unchanged) {
+  return f.guards().predicated
+             ? kir::select(kir::var(f.vars.in), std::move(update), std::move(unchanged))
+             : update;
 }
 
 }  // namespace fusejit::templates

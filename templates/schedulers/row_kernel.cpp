@@ -82,16 +82,15 @@ kir::ExprP RowKernelBuilder::leaf(ir::NodeId id, const Index& at) {
     if (!array) {
       array = p.prelude.array(std::string(code.storage), values_.fresh("r"), f_.cfg.v);
       const kir::ExprP stage = filling_ ? stages_.slots(id, at) : nullptr;
-      const kir::ExprP src = stage
-                                 ? kir::add(stage, kir::var("fj_slot"))
-                                 : kir::add(kir::var(info.input_param(id)), kir::offset(at, true));
+      const kir::ExprP src = stage ? kir::add(stage, kir::var(f_.vars.slot))
+                                   : kir::add(kir::var(info.input_var(id)), kir::offset(at, true));
       p.prelude.eval(kir::load_vec(array, src));
       p.loads = true;
       p.chunk.memo[key] = array;
       ++vector_accesses_;
     }
     return p.body.let(arith, values_.fresh("x"),
-                      apply(code.load, kir::subscript(array, kir::var("j"))));
+                      apply(code.load, kir::subscript(array, kir::var(f_.vars.j))));
   }
   if (l == Lane::none) {  // the same for every lane of the vector
     const ValueKey key = value_key(id, at);
@@ -114,7 +113,7 @@ kir::ExprP RowKernelBuilder::row_load(ir::NodeId id, const Index& at) {
   kir::ExprP value = load(f_.info, id, kir::offset(at));
   if (f_.guards().row) {  // live ? value : 0
     const kir::ExprP zero = static_cast_to(arith, kir::lit(0));
-    value = kir::select(kir::var("live"), value, zero);
+    value = kir::select(kir::var(f_.vars.live), value, zero);
   }
   kir::ExprP var = row_prelude_.let(arith, values_.fresh("h"), value);
   row_scope_.memo[key] = var;
@@ -174,7 +173,7 @@ void RowKernelBuilder::add_deviations(kir::Block& main, const std::vector<ir::No
 // The reductions of `here`, finished: one value per row, which later passes read.
 void RowKernelBuilder::add_finished(kir::Block& row, const std::vector<ir::NodeId>& here) {
   const RegionInfo& info = f_.info;
-  const auto acc = [&](ir::NodeId id) { return kir::var(info.named("a", id)); };
+  const auto acc = [&](ir::NodeId id) { return f_.acc(id); };
   for (ir::NodeId r : here) {
     const ir::Node& n = info.node(r);
     const kir::ExprP value =
@@ -193,13 +192,13 @@ void RowKernelBuilder::store_full(RowPass& p, const ReduceOutput& out) {
   const DTypeCode& code = dtype_code(n.dtype);
   const Index at = index_from_digits(flatten(f_.x), n.shape);
   const kir::ExprP value = values_.value(out.id, at, p.lane);
-  const kir::ExprP dst = kir::var(fmt::format("out{}", out.position));
+  const kir::ExprP dst = kir::var(f_.info.output_var(out.position));
   if (f_.cfg.v > 1 && lane(at) == Lane::unit) {
     vector_store(p.prelude, p.body, p.stores, n.dtype, fmt::format("s{}", out.position),
-                 kir::add(dst, kir::offset(at, true)), f_.cfg.v, value);
+                 kir::add(dst, kir::offset(at, true)), f_.cfg.v, value, kir::var(f_.vars.j));
     ++vector_accesses_;
   } else {
-    kir::Block& body = f_.guards().predicated ? p.body.branch(kir::var("fj_in")) : p.body;
+    kir::Block& body = f_.guards().predicated ? p.body.branch(kir::var(f_.vars.in)) : p.body;
     body.assign(kir::subscript(dst, kir::offset(at)), apply(code.store, value));
   }
 }
@@ -213,7 +212,7 @@ kir::Block RowKernelBuilder::row_outputs() {
     const ir::Node& n = f_.info.node(o.id);
     const Index at = index_from_digits(f_.row_digits, n.shape);
     const kir::ExprP value = values_.value(o.id, at, scope);
-    out.assign(kir::subscript(kir::var(fmt::format("out{}", o.position)), kir::offset(at)),
+    out.assign(kir::subscript(kir::var(f_.info.output_var(o.position)), kir::offset(at)),
                apply(dtype_code(n.dtype).store, value));
   }
   return out;
@@ -228,8 +227,7 @@ kir::Block RowKernelBuilder::cache_fill() {
   filling_ = true;
   cache.comment("register cache: the row's values that several passes read");
   for (const RegisterCache::Entry& e : cache_.entries()) {
-    const kir::ExprP array = cache.array(std::string(dtype_code(f_.info.node(e.id).dtype).arith),
-                                         e.array, f_.cfg.chunks * f_.cfg.v);
+    const kir::ExprP array = cache.array(e.array, {f_.cfg.chunks * f_.cfg.v});
     p->body.assign(kir::subscript(array, f_.slot), values_.value(e.id, e.at, p->lane));
   }
   walk(cache, *p);
@@ -257,17 +255,17 @@ kir::Block RowKernelBuilder::stage_copies(const Index& at) {
 kir::Block RowKernelBuilder::row_body(const kir::Block& cache, const kir::Block& main,
                                       const kir::Block& outputs) const {
   kir::Block body;
-  if (f_.guards().row) body.let("bool", "live", kir::lt(kir::var("row"), f_.rows_bound()));
+  if (f_.guards().row) body.let(f_.vars.live, kir::lt(kir::var(f_.vars.row), f_.rows_bound()));
   body.splice(row_prelude_);
   body.splice(cache);
   body.splice(main);
   if (f_.pieces.spread != RowSpread::split && !outputs.empty()) {
     kir::ExprP cond;
-    if (f_.guards().row) cond = kir::var("live");
+    if (f_.guards().row) cond = kir::var(f_.vars.live);
     if (f_.pieces.spread == RowSpread::cluster) {
-      cond = conjoin(cond, kir::infix(kir::var("s"), "==", kir::lit(0)));
+      cond = conjoin(cond, kir::infix(kir::var(f_.vars.s), "==", kir::lit(0)));
     }
-    if (f_.cfg.group > 1) cond = conjoin(cond, kir::infix(kir::var("g"), "==", kir::lit(0)));
+    if (f_.cfg.group > 1) cond = conjoin(cond, kir::infix(kir::var(f_.vars.g), "==", kir::lit(0)));
     (cond ? body.branch(cond) : body).splice(outputs);
   }
   return body;

@@ -77,6 +77,18 @@ RowPieces row_pieces(const RegionInfo& info, const ReduceSpace& space, const Row
 
 // ---- the frame every piece reads
 
+// The kernel's variables, made by the frame before the pieces that declare them are built (a
+// piece reads what another declares: the walk reads the row loop's row and s, the passes the
+// walk's k0, j and fj_in): the row loop's row0, u, row and s; the group index g; the walk's c,
+// k0, k, j, fj_slot and fj_in; the row guard live; the staging's fj_next and fj_staged; a
+// cluster's fj_phase; and each accumulated reduce's accumulator a<r>.
+struct RowVars {
+  kir::VarP row0, u, row, s, g;
+  kir::VarP c, k0, k, j, slot, in, live;
+  kir::VarP next, staged, phase;
+  std::map<ir::NodeId, kir::VarP> acc;
+};
+
 struct RowFrame {
   RowFrame(const RegionInfo& info, const ReduceSpace& space, const RowConfig& cfg);
 
@@ -94,8 +106,12 @@ struct RowFrame {
   IndexKey row_key;  // the element `row` of a reduce result: where its value may be read
   kir::ExprP slot;   // the element's place in a register cache
   kir::ExprP phase;  // clusters of one exchange per row: which half of the slots a row uses
+  RowVars vars;
+  SplitPartials split;  // split rows: the partials' scratch and variables (split_partials)
 
   const RowGuards& guards() const { return pieces.guards; }
+  // A read of reduce r's accumulator.
+  kir::ExprP acc(ir::NodeId r) const { return kir::var(vars.acc.at(r)); }
   // The bound of the row loop: the rows (per outer unit times fj_outer, or a runtime extent).
   kir::ExprP rows_bound() const;
 };
@@ -131,7 +147,7 @@ struct VectorGuard {
 VectorGuard vector_guard(const RowFrame& f, WalkUse use, bool passes_load);
 
 // `fj_in ? update : unchanged` where the passes are predicated, else `update`.
-kir::ExprP predicated_update(const RowGuards& g, kir::ExprP update, kir::ExprP unchanged);
+kir::ExprP predicated_update(const RowFrame& f, kir::ExprP update, kir::ExprP unchanged);
 
 // ---- row walk (row_walk.cpp)
 
@@ -148,7 +164,7 @@ class RegisterCache {
   struct Entry {
     ir::NodeId id;
     Index at;
-    std::string array;
+    kir::VarP array;
   };
   // `entries`: the most arrays it may hold (by default as many as the cache budget allows).
   RegisterCache(const RowFrame& f, std::set<ir::NodeId> cacheable, int64_t entries);
@@ -165,7 +181,7 @@ class RegisterCache {
   std::set<ir::NodeId> cacheable_;
   int64_t max_entries_ = 0;
   std::vector<Entry> entries_;
-  std::map<ValueKey, std::string> index_;
+  std::map<ValueKey, kir::VarP> index_;
 };
 
 // Region inputs staged in shared memory one row ahead (RowConfig::staged): per input, one
@@ -174,7 +190,7 @@ class RowStages {
  public:
   struct Stage {
     ir::NodeId id;
-    std::string buffer;
+    kir::VarP buffer;  // fj_stage<i>, a pointer into fj_staged
     std::string storage;
     int64_t offset = 0;
   };
@@ -238,6 +254,7 @@ Accumulator row_accumulator(const RowFrame& f, ir::NodeId r);
 // split rows the last block's combination. `cluster_slots` collects the exchange's slots.
 kir::Block& add_row_finish(const RowFrame& f, kir::Block& main, int pass,
                            const std::vector<ir::NodeId>& here, kir::Block& cluster_slots);
+// Split rows' partials, with their variables: made once per kernel, by the frame (RowFrame::split).
 SplitPartials split_partials(const RowFrame& f);
 
 // ---- launch (row_launch.cpp)

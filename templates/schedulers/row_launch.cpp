@@ -49,10 +49,11 @@ void set_looped_grid(KernelBody& kb, const RowFrame& f) {
 }
 
 // g, the thread's place in its row's group.
-void add_group_index(kir::Block& body, const RowConfig& cfg) {
+void add_group_index(kir::Block& body, const RowFrame& f) {
+  const RowConfig& cfg = f.cfg;
   if (cfg.group > 1) {
     const kir::ExprP thread = kir::thread_index();
-    body.let("int", "g",
+    body.let(f.vars.g,
              cfg.group == cfg.block ? thread : kir::infix(thread, "%", kir::lit(cfg.group)));
   }
 }
@@ -84,14 +85,13 @@ void add_row_comments(kir::Block& head, const RowFrame& f, std::string_view kind
 // Split rows: the loop over row pieces, piece-major, with `fj_last` for the combination.
 kir::Block& add_split_row_loop(kir::Block& out, const RowFrame& f) {
   const kir::ExprP rows = kir::lit(f.space.rows);
-  out.let_mut("__shared__ bool", "fj_last");
-  kir::Block& loop = out.loop(f.idx, "u", kir::block_index(), kir::lit(f.space.rows * f.cfg.split),
-                              kir::grid_blocks());
+  out.let_mut(f.split.last);
+  const auto [loop, u] = out.loop(f.vars.u, kir::block_index(),
+                                  kir::lit(f.space.rows * f.cfg.split), kir::grid_blocks());
   // Piece-major: the blocks running together read the same piece of every row (one region
   // of memory when the reduced axes are not the inner ones).
-  const kir::ExprP u = kir::var("u");
-  loop.let_if_read(f.idx, "row", kir::infix(u, "%", rows));
-  loop.let_if_read(f.idx, "s", kir::infix(u, "/", rows));
+  loop.let_if_read(f.vars.row, kir::infix(u, "%", rows));
+  loop.let_if_read(f.vars.s, kir::infix(u, "/", rows));
   return loop;
 }
 
@@ -99,20 +99,20 @@ kir::Block& add_split_row_loop(kir::Block& out, const RowFrame& f) {
 kir::Block& add_block_row_loop(kir::Block& out, const RowFrame& f) {
   const std::string& idx = f.idx;
   const kir::ExprP rows = f.rows_bound();
-  const kir::ExprP row0 = kir::var("row0");
+  const kir::ExprP row0 = kir::var(f.vars.row0);
   kir::Block* loop = nullptr;
   if (f.cfg.rows_per_block > 1) {
     const kir::ExprP per_block = kir::lit(f.cfg.rows_per_block);
     const kir::ExprP first = kir::mul(static_cast_to(idx, kir::block_index()), per_block);
     const kir::ExprP stride = kir::mul(static_cast_to(idx, kir::grid_blocks()), per_block);
-    loop = &out.loop(idx, "row0", first, rows, stride).body;
+    loop = &out.loop(f.vars.row0, first, rows, stride).body;
   } else {
-    loop = &out.loop(idx, "row0", kir::block_index(), rows, kir::grid_blocks()).body;
+    loop = &out.loop(f.vars.row0, kir::block_index(), rows, kir::grid_blocks()).body;
   }
-  loop->let_if_read(idx, "row",
-                    f.cfg.rows_per_block > 1 ? kir::add(row0, kir::infix(kir::thread_index(), "/",
-                                                                         kir::lit(f.cfg.group)))
-                                             : row0);
+  loop->let_if_read(
+      f.vars.row, f.cfg.rows_per_block > 1
+                      ? kir::add(row0, kir::infix(kir::thread_index(), "/", kir::lit(f.cfg.group)))
+                      : row0);
   return *loop;
 }
 
@@ -123,11 +123,11 @@ kir::Block& add_block_row_loop(kir::Block& out, const RowFrame& f) {
 void add_cluster_row_loop(kir::Block& out, const RowFrame& f, const kir::Block& row_body,
                           const kir::Block& cluster_slots) {
   const std::string& idx = f.idx;
-  out.let_if_read(idx, "s", static_cast_to(idx, kir::call("fj_cluster_rank", {})));
+  out.let_if_read(f.vars.s, static_cast_to(idx, kir::call("fj_cluster_rank", {})));
   out.splice(cluster_slots);
-  if (f.phase) out.let_mut("int", "fj_phase", kir::lit(0));
+  if (f.phase) out.let_mut(f.vars.phase, kir::lit(0));
   kir::Block& loop =
-      out.loop(idx, "row", static_cast_to(idx, kir::call("fj_cluster_id", {})),
+      out.loop(f.vars.row, static_cast_to(idx, kir::call("fj_cluster_id", {})),
                kir::lit(f.space.rows), static_cast_to(idx, kir::call("fj_cluster_count", {})));
   loop.splice(row_body);
   if (f.phase) loop.assign(f.phase, kir::lit(1), "^=");
@@ -188,7 +188,7 @@ void add_row_header(kir::Function& fn, const RowFrame& f, std::string_view kind,
         "elements: {}, {} vector(s) of {} per thread; {} pass(es) over the row{}",
         kind, cfg.piece, threads, cfg.chunks, cfg.v, element_passes(f.space),
         caches ? ", row cached in registers" : "");
-    add_group_index(fn.body, cfg);
+    add_group_index(fn.body, f);
     return;
   }
   add_row_comments(fn.head, f, kind, threads, caches);
@@ -208,11 +208,11 @@ void add_row_header(kir::Function& fn, const RowFrame& f, std::string_view kind,
   }
   fn.head.comment("{} index arithmetic", f.info.wide_index ? "64-bit" : "32-bit");
   if (f.pieces.spread == RowSpread::split) {
-    add_split_scratch(fn.head, f.info, f.space.accumulated(), split_partials(f),
+    add_split_scratch(fn.head, f.space.accumulated(), f.split,
                       fmt::format("rows split in {} pieces of {} elements", cfg.split, cfg.piece),
                       "row");
   }
-  add_group_index(fn.body, cfg);
+  add_group_index(fn.body, f);
 }
 
 void add_row_loop(kir::Block& out, const RowFrame& f, const kir::Block& row_body,

@@ -27,7 +27,7 @@
 // whose R or C is under kMinExtent (a tile would stay mostly empty), inputs whose index the
 // analysis cannot split into digits (opaque bases), and tiles that do not fit in shared memory.
 #include <algorithm>
-#include <set>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -77,11 +77,27 @@ struct TiledRead {
   Index at;          // in the roots b, r, c
   ValueKey key;      // the value memo's key of (id, at)
   int chunk = 1;     // elements per chunk along r: 16 bytes when R allows
-  std::string tile;  // the shared array
+  kir::VarP tile;    // the shared array tile<k>
 };
+
+// The kernel's variables: the tile loop's t, the tile's batch b and first r and c (rb, cb),
+// the thread's tid, the phases' pass p, slot u, column cl and chunk q, the output phase's row
+// rl and lane j, and the roots r and c (c0 at lane 0).
+struct TileVars {
+  kir::VarP t, b, rb, cb, tid, p, u, cl, q, rl, j, r, c, c0;
+};
+
+TileVars tile_vars(const std::string& idx) {
+  const auto index = [&](const char* name) { return kir::variable(idx, name); };
+  const auto local = [](const char* name) { return kir::variable("int", name); };
+  return TileVars{index("t"), index("b"), index("rb"), index("cb"), local("tid"),
+                  local("p"), local("u"), local("cl"), local("q"),  local("rl"),
+                  local("j"), index("r"), index("c"),  index("c0")};
+}
 
 struct TileSchedule {
   Axes axes;
+  TileVars vars;
   BasePtr b, r, c;                              // b = o * M + m; c is the lane root when vc > 1
   int vc = 1;                                   // outputs per thread along c
   int tile = kPreferredTile;                    // T: the tile is T (along c) x T (along r)
@@ -119,7 +135,7 @@ std::vector<std::pair<ir::NodeId, Index>> reads_at(const RegionInfo& info,
 // innermost digit is (i / d) % R with d > 1, that also reads the output's innermost run i % C,
 // is transposed. The first one with both extents at least kMinExtent decides the cut.
 std::optional<Axes> transposed_axes(const RegionInfo& info, int64_t count) {
-  const BasePtr i = make_root("i", count);
+  const BasePtr i = make_root(kir::variable("int", "i"), count);
   for (const auto& [id, at] : reads_at(info, output_indices(info, {Digit{i, 1, count}}))) {
     const Digits flat = flatten(at);
     if (flat.empty() || flat.back().base != i || flat.back().div == 1) continue;
@@ -213,17 +229,21 @@ std::optional<TileSchedule> schedule(const RegionInfo& info, const CodegenOption
   TileSchedule s;
   s.axes = *axes;
   s.vc = vector_width(info, options.vectorize, {axes->c});
-  s.b = make_root("b", axes->outer * axes->mid);
-  s.r = make_root("r", axes->r);
-  s.c = s.vc > 1 ? make_lane_root("c", "c0", axes->c, s.vc) : make_root("c", axes->c);
+  s.vars = tile_vars(std::string(info.index_type()));
+  s.b = make_root(s.vars.b, axes->outer * axes->mid);
+  s.r = make_root(s.vars.r, axes->r);
+  s.c =
+      s.vc > 1 ? make_lane_root(s.vars.c, s.vars.c0, axes->c, s.vc) : make_root(s.vars.c, axes->c);
   s.outputs = output_indices(info, {Digit{s.b, axes->mid, axes->outer}, Digit{s.r, 1, axes->r},
                                     Digit{s.b, 1, axes->mid}, Digit{s.c, 1, axes->c}});
   for (const auto& [id, at] : reads_at(info, s.outputs)) {
     if (!is_tiled(at, s)) continue;
     const int size = dtype_size(info.node(id).dtype);
+    const std::string type =
+        fmt::format("__shared__ __align__(16) {}", dtype_code(info.node(id).dtype).storage);
     s.reads.push_back(TiledRead{id, at, value_key(id, at),
                                 vector_width(size, options.vectorize, {axes->r}),
-                                fmt::format("tile{}", s.reads.size())});
+                                kir::variable(type, fmt::format("tile{}", s.reads.size()))});
   }
   if (s.reads.empty()) {
     why = "no transposed read is one a tile serves (its input's contiguous axis innermost)";
@@ -254,63 +274,63 @@ kir::ExprP offset_of(const Digits& digits) {
   return kir::offset(Index{Shape{total}, {digits}});
 }
 
-kir::ExprP v(const char* name) { return kir::var(name); }
+kir::ExprP v(const kir::VarP& var) { return kir::var(var); }
 kir::ExprP n(int64_t value) { return kir::lit(value); }
 
 // Tile t of the grid-stride loop: batch b, and the tile's first r (rb) and c (cb).
-void add_tile_origin(kir::Block& p, const TileSchedule& s, const std::string& idx) {
-  const BasePtr t = make_root("t", s.tiles);
+void add_tile_origin(kir::Block& p, const TileSchedule& s) {
+  const BasePtr t = make_root(s.vars.t, s.tiles);
   const int64_t per_b = s.tiles_r * s.tiles_c;
   if (s.axes.outer * s.axes.mid > 1) {
-    p.let(idx, "b", offset_of(Digits{Digit{t, per_b, s.axes.outer * s.axes.mid}}));
+    p.let(s.vars.b, offset_of(Digits{Digit{t, per_b, s.axes.outer * s.axes.mid}}));
   }
-  p.let(idx, "rb",
+  p.let(s.vars.rb,
         kir::mul(kir::group(offset_of(Digits{Digit{t, s.tiles_c, s.tiles_r}})), n(s.tile)));
-  p.let(idx, "cb", kir::mul(kir::group(offset_of(Digits{Digit{t, 1, s.tiles_c}})), n(s.tile)));
+  p.let(s.vars.cb, kir::mul(kir::group(offset_of(Digits{Digit{t, 1, s.tiles_c}})), n(s.tile)));
 }
 
 // The load phase of one tile: every thread loads its chunks first (all loads in flight at
 // once), then writes them to shared memory at their swizzled position.
-void add_load(kir::Block& p, const RegionInfo& info, const TileSchedule& s, const TiledRead& read,
-              const std::string& idx) {
+void add_load(kir::Block& p, const RegionInfo& info, const TileSchedule& s, const TiledRead& read) {
+  const TileVars& x = s.vars;
   const DTypeCode& code = dtype_code(info.node(read.id).dtype);
   const int per_row = s.tile / read.chunk;  // chunks per tile row
   const int total = s.tile * per_row;
   const int passes = pass_count(s.tile, read.chunk);
   const kir::ExprP g =
-      guard({{passes * kBlock > total, kir::lt(v("u"), n(total))},
-             {s.axes.c % s.tile != 0, kir::lt(kir::add(v("cb"), v("cl")), n(s.axes.c))},
+      guard({{passes * kBlock > total, kir::lt(v(x.u), n(total))},
+             {s.axes.c % s.tile != 0, kir::lt(kir::add(v(x.cb), v(x.cl)), n(s.axes.c))},
              {s.axes.r % s.tile != 0,
-              kir::lt(kir::add(v("rb"), kir::mul(v("q"), n(read.chunk))), n(s.axes.r))}});
-  p.comment("{}: {} x {} elements, {}-element chunks along its contiguous axis", read.tile, s.tile,
-            s.tile, read.chunk);
+              kir::lt(kir::add(v(x.rb), kir::mul(v(x.q), n(read.chunk))), n(s.axes.r))}});
+  p.comment("{}: {} x {} elements, {}-element chunks along its contiguous axis", read.tile->name,
+            s.tile, s.tile, read.chunk);
   // w<k>[p][e]: the thread's chunks of tile<k>, between the global load and the shared store.
-  const std::string w = "w" + read.tile.substr(4);
-  p.array(std::string(code.storage), w, {passes, read.chunk});
+  const kir::ExprP w = p.array(std::string(code.storage), "w" + read.tile->name.substr(4),
+                               std::vector<int64_t>{passes, read.chunk});
   const kir::ExprP tile = kir::var(read.tile);
   for (bool store : {false, true}) {
-    kir::Block& pass = p.loop("int", "p", n(0), n(passes), nullptr, 1);
-    pass.let("int", "u", kir::add(kir::mul(v("p"), n(kBlock)), v("tid")));
-    pass.let("int", "cl", kir::infix(v("u"), "/", n(per_row)));
-    pass.let("int", "q", kir::infix(v("u"), "%", n(per_row)));
+    kir::Block& pass = p.loop(x.p, n(0), n(passes), nullptr, 1);
+    pass.let(x.u, kir::add(kir::mul(v(x.p), n(kBlock)), v(x.tid)));
+    pass.let(x.cl, kir::infix(v(x.u), "/", n(per_row)));
+    pass.let(x.q, kir::infix(v(x.u), "%", n(per_row)));
     if (!store) {
-      pass.let(idx, "c", kir::add(v("cb"), v("cl")));
-      pass.let(idx, "r", kir::add(v("rb"), kir::mul(v("q"), n(read.chunk))));
+      pass.let(x.c, kir::add(v(x.cb), v(x.cl)));
+      pass.let(x.r, kir::add(v(x.rb), kir::mul(v(x.q), n(read.chunk))));
     }
     kir::Block& body = guarded(pass, g);
-    const kir::ExprP chunk = kir::subscript(kir::var(w), v("p"));
+    const kir::ExprP chunk = kir::subscript(w, v(x.p));
     if (store) {
       // tile + cl * T + (q ^ (cl / V % swizzle)) * chunk
       const kir::ExprP swizzle =
-          kir::group(kir::infix(v("q"), "^",
-                                kir::group(kir::infix(kir::infix(v("cl"), "/", n(s.vc)), "%",
+          kir::group(kir::infix(v(x.q), "^",
+                                kir::group(kir::infix(kir::infix(v(x.cl), "/", n(s.vc)), "%",
                                                       n(std::min(kSwizzle, per_row))))));
       body.eval(kir::store_vec(
-          kir::add(kir::add(tile, kir::mul(v("cl"), n(s.tile))), kir::mul(swizzle, n(read.chunk))),
+          kir::add(kir::add(tile, kir::mul(v(x.cl), n(s.tile))), kir::mul(swizzle, n(read.chunk))),
           chunk));
     } else {
-      body.eval(kir::load_vec(chunk,
-                              kir::add(kir::var(info.input_param(read.id)), kir::offset(read.at))));
+      body.eval(
+          kir::load_vec(chunk, kir::add(kir::var(info.input_var(read.id)), kir::offset(read.at))));
     }
   }
 }
@@ -319,33 +339,34 @@ void add_load(kir::Block& p, const RegionInfo& info, const TileSchedule& s, cons
 // 8 consecutive vectors of one row rl (128 bytes of output when V fills 16 bytes), the next 8
 // the next rl, so that a warp stores 4 whole rows and reads its shared values without bank
 // conflicts (see the swizzle in the header comment).
-void add_output_loop(kir::Block& p, const TileSchedule& s, const std::string& idx,
-                     const kir::Block& prelude, const kir::Block& body, const kir::Block& stores) {
+void add_output_loop(kir::Block& p, const TileSchedule& s, const kir::Block& prelude,
+                     const kir::Block& body, const kir::Block& stores) {
   const int vc = s.vc;
   const int per_row = s.tile / vc;  // c-vectors per tile row
   const int across = std::min(kSwizzle, per_row);
   const int total = s.tile * per_row;
   const int passes = pass_count(s.tile, vc);
-  const std::string c = vc > 1 ? "c0" : "c";
-  const kir::ExprP g = guard({{passes * kBlock > total, kir::lt(v("u"), n(total))},
-                              {s.axes.r % s.tile != 0, kir::lt(v("r"), n(s.axes.r))},
+  const TileVars& x = s.vars;
+  const kir::VarP& c = vc > 1 ? x.c0 : x.c;
+  const kir::ExprP g = guard({{passes * kBlock > total, kir::lt(v(x.u), n(total))},
+                              {s.axes.r % s.tile != 0, kir::lt(v(x.r), n(s.axes.r))},
                               {s.axes.c % s.tile != 0, kir::lt(kir::var(c), n(s.axes.c))}});
-  kir::Block& pass = p.loop("int", "p", n(0), n(passes), nullptr, kOutputUnroll);
-  pass.let("int", "u", kir::add(kir::mul(v("p"), n(kBlock)), v("tid")));
-  pass.let("int", "rl", kir::infix(kir::infix(v("u"), "/", n(across)), "%", n(s.tile)));
+  kir::Block& pass = p.loop(x.p, n(0), n(passes), nullptr, kOutputUnroll);
+  pass.let(x.u, kir::add(kir::mul(v(x.p), n(kBlock)), v(x.tid)));
+  pass.let(x.rl, kir::infix(kir::infix(v(x.u), "/", n(across)), "%", n(s.tile)));
   // cl = (u / (across * T) * across + u % across) * V
   pass.let(
-      "int", "cl",
-      kir::mul(kir::group(kir::add(kir::mul(kir::infix(v("u"), "/", n(across * s.tile)), n(across)),
-                                   kir::infix(v("u"), "%", n(across)))),
+      x.cl,
+      kir::mul(kir::group(kir::add(kir::mul(kir::infix(v(x.u), "/", n(across * s.tile)), n(across)),
+                                   kir::infix(v(x.u), "%", n(across)))),
                n(vc)));
-  pass.let(idx, "r", kir::add(v("rb"), v("rl")));
-  pass.let(idx, c, kir::add(v("cb"), v("cl")));
+  pass.let(x.r, kir::add(v(x.rb), v(x.rl)));
+  pass.let(c, kir::add(v(x.cb), v(x.cl)));
   kir::Block& inside = guarded(pass, g);
   inside.splice(prelude);
   if (vc > 1) {
-    kir::Block& lanes = inside.loop("int", "j", n(0), n(vc), nullptr, 1);
-    lanes.let_if_read(idx, "c", kir::add(v("c0"), v("j")));
+    kir::Block& lanes = inside.loop(x.j, n(0), n(vc), nullptr, 1);
+    lanes.let_if_read(x.c, kir::add(v(x.c0), v(x.j)));
     lanes.splice(body);
   } else {
     inside.splice(body);
@@ -357,8 +378,8 @@ void add_output_loop(kir::Block& p, const TileSchedule& s, const std::string& id
 std::string tile_list(const RegionInfo& info, const TileSchedule& s) {
   std::string list;
   for (const TiledRead& read : s.reads) {
-    list +=
-        fmt::format("{}{} as {}", list.empty() ? "" : ", ", info.input_param(read.id), read.tile);
+    list += fmt::format("{}{} as {}", list.empty() ? "" : ", ", info.input_var(read.id)->name,
+                        read.tile->name);
   }
   return list;
 }
@@ -376,9 +397,9 @@ class TileReads {
     const auto read = std::find_if(s_.reads.begin(), s_.reads.end(),
                                    [&](const TiledRead& t) { return t.key == key; });
     if (read == s_.reads.end()) return nullptr;
-    const kir::ExprP so = kir::var(fmt::format("so{}", read->chunk));
-    if (offsets_.insert(read->chunk).second) declare_offset(read->chunk);
-    const kir::ExprP at_lane = s_.vc > 1 ? kir::add(so, kir::mul(v("j"), n(s_.tile))) : so;
+    kir::ExprP& so = offsets_[read->chunk];
+    if (!so) so = declare_offset(read->chunk);
+    const kir::ExprP at_lane = s_.vc > 1 ? kir::add(so, kir::mul(v(s_.vars.j), n(s_.tile))) : so;
     const DTypeCode& code = dtype_code(info_.node(id).dtype);
     return body_.let(std::string(code.arith), fmt::format("y{}", values_++),
                      apply(code.load, kir::subscript(kir::var(read->tile), at_lane)));
@@ -386,33 +407,35 @@ class TileReads {
 
  private:
   // so<chunk> = cl * T + ((rl / chunk) ^ (cl / V % swizzle)) * chunk + rl % chunk
-  void declare_offset(int chunk) {
+  kir::ExprP declare_offset(int chunk) {
+    const TileVars& x = s_.vars;
     const int per_row = s_.tile / chunk;
     const kir::ExprP swizzle =
-        kir::group(kir::infix(kir::group(kir::infix(v("rl"), "/", n(chunk))), "^",
-                              kir::group(kir::infix(kir::infix(v("cl"), "/", n(s_.vc)), "%",
+        kir::group(kir::infix(kir::group(kir::infix(v(x.rl), "/", n(chunk))), "^",
+                              kir::group(kir::infix(kir::infix(v(x.cl), "/", n(s_.vc)), "%",
                                                     n(std::min(kSwizzle, per_row))))));
-    prelude_.let("int", fmt::format("so{}", chunk),
-                 kir::add(kir::add(kir::mul(v("cl"), n(s_.tile)), kir::mul(swizzle, n(chunk))),
-                          kir::infix(v("rl"), "%", n(chunk))));
+    return prelude_.let(
+        "int", fmt::format("so{}", chunk),
+        kir::add(kir::add(kir::mul(v(x.cl), n(s_.tile)), kir::mul(swizzle, n(chunk))),
+                 kir::infix(v(x.rl), "%", n(chunk))));
   }
 
   const RegionInfo& info_;
   const TileSchedule& s_;
   kir::Block& prelude_;
   kir::Block& body_;
-  std::set<int> offsets_;  // chunk widths whose offset the prelude declares
+  std::map<int, kir::ExprP> offsets_;  // per chunk width, the offset the prelude declares
   int values_ = 0;
 };
 
 // The output phase: the expression DAG per lane, transposed reads from the tiles, the rest as
 // the linear sweep reads it; one vector store per output.
-void add_outputs(kir::Block& p, const RegionInfo& info, const TileSchedule& s,
-                 const std::string& idx) {
+void add_outputs(kir::Block& p, const RegionInfo& info, const TileSchedule& s) {
   kir::Block prelude, body, stores;
   ValueScope outer{&prelude, nullptr, {}};
   ValueScope inner{&body, &outer, {}};
-  LaneLoads loads(info, s.vc, kir::var("j"), prelude, body, outer);
+  const kir::ExprP j = kir::var(s.vars.j);
+  LaneLoads loads(info, s.vc, j, prelude, body, outer);
   TileReads tiles(info, s, prelude, body);
   Values values(info, [&](ir::NodeId id, const Index& at, ValueScope&) {
     kir::ExprP tiled = tiles.load(id, at);
@@ -421,16 +444,16 @@ void add_outputs(kir::Block& p, const RegionInfo& info, const TileSchedule& s,
   for (size_t k = 0; k < s.outputs.size(); ++k) {
     const ir::Node& out = info.node(info.region.outputs[k]);
     const kir::ExprP value = values.value(info.region.outputs[k], s.outputs[k], inner);
-    const kir::ExprP dst = kir::var(fmt::format("out{}", k));
+    const kir::ExprP dst = kir::var(info.output_var(k));
     if (s.vc == 1) {
       body.assign(kir::subscript(dst, kir::offset(s.outputs[k])),
                   apply(dtype_code(out.dtype).store, value));
     } else {
       vector_store(prelude, body, stores, out.dtype, fmt::format("s{}", k),
-                   kir::add(dst, kir::offset(s.outputs[k], true)), s.vc, value);
+                   kir::add(dst, kir::offset(s.outputs[k], true)), s.vc, value, j);
     }
   }
-  add_output_loop(p, s, idx, prelude, body, stores);
+  add_output_loop(p, s, prelude, body, stores);
 }
 
 }  // namespace
@@ -442,7 +465,6 @@ KernelBody build_tiles(const RegionInfo& info, const CodegenOptions& options,
   std::string why;
   const std::optional<TileSchedule> s = schedule(info, options, why, static_cast<int>(params.tile));
   if (!s) throw InternalError("the tiled transpose was asked to build a region it refuses: " + why);
-  const std::string idx(info.index_type());
   KernelBody kb;
   kb.kind = "pointwise";
   kb.block = kBlock;
@@ -458,16 +480,14 @@ KernelBody build_tiles(const RegionInfo& info, const CodegenOptions& options,
   head.comment("{} index arithmetic", info.wide_index ? "64-bit" : "32-bit");
   kir::Block& body = kb.fn.body;
   for (const TiledRead& read : s->reads) {
-    body.array(
-        fmt::format("__shared__ __align__(16) {}", dtype_code(info.node(read.id).dtype).storage),
-        read.tile, s->tile * s->tile);
+    body.array(read.tile, {s->tile * s->tile});
   }
-  body.let("int", "tid", kir::thread_index());
-  kir::Block& tile = body.loop(idx, "t", kir::block_index(), n(s->tiles), kir::grid_blocks());
-  add_tile_origin(tile, *s, idx);
-  for (const TiledRead& read : s->reads) add_load(tile, info, *s, read, idx);
+  body.let(s->vars.tid, kir::thread_index());
+  kir::Block& tile = body.loop(s->vars.t, kir::block_index(), n(s->tiles), kir::grid_blocks());
+  add_tile_origin(tile, *s);
+  for (const TiledRead& read : s->reads) add_load(tile, info, *s, read);
   tile.eval(kir::sync_block());
-  add_outputs(tile, info, *s, idx);
+  add_outputs(tile, info, *s);
   tile.eval(kir::sync_block(), "the next tile overwrites shared memory");
   return kb;
 }

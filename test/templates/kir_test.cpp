@@ -1,6 +1,6 @@
 // The kernel IR (templates/kir/kir.h): what trees print as, which variables a block reads (the
-// objects, not their names), what verify() rejects and what resolve_names binds; and the
-// structural keys of the value memo (templates/lower.h).
+// objects, not their names) and what verify() rejects; and the structural keys of the value
+// memo (templates/lower.h).
 #include "templates/kir/kir.h"
 
 #include "fusejit/error.h"
@@ -243,26 +243,6 @@ TEST_CASE("verify() rejects undeclared reads and variables hidden in text", "[te
     sweep(f).let("int", "o", kir::offset(at));
     CHECK_THROWS_AS(kir::verify(f), InternalError);
   }
-}
-
-TEST_CASE("resolve_names binds reads by name to the declaration in scope (transitional)",
-          "[templates][kir]") {
-  kir::Function f = small_kernel();
-  kir::Block& loop = sweep(f);
-  const kir::ExprP outer = f.body.let("int", "x", kir::lit(1));  // after the loop: not in scope
-  const kir::ExprP inner = loop.let("int", "i", kir::named("t"));
-  loop.let("int", "o", kir::offset(index_from_root(make_root("i", 64), {64})));
-  loop.let("int", "z", kir::named("nowhere"));
-  CHECK_FALSE(kir::uses(loop.stmts[2], t_of(f)->var));
-  CHECK_FALSE(kir::uses(loop.stmts[3], inner->var));
-  kir::resolve_names(f);
-  CHECK(kir::uses(loop.stmts[2], t_of(f)->var));  // the loop's own t
-  CHECK(kir::uses(loop.stmts[3], inner->var));    // through the offset's root
-  CHECK_FALSE(kir::uses(f.body, outer->var));
-  // A name with no declaration stays unbound, for verify() to refuse.
-  CHECK_THROWS_AS(kir::verify(f), InternalError);
-  loop.stmts.pop_back();
-  CHECK_NOTHROW(kir::verify(f));
 }
 
 TEST_CASE("offsets and extents are lowered to arithmetic before printing", "[templates][kir]") {
