@@ -65,7 +65,8 @@ Graph column_sum_graph(DType d, const Shape& shape) {
 TEST_CASE("the registry asks its schedulers in order", "[templates][registry]") {
   std::vector<std::string> names;
   for (const templates::Scheduler* s : templates::schedulers()) names.emplace_back(s->name());
-  CHECK(names == std::vector<std::string>{"tiled_transpose", "pointwise", "column", "rows"});
+  CHECK(names ==
+        std::vector<std::string>{"tiled_transpose", "pointwise", "column", "rows", "attention"});
 }
 
 TEST_CASE("a pointwise region: the linear sweep", "[templates][registry]") {
