@@ -368,6 +368,19 @@ TEST_CASE("an attention region: the attention scheduler, after the four that ref
   }
 }
 
+TEST_CASE("an attention region has no dynamic kernel: one is generated for each size",
+          "[templates][registry][attention]") {
+  const AttentionPlan p = attention_plan("causal_2x4x77_d64_bf16");
+  const templates::CodegenOptions options;
+  templates::RegionInfo info(p.plan.graph, p.attention(), options);
+  info.outer = 3;  // a dynamic instantiation
+  const templates::Scheduler& s = templates::scheduler_for(info, options);
+  CHECK(s.name() == "attention");
+  CHECK(s.variants(info, options) == 0);
+  REQUIRE_THROWS_AS(s.params(info, options), templates::NotSizeIndependent);
+  REQUIRE_THROWS_WITH(s.params(info, options), "an attention kernel is generated for each size");
+}
+
 TEST_CASE("the attention scheduler refuses every other region",
           "[templates][registry][attention]") {
   const Chosen rows = schedule_of(softmax_graph(DType::f32, 64, 4096), RegionKind::normalization);
