@@ -16,7 +16,7 @@
 namespace fusejit::templates {
 
 struct KernelBody {
-  std::string kind;  // "pointwise", "reduction", "normalization"
+  std::string kind;      // "pointwise", "reduction", "normalization", "attention"
   std::string schedule;  // the scheduler and its parameters (schedule_text), never in the source
   kir::Function fn;  // the kernel (name: kKernelNameToken)
   int block = 256;
@@ -40,18 +40,24 @@ struct KernelBody {
   // A register path whose grid follows the elements: the rows each block takes
   // (Kernel::rows_per_block); 0: not such a path.
   int64_t rows_per_block = 0;
+  // A kernel that brings its own device helpers and comment (attention: fj_core.cuh and
+  // fj_attention.cuh): its source's helpers, in order, instead of those the flags above and
+  // the region choose, and no region summary. Empty: a region template's kernel.
+  std::vector<std::string_view> helpers;
 };
 
 // The schedulers that build a KernelBody for each kind of region: schedulers/registry.h.
 
-// Every kernel's source, whatever its kind: the header line naming the generator, the device
-// helpers `helpers` (device/*.cuh, by name, in that order), kKernelMarker, `preamble` (comment
-// lines, each ending in '\n'), then `fn` printed, its kKernelNameToken replaced by the kernel's
-// name, fj_<kind>_<16 hex digits of FNV-1a of the source before naming>. Fills in the Kernel's
-// name, source and what `fn` fixes (cluster, relaxed_min_blocks); the caller, the launch shape.
-// `fn` is lowered already (kir::lower_indices): printing decides nothing.
-Kernel assemble_kernel(std::string_view kind, const std::vector<std::string_view>& helpers,
-                       std::string_view preamble, const kir::Function& fn);
+// Every kernel, whatever its kind: its source is the header line naming the generator, the
+// device helpers `helpers` (device/*.cuh, by name, in that order), kKernelMarker, `preamble`
+// (comment lines, each ending in '\n'), then `body.fn` printed, its kKernelNameToken replaced by
+// the kernel's name, fj_<kind>_<16 hex digits of FNV-1a of the source before naming>. Fills in
+// the Kernel's name, source, what `body.fn` fixes (cluster, relaxed_min_blocks) and the launch
+// shape `body` gives (block, work blocks, residency, shared memory, waves, serial launches);
+// the caller, its parameters and what a dynamic kernel adds. `body.fn` is lowered already
+// (kir::lower_indices): printing decides nothing.
+Kernel assemble_kernel(const KernelBody& body, const std::vector<std::string_view>& helpers,
+                       std::string_view preamble);
 
 // Region inputs read inside a V-lane vector loop (pointwise sweeps, the output phase of the
 // tiled transpose): one 16-byte vector load in `prelude` for an input whose offset moves by one

@@ -143,8 +143,10 @@ struct CodegenOptions {
   bool keep_kir = false;
 };
 
-// Generates the kernel of a pointwise, reduction or normalization region. Throws
-// fusejit::InternalError for a gemm region or a region it cannot handle.
+// Generates the kernel of a pointwise, reduction, normalization or attention region, by the
+// first scheduler of the registry that takes it (templates/schedulers/registry.h). Throws
+// fusejit::InternalError for a gemm region or a region no scheduler takes (naming each one's
+// reason).
 //
 // What a region must look like (fusion/plan.h):
 //   pointwise      elementwise ops, constants and views; outputs of any shapes (outputs with
@@ -158,6 +160,9 @@ struct CodegenOptions {
 //                  the row held in registers.
 //   Region inputs (loaded from memory) are listed in `inputs` and may be any node; `nodes`
 //   holds the computed nodes (constants and views included).
+//   attention      the pattern fusion/attention.h finds, which the attention kernel takes
+//                  (templates/schedulers/attention.h); one kernel per size (generate_dynamic
+//                  refuses it).
 Kernel generate(const ir::Graph& g, const fusion::Region& region,
                 const CodegenOptions& options = {});
 

@@ -81,12 +81,12 @@ nlohmann::ordered_json dynamic_json(const ir::SymbolicGraph& trace, const jit::D
 
 // Each kernel region's "schedule" (templates/schedulers/schedule_json.h): the scheduler that
 // makes its kernel at these sizes, its parameters, and why the schedulers asked before it
-// refused. Library calls and attention kernels have none.
+// refused. Library calls have none.
 void add_schedules(nlohmann::ordered_json& doc, const fusion::Plan& plan,
                    const templates::CodegenOptions& codegen) {
   for (size_t i = 0; i < plan.regions.size(); ++i) {
     const fusion::Region& r = plan.regions[i];
-    if (r.kind == fusion::RegionKind::gemm || r.kind == fusion::RegionKind::attention) continue;
+    if (r.kind == fusion::RegionKind::gemm) continue;
     doc["regions"][i]["schedule"] =
         templates::schedule_json(templates::schedule(plan.graph, r, codegen));
   }

@@ -1,6 +1,7 @@
 // templates/attention: AttentionSpec -> the FlashAttention-2 forward kernel (see attention.h).
 //
-// Schedule (decided in plan_attention, from the spec and the target, before any text):
+// Schedule (decided in attention_params, from the spec and the target, before any text; the
+// AttentionParams of registry.h):
 //   - a block of 4 warps takes 64 query rows of one (batch, head), 16 rows per warp; the work
 //     items (b, h, query tile) are walked with a grid stride, the longest causal tiles first;
 //   - per key tile of block_n keys, K and V are staged in shared memory (rows padded by 8
@@ -15,9 +16,11 @@
 //     accumulator layout of two 8-key tiles is the A layout of one 16-key step);
 //   - online softmax per row (running max m, running sum l over the quad of lanes that shares
 //     the row); O / l at the end.
-// attention_kernel.cpp builds the kernel from that schedule on the kernel IR (templates/kir), and
-// generate.cpp's assemble_kernel pastes the device helpers it calls (device/fj_attention.cuh)
-// and names it.
+// attention_kernel.cpp builds the kernel from those parameters on the kernel IR (templates/kir),
+// attention_body hands it on as a KernelBody, and generate.cpp's assemble_kernel, which
+// assembles every kernel kind, pastes the device helpers it calls (device/fj_attention.cuh) and
+// names it: for an attention region, through the registry (attention_region.cpp), as for every
+// other region; for a bare spec, through generate_attention.
 #include "templates/schedulers/attention.h"
 
 #include <algorithm>
@@ -48,25 +51,6 @@ int vector_elements(const AttentionView& view, int64_t dim) {
            view.strides[2] % n == 0;
   };
   return keeps(8) ? 8 : keeps(2) ? 2 : 1;
-}
-
-AttentionSchedule plan_attention(const AttentionSpec& s) {
-  AttentionSchedule p;
-  p.k_pitch = static_cast<int>(s.head_dim) + kPad;
-  p.v_pitch = static_cast<int>(s.value_dim) + kPad;
-  // A row pitch of (dim + 8) 2-byte elements is 4 words past a multiple of 32 banks for dim a
-  // multiple of 64, 4 or 12 words otherwise: the 8 rows x 4 pairs a fragment read touches land
-  // in distinct banks either way.
-  while (2 * p.block_n * (p.k_pitch + p.v_pitch) > kSharedLimit) p.block_n /= 2;
-  p.shared_bytes = 2 * p.block_n * (p.k_pitch + p.v_pitch);
-  p.k_vec = vector_elements(s.k, s.head_dim);
-  p.v_vec = vector_elements(s.v, s.value_dim);
-  p.q_pairs = s.q.strides[0] % 2 == 0 && s.q.strides[1] % 2 == 0 && s.q.strides[2] % 2 == 0;
-  p.q_tiles = ceil_div(s.seq_q, kAttentionRows);
-  p.kv_tiles = ceil_div(s.seq_kv, p.block_n);
-  p.work = s.batch * s.heads * p.q_tiles;
-  p.skip_above_diagonal = s.mask == AttentionMaskKind::causal && std::isinf(s.fill) && s.fill < 0;
-  return p;
 }
 
 std::string refuse_view(std::string_view name, const AttentionView& v, int64_t heads) {
@@ -117,24 +101,76 @@ std::string refuse_attention_kernel(const AttentionSpec& s) {
   return "";
 }
 
+std::string_view attention_mask_name(AttentionMaskKind m) {
+  switch (m) {
+    case AttentionMaskKind::none:
+      return "none";
+    case AttentionMaskKind::causal:
+      return "causal";
+    case AttentionMaskKind::additive:
+      return "additive";
+    case AttentionMaskKind::boolean:
+      return "boolean";
+  }
+  return "?";
+}
+
+std::string refuse_attention_target(const Target& target) {
+  if (target.cc >= 80) return "";
+  return fmt::format("sm_{} has no m16n8k16 bf16/f16 mma (needs sm_80 or later)", target.cc);
+}
+
+AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
+  AttentionParams p;
+  p.block = kAttentionThreads;
+  p.warps = kAttentionThreads / 32;
+  p.rows = kAttentionRows;
+  p.head_dim = s.head_dim;
+  p.value_dim = s.value_dim;
+  p.k_pitch = static_cast<int>(s.head_dim) + kPad;
+  p.v_pitch = static_cast<int>(s.value_dim) + kPad;
+  // A row pitch of (dim + 8) 2-byte elements is 4 words past a multiple of 32 banks for dim a
+  // multiple of 64, 4 or 12 words otherwise: the 8 rows x 4 pairs a fragment read touches land
+  // in distinct banks either way.
+  while (2 * p.block_n * (p.k_pitch + p.v_pitch) > kSharedLimit) p.block_n /= 2;
+  p.shared_bytes = 2 * p.block_n * (p.k_pitch + p.v_pitch);
+  p.k_vec = vector_elements(s.k, s.head_dim);
+  p.v_vec = vector_elements(s.v, s.value_dim);
+  p.q_pairs = s.q.strides[0] % 2 == 0 && s.q.strides[1] % 2 == 0 && s.q.strides[2] % 2 == 0;
+  p.k_head_group = s.k.head_group;
+  p.v_head_group = s.v.head_group;
+  p.mask = s.mask;
+  p.skip_above_diagonal = s.mask == AttentionMaskKind::causal && std::isinf(s.fill) && s.fill < 0;
+  p.q_tiles = ceil_div(s.seq_q, kAttentionRows);
+  p.kv_tiles = ceil_div(s.seq_kv, p.block_n);
+  p.work = s.batch * s.heads * p.q_tiles;
+  // Residency: registers decide it (about 130 to 250 a thread, by ptxas -v on sm_90: two blocks
+  // of 128 threads in 64K registers), unless shared memory allows fewer.
+  p.blocks_per_sm = std::max(1, std::min(2, target.shared_per_sm / std::max(1, p.shared_bytes)));
+  return p;
+}
+
+KernelBody attention_body(const AttentionSpec& spec, const AttentionParams& params) {
+  KernelBody body;
+  body.kind = "attention";
+  body.fn = build_attention_kernel(spec, params);
+  body.helpers = {"fj_core.cuh", "fj_attention.cuh"};
+  body.block = params.block;
+  body.work_blocks = params.work;
+  body.blocks_per_sm = params.blocks_per_sm;
+  body.shared_bytes = 0;  // static shared memory only
+  return body;
+}
+
 Kernel generate_attention(const AttentionSpec& spec, const Target& target) {
   if (const std::string why = refuse_attention_kernel(spec); !why.empty())
     throw InternalError("generate_attention: " + why);
-  if (target.cc < 80)
-    throw InternalError(fmt::format(
-        "generate_attention: sm_{} has no m16n8k16 bf16/f16 mma (needs sm_80 or later)", target.cc));
-  const AttentionSchedule p = plan_attention(spec);
-  kir::Function fn = build_attention_kernel(spec, p);
-  kir::place_declarations(fn);
-  kir::verify(fn);
-  Kernel k = assemble_kernel("attention", {"fj_core.cuh", "fj_attention.cuh"}, "", fn);
-  k.block = kAttentionThreads;
-  k.work_blocks = p.work;
-  // Residency: registers decide it (about 130 to 250 a thread, by ptxas -v on sm_90: two blocks
-  // of 128 threads in 64K registers), unless shared memory allows fewer.
-  k.blocks_per_sm = std::max(1, std::min(2, target.shared_per_sm / std::max(1, p.shared_bytes)));
-  k.shared_bytes = 0;  // static shared memory only
-  return k;
+  if (const std::string why = refuse_attention_target(target); !why.empty())
+    throw InternalError("generate_attention: " + why);
+  KernelBody body = attention_body(spec, attention_params(spec, target));
+  kir::place_declarations(body.fn);
+  kir::verify(body.fn);
+  return assemble_kernel(body, body.helpers, "");
 }
 
 }  // namespace fusejit::templates

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "fusejit/dtype.h"
 #include "templates/kernel.h"
@@ -28,6 +29,8 @@ struct AttentionView {
 };
 
 enum class AttentionMaskKind { none, causal, additive, boolean };
+// "none", "causal", "additive", "boolean".
+std::string_view attention_mask_name(AttentionMaskKind m);
 
 struct AttentionSpec {
   DType dtype = DType::bf16;  // q, k, v and o: f16 or bf16

@@ -99,7 +99,7 @@ std::array<ExprP, 3> build_strides(kir::Block& b, std::string_view name, const A
   return {x[0], x[1], x[2]};
 }
 
-void build_constants(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& p, Vars& n) {
+void build_constants(kir::Block& b, const AttentionSpec& s, const AttentionParams& p, Vars& n) {
   std::vector<ExprP> x =
       b.declare("constexpr int", {scalar("kHeads", num(s.heads)), scalar("kSeqQ", num(s.seq_q)),
                                   scalar("kSeqKv", num(s.seq_kv)), scalar("kD", num(s.head_dim)),
@@ -151,7 +151,7 @@ void build_block_layout(kir::Block& b, Vars& n) {
 }
 
 // Q's A fragments for the lane's rows row0 and row0 + 8 (zero past seq_q).
-void build_q_fragments(kir::Block& b, const AttentionSchedule& p, Vars& n) {
+void build_q_fragments(kir::Block& b, const AttentionParams& p, Vars& n) {
   const ExprP chunks = op(n.d, "/", num(16));
   n.qf = b.declare("unsigned", {{"qf", {chunks, num(4)}, nullptr}})[0];
   const auto [chunk, c] = unrolled(b, "c", num(0), chunks);
@@ -257,7 +257,7 @@ void build_scores(kir::Block& b, const std::string& mma, Vars& n) {
 }
 
 // Scores to log2 units, then the mask; keys past seq_kv get -inf.
-void build_mask(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& p, const Vars& n) {
+void build_mask(kir::Block& b, const AttentionSpec& s, const AttentionParams& p, const Vars& n) {
   ExprP diagonal;
   if (s.mask == AttentionMaskKind::causal)
     diagonal = b.let(
@@ -384,7 +384,7 @@ void build_store(kir::Block& b, const std::string& pack, const Vars& n) {
 }
 
 // The work item's rows, heads and pointers; Q's fragments and the accumulators.
-void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& p, Vars& n) {
+void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionParams& p, Vars& n) {
   n.qt = b.let(
       "int", "qt",
       op(op(n.q_tiles, "-", num(1)), "-", kir::call("static_cast<int>", {op(n.w, "%", n.q_tiles)})),
@@ -425,7 +425,7 @@ void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionSche
 
 // The key tiles the work item reads: all of them, or with a causal -inf fill those up to the
 // block's last row.
-void build_tile_count(kir::Block& b, const AttentionSchedule& p, Vars& n) {
+void build_tile_count(kir::Block& b, const AttentionParams& p, Vars& n) {
   if (!p.skip_above_diagonal) {
     n.tiles = b.let("int", "tiles", n.kv_tiles);
     return;
@@ -443,7 +443,7 @@ void build_tile_count(kir::Block& b, const AttentionSchedule& p, Vars& n) {
 // during its Q Kᵀ; groups complete in commit order, so "all but the latest" is the one needed.
 // Shared memory is free here: the last readers of the previous work item passed the barriers
 // after its last Q Kᵀ and P V.
-void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionSchedule& p, Vars& n) {
+void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionParams& p, Vars& n) {
   const std::string dt(dtype_name(s.dtype));
   const std::string mma = "fj_att_mma_" + dt, pack = "fj_att_pack_" + dt;
   build_item_setup(b, s, p, n);
@@ -480,29 +480,15 @@ void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionSched
   build_store(b, pack, n);
 }
 
-std::string_view mask_name(AttentionMaskKind m) {
-  switch (m) {
-    case AttentionMaskKind::none:
-      return "none";
-    case AttentionMaskKind::causal:
-      return "causal";
-    case AttentionMaskKind::additive:
-      return "additive";
-    case AttentionMaskKind::boolean:
-      return "boolean";
-  }
-  return "?";
-}
-
 }  // namespace
 
-kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionSchedule& p) {
+kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionParams& p) {
   kir::Function f;
   f.head.comment(
       "attention forward (FlashAttention-2): {} q[{},{},{},{}], k, v [{},{},{},{}] "
       "(head group {}, {}), mask {}",
       dtype_name(s.dtype), s.batch, s.heads, s.seq_q, s.head_dim, s.batch, s.heads / s.k.head_group,
-      s.seq_kv, s.value_dim, s.k.head_group, s.v.head_group, mask_name(s.mask));
+      s.seq_kv, s.value_dim, s.k.head_group, s.v.head_group, attention_mask_name(s.mask));
   f.head.comment(
       "  out[b,h,i,:] = sum_j softmax_j(S[b,h,i,j]) v[b,h,j,:], S = scale * "
       "q[b,h,i,:] . k[b,h,j,:]");

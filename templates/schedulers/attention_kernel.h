@@ -1,33 +1,39 @@
-// templates/schedulers/attention_kernel: what the two halves of the attention kernel share
-// (internal to templates): the schedule that attention.cpp decides from an AttentionSpec
-// (plan_attention) and the kernel that attention_kernel.cpp builds from both on the kernel IR.
+// templates/schedulers/attention_kernel: what the pieces of the attention kernel share (internal
+// to templates): the parameters that attention.cpp decides from an AttentionSpec and the target
+// (attention_params: AttentionParams, registry.h), the kernel that attention_kernel.cpp builds
+// from both on the kernel IR, and the KernelBody that generate.cpp's assemble_kernel turns into
+// a Kernel, for a region (attention_region.cpp, the registry's attention scheduler) as for a
+// spec (generate_attention).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "templates/builders.h"
 #include "templates/kir/kir.h"
 #include "templates/schedulers/attention.h"
+#include "templates/schedulers/registry.h"
 
 namespace fusejit::templates {
 
 inline constexpr int kAttentionThreads = 128;  // a block: 4 warps
 inline constexpr int kAttentionRows = 64;      // query rows per work item, 16 per warp
 
-struct AttentionSchedule {
-  int block_n = 64;              // keys per tile
-  int k_pitch = 0, v_pitch = 0;  // shared row pitch, elements
-  int k_vec = 1, v_vec = 1;      // elements per global load when staging (8, 2 or 1)
-  bool q_pairs = false;          // q's feature pairs are 4-byte aligned
-  int64_t q_tiles = 0, kv_tiles = 0, work = 0;
-  bool skip_above_diagonal = false;  // causal with fill -inf: key tiles past the diagonal add 0
-  int shared_bytes = 0;
-};
-
 inline bool has_mask_tensor(const AttentionSpec& s) {
   return s.mask == AttentionMaskKind::additive || s.mask == AttentionMaskKind::boolean;
 }
 
-// The kernel for `spec` under `schedule`, named kKernelNameToken (assemble_kernel names it).
-kir::Function build_attention_kernel(const AttentionSpec& spec, const AttentionSchedule& schedule);
+// Why the kernel cannot run on `target` ("" when it can): it needs sm_80's mma.
+std::string refuse_attention_target(const Target& target);
+
+// The kernel's parameters for `spec` (taken: refuse_attention_kernel) on `target`.
+AttentionParams attention_params(const AttentionSpec& spec, const Target& target);
+
+// The kernel for `spec` under `params`, named kKernelNameToken (assemble_kernel names it).
+kir::Function build_attention_kernel(const AttentionSpec& spec, const AttentionParams& params);
+
+// That kernel with its device helpers (KernelBody::helpers) and launch shape: block
+// kAttentionThreads, work_blocks params.work, static shared memory only.
+KernelBody attention_body(const AttentionSpec& spec, const AttentionParams& params);
 
 }  // namespace fusejit::templates

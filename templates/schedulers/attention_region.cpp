@@ -1,6 +1,13 @@
-// templates/attention_region: see attention_region.h.
-#include "templates/schedulers/attention_region.h"
-
+// templates/schedulers/attention_region: the registry's attention scheduler (registry.h). It
+// takes attention regions (fusion/plan.h) and only those: the region's layout
+// (fusion::attention_layout: the buffers under q, k, v and the mask, with the strides that
+// reach them) becomes the spec of the generated flash-attention kernel (attention.h), whose
+// parameters attention.cpp decides (AttentionParams) and whose kernel attention_kernel.cpp
+// builds; generate() assembles it as every other region's kernel (its parameters are the
+// region's inputs, then its output). The partitioner forms only regions whose kernel it takes,
+// so a refusal of an attention region is a bug, which generate() reports naming the reason.
+// There is no dynamic attention kernel: one is generated for each size.
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -8,6 +15,8 @@
 #include "fusejit/error.h"
 #include "fusion/attention.h"
 #include "templates/schedulers/attention.h"
+#include "templates/schedulers/attention_kernel.h"
+#include "templates/schedulers/registry.h"
 
 namespace fusejit::templates {
 
@@ -17,7 +26,7 @@ AttentionView view_of(const fusion::AttentionView& v) {
   return AttentionView{.strides = v.strides, .head_group = v.head_group};
 }
 
-AttentionMaskKind mask_kind(fusion::AttentionMask m) {
+std::optional<AttentionMaskKind> mask_kind(fusion::AttentionMask m) {
   switch (m) {
     case fusion::AttentionMask::none:
       return AttentionMaskKind::none;
@@ -30,24 +39,19 @@ AttentionMaskKind mask_kind(fusion::AttentionMask m) {
     case fusion::AttentionMask::computed:
       break;
   }
-  throw InternalError("generate_attention_region: a computed mask reached code generation");
+  return std::nullopt;
 }
 
-}  // namespace
-
-Kernel generate_attention_region(const ir::Graph& g, const fusion::Region& region,
-                                 const CodegenOptions& options) {
-  if (region.kind != fusion::RegionKind::attention) {
-    throw InternalError(fmt::format("generate_attention_region: a {} region",
-                                    fusion::region_kind_name(region.kind)));
-  }
+// The kernel's spec for an attention region, or nothing and why (`why`).
+std::optional<AttentionSpec> region_spec(const ir::Graph& g, const fusion::Region& region,
+                                         std::string& why) {
   const fusion::AttentionRegion& a = region.attention;
-  std::string why;
   const std::optional<fusion::AttentionLayout> layout = fusion::attention_layout(g, a, &why);
-  if (!layout) {
-    throw InternalError(fmt::format("generate_attention_region: the region of %{} was planned "
-                                    "and its layout is now refused: {}",
-                                    a.output, why));
+  if (!layout) return std::nullopt;
+  const std::optional<AttentionMaskKind> mask = mask_kind(a.mask);
+  if (!mask) {
+    why = "a computed mask (the kernel reads a mask from memory or computes a causal one)";
+    return std::nullopt;
   }
   AttentionSpec spec;
   spec.dtype = g.node(a.q).dtype;
@@ -61,7 +65,7 @@ Kernel generate_attention_region(const ir::Graph& g, const fusion::Region& regio
   spec.k = view_of(layout->k);
   spec.v = view_of(layout->v);
   spec.scale = a.scale;
-  spec.mask = mask_kind(a.mask);
+  spec.mask = *mask;
   spec.fill = a.fill;
   spec.fill_where_true = a.fill_where_true;
   spec.mask_scale = a.mask_scale;
@@ -69,16 +73,49 @@ Kernel generate_attention_region(const ir::Graph& g, const fusion::Region& regio
     spec.mask_view = view_of(layout->mask);
     spec.mask_dtype = g.node(layout->mask.buffer).dtype;
   }
-  const std::string refused = refuse_attention_kernel(spec);
-  if (!refused.empty()) {
-    throw InternalError(fmt::format("generate_attention_region: the kernel refuses the region "
-                                    "of %{} that the partitioner formed: {}",
-                                    a.output, refused));
+  why = refuse_attention_kernel(spec);
+  if (!why.empty()) return std::nullopt;
+  return spec;
+}
+
+// The spec of a region the scheduler takes (InternalError otherwise: the registry asked).
+AttentionSpec taken_spec(const RegionInfo& info) {
+  std::string why;
+  std::optional<AttentionSpec> spec = region_spec(info.graph, info.region, why);
+  if (!spec) throw InternalError("the attention scheduler asked for a region it refuses: " + why);
+  return *spec;
+}
+
+class AttentionScheduler final : public Scheduler {
+ public:
+  std::string_view name() const override { return "attention"; }
+  std::optional<std::string> refusal(const RegionInfo& info,
+                                     const CodegenOptions& options) const override {
+    if (info.region.kind != fusion::RegionKind::attention) return "not an attention region";
+    std::string why;
+    if (!region_spec(info.graph, info.region, why)) {
+      return fmt::format("the kernel refuses the region of %{}: {}", info.region.attention.output,
+                         why);
+    }
+    why = refuse_attention_target(options.target);
+    if (!why.empty()) return why;
+    return std::nullopt;
   }
-  Kernel k = generate_attention(spec, options.target);
-  k.params = region.inputs;
-  k.params.insert(k.params.end(), region.outputs.begin(), region.outputs.end());
-  return k;
+  ScheduleParams params(const RegionInfo& info, const CodegenOptions& options) const override {
+    if (info.dynamic()) throw NotSizeIndependent("an attention kernel is generated for each size");
+    return attention_params(taken_spec(info), options.target);
+  }
+  KernelBody build(const RegionInfo& info, const CodegenOptions&,
+                   const ScheduleParams& params) const override {
+    return attention_body(taken_spec(info), std::get<AttentionParams>(params));
+  }
+};
+
+}  // namespace
+
+const Scheduler& attention_scheduler() {
+  static const AttentionScheduler s;
+  return s;
 }
 
 }  // namespace fusejit::templates

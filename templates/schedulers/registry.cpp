@@ -12,18 +12,20 @@ namespace fusejit::templates {
 // The registration: each scheduler's accessor, defined in its own file, and the table that
 // lists them. Asked in the table's order: the tiled transpose before the sweep that serves
 // every other pointwise region, the column kernel before the row kernel that serves every
-// other reduction.
+// other reduction; attention last, so that the refusals of the other kinds' regions stay theirs.
 const Scheduler& tiled_transpose_scheduler();  // transpose.cpp
 const Scheduler& pointwise_scheduler();        // pointwise.cpp
 const Scheduler& column_scheduler();           // column.cpp
 const Scheduler& row_scheduler();              // rowwise.cpp
+const Scheduler& attention_scheduler();        // attention_region.cpp
 
 const std::vector<const Scheduler*>& schedulers() {
   static const std::vector<const Scheduler*> list = {
-      &tiled_transpose_scheduler(),
-      &pointwise_scheduler(),
-      &column_scheduler(),
-      &row_scheduler(),
+      &tiled_transpose_scheduler(),  // pointwise regions reading through a transposition
+      &pointwise_scheduler(),        // every other pointwise region
+      &column_scheduler(),           // reductions over leading or middle axes, in one pass
+      &row_scheduler(),              // every other reduction and normalization
+      &attention_scheduler(),        // attention regions
   };
   return list;
 }
@@ -74,6 +76,29 @@ ParamFields ColumnParams::fields() const {
           {"piece", piece}};
 }
 
+ParamFields AttentionParams::fields() const {
+  return {{"block", int64_t{block}},
+          {"warps", int64_t{warps}},
+          {"rows", int64_t{rows}},
+          {"block_n", int64_t{block_n}},
+          {"head_dim", head_dim},
+          {"value_dim", value_dim},
+          {"k_pitch", int64_t{k_pitch}},
+          {"v_pitch", int64_t{v_pitch}},
+          {"k_vector", int64_t{k_vec}},
+          {"v_vector", int64_t{v_vec}},
+          {"q_pairs", q_pairs},
+          {"k_head_group", k_head_group},
+          {"v_head_group", v_head_group},
+          {"mask", attention_mask_name(mask)},
+          {"skip_above_diagonal", skip_above_diagonal},
+          {"q_tiles", q_tiles},
+          {"kv_tiles", kv_tiles},
+          {"work", work},
+          {"shared_bytes", int64_t{shared_bytes}},
+          {"blocks_per_sm", int64_t{blocks_per_sm}}};
+}
+
 ParamFields param_fields(const ScheduleParams& params) {
   return std::visit([](const auto& p) { return p.fields(); }, params);
 }
@@ -83,6 +108,7 @@ namespace {
 std::string value_text(const ParamValue& value) {
   if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
   if (const auto* n = std::get_if<int64_t>(&value)) return std::to_string(*n);
+  if (const auto* name = std::get_if<std::string_view>(&value)) return std::string(*name);
   return fmt::format("[{}]", fmt::join(std::get<std::vector<int64_t>>(value), ", "));
 }
 

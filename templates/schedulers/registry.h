@@ -9,8 +9,7 @@
 // column.cpp, rowwise.cpp with row_schedule.cpp and the row kernel's pieces, row_kernel.h).
 // A new scheduler is its own file, defining its accessor (`const Scheduler& x_scheduler()`),
 // and one row in registry.cpp's table; a new row schedule returns RowParams and builds with
-// build_row_kernel, so only a scheduler with parameters of a new kind adds them here. Attention is
-// not here: its kernel is made for an AttentionSpec, not a region (attention.h).
+// build_row_kernel, so only a scheduler with parameters of a new kind adds them here.
 #pragma once
 
 #include <cstdint>
@@ -22,12 +21,13 @@
 #include <vector>
 
 #include "templates/builders.h"
+#include "templates/schedulers/attention.h"
 #include "templates/schedulers/row_schedule.h"
 
 namespace fusejit::templates {
 
-// One parameter's value: a count, a switch, or a count per sweep.
-using ParamValue = std::variant<int64_t, bool, std::vector<int64_t>>;
+// One parameter's value: a count, a switch, a count per sweep, or a kind by name.
+using ParamValue = std::variant<int64_t, bool, std::vector<int64_t>, std::string_view>;
 using ParamFields = std::vector<std::pair<std::string_view, ParamValue>>;
 
 // The linear sweep (pointwise.cpp): one grid-stride loop per group of outputs with the same
@@ -78,7 +78,29 @@ struct ColumnParams {
   ParamFields fields() const;
 };
 
-using ScheduleParams = std::variant<PointwiseParams, TransposeParams, RowParams, ColumnParams>;
+// The attention kernel of an attention region (attention_region.cpp; attention.cpp decides,
+// attention_kernel.cpp builds): a block of `warps` warps takes `rows` query rows of one (batch,
+// head), 16 a warp; K and V go through shared memory `block_n` keys at a time.
+struct AttentionParams {
+  int block = 128;  // threads
+  int warps = 4;
+  int rows = 64;     // query rows per work item
+  int block_n = 64;  // keys per tile
+  int64_t head_dim = 64, value_dim = 64;
+  int k_pitch = 0, v_pitch = 0;  // shared row pitch, elements (dim + 8: distinct banks)
+  int k_vec = 1, v_vec = 1;      // elements per global load when staging (8 by cp.async, 2 or 1)
+  bool q_pairs = false;          // q's feature pairs are 4-byte aligned (one load a pair)
+  int64_t k_head_group = 1, v_head_group = 1;  // logical heads per buffer head (GQA)
+  AttentionMaskKind mask = AttentionMaskKind::none;
+  bool skip_above_diagonal = false;  // causal with fill -inf: key tiles past the diagonal add 0
+  int64_t q_tiles = 0, kv_tiles = 0, work = 0;  // work items: batch * heads * q_tiles
+  int shared_bytes = 0;                         // static shared memory: the K and V tiles
+  int blocks_per_sm = 1;
+  ParamFields fields() const;
+};
+
+using ScheduleParams =
+    std::variant<PointwiseParams, TransposeParams, RowParams, ColumnParams, AttentionParams>;
 
 class Scheduler {
  public:
@@ -122,7 +144,7 @@ struct Schedule {
   std::vector<Verdict> refused;
 };
 Schedule schedule(const RegionInfo& info, const CodegenOptions& options);
-// The same for a static kernel of a pointwise, reduction or normalization region.
+// The same for a static kernel of a pointwise, reduction, normalization or attention region.
 Schedule schedule(const ir::Graph& g, const fusion::Region& region,
                   const CodegenOptions& options = {});
 

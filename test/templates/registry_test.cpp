@@ -3,6 +3,9 @@
 // JSON. Nothing here reads kernel text: the kernels themselves are the other tests'.
 #include <fmt/format.h>
 
+#include "fusejit_test_paths.h"
+#include "fusion/pipeline.h"
+#include "ir/text.h"
 #include "support/transpose_graphs.h"
 #include "templates/schedulers/schedule_json.h"
 #include "test/templates/norms.h"
@@ -13,6 +16,8 @@ using namespace fusejit::ir;
 using fusejit::test::has;
 using fusejit::test::whole_graph_region;
 using fusion::RegionKind;
+using templates::AttentionMaskKind;
+using templates::AttentionParams;
 using templates::ColumnParams;
 using templates::PointwiseParams;
 using templates::RowParams;
@@ -60,12 +65,39 @@ Graph column_sum_graph(DType d, const Shape& shape) {
   return g;
 }
 
+// The plan of test/traces/attention/<name>.trace with attention fused, and its attention region.
+struct AttentionPlan {
+  fusion::Plan plan;
+  size_t region = 0;
+  const fusion::Region& attention() const { return plan.regions.at(region); }
+};
+
+AttentionPlan attention_plan(const std::string& name) {
+  fusion::PlanOptions o;
+  o.attention = true;
+  AttentionPlan p{
+      fusion::make_plan(parse_file(fmt::format("{}/{}.trace", FUSEJIT_ATTENTION_TRACES, name)), o)};
+  while (p.region < p.plan.regions.size() &&
+         p.plan.regions[p.region].kind != RegionKind::attention) {
+    ++p.region;
+  }
+  REQUIRE(p.region < p.plan.regions.size());
+  return p;
+}
+
+// The schedule of the trace's attention region, and every scheduler's verdict.
+Chosen attention_schedule(const AttentionPlan& p, const templates::CodegenOptions& options = {}) {
+  const templates::RegionInfo info(p.plan.graph, p.attention(), options);
+  return {templates::schedule(info, options), templates::verdicts(info, options)};
+}
+
 }  // namespace
 
 TEST_CASE("the registry asks its schedulers in order", "[templates][registry]") {
   std::vector<std::string> names;
   for (const templates::Scheduler* s : templates::schedulers()) names.emplace_back(s->name());
-  CHECK(names == std::vector<std::string>{"tiled_transpose", "pointwise", "column", "rows"});
+  CHECK(names ==
+        std::vector<std::string>{"tiled_transpose", "pointwise", "column", "rows", "attention"});
 }
 
 TEST_CASE("a pointwise region: the linear sweep", "[templates][registry]") {
@@ -265,5 +297,119 @@ TEST_CASE("generate names the schedule of its kernel", "[templates][registry]") 
   const fusion::Region region = whole_graph_region(g, RegionKind::normalization);
   const templates::Kernel k = templates::generate(g, region);
   CHECK(k.schedule == templates::schedule_text(templates::schedule(g, region)));
+  CHECK(k.source.find(k.schedule) == std::string::npos);  // never in the source
+}
+
+TEST_CASE("an attention region: the attention scheduler, after the four that refuse",
+          "[templates][registry][attention]") {
+  SECTION("head dim 64, causal") {
+    const AttentionPlan p = attention_plan("causal_2x4x77_d64_bf16");
+    const Chosen c = attention_schedule(p);
+    INFO(templates::schedule_text(c.schedule));
+    CHECK(scheduler_name(c) == "attention");
+    REQUIRE(c.schedule.refused.size() == 4);
+    CHECK(refusal_of(c, "tiled_transpose") == "not a pointwise region");
+    CHECK(refusal_of(c, "pointwise") == "not a pointwise region");
+    CHECK(refusal_of(c, "column") == "not a reduction or normalization region");
+    CHECK(refusal_of(c, "rows") == "not a reduction or normalization region");
+    const auto& a = std::get<AttentionParams>(c.schedule.params);
+    CHECK(a.block == 128);
+    CHECK(a.warps == 4);
+    CHECK(a.rows == 64);
+    CHECK(a.head_dim == 64);
+    CHECK(a.value_dim == 64);
+    CHECK(a.block_n == 64);
+    CHECK(a.k_pitch == 72);  // 64 + 8: a fragment read's rows in distinct banks
+    CHECK(a.v_pitch == 72);
+    CHECK(a.shared_bytes == 2 * 64 * (72 + 72));
+    CHECK(a.k_vec == 8);  // contiguous k, v: 16-byte cp.async
+    CHECK(a.v_vec == 8);
+    CHECK(a.mask == AttentionMaskKind::causal);
+    CHECK(a.skip_above_diagonal);  // filled with -inf: tiles past the diagonal are skipped
+    CHECK(a.k_head_group == 1);
+    CHECK(a.q_tiles == 2);  // 77 query rows
+    CHECK(a.kv_tiles == 2);
+    CHECK(a.work == 2 * 4 * 2);
+    CHECK(a.blocks_per_sm == 2);
+  }
+  SECTION("head dim 128, no mask") {
+    const Chosen c = attention_schedule(attention_plan("none_2x4x77_d128_bf16"));
+    INFO(templates::schedule_text(c.schedule));
+    const auto& a = std::get<AttentionParams>(c.schedule.params);
+    CHECK(a.head_dim == 128);
+    CHECK(a.value_dim == 128);
+    CHECK(a.block_n == 64);
+    CHECK(a.k_pitch == 136);
+    CHECK(a.shared_bytes == 2 * 64 * (136 + 136));
+    CHECK(a.mask == AttentionMaskKind::none);
+    CHECK_FALSE(a.skip_above_diagonal);
+    CHECK(a.blocks_per_sm == 2);
+  }
+  SECTION("grouped heads: 8 query heads read 2 key and value heads") {
+    const Chosen c = attention_schedule(attention_plan("gqa_causal_2x8x65_d128_bf16"));
+    const auto& a = std::get<AttentionParams>(c.schedule.params);
+    CHECK(a.k_head_group == 4);
+    CHECK(a.v_head_group == 4);
+    CHECK(a.work == 2 * 8 * 2);
+  }
+  SECTION("an additive mask") {
+    const Chosen c = attention_schedule(attention_plan("additive_2x4x77_d64_bf16"));
+    CHECK(std::get<AttentionParams>(c.schedule.params).mask == AttentionMaskKind::additive);
+  }
+  SECTION("before sm_80 no scheduler takes it, and the error says why") {
+    const AttentionPlan p = attention_plan("causal_2x4x77_d64_bf16");
+    const templates::CodegenOptions sm75 = for_arch("sm_75");
+    const templates::RegionInfo info(p.plan.graph, p.attention(), sm75);
+    for (const templates::Verdict& v : templates::verdicts(info, sm75)) {
+      if (v.scheduler == "attention") CHECK(has(v.refusal.value_or(""), "needs sm_80"));
+    }
+    REQUIRE_THROWS_WITH(templates::generate(p.plan.graph, p.attention(), sm75),
+                        ContainsSubstring("attention: sm_75 has no m16n8k16"));
+  }
+}
+
+TEST_CASE("an attention region has no dynamic kernel: one is generated for each size",
+          "[templates][registry][attention]") {
+  const AttentionPlan p = attention_plan("causal_2x4x77_d64_bf16");
+  const templates::CodegenOptions options;
+  templates::RegionInfo info(p.plan.graph, p.attention(), options);
+  info.outer = 3;  // a dynamic instantiation
+  const templates::Scheduler& s = templates::scheduler_for(info, options);
+  CHECK(s.name() == "attention");
+  CHECK(s.variants(info, options) == 0);
+  REQUIRE_THROWS_AS(s.params(info, options), templates::NotSizeIndependent);
+  REQUIRE_THROWS_WITH(s.params(info, options), "an attention kernel is generated for each size");
+}
+
+TEST_CASE("the attention scheduler refuses every other region",
+          "[templates][registry][attention]") {
+  const Chosen rows = schedule_of(softmax_graph(DType::f32, 64, 4096), RegionKind::normalization);
+  CHECK(refusal_of(rows, "attention") == "not an attention region");
+  Graph g;
+  const NodeId x = add_input(g, DType::f32, {64, 256});
+  g.add_output(add_unary(g, Op::exp, x));
+  CHECK(refusal_of(schedule_of(g, RegionKind::pointwise), "attention") ==
+        "not an attention region");
+}
+
+TEST_CASE("attention parameters print, convert to JSON and name the kernel's schedule",
+          "[templates][registry][attention]") {
+  const AttentionPlan p = attention_plan("causal_2x4x77_d64_bf16");
+  const Chosen c = attention_schedule(p);
+  const std::string text = templates::schedule_text(c.schedule);
+  CHECK(text.rfind("attention{block=128, warps=4, rows=64, block_n=64, head_dim=64, ", 0) == 0);
+  CHECK(has(text, "mask=causal, skip_above_diagonal=true"));
+  const nlohmann::ordered_json j = templates::params_json(c.schedule.params);
+  CHECK(j["mask"] == "causal");
+  CHECK(j["k_vector"] == 8);
+  CHECK(j.size() == templates::param_fields(c.schedule.params).size());
+  AttentionParams other = std::get<AttentionParams>(c.schedule.params);
+  other.mask = AttentionMaskKind::none;
+  CHECK(templates::params_hash("attention", other) !=
+        templates::params_hash("attention", c.schedule.params));
+
+  const templates::Kernel k = templates::generate(p.plan.graph, p.attention());
+  CHECK(k.schedule == text);
+  CHECK(k.name.rfind("fj_attention_", 0) == 0);
   CHECK(k.source.find(k.schedule) == std::string::npos);  // never in the source
 }

@@ -129,6 +129,22 @@ TEST_CASE("plan --json: each kernel region names its schedule and why others ref
     REQUIRE(s.at("refused").size() == 1);
     CHECK(s.at("refused").at(0).at("scheduler") == "tiled_transpose");
   }
+  SECTION("an attention region: the attention scheduler, after the four that refuse") {
+    const Result r = run("plan --json " + std::string(FUSEJIT_SOURCE_DIR) +
+                             "/test/traces/attention/gqa_causal_2x8x65_d128_bf16.trace",
+                         "FUSEJIT_ATTENTION=kernel", "2>/dev/null");
+    REQUIRE(r.status == 0);
+    const nlohmann::json plan = nlohmann::json::parse(r.out);
+    const std::vector<nlohmann::json> regions = regions_of_kind(plan, "attention");
+    REQUIRE(regions.size() == 1);
+    const nlohmann::json& s = regions[0].at("schedule");
+    CHECK(s.at("scheduler") == "attention");
+    CHECK(s.at("params").at("head_dim") == 128);
+    CHECK(s.at("params").at("mask") == "causal");
+    CHECK(s.at("params").at("k_head_group") == 4);
+    REQUIRE(s.at("refused").size() == 4);
+    CHECK(s.at("refused").at(3).at("reason") == "not a reduction or normalization region");
+  }
   SECTION("library calls have none") {
     const nlohmann::json plan = plan_json(trace("gemm_bias_relu_bf16"));
     for (const nlohmann::json& r : regions_of_kind(plan, "gemm")) CHECK(!r.contains("schedule"));
