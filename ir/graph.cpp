@@ -561,6 +561,14 @@ void Graph::add_output(NodeId id) {
   outputs_.push_back(id);
 }
 
+std::optional<size_t> Graph::written_input(size_t i) const {
+  const Node& n = node(outputs_.at(i));
+  if (n.op != Op::update_slice) return std::nullopt;
+  const auto it = std::find(inputs_.begin(), inputs_.end(), n.inputs[0]);
+  if (it == inputs_.end()) return std::nullopt;
+  return static_cast<size_t>(it - inputs_.begin());
+}
+
 void Graph::set_outputs(std::vector<NodeId> ids) {
   outputs_.clear();
   for (NodeId id : ids) add_output(id);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,10 @@ class Graph {
 
   // Ids of the input nodes, in order.
   const std::vector<NodeId>& inputs() const { return inputs_; }
+
+  // Where output `i` writes, when it is an update_slice of an input: that input's position in
+  // inputs() (the buffer a caller bound, which the write lands in). nullopt for any other output.
+  std::optional<size_t> written_input(size_t i) const;
 
   // Per node, its structural hash (ir/hash.h's node_hash), kept as nodes are added so that
   // hashing a recorded trace costs nothing more at eval.

@@ -411,13 +411,10 @@ void ContextImpl::trim_carried() {
 
 void ContextImpl::share_written(const ir::Graph& g,
                                 std::vector<std::shared_ptr<Storage>>& results) {
-  const std::vector<ir::NodeId>& input_ids = g.inputs();
   for (size_t i = 0; i < results.size(); ++i) {
-    const ir::Node& n = g.node(g.outputs()[i]);
-    if (n.op != ir::Op::update_slice) continue;
-    const auto k = static_cast<size_t>(std::find(input_ids.begin(), input_ids.end(), n.inputs[0]) -
-                                       input_ids.begin());
-    const std::shared_ptr<Storage>& dst = bound.at(k);
+    const std::optional<size_t> k = g.written_input(i);
+    if (!k) continue;
+    const std::shared_ptr<Storage>& dst = bound.at(*k);
     if (runtime) {
       // Written in place on the device, unless eval_into asked for a copy elsewhere.
       if (results[i]->device != dst->device) continue;

@@ -251,16 +251,12 @@ void Runtime::write_back(const ir::Graph& g,
                          const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
                          const std::vector<std::shared_ptr<DeviceBuffer>>& copies,
                          std::vector<std::shared_ptr<DeviceBuffer>>& outs) {
-  const std::vector<ir::NodeId>& input_ids = g.inputs();
   for (size_t i = 0; i < g.outputs().size(); ++i) {
-    const ir::Node& n = g.node(g.outputs()[i]);
-    if (n.op != ir::Op::update_slice) continue;
-    const auto k = static_cast<size_t>(std::find(input_ids.begin(), input_ids.end(), n.inputs[0]) -
-                                       input_ids.begin());
-    if (k >= inputs.size() || copies[k] == inputs[k] || outs[i] != copies[k]) continue;
-    FUSEJIT_CUDA(cudaMemcpyAsync(inputs[k]->data(), copies[k]->data(), inputs[k]->bytes(),
+    const std::optional<size_t> k = g.written_input(i);
+    if (!k || *k >= inputs.size() || copies[*k] == inputs[*k] || outs[i] != copies[*k]) continue;
+    FUSEJIT_CUDA(cudaMemcpyAsync(inputs[*k]->data(), copies[*k]->data(), inputs[*k]->bytes(),
                                  cudaMemcpyDeviceToDevice, device_->stream()));
-    outs[i] = inputs[k];
+    outs[i] = inputs[*k];
   }
 }
 

@@ -137,3 +137,22 @@ TEST_CASE("a cleared graph records the next trace as a new graph would", "[ir][i
     CHECK(g == before);
   }
 }
+
+TEST_CASE("written_input names the input an update_slice output writes into", "[ir][update]") {
+  Graph g;
+  const NodeId other = add_input(g, DType::f32, {4});
+  const NodeId cache = add_input(g, DType::f32, {2, 8});
+  const NodeId value = add_input(g, DType::f32, {2, 1});
+  const NodeId pos = add_input(g, DType::i32, {});
+  g.add_output(add_unary(g, Op::exp, other));
+  // A computed destination is refused when recorded, so a written output's is always an input.
+  REQUIRE_THROWS_WITH(add_update_slice(g, add_unary(g, Op::neg, cache), value, 1, pos),
+                      ContainsSubstring("the destination"));
+  g.add_output(add_update_slice(g, cache, value, 1, pos));
+  g.add_output(cache);  // the input itself, unwritten by this output
+  CHECK_FALSE(g.written_input(0).has_value());
+  REQUIRE(g.written_input(1).has_value());
+  CHECK(*g.written_input(1) == 1);
+  CHECK_FALSE(g.written_input(2).has_value());
+  CHECK_THROWS(g.written_input(3));
+}
