@@ -6,7 +6,8 @@
 //                                         heads, 8 KV heads, FFN 14336, vocab 128256, rope base
 //                                         500000), random bf16 weights drawn on the device
 //   generate --config tiny                2 layers, hidden 256: the shape the tests run
-//   generate --batch B --prompt P --new-tokens N --temperature T --seed S
+//   generate --batch B --prompt P --new-tokens N --temperature T --seed S   (--tokens N: the
+//                                         same as --new-tokens N)
 //   generate --temperature T --top-k K --top-p P   sampling among the K largest logits and
 //                                         the smallest nucleus of mass P (of logits / T)
 //   generate --layers L --hidden H --heads N --kv-heads K --ffn F --vocab V --rope-base R
@@ -327,7 +328,9 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 struct Generated {
   std::vector<double> prompt, tokens;  // [batch, prompt], [batch, new_tokens] row-major
-  double first_token_s = 0, decode_s = 0;
+  // The prefill; the first decode step, which plans and compiles the decode-shaped kernels; the
+  // decode steps after it (the steady state that tokens/s describes).
+  double first_token_s = 0, first_step_s = 0, decode_s = 0;
 };
 
 // Prefill, then new_tokens - 1 decode steps; each step one eval of the next tokens.
@@ -349,6 +352,11 @@ Generated generate(fj::Context& ctx, Model& m, const Run& r) {
     const fj::Tensor logits =
         forward(ctx, m, steps.back(), position(ctx, r.prompt + s - 1), 1, r.capacity());
     steps.push_back(choose(logits, r, static_cast<uint64_t>(s)).eval());
+    if (s == 1) {
+      ctx.synchronize();
+      g.first_step_s = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+    }
   }
   ctx.synchronize();
   g.decode_s = seconds_since(t0);
@@ -390,7 +398,7 @@ void report(fj::Context& ctx, const Model& m, const Run& r, const Generated& g) 
   const double weights = (per_layer * c.layers + 2.0 * c.vocab * c.hidden) * 2.0;
   const double read = (per_layer * c.layers + double(c.vocab) * c.hidden) * 2.0;  // per step
   const double cache = 2.0 * c.layers * r.batch * c.kv_heads * r.capacity() * c.head_dim() * 2.0;
-  const double steps = double(r.new_tokens - 1);
+  const double steps = double(r.new_tokens - 2);  // timed: those after the first decode step
   std::printf("config %s: %lld layers, hidden %lld, %lld heads (%lld KV), ffn %lld, vocab %lld\n",
               c.name.c_str(), (long long)c.layers, (long long)c.hidden, (long long)c.heads,
               (long long)c.kv_heads, (long long)c.ffn, (long long)c.vocab);
@@ -398,12 +406,19 @@ void report(fj::Context& ctx, const Model& m, const Run& r, const Generated& g) 
               gigabytes(weights), gigabytes(cache), (long long)r.batch, (long long)r.capacity());
   std::printf("time to first token: %.2f ms (prefill of %lld tokens)\n", g.first_token_s * 1e3,
               (long long)r.prompt);
+  if (r.new_tokens > 1) {
+    std::printf("first decode step: %.2f ms (plans and compiles the decode kernels)\n",
+                g.first_step_s * 1e3);
+  }
   if (steps > 0) {
     const double step_s = g.decode_s / steps;
     std::printf(
-        "decode: %.3f ms per step, %.1f tokens/s (%.1f per sequence), weights read at "
-        "%.0f GB/s\n",
-        step_s * 1e3, double(r.batch) / step_s, 1.0 / step_s, gigabytes(read) / step_s);
+        "decode: %.3f ms per step over the %lld steps after the first, %.1f tokens/s (%.1f per "
+        "sequence), weights read at %.0f GB/s\n",
+        step_s * 1e3, (long long)steps, double(r.batch) / step_s, 1.0 / step_s,
+        gigabytes(read) / step_s);
+  } else {
+    std::printf("decode: give --new-tokens 3 or more for a steady-state tokens/s\n");
   }
   const fj::Context::Stats s = ctx.stats();
   std::printf("fusejit: %lld evals, %lld plans, %lld kernels compiled, %lld graph launches\n",
@@ -432,7 +447,7 @@ bool apply(Config& c, Run& r, const std::string& flag, const std::string& v) {
     r.batch = integer(flag, v);
   else if (flag == "--prompt")
     r.prompt = integer(flag, v);
-  else if (flag == "--new-tokens")
+  else if (flag == "--new-tokens" || flag == "--tokens")
     r.new_tokens = integer(flag, v);
   else if (flag == "--temperature")
     r.temperature = std::stod(v);

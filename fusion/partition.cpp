@@ -438,7 +438,7 @@ void fuse_vertically(State& s, const PartitionOptions& options) {
 // once per element (a concat of it), so one kernel would compute that value's region as many
 // times; vertical fusion weighed this, so merging as siblings would bypass it.
 std::optional<std::string> repeats_other(const State& s, int a, int b) {
-  for (const auto [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
+  for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
     for (NodeId m : s.group(x).members) {
       const auto it = s.repeated.find(m);
       if (it == s.repeated.end()) continue;

@@ -166,7 +166,7 @@ CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
   if (!asked) verbose.extra.emplace_back(kPtxasVerbose);
   CompiledKernel out = compile_once(k, arch, verbose);
   for (const int blocks : k.relaxed_min_blocks) {
-    if (spill_stores(out.log) <= 0) break;
+    if (!spills(out)) break;
     CompileOptions relaxed = verbose;
     relaxed.extra.push_back(fmt::format("-DFJ_MIN_BLOCKS={}", blocks));
     out = compile_once(k, arch, relaxed);

@@ -49,14 +49,26 @@ struct CompiledKernel {
 // source does not compile: the message holds the kernel name, NVRTC's log, and the path where
 // the failing source was written (temp_directory_path()/fusejit-failed-<name>.cu). A kernel
 // with Kernel::relaxed_min_blocks is compiled with ptxas's report, and again with each of the
-// relaxed launch bounds in turn while the report shows a spill (a real arch only: for PTX, the
+// relaxed launch bounds in turn while it spills (spills(); a real arch only: for PTX, the
 // driver's compile keeps the kernel's own bounds).
 CompiledKernel compile(const templates::Kernel& k, std::string_view arch,
                        const CompileOptions& options = {});
 
 // The bytes ptxas says a kernel spills (stores to local memory), from a log of a compile with
 // "--ptxas-options=-v" among CompileOptions::extra; -1 when the log holds no such report.
+// NVRTC 12.9 and later, where a driver is installed, serve a compile they have seen before from
+// the CUDA compute cache (~/.nv/ComputeCache) without running ptxas: such a log has no report,
+// even when asked for. spills() does not depend on it.
 int64_t spill_stores(const std::string& log);
+
+// The largest stack frame ptxas gave a function of `cubin`, in bytes, read from the ELF's
+// .nv.info records (cuobjdump -res-usage's "STACK"); -1 when `cubin` is not a CUBIN this can
+// read. A generated kernel has a frame only when it spilled or kept an array in local memory.
+int64_t stack_frame_bytes(std::string_view cubin);
+
+// Whether `c` spills: ptxas's report when its log has one, else whether its CUBIN has a stack
+// frame (a compile served from the compute cache). What compile() relaxes launch bounds on.
+bool spills(const CompiledKernel& c);
 
 // The options compile() passes for `arch` (they are part of the kernel cache key).
 std::vector<std::string> compile_flags(std::string_view arch, const CompileOptions& options = {});

@@ -9,6 +9,12 @@ echo "$out"
 grep -q "no GPU: the CPU reference runs the model" <<<"$out"
 grep -q "config tiny: 2 layers, hidden 256, 4 heads (2 KV)" <<<"$out"
 grep -q "check: 0 of 12 tokens differ from a rerun without the cache: pass" <<<"$out"
+# The first decode step (it plans and compiles) is timed apart from the steady state.
+grep -qE "^first decode step: [0-9.]+ ms" <<<"$out"
+grep -qE "^decode: [0-9.]+ ms per step over the 4 steps after the first, [0-9.]+ tokens/s" <<<"$out"
+# The issue's spelling of the CI run: --tokens for --new-tokens.
+CUDA_VISIBLE_DEVICES= FUSEJIT_CACHE=memory FUSEJIT_LOG=error "$1" --config tiny --tokens 16 --check |
+  grep -q "check: 0 of 16 tokens differ from a rerun without the cache: pass"
 # Sampling runs too, and says what it drew.
 CUDA_VISIBLE_DEVICES= FUSEJIT_CACHE=memory FUSEJIT_LOG=error "$1" --config tiny --temperature 0.8 |
   grep -qE "^tokens of sequence 0:( [0-9]+){6}$"

@@ -19,7 +19,7 @@ using namespace fusejit::ir;
 using fusejit::test::compile_and_check;
 using fusejit::test::has;
 using fusejit::test::kernel_text;
-using fusejit::test::spill_stores;
+using fusejit::test::spills;
 
 using fusejit::testing::outer_extent;
 using fusejit::testing::plan_at;
@@ -432,7 +432,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
       CHECK(k.max_row_length % k.block == 0);
       CHECK(test::schedule_count(k, "vectors_per_thread") == k.max_row_length / k.block);
       CHECK(test::schedule_count(k, "vector_width") == 1);
-      CHECK(spill_stores(k) == 0);
+      CHECK_FALSE(spills(k));
       longest = k.max_row_length;
     }
     CHECK(path >= 9);  // one wider path at least
@@ -449,7 +449,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
       if (!o.kernel) break;
       if (o.kernel->block < 512) continue;
       INFO("path " << path << "\n" << kernel_text(*o.kernel));
-      CHECK(spill_stores(*o.kernel) == 0);
+      CHECK_FALSE(spills(*o.kernel));
       ++wide;
     }
     // (The f32 layer norm's weight and bias, 32 registers each at 8 vectors of 4, leave no
@@ -493,7 +493,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     CHECK(has(kernel_text(*o.kernel), "fj_load_vec("));
     CHECK(has(kernel_text(*o.kernel), " - 4))"));  // the last vector of 4 f32
     compile_and_check(*o.kernel, only_region(plan_at(rows, {257, 8 * 1031})));
-    if (path >= 9) CHECK(spill_stores(*o.kernel) == 0);  // 24 f32 on 512 threads, 32 on 1,024
+    if (path >= 9) CHECK_FALSE(spills(*o.kernel));  // 24 f32 on 512 threads, 32 on 1,024
   }
   // Few static rows: the block per row already, so one register path.
   const GraphAtSizes few = [](Graph& g, const std::vector<int64_t>& s) {
@@ -575,7 +575,7 @@ TEST_CASE("register paths compute what their passes share once, at the residency
     const jit::CompiledKernel c =
         jit::compile(k, "sm_90", {.ptx = true, .extra = {"--ptxas-options=-v"}});
     INFO("ptxas says\n" << c.log);
-    CHECK(jit::spill_stores(c.log) == 0);
+    CHECK_FALSE(jit::spills(c));
     CHECK_FALSE(c.relaxed);
     CHECK(test::count(c.ptx, "ex2.approx") == static_cast<size_t>(values));
     if (k.block == 256 && chunks * v == 32) CHECK(has(k.source, "#define FJ_MIN_BLOCKS 5"));
@@ -608,7 +608,7 @@ TEST_CASE("a register path of few values asks for the residency of 32 registers,
     CHECK(k.relaxed_min_blocks == std::vector<int>{6, 4});
     const jit::CompiledKernel c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
     INFO("ptxas says\n" << c.log);
-    CHECK(jit::spill_stores(c.log) == 0);
+    CHECK_FALSE(jit::spills(c));
     CHECK_FALSE(c.relaxed);
     std::smatch m;
     REQUIRE(std::regex_search(c.log, m, used));

@@ -1,4 +1,5 @@
 // The NVRTC wrapper: versions, archs, PTX-only compiles, and what a compile failure says.
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -94,16 +95,11 @@ TEST_CASE("a compile failure names the kernel and shows the log and keeps the so
   std::filesystem::remove(dumped);
 }
 
-TEST_CASE("launch bounds that spill are relaxed to each residency in turn until none does",
-          "[templates][nvrtc]") {
-  // 44 values live at once in each thread: ptxas spills them from the 32 registers of eight
-  // blocks of 256 per SM and from the 40 of six, not from the 64 of four.
-  templates::Kernel k;
-  k.name = "fj_test_relaxed";
-  k.source = R"(#ifndef FJ_MIN_BLOCKS
-#define FJ_MIN_BLOCKS 8
-#endif
-extern "C" __global__ void __launch_bounds__(256, FJ_MIN_BLOCKS) fj_test_relaxed(float* p) {
+namespace {
+
+// A kernel `declarator`(float* p) keeping 44 floats live at once in each of 256 threads.
+std::string forty_four_live(const std::string& declarator) {
+  return "extern \"C\" __global__ void " + declarator + R"((float* p) {
   float v[44];
   float s = 0.0f;
   #pragma unroll
@@ -115,19 +111,86 @@ extern "C" __global__ void __launch_bounds__(256, FJ_MIN_BLOCKS) fj_test_relaxed
   for (int i = 0; i < 44; ++i) p[threadIdx.x + 256 * i] = v[i] / s;
 }
 )";
+}
+
+}  // namespace
+
+TEST_CASE("launch bounds that spill are relaxed to each residency in turn until none does",
+          "[templates][nvrtc]") {
+  // 44 values live at once in each thread: ptxas spills them from the 32 registers of eight
+  // blocks of 256 per SM and from the 40 of six, not from the 64 of four.
+  templates::Kernel k;
+  k.name = "fj_test_relaxed";
+  k.source = "#ifndef FJ_MIN_BLOCKS\n#define FJ_MIN_BLOCKS 8\n#endif\n" +
+             forty_four_live("__launch_bounds__(256, FJ_MIN_BLOCKS) fj_test_relaxed");
   const jit::CompiledKernel own = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
-  CHECK(jit::spill_stores(own.log) > 0);  // no relaxed bounds: compiled once, as asked
+  CHECK(jit::spills(own));  // no relaxed bounds: compiled once, as asked
   CHECK_FALSE(own.relaxed);
   k.relaxed_min_blocks = {6, 4, 2};
   const jit::CompiledKernel c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
   INFO(c.log);
   CHECK(c.relaxed);
   CHECK(c.relaxed_to == 4);  // 6 spills too; 2 is not needed
-  CHECK(jit::spill_stores(c.log) == 0);
+  CHECK_FALSE(jit::spills(c));
   k.relaxed_min_blocks = {6};  // none left that fits: the last one is kept, spilling
   const jit::CompiledKernel last = jit::compile(k, "sm_90");
   CHECK(last.relaxed_to == 6);
   CHECK(last.log.find("ptxas info") == std::string::npos);  // the report was not asked for
+}
+
+namespace {
+
+// The "N bytes stack frame" of ptxas's report in `log`; -1 without one.
+int64_t reported_frame(const std::string& log) {
+  const size_t at = log.find(" bytes stack frame");
+  if (at == std::string::npos) return -1;
+  size_t start = at;
+  while (start > 0 && std::isdigit(static_cast<unsigned char>(log[start - 1]))) --start;
+  return std::stoll(log.substr(start, at - start));
+}
+
+}  // namespace
+
+TEST_CASE("a CUBIN's stack frame tells a spill where ptxas's report is missing",
+          "[templates][nvrtc]") {
+  // Where a driver is installed, NVRTC serves a compile it has seen from the CUDA compute cache
+  // without running ptxas, and the log has no report: spills() then reads the CUBIN.
+  templates::Kernel k;
+  k.name = "fj_test_frame";
+  k.source = forty_four_live("fj_test_frame");
+  jit::CompiledKernel tight =
+      jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v", "--maxrregcount=32"}});
+  jit::CompiledKernel roomy = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
+  INFO(tight.log << roomy.log);
+  const int64_t frame = jit::stack_frame_bytes(tight.cubin);
+  CHECK(frame > 0);
+  if (reported_frame(tight.log) >= 0) CHECK(frame == reported_frame(tight.log));
+  CHECK(jit::stack_frame_bytes(roomy.cubin) == 0);
+  tight.log.clear();  // as a compute-cache hit hands it back
+  roomy.log.clear();
+  CHECK(jit::spills(tight));
+  CHECK_FALSE(jit::spills(roomy));
+
+  // Not a CUBIN, or a damaged one: -1, never a read out of bounds (the ASan build runs this).
+  CHECK(jit::stack_frame_bytes("") == -1);
+  CHECK(jit::stack_frame_bytes(
+            "not an ELF file at all, but long enough to have a header..........") == -1);
+  const std::string& cubin = tight.cubin;
+  for (const size_t keep : {size_t{16}, size_t{64}, cubin.size() / 2}) {
+    INFO("the CUBIN's first " << keep << " of " << cubin.size() << " bytes");
+    CHECK(jit::stack_frame_bytes(std::string_view(cubin).substr(0, keep)) == -1);
+  }
+  // Cut anywhere: unreadable, or (when what it needs is whole) the same frame.
+  for (size_t keep = 0; keep < cubin.size(); keep += 7) {
+    const int64_t cut = jit::stack_frame_bytes(std::string_view(cubin).substr(0, keep));
+    if (cut != -1) CHECK(cut == frame);
+  }
+  std::string bad = cubin;
+  bad[0x3a] = 1;  // section header entries of one byte
+  CHECK(jit::stack_frame_bytes(bad) == -1);
+  bad = cubin;
+  bad[0x28] = bad[0x29] = bad[0x2a] = bad[0x2b] = '\xff';  // the section table far past the end
+  CHECK(jit::stack_frame_bytes(bad) == -1);
 }
 
 TEST_CASE("a bad option is an NVRTC error naming the call", "[templates][nvrtc]") {

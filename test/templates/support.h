@@ -51,11 +51,12 @@ inline size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-// The bytes ptxas reports spilling (stores) when it compiles `k` for sm_90; -1 without a report.
-inline int64_t spill_stores(const templates::Kernel& k) {
+// Whether `k` spills when compiled for sm_90 (jit::spills: ptxas's report, or the CUBIN's stack
+// frame when the compile came from the CUDA compute cache without a report).
+inline bool spills(const templates::Kernel& k) {
   const jit::CompiledKernel c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}});
   INFO("ptxas says\n" << c.log);
-  return jit::spill_stores(c.log);
+  return jit::spills(c);
 }
 
 // Compiles the region's kernel for sm_90; checks what every kernel must satisfy.
