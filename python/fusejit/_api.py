@@ -97,10 +97,16 @@ def plan(*tensors):
     return _fusejit.plan_text(list(tensors))
 
 
-def explain(*tensors):
-    """plan(*tensors), as an object that prints as the plan and has .kernels, .library_calls
-    and .regions."""
-    return PlanExplanation(list(tensors))
+def explain(*args, **kwargs):
+    """explain(t1, t2, ...): plan(t1, t2, ...), as an object that prints as the plan and has
+    .kernels, .library_calls and .regions.
+    explain(fn, *inputs): what torch.compile(fn, backend="fusejit") makes of fn (see
+    fusejit.dynamo.explain): the graphs fusejit runs and the ops left to torch, by name."""
+    if args and callable(args[0]) and not isinstance(args[0], Tensor):
+        from fusejit import dynamo
+
+        return dynamo.explain(*args, **kwargs)
+    return PlanExplanation(list(args))
 
 
 class PlanExplanation:

@@ -24,3 +24,9 @@ def test_extension_finds_its_library_and_needs_no_driver():
     assert "not found" not in deps, deps
     assert "libcuda.so" not in deps, deps  # the driver is loaded at run time, never linked
 
+
+def test_torch_backend_entry_point():
+    from importlib.metadata import entry_points
+
+    eps = entry_points(group="torch_dynamo_backends")
+    assert [e.value for e in eps if e.name == "fusejit"] == ["fusejit.dynamo:backend"]
