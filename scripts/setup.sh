@@ -180,3 +180,39 @@ fusejit_build() {
     -DCUDAToolkit_ROOT="$cuda_root" "${extra[@]}" >/dev/null
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
+
+# The Python package's environment (docs/python.md): a virtualenv at $FUSEJIT_VENV (default
+# $BUILD_DIR-py/venv, ignored by git as every build dir) holding what building and testing the
+# package need, from PyPI through pip: nanobind and scikit-build-core (the build, run without
+# build isolation so that it downloads nothing), pytest, numpy and torch. PyPI's Linux x86-64
+# torch is its CUDA build (about 5 GB installed with its nvidia-* wheels; it runs on the CPU
+# here); pip's own cache keeps the wheels, so a new venv installs them without downloading
+# (about 60 s of unpacking on the 2-core machine). Python's venv module and headers come from
+# Debian (python3-venv, python3-dev) when the python3 on the PATH lacks them.
+FUSEJIT_PY_PACKAGES=(nanobind scikit-build-core pytest numpy torch)
+fusejit_python_env() {
+  FUSEJIT_VENV=${FUSEJIT_VENV:-$BUILD_DIR-py/venv}
+  local include
+  include=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)
+  if ! python3 -c 'import venv, ensurepip' 2>/dev/null || [ ! -f "$include/Python.h" ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+      echo "fusejit: installing python3-venv python3-dev (the Python package's build)"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-dev >/dev/null
+    else
+      echo "fusejit: the Python step needs python3 with its venv module and headers" \
+           "(Debian: apt-get install python3-venv python3-dev); or skip it: FUSEJIT_SKIP_PYTHON=1" >&2
+      exit 1
+    fi
+  fi
+  [ -x "$FUSEJIT_VENV/bin/python" ] || python3 -m venv "$FUSEJIT_VENV"
+  "$FUSEJIT_VENV/bin/python" -m pip install -q --disable-pip-version-check "${FUSEJIT_PY_PACKAGES[@]}"
+}
+
+# Builds the package into the venv: scikit-build-core runs CMake in $BUILD_DIR-py/build (kept, so
+# that a second build is incremental), ccache as the other builds.
+fusejit_python_install() {
+  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
+    "$FUSEJIT_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
+    --no-deps --force-reinstall -C build-dir="$BUILD_DIR-py/build" \
+    -C cmake.define.CUDAToolkit_ROOT=/usr/local/cuda "$ROOT"
+}

@@ -11,9 +11,8 @@
 #include "fusejit/options.h"
 #include "fusion/pipeline.h"
 #include "fusion/plan_json.h"
-#include "fusion/plan_print.h"
 #include "ir/text.h"
-#include "jit/libs/gemm_call.h"
+#include "jit/libs/plan_text.h"
 #include "jit/runtime/dynamic.h"
 #include "jit/runtime/runtime.h"
 #include "templates/schedulers/schedule_json.h"
@@ -23,23 +22,6 @@
 namespace fusejit::tools {
 
 namespace {
-
-// How the executor will issue each gemm region (jit/libs/gemm_call.h): the cuBLASLt calls, and for
-// a batched one the batch strides in elements (0: the operand is broadcast).
-std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32) {
-  std::string out;
-  for (size_t i = 0; i < plan.regions.size(); ++i) {
-    if (plan.regions[i].kind != fusion::RegionKind::gemm) continue;
-    const jit::GemmCall call = jit::describe_gemm_call(plan, plan.regions[i], allow_tf32);
-    const jit::GemmProblem& p = call.problem;
-    out += fmt::format("  region {}: {}", i, jit::gemm_call_label(call));
-    if (p.batch > 1) {
-      out += fmt::format(", batch strides A {} B {} D {}", p.stride_a, p.stride_b, p.stride_d);
-    }
-    out += "\n";
-  }
-  return out.empty() ? out : "\nlibrary calls:\n" + out;
-}
 
 // The dynamic section of the plan of a trace with dynamic dims: which regions take the sizes
 // at run time (one kernel for all) and which are compiled per size.
@@ -122,7 +104,7 @@ int plan(const PlanArgs& args) {
     if (dp) doc["dynamic"] = dynamic_json(trace, *dp, values);
     text = fusion::json_line(doc);
   } else {
-    text = fusion::plan_to_text(plan) + library_calls_text(plan, options.allow_tf32);
+    text = jit::plan_text(plan, options.allow_tf32);
     if (dp) text += dynamic_text(trace, *dp, values);
   }
   std::fwrite(text.data(), 1, text.size(), stdout);

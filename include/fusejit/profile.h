@@ -37,6 +37,12 @@ struct PlanSummary {
 };
 PlanSummary plan_summary(const std::vector<Tensor>& outputs);
 
+// The same plan in full, as text: what `fusejit plan` prints for Context::trace_text(outputs)
+// (each region with its nodes as trace lines, the decisions with the reason for each cut, the
+// cuBLASLt calls), for a program that shows it (the Python package's plan() and explain()).
+// Needs no GPU and no data.
+std::string plan_text(const std::vector<Tensor>& outputs);
+
 // The GPU of `ctx`, and its device-to-device copy bandwidth, measured now (a 1 GiB copy, median
 // of 20): the ceiling a memory-bound kernel's bandwidth is compared with. Throws
 // fusejit::UsageError when `ctx` has no GPU.

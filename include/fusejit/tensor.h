@@ -17,11 +17,14 @@
 #include "fusejit/export.h"
 
 struct DLManagedTensor;  // <dlpack/dlpack.h>: needed only by a program that calls to_dlpack
+struct CUstream_st;      // cudaStream_t points to one
 
 FUSEJIT_PUBLIC_BEGIN
 namespace fusejit {
 
 class Context;
+// Tensor::to_dlpack(stream) with no ordering at all (DLPack's stream -1).
+inline CUstream_st* const kNoStreamOrder = reinterpret_cast<CUstream_st*>(~uintptr_t{0});
 namespace detail {
 struct TensorImpl;
 }
@@ -73,6 +76,14 @@ class Tensor {
   // in the Context's stream order: call it once the consumer's work on the buffer has run, or
   // is ordered before the Context's later work (the same stream).
   DLManagedTensor* to_dlpack() const;
+  // The same for a consumer that reads on `stream` (a cudaStream_t of the Context's GPU), as
+  // DLPack's __dlpack__(stream=...) protocol asks: the host is not synchronized; `stream` is
+  // made to wait for the Context's work queued so far (an event recorded on the Context's stream,
+  // waited on there), so the values are ready in `stream`'s order. The Context's own stream
+  // needs no wait, nor does the CPU path (ready when this returns). Null: the legacy default
+  // stream; as the protocol's "-1", fusejit::kNoStreamOrder orders nothing (the consumer
+  // synchronizes itself).
+  DLManagedTensor* to_dlpack(CUstream_st* stream) const;
 
   explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
   const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }

@@ -10,6 +10,8 @@
 #include "fusejit/error.h"
 #include "ir/shape.h"
 #include "jit/api/context_impl.h"
+#include "jit/runtime/cuda_check.h"
+#include "jit/runtime/device.h"
 
 namespace fusejit {
 
@@ -87,18 +89,19 @@ Tensor from_dlpack(Context& ctx, DLManagedTensor* managed) {
   return ctx.wrap(data, std::move(shape), dtype, std::move(strides), std::move(release));
 }
 
-DLManagedTensor* Tensor::to_dlpack() const {
-  const void* data = data_ptr();  // evaluates; throws on an empty handle
-  detail::ContextImpl& ctx = *impl()->ctx;
-  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
+namespace {
+
+// The export of `tensor` (computed by the caller), owning a reference to its storage.
+DLManagedTensor* export_tensor(const Tensor& tensor, const void* data) {
+  detail::ContextImpl& ctx = *tensor.impl()->ctx;
   auto out = std::make_unique<Export>();
-  out->storage = impl()->storage;
-  out->shape = shape();
+  out->storage = tensor.impl()->storage;
+  out->shape = tensor.shape();
   DLTensor& t = out->managed.dl_tensor;
   t.data = const_cast<void*>(data);
-  t.device = ctx.runtime ? DLDevice{kDLCUDA, context().device()} : DLDevice{kDLCPU, 0};
+  t.device = ctx.runtime ? DLDevice{kDLCUDA, tensor.context().device()} : DLDevice{kDLCPU, 0};
   t.ndim = static_cast<int32_t>(out->shape.size());
-  t.dtype = dl_type_of(dtype());
+  t.dtype = dl_type_of(tensor.dtype());
   t.shape = out->shape.data();
   t.strides = nullptr;  // dense row-major
   t.byte_offset = 0;
@@ -106,9 +109,50 @@ DLManagedTensor* Tensor::to_dlpack() const {
   out->managed.deleter = [](DLManagedTensor* self) {
     delete static_cast<Export*>(self->manager_ctx);
   };
+  return &out.release()->managed;
+}
+
+// `consumer` waits on the device for the work queued so far on the Context's stream.
+void order_after(detail::ContextImpl& ctx, int device, CUstream_st* consumer) {
+  cudaStream_t own = ctx.runtime->device().stream();
+  if (consumer == own) return;
+  const jit::DeviceGuard guard(device);
+  cudaEvent_t done = nullptr;
+  FUSEJIT_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(done, own);
+  const cudaError_t waited =
+      recorded == cudaSuccess ? cudaStreamWaitEvent(consumer, done, 0) : recorded;
+  cudaEventDestroy(done);  // released once the wait is done; the wait stays queued
+  FUSEJIT_CUDA(recorded);
+  FUSEJIT_CUDA(waited);
+}
+
+}  // namespace
+
+DLManagedTensor* Tensor::to_dlpack() const {
+  const void* data = data_ptr();  // evaluates; throws on an empty handle
+  detail::ContextImpl& ctx = *impl()->ctx;
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
+  DLManagedTensor* out = export_tensor(*this, data);
   // A consumer may read on any stream, or the host: the values must be there already.
   if (ctx.runtime) ctx.runtime->device().synchronize();
-  return &out.release()->managed;
+  return out;
+}
+
+DLManagedTensor* Tensor::to_dlpack(CUstream_st* stream) const {
+  const void* data = data_ptr();
+  detail::ContextImpl& ctx = *impl()->ctx;
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
+  DLManagedTensor* out = export_tensor(*this, data);
+  if (ctx.runtime && stream != kNoStreamOrder) {
+    try {
+      order_after(ctx, context().device(), stream ? stream : cudaStreamLegacy);
+    } catch (...) {
+      out->deleter(out);
+      throw;
+    }
+  }
+  return out;
 }
 
 }  // namespace fusejit

@@ -12,11 +12,13 @@
 #include "fusejit/error.h"
 #include "fusion/pipeline.h"
 #include "ir/host_tensor.h"
+#include "ir/prune.h"
 #include "ir/shape.h"
 #include "ir/text.h"
-#include "jit/runtime/check.h"
 #include "jit/api/context_impl.h"
 #include "jit/libs/gemm_call.h"
+#include "jit/libs/plan_text.h"
+#include "jit/runtime/check.h"
 #include "jit/runtime/timing.h"
 
 namespace fusejit {
@@ -121,6 +123,15 @@ PlanSummary plan_summary(const std::vector<Tensor>& outputs) {
     summary.regions.push_back(region_line(plan, r, options.allow_tf32));
   }
   return summary;
+}
+
+std::string plan_text(const std::vector<Tensor>& outputs) {
+  PendingTrace p = pending_trace(outputs, "plan_text");
+  // The trace as trace_text prints it (only what the outputs need, numbered from 0), so that
+  // the text is the CLI's for that trace.
+  const ir::Graph trace = ir::prune(p.graph, p.graph.outputs());
+  const fusion::Plan plan = fusion::make_plan(trace, jit::plan_options(p.ctx.options));
+  return jit::plan_text(plan, p.ctx.options.allow_tf32);
 }
 
 DeviceSummary describe_device(Context& ctx) {

@@ -1,0 +1,17 @@
+// jit/plan_text: the text `fusejit plan` prints for a plan: its regions and decisions
+// (fusion/plan_print.h), then how each gemm region is issued to cuBLASLt. The CLI prints it for a
+// trace file, fusejit::plan_text (fusejit/profile.h) for a Context's pending tensors; both call
+// this, so the two never drift apart.
+#pragma once
+
+#include <string>
+
+#include "fusion/plan.h"
+
+namespace fusejit::jit {
+
+// plan_to_text(plan), then "library calls:" with one line per gemm region (its cuBLASLt call
+// and, when batched, the batch strides in elements; 0: that operand is broadcast), when any.
+std::string plan_text(const fusion::Plan& plan, bool allow_tf32);
+
+}  // namespace fusejit::jit

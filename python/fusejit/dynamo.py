@@ -1,0 +1,309 @@
+"""torch.compile(fn, backend="fusejit"): Dynamo's graphs, lowered to ATen, run by fusejit.
+
+    compiled = torch.compile(model, backend="fusejit")   # the entry point finds this backend
+    print(fusejit.explain(model, x))                     # what fusejit takes, what stays in torch
+
+How a graph runs (inference: a graph that needs gradients runs in torch, as aot_eager):
+1. AOTAutograd lowers Dynamo's FX graph to ATen ops (no decompositions: fusejit has softmax,
+   layer norm and GELU of its own) and hands the inference graph to `_compile`.
+2. The graph is cut into the largest pieces of ops fusejit takes (fusejit._aten.supports) by
+   torch's CapabilityBasedPartitioner; every other op stays in torch, between the pieces. Each
+   op left out is a split, named with its op and the reason in `splits` and explain().
+3. Each piece is translated once per (graph, input dtypes): its nodes become a list of steps
+   over fusejit ops (the translation cache). A call replays the steps on fusejit Tensors that
+   read torch's memory in place (DLPack), evaluates the outputs together (one fusejit trace:
+   the kernel cache on disk and the trace memo as for any fusejit user) and hands them to torch
+   without a copy.
+Symbolic sizes (torch.compile(dynamic=True), torch._dynamo.mark_dynamic, or Dynamo's automatic
+dynamic shapes) reach a piece as int inputs; the axes they size are marked dynamic on the
+fusejit inputs (Context.mark_dynamic), so a new batch size or sequence length reuses the
+translation, the plan and the kernels.
+"""
+import threading
+
+import torch
+import torch.fx
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupport
+
+import fusejit as fj
+from fusejit import _aten
+
+_lock = threading.Lock()
+_translations = {}  # (graph code, input dtypes) -> _Program
+_stats = {"graphs": 0, "translations": 0, "translation_cache_hits": 0, "calls": 0}
+_contexts = {}  # (device type, index) -> fusejit.Context
+_reports = []  # one _GraphReport per graph compiled, for explain()
+
+
+def stats():
+    """Counters of the backend: graphs compiled, translations made and reused, calls run."""
+    with _lock:
+        return dict(_stats)
+
+
+def _context(device):
+    key = (device.type, device.index or 0)
+    with _lock:
+        if key not in _contexts:
+            if device.type == "cuda":
+                stream = torch.cuda.current_stream(device)
+                _contexts[key] = fj.Context(device=key[1], stream=stream if stream.cuda_stream else None)
+            else:
+                _contexts[key] = fj.Context()
+        return _contexts[key]
+
+
+class _Support(OperatorSupport):
+    def __init__(self, device_type, refused):
+        super().__init__()
+        self.device_type = device_type
+        self.refused = refused  # node -> reason, for the splits
+
+    def is_node_supported(self, submodules, node):
+        if node.op != "call_function":
+            return False
+        why = _aten.supports(node, self.device_type)
+        if why is not None:
+            self.refused[node] = why
+        return why is None
+
+
+class _Program:
+    """A piece of graph as steps over fusejit ops: (node name, function, args, kwargs), with
+    the graph's nodes in args replaced by _Ref."""
+
+    def __init__(self, gm):
+        self.inputs, self.steps, self.output = [], [], None
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                self.inputs.append(node.name)
+            elif node.op == "get_attr":
+                self.steps.append((node.name, _attr(gm, node.target), (), {}))
+            elif node.op == "call_function":
+                args = torch.fx.node.map_arg(node.args, lambda n: _Ref(n.name))
+                kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: _Ref(n.name))
+                self.steps.append((node.name, _aten.TABLE[node.target], args, kwargs))
+            elif node.op == "output":
+                self.output = torch.fx.node.map_arg(node.args[0], lambda n: _Ref(n.name))
+
+    def run(self, values):
+        env = dict(zip(self.inputs, values))
+        for name, fn, args, kwargs in self.steps:
+            env[name] = fn(*_resolve(args, env), **_resolve(kwargs, env))
+        return _resolve(self.output, env)
+
+
+class _Ref:
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+
+def _resolve(value, env):
+    if isinstance(value, _Ref):
+        return env[value.name]
+    if isinstance(value, (list, tuple)):
+        return type(value)(_resolve(v, env) for v in value)
+    if isinstance(value, dict):
+        return {k: _resolve(v, env) for k, v in value.items()}
+    return value
+
+
+def _attr(gm, target):
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return lambda: value  # a constant tensor: converted at each call, as an input
+
+
+class _Piece(torch.nn.Module):
+    """A piece of the graph that fusejit runs: called by the partitioned graph with torch
+    tensors (and ints, for symbolic sizes); returns torch tensors over fusejit's memory."""
+
+    def __init__(self, gm, example_inputs):
+        super().__init__()
+        dtypes = tuple(getattr(v, "dtype", type(v).__name__) for v in example_inputs)
+        key = (gm.code, dtypes)
+        with _lock:
+            self.program = _translations.get(key)
+            if self.program is None:
+                _stats["translations"] += 1
+                self.program = _translations[key] = _Program(gm)
+            else:
+                _stats["translation_cache_hits"] += 1
+        self.dynamic = _dynamic_axes(gm)
+
+    def forward(self, *inputs):
+        device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
+        ctx = _context(device)
+        values = []
+        for i, x in enumerate(inputs):
+            if not isinstance(x, torch.Tensor):
+                values.append(x)
+                continue
+            t = _import(x, ctx)
+            for axis, name in self.dynamic.get(i, ()):
+                if x.shape[axis] != 1:
+                    ctx.mark_dynamic(t, axis, name)
+            values.append(t)
+        _aten._CONTEXT.current = ctx
+        with _lock:
+            _stats["calls"] += 1
+        out = self.program.run(values)
+        single = not isinstance(out, (tuple, list))
+        outs = [out] if single else list(out)
+        pending = [o for o in outs if isinstance(o, fj.Tensor)]
+        if pending:
+            fj.eval(*_distinct(pending))
+        result = [torch.from_dlpack(o) if isinstance(o, fj.Tensor) else o for o in outs]
+        return result[0] if single else tuple(result)
+
+
+def _distinct(tensors):
+    seen, out = set(), []
+    for t in tensors:
+        if id(t) not in seen:
+            seen.add(id(t))
+            out.append(t)
+    return out
+
+
+def _import(x, ctx):
+    if x.dtype not in _aten.DTYPES:
+        raise fj.UsageError(f"fusejit.dynamo: an input of dtype {x.dtype} reached fusejit")
+    try:
+        return fj.from_dlpack(x.detach(), context=ctx)
+    except fj.UsageError:  # a layout fusejit cannot read in place (overlapping strides)
+        return fj.from_dlpack(x.detach().contiguous(), context=ctx)
+
+
+def _dynamic_axes(gm):
+    """{input position: [(axis, symbol name)]} for the tensor inputs whose sizes are symbolic."""
+    out = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, node in enumerate(placeholders):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        for axis, size in enumerate(val.shape):
+            if isinstance(size, torch.SymInt) and not isinstance(size.node.maybe_as_int(), int):
+                out.setdefault(i, []).append((axis, str(size.node.expr).replace(" ", "")))
+    return out
+
+
+class _GraphReport:
+    def __init__(self, pieces, splits):
+        self.pieces = pieces  # per piece: the ATen ops fusejit runs
+        self.splits = splits  # per op left to torch: "aten.cumsum.default (no fusejit op)"
+
+
+def _device_type(example_inputs):
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            return x.device.type
+    return "cpu"
+
+
+def _compile(gm, example_inputs):
+    """AOTAutograd's inference compiler: the partitioned graph, fusejit pieces in it."""
+    device_type = _device_type(example_inputs)
+    if device_type == "cpu" and fj.Context.gpu_available()[0]:
+        device_type = "none"  # fusejit runs on the GPU: CPU tensors stay in torch
+    refused = {}
+    partitioner = CapabilityBasedPartitioner(
+        gm, _Support(device_type, refused), allows_single_node_partition=True)
+    partitions = [p for p in partitioner.propose_partitions() if _does_work(p.nodes)]
+    fused = partitioner.fuse_partitions(partitions, prefix="fusejit_")
+    pieces = []
+    for node in list(fused.graph.nodes):
+        if node.op == "call_module" and node.target.startswith("fusejit_"):
+            sub = getattr(fused, node.target)
+            examples = [a.meta.get("val") for a in node.args]
+            setattr(fused, node.target, _Piece(sub, examples))
+            pieces.append([_op_name(n.target) for n in sub.graph.nodes if n.op == "call_function"])
+    splits = [f"{_op_name(n.target)} ({why})" for n, why in refused.items()
+              if n.op == "call_function" and n.target not in (_aten.aten.sym_size.int,)]
+    fused.recompile()
+    with _lock:
+        _stats["graphs"] += 1
+        _reports.append(_GraphReport(pieces, splits))
+    for s in splits:
+        _log(f"fusejit: split at {s}: it stays in torch")
+    from functorch.compile import make_boxed_func
+
+    return make_boxed_func(fused.forward)
+
+
+def _does_work(nodes):
+    """A partition of size and getitem nodes alone is no kernel: leave it to torch."""
+    return any(n.target not in (_aten.aten.sym_size.int,) and not isinstance(
+        n.target, type(len)) for n in nodes)
+
+
+def _op_name(target):
+    name = getattr(target, "__name__", str(target))
+    if isinstance(target, torch._ops.OpOverload):
+        return f"aten.{target.overloadpacket.__name__}.{target._overloadname}"
+    return name
+
+
+def _log(line):
+    import logging
+
+    logging.getLogger("fusejit.dynamo").info(line)
+
+
+def _training_compiler(gm, example_inputs):
+    """A graph that needs gradients runs in torch: fusejit compiles inference only."""
+    from functorch.compile import make_boxed_func
+
+    _log("fusejit: a graph that needs gradients runs in torch (inference only)")
+    return make_boxed_func(gm.forward)
+
+
+def backend(gm, example_inputs, **kwargs):
+    """The torch.compile backend (entry point torch_dynamo_backends: fusejit)."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(fw_compiler=_training_compiler, bw_compiler=_training_compiler,
+                        inference_compiler=_compile)(gm, example_inputs, **kwargs)
+
+
+class Explanation:
+    """What torch.compile(fn, backend="fusejit") made of fn for some inputs: .graphs (Dynamo's
+    graphs), .pieces (per piece fusejit runs, its ATen ops) and .splits (each op left to torch,
+    with the reason). str() lists them."""
+
+    def __init__(self, reports):
+        self.graphs = len(reports)
+        self.pieces = [p for r in reports for p in r.pieces]
+        self.splits = [s for r in reports for s in r.splits]
+
+    def __str__(self):
+        lines = [f"{self.graphs} graph(s), {len(self.pieces)} fusejit piece(s), "
+                 f"{len(self.splits)} split(s)"]
+        for i, ops in enumerate(self.pieces):
+            lines.append(f"  fusejit piece {i}: {len(ops)} ops: {' '.join(ops)}")
+        for s in self.splits:
+            lines.append(f"  split: {s} stays in torch")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def explain(fn, *args, **kwargs):
+    """Compiles fn with the fusejit backend afresh (torch._dynamo.reset()) and runs it on args;
+    returns the Explanation of the graphs that made."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    with _lock:
+        start = len(_reports)
+    with torch.no_grad():
+        torch.compile(fn, backend=backend)(*args, **kwargs)
+    with _lock:
+        reports = _reports[start:]
+    torch._dynamo.reset()
+    return Explanation(reports)

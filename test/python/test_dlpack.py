@@ -1,0 +1,108 @@
+"""Zero-copy exchange through DLPack, with numpy and torch CPU tensors, both ways."""
+import gc
+
+import numpy as np
+import pytest
+
+import fusejit as fj
+
+torch = pytest.importorskip("torch")
+
+
+def test_torch_reads_a_fusejit_result_in_place(ctx):
+    y = fj.exp(fj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), context=ctx))
+    t = torch.from_dlpack(y)
+    assert t.data_ptr() == y.data_ptr()  # the same memory
+    assert t.shape == (2, 3) and t.dtype == torch.float32 and t.device.type == "cpu"
+    torch.testing.assert_close(t, torch.exp(torch.arange(6.0).reshape(2, 3)))
+    assert y.__dlpack_device__() == (1, 0)
+
+
+def test_an_export_outlives_the_tensor_and_its_context():
+    ctx = fj.Context()
+    y = fj.tensor(np.full((4,), 7, np.int64), context=ctx) * 2
+    t = torch.from_dlpack(y)
+    del y, ctx
+    gc.collect()
+    assert t.tolist() == [14, 14, 14, 14]
+
+
+def test_fusejit_reads_torch_memory_in_place(ctx):
+    a = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    x = fj.from_dlpack(a, context=ctx)
+    assert x.data_ptr() == a.data_ptr()
+    np.testing.assert_array_equal((x * 2).to_numpy(), (a * 2).numpy())
+    a.add_(100)  # fusejit reads the memory anew at each eval
+    np.testing.assert_array_equal((x * 2).to_numpy(), (a * 2).numpy())
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-6), (torch.bfloat16, 1e-2)])
+def test_strided_torch_layouts(ctx, dtype, tol):
+    """Transposed, sliced, stepped and broadcast layouts are read in place (the layouts of
+    test/python/dlpack_torch.py)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(257, 129, generator=g).to(dtype)
+    y = torch.randn(129, generator=g).to(dtype).expand(257, 129)  # stride 0
+    xt = x.t().contiguous().t()  # strides (1, 257)
+    qkv = torch.randn(257, 3 * 129, generator=g).to(dtype)
+    rows = torch.randn(514, 129, generator=g).to(dtype)
+    cases = [(xt, y), (qkv[:, 129:258], rows[::2])]
+    for a, b in cases:
+        got = fj.relu(fj.from_dlpack(a, context=ctx) * 2 + fj.from_dlpack(b, context=ctx))
+        want = torch.relu(a.float() * 2 + b.float())
+        out = torch.from_dlpack(got).float()
+        assert ((out - want).norm() / want.norm()).item() <= tol
+
+
+def test_dtypes_both_ways(ctx):
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.bool):
+        a = (torch.arange(10) % 3).to(dtype)
+        x = fj.from_dlpack(a, context=ctx)
+        back = torch.from_dlpack(fj.where(x == x, x, x))  # computed, so exported by fusejit
+        assert back.dtype == dtype
+        assert torch.equal(back, a)
+
+
+def test_numpy_both_ways(ctx):
+    a = np.arange(8, dtype=np.float32)
+    x = fj.from_dlpack(a, context=ctx)
+    a[0] = 42  # read in place
+    y = x + 1
+    out = np.from_dlpack(y)
+    assert out[0] == 43 and out.ctypes.data == y.data_ptr()
+
+
+def test_source_kept_alive_until_fusejit_is_done(ctx):
+    a = torch.arange(5, dtype=torch.float32)
+    x = fj.from_dlpack(a, context=ctx)
+    del a
+    gc.collect()
+    np.testing.assert_array_equal((x + 0).to_numpy(), np.arange(5, dtype=np.float32))
+
+
+def test_capsules_are_consumed_once(ctx):
+    capsule = torch.arange(3, dtype=torch.float32).__dlpack__()
+    x = fj.from_dlpack(capsule, context=ctx)
+    with pytest.raises(TypeError, match="consumed once"):
+        fj.from_dlpack(capsule, context=ctx)
+    np.testing.assert_array_equal(x.to_numpy(), [0, 1, 2])
+
+
+def test_refused_imports_leave_the_producer_whole(ctx):
+    a = torch.zeros(3, dtype=torch.float64)
+    with pytest.raises(fj.UsageError, match="cast the tensor first"):
+        fj.from_dlpack(a, context=ctx)
+    assert a.sum().item() == 0  # still usable
+
+
+def test_export_arguments(ctx):
+    y = fj.tensor([1.0, 2.0], context=ctx) * 1
+    with pytest.raises(ValueError, match="stream must be None"):
+        y.__dlpack__(stream=5)
+    with pytest.raises(BufferError, match="copy"):
+        y.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="device"):
+        y.__dlpack__(dl_device=(2, 0))
+    capsule = y.__dlpack__(max_version=(1, 0), dl_device=(1, 0))
+    assert torch.from_dlpack(capsule).tolist() == [1.0, 2.0]
+    del capsule  # a capsule no one consumed frees its export
