@@ -28,7 +28,7 @@ struct KernelBody {
   bool welford = false;  // needs device/fj_welford.cuh (one-pass mean and variance)
   bool stages = false;   // needs device/fj_stage.cuh (rows staged one row ahead)
   bool serial_launches = false;  // uses module-scope scratch (see Kernel::serial_launches)
-  // Templates that can make a dynamic kernel (RegionInfo::outer) set these: the work items
+  // Templates that can make a dynamic kernel (RegionInfo::dynamic) set these: the work items
   // (vectors, rows) per outer unit and per block (Kernel::items_per_outer); 0: they cannot.
   int64_t items_per_outer = 0;
   int64_t items_per_block = 1;

@@ -213,30 +213,48 @@ std::string RegionInfo::named(std::string_view prefix, ir::NodeId id) const {
   return fmt::format("{}{}", prefix, it->second);
 }
 
-int64_t RegionInfo::per_outer(int64_t count, std::string_view what) const {
-  if (!dynamic()) return count;
-  if (count % outer != 0) {
-    throw NotSizeIndependent(fmt::format("{} ({}) is not a multiple of the outer extent ({})",
-                                         what, count, outer));
-  }
-  return count / outer;
-}
+void RegionInfo::make_dynamic(const DynamicSizes& sizes) { sizes_ = &sizes; }
 
 bool RegionInfo::symbolic(int64_t count) const {
-  if (symbol_values == nullptr || count == 0) return false;
-  return std::any_of(symbol_values->begin(), symbol_values->end(),
+  if (sizes_ == nullptr || count == 0) return false;
+  return std::any_of(sizes_->symbols.begin(), sizes_->symbols.end(),
                      [count](int64_t v) { return v > 1 && count % v == 0; });
+}
+
+bool RegionInfo::fixed_per_outer(int64_t count) const {
+  return !dynamic() || (count % sizes_->outer == 0 && !symbolic(count / sizes_->outer));
+}
+
+int64_t RegionInfo::per_outer(int64_t count, std::string_view what) const {
+  if (!dynamic()) return count;
+  if (count % sizes_->outer != 0) {
+    throw NotSizeIndependent(fmt::format("{} ({}) is not a multiple of the outer extent ({})", what,
+                                         count, sizes_->outer));
+  }
+  if (symbolic(count / sizes_->outer)) {
+    throw NotSizeIndependent(
+        fmt::format("{} per unit of the outer extent ({} of {}) change with the sizes", what,
+                    count / sizes_->outer, count));
+  }
+  return count / sizes_->outer;
+}
+
+int64_t RegionInfo::fixed_extent(int64_t count, std::string_view what) const {
+  if (symbolic(count)) {
+    throw NotSizeIndependent(
+        fmt::format("{} ({}) change(s) with the sizes, and the kernel would be built on its value",
+                    what, count));
+  }
+  return count;
 }
 
 std::string RegionInfo::type_str(ir::NodeId id) const {
   const ir::Node& n = node(id);
-  if (peer == nullptr) return ir::type_str(n);
-  const Shape& other = peer->node(id).shape;
+  if (!dynamic()) return ir::type_str(n);
   std::string dims;
   for (size_t a = 0; a < n.shape.size(); ++a) {
     if (a > 0) dims += ",";
-    const bool same = a < other.size() && other[a] == n.shape[a];
-    dims += same ? std::to_string(n.shape[a]) : "?";
+    dims += symbolic(n.shape[a]) ? "?" : std::to_string(n.shape[a]);
   }
   return fmt::format("{}[{}]", dtype_name(n.dtype), dims);
 }

@@ -74,28 +74,36 @@ struct RegionInfo {
   FastMath fast = FastMath::none;
   Target target;
   bool stage_rows = false;  // CodegenOptions::stage_rows
-  // Dynamic kernels (generate_dynamic): the outer extent of this instantiation of the region,
-  // which the kernel reads from its trailing argument fj_outer (0: a static kernel), and the
-  // graph of the other instantiation (the dims that differ from it print as "?").
-  int64_t outer = 0;
-  const ir::Graph* peer = nullptr;
-  // The symbols' values at this instantiation (generate_dynamic; null in a static kernel): a
-  // count that one of them divides stands for a runtime extent (templates/kir/fastdiv.h).
-  const std::vector<int64_t>* symbol_values = nullptr;
   // A multi-pass row kernel whose row length is given at launch: 0, the looped kernel, which
   // serves every length; k >= 1, its k-th register path (bounded_row_configs), which serves
   // rows up to a bound (DynamicSizes::row_path).
   int row_path = 0;
 
   RegionInfo(const ir::Graph& g, const fusion::Region& r, const CodegenOptions& options);
-  bool dynamic() const { return outer > 0; }
-  // Whether `count` changes with the symbols (a dynamic kernel takes it at launch, kir::extent).
+  // Dynamic kernels (generate_dynamic): the graph is one instantiation of a symbolic region at
+  // `sizes` (the symbols' values: distinct primes, or alignments times them, that divide no
+  // static extent), and the region's outer extent and the counts that change with the symbols
+  // are parameters of the kernel: fj_outer and the runtime extents (templates/kir/fastdiv.h).
+  // Their values here are only an instance; the accessors below hand out what holds at every
+  // size and refuse (NotSizeIndependent, naming what asked) what does not. `sizes` must
+  // outlive this RegionInfo.
+  void make_dynamic(const DynamicSizes& sizes);
+  bool dynamic() const { return sizes_ != nullptr; }
+  // Whether `count` changes with the symbols (a symbol's value divides it): a dynamic kernel
+  // takes it at launch (kir::extent, index arithmetic), never as a constant.
   bool symbolic(int64_t count) const;
   // `count` (a sweep's elements, a reduction's rows) per unit of the outer extent: count itself
   // in a static kernel; in a dynamic one, throws NotSizeIndependent (naming `what`) unless the
-  // outer extent divides it.
+  // outer extent divides it and the quotient is a fixed number (the same at every size).
   int64_t per_outer(int64_t count, std::string_view what) const;
-  // The node's dtype and shape, e.g. "f32[?,1024]" (dims that differ from the peer's as "?").
+  // Whether per_outer takes `count` (always, in a static kernel).
+  bool fixed_per_outer(int64_t count) const;
+  // `count` as a constant the kernel may be built on (an unrolled count, a grid, a schedule's
+  // choice); in a dynamic kernel, throws NotSizeIndependent (naming `what`) where it changes
+  // with the symbols.
+  int64_t fixed_extent(int64_t count, std::string_view what) const;
+  // The node's dtype and shape, e.g. "f32[?,1024]" (in a dynamic kernel, dims that change with
+  // the symbols as "?").
   std::string type_str(ir::NodeId id) const;
   const ir::Node& node(ir::NodeId id) const { return graph.node(id); }
   // The kernel's parameters, as the variables kernel_function (lower.h) declares: in<k> for
@@ -125,11 +133,13 @@ struct RegionInfo {
   std::map<ir::NodeId, size_t> node_position_;   // id -> k of region.nodes[k]
   std::vector<VarP> input_vars_, output_vars_;   // in<k>, out<k>
   VarP outer_var_;                               // fj_outer
+  const DynamicSizes* sizes_ = nullptr;          // a dynamic kernel's instance (make_dynamic)
 };
 
-// Thrown by a template asked for a dynamic kernel (RegionInfo::outer) that it cannot make
-// independent of the outer extent; generate_dynamic turns it into "no dynamic kernel" and the
-// message into the reason.
+// Thrown where a dynamic kernel (RegionInfo::make_dynamic) would need the value of a size that
+// changes with the symbols for more than its parameters express (a schedule's choice, an
+// unrolled count, a constant of the kernel); generate_dynamic turns it into "no dynamic kernel"
+// and the message into the reason.
 class NotSizeIndependent : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

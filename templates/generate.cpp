@@ -15,6 +15,8 @@
 // assemble_kernel writes every kernel's source this way)
 #include <algorithm>
 #include <cctype>
+#include <functional>
+#include <memory>
 #include <set>
 
 #include <fmt/format.h>
@@ -205,61 +207,32 @@ Kernel generate(const ir::Graph& g, const fusion::Region& region, const CodegenO
 
 namespace {
 
-// The two instantiations of a dynamic region: the same nodes (op, dtype, rank), whose dims
-// differ only where symbols are, all in the same direction (every symbol larger at one of them:
-// then any size that grows with the symbols, as printed sizes do, differs between them); odd,
-// different outer extents. A violation is the caller's bug.
-void check_instances(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
-                     int64_t outer_a, int64_t outer_b, const std::vector<int64_t>& alignment) {
-  // (Aligned instantiations: the outer extents may hold powers of the alignments.)
+// What generate_dynamic needs: a valid region, an outer extent that the symbols make up (odd
+// unless some symbol is aligned), the symbols' values, an alignment per symbol (a power of two)
+// or none. A violation is the caller's bug.
+void check_dynamic_request(const ir::Graph& g, const fusion::Region& region,
+                           const DynamicSizes& sizes) {
+  check_region(g, region);
   const bool aligned =
-      std::any_of(alignment.begin(), alignment.end(), [](int64_t a) { return a > 1; });
-  const bool odd = aligned || (outer_a % 2 != 0 && outer_b % 2 != 0);
-  if (outer_a < 1 || outer_b < 1 || !odd || outer_a == outer_b) {
+      std::any_of(sizes.alignment.begin(), sizes.alignment.end(), [](int64_t a) { return a > 1; });
+  const bool divides = std::any_of(sizes.symbols.begin(), sizes.symbols.end(),
+                                   [&](int64_t v) { return v > 1 && sizes.outer % v == 0; });
+  if (sizes.outer < 1 || (!aligned && sizes.outer % 2 == 0) || !divides) {
     throw InternalError(fmt::format(
-        "generate_dynamic: outer extents {} and {} must be odd and different", outer_a, outer_b));
+        "generate_dynamic: the outer extent {} must be odd and a product of the symbols' values",
+        sizes.outer));
   }
-  for (int64_t a : alignment) {
+  for (int64_t a : sizes.alignment) {
     if (a < 1 || (a & (a - 1)) != 0) {
       throw InternalError(fmt::format("generate_dynamic: alignment {} is not a power of two", a));
     }
   }
-  int direction = 0;
-  auto check = [&](ir::NodeId id) {
-    const ir::Node& x = a.node(id);
-    const ir::Node& y = b.node(id);
-    if (x.op != y.op || x.dtype != y.dtype || x.shape.size() != y.shape.size()) {
-      throw InternalError(fmt::format("generate_dynamic: %{} is {} {} in one instantiation and "
-                                      "{} {} in the other", id, ir::op_name(x.op), ir::type_str(x),
-                                      ir::op_name(y.op), ir::type_str(y)));
-    }
-    for (size_t d = 0; d < x.shape.size(); ++d) {
-      if (x.shape[d] == y.shape[d]) continue;
-      const int here = x.shape[d] < y.shape[d] ? 1 : -1;
-      if (direction != 0 && here != direction) {
-        throw InternalError(fmt::format("generate_dynamic: the symbols of %{} ({} and {}) do not "
-                                        "all grow from one instantiation to the other",
-                                        id, ir::type_str(x), ir::type_str(y)));
-      }
-      direction = here;
-    }
-  };
-  for (const auto* ids : {&region.inputs, &region.nodes, &region.outputs}) {
-    for (ir::NodeId id : *ids) check(id);
+  if (!sizes.alignment.empty() && sizes.alignment.size() != sizes.symbols.size()) {
+    throw InternalError("generate_dynamic: an alignment per symbol, or none");
   }
 }
 
-// The first line where two texts differ, for the reason of a refusal.
-std::string first_difference(const std::string& x, const std::string& y) {
-  size_t at = 0;
-  while (at < x.size() && at < y.size() && x[at] == y[at]) ++at;
-  const size_t start = x.rfind('\n', at) == std::string::npos ? 0 : x.rfind('\n', at) + 1;
-  const size_t end = x.find('\n', at);
-  return x.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
-// `numbers` (of one instantiation) as static coefficients times powers of the symbols, whose
-// values are `symbols`.
+// `numbers` as static coefficients times powers of the symbols, whose values are `symbols`.
 std::vector<ir::DimTerms> decode(const std::vector<int64_t>& numbers,
                                  const std::vector<int64_t>& symbols) {
   std::vector<ir::Symbol> named;
@@ -267,14 +240,6 @@ std::vector<ir::DimTerms> decode(const std::vector<int64_t>& numbers,
   std::vector<ir::DimTerms> out;
   for (int64_t n : numbers) out.push_back(ir::dim_terms(n, named));
   return out;
-}
-
-bool same_terms(const std::vector<ir::DimTerms>& x, const std::vector<ir::DimTerms>& y) {
-  if (x.size() != y.size()) return false;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (x[i].coefficient != y[i].coefficient || x[i].exponents != y[i].exponents) return false;
-  }
-  return true;
 }
 
 // "64*sym0*sym1": a runtime extent in a parameter's comment (the kernel does not know the
@@ -287,214 +252,181 @@ std::string terms_text(const ir::DimTerms& t) {
   return s;
 }
 
-// The runtime extents both instantiations registered, decoded (they must be the same dims in
-// the same order, or the two kernels would read their arguments differently), their variables
-// added to each function as arguments; the reason when there is no dynamic kernel.
-std::optional<std::string> runtime_arguments(const RegionInfo& info, const RuntimeExtents& a,
-                                             const RuntimeExtents& b, KernelBody& at_a,
-                                             KernelBody& at_b,
-                                             std::vector<ir::DimTerms>& extents,
-                                             std::vector<ir::DimTerms>& dividend_bounds) {
-  if (a.extents.empty()) return std::nullopt;
+// The runtime extents lowering registered, decoded into the kernel's `k`, their variables
+// added to the function as arguments; the reason when there is no dynamic kernel.
+std::optional<std::string> runtime_arguments(const RegionInfo& info, const RuntimeExtents& runtime,
+                                             KernelBody& body, Kernel& k) {
+  if (runtime.extents.empty()) return std::nullopt;
   if (info.wide_index) {
     return "its index arithmetic divides by a runtime extent, and needs 64 bits (fast division "
            "is 32-bit)";
   }
-  extents = decode(a.extents, a.symbols);
-  dividend_bounds = decode(a.dividend_bounds, a.symbols);
-  if (!same_terms(extents, decode(b.extents, b.symbols)) ||
-      !same_terms(dividend_bounds, decode(b.dividend_bounds, b.symbols))) {
-    return "its runtime extents are not the same dims at two sizes";
-  }
-  for (const auto& [runtime, body] : {std::pair{&a, &at_a}, std::pair{&b, &at_b}}) {
-    for (size_t k = 0; k < extents.size(); ++k) {
-      body->fn.params.push_back(kir::Param{runtime->extent_vars[k], false,
-                                           "runtime extent " + terms_text(extents[k]), false});
-      body->fn.params.push_back(kir::Param{runtime->multiplier_vars[k], false,
-                                           fmt::format("fj_e{}'s fast division: multiplier | "
-                                                       "shift << 32",
-                                                       k),
-                                           false});
-    }
+  k.runtime_extents = decode(runtime.extents, runtime.symbols);
+  k.dividend_bounds = decode(runtime.dividend_bounds, runtime.symbols);
+  for (size_t e = 0; e < k.runtime_extents.size(); ++e) {
+    body.fn.params.push_back(kir::Param{runtime.extent_vars[e], false,
+                                        "runtime extent " + terms_text(k.runtime_extents[e]),
+                                        false});
+    body.fn.params.push_back(
+        kir::Param{runtime.multiplier_vars[e], false,
+                   fmt::format("fj_e{}'s fast division: multiplier | shift << 32", e), false});
   }
   return std::nullopt;
 }
 
-// The input generate_dynamic needs: two valid instantiations of one region, a symbol value each
-// for the same symbols, an alignment per symbol or none.
-void check_dynamic_request(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
-                           const DynamicSizes& sizes) {
-  check_region(a, region);
-  check_region(b, region);
-  check_instances(a, b, region, sizes.outer_a, sizes.outer_b, sizes.alignment);
-  if (sizes.symbols_a.size() != sizes.symbols_b.size()) {
-    throw InternalError("generate_dynamic: the instantiations have different symbol counts");
-  }
-  if (!sizes.alignment.empty() && sizes.alignment.size() != sizes.symbols_a.size()) {
-    throw InternalError("generate_dynamic: an alignment per symbol, or none");
-  }
-}
-
-// The two instantiations' region facts, each pointing at the other (their dims that differ
-// print as "?"), with a's index width for both.
-void pair_instances(RegionInfo& info_a, RegionInfo& info_b, const DynamicSizes& sizes) {
-  info_a.outer = sizes.outer_a;
-  info_a.peer = &info_b.graph;
-  info_b.outer = sizes.outer_b;
-  info_b.peer = &info_a.graph;
-  info_b.wide_index = info_a.wide_index;
-  info_a.row_path = info_b.row_path = sizes.row_path;
-  if (!sizes.symbols_a.empty()) {
-    info_a.symbol_values = &sizes.symbols_a;
-    info_b.symbol_values = &sizes.symbols_b;
-  }
-}
-
 // A register path's launch facts: its row length, which of the kernel's runtime extents it is,
 // and the rows it serves.
-void set_row_path(Kernel& k, const DynamicSizes& sizes, const KernelBody& at_a,
-                  const KernelBody& at_b) {
-  if (at_a.max_row_length > 0) {
-    // The row length is one of the runtime extents: the one with its value at both
-    // instantiations (the symbols are distinct primes there, so no other extent has both).
-    const auto length = std::find_if(k.runtime_extents.begin(), k.runtime_extents.end(),
-                                     [&](const ir::DimTerms& t) {
-                                       return t.value(sizes.symbols_a) == at_a.row_length &&
-                                              t.value(sizes.symbols_b) == at_b.row_length;
-                                     });
-    if (length == k.runtime_extents.end()) {
-      throw InternalError(fmt::format("generate_dynamic: the register path's row length ({}) is "
-                                      "not among its runtime extents",
-                                      at_a.row_length));
-    }
-    k.row_length = *length;
-    k.max_row_length = at_a.max_row_length;
-    k.min_row_length = at_a.min_row_length;
-    k.rows_per_block = at_a.rows_per_block;
+void set_row_path(Kernel& k, const DynamicSizes& sizes, const KernelBody& body) {
+  if (body.max_row_length == 0) return;
+  // The row length is one of the runtime extents: the one of its value (the symbols are
+  // distinct primes dividing no static coefficient, so no other monomial has it).
+  const auto length = std::find_if(
+      k.runtime_extents.begin(), k.runtime_extents.end(),
+      [&](const ir::DimTerms& t) { return t.value(sizes.symbols) == body.row_length; });
+  if (length == k.runtime_extents.end()) {
+    throw InternalError(
+        fmt::format("generate_dynamic: the register path's row length ({}) is "
+                    "not among its runtime extents",
+                    body.row_length));
   }
+  k.row_length = *length;
+  k.max_row_length = body.max_row_length;
+  k.min_row_length = body.min_row_length;
+  k.rows_per_block = body.rows_per_block;
+}
+
+// Whether `n` is one of the region's sizes that change with the symbols: a product of adjacent
+// dims of one of its nodes (a dim, a row, a block of rows, a whole tensor) that a symbol's value
+// divides, or a multiple of the outer extent.
+std::function<bool(int64_t)> region_sizes(const RegionInfo& info, const DynamicSizes& sizes) {
+  auto known = std::make_shared<std::set<int64_t>>();
+  for (const auto* ids : {&info.region.inputs, &info.region.nodes, &info.region.outputs}) {
+    for (ir::NodeId id : *ids) {
+      const Shape& shape = info.node(id).shape;
+      for (size_t lo = 0; lo < shape.size(); ++lo) {
+        int64_t product = 1;
+        for (size_t hi = lo; hi < shape.size(); ++hi) {
+          product *= shape[hi];
+          if (info.symbolic(product)) known->insert(product);
+        }
+      }
+    }
+  }
+  const int64_t outer = sizes.outer;
+  return [known, outer](int64_t n) { return n % outer == 0 || known->count(n) != 0; };
+}
+
+// The body of a dynamic kernel, built once with its sizes as parameters and lowered (its
+// runtime extents registered in `runtime`); the reason when there is none.
+std::optional<std::string> build_dynamic(const RegionInfo& info, const DynamicSizes& sizes,
+                                         const CodegenOptions& options, RuntimeExtents& runtime,
+                                         KernelBody& body, KirSteps& steps) {
+  try {
+    body = build_body(info, options, &steps);
+  } catch (const NotSizeIndependent& e) {
+    return e.what();
+  }
+  if (body.items_per_outer == 0 || body.serial_launches || body.fn.cluster > 1) {
+    return fmt::format("the {} kernel's schedule depends on its size", body.kind);
+  }
+  if (sizes.row_path > 0 && body.max_row_length == 0) {
+    return fmt::format("the {} kernel has no register path: its row length (if any) is fixed",
+                       body.kind);
+  }
+  kir::lower_indices(body.fn, &runtime);  // numbers its runtime extents
+  if (auto where = kir::symbolic_constant(body.fn, region_sizes(info, sizes))) {
+    return "the kernel depends on its sizes beyond its loop bounds and runtime extents: " + *where;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
 
-// Why two equal sources make a kernel for every outer extent O <= O_a. The body is generated at
-// `a` and at `b` (index width from a's sizes at both), the symbolic dims at different values
-// with every symbol larger at one of them, O odd at both. What a template prints of a size is
-// either a count per outer unit (a loop bound prints it times fj_outer, a comment says "per
-// outer unit"), or a static extent, or a number that grows with the symbols: a digit
-// (base / d) % e of an index whose d or e spans a symbolic dim (the index of a node broadcast
-// over one symbol of two, (i / H) % S; a permute that moves the outer block inward), a row
-// length or count that holds a symbol. The outermost digit of the outer block, i / inner,
-// prints no symbol: its divisor is the static inner size, and the printer leaves out its `% e`
-// because the root's bound makes it redundant (i < O * inner, so i / inner < O, at every O as
-// at O_a). So when the two
-// sources are equal, no printed number depends on the symbols and every index expression is
-// the same at every O; only the loop bounds read fj_outer. What the templates decide without
-// printing (vector widths, row guards) they take from counts per outer unit, or from counts
-// whose divisibility by a power of two an odd O leaves as it is (per outer unit * O).
-// Templates that were not audited for this (tiled transposes, column reductions, rows split
-// over blocks or clusters) refuse: they set no items_per_outer, or throw NotSizeIndependent.
+// Why one build makes a kernel for every outer extent O <= sizes.outer. The region's graph is
+// one instance of a symbolic graph: every dim is a static coefficient times powers of the
+// symbols, the symbols at distinct primes (or aligned multiples of them) that divide no static
+// coefficient, so a count changes with the symbols exactly when a symbol's value divides it
+// (RegionInfo::symbolic), and then decodes to its dims. The kernel's sizes are parameters of its
+// IR, and a builder gets a size only in forms that hold at every size:
+//   - loop bounds over the outer block are a fixed count per outer unit times fj_outer
+//     (outer_extent, lower.h; RegionInfo::per_outer refuses a count the outer extent does not
+//     divide, or whose quotient still changes with the symbols);
+//   - every number of the index arithmetic that a symbol's value divides (the `% (H*S)` of a
+//     table broadcast over one symbol of two, the `/ (D*B)` and place `D*S` of a permute moving
+//     a dynamic axis inward) and every count a builder takes as kir::extent (a row length, a
+//     mean's divisor) is a runtime extent: fj_e<k>, with fj_fastdiv / fj_fastmod over fj_m<k>
+//     for divisions and modulos (fastdiv.h, index.cpp). The digit bookkeeping only multiplies
+//     extents and splits them where one divides another, and divisibility between such numbers
+//     at these values is divisibility of the monomials themselves, so every step of the index
+//     analysis that compares numbers decides here what it decides at every size, except a
+//     modulo left out because d * e reached the base's bound: with runtime extents it is left
+//     out only where d * e is that bound;
+//   - what a scheduler decides from a count (a vector width, a guard) it takes from counts per
+//     outer unit or from counts whose divisibility by a power of two an odd prime leaves as it
+//     is; a schedule that needs a count that changes with the symbols (rows split over blocks
+//     or clusters, a tiled transpose, column reductions, attention) throws NotSizeIndependent
+//     naming it, and a schedule with no fixed work per outer unit sets no items_per_outer.
+// What would still slip through as a constant, one of the region's sizes (a concat's boundary
+// along a dynamic axis, a bound of the whole sweep), is refused by kir::symbolic_constant after
+// lowering. Sizes in
+// comments and in the region summary print per outer unit or as `?`.
 //
-// Runtime extents. With the symbols' values (DynamicSizes), index arithmetic that divides by,
-// takes a modulo of, or multiplies with a number that a symbol's value divides prints that
-// number as a kernel argument instead (fj_e<k>, with fj_m<k> for fast division; index.cpp),
-// both at `a` and at `b`. The values are distinct primes dividing no static extent, so such a
-// number is one static coefficient times one product of symbols (a dim, or a product or
-// quotient of dims: the digit bookkeeping only multiplies extents and splits them where one
-// divides another, and divisibility between such numbers at these values is divisibility of
-// the products themselves). So every step of the index analysis that compares numbers
-// (merging digits, splitting at axis boundaries, vector lanes, which divide by a power of two
-// that an odd prime leaves alone) decides at `a` what it decides at every size, except a
-// modulo left out because d * e reached the base's bound: with runtime extents it is left out
-// only where d * e is that bound. The arguments are numbered in order of first use; both
-// instantiations must give the same dims in the same order, and then equal sources mean the
-// same kernel at every size, its runtime extents passed at launch.
-//
-// Aligned instantiations (DynamicSizes::alignment A > 1 for some symbols): their values are A
-// times distinct odd primes, and the kernel serves only sizes where A divides each of them. The
+// Aligned instances (DynamicSizes::alignment A > 1 for some symbols): their values are A times
+// distinct odd primes, and the kernel serves only sizes where A divides each of them. The
 // numbers decode as before (a value divides a number or not), and every decision taken from a
 // count's divisibility by a power of two (a vector width, a dropped guard) holds at every such
 // size, where the count is divisible by at least as high a power of two; a decision that a
 // count is not divisible leaves a guard or a narrower vector, which is correct at any size.
-std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
-                                       const fusion::Region& region, const DynamicSizes& sizes,
-                                       const CodegenOptions& options, std::string* why) {
-  for (ir::NodeId out : region.outputs) {
-    if (a.node(out).op == ir::Op::update_slice) {
-      if (why != nullptr) *why = "a kernel that writes an update_slice is generated for each size";
-      return std::nullopt;
-    }
-  }
-  check_dynamic_request(a, b, region, sizes);
-  RegionInfo info_a(a, region, options), info_b(b, region, options);
-  pair_instances(info_a, info_b, sizes);
+std::optional<Kernel> generate_dynamic(const ir::Graph& g, const fusion::Region& region,
+                                       const DynamicSizes& sizes, const CodegenOptions& options,
+                                       std::string* why) {
   const auto refuse = [&](std::string reason) -> std::optional<Kernel> {
     if (why != nullptr) *why = std::move(reason);
     return std::nullopt;
   };
-  // Without the symbols' values every number prints as itself, and a runtime extent in the
-  // index arithmetic shows as a difference between the two sources.
-  RuntimeExtents extents_a{.symbols = sizes.symbols_a}, extents_b{.symbols = sizes.symbols_b};
-  RuntimeExtents* runtime_a = sizes.symbols_a.empty() ? nullptr : &extents_a;
-  RuntimeExtents* runtime_b = sizes.symbols_b.empty() ? nullptr : &extents_b;
-  KernelBody at_a, at_b;
-  KirSteps steps(options);
-  try {
-    at_a = build_body(info_a, options, &steps);
-    at_b = build_body(info_b, options);
-  } catch (const NotSizeIndependent& e) {
-    return refuse(e.what());
-  }
-  if (at_a.items_per_outer == 0 || at_a.serial_launches || at_a.fn.cluster > 1) {
-    return refuse(fmt::format("the {} kernel's schedule depends on its size", at_a.kind));
-  }
-  if (sizes.row_path > 0 && at_a.max_row_length == 0) {
-    return refuse(fmt::format(
-        "the {} kernel has no register path: its row length (if any) is fixed", at_a.kind));
-  }
-  std::vector<ir::DimTerms> runtime_extents, dividend_bounds;
-  kir::lower_indices(at_a.fn, runtime_a);  // numbers the runtime extents of each
-  kir::lower_indices(at_b.fn, runtime_b);
-  if (runtime_a != nullptr) {
-    if (auto reason = runtime_arguments(info_a, extents_a, extents_b, at_a, at_b,
-                                        runtime_extents, dividend_bounds)) {
-      return refuse(std::move(*reason));
+  for (ir::NodeId out : region.outputs) {
+    if (g.node(out).op == ir::Op::update_slice) {
+      return refuse("a kernel that writes an update_slice is generated for each size");
     }
-    kir::verify(at_a.fn);  // every fj_e<k> and fj_m<k> read is now a parameter
   }
-  const std::string text_a = kir::print(at_a.fn);
-  const std::string text_b = kir::print(at_b.fn);
-  if (text_a != text_b) {
-    return refuse("the kernel depends on the outer extent beyond its loop bounds: " +
-                  first_difference(text_a, text_b));
+  check_dynamic_request(g, region, sizes);
+  RegionInfo info(g, region, options);
+  info.make_dynamic(sizes);
+  info.row_path = sizes.row_path;
+  RuntimeExtents runtime{.symbols = sizes.symbols};
+  KernelBody body;
+  KirSteps steps(options);
+  if (auto reason = build_dynamic(info, sizes, options, runtime, body, steps)) {
+    return refuse(std::move(*reason));
   }
-  if (at_a.items_per_outer != at_b.items_per_outer ||
-      at_a.items_per_block != at_b.items_per_block) {
-    return refuse("the kernel's work per outer unit depends on the outer extent");
-  }
-  steps.add("indices lowered (runtime extents as arguments)", at_a.fn);
-  Kernel k = assemble_region(info_a, at_a, runtime_a);
+  Kernel k;
+  if (auto reason = runtime_arguments(info, runtime, body, k)) return refuse(std::move(*reason));
+  kir::verify(body.fn);  // every fj_e<k> and fj_m<k> read is now a parameter
+  steps.add("indices lowered (runtime extents as arguments)", body.fn);
+  const std::vector<ir::DimTerms> extents = std::move(k.runtime_extents);
+  const std::vector<ir::DimTerms> bounds = std::move(k.dividend_bounds);
+  k = assemble_region(info, body, &runtime);
   k.kir = steps.take();
-  k.schedule = at_a.schedule;
+  k.schedule = body.schedule;
   k.dynamic = true;
-  k.max_outer = sizes.outer_a;
-  k.items_per_outer = at_a.items_per_outer;
-  k.items_per_block = at_a.items_per_block;
-  k.work_blocks = work_blocks_at(k, sizes.outer_a);
-  k.runtime_extents = std::move(runtime_extents);
-  k.dividend_bounds = std::move(dividend_bounds);
-  k.max_elements = info_a.wide_index ? 0 : kNarrowIndexLimit;
+  k.max_outer = sizes.outer;
+  k.items_per_outer = body.items_per_outer;
+  k.items_per_block = body.items_per_block;
+  k.work_blocks = work_blocks_at(k, sizes.outer);
+  k.runtime_extents = extents;
+  k.dividend_bounds = bounds;
+  k.max_elements = info.wide_index ? 0 : kNarrowIndexLimit;
   k.alignment = sizes.alignment;
-  set_row_path(k, sizes, at_a, at_b);
+  set_row_path(k, sizes, body);
   return k;
 }
 
-int dynamic_variants(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
-                     const DynamicSizes& sizes, const CodegenOptions& options) {
-  check_dynamic_request(a, b, region, sizes);
-  RegionInfo info_a(a, region, options), info_b(b, region, options);
-  pair_instances(info_a, info_b, sizes);
-  info_a.row_path = info_b.row_path = 0;
-  return scheduler_for(info_a, options).variants(info_a, options);
+int dynamic_variants(const ir::Graph& g, const fusion::Region& region, const DynamicSizes& sizes,
+                     const CodegenOptions& options) {
+  check_dynamic_request(g, region, sizes);
+  RegionInfo info(g, region, options);
+  info.make_dynamic(sizes);
+  return scheduler_for(info, options).variants(info, options);
 }
 
 int64_t work_blocks_at(const Kernel& k, int64_t outer, int64_t row_length) {

@@ -166,18 +166,16 @@ struct CodegenOptions {
 Kernel generate(const ir::Graph& g, const fusion::Region& region,
                 const CodegenOptions& options = {});
 
-// The sizes of the two instantiations generate_dynamic compares: the region's outer extents
-// (odd, different), and the symbols' values, in the order of the symbols: at each
-// instantiation distinct primes that divide no static extent of the graph, every one larger at
-// `a`. Without symbols' values (empty), no runtime extent is passed: a region whose index
-// arithmetic needs one is refused.
+// The sizes a dynamic kernel is built at: one instance of the region's symbolic sizes. The
+// region's outer extent (odd, unless some symbol is aligned) and the symbols' values, in the
+// order of the symbols: distinct primes that divide no static extent of the graph, so that a
+// count which changes with the symbols is one that a symbol's value divides (RegionInfo::
+// symbolic) and decodes to its dims. The kernel serves every outer extent up to `outer`.
 struct DynamicSizes {
-  int64_t outer_a = 0;
-  int64_t outer_b = 0;
-  std::vector<int64_t> symbols_a;
-  std::vector<int64_t> symbols_b;
-  // Per symbol, 1: its values are odd primes, and the kernel serves every size of it. A power
-  // of two A: they are A times odd primes, and the kernel serves the sizes where A divides it
+  int64_t outer = 0;
+  std::vector<int64_t> symbols;
+  // Per symbol, 1: its value is an odd prime, and the kernel serves every size of it. A power
+  // of two A: it is A times an odd prime, and the kernel serves the sizes where A divides it
   // (what the templates decide from a count's divisibility by a power of two holds wherever
   // the count is divisible by at least as much: wider vectors, fewer guards). Empty: 1 for
   // every symbol.
@@ -191,20 +189,21 @@ struct DynamicSizes {
 };
 
 // A kernel of the region whose sizes are runtime arguments (Kernel::dynamic), or nothing when
-// the region's kernel would depend on them beyond its loop bound and its runtime extents (then
-// a static kernel per size, from generate, is always correct); `why`, when given, gets the
-// reason.
+// the region's kernel would depend on them beyond what its parameters express (then a static
+// kernel per size, from generate, is always correct); `why`, when given, gets the reason.
 //
-// `a` and `b` are one graph instantiated at two values of its symbolic dims: the same nodes
-// (the region's ids name the same nodes in both), the same shapes but for those dims. The
-// kernel is generated at `a` (index width from a's sizes: it serves every outer <= outer_a) and
-// at `b`, and taken only when both are the same source: see generate.cpp for why that means no
-// index expression depends on the sizes but through fj_outer and the runtime extents.
+// `g` is the region's graph instantiated at `sizes`. The kernel is built once, with the outer
+// extent a parameter (fj_outer: loop bounds are a count per outer unit times it) and every
+// count that changes with the symbols a runtime extent (fj_e<k>, fj_m<k>); a scheduler that
+// would need such a count's value to decide (a schedule, a grid, an unrolled count, a split
+// over blocks or clusters) refuses through RegionInfo's accessors (NotSizeIndependent), and a
+// kernel that would still hold one as a constant is refused by kir::symbolic_constant (see
+// generate.cpp). Index width from the sizes: it serves every outer <= sizes.outer.
 // Supported: the linear pointwise sweep and row-style reductions and normalizations over
 // trailing axes (one thread group per row, no rows split over blocks or clusters), where every
-// sweep's element count (every reduction's row count) is a multiple of the outer extent.
-std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
-                                       const fusion::Region& region, const DynamicSizes& sizes,
+// sweep's element count (every reduction's row count) is a fixed number per outer unit.
+std::optional<Kernel> generate_dynamic(const ir::Graph& g, const fusion::Region& region,
+                                       const DynamicSizes& sizes,
                                        const CodegenOptions& options = {},
                                        std::string* why = nullptr);
 
@@ -212,7 +211,7 @@ std::optional<Kernel> generate_dynamic(const ir::Graph& a, const ir::Graph& b,
 // generate_dynamic may be asked for, DynamicSizes::row_path 1..n (the register paths of a looped
 // row kernel), as its scheduler counts them (templates/schedulers/registry.h); 0: none. Each may
 // still be refused.
-int dynamic_variants(const ir::Graph& a, const ir::Graph& b, const fusion::Region& region,
-                     const DynamicSizes& sizes, const CodegenOptions& options = {});
+int dynamic_variants(const ir::Graph& g, const fusion::Region& region, const DynamicSizes& sizes,
+                     const CodegenOptions& options = {});
 
 }  // namespace fusejit::templates

@@ -56,14 +56,12 @@ int64_t generation_ceiling(const fusion::Plan& plan, const std::vector<ir::Symbo
   return value >= 9 ? value : 0;
 }
 
-// The symbols' values at the two instantiations a dynamic kernel is generated at: odd primes
-// at most `ceiling` that divide no static coefficient of the plan, the largest ones at `a`, the
-// next ones at `b` (so every symbol is larger at `a`, every outer extent odd, and a number of a
-// kernel's index arithmetic decodes to one dim of the symbols: templates/kir/fastdiv.h). Empty
-// when there are not enough such primes.
-std::pair<ir::Bindings, ir::Bindings> generation_values(const fusion::Plan& plan,
-                                                        const std::vector<ir::Symbol>& symbols,
-                                                        int64_t ceiling) {
+// The symbols' values a dynamic kernel is generated at: the largest odd primes at most
+// `ceiling` that divide no static coefficient of the plan (so every outer extent is odd, and a
+// count of a kernel changes with the symbols exactly when one of them divides it, decoding to
+// its dims: templates/kir/fastdiv.h). Empty when there are not enough such primes.
+ir::Bindings generation_values(const fusion::Plan& plan, const std::vector<ir::Symbol>& symbols,
+                               int64_t ceiling) {
   std::vector<int64_t> coefficients;
   for (const ir::Node& n : plan.graph.nodes()) {
     for (int64_t d : n.shape) coefficients.push_back(ir::dim_terms(d, symbols).coefficient);
@@ -72,11 +70,10 @@ std::pair<ir::Bindings, ir::Bindings> generation_values(const fusion::Plan& plan
   // largest first (a few milliseconds for all of them, once per symbolic trace).
   std::vector<int64_t> primes;
   for (int64_t p : ir::sentinel_candidates(coefficients)) {
-    if (p <= ceiling && primes.size() < 2 * symbols.size()) primes.push_back(p);
+    if (p <= ceiling && primes.size() < symbols.size()) primes.push_back(p);
   }
-  if (primes.size() < 2 * symbols.size()) return {};
-  const auto half = primes.begin() + static_cast<std::ptrdiff_t>(symbols.size());
-  return {ir::Bindings(primes.begin(), half), ir::Bindings(half, primes.end())};
+  if (primes.size() < symbols.size()) return {};
+  return primes;
 }
 
 std::vector<int> region_exponents(const fusion::Plan& plan, const fusion::Region& r,
@@ -102,30 +99,13 @@ int64_t power_product(const std::vector<int>& exponents, const ir::Bindings& val
   return p;
 }
 
-// The sizes of the two instantiations of a region whose outer extent has these exponents.
-templates::DynamicSizes dynamic_sizes(const std::vector<int>& exponents, const ir::Bindings& at_a,
-                                      const ir::Bindings& at_b, std::vector<int64_t> alignment,
-                                      int row_path) {
-  return templates::DynamicSizes{.outer_a = power_product(exponents, at_a),
-                                 .outer_b = power_product(exponents, at_b),
-                                 .symbols_a = at_a,
-                                 .symbols_b = at_b,
+// The sizes a region whose outer extent has these exponents is generated at.
+templates::DynamicSizes dynamic_sizes(const std::vector<int>& exponents, const ir::Bindings& at,
+                                      std::vector<int64_t> alignment, int row_path) {
+  return templates::DynamicSizes{.outer = power_product(exponents, at),
+                                 .symbols = at,
                                  .alignment = std::move(alignment),
                                  .row_path = row_path};
-}
-
-// The dynamic kernel of one region, or none and why; `a` and `b` are the plan at the
-// generation values.
-std::optional<templates::Kernel> dynamic_kernel(const fusion::Plan& a, const fusion::Plan& b,
-                                                size_t region, const std::vector<int>& exponents,
-                                                const ir::Bindings& at_a, const ir::Bindings& at_b,
-                                                const templates::CodegenOptions& codegen,
-                                                std::string* why,
-                                                std::vector<int64_t> alignment = {},
-                                                int row_path = 0) {
-  return templates::generate_dynamic(
-      a.graph, b.graph, a.regions[region],
-      dynamic_sizes(exponents, at_a, at_b, std::move(alignment), row_path), codegen, why);
 }
 
 // Whether every node of the region has at most `limit` elements at `values`.
@@ -228,10 +208,10 @@ DynamicPlan symbolic_plan(const ir::SymbolicGraph& trace, const fusion::PlanOpti
   return dp;
 }
 
-// A pair of generation values and the plan instantiated at each, made when first needed.
+// Generation values and the plan instantiated at them, made when first needed.
 struct Instances {
-  ir::Bindings at_a, at_b;
-  std::optional<fusion::Plan> a, b;
+  ir::Bindings at;
+  std::optional<fusion::Plan> plan;
 };
 
 // Kernels are generated where every node stays under 2^31 elements (32-bit indexing past
@@ -246,14 +226,11 @@ std::vector<Instances> instances_at(const DynamicPlan& dp, const std::vector<int
   std::vector<Instances> tries;
   for (double limit : {2147483647.0, static_cast<double>(templates::kNarrowIndexLimit)}) {
     const int64_t ceiling = generation_ceiling(dp.plan, dp.symbols, limit, alignment);
-    auto [at_a, at_b] = ceiling == 0 ? std::pair<ir::Bindings, ir::Bindings>{}
-                                     : generation_values(dp.plan, dp.symbols, ceiling);
-    for (size_t k = 0; k < alignment.size() && !at_a.empty(); ++k) {
-      at_a[k] *= alignment[k];
-      at_b[k] *= alignment[k];
-    }
-    if (at_a.empty() || (!tries.empty() && tries.back().at_a == at_a)) continue;
-    tries.push_back(Instances{.at_a = std::move(at_a), .at_b = std::move(at_b), .a = {}, .b = {}});
+    ir::Bindings at =
+        ceiling == 0 ? ir::Bindings{} : generation_values(dp.plan, dp.symbols, ceiling);
+    for (size_t k = 0; k < alignment.size() && !at.empty(); ++k) at[k] *= alignment[k];
+    if (at.empty() || (!tries.empty() && tries.back().at == at)) continue;
+    tries.push_back(Instances{.at = std::move(at), .plan = {}});
   }
   return tries;
 }
@@ -320,25 +297,26 @@ class KernelMaker {
     return alignment;
   }
 
-  void instantiate(Instances& at) const {
-    if (!at.a) {
-      at.a = fusion::instantiate_plan(dp_.plan, dp_.symbols, at.at_a);
-      at.b = fusion::instantiate_plan(dp_.plan, dp_.symbols, at.at_b);
-    }
+  const fusion::Plan& instantiate(Instances& at) const {
+    if (!at.plan) at.plan = fusion::instantiate_plan(dp_.plan, dp_.symbols, at.at);
+    return *at.plan;
   }
 
+  // Region i's dynamic kernel at the generation values `at`, or none and why.
   std::optional<templates::Kernel> make(Instances& at, size_t i, std::string* why,
                                         std::vector<int64_t> alignment, int row_path) {
-    instantiate(at);
-    return dynamic_kernel(*at.a, *at.b, i, dp_.outer_exponents[i], at.at_a, at.at_b, codegen_, why,
-                          std::move(alignment), row_path);
+    const fusion::Plan& plan = instantiate(at);
+    return templates::generate_dynamic(
+        plan.graph, plan.regions[i],
+        dynamic_sizes(dp_.outer_exponents[i], at.at, std::move(alignment), row_path), codegen_,
+        why);
   }
 
   int variants_at(Instances& at, size_t i, std::vector<int64_t> alignment) {
-    instantiate(at);
+    const fusion::Plan& plan = instantiate(at);
     return templates::dynamic_variants(
-        at.a->graph, at.b->graph, at.a->regions[i],
-        dynamic_sizes(dp_.outer_exponents[i], at.at_a, at.at_b, std::move(alignment), 0), codegen_);
+        plan.graph, plan.regions[i],
+        dynamic_sizes(dp_.outer_exponents[i], at.at, std::move(alignment), 0), codegen_);
   }
 
   const DynamicPlan& dp_;

@@ -72,7 +72,13 @@ ExprP lit(std::string text) {
   }
   return make(ExprKind::lit, std::move(text), {});
 }
-ExprP lit(int64_t value) { return make(ExprKind::lit, std::to_string(value), {}); }
+ExprP lit(int64_t value) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::lit;
+  e->text = std::to_string(value);
+  e->number = value;  // the integer it is (symbolic_constant checks it)
+  return e;
+}
 ExprP call(std::string fn, std::vector<ExprP> args) {
   return make(ExprKind::call, std::move(fn), std::move(args));
 }
@@ -598,6 +604,64 @@ void lower_indices(Function& f, RuntimeExtents* runtime) {
   IndexLowering lowering(runtime);
   lowering.block(f.head);
   lowering.block(f.body);
+}
+
+// ---- dynamic kernels: sizes are parameters ----
+
+namespace {
+
+using IsSize = std::function<bool(int64_t)>;
+
+// (Zero is no size: an empty extent never reaches a kernel.)
+bool any_size(const std::vector<int64_t>& numbers, const IsSize& is_size) {
+  return std::any_of(numbers.begin(), numbers.end(),
+                     [&](int64_t n) { return n != 0 && is_size(n); });
+}
+
+// The first integer constant of `e` (its operands included) that is a size.
+std::optional<int64_t> size_constant(const ExprP& e, const IsSize& is_size) {
+  if (!e) return std::nullopt;
+  if (e->kind == ExprKind::lit && e->number != 0 && is_size(e->number)) return e->number;
+  if (e->kind == ExprKind::intrinsic) {
+    for (int64_t n : e->numbers) {
+      if (n != 0 && is_size(n)) return n;
+    }
+  }
+  for (const ExprP& a : e->args) {
+    if (auto n = size_constant(a, is_size)) return n;
+  }
+  return std::nullopt;
+}
+
+std::string constant_in(int64_t n, std::string_view where) {
+  return fmt::format("the constant {} in `{}`", n, where);
+}
+
+std::optional<std::string> size_constant(const Block& b, const IsSize& is_size) {
+  for (const Stmt& s : b.stmts) {
+    for (const ExprP* e : {&s.target, &s.value, &s.init, &s.bound, &s.step}) {
+      if (auto n = size_constant(*e, is_size)) return constant_in(*n, print(*e));
+    }
+    for (const Declarator& d : s.declarators) {
+      for (const ExprP& e : d.dims) {
+        if (auto n = size_constant(e, is_size)) return constant_in(*n, d.name + "[]");
+      }
+      if (auto n = size_constant(d.value, is_size)) return constant_in(*n, d.name);
+    }
+    if (any_size(s.dims, is_size)) return fmt::format("an array length of {}", s.var->name);
+    if (s.unroll > 1 && is_size(s.unroll)) return fmt::format("the unroll count {}", s.unroll);
+    if (s.body) {
+      if (auto where = size_constant(*s.body, is_size)) return where;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> symbolic_constant(const Function& f, const IsSize& is_size) {
+  if (auto where = size_constant(f.head, is_size)) return where;
+  return size_constant(f.body, is_size);
 }
 
 // ---- dumping ----

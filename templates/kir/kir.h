@@ -22,7 +22,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -298,6 +300,16 @@ void verify(const Function& f);
 // them: statements in order, within one its target, value, loop start, bound and step, operands
 // left to right. The caller adds those arguments to the signature.
 void lower_indices(Function& f, RuntimeExtents* runtime = nullptr);
+
+// A dynamic kernel's sizes are its parameters: after lower_indices, no integer constant of `f`
+// (a literal, an array's length, a device operation's compile-time parameter, an unroll count)
+// may be one of the region's sizes that change with the symbols (`is_size`;
+// generate_dynamic: a product of adjacent dims of a node, or a multiple of the outer extent).
+// Builders take such sizes as kir::extent (a runtime extent), in index arithmetic (offsets), or
+// per outer unit times fj_outer (outer_extent, lower.h). Returns where the first such constant
+// is, or nothing.
+std::optional<std::string> symbolic_constant(const Function& f,
+                                             const std::function<bool(int64_t)>& is_size);
 
 // The tree as text, for FUSEJIT_DUMP=kir: one statement per line (nested blocks indented),
 // expressions as prefix forms, `(+ i (* j 4))`, `(call fj_load in0 i)`, `(offset i / 4 % 3)`,

@@ -230,7 +230,8 @@ KernelBody build_sweeps(const RegionInfo& info, const PointwiseParams& p) {
   }
   kb.items_per_outer = items;
   kb.items_per_block = p.block;
-  kb.work_blocks = ceil_div(items * std::max<int64_t>(info.outer, 1), p.block);
+  // (A dynamic kernel's blocks follow its outer extent at launch: Kernel::items_per_outer.)
+  kb.work_blocks = ceil_div(items, p.block);
   return kb;
 }
 

@@ -111,8 +111,9 @@ class Scheduler {
   // split.)
   virtual std::optional<std::string> refusal(const RegionInfo& info,
                                              const CodegenOptions& options) const = 0;
-  // The parameters for a region it takes. Throws NotSizeIndependent where a dynamic
-  // instantiation (RegionInfo::outer) gets no kernel from it.
+  // The parameters for a region it takes. Throws NotSizeIndependent where a dynamic kernel
+  // (RegionInfo::make_dynamic) gets none from it: where it would need the value of a size that
+  // changes with the symbols.
   virtual ScheduleParams params(const RegionInfo& info, const CodegenOptions& options) const = 0;
   // The kernel of those parameters (the kernel name is kKernelNameToken; generate names it).
   virtual KernelBody build(const RegionInfo& info, const CodegenOptions& options,

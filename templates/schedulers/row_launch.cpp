@@ -22,15 +22,12 @@ namespace {
 void set_looped_grid(KernelBody& kb, const RowFrame& f) {
   const RegionInfo& info = f.info;
   const RowConfig& cfg = f.cfg;
-  const auto per_outer = [&](int64_t count) {
-    return count % info.outer == 0 && !info.symbolic(count / info.outer);
-  };
   const int64_t elements = f.space.rows * f.space.length;
-  if (per_outer(f.space.rows)) {
-    kb.items_per_outer = f.space.rows / info.outer;
+  if (info.fixed_per_outer(f.space.rows)) {
+    kb.items_per_outer = info.per_outer(f.space.rows, "the reduction's rows");
     kb.items_per_block = cfg.rows_per_block;
-  } else if (per_outer(elements)) {
-    kb.items_per_outer = elements / info.outer;
+  } else if (info.fixed_per_outer(elements)) {
+    kb.items_per_outer = info.per_outer(elements, "the reduction's elements");
     kb.items_per_block = cfg.block * cfg.v;
     // A register path's blocks each take rows_per_block rows of at least `shortest`
     // elements: no more blocks than rows, at its shortest rows. (A block per vector of each
@@ -42,9 +39,9 @@ void set_looped_grid(KernelBody& kb, const RowFrame& f) {
     }
   } else {
     throw NotSizeIndependent(fmt::format(
-        "neither the reduction's rows ({}) nor its elements ({}) are a fixed number per outer "
-        "unit ({})",
-        f.space.rows, elements, info.outer));
+        "neither the reduction's rows ({}) nor its elements ({}) are a fixed number per unit "
+        "of the outer extent",
+        f.space.rows, elements));
   }
 }
 

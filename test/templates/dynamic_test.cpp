@@ -1,8 +1,8 @@
 // Dynamic kernels (generate_dynamic): regions whose outer extent is a runtime argument. Each
-// graph is written once over its symbols' values and planned at two instantiations; the kernel
-// must come back, compile with NVRTC, carry no symbol's value, and be the same source at a third
-// pair of values. Regions whose kernel depends on the outer extent beyond the loop bound must be
-// refused.
+// graph is written once over its symbols' values and planned at one instance of them; the
+// kernel, built once there, must come back, compile with NVRTC, carry no symbol's value, and be
+// the same source when built at another instance. Regions whose kernel depends on its sizes
+// beyond its parameters (fj_outer, the runtime extents) must be refused, with the reason.
 #include <cctype>
 #include <optional>
 #include <regex>
@@ -52,33 +52,29 @@ struct Outcome {
 };
 
 Outcome dynamic_at(const GraphAtSizes& build, const std::vector<int64_t>& a,
-                   const std::vector<int64_t>& b, const templates::CodegenOptions& options = {},
-                   int row_path = 0, const std::vector<int64_t>& alignment = {}) {
-  const fusion::Plan pa = plan_at(build, a), pb = plan_at(build, b);
+                   const templates::CodegenOptions& options = {}, int row_path = 0,
+                   const std::vector<int64_t>& alignment = {}) {
+  const fusion::Plan pa = plan_at(build, a);
   const fusion::Region& region = only_region(pa);
-  REQUIRE(only_region(pb).nodes == region.nodes);
   Outcome out;
   const templates::DynamicSizes sizes{
-      .outer_a = outer_extent(a), .outer_b = outer_extent(b), .symbols_a = a, .symbols_b = b,
-      .alignment = alignment, .row_path = row_path};
-  out.kernel = templates::generate_dynamic(pa.graph, pb.graph, region, sizes, options, &out.why);
+      .outer = outer_extent(a), .symbols = a, .alignment = alignment, .row_path = row_path};
+  out.kernel = templates::generate_dynamic(pa.graph, region, sizes, options, &out.why);
   return out;
 }
 
-// Symbol values: two pairs, every symbol larger at the first of each; primes that divide no
-// static extent of the graphs below, as jit/runtime/dynamic.cpp chooses them, so that a number of
-// the index arithmetic tells the runtime extent it stands for.
-const std::vector<int64_t> kA1 = {4099}, kB1 = {3001}, kC1 = {2053}, kD1 = {1021};
-const std::vector<int64_t> kA2 = {131, 67}, kB2 = {97, 43}, kC2 = {79, 37}, kD2 = {53, 11};
+// Symbol values: instances of one or two symbols; primes that divide no static extent of the
+// graphs below, as jit/runtime/dynamic.cpp chooses them, so that a count changes with the
+// symbols exactly where one of them divides it.
+const std::vector<int64_t> kA1 = {4099}, kB1 = {3001}, kC1 = {2053};
+const std::vector<int64_t> kA2 = {131, 67}, kC2 = {79, 37};
 
-// Requires a dynamic kernel between a and b that compiles, names none of the symbols' values,
-// and is the same source between c and d; returns it.
+// Requires a dynamic kernel at `a` that compiles and names none of the symbols' values, and
+// the same source built at `c`; returns it.
 templates::Kernel require_dynamic(const GraphAtSizes& build, const std::vector<int64_t>& a,
-                                  const std::vector<int64_t>& b, const std::vector<int64_t>& c,
-                                  const std::vector<int64_t>& d,
-                                  const templates::CodegenOptions& options = {},
-                                  int row_path = 0) {
-  const Outcome first = dynamic_at(build, a, b, options, row_path);
+                                  const std::vector<int64_t>& c,
+                                  const templates::CodegenOptions& options = {}, int row_path = 0) {
+  const Outcome first = dynamic_at(build, a, options, row_path);
   INFO("refused: " << first.why);
   REQUIRE(first.kernel.has_value());
   const templates::Kernel& k = *first.kernel;
@@ -90,20 +86,17 @@ templates::Kernel require_dynamic(const GraphAtSizes& build, const std::vector<i
   CHECK(k.items_per_outer >= 1);
   CHECK(k.work_blocks == templates::work_blocks_at(k, outer_extent(a)));
   CHECK(has(text, "long long fj_outer"));
-  for (const auto* sym : {&a, &b}) {
-    for (int64_t v : *sym) CHECK_FALSE(has_number(text, v));
-  }
-  const Outcome second = dynamic_at(build, c, d, options, row_path);
-  INFO("refused at the second pair: " << second.why);
+  for (int64_t v : a) CHECK_FALSE(has_number(text, v));
+  const Outcome second = dynamic_at(build, c, options, row_path);
+  INFO("refused at the second instance: " << second.why);
   REQUIRE(second.kernel.has_value());
   CHECK(second.kernel->source == k.source);
   CHECK(second.kernel->items_per_outer == k.items_per_outer);
   return k;
 }
 
-std::string refusal(const GraphAtSizes& build, const std::vector<int64_t>& a,
-                    const std::vector<int64_t>& b) {
-  const Outcome o = dynamic_at(build, a, b);
+std::string refusal(const GraphAtSizes& build, const std::vector<int64_t>& a) {
+  const Outcome o = dynamic_at(build, a);
   if (o.kernel) FAIL("a dynamic kernel was made:\n" << kernel_text(*o.kernel));
   CHECK_FALSE(o.why.empty());
   return o.why;
@@ -120,7 +113,7 @@ TEST_CASE("pointwise chains with broadcast weights are dynamic", "[templates][dy
       g.set_outputs({add_binary(g, Op::add, y, add_constant(g, d, 0.5))});
     };
     INFO(dtype_name(d));
-    const templates::Kernel k = require_dynamic(build, kA1, kB1, kC1, kD1);
+    const templates::Kernel k = require_dynamic(build, kA1, kC1);
     const int v = d == DType::f32 ? 4 : 8;
     CHECK(k.items_per_outer == 1024 / v);
     CHECK(has(kernel_text(k), fmt::format("t < {} * (int)fj_outer", 1024 / v)));
@@ -132,7 +125,7 @@ TEST_CASE("an odd row length keeps the vector width its rows allow", "[templates
     const NodeId x = add_input(g, DType::f32, {s[0], 1030});
     g.set_outputs({add_unary(g, Op::exp, x)});
   };
-  const templates::Kernel k = require_dynamic(build, kA1, kB1, kC1, kD1);
+  const templates::Kernel k = require_dynamic(build, kA1, kC1);
   CHECK(k.items_per_outer == 1030 / 2);  // two f32 per vector: 1030 is even, not a multiple of 4
 }
 
@@ -143,7 +136,7 @@ TEST_CASE("reshapes within the outer block and two symbols are dynamic", "[templ
     const NodeId flat = add_reshape(g, x, {s[0] * s[1], 256});
     g.set_outputs({add_unary(g, Op::tanh, add_binary(g, Op::add, flat, b))});
   };
-  require_dynamic(reshaped, kA2, kB2, kC2, kD2);
+  require_dynamic(reshaped, kA2, kC2);
   const GraphAtSizes two = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::bf16, {s[0], s[1], 128});
     const NodeId y = add_input(g, DType::bf16, {s[0], s[1], 128});
@@ -151,7 +144,7 @@ TEST_CASE("reshapes within the outer block and two symbols are dynamic", "[templ
     const NodeId sum = add_binary(g, Op::add, x, y);
     g.set_outputs({sum, add_binary(g, Op::mul, sum, w)});
   };
-  require_dynamic(two, kA2, kB2, kC2, kD2);
+  require_dynamic(two, kA2, kC2);
 }
 
 TEST_CASE("norms and softmax over the last axis are dynamic", "[templates][dynamic]") {
@@ -161,11 +154,11 @@ TEST_CASE("norms and softmax over the last axis are dynamic", "[templates][dynam
   const GraphAtSizes soft = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({softmax(g, add_input(g, DType::f32, {s[0], 4096}))});
   };
-  require_dynamic(soft, kA1, kB1, kC1, kD1);
+  require_dynamic(soft, kA1, kC1);
   const GraphAtSizes narrow = [](Graph& g, const std::vector<int64_t>& s) {  // rows per block > 1
     g.set_outputs({softmax(g, add_input(g, DType::f32, {s[0], 24}))});
   };
-  const templates::Kernel k = require_dynamic(narrow, kA1, kB1, kC1, kD1);
+  const templates::Kernel k = require_dynamic(narrow, kA1, kC1);
   CHECK(k.items_per_block > 1);
   CHECK(has(kernel_text(k), "row < (int)fj_outer"));  // the guard on the last block's rows
   const GraphAtSizes ln = [](Graph& g, const std::vector<int64_t>& s) {
@@ -174,18 +167,18 @@ TEST_CASE("norms and softmax over the last axis are dynamic", "[templates][dynam
     const NodeId b = add_input(g, DType::f32, {1024});
     g.set_outputs({layer_norm(g, x, w, b)});
   };
-  require_dynamic(ln, kA1, kB1, kC1, kD1);
+  require_dynamic(ln, kA1, kC1);
   const GraphAtSizes rms = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::bf16, {s[0], s[1], 512});
     const NodeId w = add_input(g, DType::bf16, {512});
     g.set_outputs({rms_norm(g, x, w)});
   };
-  require_dynamic(rms, kA2, kB2, kC2, kD2);
+  require_dynamic(rms, kA2, kC2);
   const GraphAtSizes sum = [](Graph& g, const std::vector<int64_t>& s) {  // a reduction region
     const NodeId x = add_input(g, DType::f32, {s[0], 768});
     g.set_outputs({add_reduce(g, Op::sum, add_unary(g, Op::abs, x), {-1}, false)});
   };
-  require_dynamic(sum, kA1, kB1, kC1, kD1);
+  require_dynamic(sum, kA1, kC1);
 }
 
 // Requires `k` to take exactly `extents` (static coefficient, powers of the symbols) as runtime
@@ -215,7 +208,7 @@ TEST_CASE("a table broadcast over one symbol of two takes that dim at run time",
       g.set_outputs({add_binary(g, Op::add, x, pos)});
     };
     INFO(dtype_name(d));
-    const templates::Kernel k = require_dynamic(build, kA2, kB2, kC2, kD2);
+    const templates::Kernel k = require_dynamic(build, kA2, kC2);
     require_extents(k, {DimTerms{.coefficient = 64, .exponents = {0, 1}}});
     CHECK(has(kernel_text(k), "fj_fastmod(i0, fj_e0, fj_m0)"));  // vector loads of the table too
     CHECK(k.items_per_outer == 64 / (d == DType::f32 ? 4 : 8));
@@ -230,7 +223,7 @@ TEST_CASE("a permute that moves a dynamic axis inward takes its dims at run time
     const NodeId x = add_input(g, DType::f32, {s[0], s[1], 96});
     g.set_outputs({add_unary(g, Op::exp, add_permute(g, x, {1, 0, 2}))});
   };
-  const templates::Kernel k = require_dynamic(build, kA2, kB2, kC2, kD2);
+  const templates::Kernel k = require_dynamic(build, kA2, kC2);
   const std::string text = kernel_text(k);
   CHECK(has(text, "fj_fastdiv("));
   CHECK(has(text, "fj_fastmod("));
@@ -245,12 +238,12 @@ TEST_CASE("a permute that moves a dynamic axis inward takes its dims at run time
     const NodeId x = add_input(g, DType::bf16, {s[0], 128, 8, 64});
     g.set_outputs({add_unary(g, Op::neg, add_permute(g, x, {0, 2, 1, 3}))});
   };
-  require_dynamic(heads, kA1, kB1, kC1, kD1);
+  require_dynamic(heads, kA1, kC1);
   const GraphAtSizes seq = [](Graph& g, const std::vector<int64_t>& s) {
     const NodeId x = add_input(g, DType::bf16, {4, s[0], 8, 64});
     g.set_outputs({add_unary(g, Op::neg, add_permute(g, x, {0, 2, 1, 3}))});
   };
-  require_dynamic(seq, kA1, kB1, kC1, kD1);
+  require_dynamic(seq, kA1, kC1);
 }
 
 TEST_CASE("a softmax over scores plus a mask broadcast over one symbol of two is dynamic",
@@ -262,7 +255,7 @@ TEST_CASE("a softmax over scores plus a mask broadcast over one symbol of two is
     const NodeId mask = add_input(g, DType::f32, {s[1], 512});
     g.set_outputs({test::softmax(g, add_binary(g, Op::add, x, mask))});
   };
-  const templates::Kernel k = require_dynamic(build, kA2, kB2, kC2, kD2);
+  const templates::Kernel k = require_dynamic(build, kA2, kC2);
   require_extents(k, {DimTerms{.coefficient = 1, .exponents = {0, 1}}});
   CHECK(has(kernel_text(k), "fj_fastmod(row, fj_e0, fj_m0)"));
 }
@@ -274,7 +267,7 @@ TEST_CASE("a dynamic dim in the middle takes its dims at run time", "[templates]
     const NodeId w = add_input(g, DType::f32, {4, 1, 64});
     g.set_outputs({add_binary(g, Op::mul, x, w)});
   };
-  const templates::Kernel k = require_dynamic(build, kA1, kB1, kC1, kD1);
+  const templates::Kernel k = require_dynamic(build, kA1, kC1);
   require_extents(k, {DimTerms{.coefficient = 64, .exponents = {1}}});
   CHECK(has(kernel_text(k), "fj_fastdiv(i0, fj_m0)"));
   // The static kernel of the same region divides by constants, and takes no runtime extent.
@@ -294,7 +287,7 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
       g.set_outputs({add_cast(g, test::softmax(g, add_cast(g, x, DType::f32)), d)});
     };
     INFO(dtype_name(d));
-    const templates::Kernel k = require_dynamic(scores, kA2, kB2, kC2, kD2);
+    const templates::Kernel k = require_dynamic(scores, kA2, kC2);
     const std::string text = kernel_text(k);
     INFO(text);
     REQUIRE(k.runtime_extents.size() == 2);
@@ -317,7 +310,7 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
     const NodeId x = add_input(g, DType::f32, {s[0], 16 * s[1]});
     g.set_outputs({test::layer_norm_over(g, x, 1)});
   };
-  const templates::Kernel k = require_dynamic(ln, kA2, kB2, kC2, kD2);
+  const templates::Kernel k = require_dynamic(ln, kA2, kC2);
   const std::string text = kernel_text(k);
   INFO(text);
   CHECK(has(text, "(float)fj_e"));
@@ -328,7 +321,7 @@ TEST_CASE("a row length that changes with the sizes is taken at run time",
     const NodeId x = add_input(g, DType::f32, {2048, s[0]});
     g.set_outputs({add_reduce(g, Op::sum, x, {1}, false)});
   };
-  const templates::Kernel block_rows = require_dynamic(few, kA1, kB1, kC1, kD1);
+  const templates::Kernel block_rows = require_dynamic(few, kA1, kC1);
   CHECK(has(kernel_text(block_rows), "fj_block_reduce<512>"));
 }
 
@@ -385,7 +378,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     // 1,024 (below).
     for (int path = 1; path <= 7; ++path) {
       INFO("path " << path);
-      const templates::Kernel k = require_dynamic(c.build, kA2, kB2, kC2, kD2, {}, path);
+      const templates::Kernel k = require_dynamic(c.build, kA2, kC2, {}, path);
       const std::string text = kernel_text(k);
       INFO(text);
       const int group = 2 << path;
@@ -413,7 +406,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     int path = 8;
     for (;; ++path) {
       INFO("path " << path);
-      const Outcome o = dynamic_at(c.build, kA2, kB2, {}, path);
+      const Outcome o = dynamic_at(c.build, kA2, {}, path);
       if (!o.kernel) {
         CHECK(o.why ==
               fmt::format("the row kernel has {} register path(s), not {}", path - 1, path));
@@ -445,7 +438,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     INFO(c.name << ", aligned");
     int wide = 0;
     for (int path = 1;; ++path) {
-      const Outcome o = dynamic_at(c.build, {257, 8 * 1031}, {131, 8 * 521}, {}, path, {1, 8});
+      const Outcome o = dynamic_at(c.build, {257, 8 * 1031}, {}, path, {1, 8});
       if (!o.kernel) break;
       if (o.kernel->block < 512) continue;
       INFO("path " << path << "\n" << kernel_text(*o.kernel));
@@ -463,7 +456,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
   }
   // The softmax: 12 scalars per thread on 512 threads, 16 on 1,024.
   for (int path = 8; path <= 9; ++path) {
-    const auto k = dynamic_at(cases.front().build, kA2, kB2, {}, path).kernel;
+    const auto k = dynamic_at(cases.front().build, kA2, {}, path).kernel;
     REQUIRE(k.has_value());
     CHECK(k->max_row_length == (path == 8 ? 12 * 512 : 16 * 1024));
   }
@@ -481,7 +474,7 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
   const std::vector<int64_t> groups = {16, 32, 16, 32, 64, 128, 256, 256, 512, 1024};
   for (int path = 1; path <= 11; ++path) {
     INFO("aligned path " << path);
-    const Outcome o = dynamic_at(rows, {257, 8 * 1031}, {131, 8 * 521}, {}, path, {1, 8});
+    const Outcome o = dynamic_at(rows, {257, 8 * 1031}, {}, path, {1, 8});
     if (path == 11) {
       CHECK_FALSE(o.kernel.has_value());
       continue;
@@ -500,22 +493,22 @@ TEST_CASE("multi-pass kernels over a row length given at launch keep rows in reg
     g.set_outputs({layer_norm(g, add_input(g, DType::f32, {2048, s[0]}),
                               add_input(g, DType::f32, {s[0]}), add_input(g, DType::f32, {s[0]}))});
   };
-  const templates::Kernel one = require_dynamic(few, kA1, kB1, kC1, kD1, {}, 1);
+  const templates::Kernel one = require_dynamic(few, kA1, kC1, {}, 1);
   CHECK(test::schedule_count(one, "threads_per_row") == 512);
   CHECK(one.max_row_length == 512 * 16);  // 16 scalars per thread (s0 is odd)
-  CHECK_FALSE(dynamic_at(few, kA1, kB1, {}, 2).kernel.has_value());
+  CHECK_FALSE(dynamic_at(few, kA1, {}, 2).kernel.has_value());
   // A single pass reads the row once: no register path; nor has a kernel without a row length
   // given at launch.
   const GraphAtSizes sums = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({add_reduce(g, Op::sum, add_input(g, DType::f32, {s[0], s[1]}), {1}, false)});
   };
-  const Outcome single = dynamic_at(sums, kA2, kB2, {}, 1);
+  const Outcome single = dynamic_at(sums, kA2, {}, 1);
   CHECK_FALSE(single.kernel.has_value());
   CHECK(single.why == "a single-pass row kernel reads the row once: no register path");
   const GraphAtSizes fixed = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({test::softmax(g, add_input(g, DType::f32, {s[0], 1000}))});
   };
-  const Outcome static_length = dynamic_at(fixed, kA1, kB1, {}, 1);
+  const Outcome static_length = dynamic_at(fixed, kA1, {}, 1);
   CHECK_FALSE(static_length.kernel.has_value());
   CHECK(static_length.why.find("has no register path") != std::string::npos);
 }
@@ -542,7 +535,7 @@ TEST_CASE("register paths compute what their passes share once, at the residency
   int chosen = 0;  // paths whose vectors per thread are chosen at launch
   int whole_first = 0;  // those whose first copy has whole vectors
   for (int path = 1;; ++path) {
-    const Outcome o = dynamic_at(kScores, {5, 8 * 131}, {3, 8 * 67}, {}, path, {1, 8});
+    const Outcome o = dynamic_at(kScores, {5, 8 * 131}, {}, path, {1, 8});
     if (!o.kernel) break;
     ++paths;
     const templates::Kernel& k = *o.kernel;
@@ -597,7 +590,7 @@ TEST_CASE("a register path of few values asks for the residency of 32 registers,
   const std::regex used(R"(Used (\d+) registers)");
   int found = 0;
   for (int path = 1;; ++path) {
-    const Outcome o = dynamic_at(kScores, kA2, kB2, {}, path);
+    const Outcome o = dynamic_at(kScores, kA2, {}, path);
     if (!o.kernel) break;
     const templates::Kernel& k = *o.kernel;
     if (k.max_row_length != 4096) continue;
@@ -623,14 +616,14 @@ TEST_CASE("regions whose kernel depends on the outer extent are refused", "[temp
         [](Graph& g, const std::vector<int64_t>& s) {
           g.set_outputs({add_reduce(g, Op::sum, add_input(g, DType::f32, {s[0], 256}), {0}, false)});
         },
-        kA1, kB1);
+        kA1);
   }
   SECTION("a dynamic row length over too few rows to fill the device") {
     const std::string why = refusal(
         [](Graph& g, const std::vector<int64_t>& s) {
           g.set_outputs({add_reduce(g, Op::sum, add_input(g, DType::f32, {64, s[0]}), {1}, false)});
         },
-        kA1, kB1);
+        kA1);
     CHECK(has(why, "too few"));
   }
   SECTION("a reduction over every axis") {
@@ -639,7 +632,7 @@ TEST_CASE("regions whose kernel depends on the outer extent are refused", "[temp
           g.set_outputs({add_reduce(g, Op::max, add_input(g, DType::f32, {s[0], 256}), {0, 1},
                                     false)});
         },
-        kA1, kB1);
+        kA1);
   }
   SECTION("a transpose of the contiguous axis (tiled through shared memory)") {
     refusal(
@@ -647,39 +640,28 @@ TEST_CASE("regions whose kernel depends on the outer extent are refused", "[temp
           const NodeId x = add_permute(g, add_input(g, DType::f32, {s[0], 96}), {1, 0});
           g.set_outputs({add_unary(g, Op::exp, x)});
         },
-        kA1, kB1);
-  }
-  SECTION("without the symbols' values, a node broadcast over one symbol of two") {
-    const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
-      const NodeId x = add_input(g, DType::f32, {s[0], s[1], 64});
-      const NodeId y = add_input(g, DType::f32, {s[1], 64});
-      g.set_outputs({add_binary(g, Op::add, x, y)});
-    };
-    const fusion::Plan pa = plan_at(build, kA2), pb = plan_at(build, kB2);
-    const templates::DynamicSizes outer_only{.outer_a = outer_extent(kA2),
-                                             .outer_b = outer_extent(kB2)};
-    std::string why;
-    CHECK_FALSE(templates::generate_dynamic(pa.graph, pb.graph, only_region(pa), outer_only, {},
-                                            &why)
-                    .has_value());
-    CHECK(has(why, "beyond its loop bounds"));
+        kA1);
   }
   SECTION("a slice along the dynamic axis") {
-    refusal(
+    const std::string why = refusal(
         [](Graph& g, const std::vector<int64_t>& s) {
           const NodeId x = add_input(g, DType::f32, {s[0], 64});
           g.set_outputs({add_unary(g, Op::neg, add_slice(g, x, 0, 1, s[0]))});
         },
-        kA1, kB1);
+        kA1);
+    CHECK(has(why, "not a multiple of the outer extent"));
   }
   SECTION("a concat along the dynamic axis") {
-    refusal(
+    // Its operands' boundary along the axis (s0) would be a constant of the kernel.
+    const std::string why = refusal(
         [](Graph& g, const std::vector<int64_t>& s) {
           const NodeId x = add_input(g, DType::f32, {s[0], 64});
           const NodeId y = add_input(g, DType::f32, {s[0], 64});
           g.set_outputs({add_unary(g, Op::neg, add_concat(g, {x, y}, 0))});
         },
-        kA1, kB1);
+        kA1);
+    CHECK(has(why, "beyond its loop bounds"));
+    CHECK(has(why, fmt::format("the constant {} in `i / 64 < {} ?", kA1[0], kA1[0])));
   }
 }
 
@@ -687,7 +669,7 @@ TEST_CASE("a dynamic kernel's grid follows its outer extent", "[templates][dynam
   const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], 4096}))});
   };
-  const Outcome o = dynamic_at(build, kA1, kB1);
+  const Outcome o = dynamic_at(build, kA1);
   REQUIRE(o.kernel.has_value());
   const templates::Kernel& k = *o.kernel;
   REQUIRE(k.items_per_outer == 1024);  // 4096 f32 in vectors of 4
@@ -702,36 +684,132 @@ TEST_CASE("a dynamic kernel's grid follows its outer extent", "[templates][dynam
   CHECK_THROWS_AS(templates::launch_grid(fixed, 132, 5), InternalError);
 }
 
-TEST_CASE("generate_dynamic checks its instantiations", "[templates][dynamic]") {
+TEST_CASE("generate_dynamic checks its sizes", "[templates][dynamic]") {
   const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], 64}))});
   };
-  const fusion::Plan pa = plan_at(build, {101}), pb = plan_at(build, {97});
-  const fusion::Region& r = only_region(pa);
-  const auto sizes = [](int64_t a, int64_t b) {
-    return templates::DynamicSizes{.outer_a = a, .outer_b = b, .symbols_a = {a}, .symbols_b = {b}};
+  const fusion::Plan p = plan_at(build, {101});
+  const fusion::Region& r = only_region(p);
+  const auto sizes = [](int64_t outer, std::vector<int64_t> symbols) {
+    return templates::DynamicSizes{.outer = outer, .symbols = std::move(symbols)};
   };
-  CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pb.graph, r, sizes(102, 97)),
-                  InternalError);
-  CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pa.graph, r, sizes(101, 101)),
-                  InternalError);
-  templates::DynamicSizes unequal = sizes(101, 97);
-  unequal.symbols_b.push_back(89);
-  CHECK_THROWS_AS(templates::generate_dynamic(pa.graph, pb.graph, r, unequal), InternalError);
-  CHECK(templates::generate_dynamic(pa.graph, pb.graph, r, sizes(101, 97)).has_value());
+  CHECK_THROWS_AS(templates::generate_dynamic(p.graph, r, sizes(102, {101})), InternalError);
+  // The outer extent is made of the symbols, and without their values nothing tells which
+  // counts change with them.
+  CHECK_THROWS_AS(templates::generate_dynamic(p.graph, r, sizes(101, {})), InternalError);
+  CHECK_THROWS_AS(templates::generate_dynamic(p.graph, r, sizes(101, {97})), InternalError);
+  templates::DynamicSizes misaligned = sizes(101, {101});
+  misaligned.alignment = {8, 8};
+  CHECK_THROWS_AS(templates::generate_dynamic(p.graph, r, misaligned), InternalError);
+  CHECK(templates::generate_dynamic(p.graph, r, sizes(101, {101})).has_value());
 }
 
-TEST_CASE("index width is decided at the first instantiation", "[templates][dynamic]") {
-  // 4099 rows of 2^18 f32 pass 2^30 elements (64-bit indices); 3001 rows do not, but the kernel
-  // keeps the first instantiation's width, and serves up to 4099 rows.
+TEST_CASE("index width is decided at the sizes the kernel is built at", "[templates][dynamic]") {
+  // 4099 rows of 2^18 f32 pass 2^30 elements (64-bit indices); 3001 rows do not: the kernel
+  // built there has 32-bit index arithmetic, and serves up to 3001 rows.
   const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
     g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], 262144}))});
   };
-  const templates::Kernel k = require_dynamic(build, kA1, kB1, kA1, kB1);
+  const templates::Kernel k = require_dynamic(build, kA1, kA1);
   CHECK(has(kernel_text(k), "for (long long t = "));
   CHECK(has(kernel_text(k), "t < 65536 * fj_outer"));
-  const Outcome narrow = dynamic_at(build, kB1, kC1);
+  const Outcome narrow = dynamic_at(build, kB1);
   REQUIRE(narrow.kernel.has_value());
   CHECK(has(kernel_text(*narrow.kernel), "t < 65536 * (int)fj_outer"));
   CHECK(narrow.kernel->max_outer == kB1[0]);
+}
+
+TEST_CASE("a dynamic kernel is built once, its sizes parameters of the IR",
+          "[templates][dynamic]") {
+  const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+    const NodeId x = add_input(g, DType::f32, {s[0], s[1], 64});
+    const NodeId y = add_input(g, DType::f32, {s[1], 64});
+    g.set_outputs({add_binary(g, Op::add, x, y)});
+  };
+  templates::CodegenOptions options;
+  options.keep_kir = true;
+  const Outcome o = dynamic_at(build, kA2, options);
+  INFO("refused: " << o.why);
+  REQUIRE(o.kernel.has_value());
+  const std::string& steps = o.kernel->kir;
+  INFO(steps);
+  // One build, its declarations placed, its indices lowered: each step once.
+  const auto count = [&](std::string_view step) {
+    size_t n = 0;
+    for (size_t at = steps.find(step); at != std::string::npos; at = steps.find(step, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("// ==== built ====") == 1);
+  CHECK(count("// ==== declarations placed ====") == 1);
+  CHECK(count("// ==== indices lowered (runtime extents as arguments) ====") == 1);
+  // The broadcast's `% (64*S1)` is a runtime extent, decoded to its dims.
+  REQUIRE(o.kernel->runtime_extents.size() == 1);
+  CHECK(o.kernel->runtime_extents[0].coefficient == 64);
+  CHECK(o.kernel->runtime_extents[0].exponents == std::vector<int>{0, 1});
+  CHECK(o.kernel->max_outer == outer_extent(kA2));
+}
+
+TEST_CASE("a dynamic region's sizes are handed out only where they hold at every size",
+          "[templates][dynamic]") {
+  const GraphAtSizes build = [](Graph& g, const std::vector<int64_t>& s) {
+    g.set_outputs({add_unary(g, Op::exp, add_input(g, DType::f32, {s[0], s[1], 64}))});
+  };
+  const fusion::Plan p = plan_at(build, kA2);
+  const templates::DynamicSizes sizes{.outer = kA2[0], .symbols = kA2};
+  templates::RegionInfo info(p.graph, only_region(p), {});
+  CHECK_FALSE(info.dynamic());
+  CHECK(info.fixed_extent(kA2[1] * 64, "a count") == kA2[1] * 64);  // static kernel: any count
+  info.make_dynamic(sizes);
+  CHECK(info.dynamic());
+  CHECK(info.symbolic(kA2[1] * 64));
+  CHECK_FALSE(info.symbolic(64));
+  CHECK(info.type_str(p.graph.outputs().front()) == "f32[?,?,64]");
+  CHECK(info.per_outer(kA2[0] * 64, "a sweep's elements") == 64);
+  CHECK(info.fixed_extent(64, "a row length") == 64);
+  const auto refusal_of = [](const auto& ask) -> std::string {
+    try {
+      ask();
+    } catch (const templates::NotSizeIndependent& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // A builder that needs a size which changes with the symbols is refused, naming what asked.
+  CHECK(refusal_of([&] { (void)info.per_outer(kA2[0] * kA2[1] * 64, "the sweep's elements"); }) ==
+        fmt::format("the sweep's elements per unit of the outer extent ({} of {}) change with the "
+                    "sizes",
+                    kA2[1] * 64, kA2[0] * kA2[1] * 64));
+  CHECK(has(refusal_of([&] { (void)info.per_outer(64 * 3, "the rows"); }),
+            "is not a multiple of the outer extent"));
+  CHECK(refusal_of([&] { (void)info.fixed_extent(kA2[1] * 64, "the unrolled count"); }) ==
+        fmt::format("the unrolled count ({}) change(s) with the sizes, and the kernel would be "
+                    "built on its value",
+                    kA2[1] * 64));
+  CHECK(info.fixed_per_outer(kA2[0] * 64));
+  CHECK_FALSE(info.fixed_per_outer(kA2[0] * kA2[1]));
+}
+
+TEST_CASE("a size held as a constant of a dynamic kernel's IR is named", "[templates][dynamic]") {
+  namespace kir = templates::kir;
+  const auto function = [](kir::ExprP bound) {
+    kir::Function f;
+    f.name = "k";
+    kir::Block& body = f.body.loop("int", "i", kir::lit(0), std::move(bound));
+    body.eval(kir::sync_block());
+    return f;
+  };
+  templates::RuntimeExtents runtime{.symbols = {4099}};
+  const auto is_size = [](int64_t n) { return n % 4099 == 0; };
+  // A count taken as an extent becomes the runtime extent fj_e0.
+  kir::Function as_extent = function(kir::extent(4099 * 3));
+  kir::lower_indices(as_extent, &runtime);
+  CHECK_FALSE(kir::symbolic_constant(as_extent, is_size).has_value());
+  CHECK(runtime.extents == std::vector<int64_t>{4099 * 3});
+  // The same count as a literal is a size the kernel would be built on.
+  kir::Function as_literal = function(kir::lit(4099 * 3));
+  kir::lower_indices(as_literal, &runtime);
+  const std::optional<std::string> where = kir::symbolic_constant(as_literal, is_size);
+  REQUIRE(where.has_value());
+  CHECK(*where == "the constant 12297 in `12297`");
+  CHECK_FALSE(kir::symbolic_constant(function(kir::lit(4096)), is_size).has_value());
 }

@@ -373,7 +373,8 @@ TEST_CASE("an attention region has no dynamic kernel: one is generated for each 
   const AttentionPlan p = attention_plan("causal_2x4x77_d64_bf16");
   const templates::CodegenOptions options;
   templates::RegionInfo info(p.plan.graph, p.attention(), options);
-  info.outer = 3;  // a dynamic instantiation
+  const templates::DynamicSizes sizes{.outer = 3, .symbols = {3}};
+  info.make_dynamic(sizes);  // a dynamic kernel's instance
   const templates::Scheduler& s = templates::scheduler_for(info, options);
   CHECK(s.name() == "attention");
   CHECK(s.variants(info, options) == 0);
