@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "fusejit/error.h"
 #include "templates/emit.h"
 
 namespace fusejit::templates {
@@ -71,6 +72,7 @@ struct Vars {
   ExprP scale_log2, mask_log2, fill_log2, neg_inf;
   ExprP ks, vs, tid, warp, lane, g, t;
   ExprP w, qt, bh, b, h, row0, qp, kp, vp, mp, qf, o_acc, m, l, tiles;  // work item
+  int threads = 0;                                                      // AttentionParams::block
   ExprP kt, key0, s;                                                    // key tile
 };
 
@@ -78,9 +80,10 @@ std::string mask_element(DType d) {
   return d == DType::boolean ? "unsigned char" : std::string(dtype_code(d).storage);
 }
 
-void build_signature(kir::Function& f, const AttentionSpec& s, Vars& n) {
+void build_signature(kir::Function& f, const AttentionSpec& s, const AttentionParams& p, Vars& n) {
   f.name = std::string(kKernelNameToken);
-  f.block = kAttentionThreads;
+  f.block = p.block;
+  n.threads = p.block;
   f.min_blocks = 1;
   f.params_inline = true;
   n.q = f.param("unsigned short", "q");
@@ -185,8 +188,7 @@ struct Staged {
 // none (the last tile): the waits count groups, the same way whatever was copied how.
 void build_stage(kir::Block& b, const Vars& n, const Staged& t, const ExprP& first) {
   const ExprP per_row = paren(op(t.dim, "/", num(t.vec)));
-  const auto [copy, e] =
-      b.loop("int", "e", n.tid, kir::mul(n.block_n, per_row), num(kAttentionThreads));
+  const auto [copy, e] = b.loop("int", "e", n.tid, kir::mul(n.block_n, per_row), num(n.threads));
   const kir::VarP row = kir::variable("const int", "r");
   const ExprP r = kir::var(row);
   const std::vector<ExprP> x =
@@ -260,10 +262,10 @@ void build_scores(kir::Block& b, const std::string& mma, Vars& n) {
 void build_mask(kir::Block& b, const AttentionSpec& s, const AttentionParams& p, const Vars& n) {
   ExprP diagonal;
   if (s.mask == AttentionMaskKind::causal)
-    diagonal = b.let(
-        "bool", "diagonal",
-        op(op(kir::add(n.key0, n.block_n), "-", num(1)), ">", kir::mul(n.qt, num(kAttentionRows))),
-        "some key j > some row i");
+    diagonal =
+        b.let("bool", "diagonal",
+              op(op(kir::add(n.key0, n.block_n), "-", num(1)), ">", kir::mul(n.qt, num(p.rows))),
+              "some key j > some row i");
   const kir::Loop tile = unrolled(b, "n", num(0), op(n.block_n, "/", num(8)));
   const kir::Loop lanes = unrolled(tile, "e", num(0), num(4));
   kir::Block& lane = lanes.body;
@@ -395,8 +397,7 @@ void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionPara
                                                              scalar("b", op(n.bh, "/", n.heads))});
   n.b = x[1];
   n.h = b.let("int", "h", kir::call("static_cast<int>", {op(n.bh, "%", n.heads)}));
-  n.row0 = b.let("int", "row0",
-                 sum({kir::mul(n.qt, num(kAttentionRows)), kir::mul(n.warp, num(16)), n.g}),
+  n.row0 = b.let("int", "row0", sum({kir::mul(n.qt, num(p.rows)), kir::mul(n.warp, num(16)), n.g}),
                  "this lane's rows: row0, row0 + 8");
   const auto head = [&](const ExprP& group) { return paren(op(n.h, "/", group)); };
   n.qp = b.let("unsigned short*", "qp",
@@ -433,8 +434,7 @@ void build_tile_count(kir::Block& b, const AttentionParams& p, Vars& n) {
   b.comment("causal: tiles whose first key is past the block's last row add nothing");
   const ExprP last =
       b.let("int", "last",
-            op(paren(kir::add(kir::mul(n.qt, num(kAttentionRows)), num(kAttentionRows - 1))), "/",
-               n.block_n));
+            op(paren(kir::add(kir::mul(n.qt, num(p.rows)), num(p.rows - 1))), "/", n.block_n));
   const ExprP more = kir::add(last, num(1));
   n.tiles = b.let("int", "tiles", kir::select(kir::lt(more, n.kv_tiles), more, n.kv_tiles));
 }
@@ -483,6 +483,14 @@ void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionParam
 }  // namespace
 
 kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionParams& p) {
+  // Each warp owns 16 query rows (its m16n8k16 fragments): the block, its warps and the rows of
+  // a work item must agree.
+  if (p.block != 32 * p.warps || p.rows != 16 * p.warps) {
+    throw InternalError(
+        fmt::format("attention: block {}, {} warps and {} rows per work item "
+                    "disagree (a warp takes 32 threads and 16 rows)",
+                    p.block, p.warps, p.rows));
+  }
   kir::Function f;
   f.head.comment(
       "attention forward (FlashAttention-2): {} q[{},{},{},{}], k, v [{},{},{},{}] "
@@ -492,10 +500,10 @@ kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionPara
   f.head.comment(
       "  out[b,h,i,:] = sum_j softmax_j(S[b,h,i,j]) v[b,h,j,:], S = scale * "
       "q[b,h,i,:] . k[b,h,j,:]");
-  f.head.comment("  block {}: 4 warps x 16 query rows; key tiles of {}; {} work items",
-                 kAttentionThreads, p.block_n, p.work);
+  f.head.comment("  block {}: {} warps x 16 query rows; key tiles of {}; {} work items", p.block,
+                 p.warps, p.block_n, p.work);
   Vars n;
-  build_signature(f, s, n);
+  build_signature(f, s, p, n);
   build_constants(f.body, s, p, n);
   build_block_layout(f.body, n);
   const kir::Loop item =

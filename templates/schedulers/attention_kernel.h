@@ -33,7 +33,7 @@ AttentionParams attention_params(const AttentionSpec& spec, const Target& target
 kir::Function build_attention_kernel(const AttentionSpec& spec, const AttentionParams& params);
 
 // That kernel with its device helpers (KernelBody::helpers) and launch shape: block
-// kAttentionThreads, work_blocks params.work, static shared memory only.
+// params.block, work_blocks params.work, static shared memory only.
 KernelBody attention_body(const AttentionSpec& spec, const AttentionParams& params);
 
 }  // namespace fusejit::templates

@@ -18,6 +18,7 @@
 #include "ir/host_tensor.h"
 #include "templates/emit.h"
 #include "templates/schedulers/attention.h"
+#include "templates/schedulers/attention_kernel.h"
 #include "test/templates/emulate/host_build.h"
 #include "test/templates/support.h"
 
@@ -349,6 +350,22 @@ TEST_CASE("attention kernel: the launch shape and arguments", "[templates][atten
   s.mask = AttentionMaskKind::causal;
   CHECK(test::has(test::kernel_text(templates::generate_attention(s)),
                   "unsigned short* __restrict__ v, unsigned short* __restrict__ o)"));
+}
+
+TEST_CASE("attention kernel: the builder takes its block and rows from the params",
+          "[templates][attention]") {
+  const AttentionSpec s = make_spec(DType::bf16, 64, AttentionMaskKind::causal, 1, 130, 130);
+  templates::AttentionParams p = templates::attention_params(s, templates::Target{});
+  CHECK(p.block == 32 * p.warps);
+  CHECK(p.rows == 16 * p.warps);
+  CHECK(p.q_tiles == (130 + p.rows - 1) / p.rows);
+  const templates::kir::Function f = templates::build_attention_kernel(s, p);
+  CHECK(f.block == p.block);
+  // Params that disagree with a warp's 32 threads and 16 rows are a bug, refused by name.
+  p.rows = 32;
+  REQUIRE_THROWS_AS(templates::build_attention_kernel(s, p), InternalError);
+  REQUIRE_THROWS_WITH(templates::build_attention_kernel(s, p),
+                      ContainsSubstring("disagree (a warp takes 32 threads and 16 rows)"));
 }
 
 TEST_CASE("attention kernel: assembled and named as every kernel is", "[templates][attention]") {
