@@ -45,15 +45,24 @@ TINY = dict(block_size=512, n_layer=2, n_head=4, n_local_heads=2, dim=256, inter
             vocab_size=1000, rope_base=10000)
 
 
+def gptfast_model(path):
+    """gpt-fast's `model` module (Transformer, ModelArgs, transformer_configs) from the checkout
+    at `path`, alone: importing its generate.py also changes Inductor's settings."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(os.path.join(path, "generate.py")):
+        raise SystemExit(f"{path} has no generate.py: --gptfast names a checkout of "
+                         "pytorch-labs/gpt-fast")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import model as gmodel
+    return gmodel
+
+
 def import_gptfast(path):
     """gpt-fast's `model` and `generate` modules from the checkout at `path`. Its tokenizer (which
     needs sentencepiece and tiktoken) is not used with random weights: a placeholder stands in
     when those packages are missing."""
-    path = os.path.abspath(path)
-    if not os.path.isfile(os.path.join(path, "generate.py")):
-        raise SystemExit(f"gptfast_decode.py: {path} has no generate.py (--gptfast names a "
-                         "checkout of pytorch-labs/gpt-fast)")
-    sys.path.insert(0, path)
+    gmodel = gptfast_model(path)
     try:
         import tokenizer  # noqa: F401
     except ImportError as e:
@@ -70,7 +79,6 @@ def import_gptfast(path):
         from torch.nn.attention import SDPBackend, sdpa_kernel
         torch.backends.cuda.sdp_kernel = lambda **_kw: sdpa_kernel([SDPBackend.MATH])
     import generate as gen
-    import model as gmodel
     return gmodel, gen
 
 
@@ -127,20 +135,27 @@ def copy_bandwidth(device, iters=20):
     return 2.0 * n * iters / seconds / 1e9
 
 
-def build_model(gmodel, args):
-    """gpt-fast's Transformer with random bf16 weights (the modules' own initializers, run in
-    bf16 on the device), in eval mode, its KV caches sized for prompt + new tokens."""
+def random_model(cls, config, device, seed, dtype=None):
+    """`cls(config)` with random weights in `dtype` (bf16 by default): the modules' own
+    initializers, run in that dtype on the device; in eval mode."""
     import torch
-    config = gmodel.ModelArgs(**TINY) if args.tiny else gmodel.ModelArgs.from_name(args.config)
-    torch.manual_seed(args.seed)
+    torch.manual_seed(seed)
     previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
+    torch.set_default_dtype(dtype or torch.bfloat16)
     try:
-        with torch.device(args.device):
-            model = gmodel.Transformer(config)
+        with torch.device(device):
+            model = cls(config)
     finally:
         torch.set_default_dtype(previous)
-    model = model.eval()
+    return model.eval()
+
+
+def build_model(gmodel, args):
+    """gpt-fast's Transformer with random bf16 weights, its KV caches sized for prompt + new
+    tokens."""
+    import torch
+    config = gmodel.ModelArgs(**TINY) if args.tiny else gmodel.ModelArgs.from_name(args.config)
+    model = random_model(gmodel.Transformer, config, args.device, args.seed)
     with torch.device(args.device):
         model.setup_caches(max_batch_size=args.batch,
                            max_seq_length=min(args.prompt + args.new_tokens, config.block_size))

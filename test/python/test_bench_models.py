@@ -48,3 +48,25 @@ def test_gptfast_decode_tiny_on_cpu():
     per_layer = 256 * (256 + 2 * 128 + 256) + 3 * 256 * 512 + 2 * 256
     assert float(r["weight_gb"]) == pytest.approx((2 * per_layer + 256 + 1000 * 256) * 2 / 1e9,
                                                   rel=1e-3)
+
+
+def test_torch_models_tiny_on_cpu(tmp_path):
+    """The model table at tiny sizes: eager and fusejit (its CPU reference) on nanoGPT's GPT and
+    gpt-fast's Transformer; fusejit's outputs within the table's tolerance of eager's, its warm
+    compile timed in a second process over the same cache dir (on the CPU path there are no
+    kernels to cache: the second process only shows that the run works)."""
+    nanogpt = checkout("FUSEJIT_NANOGPT", "nanoGPT", "model.py")
+    gptfast = checkout("FUSEJIT_GPTFAST", "gpt-fast", "generate.py")
+    out = run([ROOT / "bench/torch_models.py", "--nanogpt", nanogpt, "--gptfast", gptfast,
+               "--tiny", "--device", "cpu", "--backends", "eager", "fusejit", "--iters", "2",
+               "--warmup", "1", "--cache-dir", tmp_path / "caches"])
+    rows = [dict(f.split("=", 1) for f in line.split()[1:])
+            for line in out.splitlines() if line.startswith("ROW ")]
+    assert [(r["model"], r["backend"]) for r in rows] == [
+        (m, b) for m in ("gpt2", "gpt2-large", "llama-prefill") for b in ("eager", "fusejit")]
+    for r in rows:
+        assert float(r["ms"]) > 0 and float(r["cold_s"]) > 0
+        if r["backend"] == "fusejit":
+            assert int(r["graphs"]) >= 1 and int(r["pieces"]) >= 1
+            assert float(r["err"]) <= 0.05 and float(r["warm_s"]) > 0
+    assert "| llama-prefill | fusejit |" in out
