@@ -106,3 +106,69 @@ def test_export_arguments(ctx):
     capsule = y.__dlpack__(max_version=(1, 0), dl_device=(1, 0))
     assert torch.from_dlpack(capsule).tolist() == [1.0, 2.0]
     del capsule  # a capsule no one consumed frees its export
+
+
+# CUDA: the same exchange on the GPU (scripts/gpu-check's python suite runs these; without a GPU
+# they are skipped). kDLCUDA is device type 2 in DLPack.
+on_gpu = pytest.mark.skipif(
+    not torch.cuda.is_available() or not fj.Context.gpu_available()[0],
+    reason="needs a CUDA device seen by both torch and fusejit")
+
+
+def gpu_context(stream=None):
+    """A Context on device 0, queueing on `stream` (None: a stream of fusejit's own)."""
+    return fj.Context(device=0, stream=stream)
+
+
+@on_gpu
+def test_cuda_round_trip_on_torchs_current_stream():
+    ctx = gpu_context(torch.cuda.current_stream())
+    a = torch.arange(3 * 1000, dtype=torch.float32, device="cuda").reshape(3, 1000) / 1000
+    x = fj.from_dlpack(a, context=ctx)
+    assert x.data_ptr() == a.data_ptr()  # fusejit reads torch's memory in place
+    y = fj.exp(x) * 2
+    t = torch.from_dlpack(y)
+    assert t.data_ptr() == y.data_ptr()  # torch reads fusejit's result in place
+    assert t.device == a.device and t.shape == (3, 1000)
+    assert y.__dlpack_device__() == (2, 0)
+    torch.testing.assert_close(t, torch.exp(a) * 2)
+
+
+@on_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_cuda_dtypes_both_ways(dtype):
+    ctx = gpu_context(torch.cuda.current_stream())
+    a = (torch.arange(1000, device="cuda") % 7).to(dtype)
+    back = torch.from_dlpack(fj.from_dlpack(a, context=ctx) * 2)
+    assert back.dtype == dtype and back.device == a.device
+    assert torch.equal(back, a * 2)
+
+
+@on_gpu
+def test_cuda_exchange_is_ordered_by_streams_not_by_the_host():
+    """fusejit on a stream of its own: the import waits for torch's pending write, the export
+    makes torch's stream wait for fusejit's kernel; nobody synchronizes the host in between.
+    A delay queued on torch's stream before the write makes a missing wait show as stale
+    values."""
+    ctx = gpu_context()
+    a = torch.zeros(1 << 24, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda._sleep(50_000_000)  # about 25 ms of GPU time on torch's current stream
+    a.fill_(3.0)
+    y = fj.from_dlpack(a, context=ctx) * 2 + 1
+    t = torch.from_dlpack(y)  # on torch's current stream: waits for fusejit's kernel
+    assert t.data_ptr() == y.data_ptr()
+    assert torch.all(t == 7.0).item()
+
+
+@on_gpu
+def test_cuda_export_on_another_torch_stream():
+    ctx = gpu_context(torch.cuda.current_stream())
+    a = torch.randn(4096, 512, device="cuda")
+    y = fj.softmax(fj.from_dlpack(a, context=ctx), -1)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        t = torch.from_dlpack(y)  # this stream waits for fusejit's work (an event)
+        s = t.sum(-1)
+    side.synchronize()
+    torch.testing.assert_close(s, torch.ones(4096, device="cuda"))
