@@ -12,7 +12,12 @@
 //                                         the smallest nucleus of mass P (of logits / T)
 //   generate --layers L --hidden H --heads N --kv-heads K --ffn F --vocab V --rope-base R
 //   generate --check                      greedy tokens against a teacher-forced rerun of the
-//                                         whole sequence without the cache
+//                                         whole sequence without the cache, and (models up to
+//                                         50M parameters) every step's logits against a
+//                                         double-precision decoder on the host of the same
+//                                         weights (llama_reference.h): relative error at most
+//                                         3e-2, each greedy token its argmax or within that
+//                                         bound of it (bf16 logits so close can tie)
 //   generate --weights PATH               weights from a Hugging Face Llama checkpoint instead
 //                                         of random ones: a .safetensors file, or the index
 //                                         (model.safetensors.index.json) of a sharded one. The
@@ -39,6 +44,7 @@
 
 #include <fusejit/fusejit.h>
 
+#include "llama_reference.h"
 #include "safetensors.h"
 
 namespace fj = fusejit;
@@ -51,6 +57,19 @@ struct Config {
   double rope_base = 500000.0;
   int64_t head_dim() const { return hidden / heads; }
 };
+
+// Weights of the model, embedding and lm_head included.
+double parameters(const Config& c) {
+  const double kv = double(c.kv_heads * c.head_dim());
+  const double layer = double(c.hidden) * (2.0 * double(c.hidden) + 2.0 * kv + 3.0 * double(c.ffn));
+  return double(c.layers) * layer + 2.0 * double(c.vocab) * double(c.hidden);
+}
+
+// --check's double-precision reference (llama_reference.h) is plain loops on the host: it runs
+// for models up to this size. Its bound on each step's logits: bf16 storage rounds every value
+// the model computes (about 0.4% each), and the errors of two layers' worth of ops add up.
+constexpr double kReferenceMaxParameters = 50e6;
+constexpr double kReferenceBound = 3e-2;
 
 Config tiny() {
   Config c;
@@ -331,6 +350,7 @@ struct Generated {
   // The prefill; the first decode step, which plans and compiles the decode-shaped kernels; the
   // decode steps after it (the steady state that tokens/s describes).
   double first_token_s = 0, first_step_s = 0, decode_s = 0;
+  std::vector<std::vector<double>> logits;  // with --check: each step's [batch, vocab]
 };
 
 // Prefill, then new_tokens - 1 decode steps; each step one eval of the next tokens.
@@ -341,17 +361,20 @@ Generated generate(fj::Context& ctx, Model& m, const Run& r) {
   }
   empty_caches(ctx, m, r.batch, r.capacity());
   ctx.synchronize();
-  std::vector<fj::Tensor> steps;
+  std::vector<fj::Tensor> steps, logits;  // logits kept (and so computed) only for --check
   auto t0 = std::chrono::steady_clock::now();
   const fj::Tensor prompt = ctx.from_vector(g.prompt, {r.batch, r.prompt}, fj::DType::i32);
-  steps.push_back(choose(forward(ctx, m, prompt, position(ctx, 0), 1, r.capacity()), r, 0).eval());
+  const fj::Tensor first = forward(ctx, m, prompt, position(ctx, 0), 1, r.capacity());
+  if (r.check) logits.push_back(first);
+  steps.push_back(choose(first, r, 0).eval());
   ctx.synchronize();
   g.first_token_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   for (int64_t s = 1; s < r.new_tokens; ++s) {
-    const fj::Tensor logits =
+    const fj::Tensor next =
         forward(ctx, m, steps.back(), position(ctx, r.prompt + s - 1), 1, r.capacity());
-    steps.push_back(choose(logits, r, static_cast<uint64_t>(s)).eval());
+    if (r.check) logits.push_back(next);
+    steps.push_back(choose(next, r, static_cast<uint64_t>(s)).eval());
     if (s == 1) {
       ctx.synchronize();
       g.first_step_s = seconds_since(t0);
@@ -365,6 +388,7 @@ Generated generate(fj::Context& ctx, Model& m, const Run& r) {
   for (int64_t b = 0; b < r.batch; ++b) {
     for (const std::vector<double>& t : each) g.tokens.push_back(t[static_cast<size_t>(b)]);
   }
+  for (const fj::Tensor& t : logits) g.logits.push_back(t.to_host());
   return g;
 }
 
@@ -387,6 +411,53 @@ int64_t check_greedy(fj::Context& ctx, Model& m, const Run& r, const Generated& 
   int64_t mismatches = 0;
   for (size_t i = 0; i < want.size(); ++i) mismatches += want[i] != g.tokens[i] ? 1 : 0;
   return mismatches;
+}
+
+// The model's weights on the host, for the double-precision reference.
+llama_reference::Weights host_weights(const Model& m) {
+  const Config& c = m.c;
+  llama_reference::Weights w;
+  w.shape = {.layers = c.layers,
+             .hidden = c.hidden,
+             .heads = c.heads,
+             .kv_heads = c.kv_heads,
+             .ffn = c.ffn,
+             .vocab = c.vocab,
+             .rope_base = c.rope_base,
+             .norm_eps = 1e-5};
+  w.embed = m.embed.to_host();
+  w.final_norm = m.final_norm.to_host();
+  w.lm_head = m.lm_head.to_host();
+  for (const Layer& y : m.layers) {
+    w.layers.push_back({y.attn_norm.to_host(), y.wq.to_host(), y.wk.to_host(), y.wv.to_host(),
+                        y.wo.to_host(), y.ffn_norm.to_host(), y.w1.to_host(), y.w3.to_host(),
+                        y.w2.to_host()});
+  }
+  return w;
+}
+
+// Each step's logits against the double-precision reference fed the same tokens (the prompt and
+// the tokens generated before the step), one step and sequence at a time.
+llama_reference::Comparison check_reference(const Model& m, const Run& r, const Generated& g) {
+  const llama_reference::Weights w = host_weights(m);
+  const auto vocab = static_cast<size_t>(m.c.vocab);
+  llama_reference::Comparison out;
+  for (int64_t b = 0; b < r.batch; ++b) {
+    std::vector<int64_t> tokens;
+    for (int64_t i = 0; i < r.prompt; ++i) {
+      tokens.push_back(int64_t(g.prompt[size_t(b * r.prompt + i)]));
+    }
+    for (int64_t i = 0; i + 1 < r.new_tokens; ++i) {
+      tokens.push_back(int64_t(g.tokens[size_t(b * r.new_tokens + i)]));
+    }
+    const std::vector<double> want = llama_reference::logits(w, tokens, r.prompt - 1);
+    for (size_t s = 0; s < g.logits.size(); ++s) {
+      llama_reference::compare(g.logits[s].data() + size_t(b) * vocab, want.data() + s * vocab,
+                               vocab, static_cast<size_t>(g.tokens[size_t(b * r.new_tokens) + s]),
+                               kReferenceBound, out);
+    }
+  }
+  return out;
 }
 
 double gigabytes(double bytes) { return bytes / 1e9; }
@@ -530,7 +601,23 @@ int main(int argc, char** argv) try {
     std::printf("check: %lld of %lld tokens differ from a rerun without the cache: %s\n",
                 (long long)wrong, (long long)(r.batch * r.new_tokens),
                 wrong == 0 ? "pass" : "FAIL");
-    return wrong == 0 ? 0 : 1;
+    bool passed = wrong == 0;
+    if (parameters(c) <= kReferenceMaxParameters) {
+      const llama_reference::Comparison ref = check_reference(m, r, g);
+      const bool ok = ref.error <= kReferenceBound && ref.mismatches == 0;
+      std::printf(
+          "check: logits against a double-precision reference: largest relative error %.2e over "
+          "%lld steps (bound %.0e); greedy tokens not its argmax: %lld, and %lld near-ties "
+          "(closer than the bound): %s\n",
+          ref.error, (long long)(r.batch * r.new_tokens), kReferenceBound,
+          (long long)ref.mismatches, (long long)ref.near_ties, ok ? "pass" : "FAIL");
+      passed = passed && ok;
+    } else {
+      std::printf(
+          "check: no double-precision reference for %.1fB parameters (it runs up to %.0fM)\n",
+          parameters(c) / 1e9, kReferenceMaxParameters / 1e6);
+    }
+    return passed ? 0 : 1;
   }
   return 0;
 } catch (const std::exception& e) {

@@ -9,6 +9,8 @@ echo "$out"
 grep -q "no GPU: the CPU reference runs the model" <<<"$out"
 grep -q "config tiny: 2 layers, hidden 256, 4 heads (2 KV)" <<<"$out"
 grep -q "check: 0 of 12 tokens differ from a rerun without the cache: pass" <<<"$out"
+# Every step's logits against the double-precision reference (examples/llama_reference.h).
+grep -qE "^check: logits against a double-precision reference: largest relative error [0-9.e+-]+ over 12 steps \(bound 3e-02\); greedy tokens not its argmax: 0, and [0-9]+ near-ties \(closer than the bound\): pass$" <<<"$out"
 # The first decode step (it plans and compiles) is timed apart from the steady state.
 grep -qE "^first decode step: [0-9.]+ ms" <<<"$out"
 grep -qE "^decode: [0-9.]+ ms per step over the 4 steps after the first, [0-9.]+ tokens/s" <<<"$out"
