@@ -96,7 +96,9 @@ struct Run {
 };
 
 struct Layer {
-  fj::Tensor attn_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2;
+  // q, k and v stacked by rows into one weight, and gate and up into another: one GEMM each (as
+  // gpt-fast's wqkv), fewer launches per layer.
+  fj::Tensor attn_norm, wqkv, wo, ffn_norm, w13, w2;
   fj::Tensor k_cache, v_cache;  // [batch, kv_heads, capacity, head_dim], written in place
 };
 
@@ -115,6 +117,11 @@ fj::Tensor random_weight(fj::Context& ctx, int64_t rows, int64_t cols, uint64_t 
   fj::Tensor w =
       fj::cast(ctx.randn({rows, cols}, seed, stream++) * (1.0 / std::sqrt(double(cols))), kDtype);
   return w.eval();
+}
+
+// Weights stacked by rows (the first dimension), in order.
+fj::Tensor stacked(const std::vector<fj::Tensor>& parts) {
+  return parts.size() == 1 ? parts[0] : fj::concat(parts, 0).eval();
 }
 
 // Rotary tables: position p, dim i of head_dim d: angle p * base^(-2 (i mod d/2) / d).
@@ -142,12 +149,12 @@ Model random_model(fj::Context& ctx, const Config& c, const Run& r) {
     Layer y;
     y.attn_norm = ctx.ones({h}, kDtype).eval();
     y.ffn_norm = ctx.ones({h}, kDtype).eval();
-    y.wq = random_weight(ctx, h, h, r.seed, stream);
-    y.wk = random_weight(ctx, kv, h, r.seed, stream);
-    y.wv = random_weight(ctx, kv, h, r.seed, stream);
+    y.wqkv = stacked({random_weight(ctx, h, h, r.seed, stream),
+                      random_weight(ctx, kv, h, r.seed, stream),
+                      random_weight(ctx, kv, h, r.seed, stream)});
     y.wo = random_weight(ctx, h, h, r.seed, stream);
-    y.w1 = random_weight(ctx, c.ffn, h, r.seed, stream);
-    y.w3 = random_weight(ctx, c.ffn, h, r.seed, stream);
+    y.w13 = stacked({random_weight(ctx, c.ffn, h, r.seed, stream),
+                     random_weight(ctx, c.ffn, h, r.seed, stream)});
     y.w2 = random_weight(ctx, h, c.ffn, r.seed, stream);
     m.layers.push_back(std::move(y));
   }
@@ -164,8 +171,9 @@ Model random_model(fj::Context& ctx, const Config& c, const Run& r) {
 // as they are; a Meta-format checkpoint would need that permutation first.
 struct NamedWeight {
   std::string name;
-  fj::Tensor* slot;
-  fj::Shape shape;
+  fj::Tensor* slot;  // the Model's weight holding it
+  fj::Shape shape;   // its shape in the checkpoint
+  int64_t row = 0;   // its first row in *slot (q, k and v share one, gate and up another)
 };
 
 std::vector<NamedWeight> named_weights(Model& m) {
@@ -178,13 +186,13 @@ std::vector<NamedWeight> named_weights(Model& m) {
     Layer& y = m.layers[l];
     const std::string p = "model.layers." + std::to_string(l) + ".";
     out.push_back({p + "input_layernorm.weight", &y.attn_norm, {h}});
-    out.push_back({p + "self_attn.q_proj.weight", &y.wq, {h, h}});
-    out.push_back({p + "self_attn.k_proj.weight", &y.wk, {kv, h}});
-    out.push_back({p + "self_attn.v_proj.weight", &y.wv, {kv, h}});
+    out.push_back({p + "self_attn.q_proj.weight", &y.wqkv, {h, h}, 0});
+    out.push_back({p + "self_attn.k_proj.weight", &y.wqkv, {kv, h}, h});
+    out.push_back({p + "self_attn.v_proj.weight", &y.wqkv, {kv, h}, h + kv});
     out.push_back({p + "self_attn.o_proj.weight", &y.wo, {h, h}});
     out.push_back({p + "post_attention_layernorm.weight", &y.ffn_norm, {h}});
-    out.push_back({p + "mlp.gate_proj.weight", &y.w1, {c.ffn, h}});
-    out.push_back({p + "mlp.up_proj.weight", &y.w3, {c.ffn, h}});
+    out.push_back({p + "mlp.gate_proj.weight", &y.w13, {c.ffn, h}, 0});
+    out.push_back({p + "mlp.up_proj.weight", &y.w13, {c.ffn, h}, c.ffn});
     out.push_back({p + "mlp.down_proj.weight", &y.w2, {h, c.ffn}});
   }
   return out;
@@ -222,7 +230,9 @@ Model loaded_model(fj::Context& ctx, const Config& c, const Run& r) {
   m.c = c;
   m.layers.resize(static_cast<size_t>(c.layers));
   const std::vector<NamedWeight> named = named_weights(m);
-  for (const NamedWeight& w : named) *w.slot = load_weight(ctx, file, w);
+  std::map<fj::Tensor*, std::vector<fj::Tensor>> parts;  // per slot, in row order
+  for (const NamedWeight& w : named) parts[w.slot].push_back(load_weight(ctx, file, w));
+  for (auto& [slot, loaded] : parts) *slot = stacked(loaded);
   const bool tied = !file.contains("lm_head.weight");
   const size_t used = named.size() - (tied ? 1 : 0), extra = file.names().size() - used;
   std::printf("weights: %zu tensors from %s%s\n", used, r.weights.c_str(),
@@ -234,11 +244,26 @@ Model loaded_model(fj::Context& ctx, const Config& c, const Run& r) {
   return m;
 }
 
+// Rows row .. row + shape[0] of a downloaded [rows, cols] weight, as a tensor of `shape`.
+safetensors::HostTensor rows_of(const safetensors::HostTensor& t, int64_t row,
+                                const fj::Shape& shape) {
+  if (t.shape.size() != 2 || shape == t.shape) return t;
+  const size_t row_bytes = static_cast<size_t>(t.shape[1]) * fj::dtype_size(t.dtype);
+  const auto from = t.bytes.begin() + static_cast<std::ptrdiff_t>(size_t(row) * row_bytes);
+  return {t.dtype, shape,
+          std::vector<unsigned char>(
+              from, from + static_cast<std::ptrdiff_t>(size_t(shape[0]) * row_bytes))};
+}
+
 // The model's weights, downloaded, in one file (metadata "format": "pt", which Hugging Face's
 // loaders look for).
 void save_weights(Model& m, const std::string& path) {
   std::map<std::string, safetensors::HostTensor> tensors;
-  for (const NamedWeight& w : named_weights(m)) tensors[w.name] = safetensors::download(*w.slot);
+  std::map<const fj::Tensor*, safetensors::HostTensor> whole;  // each slot downloaded once
+  for (const NamedWeight& w : named_weights(m)) {
+    if (!whole.contains(w.slot)) whole[w.slot] = safetensors::download(*w.slot);
+    tensors[w.name] = rows_of(whole[w.slot], w.row, w.shape);
+  }
   safetensors::write(path, tensors, {{"format", "pt"}});
   std::printf("weights: %zu tensors saved to %s\n", tensors.size(), path.c_str());
 }
@@ -306,14 +331,17 @@ fj::Tensor layer(fj::Context& ctx, const Model& m, Layer& y, const fj::Tensor& x
   auto heads = [&](const fj::Tensor& t, int64_t count) {
     return fj::transpose(fj::reshape(t, {b, n, count, d}), 1, 2);
   };
-  const fj::Tensor xn = fj::rms_norm(x, y.attn_norm, 1e-5);
-  const fj::Tensor q = rope(heads(fj::linear(xn, y.wq), m.c.heads), p.cos, p.sin);
+  const int64_t hd = m.c.hidden, kv = m.c.kv_heads * d, f = m.c.ffn;
+  const fj::Tensor qkv = fj::linear(fj::rms_norm(x, y.attn_norm, 1e-5), y.wqkv);
+  const fj::Tensor q = rope(heads(fj::slice(qkv, -1, 0, hd), m.c.heads), p.cos, p.sin);
   fj::update_slice(y.k_cache, 2, start,
-                   rope(heads(fj::linear(xn, y.wk), m.c.kv_heads), p.cos, p.sin));
-  fj::update_slice(y.v_cache, 2, start, heads(fj::linear(xn, y.wv), m.c.kv_heads));
+                   rope(heads(fj::slice(qkv, -1, hd, hd + kv), m.c.kv_heads), p.cos, p.sin));
+  fj::update_slice(y.v_cache, 2, start,
+                   heads(fj::slice(qkv, -1, hd + kv, hd + 2 * kv), m.c.kv_heads));
   const fj::Tensor h = x + fj::linear(attention(ctx, m, y, q, p), y.wo);
-  const fj::Tensor hn = fj::rms_norm(h, y.ffn_norm, 1e-5);
-  return h + fj::linear(fj::silu(fj::linear(hn, y.w1)) * fj::linear(hn, y.w3), y.w2);
+  const fj::Tensor gate_up = fj::linear(fj::rms_norm(h, y.ffn_norm, 1e-5), y.w13);
+  return h + fj::linear(fj::silu(fj::slice(gate_up, -1, 0, f)) * fj::slice(gate_up, -1, f, 2 * f),
+                        y.w2);
 }
 
 // The logits [b, rows, vocab] of the last `rows` positions of tokens [b, n] placed at `start`.
@@ -428,9 +456,16 @@ llama_reference::Weights host_weights(const Model& m) {
   w.embed = m.embed.to_host();
   w.final_norm = m.final_norm.to_host();
   w.lm_head = m.lm_head.to_host();
+  const auto rows = [](const std::vector<double>& all, int64_t from, int64_t count, int64_t cols) {
+    const auto at = all.begin() + static_cast<std::ptrdiff_t>(from * cols);
+    return std::vector<double>(at, at + static_cast<std::ptrdiff_t>(count * cols));
+  };
+  const int64_t h = c.hidden, kv = c.kv_heads * c.head_dim();
   for (const Layer& y : m.layers) {
-    w.layers.push_back({y.attn_norm.to_host(), y.wq.to_host(), y.wk.to_host(), y.wv.to_host(),
-                        y.wo.to_host(), y.ffn_norm.to_host(), y.w1.to_host(), y.w3.to_host(),
+    const std::vector<double> qkv = y.wqkv.to_host(), gate_up = y.w13.to_host();
+    w.layers.push_back({y.attn_norm.to_host(), rows(qkv, 0, h, h), rows(qkv, h, kv, h),
+                        rows(qkv, h + kv, kv, h), y.wo.to_host(), y.ffn_norm.to_host(),
+                        rows(gate_up, 0, c.ffn, h), rows(gate_up, c.ffn, c.ffn, h),
                         y.w2.to_host()});
   }
   return w;
