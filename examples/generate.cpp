@@ -379,6 +379,7 @@ struct Generated {
   // decode steps after it (the steady state that tokens/s describes).
   double first_token_s = 0, first_step_s = 0, decode_s = 0;
   std::vector<std::vector<double>> logits;  // with --check: each step's [batch, vocab]
+  fj::Context::Stats after_first_step;      // the Context's counters once the first step ran
 };
 
 // Prefill, then new_tokens - 1 decode steps; each step one eval of the next tokens.
@@ -406,6 +407,7 @@ Generated generate(fj::Context& ctx, Model& m, const Run& r) {
     if (s == 1) {
       ctx.synchronize();
       g.first_step_s = seconds_since(t0);
+      g.after_first_step = ctx.stats();
       t0 = std::chrono::steady_clock::now();
     }
   }
@@ -530,6 +532,15 @@ void report(fj::Context& ctx, const Model& m, const Run& r, const Generated& g) 
   std::printf("fusejit: %lld evals, %lld plans, %lld kernels compiled, %lld graph launches\n",
               (long long)s.traces_evaluated, (long long)s.plans_built,
               (long long)s.kernels_compiled, (long long)s.graph_launches);
+  if (steps > 0) {  // what the steady state cost beyond running: nothing, when all is cached
+    const fj::Context::Stats& f = g.after_first_step;
+    std::printf(
+        "after the first decode step: %lld plans, %lld kernels compiled, %lld dynamic "
+        "instances in %lld steps\n",
+        (long long)(s.plans_built - f.plans_built),
+        (long long)(s.kernels_compiled - f.kernels_compiled),
+        (long long)(s.dynamic_instances - f.dynamic_instances), (long long)steps);
+  }
   std::printf("tokens of sequence 0:");
   for (int64_t i = 0; i < r.new_tokens && i < 32; ++i) {
     std::printf(" %lld", (long long)g.tokens[static_cast<size_t>(i)]);

@@ -14,6 +14,7 @@ grep -qE "^check: logits against a double-precision reference: largest relative 
 # The first decode step (it plans and compiles) is timed apart from the steady state.
 grep -qE "^first decode step: [0-9.]+ ms" <<<"$out"
 grep -qE "^decode: [0-9.]+ ms per step over the 4 steps after the first, [0-9.]+ tokens/s" <<<"$out"
+grep -q "^after the first decode step: 0 plans, 0 kernels compiled, 0 dynamic instances in 4 steps$" <<<"$out"
 # The issue's spelling of the CI run: --tokens for --new-tokens.
 CUDA_VISIBLE_DEVICES= FUSEJIT_CACHE=memory FUSEJIT_LOG=error "$1" --config tiny --tokens 16 --check |
   grep -q "check: 0 of 16 tokens differ from a rerun without the cache: pass"
