@@ -31,6 +31,12 @@ namespace fusejit {
 // deleter is not called: it is still the caller's).
 Tensor from_dlpack(Context& ctx, DLManagedTensor* managed);
 
+// Tensor::eval_into with `dst`'s memory as the destination: of the tensor's dtype, contiguous
+// (null strides, or row-major ones with no gaps), on the Context's device as from_dlpack says,
+// holding at least the result's bytes (its shape may differ). `dst` is consumed in every case:
+// its deleter is called once fusejit no longer writes or reads the memory (eval_into's
+// release), at once when this throws before writing.
+void eval_into(const Tensor& tensor, DLManagedTensor* dst);
 // Tensor::to_dlpack, as a free function.
 inline DLManagedTensor* to_dlpack(const Tensor& tensor) { return tensor.to_dlpack(); }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -67,7 +68,13 @@ class Tensor {
   // inputs; otherwise (and for a tensor already computed) it is copied there, device to device,
   // on the Context's stream. Afterwards the tensor may read its values from `dst`: keep `dst`
   // alive and unmodified while you use the tensor. Ready in stream order, as data_ptr.
-  void eval_into(void* dst, size_t bytes) const;
+  // `release` (optional) tells when that ends: it is called exactly once, on whichever thread
+  // lets go last, when fusejit no longer writes or reads `dst` (the tensor and everything
+  // reading it are gone, and the work queued on the Context's stream so far has run), also
+  // when eval_into throws; it must not throw or call into fusejit. On the CPU path, and on the
+  // GPU when the result was copied rather than written in place, that is as soon as the copy
+  // is done.
+  void eval_into(void* dst, size_t bytes, std::function<void()> release = {}) const;
 
   // Computes if needed and exports the values as DLPack (fusejit/dlpack.h): a DLManagedTensor
   // (kDLCUDA on the GPU, kDLCPU on the CPU path, dense, no strides) whose deleter keeps the
@@ -100,6 +107,7 @@ struct Destination {
   Tensor tensor;
   void* data = nullptr;
   size_t bytes = 0;
+  std::function<void()> release;  // optional: as Tensor::eval_into's
 };
 // Evaluates several tensors together, each into its destination, as Tensor::eval_into does for
 // one. The tensors belong to one Context; the bytes they are written to must not overlap.

@@ -297,8 +297,9 @@ std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_gpu(
     for (const auto& t : outs) {
       const auto it = into.find(t.get());
       const size_t bytes = byte_size(t->shape, t->dtype);
-      destinations.push_back(it == into.end() ? nullptr
-                                              : runtime->device().borrow(it->second, bytes, {}));
+      destinations.push_back(
+          it == into.end() ? nullptr
+                           : runtime->device().borrow(it->second.data, bytes, it->second.hold));
     }
   }
   jit::DynamicSource source;
@@ -325,7 +326,7 @@ std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_cpu(
   std::vector<std::shared_ptr<Storage>> results(outs.size());
   for (size_t i = 0; i < outs.size(); ++i) {
     if (const auto it = into.find(outs[i].get()); it != into.end()) {
-      std::memcpy(it->second, values[i].bytes.data(), values[i].bytes.size());
+      std::memcpy(it->second.data, values[i].bytes.data(), values[i].bytes.size());
       ++stats.outputs_copied;
     }
     results[i] = std::make_shared<Storage>();

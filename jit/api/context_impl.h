@@ -148,8 +148,13 @@ struct ContextImpl {
   // been recorded before (Graph::clear keeps the nodes' memory too).
   std::shared_ptr<TensorImpl> record(ir::Op op, std::initializer_list<ir::NodeId> operands);
   // Materializes `wanted` (the pending ones among them), and nothing else. A tensor in `into`
-  // is computed into that caller memory (the Context's memory, of its size).
-  using Into = std::unordered_map<const TensorImpl*, void*>;
+  // is computed into that caller memory (the Context's memory, of its size); `hold` is the
+  // release of the buffer borrowed for it on the GPU (Destination::release's holder).
+  struct IntoBuffer {
+    void* data = nullptr;
+    std::function<void()> hold;
+  };
+  using Into = std::unordered_map<const TensorImpl*, IntoBuffer>;
   void eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into = {});
   // Every pending tensor still held by the program: of the current trace and carried ones.
   std::vector<std::shared_ptr<TensorImpl>> held_pending();

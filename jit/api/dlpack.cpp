@@ -48,15 +48,15 @@ DLDataType dl_type_of(DType dtype) {
   throw InternalError(fmt::format("no DLPack type for {}", dtype_name(dtype)));
 }
 
-void check_device(const DLDevice& dev, const Context& ctx) {
+void check_device(const DLDevice& dev, const Context& ctx, std::string_view op = "from_dlpack") {
   const bool gpu = ctx.has_gpu();
   const bool on_gpu = dev.device_type == kDLCUDA || dev.device_type == kDLCUDAManaged;
   if (gpu && on_gpu && dev.device_id == ctx.device()) return;
   if (!gpu && dev.device_type == kDLCPU) return;
   throw UsageError(fmt::format(
-      "from_dlpack: the tensor is on DLPack device type {} id {}, but this Context {}; move the "
+      "{}: the tensor is on DLPack device type {} id {}, but this Context {}; move the "
       "tensor there first (torch: .to(...))",
-      static_cast<int>(dev.device_type), dev.device_id,
+      op, static_cast<int>(dev.device_type), dev.device_id,
       gpu ? fmt::format("runs on CUDA device {} (kDLCUDA, id {})", ctx.device(), ctx.device())
           : std::string("runs on the CPU reference (kDLCPU)")));
 }
@@ -127,7 +127,55 @@ void order_after(detail::ContextImpl& ctx, int device, CUstream_st* consumer) {
   FUSEJIT_CUDA(waited);
 }
 
+// Refuses a destination that `tensor` cannot be computed into, saying why (its size is
+// Tensor::eval_into's to check).
+void check_destination(const Tensor& tensor, const DLTensor& d) {
+  check_device(d.device, tensor.context(), "eval_into");
+  const DLDataType want = dl_type_of(tensor.dtype());
+  if (d.dtype.code != want.code || d.dtype.bits != want.bits || d.dtype.lanes != want.lanes) {
+    throw UsageError(fmt::format(
+        "eval_into: the destination's DLPack dtype (code {}, {} bits, {} lanes) is not the "
+        "tensor's {}; pass a buffer of that dtype, or cast the tensor first",
+        d.dtype.code, d.dtype.bits, d.dtype.lanes, dtype_name(tensor.dtype())));
+  }
+  if (d.ndim < 0 || (d.ndim > 0 && !d.shape)) {
+    throw UsageError(fmt::format("eval_into: malformed DLTensor (ndim {}, shape {})", d.ndim,
+                                 static_cast<const void*>(d.shape)));
+  }
+  if (!d.strides) return;  // dense row-major
+  int64_t step = 1;
+  for (int32_t i = d.ndim; i-- > 0;) {
+    if (d.shape[i] != 1 && d.strides[i] != step) {
+      throw UsageError(
+          "eval_into: the destination is not contiguous (row-major, no gaps), and the result "
+          "is written densely at its start; pass a contiguous buffer (numpy: "
+          "np.ascontiguousarray, torch: .contiguous()) and copy from it");
+    }
+    step *= d.shape[i];
+  }
+}
+
 }  // namespace
+
+void eval_into(const Tensor& tensor, DLManagedTensor* dst) {
+  if (!dst) throw UsageError("eval_into: the DLManagedTensor is null");
+  auto release = [dst] {
+    if (dst->deleter) dst->deleter(dst);
+  };
+  void* data = nullptr;
+  size_t bytes = 0;
+  try {
+    if (!tensor.defined()) throw UsageError("eval_into: the Tensor handle is empty");
+    const DLTensor& d = dst->dl_tensor;
+    check_destination(tensor, d);
+    data = static_cast<char*>(d.data) + d.byte_offset;
+    bytes = detail::byte_size(Shape(d.shape, d.shape + d.ndim), tensor.dtype());
+  } catch (...) {
+    release();
+    throw;
+  }
+  tensor.eval_into(data, bytes, std::move(release));
+}
 
 DLManagedTensor* Tensor::to_dlpack() const {
   const void* data = data_ptr();  // evaluates; throws on an empty handle

@@ -204,11 +204,31 @@ const void* Tensor::data_ptr() const {
   return t.ctx->data_of(*t.storage);
 }
 
-void Tensor::eval_into(void* dst, size_t bytes) const {
-  fusejit::eval_into({Destination{*this, dst, bytes}});
+void Tensor::eval_into(void* dst, size_t bytes, std::function<void()> release) const {
+  fusejit::eval_into({Destination{*this, dst, bytes, std::move(release)}});
 }
 
 namespace {
+
+// A destination's release, called when its last holder lets go: the eval_into call, the buffer
+// borrowed for the kernel that writes the destination (the result's storage, while it lives),
+// and on the GPU one more borrow let go at once, whose release waits behind the work queued.
+class ReleaseOnce {
+ public:
+  explicit ReleaseOnce(std::function<void()> release) : release_(std::move(release)) {}
+  ReleaseOnce(const ReleaseOnce&) = delete;
+  ReleaseOnce& operator=(const ReleaseOnce&) = delete;
+  ~ReleaseOnce() { release_(); }
+
+ private:
+  std::function<void()> release_;
+};
+
+// A release that lets go of `token` (empty without one).
+std::function<void()> holding(const std::shared_ptr<ReleaseOnce>& token) {
+  if (!token) return {};
+  return [held = token]() mutable { held.reset(); };
+}
 
 // The bytes of a destination the result is written to: the first numel * dtype size.
 size_t written_bytes(const Destination& d) {
@@ -242,6 +262,13 @@ bool overlap(const Destination& a, const Destination& b) {
 }  // namespace
 
 void eval_into(const std::vector<Destination>& destinations) {
+  // Made first, so that every release is called, whatever throws below; the last are let go
+  // when this returns, after the Context's lock.
+  std::vector<std::shared_ptr<ReleaseOnce>> tokens;
+  tokens.reserve(destinations.size());
+  for (const Destination& d : destinations) {
+    tokens.push_back(d.release ? std::make_shared<ReleaseOnce>(d.release) : nullptr);
+  }
   if (destinations.empty()) return;
   if (!destinations.front().tensor.defined()) {
     throw UsageError("eval_into: a destination's tensor is empty");
@@ -259,14 +286,35 @@ void eval_into(const std::vector<Destination>& destinations) {
       }
     }
   }
+  // On the GPU the writes are queued work: each release also waits behind what was queued by
+  // the time this returns or throws (a borrowed buffer let go queues its release on the stream).
+  // A refused call (above) queued nothing: its releases are called at once.
+  struct QueueBehind {
+    detail::ContextImpl& ctx;
+    const std::vector<Destination>& destinations;
+    const std::vector<std::shared_ptr<ReleaseOnce>>& tokens;
+    ~QueueBehind() {
+      if (!ctx.runtime) return;
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        if (!tokens[i]) continue;
+        try {
+          ctx.runtime->device().borrow(destinations[i].data, 0, holding(tokens[i]));
+        } catch (...) {  // out of host memory: the release then waits for nothing more
+        }
+      }
+    }
+  } queue_behind{ctx, destinations, tokens};
   // Pending tensors are computed into their destinations; computed ones are copied there.
   std::vector<std::shared_ptr<detail::TensorImpl>> pending;
   std::vector<const Destination*> computed;
   detail::ContextImpl::Into into;
-  for (const Destination& d : destinations) {
+  for (size_t i = 0; i < destinations.size(); ++i) {
+    const Destination& d = destinations[i];
     if (d.tensor.impl()->storage) {
       computed.push_back(&d);
-    } else if (into.emplace(d.tensor.impl().get(), d.data).second) {
+    } else if (into.emplace(d.tensor.impl().get(),
+                            detail::ContextImpl::IntoBuffer{d.data, holding(tokens[i])})
+                   .second) {
       pending.push_back(d.tensor.impl());
     } else {
       computed.push_back(&d);  // the same tensor twice: the second gets a copy

@@ -83,6 +83,7 @@ from fusejit._api import (  # noqa: F401
     bool_,
     default_context,
     eval,
+    eval_into,
     explain,
     float16,
     float32,

@@ -134,15 +134,33 @@ def from_dlpack(source, context=None):
     reads the memory at each eval that needs it and never writes it; the producer's tensor is
     kept alive until fusejit is done with it."""
     ctx = context or default_context()
-    if hasattr(source, "__dlpack__"):
-        device_type, _ = source.__dlpack_device__()
-        if device_type in (2, 13):  # kDLCUDA, kDLCUDAManaged
-            capsule = source.__dlpack__(stream=ctx.stream or 1)
-        else:
-            capsule = source.__dlpack__()
-    else:
-        capsule = source
-    return _fusejit._from_capsule(ctx, capsule)
+    return _fusejit._from_capsule(ctx, _capsule_of(source, ctx))
+
+
+def _capsule_of(source, ctx):
+    """source's DLPack capsule, asked for on ctx's stream when it is CUDA memory (the producer
+    orders its work on the memory before the Context's), or source itself (a capsule)."""
+    if not hasattr(source, "__dlpack__"):
+        return source
+    device_type, _ = source.__dlpack_device__()
+    if device_type in (2, 13):  # kDLCUDA, kDLCUDAManaged
+        return source.__dlpack__(stream=ctx.stream or 1)
+    return source.__dlpack__()
+
+
+def eval_into(x, out):
+    """Computes `x` into `out`'s memory and returns `x`. `out` is any DLPack producer (a numpy
+    array, a torch tensor, ...) or a 'dltensor' capsule: writable, of x's dtype, contiguous, on
+    the Context's device, holding at least x's bytes (x is written at its start, densely; bytes
+    past them are left as they are). A pending `x` is written there by the kernel that computes
+    it where it can be, and copied there otherwise; `x` may then read its values from `out`
+    (on a GPU), so leave `out` unchanged while you use `x`; fusejit keeps it alive (holds the
+    producer's tensor) as long as it may write or read it. On a
+    GPU the write is queued on the Context's stream, as every eval: read `out` after
+    `x.context.synchronize()`, or on that stream (a Context made on torch's current stream
+    orders it with torch's work), not before."""
+    x._eval_into_capsule(_capsule_of(out, x.context))
+    return x
 
 
 def _to_numpy_method(self):
@@ -154,6 +172,7 @@ def _repr(self):
 
 
 Tensor.to_numpy = _to_numpy_method
+Tensor.eval_into = eval_into
 Tensor.__repr__ = _repr
 Tensor.__array__ = lambda self, dtype=None, copy=None: (
     to_numpy(self) if dtype is None else to_numpy(self).astype(dtype))

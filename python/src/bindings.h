@@ -5,7 +5,9 @@
 // that it is destroyed last: a Context lives while any Python Tensor of it does.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -15,6 +17,27 @@
 namespace fusejit::python {
 
 namespace nb = nanobind;
+
+// The GIL. Work that can run long or wait on the GPU (evals, copies out, DLPack, plans) runs
+// without it, so that other Python threads go on meanwhile; such a region touches no Python
+// object. Python code that fusejit calls back (a DLPack producer's deleter, an eval_into
+// destination's release) can then run on a thread that holds a Context's lock but not the GIL,
+// while another thread holds the GIL and waits for that lock: there it must not wait for the
+// GIL, so with_gil queues it, to run on the next return through without_gil (or on the main
+// thread, as one of the interpreter's pending calls).
+void with_gil(std::function<void()> fn);
+// Runs what with_gil queued (with the GIL held).
+void run_queued() noexcept;
+
+// f(), with the GIL released; then what was queued meanwhile, with the GIL back.
+template <class F>
+decltype(auto) without_gil(F&& f) {
+  struct RunQueued {
+    ~RunQueued() { run_queued(); }
+  } after;  // destroyed after `released`, with the GIL held again
+  nb::gil_scoped_release released;
+  return std::forward<F>(f)();
+}
 
 // fusejit.Context.
 struct PyContext {

@@ -43,10 +43,14 @@ CUstream_st* stream_of(nb::handle stream) {
 }
 
 void init_context(PyContext* self, int device, nb::handle stream, nb::handle options) {
-  // The stream's owner (a torch.cuda.Stream) is kept as long as the Context.
-  nb::object owner = nb::borrow(stream);
+  // The stream's owner (a torch.cuda.Stream) is kept as long as the Context, which may be
+  // let go on a thread without the GIL.
   auto* ctx = new Context(options_of(options), Placement::on(device, stream_of(stream)));
-  new (self) PyContext{std::shared_ptr<Context>(ctx, [owner](Context* c) { delete c; })};
+  PyObject* owner = nb::borrow(stream).release().ptr();
+  new (self) PyContext{std::shared_ptr<Context>(ctx, [owner](Context* c) {
+    delete c;
+    with_gil([owner] { Py_DECREF(owner); });
+  })};
 }
 
 // Context::Stats as a dict, by the members' names.
@@ -76,11 +80,15 @@ nb::dict stats_of(const Context& ctx) {
 // which numpy lacks, arrives.
 PyTensor from_array(PyContext& c, nb::ndarray<nb::c_contig, nb::device::cpu> data, Shape shape,
                     DType dtype, bool convert) {
-  if (!convert)
-    return {c.ctx, c.ctx->from_host(data.data(), data.nbytes(), std::move(shape), dtype)};
-  const auto* values = static_cast<const double*>(data.data());
-  return {c.ctx, c.ctx->from_vector(std::vector<double>(values, values + data.nbytes() / 8),
-                                    std::move(shape), dtype)};
+  const void* bytes = data.data();
+  const size_t size = data.nbytes();
+  Tensor t = without_gil([&] {
+    if (!convert) return c.ctx->from_host(bytes, size, std::move(shape), dtype);
+    const auto* values = static_cast<const double*>(bytes);
+    return c.ctx->from_vector(std::vector<double>(values, values + size / 8), std::move(shape),
+                              dtype);
+  });
+  return {c.ctx, std::move(t)};
 }
 
 void bind_factories(nb::class_<PyContext>& cls) {
@@ -150,9 +158,9 @@ void bind_context(nb::module_& m) {
       .def_prop_ro("device", [](const PyContext& c) { return c.ctx->device(); })
       .def_prop_ro("stream",
                    [](const PyContext& c) { return reinterpret_cast<uintptr_t>(c.ctx->stream()); })
-      .def("synchronize", [](PyContext& c) { c.ctx->synchronize(); })
+      .def("synchronize", [](PyContext& c) { without_gil([&] { c.ctx->synchronize(); }); })
       .def("stats", [](const PyContext& c) { return stats_of(*c.ctx); })
-      .def("eval_all", [](PyContext& c) { c.ctx->eval_all(); })
+      .def("eval_all", [](PyContext& c) { without_gil([&] { c.ctx->eval_all(); }); })
       .def(
           "trace_text",
           [](PyContext& c, const std::vector<PyTensor>& outputs) {

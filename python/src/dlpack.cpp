@@ -44,6 +44,32 @@ CUstream_st* consumer_stream(nb::handle stream) {
   return reinterpret_cast<CUstream_st*>(static_cast<uintptr_t>(s));
 }
 
+// A producer's tensor whose deleter runs with the GIL (with_gil): numpy's takes the GIL, and
+// fusejit may let go of the memory on a thread that released it while holding a Context's lock.
+struct GilDeleted {
+  DLManagedTensor managed{};
+  DLManagedTensor* producer = nullptr;
+};
+
+DLManagedTensor* with_gil_deleter(DLManagedTensor* producer) {
+  auto* w = new GilDeleted{};
+  w->managed.dl_tensor = producer->dl_tensor;  // shape and strides stay the producer's
+  w->managed.manager_ctx = w;
+  w->managed.deleter = [](DLManagedTensor* self) {
+    auto* w = static_cast<GilDeleted*>(self->manager_ctx);
+    DLManagedTensor* p = w->producer;
+    delete w;
+    with_gil([p] {
+      if (p->deleter) p->deleter(p);
+    });
+  };
+  w->producer = producer;
+  return &w->managed;
+}
+
+// Frees with_gil_deleter's wrapper of a tensor that fusejit did not take.
+void unwrap(DLManagedTensor* wrapped) { delete static_cast<GilDeleted*>(wrapped->manager_ctx); }
+
 std::pair<int, int> device_of(const PyTensor& x) {
   return x.ctx->has_gpu() ? std::pair(static_cast<int>(kDLCUDA), x.ctx->device())
                           : std::pair(static_cast<int>(kDLCPU), 0);
@@ -67,9 +93,11 @@ nb::object to_capsule(const PyTensor& x, nb::handle stream, nb::handle /*max_ver
     if (!stream.is_none() && nb::cast<int64_t>(stream) != -1) {
       throw nb::value_error("__dlpack__: stream must be None for a CPU tensor (kDLCPU)");
     }
-    managed = x.t.to_dlpack(kNoStreamOrder);  // ready when computed: nothing to order
+    // ready when computed: nothing to order
+    managed = without_gil([&] { return x.t.to_dlpack(kNoStreamOrder); });
   } else {
-    managed = x.t.to_dlpack(consumer_stream(stream));
+    CUstream_st* s = consumer_stream(stream);
+    managed = without_gil([&] { return x.t.to_dlpack(s); });
   }
   PyObject* capsule = PyCapsule_New(managed, kCapsule, &capsule_destructor);
   if (!capsule) {
@@ -88,9 +116,30 @@ PyTensor from_capsule(PyContext& c, nb::handle capsule) {
         "object with __dlpack__; a capsule can be consumed once");
   }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kCapsule));
-  Tensor t = from_dlpack(*c.ctx, managed);
+  DLManagedTensor* deferred = with_gil_deleter(managed);
+  Tensor t;
+  try {
+    t = without_gil([&] { return from_dlpack(*c.ctx, deferred); });
+  } catch (...) {
+    unwrap(deferred);  // not consumed: the capsule still owns `managed`
+    throw;
+  }
   if (PyCapsule_SetName(capsule.ptr(), kUsedCapsule) != 0) throw nb::python_error();
   return PyTensor{c.ctx, std::move(t)};
+}
+
+// x computed into the capsule's memory (fusejit::eval_into): the capsule is consumed, and its
+// producer's deleter runs, with the GIL, once fusejit no longer writes or reads the memory.
+void eval_into_capsule(const PyTensor& x, nb::handle capsule) {
+  if (!PyCapsule_IsValid(capsule.ptr(), kCapsule)) {
+    throw nb::type_error(
+        "eval_into: expected an unused 'dltensor' capsule (DLPack 0.6), or an object with "
+        "__dlpack__ such as a numpy array or a torch tensor");
+  }
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kCapsule));
+  if (PyCapsule_SetName(capsule.ptr(), kUsedCapsule) != 0) throw nb::python_error();
+  DLManagedTensor* deferred = with_gil_deleter(managed);
+  without_gil([&] { eval_into(x.t, deferred); });
 }
 
 }  // namespace
@@ -102,6 +151,7 @@ void bind_dlpack(nb::module_& m, nb::class_<PyTensor>& cls) {
           "max_version"_a = nb::none(), "dl_device"_a = nb::none(), "copy"_a = nb::none())
       .def("__dlpack_device__", &device_of);
   m.def("_from_capsule", &from_capsule, "context"_a, "capsule"_a);
+  cls.def("_eval_into_capsule", &eval_into_capsule, "capsule"_a);
 }
 
 }  // namespace fusejit::python

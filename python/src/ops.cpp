@@ -188,14 +188,24 @@ void bind_indexing(nb::module_& m) {
       },
       "table"_a, "ids"_a);
   m.def(
-      "eval", [](const std::vector<PyTensor>& xs) { fusejit::eval(handles(xs)); }, "tensors"_a);
+      "eval",
+      [](const std::vector<PyTensor>& xs) {
+        std::vector<Tensor> ts = handles(xs);
+        without_gil([&] { fusejit::eval(ts); });
+      },
+      "tensors"_a);
   m.def(
-      "plan_text", [](const std::vector<PyTensor>& xs) { return plan_text(handles(xs)); },
+      "plan_text",
+      [](const std::vector<PyTensor>& xs) {
+        std::vector<Tensor> ts = handles(xs);
+        return without_gil([&] { return plan_text(ts); });
+      },
       "tensors"_a);
   m.def(
       "plan_summary",
       [](const std::vector<PyTensor>& xs) {
-        const PlanSummary s = plan_summary(handles(xs));
+        std::vector<Tensor> ts = handles(xs);
+        const PlanSummary s = without_gil([&] { return plan_summary(ts); });
         nb::dict d;
         d["kernels"] = s.kernels;
         d["library_calls"] = s.library_calls;

@@ -99,7 +99,7 @@ void bind_operators(nb::class_<PyTensor>& cls) {
                    "the truth value of a fusejit.Tensor of more than one element "
                    "is ambiguous; reduce it first (fusejit.max, fusejit.min)");
              }
-             return x.t.to_host()[0] != 0;
+             return without_gil([&] { return x.t.to_host()[0] != 0; });
            })
       .def("__hash__",
            [](const PyTensor& x) { return reinterpret_cast<uintptr_t>(x.t.impl().get()); });
@@ -178,17 +178,21 @@ nb::class_<PyTensor> bind_tensor(nb::module_& m) {
       .def(
           "eval",
           [](PyTensor& x) -> PyTensor& {
-            x.t.eval();
+            without_gil([&] { x.t.eval(); });
             return x;
           },
           nb::rv_policy::reference)
       .def("data_ptr",
-           [](const PyTensor& x) { return reinterpret_cast<uintptr_t>(x.t.data_ptr()); })
-      .def("plan", [](const PyTensor& x) { return plan_text({x.t}); })
+           [](const PyTensor& x) {
+             return reinterpret_cast<uintptr_t>(without_gil([&] { return x.t.data_ptr(); }));
+           })
+      .def("plan", [](const PyTensor& x) { return without_gil([&] { return plan_text({x.t}); }); })
       .def(
           "_copy_to",
           [](const PyTensor& x, nb::ndarray<nb::c_contig, nb::device::cpu> out) {
-            x.t.copy_to_host(out.data(), out.nbytes());
+            void* data = out.data();
+            const size_t bytes = out.nbytes();
+            without_gil([&] { x.t.copy_to_host(data, bytes); });
           },
           "out"_a);
   bind_operators(cls);

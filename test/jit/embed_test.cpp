@@ -271,6 +271,28 @@ TEST_CASE("eval_into computes into caller memory", "[jit][embed]") {
   }
 }
 
+TEST_CASE("eval_into calls a destination's release once, when it is done with the memory",
+          "[jit][embed]") {
+  int released = 0;
+  int refused = 0;
+  {
+    fj::Context ctx(quiet());
+    const auto x = ctx.from_vector(std::vector<double>{1, -2, 3, -4}, {2, 2});
+    ContextMemory out(ctx, 4 * sizeof(float));
+    {
+      auto y = fj::relu(x) + 1.0;
+      y.eval_into(out.data(), out.bytes(), [&] { ++released; });
+      CHECK(read_floats(ctx, out.data(), 4) == std::vector<double>{2, 1, 4, 1});
+      // The CPU path copies the result in: nothing holds the memory once the call returns. On
+      // the GPU, y may read its values from it: held while y lives.
+      CHECK(released == (ctx.has_gpu() ? 0 : 1));
+    }
+    CHECK_THROWS_AS((x + 1.0).eval_into(out.data(), 3, [&] { ++refused; }), fj::UsageError);
+    CHECK(refused == 1);  // refused before anything was queued: released at once
+  }
+  CHECK(released == 1);  // a Context's end calls every release still queued
+}
+
 TEST_CASE("eval_into refuses bad destinations", "[jit][embed][errors]") {
   fj::Context ctx(quiet());
   const auto x = ctx.from_vector(std::vector<double>{1, 2, 3, 4}, {4});
