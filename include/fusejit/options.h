@@ -77,6 +77,9 @@ struct Options {
   // FUSEJIT_ATTENTION: auto (also 1, on, true, cudnn), kernel, 0 (also off, false).
   AttentionMode attention = AttentionMode::cudnn;
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
+  // FUSEJIT_GEMV=1: GEMMs of 1..16 rows run the generated skinny-GEMM kernel where it takes them
+  // (weights [N, K], one call, no batch), instead of cuBLASLt. Off until timed on a GPU.
+  bool gemv = false;
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
   // jit/libs/cudnn_api.h lists where).
   std::string cudnn_path;

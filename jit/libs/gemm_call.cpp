@@ -2,6 +2,7 @@
 #include "jit/libs/gemm_call.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -154,6 +155,55 @@ std::string gemm_call_label(const GemmCall& call) {
   return fmt::format(
       "cublasLt {}x{}x{}{}{} {}{}", p.m, p.n, p.k, p.batch > 1 ? fmt::format(" x{}", p.batch) : "",
       calls > 1 ? fmt::format(" ({} calls)", calls) : "", dtype_name(p.dtype), epilogue);
+}
+
+namespace {
+
+// The rows of A that one call's batch stacks into a single GEMM: a batch whose weights are
+// shared (stride 0) and whose A and D matrices follow each other is batch * M rows; 0 where
+// the batch is not such a stack.
+int64_t stacked_rows(const GemmProblem& p) {
+  if (p.batch == 1) return p.m;
+  const bool stacked =
+      p.stride_b == 0 && !p.transpose_a && p.stride_a == p.m * p.k && p.stride_d == p.m * p.n;
+  return stacked ? p.batch * p.m : 0;
+}
+
+std::optional<templates::GemvSpec> refused(std::string* why, std::string reason) {
+  if (why) *why = std::move(reason);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, std::string* why) {
+  const GemmProblem& p = call.problem;
+  if (call.calls.size() != 1 || !(call.calls[0] == GemmOffsets{}))
+    return refused(
+        why, fmt::format("{} calls at offsets (the kernel takes one, at 0)", call.calls.size()));
+  if (p.alignment < 16)
+    return refused(why, fmt::format("buffers {}-byte aligned (needs 16)", p.alignment));
+  const int64_t rows = stacked_rows(p);
+  if (rows == 0)
+    return refused(why, fmt::format("a batch of {} that is not one stack of rows", p.batch));
+  using Act = fusion::GemmEpilogue::Activation;
+  const Act act = p.activation == GemmProblem::Activation::relu        ? Act::relu
+                  : p.activation == GemmProblem::Activation::gelu_tanh ? Act::gelu_tanh
+                                                                       : Act::none;
+  templates::GemvSpec s{.dtype = p.dtype, .activation = act};
+  std::tie(s.m, s.n, s.k, s.alpha, s.beta) = std::tuple(rows, p.n, p.k, p.alpha, p.beta);
+  std::tie(s.transpose_a, s.transpose_b, s.bias, s.residual) =
+      std::tuple(p.transpose_a, p.transpose_b, p.has_bias, p.has_residual);
+  if (std::string no = templates::refuse_gemv(s); !no.empty()) return refused(why, std::move(no));
+  return s;
+}
+
+std::vector<ir::NodeId> gemv_arguments(const GemmCall& call) {
+  std::vector<ir::NodeId> args = {call.a, call.b};
+  if (call.problem.has_bias) args.push_back(call.bias);
+  if (call.problem.has_residual) args.push_back(call.residual);
+  args.push_back(call.d);
+  return args;
 }
 
 }  // namespace fusejit::jit

@@ -28,12 +28,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fusion/plan.h"
 #include "ir/shape.h"
 #include "jit/libs/blas.h"
+#include "templates/schedulers/gemv.h"
 
 namespace fusejit::jit {
 
@@ -66,6 +68,13 @@ struct GemmCall {
 
 GemmCall describe_gemm_call(const fusion::Plan& plan, const fusion::Region& region,
                             bool allow_tf32);
+
+// The skinny-GEMM kernel's spec for a call it takes (CodegenOptions::gemv): one unbatched call
+// at offset 0, whose every buffer is 16-byte aligned, that templates::refuse_gemv takes (M of
+// 1..16, weights [N, K]); else nothing, and `why` says why not.
+std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, std::string* why = nullptr);
+// Its kernel's arguments, in generate_gemv's order: A, B, [bias], [C], D.
+std::vector<ir::NodeId> gemv_arguments(const GemmCall& call);
 
 // "cublasLt 512x512x64 x16 (8 calls) bf16+bias+relu": M x N x K, the batch count of each call,
 // how many calls (when more than one), the dtype and what the epilogue adds.

@@ -10,14 +10,26 @@ namespace fusejit::jit {
 
 namespace {
 
+// With the gemv option, the skinny-GEMM kernel that runs a gemm region (its parameters), or why
+// cuBLASLt still does; "" when it does not say.
+std::string gemv_text(const GemmCall& call, bool gemv) {
+  if (!gemv) return "";
+  std::string why;
+  if (const auto spec = gemv_spec(call, &why)) {
+    return fmt::format(", run instead by the generated kernel {}",
+                       templates::params_text("gemv", templates::gemv_params(*spec, {})));
+  }
+  return fmt::format(", not the gemv kernel ({})", why);
+}
+
 // How the executor will issue each gemm region (jit/libs/gemm_call.h).
-std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32) {
+std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, bool gemv) {
   std::string out;
   for (size_t i = 0; i < plan.regions.size(); ++i) {
     if (plan.regions[i].kind != fusion::RegionKind::gemm) continue;
     const GemmCall call = describe_gemm_call(plan, plan.regions[i], allow_tf32);
     const GemmProblem& p = call.problem;
-    out += fmt::format("  region {}: {}", i, gemm_call_label(call));
+    out += fmt::format("  region {}: {}{}", i, gemm_call_label(call), gemv_text(call, gemv));
     if (p.batch > 1) {
       out += fmt::format(", batch strides A {} B {} D {}", p.stride_a, p.stride_b, p.stride_d);
     }
@@ -28,8 +40,8 @@ std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32) {
 
 }  // namespace
 
-std::string plan_text(const fusion::Plan& plan, bool allow_tf32) {
-  return fusion::plan_to_text(plan) + library_calls_text(plan, allow_tf32);
+std::string plan_text(const fusion::Plan& plan, bool allow_tf32, bool gemv) {
+  return fusion::plan_to_text(plan) + library_calls_text(plan, allow_tf32, gemv);
 }
 
 }  // namespace fusejit::jit

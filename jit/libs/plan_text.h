@@ -12,6 +12,8 @@ namespace fusejit::jit {
 
 // plan_to_text(plan), then "library calls:" with one line per gemm region (its cuBLASLt call
 // and, when batched, the batch strides in elements; 0: that operand is broadcast), when any.
-std::string plan_text(const fusion::Plan& plan, bool allow_tf32);
+// With `gemv` (Options::gemv), each gemm region the skinny-GEMM kernel takes says so (with its
+// parameters), and each other one why not.
+std::string plan_text(const fusion::Plan& plan, bool allow_tf32, bool gemv = false);
 
 }  // namespace fusejit::jit

@@ -113,6 +113,26 @@ std::vector<std::shared_ptr<LoadedKernel>> load_kernels(
   return out;
 }
 
+namespace {
+
+// With CodegenOptions::gemv: the skinny-GEMM kernel for gemm region i where it takes the call
+// (its arguments in the kernel's params), and a decision saying which runs the region.
+void plan_gemv(fusion::Plan& plan, size_t i, const GemmCall& call,
+               const templates::CodegenOptions& codegen, templates::Kernel& kernel) {
+  std::string why;
+  const std::optional<templates::GemvSpec> spec = gemv_spec(call, &why);
+  if (spec) {
+    kernel = templates::generate_gemv(*spec, codegen.target);
+    kernel.params = gemv_arguments(call);
+  }
+  plan.decisions.push_back(
+      {call.a, call.d, spec.has_value(),
+       spec ? fmt::format("region {} runs the generated gemv kernel ({})", i, kernel.schedule)
+            : fmt::format("region {}: not the gemv kernel ({}); cuBLASLt runs it", i, why)});
+}
+
+}  // namespace
+
 Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
                             const BuildOptions& options, const PrebuiltKernel& prebuilt) {
   Executable exe;
@@ -126,6 +146,7 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
     step.region = &r;
     if (r.kind == fusion::RegionKind::gemm) {
       step.gemm = describe_gemm_call(p, r, options.allow_tf32);
+      if (options.codegen.gemv) plan_gemv(exe.plan, i, step.gemm, options.codegen, kernels[i]);
     } else if (r.kind == fusion::RegionKind::attention && options.cudnn) {
       std::string why;
       step.attention = plan_attention_call(p.graph, r, options.cudnn, &why);

@@ -99,6 +99,20 @@ ParamFields AttentionParams::fields() const {
           {"blocks_per_sm", int64_t{blocks_per_sm}}};
 }
 
+ParamFields GemvParams::fields() const {
+  return {{"vector_width", int64_t{vector_width}},
+          {"warps", int64_t{warps}},
+          {"block", int64_t{block}},
+          {"rows", rows},
+          {"unroll", unroll},
+          {"chunk", chunk},
+          {"tiles", tiles},
+          {"split", split},
+          {"piece", piece},
+          {"work", work},
+          {"shared_bytes", shared_bytes}};
+}
+
 ParamFields param_fields(const ScheduleParams& params) {
   return std::visit([](const auto& p) { return p.fields(); }, params);
 }

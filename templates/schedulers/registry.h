@@ -99,8 +99,28 @@ struct AttentionParams {
   ParamFields fields() const;
 };
 
-using ScheduleParams =
-    std::variant<PointwiseParams, TransposeParams, RowParams, ColumnParams, AttentionParams>;
+// The skinny GEMM (gemv.cpp): a block of `warps` warps takes `rows` consecutive weight rows (a
+// tile: outputs along N) per warp over one piece of K; its lanes split the piece, each taking
+// `unroll` vectors of `vector_width` elements per row and stage; x's M rows of the stage sit in
+// shared memory as f32. `split` pieces of K per tile (combined in a fixed order by the tile's
+// last block) where the tiles alone are few.
+struct GemvParams {
+  int vector_width = 8;  // weight elements per load: 16 bytes where K allows
+  int warps = 4;
+  int block = 128;
+  int64_t rows = 4;          // weight rows (outputs along N) per warp
+  int64_t unroll = 2;        // vectors per lane, row and stage
+  int64_t chunk = 0;         // K elements per stage: 32 * unroll * vector_width
+  int64_t tiles = 1;         // ceil(N / (warps * rows))
+  int64_t split = 1;         // pieces of K per tile
+  int64_t piece = 0;         // K elements per piece: a multiple of chunk
+  int64_t work = 1;          // tiles * split work items
+  int64_t shared_bytes = 0;  // static: the staged x
+  ParamFields fields() const;
+};
+
+using ScheduleParams = std::variant<PointwiseParams, TransposeParams, RowParams, ColumnParams,
+                                    AttentionParams, GemvParams>;
 
 class Scheduler {
  public:

@@ -5,9 +5,12 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "fusejit/fusejit.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"
+#include "jit/libs/plan_text.h"
 #include "jit/runtime/executor.h"
 #include "support/catch.h"
 #include "support/gpu.h"
@@ -109,4 +112,87 @@ TEST_CASE("a concat of a thousand distinct inputs runs right on its shared kerne
   const testing::GpuCheck check = testing::check_on_gpu(concat_of_distinct(1000), 11);
   INFO(check.detail);
   CHECK(check.pass);
+}
+
+namespace {
+
+// linear(x, w, bias) of M rows: x bf16[M, 4096], w bf16[1000, 4096] (linear's [N, K]), bias.
+std::string linear_trace(int m) {
+  return fmt::format(
+      "fusejit-trace 1\n"
+      "%0 : bf16[{0},4096] = input\n"
+      "%1 : bf16[1000,4096] = input\n"
+      "%2 : bf16[1000] = input\n"
+      "%3 : bf16[4096,1000] = permute %1 axes=[1,0]\n"
+      "%4 : bf16[{0},1000] = matmul %0, %3\n"
+      "%5 : bf16[{0},1000] = add %4, %2\n"
+      "%6 : bf16[{0},1000] = relu %5\n"
+      "output %6\n",
+      m);
+}
+
+// The executable of a trace with the gemv kernel on or off, built with a loader that compiles
+// nothing.
+jit::Executable gemv_executable(const std::string& trace, bool gemv) {
+  jit::KernelLoader loader;
+  loader.find = [](const templates::Kernel&) { return std::shared_ptr<jit::LoadedKernel>(); };
+  loader.obtain = [](const templates::Kernel&) { return jit::ObtainedKernel{}; };
+  loader.load = [](const templates::Kernel& k, const jit::ObtainedKernel&) {
+    auto l = std::make_shared<jit::LoadedKernel>();
+    l->kernel = k;
+    return l;
+  };
+  jit::BuildOptions options;
+  options.codegen.gemv = gemv;
+  return jit::build_executable(fusion::make_plan(ir::parse(trace)), loader, options);
+}
+
+}  // namespace
+
+TEST_CASE("with the gemv option, GEMMs of up to 16 rows run the generated kernel",
+          "[jit][executor][gemv]") {
+  const jit::Executable on = gemv_executable(linear_trace(3), true);
+  REQUIRE(on.steps.size() == 1);
+  const jit::Step& step = on.steps[0];
+  REQUIRE(step.region->kind == fusion::RegionKind::gemm);
+  REQUIRE(step.kernel);
+  CHECK(step.kernel->kernel.name.rfind("fj_gemv_", 0) == 0);
+  // A, B, bias, D: the matmul's operands as cuBLASLt would have read them.
+  CHECK(step.arguments ==
+        std::vector<ir::NodeId>{step.gemm.a, step.gemm.b, step.gemm.bias, step.gemm.d});
+  // The epilogue at the store.
+  CHECK(step.kernel->kernel.source.find("fj_gemv_relu(") != std::string::npos);
+  REQUIRE(!on.plan.decisions.empty());
+  CHECK(on.plan.decisions.back().fused);
+  CHECK_THAT(on.plan.decisions.back().reason,
+             ContainsSubstring("runs the generated gemv kernel (gemv{vector_width=8"));
+  // Off (the default): cuBLASLt, and no decision about it.
+  const jit::Executable off = gemv_executable(linear_trace(3), false);
+  CHECK(!off.steps[0].kernel);
+  CHECK(off.plan.decisions.size() + 1 == on.plan.decisions.size());
+  // 32 rows: cuBLASLt, and the decision says why.
+  const jit::Executable tall = gemv_executable(linear_trace(32), true);
+  CHECK(!tall.steps[0].kernel);
+  CHECK_THAT(
+      tall.plan.decisions.back().reason,
+      ContainsSubstring("not the gemv kernel (M = 32 rows (takes 1..16)); cuBLASLt runs it"));
+}
+
+TEST_CASE("FUSEJIT_GEMV turns the gemv kernel on", "[jit][executor][gemv]") {
+  CHECK(!Options::parse({}).gemv);
+  CHECK(Options::parse({{"FUSEJIT_GEMV", "1"}}).gemv);
+  CHECK(Options::parse({{"FUSEJIT_GEMV", "1"}}).warnings.empty());
+}
+
+TEST_CASE("fusejit plan says which GEMMs the gemv kernel runs", "[jit][executor][gemv]") {
+  const fusion::Plan plan = fusion::make_plan(ir::parse(linear_trace(3)));
+  const std::string off = jit::plan_text(plan, false);
+  CHECK(off == jit::plan_text(plan, false, false));
+  CHECK(off.find("gemv") == std::string::npos);
+  CHECK_THAT(
+      jit::plan_text(plan, false, true),
+      ContainsSubstring("cublasLt 3x1000x4096 bf16+bias+relu, run instead by the generated kernel "
+                        "gemv{vector_width=8, warps=4, block=128, rows=4, unroll=2"));
+  CHECK_THAT(jit::plan_text(fusion::make_plan(ir::parse(linear_trace(32))), false, true),
+             ContainsSubstring(", not the gemv kernel (M = 32 rows (takes 1..16))"));
 }

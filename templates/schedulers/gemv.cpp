@@ -1,0 +1,314 @@
+// templates/gemv: see gemv.h. The parameters (gemv_params) and the kernel, built as kernel IR:
+// the signature and storage, the work loop with its stages (weights loaded first, so that their
+// latency overlaps the staging of A; A staged as f32; the products), the warp's butterfly, and
+// the store with the epilogue, directly or through the split's partials.
+#include "templates/schedulers/gemv.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fusejit/error.h"
+#include "templates/emit.h"
+
+namespace fusejit::templates {
+
+namespace {
+
+using kir::ExprP;
+using kir::lit;
+
+// Work items a kernel aims at before it splits K: about four blocks per SM of a 132-SM part
+// (the grid is sized at launch; a smaller part loops longer over the same items).
+constexpr int64_t kSplitTarget = 512;
+// A's stage in shared memory, at most this many f32 values (32 KiB).
+constexpr int64_t kStageFloats = 8192;
+// Weight vectors each lane holds in flight per stage (rows times unroll): 128 bytes.
+constexpr int64_t kVectorsInFlight = 8;
+
+using kir::add;
+using kir::mul;
+ExprP sub(ExprP a, ExprP b) { return kir::subscript(std::move(a), std::move(b)); }
+ExprP sub(ExprP a, ExprP b, ExprP c) { return sub(sub(std::move(a), std::move(b)), std::move(c)); }
+ExprP both(ExprP a, ExprP b) { return kir::infix(std::move(a), "&&", std::move(b)); }
+ExprP less(ExprP a, int64_t b) { return kir::infix(std::move(a), "<", lit(b)); }
+ExprP equal(ExprP a, int64_t b) { return kir::infix(std::move(a), "==", lit(b)); }
+
+// An element of `dtype` as f32, and an f32 value rounded into `dtype`.
+ExprP widen(DType dtype, ExprP x) {
+  if (dtype == DType::bf16) return kir::call("fj_bf16_to_f32", {std::move(x)});
+  if (dtype == DType::f16) return kir::call("fj_f16_to_f32", {std::move(x)});
+  return x;
+}
+ExprP narrow(DType dtype, ExprP x) {
+  if (dtype == DType::bf16) return kir::call("fj_f32_to_bf16", {std::move(x)});
+  if (dtype == DType::f16) return kir::call("fj_f32_to_f16", {std::move(x)});
+  return x;
+}
+
+// The kernel's variables.
+struct Vars {
+  ExprP a, b, bias, c, d;        // parameters
+  ExprP xs, last;                // __shared__: A's stage (f32), the split's verdict
+  ExprP partials, arrivals;      // module scope (split > 1)
+  ExprP lane, warp;              // per thread
+  ExprP tile, piece, row0, acc;  // per work item: row0 is the warp's first weight row
+};
+
+void build_signature(kir::Function& f, const GemvSpec& s, const GemvParams& p, Vars& v) {
+  const std::string t(dtype_code(s.dtype).storage);
+  f.name = std::string(kKernelNameToken);
+  f.block = p.block;
+  f.min_blocks = 1;
+  v.a = f.param(t, "a", true, "A: [M, K] (or [K, M] stored)");
+  v.b = f.param(t, "b", true, "the weights: [N, K]");
+  if (s.bias) v.bias = f.param(t, "bias", true, "[N]");
+  if (s.residual) v.c = f.param(t, "c", true, "C: [M, N]");
+  v.d = f.param(t, "d", false, "D: [M, N]");
+}
+
+void declare_storage(kir::Function& f, const GemvSpec& s, const GemvParams& p, Vars& v) {
+  v.xs = f.body.declare("__shared__ __align__(16) float",
+                        {{"xs", {lit(s.m), lit(p.chunk)}, nullptr, nullptr}},
+                        "A's rows over one stage of K, as f32")[0];
+  if (p.split > 1) {
+    v.last = f.body.declare("__shared__ bool", {{"last", {}, nullptr, nullptr}},
+                            "this block is its tile's last piece to arrive")[0];
+    f.head.comment(
+        "Per tile and piece, the f32 partials of its outputs; per tile, the pieces arrived.");
+    v.partials = f.head.array(kir::variable("__device__ float", "fj_gemv_partials"),
+                              {p.split * p.tiles * p.warps * p.rows * s.m});
+    v.arrivals =
+        f.head.array(kir::variable("__device__ unsigned int", "fj_gemv_arrivals"), {p.tiles});
+  }
+  v.lane = f.body.let("int", "lane", kir::infix(kir::thread_index(), "%", lit(32)));
+  v.warp = f.body.let("int", "warp", kir::infix(kir::thread_index(), "/", lit(32)));
+}
+
+// The weights of one stage: wv[r][u] = the u-th vector of the lane in weight row row0 + r; zero
+// past N or K (K is a multiple of the vector width, so a vector is wholly inside or outside).
+ExprP load_weights(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP k0) {
+  const int64_t V = p.vector_width;
+  const ExprP wv = b.array(std::string(dtype_code(s.dtype).storage), "wv", {p.rows, p.unroll, V});
+  const auto [rows, r] = b.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+  const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
+  const auto [zero, e] = units.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
+  zero.assign(sub(sub(wv, r, u), e), lit(0));
+  const ExprP n = units.let("long long", "n", add(v.row0, r));
+  const ExprP k =
+      units.let("long long", "k", add(k0, mul(kir::group(add(mul(u, lit(32)), v.lane)), lit(V))));
+  kir::Block& in = units.branch(both(less(n, s.n), less(k, s.k)));
+  in.eval(kir::load_vec(sub(wv, r, u), add(v.b, add(mul(n, lit(s.k)), k))));
+  return wv;
+}
+
+// A's rows over the stage from k0, as f32 in xs (zero past K): every thread a share of the
+// vectors, each read once from global memory.
+void stage_a(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP k0) {
+  const int64_t V = p.vector_width, per_row = p.chunk / V;
+  const auto [each, i] = b.loop("int", "i", kir::thread_index(), lit(s.m * per_row), lit(p.block));
+  const ExprP m = each.let("int", "m", kir::infix(i, "/", lit(per_row)));
+  const ExprP j = each.let("int", "j", kir::infix(i, "%", lit(per_row)));
+  const ExprP k = each.let("long long", "k", add(k0, mul(j, lit(V))));
+  const ExprP xf = each.array("float", "xf", {V});
+  const auto [zero, z] = each.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
+  zero.assign(sub(xf, z), lit("0.0f"));
+  kir::Block& in = each.branch(less(k, s.k));
+  if (s.transpose_a) {
+    const auto [lanes, e] = in.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
+    lanes.assign(sub(xf, e),
+                 widen(s.dtype, sub(v.a, add(mul(kir::group(add(k, e)), lit(s.m)), m))));
+  } else {
+    const ExprP xv = in.array(std::string(dtype_code(s.dtype).storage), "xv", {V});
+    in.eval(kir::load_vec(xv, add(v.a, add(mul(m, lit(s.k)), k))));
+    const auto [lanes, e] = in.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
+    lanes.assign(sub(xf, e), widen(s.dtype, sub(xv, e)));
+  }
+  each.eval(kir::store_vec(kir::prefix("&", sub(v.xs, m, mul(j, lit(V)))), xf));
+}
+
+// acc[m][r] += A[m, k] * W[row0 + r, k] over the lane's vectors of the stage: each weight
+// vector widened once (wf), each of A's vectors read once from shared memory per row set.
+void multiply(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP wv) {
+  const int64_t V = p.vector_width;
+  const auto [units, u] = b.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
+  const ExprP wf = units.array("float", "wf", {p.rows, V});
+  {
+    const auto [rows, r] = units.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+    const auto [lanes, e] = rows.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
+    lanes.assign(sub(wf, r, e), widen(s.dtype, sub(sub(wv, r, u), e)));
+  }
+  const auto [each, m] = units.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
+  const ExprP xr = each.array("float", "xr", {V});
+  const ExprP at = mul(kir::group(add(mul(u, lit(32)), v.lane)), lit(V));
+  each.eval(kir::load_vec(xr, kir::prefix("&", sub(v.xs, m, at))));
+  const auto [rows, r] = each.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+  const auto [lanes, e] = rows.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
+  lanes.assign(sub(v.acc, m, r), mul(sub(xr, e), sub(wf, r, e)), "+=");
+}
+
+// The stages of one work item's piece of K, then the warp's butterfly: every lane ends with
+// every sum of the warp's rows.
+void accumulate(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) {
+  v.acc = b.array("float", "acc", {s.m, p.rows});
+  {
+    const auto [each, m] = b.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
+    const auto [rows, r] = each.loop_line("int", "r", lit(0), lit(p.rows), nullptr, 1);
+    rows.assign(sub(v.acc, m, r), lit("0.0f"));
+  }
+  const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(p.piece / p.chunk));
+  const ExprP k0 =
+      stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
+  const ExprP wv = load_weights(stages, s, p, v, k0);
+  stage_a(stages, s, p, v, k0);
+  stages.eval(kir::sync_block());
+  multiply(stages, s, p, v, wv);
+  stages.eval(kir::sync_block(), "xs is written again by the next stage");
+  const auto [each, m] = b.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
+  const auto [rows, r] = each.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+  for (int o = 16; o >= 1; o /= 2)
+    rows.assign(sub(v.acc, m, r), kir::call("fj_gemv_shfl_xor", {sub(v.acc, m, r), lit(o)}), "+=");
+}
+
+// act(alpha * sum + beta * C[m, n] + bias[n]), rounded into the output's dtype and stored.
+void store(kir::Block& b, const GemvSpec& s, const Vars& v, ExprP sum, ExprP m, ExprP n) {
+  ExprP value = s.alpha == 1.0 ? sum : mul(lit(literal(DType::f32, s.alpha)), sum);
+  const ExprP at = add(mul(m, lit(s.n)), n);
+  if (s.residual)
+    value = add(value, mul(lit(literal(DType::f32, s.beta)), widen(s.dtype, sub(v.c, at))));
+  if (s.bias) value = add(value, widen(s.dtype, sub(v.bias, n)));
+  using Act = fusion::GemmEpilogue::Activation;
+  if (s.activation == Act::relu) value = kir::call("fj_gemv_relu", {value});
+  if (s.activation == Act::gelu_tanh) value = kir::call("fj_gemv_gelu_tanh", {value});
+  b.assign(sub(v.d, at), narrow(s.dtype, value));
+}
+
+// Each (m, r) sum is stored by one lane (lane (m * rows + r) % 32), in its row's bounds. `body`
+// gets the block of that lane, m, r and the weight row n.
+template <class Body>
+void per_output(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, Body body) {
+  const auto [each, m] = b.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
+  const auto [rows, r] = each.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+  const ExprP n = rows.let("long long", "n", add(v.row0, r));
+  const ExprP owner = kir::infix(kir::group(add(mul(m, lit(p.rows)), r)), "%", lit(32));
+  kir::Block& mine = rows.branch(both(kir::infix(v.lane, "==", owner), less(n, s.n)));
+  body(mine, m, r, n);
+}
+
+// The partial of (piece q, the warp's row r, m) in the scratch.
+ExprP partial_slot(const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP q, ExprP m,
+                   ExprP r) {
+  ExprP at = add(mul(q, lit(p.tiles)), v.tile);
+  at = add(mul(kir::group(at), lit(p.warps * p.rows)), add(mul(v.warp, lit(p.rows)), r));
+  return sub(v.partials, add(mul(kir::group(at), lit(s.m)), m));
+}
+
+// Split pieces: each writes its partials; the tile's last block to arrive (counted after a
+// fence, as the row kernel's split does) adds the tile's pieces in order and stores.
+void finish_split(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v) {
+  per_output(b, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP) {
+    mine.assign(partial_slot(s, p, v, v.piece, m, r), sub(v.acc, m, r));
+  });
+  b.eval(kir::fence());
+  b.eval(kir::sync_block());
+  kir::Block& counter = b.branch(equal(kir::thread_index(), 0));
+  counter.eval(kir::fence());
+  const ExprP arrived = kir::atomic_add(kir::prefix("&", sub(v.arrivals, v.tile)), lit("1u"));
+  counter.assign(v.last, kir::infix(arrived, "==", lit(fmt::format("{}u", p.split - 1))));
+  b.eval(kir::sync_block());
+  kir::Block& last = b.branch(v.last);
+  last.eval(kir::fence());
+  per_output(last, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n) {
+    const ExprP sum = mine.let_mut("float", "sum", lit("0.0f"));
+    const auto [fold, q] = mine.loop("int", "q", lit(0), lit(p.split));
+    fold.assign(sum,
+                kir::call("fj_gemv_partial", {kir::prefix("&", partial_slot(s, p, v, q, m, r))}),
+                "+=");
+    store(mine, s, v, sum, m, n);
+  });
+  last.branch_line(equal(kir::thread_index(), 0)).assign(sub(v.arrivals, v.tile), lit("0u"));
+}
+
+}  // namespace
+
+std::string refuse_gemv(const GemvSpec& s) {
+  if (s.dtype != DType::bf16 && s.dtype != DType::f16 && s.dtype != DType::f32)
+    return fmt::format("dtype {} (takes bf16, f16, f32)", dtype_name(s.dtype));
+  if (s.m < 1 || s.m > kGemvMaxRows)
+    return fmt::format("M = {} rows (takes 1..{})", s.m, kGemvMaxRows);
+  if (s.n < 1 || s.k < 1) return fmt::format("empty extent (N = {}, K = {})", s.n, s.k);
+  if (!s.transpose_b)
+    return "weights stored [K, N]: the kernel reads rows of [N, K] weights (linear's layout)";
+  return "";
+}
+
+GemvParams gemv_params(const GemvSpec& s, const Target&) {
+  GemvParams p;
+  p.vector_width = 16 / static_cast<int>(dtype_size(s.dtype));
+  while (p.vector_width > 1 && s.k % p.vector_width != 0) p.vector_width /= 2;
+  p.block = 32 * p.warps;
+  p.rows = s.m <= 4 ? 4 : 2;
+  p.unroll = pow2_floor(std::clamp<int64_t>(kStageFloats / (s.m * 32 * p.vector_width), 1,
+                                            kVectorsInFlight / p.rows));
+  p.chunk = 32 * p.unroll * p.vector_width;
+  p.tiles = ceil_div(s.n, p.warps * p.rows);
+  const int64_t stages = ceil_div(s.k, p.chunk);
+  const int64_t want = p.tiles >= kSplitTarget ? 1 : ceil_div(kSplitTarget, p.tiles);
+  p.piece = ceil_div(stages, std::min(want, stages)) * p.chunk;
+  p.split = ceil_div(s.k, p.piece);  // no empty piece
+  p.work = p.tiles * p.split;
+  p.shared_bytes = 4 * s.m * p.chunk;
+  return p;
+}
+
+kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
+  if (p.block != 32 * p.warps || p.chunk != 32 * p.unroll * p.vector_width || p.piece % p.chunk)
+    throw InternalError(fmt::format("gemv: params disagree: {}", params_text("gemv", p)));
+  kir::Function f;
+  Vars v;
+  build_signature(f, s, p, v);
+  declare_storage(f, s, p, v);
+  const auto [work, w] =
+      f.body.loop("long long", "w", kir::block_index(), lit(p.work), kir::grid_blocks());
+  v.tile = work.let("long long", "tile", kir::infix(w, "/", lit(p.split)));
+  v.piece = work.let("long long", "piece", kir::infix(w, "%", lit(p.split)));
+  v.row0 = work.let("long long", "row0",
+                    add(mul(v.tile, lit(p.warps * p.rows)), mul(v.warp, lit(p.rows))));
+  accumulate(work, s, p, v);
+  if (p.split > 1) {
+    finish_split(work, s, p, v);
+  } else {
+    per_output(work, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n) {
+      store(mine, s, v, sub(v.acc, m, r), m, n);
+    });
+  }
+  return f;
+}
+
+KernelBody gemv_body(const GemvSpec& s, const GemvParams& p) {
+  KernelBody body;
+  body.kind = "gemv";
+  body.schedule = params_text("gemv", p);
+  body.fn = build_gemv_kernel(s, p);
+  body.helpers = {"fj_core.cuh", "fj_memory.cuh", "fj_gemv.cuh"};
+  body.block = p.block;
+  body.work_blocks = p.work;
+  body.blocks_per_sm = 4;
+  body.serial_launches = p.split > 1;
+  return body;
+}
+
+Kernel generate_gemv(const GemvSpec& s, const Target& target) {
+  if (const std::string why = refuse_gemv(s); !why.empty())
+    throw InternalError("generate_gemv: " + why);
+  KernelBody body = gemv_body(s, gemv_params(s, target));
+  kir::place_declarations(body.fn);
+  kir::verify(body.fn);
+  Kernel k = assemble_kernel(body, body.helpers, "");
+  k.schedule = body.schedule;
+  return k;
+}
+
+}  // namespace fusejit::templates

@@ -1,0 +1,56 @@
+// templates/gemv: the skinny GEMM, D = act(alpha * (A @ B) + beta * C + bias) for A of M = 1..16
+// rows, as a generated kernel instead of a cuBLASLt call (off by default: CodegenOptions::gemv).
+// Decode-time matmuls are memory-bound: the kernel reads each weight element once, in 16-byte
+// vectors where K allows, keeps A's few rows in shared memory (as f32, one stage of K at a
+// time), accumulates in f32 and applies the epilogue at the store.
+//
+// Work: a tile of weight rows (outputs along N) times a piece of K. Each warp of a block takes
+// `rows` weight rows of the tile, its lanes split the stage's K (so the warps of a block share
+// one staged copy of A); a tile's pieces (split-K, where the tiles alone would leave the GPU
+// idle) write f32 partials to module-scope scratch and the tile's last block to arrive adds
+// them in piece order, so the result does not depend on timing (no float atomics).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fusejit/dtype.h"
+#include "fusion/plan.h"
+#include "templates/builders.h"
+#include "templates/kernel.h"
+#include "templates/schedulers/registry.h"
+#include "templates/target.h"
+
+namespace fusejit::templates {
+
+// One GEMM of the skinny kind: A [M, K] (or stored [K, M] when transpose_a), B the weights,
+// stored [N, K] when transpose_b (linear's weight: matmul(x, weight^T)), D [M, N] row-major; bias
+// [N], residual C [M, N]; all of `dtype`.
+struct GemvSpec {
+  DType dtype = DType::bf16;
+  int64_t m = 1, n = 1, k = 1;
+  bool transpose_a = false;
+  bool transpose_b = true;
+  bool bias = false;
+  bool residual = false;
+  double alpha = 1.0, beta = 0.0;
+  fusion::GemmEpilogue::Activation activation = fusion::GemmEpilogue::Activation::none;
+};
+
+// The most rows of A the kernel takes (its accumulators are M per weight row, in registers).
+inline constexpr int64_t kGemvMaxRows = 16;
+
+// Why the kernel does not take the spec, or "" when it does.
+std::string refuse_gemv(const GemvSpec& spec);
+// The parameters: vector width from K's divisibility, rows and unroll from M, the split from
+// the tiles (see gemv.cpp).
+GemvParams gemv_params(const GemvSpec& spec, const Target& target);
+// The kernel of those parameters as kernel IR (name: kKernelNameToken), and as a KernelBody.
+// Launch: params.block threads, any grid (a grid-stride loop over params.work items), arguments
+// a, b, [bias], [c], d in that order; with split > 1 launches must not overlap (scratch).
+kir::Function build_gemv_kernel(const GemvSpec& spec, const GemvParams& params);
+KernelBody gemv_body(const GemvSpec& spec, const GemvParams& params);
+// Refuses (InternalError) what refuse_gemv refuses; else the assembled, named kernel.
+Kernel generate_gemv(const GemvSpec& spec, const Target& target = {});
+
+}  // namespace fusejit::templates
