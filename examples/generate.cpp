@@ -425,14 +425,21 @@ Generated generate(fj::Context& ctx, Model& m, const Run& r) {
 // Greedy only: the whole sequence (prompt and the tokens generated but the last) in one
 // prefill with fresh caches; the argmax at each of the last new_tokens positions must be the
 // token generated there. Returns the mismatches.
+// Sequence b as the checks replay it: its prompt, then the tokens generated but the last.
+std::vector<double> replayed(const Run& r, const Generated& g, int64_t b) {
+  const auto prompt = g.prompt.begin() + static_cast<std::ptrdiff_t>(b * r.prompt);
+  const auto made = g.tokens.begin() + static_cast<std::ptrdiff_t>(b * r.new_tokens);
+  std::vector<double> out(prompt, prompt + static_cast<std::ptrdiff_t>(r.prompt));
+  out.insert(out.end(), made, made + static_cast<std::ptrdiff_t>(r.new_tokens - 1));
+  return out;
+}
+
 int64_t check_greedy(fj::Context& ctx, Model& m, const Run& r, const Generated& g) {
   const int64_t n = r.prompt + r.new_tokens - 1;
   std::vector<double> all;
   for (int64_t b = 0; b < r.batch; ++b) {
-    for (int64_t i = 0; i < r.prompt; ++i) all.push_back(g.prompt[size_t(b * r.prompt + i)]);
-    for (int64_t i = 0; i + 1 < r.new_tokens; ++i) {
-      all.push_back(g.tokens[size_t(b * r.new_tokens + i)]);
-    }
+    const std::vector<double> one = replayed(r, g, b);
+    all.insert(all.end(), one.begin(), one.end());
   }
   empty_caches(ctx, m, r.batch, r.capacity());
   const fj::Tensor tokens = ctx.from_vector(all, {r.batch, n}, fj::DType::i32);
@@ -480,13 +487,8 @@ llama_reference::Comparison check_reference(const Model& m, const Run& r, const 
   const auto vocab = static_cast<size_t>(m.c.vocab);
   llama_reference::Comparison out;
   for (int64_t b = 0; b < r.batch; ++b) {
-    std::vector<int64_t> tokens;
-    for (int64_t i = 0; i < r.prompt; ++i) {
-      tokens.push_back(int64_t(g.prompt[size_t(b * r.prompt + i)]));
-    }
-    for (int64_t i = 0; i + 1 < r.new_tokens; ++i) {
-      tokens.push_back(int64_t(g.tokens[size_t(b * r.new_tokens + i)]));
-    }
+    const std::vector<double> one = replayed(r, g, b);
+    const std::vector<int64_t> tokens(one.begin(), one.end());
     const std::vector<double> want = llama_reference::logits(w, tokens, r.prompt - 1);
     for (size_t s = 0; s < g.logits.size(); ++s) {
       llama_reference::compare(g.logits[s].data() + size_t(b) * vocab, want.data() + s * vocab,
