@@ -13,7 +13,10 @@ Exit 0: passed; 1: failed; 77: skipped (no torch).
 """
 import contextlib
 import ctypes
+import faulthandler
 import sys
+
+faulthandler.enable()  # a crash in the library prints where Python was
 
 try:
     import torch
