@@ -123,15 +123,17 @@ std::vector<double> logits(const Weights& w, const std::vector<int64_t>& tokens,
 
 void compare(const double* got, const double* want, size_t vocab, size_t token, double bound,
              Comparison& out) {
-  double diff = 0.0, norm = 0.0;
+  double diff = 0.0, norm = 0.0, largest = 0.0;
   for (size_t v = 0; v < vocab; ++v) {
     diff += (got[v] - want[v]) * (got[v] - want[v]);
     norm += want[v] * want[v];
+    largest = std::max(largest, std::abs(want[v]));
   }
   out.error = std::max(out.error, std::sqrt(diff / norm));
+  if (got[token] < *std::max_element(got, got + vocab)) ++out.off_own_argmax;
   const auto best = static_cast<size_t>(std::max_element(want, want + vocab) - want);
   if (token == best) return;
-  const double tolerance = bound * std::sqrt(norm / double(vocab));
+  const double tolerance = 2.0 * bound * largest;
   ++(want[best] - want[token] <= tolerance ? out.near_ties : out.mismatches);
 }
 

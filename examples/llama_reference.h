@@ -33,15 +33,18 @@ struct Weights {
 // a SwiGLU feed-forward.
 std::vector<double> logits(const Weights& w, const std::vector<int64_t>& tokens, int64_t first);
 
-// Logits of one step held against the reference's, accumulated over steps.
+// Logits of one step held against another computation's (the reference's, or a rerun's),
+// accumulated over steps.
 struct Comparison {
-  double error = 0.0;      // the largest ||got - want|| / ||want|| so far
-  int64_t mismatches = 0;  // greedy tokens the reference's argmax beats by more than the bound
-  int64_t near_ties = 0;   // ... by less: bf16 logits that close can round to one value
+  double error = 0.0;          // the largest ||got - want|| / ||want|| so far
+  int64_t mismatches = 0;      // greedy tokens want's argmax beats by more than a tie's tolerance
+  int64_t near_ties = 0;       // ... by less: the two computations' rounding can order them apart
+  int64_t off_own_argmax = 0;  // greedy tokens below the largest of the logits they came from
 };
 
 // Adds one step of `vocab` logits and the greedy `token` chosen from `got` to `out`. The bound is
-// relative: on the error, and (times the reference logits' root mean square) on a tie's gap.
+// relative: on the error, and on each logit's move, as a fraction of want's largest magnitude,
+// so a tie's tolerance is twice bound times that: two logits moved toward each other.
 void compare(const double* got, const double* want, size_t vocab, size_t token, double bound,
              Comparison& out);
 

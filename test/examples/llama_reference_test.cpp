@@ -103,17 +103,26 @@ TEST_CASE("llama reference: attention sees the positions up to its own, by KV gr
 
 TEST_CASE("llama reference: the comparison's error, mismatches and near-ties",
           "[examples][reference]") {
-  const Vec want{1.0, 2.0, 3.0, 2.99};
+  // want's largest magnitude is 3: at bound 0.03 a tie's tolerance is 2 * 0.03 * 3 = 0.18.
+  const Vec want{1.0, 2.0, 3.0, 2.85};
   lr::Comparison c;
   lr::compare(want.data(), want.data(), 4, 2, 0.03, c);  // identical, the argmax chosen
   CHECK(c.error == 0.0);
   CHECK(c.mismatches == 0);
   CHECK(c.near_ties == 0);
-  const Vec got{1.0, 2.0, 2.98, 2.99};
-  lr::compare(got.data(), want.data(), 4, 3, 0.03, c);  // 3.00 against 2.99: a near-tie
+  CHECK(c.off_own_argmax == 0);
+  const Vec got{1.0, 2.0, 2.84, 2.86};
+  lr::compare(got.data(), want.data(), 4, 3, 0.03, c);  // 3.00 against 2.85: a near-tie
   CHECK(c.near_ties == 1);
-  CHECK(c.error == Approx(0.02 / std::sqrt(1 + 4 + 9 + 2.99 * 2.99)));
-  lr::compare(got.data(), want.data(), 4, 1, 0.03, c);  // 3.00 against 2.00: a mismatch
+  CHECK(c.mismatches == 0);
+  CHECK(c.error ==
+        Approx(std::sqrt(0.16 * 0.16 + 0.01 * 0.01) / std::sqrt(1 + 4 + 9 + 2.85 * 2.85)));
+  const Vec far{1.0, 2.0, 2.7, 2.8};
+  lr::compare(far.data(), Vec{1.0, 2.0, 3.0, 2.8}.data(), 4, 3, 0.03, c);  // a gap of 0.2
   CHECK(c.mismatches == 1);
+  CHECK(c.off_own_argmax == 0);
+  lr::compare(got.data(), want.data(), 4, 1, 0.03, c);  // 2.00 chosen where 2.86 was larger
+  CHECK(c.off_own_argmax == 1);
+  CHECK(c.mismatches == 2);
   CHECK(c.near_ties == 1);
 }
