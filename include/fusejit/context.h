@@ -40,7 +40,12 @@ struct ContextImpl;
 
 // Where a Context's GPU work runs.
 struct Placement {
-  int device = 0;  // CUDA device ordinal; UsageError when the machine has GPUs but not this one
+  // The CPU reference interpreter as the device, where a GPU exists too: results as the GPU would
+  // give them within fusejit's error bounds, and host memory through DLPack (kDLCPU).
+  static constexpr int kCpu = -1;
+
+  // CUDA device ordinal, or kCpu; UsageError when the machine has GPUs but not this one
+  int device = 0;
   // The caller's cudaStream_t, on `device`: every copy, kernel and GEMM of the Context is queued
   // on it, in order, so results are ready in stream order (see Tensor::data_ptr). It must outlive
   // the Context and every buffer of it still held (DLPack exports). Null: a stream of fusejit's

@@ -503,6 +503,15 @@ Context::Context(Options options, Placement placement)
   impl_->owner = this;
   for (const std::string& w : impl_->options.warnings) impl_->log->warn("{}", w);
   std::string why;
+  if (placement.device == Placement::kCpu) {
+    if (placement.stream) {
+      throw UsageError(
+          "Placement: a stream was given with device Placement::kCpu (the CPU "
+          "reference); pass no stream, or a GPU ordinal");
+    }
+    impl_->log->info("Placement::kCpu: eval runs the CPU reference interpreter");
+    return;
+  }
   if (auto info = jit::probe_device(&why, placement.device)) {
     impl_->runtime = std::make_unique<jit::Runtime>(*info, impl_->options, *impl_->log,
                                                     impl_->stats, placement.stream);
@@ -535,6 +544,10 @@ const Options& Context::options() const { return impl_->options; }
 bool Context::has_gpu() const { return impl_->runtime != nullptr; }
 
 bool Context::gpu_available(int device, std::string* why) {
+  if (device == Placement::kCpu) {
+    if (why) *why = "device Placement::kCpu is the CPU reference";
+    return false;
+  }
   try {
     return jit::probe_device(why, device).has_value();
   } catch (const UsageError& e) {

@@ -95,3 +95,7 @@ from fusejit._api import (  # noqa: F401
     tensor,
     to_numpy,
 )
+
+CPU = -1
+"""``Context(device=fj.CPU)``: the CPU reference interpreter, also where a GPU exists (host memory
+through DLPack, results as the GPU would give them within fusejit's error bounds)."""

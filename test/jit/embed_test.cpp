@@ -369,6 +369,23 @@ TEST_CASE("the Context's device and stream", "[jit][embed]") {
   CHECK(ctx.stats().inputs_realigned == 0);
 }
 
+TEST_CASE("Placement::kCpu runs the CPU reference on any machine", "[jit][embed]") {
+  fj::Context ctx(quiet(), {.device = fj::Placement::kCpu});
+  CHECK_FALSE(ctx.has_gpu());
+  CHECK(ctx.device() == -1);
+  CHECK(ctx.stream() == nullptr);
+  const fj::Tensor x =
+      ctx.from_vector(std::vector<double>{1.0, -2.0, 3.0}, fj::Shape{3}, fj::DType::f32);
+  CHECK(fj::relu(x * 2.0).to_host() == std::vector<double>{2.0, 0.0, 6.0});
+  CHECK(ctx.stats().kernels_compiled == 0);
+  std::string why;
+  CHECK_FALSE(fj::Context::gpu_available(fj::Placement::kCpu, &why));
+  CHECK_THAT(why, ContainsSubstring("CPU reference"));
+  auto* fake = reinterpret_cast<CUstream_st*>(0x1);
+  CHECK_THROWS_WITH(fj::Context(quiet(), fj::Placement::on(fj::Placement::kCpu, fake)),
+                    ContainsSubstring("pass no stream"));
+}
+
 TEST_CASE("wrap, eval_into and data_ptr from 8 threads on one Context", "[jit][embed][threads]") {
   fj::Context ctx(quiet());
   const auto shared = ctx.from_vector(std::vector<double>{1, 2, 3, 4}, {4});

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import fusejit as fj
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -54,9 +56,11 @@ def test_torch_models_tiny_on_cpu(tmp_path):
     """The model table at tiny sizes: eager and fusejit (its CPU reference) on nanoGPT's GPT and
     gpt-fast's Transformer; fusejit's outputs within the table's tolerance of eager's, its warm
     compile timed in a second process over the same cache dir (on the CPU path there are no
-    kernels to cache: the second process only shows that the run works)."""
+    kernels to cache: the second process only shows that the run works). Where fusejit has a
+    GPU, the backend leaves CPU tensors to torch (docs/python.md): no pieces run in fusejit."""
     nanogpt = checkout("FUSEJIT_NANOGPT", "nanoGPT", "model.py")
     gptfast = checkout("FUSEJIT_GPTFAST", "gpt-fast", "generate.py")
+    gpu = fj.Context.gpu_available()[0]
     out = run([ROOT / "bench/torch_models.py", "--nanogpt", nanogpt, "--gptfast", gptfast,
                "--tiny", "--device", "cpu", "--backends", "eager", "fusejit", "--iters", "2",
                "--warmup", "1", "--cache-dir", tmp_path / "caches"])
@@ -67,6 +71,7 @@ def test_torch_models_tiny_on_cpu(tmp_path):
     for r in rows:
         assert float(r["ms"]) > 0 and float(r["cold_s"]) > 0
         if r["backend"] == "fusejit":
-            assert int(r["graphs"]) >= 1 and int(r["pieces"]) >= 1
+            assert int(r["graphs"]) >= 1
+            assert int(r["pieces"]) == 0 if gpu else int(r["pieces"]) >= 1
             assert float(r["err"]) <= 0.05 and float(r["warm_s"]) > 0
     assert "| llama-prefill | fusejit |" in out

@@ -1,4 +1,5 @@
-"""Zero-copy exchange through DLPack, with numpy and torch CPU tensors, both ways."""
+"""Zero-copy exchange through DLPack, both ways: with numpy and torch CPU tensors on a CPU
+reference Context, then with torch CUDA tensors on a GPU one."""
 import gc
 
 import numpy as np
@@ -7,6 +8,13 @@ import pytest
 import fusejit as fj
 
 torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def ctx():
+    """Host memory is exchanged here: a Context on the CPU reference, on a GPU machine too (the
+    CUDA exchanges below make their own)."""
+    return fj.Context(device=fj.CPU)
 
 
 def test_torch_reads_a_fusejit_result_in_place(ctx):
@@ -19,7 +27,7 @@ def test_torch_reads_a_fusejit_result_in_place(ctx):
 
 
 def test_an_export_outlives_the_tensor_and_its_context():
-    ctx = fj.Context()
+    ctx = fj.Context(device=fj.CPU)
     y = fj.tensor(np.full((4,), 7, np.int64), context=ctx) * 2
     t = torch.from_dlpack(y)
     del y, ctx
