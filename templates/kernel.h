@@ -138,10 +138,9 @@ struct CodegenOptions {
   // one block cannot hold take a cluster. Off by default until it has been timed and checked on
   // a GPU; the tests generate and compile it for sm_90.
   bool stage_rows = false;
-  // GEMM regions of at most 16 rows that the skinny-GEMM kernel takes (templates/schedulers/
-  // gemv.h, jit/libs/gemm_call.h: gemv_spec) run it instead of cuBLASLt (FUSEJIT_GEMV=1). Off by
-  // default until it has been timed on a GPU; the tests compile it and emulate it on the CPU.
-  bool gemv = false;
+  // Which GEMM regions the skinny-GEMM kernel takes (templates/schedulers/gemv.h,
+  // jit/libs/gemm_call.h: gemv_spec) run it instead of cuBLASLt (FUSEJIT_GEMV).
+  GemvMode gemv = GemvMode::large;
   // Keep the kernel IR of each lowering step in Kernel::kir (FUSEJIT_DUMP=kir). Changes no
   // kernel.
   bool keep_kir = false;

@@ -21,6 +21,16 @@ enum class CacheMode { on, memory, off };
 //          do; no approximate math.
 enum class Rounding { store, node };
 
+// Which GEMMs of 1..16 rows run fusejit's generated skinny-GEMM (gemv) kernel instead of
+// cuBLASLt (FUSEJIT_GEMV; the kernel takes weights [N, K], one call, no batch).
+enum class GemvMode {
+  off,
+  // One row of bf16/f16 against weights of at least 2^26 elements (128 MiB): where an H100
+  // measured it faster than cuBLASLt (bench/RESULTS.md "Skinny GEMMs"). The default.
+  large,
+  on,  // every GEMM the kernel takes
+};
+
 // How attention written from primitives runs (FUSEJIT_ATTENTION; docs/fused-attention.md).
 enum class AttentionMode {
   off,     // GEMM, normalization, GEMM, as planned without fusing attention
@@ -77,9 +87,8 @@ struct Options {
   // FUSEJIT_ATTENTION: auto (also 1, on, true, cudnn), kernel, 0 (also off, false).
   AttentionMode attention = AttentionMode::cudnn;
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
-  // FUSEJIT_GEMV=1: GEMMs of 1..16 rows run the generated skinny-GEMM kernel where it takes them
-  // (weights [N, K], one call, no batch), instead of cuBLASLt. Off until timed on a GPU.
-  bool gemv = false;
+  // FUSEJIT_GEMV: auto (GemvMode::large), 1 (also on, true), 0 (also off, false).
+  GemvMode gemv = GemvMode::large;
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
   // jit/libs/cudnn_api.h lists where).
   std::string cudnn_path;

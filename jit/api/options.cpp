@@ -97,6 +97,15 @@ AttentionMode parse_attention(std::string_view value) {
             "auto (also 1, on, true, cudnn), kernel, 0 (also off, false)");
 }
 
+GemvMode parse_gemv(std::string_view value) {
+  if (value == "0" || value == "off" || value == "false") return GemvMode::off;
+  if (value == "auto") return GemvMode::large;
+  if (value == "1" || value == "on" || value == "true") return GemvMode::on;
+  bad_value("FUSEJIT_GEMV", value,
+            "auto (one row against large weights), 1 (also on, true: every GEMM the kernel "
+            "takes), 0 (also off, false)");
+}
+
 CacheMode parse_cache(std::string_view value) {
   if (value == "on") return CacheMode::on;
   if (value == "memory") return CacheMode::memory;
@@ -281,7 +290,7 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_ARCH") o.arch = value.empty() ? "" : parse_arch(value);
     else if (name == "FUSEJIT_TF32") o.allow_tf32 = parse_bool(name, value);
     else if (name == "FUSEJIT_GEMV")
-      o.gemv = parse_bool(name, value);
+      o.gemv = parse_gemv(value);
     else if (name == "FUSEJIT_ATTENTION") o.attention = parse_attention(value);
     else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
     else if (name == "FUSEJIT_CUDNN_PATH") o.cudnn_path = value;

@@ -176,8 +176,10 @@ std::optional<templates::GemvSpec> refused(std::string* why, std::string reason)
 
 }  // namespace
 
-std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, std::string* why) {
+std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, GemvMode mode,
+                                             std::string* why) {
   const GemmProblem& p = call.problem;
+  if (mode == GemvMode::off) return refused(why, "FUSEJIT_GEMV=0");
   if (call.calls.size() != 1 || !(call.calls[0] == GemmOffsets{}))
     return refused(
         why, fmt::format("{} calls at offsets (the kernel takes one, at 0)", call.calls.size()));
@@ -195,6 +197,13 @@ std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, std::string* 
   std::tie(s.transpose_a, s.transpose_b, s.bias, s.residual) =
       std::tuple(p.transpose_a, p.transpose_b, p.has_bias, p.has_residual);
   if (std::string no = templates::refuse_gemv(s); !no.empty()) return refused(why, std::move(no));
+  if (mode == GemvMode::large && !(s.m == 1 && s.n * s.k >= templates::kGemvLargeMinWeights &&
+                                   (s.dtype == DType::bf16 || s.dtype == DType::f16))) {
+    return refused(
+        why, fmt::format("FUSEJIT_GEMV=auto takes 1 row of bf16/f16 against at least "
+                         "{} weights; here {} rows, {} {}; 1 forces it",
+                         templates::kGemvLargeMinWeights, s.m, s.n * s.k, dtype_name(s.dtype)));
+  }
   return s;
 }
 

@@ -69,10 +69,13 @@ struct GemmCall {
 GemmCall describe_gemm_call(const fusion::Plan& plan, const fusion::Region& region,
                             bool allow_tf32);
 
-// The skinny-GEMM kernel's spec for a call it takes (CodegenOptions::gemv): one unbatched call
-// at offset 0, whose every buffer is 16-byte aligned, that templates::refuse_gemv takes (M of
-// 1..16, weights [N, K]); else nothing, and `why` says why not.
-std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, std::string* why = nullptr);
+// The skinny-GEMM kernel's spec for a call it takes and `mode` gives it (CodegenOptions::gemv):
+// one unbatched call at offset 0, whose every buffer is 16-byte aligned, that
+// templates::refuse_gemv takes (M of 1..16, weights [N, K]), and for GemvMode::large one row of
+// bf16/f16 against at least templates::kGemvLargeMinWeights weights; else nothing, and `why`
+// says why not.
+std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, GemvMode mode,
+                                             std::string* why = nullptr);
 // Its kernel's arguments, in generate_gemv's order: A, B, [bias], [C], D.
 std::vector<ir::NodeId> gemv_arguments(const GemmCall& call);
 

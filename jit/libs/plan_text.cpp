@@ -12,18 +12,18 @@ namespace {
 
 // With the gemv option, the skinny-GEMM kernel that runs a gemm region (its parameters), or why
 // cuBLASLt still does; "" when it does not say.
-std::string gemv_text(const GemmCall& call, bool gemv) {
-  if (!gemv) return "";
+std::string gemv_text(const GemmCall& call, GemvMode gemv) {
   std::string why;
-  if (const auto spec = gemv_spec(call, &why)) {
+  if (const auto spec = gemv_spec(call, gemv, &why)) {
     return fmt::format(", run instead by the generated kernel {}",
                        templates::params_text("gemv", templates::gemv_params(*spec, {})));
   }
-  return fmt::format(", not the gemv kernel ({})", why);
+  // Only FUSEJIT_GEMV=1 says why the kernel does not run a GEMM (auto leaves most to cuBLASLt).
+  return gemv == GemvMode::on ? fmt::format(", not the gemv kernel ({})", why) : "";
 }
 
 // How the executor will issue each gemm region (jit/libs/gemm_call.h).
-std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, bool gemv) {
+std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv) {
   std::string out;
   for (size_t i = 0; i < plan.regions.size(); ++i) {
     if (plan.regions[i].kind != fusion::RegionKind::gemm) continue;
@@ -40,7 +40,7 @@ std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, bool g
 
 }  // namespace
 
-std::string plan_text(const fusion::Plan& plan, bool allow_tf32, bool gemv) {
+std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv) {
   return fusion::plan_to_text(plan) + library_calls_text(plan, allow_tf32, gemv);
 }
 

@@ -6,14 +6,15 @@
 
 #include <string>
 
+#include "fusejit/options.h"
 #include "fusion/plan.h"
 
 namespace fusejit::jit {
 
 // plan_to_text(plan), then "library calls:" with one line per gemm region (its cuBLASLt call
 // and, when batched, the batch strides in elements; 0: that operand is broadcast), when any.
-// With `gemv` (Options::gemv), each gemm region the skinny-GEMM kernel takes says so (with its
-// parameters), and each other one why not.
-std::string plan_text(const fusion::Plan& plan, bool allow_tf32, bool gemv = false);
+// Each gemm region the skinny-GEMM kernel takes under `gemv` (Options::gemv) says so, with its
+// parameters; with GemvMode::on each other one says why not.
+std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv = GemvMode::large);
 
 }  // namespace fusejit::jit

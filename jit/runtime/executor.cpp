@@ -120,11 +120,13 @@ namespace {
 void plan_gemv(fusion::Plan& plan, size_t i, const GemmCall& call,
                const templates::CodegenOptions& codegen, templates::Kernel& kernel) {
   std::string why;
-  const std::optional<templates::GemvSpec> spec = gemv_spec(call, &why);
+  const std::optional<templates::GemvSpec> spec = gemv_spec(call, codegen.gemv, &why);
   if (spec) {
     kernel = templates::generate_gemv(*spec, codegen.target);
     kernel.params = gemv_arguments(call);
   }
+  // FUSEJIT_GEMV=auto says where it runs the kernel, not where it leaves cuBLASLt (most GEMMs).
+  if (!spec && codegen.gemv == GemvMode::large) return;
   plan.decisions.push_back(
       {call.a, call.d, spec.has_value(),
        spec ? fmt::format("region {} runs the generated gemv kernel ({})", i, kernel.schedule)
@@ -146,7 +148,8 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
     step.region = &r;
     if (r.kind == fusion::RegionKind::gemm) {
       step.gemm = describe_gemm_call(p, r, options.allow_tf32);
-      if (options.codegen.gemv) plan_gemv(exe.plan, i, step.gemm, options.codegen, kernels[i]);
+      if (options.codegen.gemv != GemvMode::off)
+        plan_gemv(exe.plan, i, step.gemm, options.codegen, kernels[i]);
     } else if (r.kind == fusion::RegionKind::attention && options.cudnn) {
       std::string why;
       step.attention = plan_attention_call(p.graph, r, options.cudnn, &why);

@@ -40,6 +40,9 @@ struct GemvSpec {
 // The most rows of A the kernel takes (its accumulators are M per weight row, in registers).
 inline constexpr int64_t kGemvMaxRows = 16;
 
+// GemvMode::large takes one row against weights of at least this many elements (N x K).
+inline constexpr int64_t kGemvLargeMinWeights = int64_t(1) << 26;
+
 // Why the kernel does not take the spec, or "" when it does.
 std::string refuse_gemv(const GemvSpec& spec);
 // The parameters: vector width from K's divisibility, rows and unroll from M, the split from

@@ -117,23 +117,24 @@ TEST_CASE("a concat of a thousand distinct inputs runs right on its shared kerne
 namespace {
 
 // linear(x, w, bias) of M rows: x bf16[M, 4096], w bf16[1000, 4096] (linear's [N, K]), bias.
-std::string linear_trace(int m) {
+// relu(x @ w^T + bias): m rows of 4096 against n weight rows.
+std::string linear_trace(int m, int n = 1000) {
   return fmt::format(
       "fusejit-trace 1\n"
       "%0 : bf16[{0},4096] = input\n"
-      "%1 : bf16[1000,4096] = input\n"
-      "%2 : bf16[1000] = input\n"
-      "%3 : bf16[4096,1000] = permute %1 axes=[1,0]\n"
-      "%4 : bf16[{0},1000] = matmul %0, %3\n"
-      "%5 : bf16[{0},1000] = add %4, %2\n"
-      "%6 : bf16[{0},1000] = relu %5\n"
+      "%1 : bf16[{1},4096] = input\n"
+      "%2 : bf16[{1}] = input\n"
+      "%3 : bf16[4096,{1}] = permute %1 axes=[1,0]\n"
+      "%4 : bf16[{0},{1}] = matmul %0, %3\n"
+      "%5 : bf16[{0},{1}] = add %4, %2\n"
+      "%6 : bf16[{0},{1}] = relu %5\n"
       "output %6\n",
-      m);
+      m, n);
 }
 
-// The executable of a trace with the gemv kernel on or off, built with a loader that compiles
+// The executable of a trace under a FUSEJIT_GEMV mode, built with a loader that compiles
 // nothing.
-jit::Executable gemv_executable(const std::string& trace, bool gemv) {
+jit::Executable gemv_executable(const std::string& trace, GemvMode gemv) {
   jit::KernelLoader loader;
   loader.find = [](const templates::Kernel&) { return std::shared_ptr<jit::LoadedKernel>(); };
   loader.obtain = [](const templates::Kernel&) { return jit::ObtainedKernel{}; };
@@ -147,16 +148,20 @@ jit::Executable gemv_executable(const std::string& trace, bool gemv) {
   return jit::build_executable(fusion::make_plan(ir::parse(trace)), loader, options);
 }
 
+bool runs_gemv(const jit::Executable& exe) {
+  return exe.steps.size() == 1 && exe.steps[0].kernel &&
+         exe.steps[0].kernel->kernel.name.rfind("fj_gemv_", 0) == 0;
+}
+
 }  // namespace
 
-TEST_CASE("with the gemv option, GEMMs of up to 16 rows run the generated kernel",
+TEST_CASE("with FUSEJIT_GEMV=1, GEMMs of up to 16 rows run the generated kernel",
           "[jit][executor][gemv]") {
-  const jit::Executable on = gemv_executable(linear_trace(3), true);
+  const jit::Executable on = gemv_executable(linear_trace(3), GemvMode::on);
   REQUIRE(on.steps.size() == 1);
   const jit::Step& step = on.steps[0];
   REQUIRE(step.region->kind == fusion::RegionKind::gemm);
-  REQUIRE(step.kernel);
-  CHECK(step.kernel->kernel.name.rfind("fj_gemv_", 0) == 0);
+  REQUIRE(runs_gemv(on));
   // A, B, bias, D: the matmul's operands as cuBLASLt would have read them.
   CHECK(step.arguments ==
         std::vector<ir::NodeId>{step.gemm.a, step.gemm.b, step.gemm.bias, step.gemm.d});
@@ -166,33 +171,60 @@ TEST_CASE("with the gemv option, GEMMs of up to 16 rows run the generated kernel
   CHECK(on.plan.decisions.back().fused);
   CHECK_THAT(on.plan.decisions.back().reason,
              ContainsSubstring("runs the generated gemv kernel (gemv{vector_width=8"));
-  // Off (the default): cuBLASLt, and no decision about it.
-  const jit::Executable off = gemv_executable(linear_trace(3), false);
+  // Off: cuBLASLt, and no decision about it.
+  const jit::Executable off = gemv_executable(linear_trace(3), GemvMode::off);
   CHECK(!off.steps[0].kernel);
   CHECK(off.plan.decisions.size() + 1 == on.plan.decisions.size());
   // 32 rows: cuBLASLt, and the decision says why.
-  const jit::Executable tall = gemv_executable(linear_trace(32), true);
+  const jit::Executable tall = gemv_executable(linear_trace(32), GemvMode::on);
   CHECK(!tall.steps[0].kernel);
   CHECK_THAT(
       tall.plan.decisions.back().reason,
       ContainsSubstring("not the gemv kernel (M = 32 rows (takes 1..16)); cuBLASLt runs it"));
 }
 
-TEST_CASE("FUSEJIT_GEMV turns the gemv kernel on", "[jit][executor][gemv]") {
-  CHECK(!Options::parse({}).gemv);
-  CHECK(Options::parse({{"FUSEJIT_GEMV", "1"}}).gemv);
+TEST_CASE("FUSEJIT_GEMV=auto runs the kernel for one row against large weights only",
+          "[jit][executor][gemv]") {
+  // 16384 x 4096 = 2^26 weights: the smallest it takes.
+  const jit::Executable large = gemv_executable(linear_trace(1, 16384), GemvMode::large);
+  CHECK(runs_gemv(large));
+  CHECK_THAT(large.plan.decisions.back().reason,
+             ContainsSubstring("runs the generated gemv kernel"));
+  const jit::Executable off = gemv_executable(linear_trace(1, 16384), GemvMode::off);
+  // Smaller weights, or more rows: cuBLASLt, and no decision about it.
+  for (const auto& [m, n] : {std::pair{1, 16383}, std::pair{2, 16384}, std::pair{3, 1000}}) {
+    INFO(m << " rows, " << n << " weight rows");
+    const jit::Executable exe = gemv_executable(linear_trace(m, n), GemvMode::large);
+    CHECK_FALSE(runs_gemv(exe));
+    CHECK(exe.plan.decisions.size() == off.plan.decisions.size());
+    CHECK(runs_gemv(gemv_executable(linear_trace(m, n), GemvMode::on)));
+  }
+}
+
+TEST_CASE("FUSEJIT_GEMV: auto by default, 1 for every GEMM the kernel takes, 0 for none",
+          "[jit][executor][gemv]") {
+  CHECK(Options::parse({}).gemv == GemvMode::large);
+  CHECK(Options::parse({{"FUSEJIT_GEMV", "auto"}}).gemv == GemvMode::large);
+  CHECK(Options::parse({{"FUSEJIT_GEMV", "1"}}).gemv == GemvMode::on);
+  CHECK(Options::parse({{"FUSEJIT_GEMV", "on"}}).gemv == GemvMode::on);
+  CHECK(Options::parse({{"FUSEJIT_GEMV", "0"}}).gemv == GemvMode::off);
   CHECK(Options::parse({{"FUSEJIT_GEMV", "1"}}).warnings.empty());
+  CHECK_THROWS_WITH(Options::parse({{"FUSEJIT_GEMV", "always"}}),
+                    ContainsSubstring("FUSEJIT_GEMV"));
 }
 
 TEST_CASE("fusejit plan says which GEMMs the gemv kernel runs", "[jit][executor][gemv]") {
   const fusion::Plan plan = fusion::make_plan(ir::parse(linear_trace(3)));
-  const std::string off = jit::plan_text(plan, false);
-  CHECK(off == jit::plan_text(plan, false, false));
+  const std::string off = jit::plan_text(plan, false, GemvMode::off);
+  CHECK(off == jit::plan_text(plan, false));  // auto: 3 rows stay with cuBLASLt, unmentioned
   CHECK(off.find("gemv") == std::string::npos);
   CHECK_THAT(
-      jit::plan_text(plan, false, true),
+      jit::plan_text(plan, false, GemvMode::on),
       ContainsSubstring("cublasLt 3x1000x4096 bf16+bias+relu, run instead by the generated kernel "
                         "gemv{vector_width=8, warps=4, block=128, rows=4, unroll=2"));
-  CHECK_THAT(jit::plan_text(fusion::make_plan(ir::parse(linear_trace(32))), false, true),
+  CHECK_THAT(jit::plan_text(fusion::make_plan(ir::parse(linear_trace(32))), false, GemvMode::on),
              ContainsSubstring(", not the gemv kernel (M = 32 rows (takes 1..16))"));
+  CHECK_THAT(jit::plan_text(fusion::make_plan(ir::parse(linear_trace(1, 32768))), false),
+             ContainsSubstring("cublasLt 1x32768x4096 bf16+bias+relu, run instead by the "
+                               "generated kernel gemv{"));
 }
