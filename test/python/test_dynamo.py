@@ -1,4 +1,5 @@
-"""torch.compile(backend="fusejit") against eager PyTorch, on the CPU path."""
+"""torch.compile(backend="fusejit") against eager PyTorch: on CUDA tensors where fusejit has a
+GPU (the backend leaves CPU tensors to torch there), else on CPU tensors and the CPU path."""
 import math
 
 import pytest
@@ -10,11 +11,16 @@ import fusejit as fj  # noqa: E402
 from fusejit import dynamo  # noqa: E402
 
 
+DEVICE = "cuda" if torch.cuda.is_available() and fj.Context.gpu_available()[0] else "cpu"
+
+
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
+    """A clean Dynamo, seeded, and every tensor a test makes on DEVICE."""
     torch._dynamo.reset()
     torch.manual_seed(0)
-    yield
+    with torch.device(DEVICE):
+        yield
     torch._dynamo.reset()
 
 

@@ -1,4 +1,4 @@
-"""Tensor.eval_into: a result computed into the caller's numpy array or torch tensor."""
+"""Tensor.eval_into: a result computed into the caller's numpy array or torch CPU tensor."""
 import gc
 import sys
 
@@ -6,6 +6,13 @@ import numpy as np
 import pytest
 
 import fusejit as fj
+
+
+@pytest.fixture
+def ctx():
+    """The destinations here are host memory: a Context on the CPU reference, on a GPU machine
+    too (a GPU Context writes device memory only)."""
+    return fj.Context(device=fj.CPU)
 
 
 def values(ctx, shape=(4, 6), dtype=fj.float32):
