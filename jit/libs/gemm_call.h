@@ -66,6 +66,8 @@ struct GemmCall {
   std::vector<GemmOffsets> calls;  // at least one
 };
 
+// The region's calls: its batch dims split by split_batches, then a batch that shares B and
+// whose A and D matrices follow one another folded into M (one GEMM of batch x M rows).
 GemmCall describe_gemm_call(const fusion::Plan& plan, const fusion::Region& region,
                             bool allow_tf32);
 

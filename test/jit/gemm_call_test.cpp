@@ -304,6 +304,33 @@ output %2
       CHECK(c.calls.size() == (std::string(text).find("[1,4,7,6]") == std::string::npos ? 1 : 3));
     }
   }
+  SECTION("a batch of stacked rows against shared weights is one GEMM of batch x M rows") {
+    // A decode step: [batch, 1, K] activations against linear's [N, K] weights.
+    const jit::GemmCall c = check_described(R"(fusejit-trace 1
+%0 : bf16[8,1,24] = input
+%1 : bf16[40,24] = input
+%2 : bf16[40] = input
+%3 : bf16[24,40] = permute %1 axes=[1,0]
+%4 : bf16[8,1,40] = matmul %0, %3
+%5 : bf16[8,1,40] = add %4, %2
+output %5
+)");
+    CHECK(c.calls.size() == 1);
+    CHECK(c.problem.batch == 1);
+    CHECK(c.problem.m == 8);
+    CHECK(c.problem.stride_a == 0);
+    CHECK(c.problem.stride_d == 0);
+    CHECK(jit::gemm_call_label(c) == "cublasLt 8x40x24 bf16+bias");
+    // [4,5,7] @ [7,6]: 20 rows.
+    const jit::GemmCall rows = check_described(R"(fusejit-trace 1
+%0 : f32[4,5,7] = input
+%1 : f32[7,6] = input
+%2 : f32[4,5,6] = matmul %0, %1
+output %2
+)");
+    CHECK(rows.problem.m == 20);
+    CHECK(rows.problem.batch == 1);
+  }
   SECTION("explicit expands of batch dims, a transposed operand and a full epilogue") {
     const jit::GemmCall c = check_described(R"(fusejit-trace 1
 %0 : bf16[3,1,5,7] = input
