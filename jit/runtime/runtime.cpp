@@ -145,13 +145,23 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
       return executable_for(g, *match);
     }
   }
+  // The host time of a plan the memo did not have, by phase (the kernels' own lines say where
+  // each came from): what a process's first evals cost before any kernel runs.
+  const auto start = std::chrono::steady_clock::now();
   fusion::Plan plan = fusion::make_plan(g, plan_options(options_));
   ++stats_.plans_built;
+  const double planned_ms = milliseconds_since(start);
   const bool attention = std::any_of(plan.regions.begin(), plan.regions.end(), [](const auto& r) {
     return r.kind == fusion::RegionKind::attention;
   });
-  auto exe = std::make_shared<const Executable>(
-      build_executable(std::move(plan), loader(), build_options_here(attention)));
+  const BuildOptions build = build_options_here(attention);
+  const double setup_ms = milliseconds_since(start) - planned_ms;
+  auto exe = std::make_shared<const Executable>(build_executable(std::move(plan), loader(), build));
+  log_.debug(
+      "plan of {} nodes, {} steps: planned in {:.2f} ms, libraries set up in {:.2f} ms, "
+      "built (kernels loaded, library calls planned) in {:.2f} ms",
+      g.size(), exe->steps.size(), planned_ms, setup_ms,
+      milliseconds_since(start) - planned_ms - setup_ms);
   return remember(g, hash, std::move(exe));
 }
 
@@ -161,6 +171,7 @@ BuildOptions Runtime::build_options_here(bool attention) {
   if (options_.attention != AttentionMode::cudnn || !attention) return b;
   if (!cudnn_tried_) {
     cudnn_tried_ = true;
+    const auto start = std::chrono::steady_clock::now();
     cudnn::CudnnLibrary lib = cudnn::load_cudnn(options_.cudnn_path);
     if (!lib) {
       log_.info("attention: no cuDNN ({}); the generated kernel runs attention", lib.unavailable);
@@ -170,7 +181,8 @@ BuildOptions Runtime::build_options_here(bool attention) {
         session->handle = std::make_unique<cudnn::CudnnHandle>(lib.api);
         session->api = std::move(lib.api);
         cudnn_ = std::move(session);
-        log_.info("attention: cuDNN {} from {}", cudnn_->api->version_text(), cudnn_->api->path);
+        log_.info("attention: cuDNN {} from {} (loaded, with a handle, in {:.0f} ms)",
+                  cudnn_->api->version_text(), cudnn_->api->path, milliseconds_since(start));
       } catch (const Error& e) {
         log_.warn("attention: no cuDNN handle ({}); the generated kernel runs attention", e.what());
       }
