@@ -432,6 +432,18 @@ std::vector<double> replayed(const Run& r, const Generated& g, int64_t b) {
   return out;
 }
 
+// Sequence b's logits at each of the new_tokens steps and the token chosen from them, against
+// `want`: that sequence's [new_tokens, vocab] logits from another computation.
+void compare_steps(const Run& r, const Generated& g, int64_t b, const double* want, size_t vocab,
+                   llama_reference::Comparison& out) {
+  for (int64_t s = 0; s < r.new_tokens; ++s) {
+    llama_reference::compare(g.logits[size_t(s)].data() + size_t(b) * vocab,
+                             want + size_t(s) * vocab, vocab,
+                             static_cast<size_t>(g.tokens[size_t(b * r.new_tokens + s)]),
+                             kReferenceBound, out);
+  }
+}
+
 // Greedy only: the whole sequences (prompts and the tokens generated but the last) in one
 // prefill with fresh caches, whose logits at the last new_tokens positions each step's logits
 // (computed with the KV cache) are held against. Two computations in bf16 may order a near-tie
@@ -452,12 +464,7 @@ llama_reference::Comparison check_greedy(fj::Context& ctx, Model& m, const Run& 
   const auto vocab = static_cast<size_t>(m.c.vocab);
   llama_reference::Comparison out;
   for (int64_t b = 0; b < r.batch; ++b) {
-    for (int64_t s = 0; s < r.new_tokens; ++s) {
-      const size_t row = size_t(b * r.new_tokens + s);
-      llama_reference::compare(g.logits[size_t(s)].data() + size_t(b) * vocab,
-                               want.data() + row * vocab, vocab, static_cast<size_t>(g.tokens[row]),
-                               kReferenceBound, out);
-    }
+    compare_steps(r, g, b, want.data() + size_t(b * r.new_tokens) * vocab, vocab, out);
   }
   return out;
 }
@@ -501,12 +508,7 @@ llama_reference::Comparison check_reference(const Model& m, const Run& r, const 
   for (int64_t b = 0; b < r.batch; ++b) {
     const std::vector<double> one = replayed(r, g, b);
     const std::vector<int64_t> tokens(one.begin(), one.end());
-    const std::vector<double> want = llama_reference::logits(w, tokens, r.prompt - 1);
-    for (size_t s = 0; s < g.logits.size(); ++s) {
-      llama_reference::compare(g.logits[s].data() + size_t(b) * vocab, want.data() + s * vocab,
-                               vocab, static_cast<size_t>(g.tokens[size_t(b * r.new_tokens) + s]),
-                               kReferenceBound, out);
-    }
+    compare_steps(r, g, b, llama_reference::logits(w, tokens, r.prompt - 1).data(), vocab, out);
   }
   return out;
 }
@@ -530,10 +532,8 @@ double gigabytes(double bytes) { return bytes / 1e9; }
 
 void report(fj::Context& ctx, const Model& m, const Run& r, const Generated& g) {
   const Config& c = m.c;
-  const double per_layer =
-      double(c.hidden) * (2.0 * c.hidden + 2.0 * c.kv_heads * c.head_dim() + 3.0 * c.ffn);
-  const double weights = (per_layer * c.layers + 2.0 * c.vocab * c.hidden) * 2.0;
-  const double read = (per_layer * c.layers + double(c.vocab) * c.hidden) * 2.0;  // per step
+  const double weights = parameters(c) * 2.0;  // bf16
+  const double read = weights - double(c.vocab) * c.hidden * 2.0;  // per step: not the embedding
   const double cache = 2.0 * c.layers * r.batch * c.kv_heads * r.capacity() * c.head_dim() * 2.0;
   const double steps = double(r.new_tokens - 2);  // timed: those after the first decode step
   std::printf("config %s: %lld layers, hidden %lld, %lld heads (%lld KV), ffn %lld, vocab %lld\n",
