@@ -76,6 +76,37 @@ cudnn::AttentionProblem problem_of(const ir::Graph& g, const fusion::Region& r) 
   return p;
 }
 
+// The session's graph of `p`, planned now if it is new; null and why when cuDNN cannot plan it.
+std::shared_ptr<cudnn::AttentionGraph> planned_graph(CudnnSession& session,
+                                                     const cudnn::AttentionProblem& p,
+                                                     std::string* why) {
+  const std::string key = p.describe();
+  const std::lock_guard lock(session.mutex);
+  auto found = session.planned.find(key);
+  if (found == session.planned.end()) {
+    if (session.planned.size() >= CudnnSession::kMaxPlanned) {
+      std::erase_if(session.planned, [](const auto& entry) {
+        return entry.second.graph == nullptr || entry.second.graph.use_count() == 1;
+      });
+    }
+    CudnnSession::Planned made;
+    // A cuDNN call that fails while building or planning (an engine that rejects the device, a
+    // library older than its header says) leaves the region to the generated kernel, as a
+    // refusal does.
+    try {
+      auto graph = std::make_shared<cudnn::AttentionGraph>(session.api, p, session.handle->get());
+      made.refused = graph->plan(session.handle->get());
+      if (made.refused.empty()) made.graph = std::move(graph);
+    } catch (const Error& e) {
+      made.refused = e.what();
+    }
+    ++session.plans_made;
+    found = session.planned.emplace(key, std::move(made)).first;
+  }
+  if (!found->second.graph && why != nullptr) *why = found->second.refused;
+  return found->second.graph;
+}
+
 }  // namespace
 
 std::optional<cudnn::AttentionProblem> cudnn_problem(const ir::Graph& g,
@@ -100,19 +131,8 @@ std::shared_ptr<AttentionCall> plan_attention_call(const ir::Graph& g,
   if (!p) return nullptr;
   auto call = std::make_shared<AttentionCall>();
   call->session = session;
-  // A cuDNN call that fails while building or planning (an engine that rejects the device, a
-  // library older than its header says) leaves the region to the generated kernel, as a
-  // refusal does.
-  try {
-    call->graph = std::make_unique<cudnn::AttentionGraph>(session->api, *p, session->handle->get());
-    if (std::string w = call->graph->plan(session->handle->get()); !w.empty()) {
-      if (why != nullptr) *why = w;
-      return nullptr;
-    }
-  } catch (const Error& e) {
-    if (why != nullptr) *why = e.what();
-    return nullptr;
-  }
+  call->graph = planned_graph(*session, *p, why);
+  if (!call->graph) return nullptr;
   const fusion::AttentionRegion& a = region.attention;
   call->q = region.inputs.at(0);
   call->k = region.inputs.at(1);

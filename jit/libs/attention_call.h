@@ -10,11 +10,15 @@
 //   run_attention_call  the variant pack on the device's stream, with a workspace of the pool.
 //
 // A session (the loaded library and one handle) serves one Runtime; its calls are serialized
-// by the Context's lock, as executables' runs are.
+// by the Context's lock, as executables' runs are. It plans each problem once: a plan costs
+// tens of milliseconds (cuDNN's heuristics and its engines' checks against the device), and the
+// 32 layers of a Llama-3-8B prefill are 32 regions of one problem, so calls share the graph.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -28,11 +32,23 @@ namespace fusejit::jit {
 struct CudnnSession {
   std::shared_ptr<const cudnn::Api> api;
   std::unique_ptr<cudnn::CudnnHandle> handle;
+
+  // A problem's planned graph, or why none plans (then `graph` is null).
+  struct Planned {
+    std::shared_ptr<cudnn::AttentionGraph> graph;
+    std::string refused;
+  };
+  // Past this many problems, those no call holds any more are forgotten (a model whose
+  // sequence length changes every call would otherwise grow the map without end).
+  static constexpr size_t kMaxPlanned = 256;
+  std::mutex mutex;                        // guards what follows
+  std::map<std::string, Planned> planned;  // by AttentionProblem::describe()
+  int64_t plans_made = 0;                  // graphs built and planned (not served from `planned`)
 };
 
 struct AttentionCall {
   std::shared_ptr<CudnnSession> session;
-  std::unique_ptr<cudnn::AttentionGraph> graph;  // planned
+  std::shared_ptr<cudnn::AttentionGraph> graph;  // planned, shared by calls of one problem
   ir::NodeId q = -1, k = -1, v = -1, bias = -1, out = -1;  // buffers, by node id
   float scale = 1.0f;
   std::string label;  // "cuDNN attention bf16 q[...] ..." for step labels
@@ -44,7 +60,8 @@ std::optional<cudnn::AttentionProblem> cudnn_problem(const ir::Graph& g,
                                                      std::string* why = nullptr);
 
 // cuDNN's planned graph for the region, or null and why: refused, no engine config plans, or
-// a cuDNN call failed on the way (the generated kernel then runs the region).
+// a cuDNN call failed on the way (the generated kernel then runs the region). A problem the
+// session planned before is served from its map, graph or refusal alike.
 std::shared_ptr<AttentionCall> plan_attention_call(const ir::Graph& g,
                                                    const fusion::Region& region,
                                                    const std::shared_ptr<CudnnSession>& session,

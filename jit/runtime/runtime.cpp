@@ -83,6 +83,10 @@ std::shared_ptr<LoadedKernel> Runtime::find_loaded(const templates::Kernel& k) {
 
 namespace {
 
+// Host time past which an eval that planned nothing still gets a FUSEJIT_LOG=debug line: a
+// cached eval costs microseconds per step launched (bench/RESULTS.md, "Host overhead").
+constexpr double kSlowEvalMs = 5.0;
+
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
@@ -156,11 +160,15 @@ std::shared_ptr<const Executable> Runtime::executable_for(const ir::Graph& g,
   });
   const BuildOptions build = build_options_here(attention);
   const double setup_ms = milliseconds_since(start) - planned_ms;
+  const int64_t cudnn_plans = build.cudnn ? build.cudnn->plans_made : 0;
   auto exe = std::make_shared<const Executable>(build_executable(std::move(plan), loader(), build));
   log_.debug(
       "plan of {} nodes, {} steps: planned in {:.2f} ms, libraries set up in {:.2f} ms, "
-      "built (kernels loaded, library calls planned) in {:.2f} ms",
+      "built (kernels loaded, library calls planned{}) in {:.2f} ms",
       g.size(), exe->steps.size(), planned_ms, setup_ms,
+      build.cudnn ? fmt::format(", {} cuDNN attention graphs planned",
+                                build.cudnn->plans_made - cudnn_plans)
+                  : std::string(),
       milliseconds_since(start) - planned_ms - setup_ms);
   return remember(g, hash, std::move(exe));
 }
@@ -228,7 +236,10 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
     const std::vector<std::shared_ptr<DeviceBuffer>>& into, const DynamicSource& source) {
   const DeviceGuard guard(device_->info().ordinal);
   device_->run_releases();
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t plans = stats_.plans_built, blas_plans = blas_->plans_cached();
   const std::shared_ptr<const Executable> exe = executable_for(g, source);
+  const double found_ms = milliseconds_since(start);
   // Kernels and GEMM plans assume kBufferAlignment; caller memory may have less (a view at an
   // offset): read a copy of it.
   const bool aligned = std::all_of(inputs.begin(), inputs.end(),
@@ -257,6 +268,19 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
   std::vector<std::shared_ptr<DeviceBuffer>> outs =
       run_executable(*exe, aligned ? inputs : copies, *device_, *blas_, options);
   if (!aligned) write_back(g, inputs, copies, outs);
+  // An eval that planned, or that cost the host more than a cached one should, says where its
+  // host time went: getting its executable (the memo, or a plan: its own line above) and
+  // queueing the steps (the first run of a plan also picks cuBLASLt's algorithms and makes the
+  // driver load kernels on their first launch).
+  const double total_ms = milliseconds_since(start);
+  if (stats_.plans_built != plans || total_ms >= kSlowEvalMs) {
+    log_.debug(
+        "eval of {} nodes, {} steps: {:.2f} ms of host time: {:.2f} ms to its executable ({}), "
+        "{:.2f} ms queueing the steps ({} cuBLASLt algorithms chosen)",
+        g.size(), exe->steps.size(), total_ms, found_ms,
+        stats_.plans_built != plans ? "planned" : "the memo's", total_ms - found_ms,
+        blas_->plans_cached() - blas_plans);
+  }
   return outs;
 }
 

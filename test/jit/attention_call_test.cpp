@@ -1,7 +1,8 @@
 // jit/attention_call: attention regions as cuDNN's problem (FUSEJIT_ATTENTION=cudnn). Without a
 // GPU: which traces of test/traces/attention cuDNN takes, with the dims and strides the region's
 // layout gives, and that each one's graph finalizes (cuDNN 9.8+ needs no handle for that; skips,
-// saying so, without cuDNN). On a GPU, `scripts/attention-check` runs them.
+// saying so, without cuDNN). On a GPU: a session plans each problem once. `scripts/attention-check`
+// runs the traces.
 #include <filesystem>
 #include <map>
 #include <string>
@@ -12,6 +13,7 @@
 #include "jit/libs/attention_call.h"
 #include "support/catch.h"
 #include "support/cudnn.h"
+#include "support/gpu.h"
 
 using namespace fusejit;
 
@@ -111,4 +113,30 @@ TEST_CASE("every attention trace cuDNN takes builds and finalizes its graph",
   CHECK(refused.count("additive_2x4x77_d64_f16") == 0);
   CHECK(refused.count("additive_maskb1qk_2x4x77_d64_bf16") == 0);  // full along q and k
   CHECK(built >= 20);
+}
+
+TEST_CASE("a cuDNN session plans each attention problem once", "[jit][cudnn][attention][gpu]") {
+  FUSEJIT_REQUIRE_GPU();
+  FUSEJIT_REQUIRE_CUDNN();
+  auto session = std::make_shared<jit::CudnnSession>();
+  session->api = testing::test_cudnn().api;
+  session->handle = std::make_unique<jit::cudnn::CudnnHandle>(session->api);
+  const Planned causal = plan_trace("causal_2x4x77_d64_bf16");
+  const Planned additive = plan_trace("additive_2x4x77_d64_f16");
+  std::string why;
+  const auto first = jit::plan_attention_call(causal.graph, causal.region, session, &why);
+  REQUIRE(first != nullptr);
+  CHECK(session->plans_made == 1);
+  // Another region of the same problem (a model's next layer): its own call, the same graph.
+  const auto again = jit::plan_attention_call(causal.graph, causal.region, session, &why);
+  REQUIRE(again != nullptr);
+  CHECK(again != first);
+  CHECK(again->graph == first->graph);
+  CHECK(session->plans_made == 1);
+  // Another problem: another graph.
+  const auto other = jit::plan_attention_call(additive.graph, additive.region, session, &why);
+  REQUIRE(other != nullptr);
+  CHECK(other->graph != first->graph);
+  CHECK(session->plans_made == 2);
+  CHECK(session->planned.size() == 2);
 }
