@@ -73,7 +73,8 @@ def causal_attention(q, k, v):
     """Attention written by hand: scores, a causal mask from positions, softmax, values."""
     s = q.shape[-2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    pos = torch.arange(s)
+    # On q's device: a frame torch.compile traces does not see the fixture's device mode.
+    pos = torch.arange(s, device=q.device)
     mask = pos[None, :] > pos[:, None]
     scores = scores.masked_fill(mask, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
