@@ -79,6 +79,10 @@ struct Kernel {
   // columns are split over several blocks): launches of one loaded module must not overlap in time (one
   // stream at a time; a second stream needs its own loaded copy of the module).
   bool serial_launches = false;
+  // Launched with programmatic stream serialization (CodegenOptions::grid_dependency): it may
+  // be scheduled before the grid ahead of it in the stream has finished, and waits for it in
+  // its first statement.
+  bool programmatic = false;
   // Dynamic kernels (generate_dynamic): the region's outer extent is not in the source but a
   // trailing argument, and one kernel serves every extent 1 <= outer <= max_outer (its index
   // arithmetic fits its index type up to there). The work is items_per_outer * outer items
@@ -141,6 +145,11 @@ struct CodegenOptions {
   // Which GEMM regions the skinny-GEMM kernel takes (templates/schedulers/gemv.h,
   // jit/libs/gemm_call.h: gemv_spec) run it instead of cuBLASLt (FUSEJIT_GEMV).
   GemvMode gemv = GemvMode::large;
+  // Programmatic dependent launch (FUSEJIT_PDL; honoured from sm_90): every kernel begins with
+  // fj_grid_dependency_wait() (device/fj_pdl.cuh), before which it reads and writes nothing
+  // (the skinny-GEMM kernel only prefetches its weights into L2), and is marked
+  // Kernel::programmatic for the launcher.
+  bool grid_dependency = false;
   // Keep the kernel IR of each lowering step in Kernel::kir (FUSEJIT_DUMP=kir). Changes no
   // kernel.
   bool keep_kir = false;

@@ -265,7 +265,7 @@ std::string default_cache_dir() {
 constexpr std::string_view kKnownVars =
     "FUSEJIT_DUMP, FUSEJIT_DUMP_DIR, FUSEJIT_LOG, FUSEJIT_CACHE_DIR, FUSEJIT_CACHE, "
     "FUSEJIT_CACHE_MAX_MB, FUSEJIT_MEMO_MAX, FUSEJIT_KERNELS_MAX, FUSEJIT_RECORD_DIR, "
-    "FUSEJIT_REQUIRE_WARM, FUSEJIT_DISABLE, FUSEJIT_ARCH, FUSEJIT_TF32, FUSEJIT_GEMV, "
+    "FUSEJIT_REQUIRE_WARM, FUSEJIT_DISABLE, FUSEJIT_ARCH, FUSEJIT_TF32, FUSEJIT_GEMV, FUSEJIT_PDL, "
     "FUSEJIT_ROUNDING, FUSEJIT_CUDNN_PATH, FUSEJIT_ATTENTION, FUSEJIT_NVRTC_OPTIONS";
 
 }  // namespace
@@ -289,6 +289,8 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_ARCH") o.arch = value.empty() ? "" : parse_arch(value);
     else if (name == "FUSEJIT_TF32") o.allow_tf32 = parse_bool(name, value);
     else if (name == "FUSEJIT_GEMV") o.gemv = parse_gemv(value);
+    else if (name == "FUSEJIT_PDL")
+      o.pdl = parse_bool(name, value);
     else if (name == "FUSEJIT_ATTENTION") o.attention = parse_attention(value);
     else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
     else if (name == "FUSEJIT_CUDNN_PATH") o.cudnn_path = value;

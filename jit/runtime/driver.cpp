@@ -37,6 +37,7 @@ Driver Driver::load() {
   lookup(d.module_unload, "cuModuleUnload");
   lookup(d.module_get_function, "cuModuleGetFunction");
   lookup(d.launch_kernel, "cuLaunchKernel");
+  lookup(d.launch_kernel_ex, "cuLaunchKernelEx");
   lookup(d.func_set_attribute, "cuFuncSetAttribute");
   lookup(d.get_error_string, "cuGetErrorString");
   lookup(d.graph_add_kernel_node, "cuGraphAddKernelNode");

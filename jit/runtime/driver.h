@@ -14,6 +14,8 @@ struct Driver {
   CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, unsigned, CUstream, void**, void**) = nullptr;
+  // Launches with attributes: programmatic stream serialization (templates::Kernel::programmatic).
+  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;
   CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
   CUresult (*get_error_string)(CUresult, const char**) = nullptr;
   // CUDA graphs of driver-API kernels (jit/runtime/graph_replay.h); the graph itself is the

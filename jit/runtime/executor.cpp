@@ -122,7 +122,7 @@ void plan_gemv(fusion::Plan& plan, size_t i, const GemmCall& call,
   std::string why;
   const std::optional<templates::GemvSpec> spec = gemv_spec(call, codegen.gemv, &why);
   if (spec) {
-    kernel = templates::generate_gemv(*spec, codegen.target);
+    kernel = templates::generate_gemv(*spec, codegen.target, codegen.grid_dependency);
     kernel.params = gemv_arguments(call);
   }
   // FUSEJIT_GEMV=auto says where it runs the kernel, not where it leaves cuBLASLt (most GEMMs).
@@ -234,13 +234,13 @@ KernelLaunch prepare_launch(const Step& step, RunScratch& scratch, int sm_count)
     throw InternalError(fmt::format("kernel {}: grid of {} blocks is not a whole number of "
                                     "clusters of {}", k.name, grid, k.cluster));
   }
-  KernelLaunch l{
-      .function = step.kernel->function,
-      .grid = static_cast<unsigned>(grid),
-      .block = static_cast<unsigned>(k.block),
-      .shared_bytes = static_cast<unsigned>(k.shared_bytes),
-      .first = scratch.pointers.size(),
-      .count = step.arguments.size() + (k.dynamic ? 1 : 0) + step.runtime_extents.size()};
+  KernelLaunch l{.function = step.kernel->function,
+                 .grid = static_cast<unsigned>(grid),
+                 .block = static_cast<unsigned>(k.block),
+                 .shared_bytes = static_cast<unsigned>(k.shared_bytes),
+                 .first = scratch.pointers.size(),
+                 .count = step.arguments.size() + (k.dynamic ? 1 : 0) + step.runtime_extents.size(),
+                 .programmatic = k.programmatic};
   for (NodeId id : step.arguments) {
     const auto& buf = scratch.values[static_cast<size_t>(id)];
     if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
@@ -319,6 +319,29 @@ struct NvtxRange {
   NvtxRange& operator=(const NvtxRange&) = delete;
 };
 
+// One kernel on `stream`. A programmatic kernel may be scheduled while the grid ahead of it
+// finishes (it waits for that grid in its first statement: templates::wait_for_grid).
+void launch(const Driver& drv, const KernelLaunch& l, cudaStream_t stream, void** args) {
+  if (!l.programmatic) {
+    FUSEJIT_DRIVER(drv, launch_kernel, l.function, l.grid, 1, 1, l.block, 1, 1, l.shared_bytes,
+                   stream, args, nullptr);
+    return;
+  }
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = l.grid;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = l.block;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = l.shared_bytes;
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  FUSEJIT_DRIVER(drv, launch_kernel_ex, &config, l.function, args, nullptr);
+}
+
 // The steps one at a time, each intermediate released after its last reader.
 void run_steps(const Executable& exe, Device& device, Blas& blas, const RunOptions& options,
                RunScratch& scratch) {
@@ -333,8 +356,7 @@ void run_steps(const Executable& exe, Device& device, Blas& blas, const RunOptio
       scratch.pointers.clear();
       const KernelLaunch l = prepare_launch(step, scratch, device.info().sm_count);
       point_args(scratch);
-      FUSEJIT_DRIVER(drv, launch_kernel, l.function, l.grid, 1, 1, l.block, 1, 1, l.shared_bytes,
-                     device.stream(), scratch.args.data(), nullptr);
+      launch(drv, l, device.stream(), scratch.args.data());
     } else if (step.attention) {
       run_attention_call(*step.attention, device, [&](NodeId id) {
         const auto& buf = scratch.values[static_cast<size_t>(id)];

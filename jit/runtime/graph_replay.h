@@ -27,6 +27,7 @@ struct KernelLaunch {
   CUfunction function = nullptr;
   unsigned grid = 1, block = 1, shared_bytes = 0;
   size_t first = 0, count = 0;
+  bool programmatic = false;  // templates::Kernel::programmatic (a stream launch honours it)
 };
 
 class GraphReplay {

@@ -33,6 +33,7 @@ BuildOptions build_options(const Options& options, const templates::Target& targ
   b.codegen.vectorize = !options.disable.vectorize;
   b.codegen.rounding = options.rounding;
   b.codegen.gemv = options.gemv;
+  b.codegen.grid_dependency = options.pdl && target.cc >= 90;
   b.codegen.target = target;
   b.codegen.keep_kir = options.dump.kir;
   b.allow_tf32 = options.allow_tf32;

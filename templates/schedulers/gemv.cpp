@@ -231,6 +231,32 @@ void finish_split(kir::Block& b, const GemvSpec& s, const GemvParams& p, const V
   last.branch_line(equal(kir::thread_index(), 0)).assign(sub(v.arrivals, v.tile), lit("0u"));
 }
 
+// Before the grid dependency's wait (wait_for_grid): the weights of the block's first work
+// item prefetched into L2, every lane a share of each of its warp's rows' 128-byte lines, so
+// that the stream of weights starts while the kernel ahead finishes. Reads nothing.
+kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
+  kir::Block before;
+  kir::Block& mine = before.branch(kir::infix(kir::block_index(), "<", lit(p.work)));
+  const ExprP w = mine.let("long long", "w0", kir::block_index());
+  const ExprP warp = mine.let("int", "w0_warp", kir::infix(kir::thread_index(), "/", lit(32)));
+  const ExprP lane = mine.let("int", "w0_lane", kir::infix(kir::thread_index(), "%", lit(32)));
+  const ExprP tile = kir::group(kir::infix(w, "/", lit(p.split)));
+  const ExprP k0 = mine.let("long long", "w0_k",
+                            mul(kir::group(kir::infix(w, "%", lit(p.split))), lit(p.piece)));
+  const ExprP row0 = mine.let("long long", "w0_row",
+                              add(mul(tile, lit(p.warps * p.rows)), mul(warp, lit(p.rows))));
+  const int64_t per_line = 128 / static_cast<int64_t>(dtype_size(s.dtype));
+  const auto [rows, r] = mine.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+  const ExprP n = rows.let("long long", "n", add(row0, r));
+  kir::Block& in = rows.branch(less(n, s.n));
+  const auto [lines, line] =
+      in.loop("int", "line", lane, lit(ceil_div(p.piece, per_line)), lit(32));
+  const ExprP k = lines.let("long long", "k", add(k0, mul(line, lit(per_line))));
+  lines.branch_line(less(k, s.k))
+      .eval(kir::call("fj_prefetch_l2", {add(b, add(mul(n, lit(s.k)), k))}));
+  return before;
+}
+
 }  // namespace
 
 std::string refuse_gemv(const GemvSpec& s) {
@@ -287,11 +313,12 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
   return f;
 }
 
-KernelBody gemv_body(const GemvSpec& s, const GemvParams& p) {
+KernelBody gemv_body(const GemvSpec& s, const GemvParams& p, bool grid_dependency) {
   KernelBody body;
   body.kind = "gemv";
   body.schedule = params_text("gemv", p);
   body.fn = build_gemv_kernel(s, p);
+  if (grid_dependency) wait_for_grid(body, prefetch_weights(s, p, kir::var(body.fn.params[1].var)));
   body.helpers = {"fj_core.cuh", "fj_memory.cuh", "fj_gemv.cuh"};
   body.block = p.block;
   body.work_blocks = p.work;
@@ -300,10 +327,10 @@ KernelBody gemv_body(const GemvSpec& s, const GemvParams& p) {
   return body;
 }
 
-Kernel generate_gemv(const GemvSpec& s, const Target& target) {
+Kernel generate_gemv(const GemvSpec& s, const Target& target, bool grid_dependency) {
   if (const std::string why = refuse_gemv(s); !why.empty())
     throw InternalError("generate_gemv: " + why);
-  KernelBody body = gemv_body(s, gemv_params(s, target));
+  KernelBody body = gemv_body(s, gemv_params(s, target), grid_dependency);
   kir::place_declarations(body.fn);
   kir::verify(body.fn);
   Kernel k = assemble_kernel(body, body.helpers, "");

@@ -184,3 +184,36 @@ TEST_CASE("every kernel of 220 random graphs compiles for sm_90", "[jit][nvrtc][
   CHECK(index_ops[ir::Op::concat] >= 5);
   CHECK(index_ops[ir::Op::arange] >= 5);
 }
+
+TEST_CASE("kernels of programmatic dependent launch wait for the grid ahead first",
+          "[jit][nvrtc][pdl]") {
+  // CodegenOptions::grid_dependency (FUSEJIT_PDL=1): before its first statement reads or writes
+  // anything, each kernel waits for the grid ahead, and it is marked for the launcher; with the
+  // option off nothing of it is in the source.
+  int kinds = 0;
+  std::set<std::string> seen;
+  for (const char* name : {"layernorm_bf16", "softmax_f32", "ew_chain_f32", "sumsq_f32"}) {
+    INFO(name);
+    const fusion::Plan plan = fusion::make_plan(
+        ir::parse_file(std::string(FUSEJIT_SOURCE_DIR) + "/examples/traces/" + name + ".trace"));
+    for (const fusion::Region& r : plan.regions) {
+      if (r.kind == fusion::RegionKind::gemm) continue;
+      const templates::Kernel off = templates::generate(plan.graph, r);
+      CHECK_FALSE(off.programmatic);
+      CHECK(off.source.find("griddepcontrol") == std::string::npos);
+      const templates::Kernel on = templates::generate(plan.graph, r, {.grid_dependency = true});
+      CHECK(on.programmatic);
+      CHECK(on.name != off.name);  // another source, so another cache key
+      const size_t signature = on.source.find("__global__");
+      REQUIRE(signature != std::string::npos);
+      // The body's first line follows the line that opens it (a comment may end that one).
+      const size_t opened = on.source.find(") {", signature);
+      REQUIRE(opened != std::string::npos);
+      const size_t first = on.source.find_first_not_of(' ', on.source.find('\n', opened) + 1);
+      CHECK(on.source.compare(first, 26, "fj_grid_dependency_wait();") == 0);
+      CHECK_FALSE(jit::compile(on, "sm_90").cubin.empty());
+      if (seen.insert(std::string(fusion::region_kind_name(r.kind))).second) ++kinds;
+    }
+  }
+  CHECK(kinds >= 3);
+}

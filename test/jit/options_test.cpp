@@ -1,8 +1,10 @@
 // Every FUSEJIT_* variable: valid values parse, invalid ones throw an error that names the
 // variable and lists the valid values; unknown names are warnings.
-#include "fusejit/error.h"
 #include "fusejit/options.h"
+#include "fusejit/error.h"
+#include "jit/runtime/runtime.h"
 #include "support/catch.h"
+#include "templates/target.h"
 
 using fusejit::CacheMode;
 using fusejit::LogLevel;
@@ -60,6 +62,9 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
   CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
   CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);
+  CHECK(parse1("FUSEJIT_PDL", "1").pdl);
+  CHECK_FALSE(parse1("FUSEJIT_PDL", "0").pdl);
+  CHECK_FALSE(fusejit::Options{}.pdl);  // off until timed on a GPU
   CHECK(parse1("FUSEJIT_ATTENTION", "1").attention == fusejit::AttentionMode::cudnn);
   CHECK(parse1("FUSEJIT_ATTENTION", "auto").attention == fusejit::AttentionMode::cudnn);
   CHECK(parse1("FUSEJIT_ATTENTION", "kernel").attention == fusejit::AttentionMode::kernel);
@@ -113,6 +118,8 @@ TEST_CASE("invalid values name the variable and list the valid ones", "[jit][opt
                       ContainsSubstring("valid values: fusion, epilogue, vectorize"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_ARCH", "hopper"), ContainsSubstring("sm_NN"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_TF32", "maybe"), ContainsSubstring("FUSEJIT_TF32=maybe"));
+  REQUIRE_THROWS_WITH(parse1("FUSEJIT_PDL", "yes please"),
+                      ContainsSubstring("FUSEJIT_PDL=yes please"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_ATTENTION", "flash"),
                       ContainsSubstring("FUSEJIT_ATTENTION=flash") && ContainsSubstring("cudnn"));
 }
@@ -125,4 +132,16 @@ TEST_CASE("an unknown FUSEJIT_* variable is a warning, not an error", "[jit][opt
   CHECK_THAT(o.warnings[0], ContainsSubstring("FUSEJIT_DUMPDIR is not a fusejit variable"));
   CHECK_THAT(o.warnings[0], ContainsSubstring("FUSEJIT_DUMP_DIR"));  // the known ones listed
   CHECK(parse1("FUSEJIT_LOG", "info").warnings.empty());
+}
+
+TEST_CASE("FUSEJIT_PDL reaches codegen only where the arch has programmatic launch",
+          "[jit][options][pdl]") {
+  fusejit::Options o = parse1("FUSEJIT_PDL", "1");
+  CHECK(fusejit::jit::build_options(o, fusejit::templates::target_for_arch("sm_90"))
+            .codegen.grid_dependency);
+  CHECK_FALSE(fusejit::jit::build_options(o, fusejit::templates::target_for_arch("sm_80"))
+                  .codegen.grid_dependency);
+  o.pdl = false;
+  CHECK_FALSE(fusejit::jit::build_options(o, fusejit::templates::target_for_arch("sm_90"))
+                  .codegen.grid_dependency);
 }

@@ -252,8 +252,12 @@ TEST_CASE("gemv kernel: NVRTC compiles every variant for sm_90", "[templates][ge
         s.transpose_a = n % 5 == 2;
         s.activation = static_cast<GemvAct>(n % 3);
         ++n;
-        INFO(gemv_test::label(s));
-        const templates::Kernel kernel = templates::generate_gemv(s);
+        // Every other one as a kernel of programmatic dependent launch (FUSEJIT_PDL).
+        const bool pdl = n % 2 == 0;
+        INFO(gemv_test::label(s) << (pdl ? " pdl" : ""));
+        const templates::Kernel kernel = templates::generate_gemv(s, {}, pdl);
+        CHECK(kernel.programmatic == pdl);
+        CHECK((kernel.source.find("griddepcontrol.wait") != std::string::npos) == pdl);
         jit::CompiledKernel c;
         REQUIRE_NOTHROW(c = jit::compile(kernel, "sm_90", {.extra = {"--ptxas-options=-v"}}));
         INFO("NVRTC log:\n" << c.log);
@@ -267,7 +271,10 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
           "[templates][gemv]") {
   FUSEJIT_REQUIRE_HOST_COMPILER();
   std::vector<gemv_test::Case> all = gemv_test::cases();
-  for (gemv_test::Case& c : all) c.kernel = templates::generate_gemv(c.spec);
+  // Odd cases as kernels of programmatic dependent launch: the same sums, and prefetches of
+  // the weights that stay inside them.
+  for (size_t i = 0; i < all.size(); ++i)
+    all[i].kernel = templates::generate_gemv(all[i].spec, {}, i % 2 == 1);
   std::string log;
   const std::string so_path =
       test::build_shared_object(gemv_test::shared_object_source(all), log, "gemv-emulation");
@@ -275,12 +282,22 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
   REQUIRE(!so_path.empty());
   void* so = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   REQUIRE(so != nullptr);
+  auto prefetch_range =
+      reinterpret_cast<void (*)(const void*, size_t)>(dlsym(so, "fj_emu_prefetch_range"));
+  auto prefetches = reinterpret_cast<long (*)(int)>(dlsym(so, "fj_emu_prefetches"));
+  REQUIRE(prefetch_range != nullptr);
+  REQUIRE(prefetches != nullptr);
   for (size_t i = 0; i < all.size(); ++i) {
     const gemv_test::Case& c = all[i];
     const bool must_fail = c.spec.alpha != c.expected.alpha;
-    INFO(gemv_test::label(c.spec) << " " << c.kernel.schedule << (must_fail ? " (must fail)" : ""));
+    INFO(gemv_test::label(c.spec) << " " << c.kernel.schedule << (must_fail ? " (must fail)" : "")
+                                  << (c.kernel.programmatic ? " pdl" : ""));
     gemv_test::Inputs in = gemv_test::make_inputs(c.spec, static_cast<uint32_t>(77 + i));
+    prefetch_range(in.b.data(),
+                   static_cast<size_t>(c.spec.n * c.spec.k) * dtype_size(c.spec.dtype));
     const std::vector<double> got = gemv_test::run(so, i, c, in);
+    CHECK(prefetches(1) == 0);
+    CHECK((prefetches(0) > 0) == c.kernel.programmatic);
     const double err = gemv_test::rel_l2(got, gemv_test::reference(c.expected, in));
     std::printf("gemv emulation: %-55s %s: rel L2 %.2e%s\n", gemv_test::label(c.spec).c_str(),
                 c.kernel.schedule.c_str(), err, must_fail ? "  (must fail)" : "");

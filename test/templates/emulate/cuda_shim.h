@@ -224,6 +224,33 @@ void launch(void (*kernel)(P...), void* const* args, int grid, int threads) {
 
 inline void __syncthreads() { fj_emu::block->sync.arrive_and_wait(); }
 
+// Programmatic dependent launch (templates/device/fj_pdl.cuh): one launch at a time here, so
+// the grid ahead has always finished. A prefetch is only a hint, but it must stay inside the
+// buffer it streams: each is counted, and counted again when it falls outside the range the
+// test names (fj_emu_prefetch_range).
+namespace fj_emu {
+inline std::atomic<const char*> prefetch_lo{nullptr}, prefetch_hi{nullptr};
+inline std::atomic<long> prefetches{0}, prefetches_outside{0};
+}  // namespace fj_emu
+inline void fj_grid_dependency_wait() {}
+inline void fj_prefetch_l2(const void* p) {
+  const char* at = static_cast<const char*>(p);
+  ++fj_emu::prefetches;
+  if (at < fj_emu::prefetch_lo.load() || at >= fj_emu::prefetch_hi.load()) {
+    ++fj_emu::prefetches_outside;
+  }
+}
+// The range prefetches must fall in, the counts reset; then the counts of the launches since.
+extern "C" void fj_emu_prefetch_range(const void* lo, size_t bytes) {
+  fj_emu::prefetch_lo = static_cast<const char*>(lo);
+  fj_emu::prefetch_hi = static_cast<const char*>(lo) + bytes;
+  fj_emu::prefetches = 0;
+  fj_emu::prefetches_outside = 0;
+}
+extern "C" long fj_emu_prefetches(int outside) {
+  return outside ? fj_emu::prefetches_outside.load() : fj_emu::prefetches.load();
+}
+
 inline void fj_att_mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
   fj_emu::mma<fj_emu::bf16_value>(d, a, b);
 }
