@@ -6,8 +6,9 @@ comparison for causal, softmax in f32, matmul), in ms, CUDA events after warm-up
 
   bench/torch_attention.py TRACE...     prints "<name> <sdpa_ms> <compile_ms>" per trace
 
-The problem comes from the trace's name, <mask>_<b>x<h>x<s>_d<d>[_kv<h>]_bf16 (mask "none" or
-"causal"), as test/traces/make_attention_traces.py --bench writes it.
+The problem comes from the trace's name, <mask>_<b>x<h>x<s>[x<s_kv>]_d<d>[_kv<h>]_bf16 (mask
+"none" or "causal"; s query rows against s_kv keys, s_kv = s when absent: the decode shapes
+have one query row), as test/traces/make_attention_traces.py --bench writes it.
 """
 import math
 import os
@@ -38,19 +39,20 @@ def main(argv):
     except ImportError:
         print("torch_attention: no torch", file=sys.stderr)
         return 1
-    pattern = re.compile(r"(none|causal)_(\d+)x(\d+)x(\d+)_d(\d+)(?:_kv(\d+))?_bf16$")
+    pattern = re.compile(r"(none|causal)_(\d+)x(\d+)x(\d+)(?:x(\d+))?_d(\d+)(?:_kv(\d+))?_bf16$")
     for path in argv[1:]:
         name = os.path.basename(path).removesuffix(".trace")
         m = pattern.match(name)
         if not m:
             print(f"torch_attention: cannot read the problem from {name}", file=sys.stderr)
             continue
-        mask, b, h, s, d = m.group(1), *map(int, m.group(2, 3, 4, 5))
-        kvh = int(m.group(6) or h)
+        mask, b, h, s, d = m.group(1), *map(int, m.group(2, 3, 4, 6))
+        skv = int(m.group(5) or s)
+        kvh = int(m.group(7) or h)
         causal = mask == "causal"
         q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(b, kvh, s, d, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn(b, kvh, s, d, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(b, kvh, skv, d, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(b, kvh, skv, d, device="cuda", dtype=torch.bfloat16)
         scale = 1 / math.sqrt(d)
 
         def sdpa():
