@@ -279,7 +279,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
         "eval of {} nodes, {} steps: {:.2f} ms of host time: {:.2f} ms to its executable ({}), "
         "{:.2f} ms queueing the steps ({} cuBLASLt algorithms chosen)",
         g.size(), exe->steps.size(), total_ms, found_ms,
-        stats_.plans_built != plans ? "planned" : "the memo's", total_ms - found_ms,
+        stats_.plans_built != plans ? "a plan built" : "no plan built", total_ms - found_ms,
         blas_->plans_cached() - blas_plans);
   }
   return outs;
