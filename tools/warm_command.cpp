@@ -34,10 +34,11 @@
 #include "fusejit/options.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"
+#include "jit/api/log.h"
+#include "jit/libs/gemm_call.h"
 #include "jit/runtime/device.h"
 #include "jit/runtime/dynamic.h"
 #include "jit/runtime/kernel_cache.h"
-#include "jit/api/log.h"
 #include "jit/runtime/nvrtc.h"
 #include "jit/runtime/parallel.h"
 #include "jit/runtime/runtime.h"
@@ -232,8 +233,14 @@ std::vector<templates::Kernel> trace_kernels(const ir::SymbolicGraph& trace,
   library_calls = plan.library_call_count();
   std::vector<templates::Kernel> kernels;
   for (const fusion::Region& region : plan.regions) {
-    if (region.kind == fusion::RegionKind::gemm) continue;  // cuBLASLt: nothing to compile
-    kernels.push_back(templates::generate(plan.graph, region, build.codegen));
+    if (region.kind != fusion::RegionKind::gemm) {
+      kernels.push_back(templates::generate(plan.graph, region, build.codegen));
+      continue;
+    }
+    // cuBLASLt compiles nothing, but the generated skinny-GEMM kernel takes some calls
+    // (FUSEJIT_GEMV): the one a run would build.
+    const jit::GemmCall call = jit::describe_gemm_call(plan, region, build.allow_tf32);
+    if (auto k = jit::gemv_kernel(call, build.codegen)) kernels.push_back(std::move(*k));
   }
   return kernels;
 }

@@ -215,4 +215,14 @@ std::vector<ir::NodeId> gemv_arguments(const GemmCall& call) {
   return args;
 }
 
+std::optional<templates::Kernel> gemv_kernel(const GemmCall& call,
+                                             const templates::CodegenOptions& codegen,
+                                             std::string* why) {
+  const std::optional<templates::GemvSpec> spec = gemv_spec(call, codegen.gemv, why);
+  if (!spec) return std::nullopt;
+  templates::Kernel k = templates::generate_gemv(*spec, codegen.target, codegen.grid_dependency);
+  k.params = gemv_arguments(call);
+  return k;
+}
+
 }  // namespace fusejit::jit

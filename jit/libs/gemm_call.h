@@ -80,6 +80,13 @@ std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, GemvMode mode
                                              std::string* why = nullptr);
 // Its kernel's arguments, in generate_gemv's order: A, B, [bias], [C], D.
 std::vector<ir::NodeId> gemv_arguments(const GemmCall& call);
+// The skinny-GEMM kernel a run generates for the call under `codegen` (its gemv mode, target
+// and grid dependency), its params gemv_arguments; nothing, and `why`, where cuBLASLt runs it.
+// The executor and `fusejit warm` both make it here, so that a warmed cache holds the kernel a
+// run asks for.
+std::optional<templates::Kernel> gemv_kernel(const GemmCall& call,
+                                             const templates::CodegenOptions& codegen,
+                                             std::string* why = nullptr);
 
 // "cublasLt 512x512x64 x16 (8 calls) bf16+bias+relu": M x N x K, the batch count of each call,
 // how many calls (when more than one), the dtype and what the epilogue adds.

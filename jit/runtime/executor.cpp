@@ -120,16 +120,13 @@ namespace {
 void plan_gemv(fusion::Plan& plan, size_t i, const GemmCall& call,
                const templates::CodegenOptions& codegen, templates::Kernel& kernel) {
   std::string why;
-  const std::optional<templates::GemvSpec> spec = gemv_spec(call, codegen.gemv, &why);
-  if (spec) {
-    kernel = templates::generate_gemv(*spec, codegen.target, codegen.grid_dependency);
-    kernel.params = gemv_arguments(call);
-  }
+  std::optional<templates::Kernel> made = gemv_kernel(call, codegen, &why);
+  if (made) kernel = std::move(*made);
   // FUSEJIT_GEMV=auto says where it runs the kernel, not where it leaves cuBLASLt (most GEMMs).
-  if (!spec && codegen.gemv == GemvMode::large) return;
+  if (!made && codegen.gemv == GemvMode::large) return;
   plan.decisions.push_back(
-      {call.a, call.d, spec.has_value(),
-       spec ? fmt::format("region {} runs the generated gemv kernel ({})", i, kernel.schedule)
+      {call.a, call.d, made.has_value(),
+       made ? fmt::format("region {} runs the generated gemv kernel ({})", i, kernel.schedule)
             : fmt::format("region {}: not the gemv kernel ({}); cuBLASLt runs it", i, why)});
 }
 

@@ -464,6 +464,33 @@ TEST_CASE("warm: progress on stderr as plain lines, results on stdout", "[tools]
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("warm: the skinny-GEMM kernels a run would generate are warmed too", "[tools][warm]") {
+  // FUSEJIT_GEMV's default takes one row of bf16 against at least 2^26 weights: the gate/up and
+  // vocabulary projections of an 8B decode step, not q/k/v (cuBLASLt, nothing to compile).
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("fusejit_cli_test_gemv_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string gemv = std::string(FUSEJIT_SOURCE_DIR) + "/bench/gemv/llama8b_";
+  const std::string traces =
+      gemv + "gate_up_m1.trace " + gemv + "lm_head_m1.trace " + gemv + "qkv_m1.trace";
+  const auto warm = [&](const std::string& env, const std::string& cache) {
+    return run("warm -j 2 --arch sm_90 --cache-dir " + (dir / cache).string() + " " + traces, env,
+               "2>/dev/null");
+  };
+  const Result on = warm("", "auto");
+  CHECK(on.status == 0);
+  CHECK(on.out.find("compiled: 2  cached: 0  failed: 0") != std::string::npos);
+  // FUSEJIT_PDL=1: other sources, so two more kernels in the same cache.
+  CHECK(warm("FUSEJIT_PDL=1", "auto").out.find("compiled: 2  cached: 0  failed: 0") !=
+        std::string::npos);
+  CHECK(warm("", "auto").out.find("compiled: 0  cached: 2  failed: 0") != std::string::npos);
+  CHECK(warm("FUSEJIT_GEMV=0", "off").out.find("compiled: 0  cached: 0  failed: 0") !=
+        std::string::npos);
+  CHECK(warm("FUSEJIT_GEMV=1", "all").out.find("compiled: 3  cached: 0  failed: 0") !=
+        std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("plan on a trace with dynamic dims: which regions serve every size", "[tools][dynamic]") {
   const std::string dir = std::string(FUSEJIT_SOURCE_DIR) + "/test/traces/dynamic/";
   const Result text = run("plan --dim B=5 --dim S=77 " + dir + "rmsnorm_residual_bf16.trace");
