@@ -379,6 +379,9 @@ struct Generated {
   // The prefill; the first decode step, which plans and compiles the decode-shaped kernels; the
   // decode steps after it (the steady state that tokens/s describes).
   double first_token_s = 0, first_step_s = 0, decode_s = 0;
+  // Host time of the timed steps: recording each step's ops, and its eval (which returns once the
+  // step is queued on a GPU, but waits while the launch queue is full).
+  double record_s = 0, eval_s = 0;
   std::vector<std::vector<double>> logits;  // with --check: each step's [batch, vocab]
   fj::Context::Stats after_first_step;      // the Context's counters once the first step ran
 };
@@ -401,10 +404,17 @@ Generated generate(fj::Context& ctx, Model& m, const Run& r) {
   g.first_token_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   for (int64_t s = 1; s < r.new_tokens; ++s) {
+    const auto recording = std::chrono::steady_clock::now();
     const fj::Tensor next =
         forward(ctx, m, steps.back(), position(ctx, r.prompt + s - 1), 1, r.capacity());
     if (r.check) logits.push_back(next);
-    steps.push_back(choose(next, r, static_cast<uint64_t>(s)).eval());
+    fj::Tensor chosen = choose(next, r, static_cast<uint64_t>(s));
+    const auto evaluating = std::chrono::steady_clock::now();
+    steps.push_back(chosen.eval());
+    if (s > 1) {
+      g.record_s += std::chrono::duration<double>(evaluating - recording).count();
+      g.eval_s += seconds_since(evaluating);
+    }
     if (s == 1) {
       ctx.synchronize();
       g.first_step_s = seconds_since(t0);
@@ -554,6 +564,11 @@ void report(fj::Context& ctx, const Model& m, const Run& r, const Generated& g) 
         "sequence), weights read at %.0f GB/s\n",
         step_s * 1e3, (long long)steps, double(r.batch) / step_s, 1.0 / step_s,
         gigabytes(read) / step_s);
+    std::printf("host per decode step: %.1f us recording its ops, %.1f us in eval (%s)\n",
+                g.record_s / steps * 1e6, g.eval_s / steps * 1e6,
+                ctx.has_gpu()
+                    ? "which returns once the step is queued, or waits while the GPU is behind"
+                    : "which runs the CPU reference");
   } else {
     std::printf("decode: give --new-tokens 3 or more for a steady-state tokens/s\n");
   }
