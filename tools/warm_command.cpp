@@ -240,7 +240,10 @@ std::vector<templates::Kernel> trace_kernels(const ir::SymbolicGraph& trace,
     // cuBLASLt compiles nothing, but the generated skinny-GEMM kernel takes some calls
     // (FUSEJIT_GEMV): the one a run would build.
     const jit::GemmCall call = jit::describe_gemm_call(plan, region, build.allow_tf32);
-    if (auto k = jit::gemv_kernel(call, build.codegen)) kernels.push_back(std::move(*k));
+    if (auto k = jit::gemv_kernel(call, build.codegen)) {
+      kernels.push_back(std::move(*k));
+      --library_calls;  // a kernel now, not cuBLASLt's call
+    }
   }
   return kernels;
 }

@@ -480,6 +480,9 @@ TEST_CASE("warm: the skinny-GEMM kernels a run would generate are warmed too", "
   const Result on = warm("", "auto");
   CHECK(on.status == 0);
   CHECK(on.out.find("compiled: 2  cached: 0  failed: 0") != std::string::npos);
+  // A call the kernel takes is no library call any more.
+  CHECK(on.out.find("lm_head_m1.trace: 1 kernel, 0 library calls;") != std::string::npos);
+  CHECK(on.out.find("qkv_m1.trace: 0 kernels, 1 library call;") != std::string::npos);
   // FUSEJIT_PDL=1: other sources, so two more kernels in the same cache.
   CHECK(warm("FUSEJIT_PDL=1", "auto").out.find("compiled: 2  cached: 0  failed: 0") !=
         std::string::npos);
