@@ -289,8 +289,7 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_ARCH") o.arch = value.empty() ? "" : parse_arch(value);
     else if (name == "FUSEJIT_TF32") o.allow_tf32 = parse_bool(name, value);
     else if (name == "FUSEJIT_GEMV") o.gemv = parse_gemv(value);
-    else if (name == "FUSEJIT_PDL")
-      o.pdl = parse_bool(name, value);
+    else if (name == "FUSEJIT_PDL") o.pdl = parse_bool(name, value);
     else if (name == "FUSEJIT_ATTENTION") o.attention = parse_attention(value);
     else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
     else if (name == "FUSEJIT_CUDNN_PATH") o.cudnn_path = value;
