@@ -184,14 +184,22 @@ fusejit_build() {
 # The Python package's environment (docs/python.md): a virtualenv at $FUSEJIT_VENV (default
 # $BUILD_DIR-py/venv, ignored by git as every build dir) holding what building and testing the
 # package need, from PyPI through pip: nanobind and scikit-build-core (the build, run without
-# build isolation so that it downloads nothing), pytest, numpy and torch. PyPI's Linux x86-64
-# torch is its CUDA build (about 5 GB installed with its nvidia-* wheels; it runs on the CPU
-# here); pip's own cache keeps the wheels, so a new venv installs them without downloading
-# (about 60 s of unpacking on the 2-core machine). Python's venv module and headers come from
-# Debian (python3-venv, python3-dev) when the python3 on the PATH lacks them.
-FUSEJIT_PY_PACKAGES=(nanobind scikit-build-core pytest numpy torch)
+# build isolation so that it downloads nothing), pytest, numpy and torch. Python's venv module
+# and headers come from Debian (python3-venv, python3-dev) when the python3 on the PATH lacks
+# them.
+#
+# PyPI's Linux x86-64 torch is its CUDA build: about 3 GB of wheels, 5.4 GB installed with its
+# nvidia-* wheels (PyPI has no CPU-only torch for Linux x86-64; it runs on the CPU here). Its
+# tests (DLPack with torch, the torch.compile backend) skip without it, so FUSEJIT_PY_TORCH
+# decides: `auto` (the default) installs it when the venv's disk has room for the wheels and the
+# install together (FUSEJIT_TORCH_FREE_GB, default 10) and otherwise goes on without it, saying
+# so; `1` installs it whatever the room; `0` never does. The wheels are not kept in pip's cache
+# (--no-cache-dir): a machine that runs CI once would carry 3 GB it never reads again.
+# Sets FUSEJIT_PY_TORCH_NOTE to a few words when torch is missing, for the step's summary line.
+FUSEJIT_PY_PACKAGES=(nanobind scikit-build-core pytest numpy)
 fusejit_python_env() {
   FUSEJIT_VENV=${FUSEJIT_VENV:-$BUILD_DIR-py/venv}
+  FUSEJIT_PY_TORCH_NOTE=
   local include
   include=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)
   if ! python3 -c 'import venv, ensurepip' 2>/dev/null || [ ! -f "$include/Python.h" ]; then
@@ -205,7 +213,40 @@ fusejit_python_env() {
     fi
   fi
   [ -x "$FUSEJIT_VENV/bin/python" ] || python3 -m venv "$FUSEJIT_VENV"
-  "$FUSEJIT_VENV/bin/python" -m pip install -q --disable-pip-version-check "${FUSEJIT_PY_PACKAGES[@]}"
+  local pip=("$FUSEJIT_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir)
+  "${pip[@]}" "${FUSEJIT_PY_PACKAGES[@]}"
+
+  local want=${FUSEJIT_PY_TORCH:-auto}
+  case "$want" in
+    auto | 0 | 1) ;;
+    *) echo "fusejit: FUSEJIT_PY_TORCH is '$want'; use auto, 1 (always install torch) or 0 (never)" >&2
+       exit 1 ;;
+  esac
+  if "$FUSEJIT_VENV/bin/python" -c 'import torch' 2>/dev/null; then
+    return
+  fi
+  if [ "$want" = 0 ]; then
+    FUSEJIT_PY_TORCH_NOTE="without torch (FUSEJIT_PY_TORCH=0)"
+  else
+    local need_gb=${FUSEJIT_TORCH_FREE_GB:-10} free_gb
+    # pip unpacks the wheels in $TMPDIR; count the smaller of the two disks.
+    free_gb=$(df -Pk "$FUSEJIT_VENV" "${TMPDIR:-/tmp}" | awk 'NR > 1 { if (min == "" || $4 < min) min = $4 }
+                                                           END { printf "%d", min / 1048576 }')
+    if [ "$want" = auto ] && [ "$free_gb" -lt "$need_gb" ]; then
+      FUSEJIT_PY_TORCH_NOTE="without torch: ${free_gb} GB free, it needs ${need_gb}"
+      echo "fusejit: not installing torch: ${free_gb} GB of disk free where it goes, and PyPI's torch" \
+           "needs about ${need_gb} GB to download and install; its tests will skip." \
+           "Free some disk, or set FUSEJIT_PY_TORCH=1 to install it anyway" \
+           "(FUSEJIT_TORCH_FREE_GB sets the bar)" >&2
+    elif ! "${pip[@]}" torch; then
+      [ "$want" = auto ] || exit 1
+      # A partial install would make `import torch` fail with something other than ImportError,
+      # which pytest.importorskip does not skip; take it out and go on without it.
+      "$FUSEJIT_VENV/bin/python" -m pip uninstall -q -y torch >/dev/null 2>&1 || true
+      FUSEJIT_PY_TORCH_NOTE="without torch: its install failed"
+      echo "fusejit: installing torch failed (above); going on without it, its tests will skip" >&2
+    fi
+  fi
 }
 
 # Builds the package into the venv: scikit-build-core runs CMake in $BUILD_DIR-py/build (kept, so
