@@ -15,7 +15,10 @@
 //     exponentials are ex2; P goes from the S accumulators straight into A fragments (the
 //     accumulator layout of two 8-key tiles is the A layout of one 16-key step);
 //   - online softmax per row (running max m, running sum l over the quad of lanes that shares
-//     the row); O / l at the end.
+//     the row); O / l at the end;
+//   - split-KV where a problem of at most 16 query rows has too few (b, h) items to fill the
+//     GPU (decode): each item's key tiles in pieces, one work item each; a piece leaves O, m
+//     and l in the module's scratch, and the item's last piece to arrive combines them.
 // attention_kernel.cpp builds the kernel from those parameters on the kernel IR (templates/kir),
 // attention_body hands it on as a KernelBody, and generate.cpp's assemble_kernel, which
 // assembles every kernel kind, pastes the device helpers it calls (device/fj_attention.cuh) and
@@ -40,6 +43,12 @@ namespace {
 constexpr int kMaxDim = 128;      // Q and O fragments held in registers: 32 + 64 per lane at 128
 constexpr int kSharedLimit = 48 * 1024;  // static shared memory
 constexpr int kPad = 8;                  // elements added to each shared row
+// Split-KV: work items aimed at (two blocks on each SM of a 132-SM part), for problems of at
+// most kSplitMaxRows query rows (decode: a token per sequence, or the query heads of a KV
+// group folded into rows); the scratch of partials stays under kSplitScratch bytes.
+constexpr int64_t kSplitTarget = 264;
+constexpr int64_t kSplitMaxRows = 16;
+constexpr int64_t kSplitScratch = 4 << 20;
 
 bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 
@@ -143,7 +152,19 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   p.skip_above_diagonal = s.mask == AttentionMaskKind::causal && std::isinf(s.fill) && s.fill < 0;
   p.q_tiles = ceil_div(s.seq_q, kAttentionRows);
   p.kv_tiles = ceil_div(s.seq_kv, p.block_n);
-  p.work = s.batch * s.heads * p.q_tiles;
+  p.items = s.batch * s.heads * p.q_tiles;
+  p.split_tiles = p.kv_tiles;
+  if (s.seq_q <= kSplitMaxRows && !p.skip_above_diagonal && p.items < kSplitTarget &&
+      p.kv_tiles > 1) {
+    // Pieces of whole key tiles, none empty, as many as bring the work items to the target;
+    // fewer where the scratch would pass its cap.
+    int64_t want = std::min(ceil_div(kSplitTarget, p.items), p.kv_tiles);
+    const int64_t row_bytes = 4 * (s.value_dim + 2);  // O's f32 row, its max and sum
+    want = std::min(want, std::max<int64_t>(1, kSplitScratch / (p.items * s.seq_q * row_bytes)));
+    p.split_tiles = ceil_div(p.kv_tiles, want);
+  }
+  p.kv_splits = ceil_div(p.kv_tiles, p.split_tiles);
+  p.work = p.items * p.kv_splits;
   // Residency: registers decide it (about 130 to 250 a thread, by ptxas -v on sm_90: two blocks
   // of 128 threads in 64K registers), unless shared memory allows fewer.
   p.blocks_per_sm = std::max(1, std::min(2, target.shared_per_sm / std::max(1, p.shared_bytes)));
@@ -158,6 +179,7 @@ KernelBody attention_body(const AttentionSpec& spec, const AttentionParams& para
   body.block = params.block;
   body.work_blocks = params.work;
   body.blocks_per_sm = params.blocks_per_sm;
+  body.serial_launches = params.kv_splits > 1;  // the split's scratch is the module's
   body.shared_bytes = 0;  // static shared memory only
   return body;
 }

@@ -72,6 +72,8 @@ struct Vars {
   ExprP scale_log2, mask_log2, fill_log2, neg_inf;
   ExprP ks, vs, tid, warp, lane, g, t;
   ExprP w, qt, bh, b, h, row0, qp, kp, vp, mp, qf, o_acc, m, l, tiles;  // work item
+  ExprP splits, split_tiles, partials, stats, arrivals, last;           // split-KV (kv_splits > 1)
+  ExprP item, piece, first;  // the work item's (b, h, query tile), its piece, its first key tile
   int threads = 0;                                                      // AttentionParams::block
   ExprP kt, key0, s;                                                    // key tile
 };
@@ -116,6 +118,11 @@ void build_constants(kir::Block& b, const AttentionSpec& s, const AttentionParam
                 {scalar("kQTiles", num(p.q_tiles)), scalar("kKvTiles", num(p.kv_tiles))});
   n.q_tiles = x[0], n.kv_tiles = x[1];
   n.work = b.declare("constexpr long long", {scalar("kWork", wide(p.work))})[0];
+  if (p.kv_splits > 1) {
+    x = b.declare("constexpr int",
+                  {scalar("kSplits", num(p.kv_splits)), scalar("kSplitTiles", num(p.split_tiles))});
+    n.splits = x[0], n.split_tiles = x[1];
+  }
   n.q_strides = build_strides(b, "Q", s.q);
   n.k_strides = build_strides(b, "K", s.k);
   n.v_strides = build_strides(b, "V", s.v);
@@ -385,15 +392,113 @@ void build_store(kir::Block& b, const std::string& pack, const Vars& n) {
                         kir::mul(at(n.o_acc, t, kir::add(kir::mul(num(2), r), num(1))), inv)})}));
 }
 
+// Split-KV's module-scope scratch and the block's verdict: per item, piece and query row, O's
+// f32 row (unscaled: relative to 2^m) and its (m, l); per item, the pieces arrived.
+void declare_split_storage(kir::Function& f, const AttentionSpec& s, const AttentionParams& p,
+                           Vars& n) {
+  n.last = f.body.declare("__shared__ bool", {{"last", {}, nullptr, nullptr}},
+                          "this block is its item's last piece to arrive")[0];
+  f.head.comment(
+      "Per item, piece and query row: O's f32 row relative to 2^m, then (m, l); per item, the "
+      "pieces arrived.");
+  const int64_t rows = p.items * p.kv_splits * s.seq_q;
+  n.partials = f.head.array(kir::variable("__device__ float", "fj_attention_partials"),
+                            {rows * s.value_dim});
+  n.stats = f.head.array(kir::variable("__device__ float", "fj_attention_stats"), {rows * 2});
+  n.arrivals =
+      f.head.array(kir::variable("__device__ unsigned int", "fj_attention_arrivals"), {p.items});
+}
+
+// The end of a piece: its rows' O, m and l into the scratch; then the item's last piece to
+// arrive (counted after a fence, as the split GEMV's) rescales every piece to the largest m,
+// adds them in piece order and stores O / l. A row no key reached has m = -inf in every piece:
+// weights 2^(m - 0) = 0, l = 0, and 0 * inf = NaN as unsplit.
+void build_split_finish(kir::Block& b, const std::string& pack, const Vars& n) {
+  {
+    const auto [row, r] = unrolled(b, "r", num(0), num(2));
+    const ExprP l = at(n.l, r);
+    for (int lanes : {1, 2}) row.assign(l, kir::call("fj_att_shfl_xor", {l, num(lanes)}), "+=");
+  }
+  const auto slot = [&](const ExprP& piece, const ExprP& i) {  // (item, piece, row i)
+    return paren(
+        kir::add(kir::mul(paren(kir::add(kir::mul(n.item, n.splits), piece)), n.seq_q), i));
+  };
+  {
+    const auto [row, r] = unrolled(b, "r", num(0), num(2));
+    const ExprP i = row.let("int", "i", kir::add(n.row0, kir::mul(num(8), r)));
+    row.branch_line(op(i, ">=", n.seq_q)).jump("continue");
+    const ExprP at_row = row.let("long long", "at_row", slot(n.piece, i));
+    kir::Block& stats = row.branch(op(n.t, "==", num(0)));
+    stats.assign(at(n.stats, kir::mul(num(2), at_row)), at(n.m, r));
+    stats.assign(at(n.stats, kir::add(kir::mul(num(2), at_row), num(1))), at(n.l, r));
+    const ExprP x = row.let_mut("float*", "x",
+                                sum({n.partials, kir::mul(at_row, n.dv), kir::mul(num(2), n.t)}));
+    const auto [tile, t] = unrolled(row, "n", num(0), op(n.dv, "/", num(8)));
+    tile.assign(at(x, kir::mul(t, num(8))), at(n.o_acc, t, kir::mul(num(2), r)));
+    tile.assign(at(x, kir::add(kir::mul(t, num(8)), num(1))),
+                at(n.o_acc, t, kir::add(kir::mul(num(2), r), num(1))));
+  }
+  b.eval(kir::fence());
+  b.eval(kir::sync_block());
+  kir::Block& counter = b.branch(op(n.tid, "==", num(0)));
+  counter.eval(kir::fence());
+  const ExprP arrived = kir::atomic_add(kir::prefix("&", at(n.arrivals, n.item)), text("1u"));
+  counter.assign(
+      n.last, op(arrived, "==", kir::call("static_cast<unsigned>", {op(n.splits, "-", num(1))})));
+  b.eval(kir::sync_block());
+  kir::Block& last = b.branch(n.last);
+  last.eval(kir::fence());
+  const ExprP pairs = paren(op(n.dv, "/", num(2)));
+  const auto [each, e] = last.loop("int", "e", n.tid, kir::mul(n.seq_q, pairs), num(n.threads));
+  const std::vector<ExprP> x = each.declare(
+      "const int",
+      {scalar("i", op(e, "/", pairs)), scalar("c", kir::mul(op(e, "%", pairs), num(2)))});
+  const ExprP i = x[0], c = x[1];
+  const ExprP mx = each.let_mut("float", "mx", n.neg_inf);
+  {
+    const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
+    fold.assign(mx, kir::call("fmaxf", {mx, at(n.stats, kir::mul(num(2), slot(q, i)))}));
+  }
+  const ExprP base =
+      each.let("float", "base", kir::select(op(mx, "==", n.neg_inf), text("0.0f"), mx));
+  const ExprP lsum = each.let_mut("float", "lsum", text("0.0f"));
+  const ExprP o0 = each.let_mut("float", "o0", text("0.0f"));
+  const ExprP o1 = each.let_mut("float", "o1", text("0.0f"));
+  {
+    const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
+    const ExprP at_row = fold.let("long long", "at_row", slot(q, i));
+    const ExprP wgt =
+        fold.let("float", "wgt",
+                 kir::call("fj_att_exp2", {op(at(n.stats, kir::mul(num(2), at_row)), "-", base)}));
+    fold.assign(lsum, kir::mul(wgt, at(n.stats, kir::add(kir::mul(num(2), at_row), num(1)))), "+=");
+    const ExprP y = fold.let("float*", "y", sum({n.partials, kir::mul(at_row, n.dv), c}));
+    fold.assign(o0, kir::mul(wgt, at(y, num(0))), "+=");
+    fold.assign(o1, kir::mul(wgt, at(y, num(1))), "+=");
+  }
+  const ExprP inv = each.let("float", "inv", op(text("1.0f"), "/", lsum));
+  each.eval(kir::call("fj_att_store2",
+                      {sum({n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv), c}),
+                       kir::call(pack, {kir::mul(o0, inv), kir::mul(o1, inv)})}));
+  last.branch_line(op(n.tid, "==", num(0))).assign(at(n.arrivals, n.item), text("0u"));
+}
+
 // The work item's rows, heads and pointers; Q's fragments and the accumulators.
 void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionParams& p, Vars& n) {
-  n.qt = b.let(
-      "int", "qt",
-      op(op(n.q_tiles, "-", num(1)), "-", kir::call("static_cast<int>", {op(n.w, "%", n.q_tiles)})),
-      "longest rows first");
+  n.item = n.w;
+  if (p.kv_splits > 1) {
+    const std::vector<ExprP> x =
+        b.declare("const long long",
+                  {scalar("item", op(n.w, "/", n.splits)), scalar("piece", op(n.w, "%", n.splits))},
+                  "the (batch, head, query tile) item and its piece of the key tiles");
+    n.item = x[0], n.piece = x[1];
+  }
+  n.qt = b.let("int", "qt",
+               op(op(n.q_tiles, "-", num(1)), "-",
+                  kir::call("static_cast<int>", {op(n.item, "%", n.q_tiles)})),
+               "longest rows first");
   const kir::VarP bh = kir::variable("const long long", "bh");
   n.bh = kir::var(bh);
-  const std::vector<ExprP> x = b.declare("const long long", {scalar(bh, op(n.w, "/", n.q_tiles)),
+  const std::vector<ExprP> x = b.declare("const long long", {scalar(bh, op(n.item, "/", n.q_tiles)),
                                                              scalar("b", op(n.bh, "/", n.heads))});
   n.b = x[1];
   n.h = b.let("int", "h", kir::call("static_cast<int>", {op(n.bh, "%", n.heads)}));
@@ -427,6 +532,15 @@ void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionPara
 // The key tiles the work item reads: all of them, or with a causal -inf fill those up to the
 // block's last row.
 void build_tile_count(kir::Block& b, const AttentionParams& p, Vars& n) {
+  n.first = num(0);
+  if (p.kv_splits > 1) {  // never with the causal skip (attention_params)
+    n.first =
+        b.let("int", "first", kir::mul(kir::call("static_cast<int>", {n.piece}), n.split_tiles),
+              "the piece's key tiles: first .. tiles - 1, never none");
+    const ExprP end = kir::add(n.first, n.split_tiles);
+    n.tiles = b.let("int", "tiles", kir::select(kir::lt(end, n.kv_tiles), end, n.kv_tiles));
+    return;
+  }
   if (!p.skip_above_diagonal) {
     n.tiles = b.let("int", "tiles", n.kv_tiles);
     return;
@@ -453,11 +567,12 @@ void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionParam
   const auto commit = [](kir::Block& to, std::string comment = {}) {
     to.eval(kir::call("fj_att_async_commit", {}), std::move(comment));
   };
-  build_stage(b, n, k, num(0));
+  const ExprP first_key = p.kv_splits > 1 ? kir::mul(n.first, n.block_n) : num(0);
+  build_stage(b, n, k, first_key);
   commit(b);
-  build_stage(b, n, v, num(0));
+  build_stage(b, n, v, first_key);
   commit(b);
-  const kir::Loop tiles = b.loop("int", "kt", num(0), n.tiles);
+  const kir::Loop tiles = b.loop("int", "kt", n.first, n.tiles);
   kir::Block& tile = tiles.body;
   n.kt = tiles.index;
   n.key0 = tile.let("int", "key0", kir::mul(n.kt, n.block_n));
@@ -477,7 +592,11 @@ void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionParam
   tile.eval(kir::sync_block(), "every warp is done with vs");
   build_stage(tile.branch(next), n, v, kir::add(n.key0, n.block_n));
   commit(tile);
-  build_store(b, pack, n);
+  if (p.kv_splits > 1) {
+    build_split_finish(b, pack, n);
+  } else {
+    build_store(b, pack, n);
+  }
 }
 
 }  // namespace
@@ -491,6 +610,14 @@ kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionPara
                     "disagree (a warp takes 32 threads and 16 rows)",
                     p.block, p.warps, p.rows));
   }
+  if (p.kv_splits < 1 || p.split_tiles * p.kv_splits < p.kv_tiles ||
+      p.split_tiles * (p.kv_splits - 1) >= p.kv_tiles || p.work != p.items * p.kv_splits ||
+      (p.kv_splits > 1 && (p.q_tiles != 1 || p.skip_above_diagonal))) {
+    throw InternalError(fmt::format(
+        "attention: {} key tiles in {} pieces of {} (none may be empty), {} items and {} work "
+        "items disagree, or a split of {} query tiles",
+        p.kv_tiles, p.kv_splits, p.split_tiles, p.items, p.work, p.q_tiles));
+  }
   kir::Function f;
   f.head.comment(
       "attention forward (FlashAttention-2): {} q[{},{},{},{}], k, v [{},{},{},{}] "
@@ -502,10 +629,14 @@ kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionPara
       "q[b,h,i,:] . k[b,h,j,:]");
   f.head.comment("  block {}: {} warps x 16 query rows; key tiles of {}; {} work items", p.block,
                  p.warps, p.block_n, p.work);
+  if (p.kv_splits > 1)
+    f.head.comment("  split-KV: each item's {} key tiles in {} pieces of {}, combined by the last",
+                   p.kv_tiles, p.kv_splits, p.split_tiles);
   Vars n;
   build_signature(f, s, p, n);
   build_constants(f.body, s, p, n);
   build_block_layout(f.body, n);
+  if (p.kv_splits > 1) declare_split_storage(f, s, p, n);
   const kir::Loop item =
       f.body.loop("long long", "w", kir::block_index(), n.work, kir::grid_blocks());
   n.w = item.index;

@@ -94,6 +94,8 @@ ParamFields AttentionParams::fields() const {
           {"skip_above_diagonal", skip_above_diagonal},
           {"q_tiles", q_tiles},
           {"kv_tiles", kv_tiles},
+          {"kv_splits", kv_splits},
+          {"split_tiles", split_tiles},
           {"work", work},
           {"shared_bytes", int64_t{shared_bytes}},
           {"blocks_per_sm", int64_t{blocks_per_sm}}};

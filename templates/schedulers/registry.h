@@ -93,7 +93,13 @@ struct AttentionParams {
   int64_t k_head_group = 1, v_head_group = 1;  // logical heads per buffer head (GQA)
   AttentionMaskKind mask = AttentionMaskKind::none;
   bool skip_above_diagonal = false;  // causal with fill -inf: key tiles past the diagonal add 0
-  int64_t q_tiles = 0, kv_tiles = 0, work = 0;  // work items: batch * heads * q_tiles
+  int64_t q_tiles = 0, kv_tiles = 0;
+  // Split-KV (decode: few query rows, many keys): each (batch, head, query tile) item's key
+  // tiles in kv_splits pieces of split_tiles, one work item each; a piece leaves its unscaled
+  // O, running max and sum in module-scope scratch, and the item's last piece to arrive
+  // combines them (serial_launches). 1 and kv_tiles without a split.
+  int64_t kv_splits = 1, split_tiles = 0;
+  int64_t items = 0, work = 0;  // batch * heads * q_tiles items; work = items * kv_splits
   int shared_bytes = 0;                         // static shared memory: the K and V tiles
   int blocks_per_sm = 1;
   ParamFields fields() const;

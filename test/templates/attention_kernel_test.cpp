@@ -239,6 +239,17 @@ std::vector<EmulationCase> emulation_cases() {
   pad.mask_view.strides = {70, 0, 0, 1};
   pad.mask_dtype = DType::f16;
   add(pad);
+  // Split-KV (decode: at most 16 query rows against many keys): each item's key tiles in
+  // pieces that the last to arrive combines. One row of 8 heads in KV groups of 4 (a token of a
+  // grouped-query model); 4 rows with the masked row 3 (NaN through the combine); 16 rows of
+  // two batches with an additive mask and a tail tile. Grids below the work: blocks walk pieces
+  // of several items, and an item's last piece is not its last block.
+  AttentionSpec one = make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 1000, 1, 8);
+  add(one, 7);
+  AttentionSpec four = make_spec(DType::f16, 64, AttentionMaskKind::boolean, 1, 4, 700, 1, 2);
+  add(four, 5);
+  AttentionSpec sixteen = make_spec(DType::bf16, 64, AttentionMaskKind::additive, 2, 16, 333, 2, 2);
+  add(sixteen);
   // Must fail: the kernel computes with another scale than the reference.
   AttentionSpec wrong = make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 30, 50, 1, 1);
   cases.push_back({wrong, wrong, 0, {}});
@@ -368,6 +379,67 @@ TEST_CASE("attention kernel: the builder takes its block and rows from the param
                       ContainsSubstring("disagree (a warp takes 32 threads and 16 rows)"));
 }
 
+TEST_CASE("attention kernel: decode shapes split the keys across blocks, others do not",
+          "[templates][attention]") {
+  const templates::Target target{};
+  // One query row of 32 heads in KV groups of 4 against 8k keys (Llama-3.1-8B, batch 1): 32
+  // items of 128 key tiles, aiming at 264 work items: 9 pieces of 15 tiles (the last of 8).
+  AttentionSpec s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32);
+  templates::AttentionParams p = templates::attention_params(s, target);
+  CHECK(p.items == 32);
+  CHECK(p.kv_tiles == 128);
+  CHECK(p.kv_splits == 9);
+  CHECK(p.split_tiles == 15);
+  CHECK(p.work == 288);
+  const templates::Kernel k = templates::generate_attention(s);
+  CHECK(k.work_blocks == 288);
+  CHECK(k.serial_launches);  // module-scope scratch
+  const std::string text = test::kernel_text(k);
+  CHECK(test::has(text, "__device__ float fj_attention_partials[36864];"));  // 288 rows x 128
+  CHECK(test::has(text, "__device__ unsigned int fj_attention_arrivals[32];"));
+  CHECK(test::has(text, "atomicAdd("));
+
+  // The grouped heads folded into rows, as generate records a decode step: 8 items of 4 rows
+  // against a cache of 384; pieces of 1 of the 6 key tiles.
+  s = make_spec(DType::bf16, 128, AttentionMaskKind::boolean, 1, 4, 384, 1, 8);
+  p = templates::attention_params(s, target);
+  CHECK(p.items == 8);
+  CHECK(p.kv_splits == 6);
+  CHECK(p.split_tiles == 1);
+  // Batch 64 of those: 512 items fill the GPU alone.
+  s.batch = 64;
+  p = templates::attention_params(s, target);
+  CHECK(p.kv_splits == 1);
+  CHECK_FALSE(templates::generate_attention(s).serial_launches);
+  // 130 tiles for 8 items: 33 pieces of 4 tiles, the last of 2.
+  s = make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 1, 130 * 64, 1, 8);
+  p = templates::attention_params(s, target);
+  CHECK(p.kv_splits * p.split_tiles >= p.kv_tiles);
+  CHECK((p.kv_splits - 1) * p.split_tiles < p.kv_tiles);
+  CHECK(p.kv_splits == 33);
+  // Prefill (more than 16 query rows), one key tile, and a causal mask that skips tiles: no
+  // split.
+  for (const AttentionSpec& x :
+       {make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 17, 8192, 1, 8),
+        make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 1, 64, 1, 8),
+        make_spec(DType::bf16, 64, AttentionMaskKind::causal, 1, 4, 8192, 1, 8)}) {
+    INFO(label(x));
+    CHECK(templates::attention_params(x, target).kv_splits == 1);
+  }
+  // The scratch stays within 4 MiB: 16 rows of 128 values at 128k keys.
+  s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 16, 131072, 1, 64);
+  p = templates::attention_params(s, target);
+  CHECK(p.kv_splits > 1);
+  CHECK(p.items * p.kv_splits * s.seq_q * (s.value_dim + 2) * 4 <= 4 << 20);
+  // Params whose pieces leave tiles out, or an empty piece, are a bug.
+  s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32);
+  p = templates::attention_params(s, target);
+  p.split_tiles = 8;
+  REQUIRE_THROWS_AS(templates::build_attention_kernel(s, p), InternalError);
+  p.split_tiles = 64;
+  REQUIRE_THROWS_AS(templates::build_attention_kernel(s, p), InternalError);
+}
+
 TEST_CASE("attention kernel: assembled and named as every kernel is", "[templates][attention]") {
   const templates::Kernel k = templates::generate_attention(
       make_spec(DType::bf16, 64, AttentionMaskKind::causal, 1, 77, 77));
@@ -410,6 +482,22 @@ TEST_CASE("attention kernel: NVRTC compiles every variant for sm_90 and sm_80",
         CHECK(c.log.find(" 0 bytes spill stores") != std::string::npos);  // no register spills
         CHECK(c.log.find("Used") != std::string::npos);
       }
+  // Split-KV variants: one row and 16 rows, both dtypes and dims.
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int64_t dim : {64, 128}) {
+      AttentionSpec s =
+          make_spec(dt, dim, dim == 64 ? AttentionMaskKind::boolean : AttentionMaskKind::none,
+                    dim == 64 ? 1 : 4, dim == 64 ? 16 : 1, 4000, 1, 8);
+      INFO(label(s));
+      const templates::Kernel k = templates::generate_attention(s);
+      REQUIRE(k.serial_launches);
+      jit::CompiledKernel c;
+      REQUIRE_NOTHROW(c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}}));
+      INFO("NVRTC log:\n" << c.log);
+      CHECK(!c.cubin.empty());
+      CHECK(c.log.find("warning") == std::string::npos);
+      CHECK(c.log.find(" 0 bytes spill stores") != std::string::npos);
+    }
 }
 
 TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches the reference",
@@ -445,6 +533,7 @@ TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches th
     const Comparison cmp = compare(c.spec, out, ref);
     if (const char* dir = std::getenv("FUSEJIT_TEST_DUMP_DIR"); dir != nullptr && *dir != '\0')
       dump_case(dir, n, c, in, ref);
+    if (c.kernel.serial_launches) std::printf("attention emulation: split-KV next\n");
     std::printf("attention emulation: %-60s grid %3d: rel L2 %.2e, NaN %lld (mismatched %lld), %.1f s%s\n",
                 label(c.spec).c_str(), c.grid > 0 ? c.grid : static_cast<int>(c.kernel.work_blocks),
                 cmp.rel_l2, static_cast<long long>(cmp.nans),

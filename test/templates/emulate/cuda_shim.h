@@ -35,6 +35,13 @@ struct fj_emu_dim3 {
 };
 inline thread_local fj_emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
+// A split kernel's count of arrived pieces (the GEMV's, attention's split-KV). Blocks run one
+// after another here, so the fence orders nothing the emulation could reorder.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  return std::atomic_ref<unsigned>(*p).fetch_add(v);
+}
+
 inline float __uint_as_float(unsigned u) {
   float f;
   std::memcpy(&f, &u, sizeof f);

@@ -1,7 +1,7 @@
 // test/templates/emulate/gemv_shim: what a generated GEMV kernel's body needs, on top of
 // pointwise_shim.h (threads, blocks, storage formats, vector moves), to run as host C++ in the
-// GEMV emulation test: fj_gemv.cuh's helpers, the fence and the atomic
-// count of the split. Written from what each helper means, not from templates/device.
+// GEMV emulation test: fj_gemv.cuh's helpers (the fence and the atomic count of the split are
+// cuda_shim.h's). Written from what each helper means, not from templates/device.
 #pragma once
 
 #include <atomic>
@@ -16,9 +16,3 @@ inline float fj_gemv_gelu_tanh(float x) {
   return static_cast<float>(0.5 * x * (1.0 + std::tanh(u)));
 }
 inline float fj_gemv_partial(const float* p) { return *p; }
-
-// Blocks run one after another here, so the fence orders nothing the emulation could reorder.
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline unsigned atomicAdd(unsigned* p, unsigned v) {
-  return std::atomic_ref<unsigned>(*p).fetch_add(v);
-}

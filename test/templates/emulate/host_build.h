@@ -42,10 +42,13 @@ inline std::string build_shared_object(const std::string& source, std::string& l
 // when `source` already holds that kernel.
 inline std::string emulated_kernel(const templates::Kernel& k, const std::string& source) {
   if (source.find(k.name + "(") != std::string::npos) return "";
-  return k.source.substr(k.source.find(templates::kKernelMarker)) +
-         fmt::format("extern \"C\" void run_{0}(void* const* args, int grid) {{ "
-                     "fj_emu::launch({0}, args, grid, {1}); }}\n",
-                     k.name, k.block);
+  // In a namespace of its own: a kernel's module-scope scratch (split kernels) is its own.
+  return fmt::format("namespace emu_{} {{\n", k.name) +
+         k.source.substr(k.source.find(templates::kKernelMarker)) +
+         fmt::format(
+             "}}\nextern \"C\" void run_{0}(void* const* args, int grid) {{ "
+             "fj_emu::launch(emu_{0}::{0}, args, grid, {1}); }}\n",
+             k.name, k.block);
 }
 
 // The shared object's source starts with this.
