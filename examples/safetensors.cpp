@@ -34,7 +34,7 @@ struct DTypeEntry {
 const DTypeEntry kDTypes[] = {
     {"F32", 4, fj::DType::f32}, {"F16", 2, fj::DType::f16},   {"BF16", 2, fj::DType::bf16},
     {"I32", 4, fj::DType::i32}, {"I64", 8, fj::DType::i64},   {"BOOL", 1, fj::DType::boolean},
-    {"F64", 8, std::nullopt},   {"I8", 1, std::nullopt},      {"U8", 1, std::nullopt},
+    {"I8", 1, fj::DType::i8},   {"F64", 8, std::nullopt},     {"U8", 1, std::nullopt},
     {"I16", 2, std::nullopt},   {"U16", 2, std::nullopt},     {"U32", 4, std::nullopt},
     {"U64", 8, std::nullopt},   {"F8_E4M3", 1, std::nullopt}, {"F8_E5M2", 1, std::nullopt},
 };

@@ -60,6 +60,8 @@ int64_t exact_integers(DType t) {
       return std::numeric_limits<int64_t>::max();
     case DType::boolean:
       return 1;
+    case DType::i8:
+      return 127;
   }
   return 0;
 }

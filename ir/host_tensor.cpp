@@ -40,6 +40,7 @@ int64_t wrap_to_int(double v, int bits) {
     r = static_cast<int64_t>(static_cast<uint64_t>(m));  // modular since C++20
   }
   if (bits == 32) r = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(r)));
+  if (bits == 8) r = static_cast<int8_t>(static_cast<uint8_t>(static_cast<uint64_t>(r)));
   return r;
 }
 
@@ -123,6 +124,8 @@ double round_to(DType dtype, double v) {
       return static_cast<double>(wrap_to_int(v, 32));
     case DType::i64:
       return static_cast<double>(wrap_to_int(v, 64));
+    case DType::i8:
+      return static_cast<double>(wrap_to_int(v, 8));
     case DType::boolean:
       return v != 0.0 ? 1.0 : 0.0;  // NaN != 0: true
   }
@@ -154,12 +157,13 @@ int64_t HostTensor::numel() const { return ir::numel(shape); }
 
 int64_t round_to_integer(DType dtype, double v) {
   if (dtype == DType::boolean) return v != 0.0 ? 1 : 0;  // NaN != 0: true
-  return wrap_to_int(v, dtype == DType::i32 ? 32 : 64);
+  return wrap_to_int(v, dtype == DType::i32 ? 32 : dtype == DType::i8 ? 8 : 64);
 }
 
 int64_t wrap_integer(DType dtype, int64_t v) {
   if (dtype == DType::boolean) return v != 0 ? 1 : 0;
   if (dtype == DType::i32) return static_cast<int32_t>(static_cast<uint32_t>(v));
+  if (dtype == DType::i8) return static_cast<int8_t>(static_cast<uint8_t>(v));
   return v;
 }
 
@@ -179,6 +183,8 @@ int64_t HostTensor::get_integer(int64_t i) const {
     }
     case DType::boolean:
       return std::to_integer<int>(*p) != 0 ? 1 : 0;
+    case DType::i8:
+      return static_cast<int8_t>(std::to_integer<uint8_t>(*p));
     default:
       throw InternalError(fmt::format("get_integer of a {} tensor", dtype_name(dtype)));
   }
@@ -202,6 +208,7 @@ double HostTensor::get(int64_t i) const {
     case DType::i32:
     case DType::i64:
     case DType::boolean:
+    case DType::i8:
       return static_cast<double>(get_integer(i));
   }
   throw InternalError(fmt::format("HostTensor::get: unknown dtype {}", static_cast<int>(dtype)));
@@ -234,6 +241,9 @@ void HostTensor::set(int64_t i, double v) {
     }
     case DType::boolean:
       *p = v != 0.0 ? std::byte{1} : std::byte{0};
+      return;
+    case DType::i8:
+      *p = static_cast<std::byte>(static_cast<uint8_t>(wrap_to_int(v, 8)));
       return;
   }
   throw InternalError(fmt::format("HostTensor::set: unknown dtype {}", static_cast<int>(dtype)));

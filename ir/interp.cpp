@@ -428,6 +428,8 @@ Value from_host(const HostTensor& t) {
     case DType::boolean:
       return Value::of<int64_t>(
           t.shape, load<uint8_t, int64_t>(t, [](uint8_t b) { return b != 0 ? 1 : 0; }));
+    case DType::i8:
+      return Value::of<int64_t>(t.shape, load<int8_t, int64_t>(t, same));
   }
   throw InternalError("interpreter: unknown input dtype");
 }
@@ -465,6 +467,9 @@ HostTensor to_host(const Node& n, const Value& v) {
       break;
     case DType::boolean:
       store<uint8_t>(t, v.data<int64_t>(), [](int64_t i) { return static_cast<uint8_t>(i != 0); });
+      break;
+    case DType::i8:
+      store<int8_t>(t, v.data<int64_t>(), [](int64_t i) { return static_cast<int8_t>(i); });
       break;
   }
   return t;

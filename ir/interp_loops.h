@@ -118,6 +118,11 @@ inline void store_span(DType d, const int64_t* src, int64_t* dst, int64_t n) {
     case DType::i64:
       std::copy_n(src, n, dst);
       return;
+    case DType::i8:
+      for (int64_t k = 0; k < n; ++k) {
+        dst[k] = static_cast<int8_t>(static_cast<uint8_t>(static_cast<uint64_t>(src[k])));
+      }
+      return;
     case DType::boolean:
       for (int64_t k = 0; k < n; ++k) dst[k] = src[k] != 0 ? 1 : 0;
       return;

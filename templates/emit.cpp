@@ -30,6 +30,9 @@ constexpr std::array<DTypeCode, kNumDTypes> kDTypeCodes{{
     {"int", "int", "", "", "fj_to_i32", "", ""},
     {"long long", "long long", "", "", "fj_to_i64", "", ""},
     {"unsigned char", "bool", "fj_u8_to_bool", "fj_bool_to_u8", "fj_to_bool", "", ""},
+    // Computed in a variable of the storage type: every node's value wraps to 8 bits as the
+    // reference's does (C++ promotes the operands to int, and the assignment wraps).
+    {"signed char", "signed char", "", "", "fj_to_i8", "", ""},
 }};
 
 // Approximate math is allowed when every output is stored as f16 or bf16: their coarse
@@ -101,6 +104,8 @@ std::string integer_literal(DType dtype, int64_t value) {
       return i < 0 ? fmt::format("({}LL)", i) : fmt::format("{}LL", i);
     case DType::boolean:
       return i != 0 ? "true" : "false";
+    case DType::i8:
+      return i < 0 ? fmt::format("({})", i) : fmt::format("{}", i);
     default:
       throw InternalError(fmt::format("integer_literal of {}", dtype_name(dtype)));
   }
@@ -148,6 +153,8 @@ std::string reduce_identity(ir::Op op, DType acc) {
       return lowest ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL";
     case DType::boolean:
       return lowest ? "false" : "true";
+    case DType::i8:
+      return lowest ? "(-128)" : "127";
     default:
       return literal(DType::f32, lowest ? -inf : inf);
   }

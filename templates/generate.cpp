@@ -8,7 +8,7 @@
 //   device/fj_core.cuh, fj_math.cuh, fj_memory.cuh (and fj_reduce.cuh for reductions,
 //   fj_cluster.cuh for kernels whose rows are split over thread-block clusters, fj_random.cuh
 //   for kernels that draw random numbers, fj_welford.cuh for kernels that accumulate a mean
-//   and a variance together)
+//   and a variance together, fj_int8.cuh for kernels of regions with i8 values)
 //   kKernelMarker, then the template's comment lines and the __global__ function
 // (the attention kernel, whose scheduler is the registry's like every other: its own helpers,
 // fj_core.cuh and fj_attention.cuh (KernelBody::helpers), then its comment lines and function;
@@ -85,6 +85,13 @@ std::string region_summary(const RegionInfo& info) {
     s += "\n";
   }
   return s;
+}
+
+// A region that reads, computes or writes i8 values (its kernel gets fj_int8.cuh).
+bool touches_i8(const ir::Graph& g, const fusion::Region& region) {
+  const auto i8 = [&](ir::NodeId id) { return g.node(id).dtype == DType::i8; };
+  return std::any_of(region.nodes.begin(), region.nodes.end(), i8) ||
+         std::any_of(region.inputs.begin(), region.inputs.end(), i8);
 }
 
 bool draws_random(const ir::Graph& g, const fusion::Region& region) {
@@ -197,6 +204,7 @@ Kernel assemble_region(const RegionInfo& info, const KernelBody& body,
     if (body.welford) helpers.push_back("fj_welford.cuh");
     if (body.stages) helpers.push_back("fj_stage.cuh");
     if (runtime != nullptr && !runtime->extents.empty()) helpers.push_back("fj_fastdiv.cuh");
+    if (touches_i8(info.graph, info.region)) helpers.push_back("fj_int8.cuh");
     summary = fmt::format("// {} region\n", body.kind) + region_summary(info);
   }
   Kernel k = assemble_kernel(body, helpers, summary);

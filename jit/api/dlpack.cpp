@@ -28,6 +28,7 @@ struct DlTypeOf {
 constexpr DlTypeOf kDlTypes[] = {
     {DType::f32, kDLFloat, 32}, {DType::f16, kDLFloat, 16}, {DType::bf16, kDLBfloat, 16},
     {DType::i32, kDLInt, 32},   {DType::i64, kDLInt, 64},   {DType::boolean, kDlBoolCode, 8},
+    {DType::i8, kDLInt, 8},
 };
 static_assert(std::size(kDlTypes) == kNumDTypes, "every DType has a DLPack type");
 
@@ -35,10 +36,11 @@ DType dtype_of(DLDataType t) {
   for (const DlTypeOf& d : kDlTypes) {
     if (t.code == d.code && t.bits == d.bits && t.lanes == 1) return d.dtype;
   }
-  throw UsageError(fmt::format("from_dlpack: DLPack dtype (code {}, {} bits, {} lanes) has no "
-                               "fusejit dtype; fusejit takes float32, float16, bfloat16, int32, "
-                               "int64 and bool (one lane): cast the tensor first",
-                               t.code, t.bits, t.lanes));
+  throw UsageError(
+      fmt::format("from_dlpack: DLPack dtype (code {}, {} bits, {} lanes) has no "
+                  "fusejit dtype; fusejit takes float32, float16, bfloat16, int8, "
+                  "int32, int64 and bool (one lane): cast the tensor first",
+                  t.code, t.bits, t.lanes));
 }
 
 DLDataType dl_type_of(DType dtype) {

@@ -89,6 +89,7 @@ from fusejit._api import (  # noqa: F401
     float32,
     from_dlpack,
     from_numpy,
+    int8,
     int32,
     int64,
     plan,

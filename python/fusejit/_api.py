@@ -12,6 +12,7 @@ float16 = DType.float16
 bfloat16 = DType.bfloat16
 int32 = DType.int32
 int64 = DType.int64
+int8 = DType.int8
 bool_ = DType.bool
 
 # numpy's dtype for each fusejit dtype that numpy has (bfloat16 it has not: see to_numpy).
@@ -20,6 +21,7 @@ _NUMPY = {
     DType.float16: np.float16,
     DType.int32: np.int32,
     DType.int64: np.int64,
+    DType.int8: np.int8,
     DType.bool: np.bool_,
 }
 _FROM_NUMPY = {np.dtype(v): k for k, v in _NUMPY.items()}
@@ -47,7 +49,7 @@ def _dtype_of(value):
     for d in DType.__members__.values():
         if str(d) == name or d.name == name:
             return d
-    raise TypeError(f"dtype {value!r}: fusejit has float32, float16, bfloat16, int32, int64 and bool")
+    raise TypeError(f"dtype {value!r}: fusejit has float32, float16, bfloat16, int8, int32, int64 and bool")
 
 
 def tensor(data, dtype=None, context=None):
@@ -58,7 +60,7 @@ def tensor(data, dtype=None, context=None):
     if dtype is None:
         if array.dtype not in _FROM_NUMPY:
             raise TypeError(f"tensor: numpy dtype {array.dtype} has no fusejit dtype; pass dtype= "
-                            "or convert the array (float32, float16, int32, int64, bool)")
+                            "or convert the array (float32, float16, int8, int32, int64, bool)")
         dtype = _FROM_NUMPY[array.dtype]
     dtype = _dtype_of(dtype)
     shape = list(array.shape)

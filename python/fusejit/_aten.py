@@ -19,6 +19,7 @@ DTYPES = {
     torch.bfloat16: fj.bfloat16,
     torch.int32: fj.int32,
     torch.int64: fj.int64,
+    torch.int8: fj.int8,
     torch.bool: fj.bool_,
 }
 
@@ -31,7 +32,7 @@ def _scalar_or(x, other):
 def _scalar_dtype(value, like):
     if isinstance(value, bool):
         return fj.bool_
-    if isinstance(value, int) and like.dtype in (fj.int32, fj.int64):
+    if isinstance(value, int) and like.dtype in (fj.int8, fj.int32, fj.int64):
         return like.dtype
     return like.dtype if like.dtype.is_floating_point else fj.float32
 

@@ -15,6 +15,7 @@ void bind_dtypes(nb::module_& m) {
       .value("int32", DType::i32)
       .value("int64", DType::i64)
       .value("bool", DType::boolean)
+      .value("int8", DType::i8)
       .def_prop_ro("itemsize", [](DType d) { return dtype_size(d); })
       .def_prop_ro("is_floating_point", [](DType d) { return is_floating(d); })
       .def("__str__", [](DType d) { return std::string(dtype_name(d)); });

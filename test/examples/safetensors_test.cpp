@@ -45,6 +45,12 @@ void write_raw(const std::string& path, const std::string& header, size_t data,
   for (int i = 0; i < 8; ++i) out.put(static_cast<char>(n >> (8 * i)));
   out << header << std::string(data, '\0');
 }
+// The header, then `data` as the tensors' bytes.
+void write_raw(const std::string& path, const std::string& header, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>(header.size() >> (8 * i)));
+  out << header << data;
+}
 
 std::vector<unsigned char> host_bytes(const fj::Tensor& t) { return st::download(t).bytes; }
 
@@ -151,24 +157,44 @@ TEST_CASE("safetensors: malformed files are refused, naming the file and tensor"
 
 TEST_CASE("safetensors: a dtype fusejit lacks opens, and loading it names the tensor",
           "[safetensors]") {
-  const std::string path = scratch("int8.safetensors");
+  const std::string path = scratch("uint8.safetensors");
   write_raw(path,
-            R"({"q":{"dtype":"I8","shape":[4],"data_offsets":[0,4]},)"
+            R"({"q":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
             R"("s":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
-            R"("__metadata__":{"quant":"int8"}})",
+            R"("__metadata__":{"quant":"uint8"}})",
             8);
   const st::File file(path);
-  CHECK(file.tensors().at("q").dtype_name == "I8");
+  CHECK(file.tensors().at("q").dtype_name == "U8");
   CHECK_FALSE(file.tensors().at("q").dtype.has_value());
-  CHECK(file.metadata().at("quant") == "int8");
+  CHECK(file.metadata().at("quant") == "uint8");
   fj::Context ctx(fj::testing::quiet());
   CHECK(file.load(ctx, "s").to_host() == std::vector<double>{0.0});
   REQUIRE_THROWS_WITH(file.load(ctx, "q"),
                       ContainsSubstring(path) &&
-                          ContainsSubstring("tensor q has dtype I8, which fusejit does not "
+                          ContainsSubstring("tensor q has dtype U8, which fusejit does not "
                                             "support yet") &&
                           ContainsSubstring("convert the checkpoint"));
   REQUIRE_THROWS_WITH(file.load(ctx, "k"), ContainsSubstring("no tensor k"));
+}
+
+TEST_CASE("safetensors: int8 weights and their scales load as i8 and f32", "[safetensors]") {
+  const std::string path = scratch("int8.safetensors");
+  // q: [2, 3] int8 (-128, -1, 0, 1, 2, 127), then s: [2] f32 (0.5, 2).
+  std::string bytes = {'\x80', '\xff', '\x00', '\x01', '\x02', '\x7f', '\x00', '\x00'};
+  for (float f : {0.5f, 2.0f}) bytes.append(reinterpret_cast<const char*>(&f), 4);
+  write_raw(path,
+            R"({"q":{"dtype":"I8","shape":[2,3],"data_offsets":[0,6]},)"
+            R"("s":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+            bytes);
+  const st::File file(path);
+  REQUIRE(file.tensors().at("q").dtype == fj::DType::i8);
+  fj::Context ctx(fj::testing::quiet());
+  const fj::Tensor q = file.load(ctx, "q");
+  CHECK(q.dtype() == fj::DType::i8);
+  CHECK(q.to_host() == std::vector<double>{-128, -1, 0, 1, 2, 127});
+  // Dequantized per row: q * s[row], as a weight-only int8 linear reads it.
+  const fj::Tensor w = fj::cast(q, fj::DType::f32) * fj::reshape(file.load(ctx, "s"), {2, 1});
+  CHECK(w.to_host() == std::vector<double>{-64, -0.5, 0, 2, 4, 254});
 }
 
 TEST_CASE("safetensors: the writer refuses bytes that do not match the shape", "[safetensors]") {

@@ -14,6 +14,7 @@
 #include "ir/interp.h"
 #include "ir/random.h"
 #include "ir/shape.h"
+#include "ir/text.h"
 #include "support/catch.h"
 
 using namespace fusejit;
@@ -727,6 +728,32 @@ TEST_CASE("integer ops are exact beyond 2^53", "[ir][interp]") {
   CHECK(i64_at(out[1], 1) == INT64_MIN);  // wraps
   CHECK(i64_at(out[2], 0) ==
         static_cast<int64_t>(static_cast<uint64_t>(p53 + 1) + static_cast<uint64_t>(INT64_MAX)));
+}
+
+TEST_CASE("i8 wraps at 8 bits, converts as a cast to i32 would, and promotes", "[ir][interp]") {
+  Graph g;
+  const NodeId a = add_input(g, DType::i8, {4});
+  const NodeId x = add_input(g, f32, {5});
+  const NodeId s = add_input(g, DType::bf16, {4});
+  g.add_output(add_binary(g, Op::add, a, a));  // wraps at every node
+  g.add_output(add_cast(g, x, DType::i8));     // truncates, then wraps modulo 256
+  g.add_output(add_binary(g, Op::mul, a, s));  // i8 with bf16: bf16 (weight * scale)
+  g.add_output(add_binary(g, Op::add, a, add_integer_constant(g, i32, 1000)));  // i32
+  g.add_output(add_reduce(g, Op::max, a, {0}, false));
+  g.add_output(add_reduce(g, Op::sum, a, {0}, false));  // integer sums are i64
+  const std::vector<HostTensor> out =
+      interpret(g, {tensor(DType::i8, {4}, {100, -100, 127, -128}),
+                    tensor(f32, {5}, {300.7, -129.5, kNaN, 1e10, -0.9}),
+                    tensor(DType::bf16, {4}, {0.5, 0.25, 2, 1})});
+  check_tensor(out[0], DType::i8, {4}, {-56, 56, -2, 0});
+  check_tensor(out[1], DType::i8, {5}, {44, 127, 0, 0, 0});
+  check_tensor(out[2], DType::bf16, {4}, {50, -25, 254, -128});
+  check_tensor(out[3], i32, {4}, {1100, 900, 1127, 872});
+  check_tensor(out[4], DType::i8, {}, {127});
+  check_tensor(out[5], i64, {}, {-1});
+  // The trace text names it.
+  const Graph back = parse(print(g));
+  CHECK(back.node(a).dtype == DType::i8);
 }
 
 TEST_CASE("integer constants are exact beyond 2^53", "[ir][interp]") {

@@ -301,7 +301,7 @@ TEST_CASE("parse errors name the place, what was expected and what was found", "
   CHECK(parse_error(with_inputs("%2 : f32[4,8] = mull %0, %1\noutput %2\n")) ==
         "t.txt:4:17: unknown op 'mull' (docs/trace-format.md lists the ops)");
   CHECK(parse_error(with_inputs("%2 : f33[4,8] = mul %0, %1\noutput %2\n")) ==
-        "t.txt:4:6: unknown dtype 'f33'; valid: f32, f16, bf16, i32, i64, bool");
+        "t.txt:4:6: unknown dtype 'f33'; valid: f32, f16, bf16, i32, i64, bool, i8");
   CHECK(parse_error(with_inputs("%2 : f32[4,8] = mul %0, %7\noutput %2\n")) ==
         "t.txt:4:25: undefined id %7; an id must be defined on an earlier line");
   CHECK(parse_error(with_inputs("%1 : f32[4,8] = mul %0, %1\noutput %1\n")) ==

@@ -63,7 +63,8 @@ def test_strided_torch_layouts(ctx, dtype, tol):
 
 
 def test_dtypes_both_ways(ctx):
-    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.bool):
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64,
+                  torch.bool):
         a = (torch.arange(10) % 3).to(dtype)
         x = fj.from_dlpack(a, context=ctx)
         back = torch.from_dlpack(fj.where(x == x, x, x))  # computed, so exported by fusejit

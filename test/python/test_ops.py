@@ -80,6 +80,15 @@ def test_integer_dtypes_and_casts(ctx):
     np.testing.assert_array_equal(fj.cast(x > 0, fj.int64).to_numpy(), (a > 0).astype(np.int64))
 
 
+def test_int8_wraps_and_dequantizes(ctx):
+    q = np.array([[100, -100, 127], [-128, 3, 0]], dtype=np.int8)
+    x = fj.tensor(q, context=ctx)
+    assert x.dtype == fj.int8
+    np.testing.assert_array_equal((x + x).to_numpy(), (q.astype(np.int32) * 2).astype(np.int8))
+    scale = fj.tensor(np.array([[0.5], [2.0]], np.float32), context=ctx)
+    np.testing.assert_array_equal((x.astype(fj.float32) * scale).to_numpy(), q * np.array([[0.5], [2.0]]))
+
+
 def test_half_precision_round_trips(ctx, rng):
     a = rng.standard_normal((3, 5)).astype(np.float32)
     h = fj.tensor(a, dtype=fj.float16, context=ctx)

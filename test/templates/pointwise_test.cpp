@@ -48,10 +48,10 @@ TEST_CASE("every unary op in every dtype compiles", "[templates][pointwise]") {
     }
   }
   // The ops that keep their operand's dtype (neg, abs, relu) refuse bool; every other unary op
-  // computes in float, so bool is promoted and compiles. All 15 unary ops in the other 5 dtypes
-  // compile.
+  // computes in float, so bool is promoted and compiles. All 15 unary ops in the other 6 dtypes
+  // (i8 among them) compile.
   CHECK(rejected == std::vector<std::string>{"neg bool", "abs bool", "relu bool"});
-  CHECK(compiled == 15 * 6 - 3);
+  CHECK(compiled == 15 * 7 - 3);
 }
 
 TEST_CASE("every binary and comparison op in every dtype compiles", "[templates][pointwise]") {
@@ -73,13 +73,14 @@ TEST_CASE("every binary and comparison op in every dtype compiles", "[templates]
       ++compiled;
     }
   }
-  CHECK(compiled == 7 * 6 - 6 + 6 * 6);  // bool arithmetic is rejected, except div
+  CHECK(compiled == 7 * 7 - 6 + 6 * 7);  // bool arithmetic is rejected, except div
 }
 
 TEST_CASE("mixed dtypes promote", "[templates][pointwise]") {
   const std::vector<std::pair<DType, DType>> pairs = {
       {DType::i32, DType::f32}, {DType::f16, DType::bf16}, {DType::boolean, DType::i64},
-      {DType::i32, DType::i64}, {DType::bf16, DType::f32}, {DType::boolean, DType::f16}};
+      {DType::i32, DType::i64}, {DType::bf16, DType::f32}, {DType::boolean, DType::f16},
+      {DType::i8, DType::bf16}, {DType::i8, DType::i32}};
   for (const auto& [da, db] : pairs) {
     for (Op op : {Op::add, Op::div, Op::pow, Op::maximum, Op::lt}) {
       Graph g;
@@ -108,7 +109,7 @@ TEST_CASE("where and cast in every dtype compile", "[templates][pointwise]") {
     for (DType to : all_dtypes()) g.add_output(add_cast(g, x, to));
     INFO("cast from " << dtype_name(from));
     const auto k = compile_graph(g, RegionKind::pointwise);
-    CHECK(k.params.size() == 7);
+    CHECK(k.params.size() == 1 + all_dtypes().size());
   }
 }
 

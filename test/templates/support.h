@@ -363,8 +363,8 @@ inline int index_bits(const templates::kir::Function& fn) {
 }
 
 inline const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> d = {DType::f32, DType::f16, DType::bf16,
-                                       DType::i32, DType::i64, DType::boolean};
+  static const std::vector<DType> d = {DType::f32, DType::f16,     DType::bf16, DType::i32,
+                                       DType::i64, DType::boolean, DType::i8};
   return d;
 }
 
