@@ -28,7 +28,14 @@
 //                                         config.json's rope_scaling (Llama 3.1's long-context
 //                                         frequencies) and an rms_norm_eps other than 1e-5
 //   generate --save-weights PATH          writes the weights used (random or loaded) to one
-//                                         .safetensors file, in the same names, as bf16
+//                                         .safetensors file, in the same names, as bf16 (with
+//                                         --int8: each projection as I8 and its scales)
+//   generate --int8                       weight-only int8: every projection (q/k/v, o,
+//                                         gate/up, down, lm_head) quantized per output row,
+//                                         scale = max |w| / 127 (bf16), q = round(w / scale);
+//                                         the embedding and norms stay bf16. A checkpoint whose
+//                                         projections are I8 with a "<name>.scales" tensor
+//                                         (bf16 or f32, one per output row) loads as int8 too
 //
 // Each step is one eval: the next tokens, and with them every cache write the step recorded.
 // The decode trace is the same at every step (the position is an input's value), so it is
@@ -92,20 +99,31 @@ struct Run {
   double top_p = 1.0;        // 1: no top-p filter
   uint64_t seed = 2026;
   bool check = false;
+  bool int8 = false;                  // --int8: quantize the projections
   std::string weights, save_weights;  // --weights, --save-weights (empty: none)
   int64_t capacity() const { return prompt + new_tokens; }
+};
+
+// A projection's weights, [out, in] as fj::linear takes them: bf16, or (--int8, or an int8
+// checkpoint) i8 with a bf16 scale per output row, the weight being q * scale[row].
+struct Proj {
+  fj::Tensor w;      // bf16, or i8
+  fj::Tensor scale;  // [out] bf16 with i8 weights; empty otherwise
+  bool int8() const { return scale.defined(); }
 };
 
 struct Layer {
   // q, k and v stacked by rows into one weight, and gate and up into another: one GEMM each (as
   // gpt-fast's wqkv), fewer launches per layer.
-  fj::Tensor attn_norm, wqkv, wo, ffn_norm, w13, w2;
+  fj::Tensor attn_norm, ffn_norm;
+  Proj wqkv, wo, w13, w2;
   fj::Tensor k_cache, v_cache;  // [batch, kv_heads, capacity, head_dim], written in place
 };
 
 struct Model {
   Config c;
-  fj::Tensor embed, final_norm, lm_head;
+  fj::Tensor embed, final_norm;
+  Proj lm_head;
   fj::Tensor cos, sin;  // [capacity, head_dim], f32: the rotary angles of every position
   std::vector<Layer> layers;
 };
@@ -123,6 +141,47 @@ fj::Tensor random_weight(fj::Context& ctx, int64_t rows, int64_t cols, uint64_t 
 // Weights stacked by rows (the first dimension), in order.
 fj::Tensor stacked(const std::vector<fj::Tensor>& parts) {
   return parts.size() == 1 ? parts[0] : fj::concat(parts, 0).eval();
+}
+
+// Weight-only int8, per output row: scale = max |w| / 127, rounded to bf16; q = w / scale
+// rounded to the nearest integer (ties away from zero) within [-127, 127]. A row of zeros gets
+// scale 0 (and q of 0 or 127: q * 0 is 0 either way).
+Proj quantized(const fj::Tensor& w) {
+  const fj::Tensor wf = fj::cast(w, fj::DType::f32);
+  const fj::Tensor scale = fj::cast(fj::max(fj::abs(wf), {1}, true) * (1.0 / 127.0), kDtype);
+  const fj::Tensor x = fj::clamp(wf / fj::cast(scale, fj::DType::f32), -127.0, 127.0);
+  fj::Tensor q =
+      fj::cast(fj::where(fj::ge(x, w.context().scalar(0.0)), x + 0.5, x - 0.5), fj::DType::i8);
+  return {q.eval(), fj::reshape(scale, {w.shape()[0]}).eval()};
+}
+
+// The projections quantized (their bf16 weights let go).
+void quantize(const std::vector<Proj*>& projs) {
+  for (Proj* p : projs) {
+    if (!p->int8()) *p = quantized(p->w);
+  }
+}
+
+// x @ w^T. With int8 weights: the matmul of the weights cast to bf16, scaled per output column,
+// which fusejit runs as one skinny-GEMM kernel reading the int8 bytes where x has at most 16
+// rows (a decode step), and as a cast kernel and cuBLASLt elsewhere (the prefill).
+fj::Tensor project(const fj::Tensor& x, const Proj& p) {
+  if (!p.int8()) return fj::linear(x, p.w);
+  return fj::linear(x, fj::cast(p.w, kDtype)) * p.scale;
+}
+
+// Bytes of a projection's weights and scales.
+double bytes_of(const Proj& p) {
+  double b = double(p.w.numel()) * fj::dtype_size(p.w.dtype());
+  if (p.int8()) b += double(p.scale.numel()) * fj::dtype_size(p.scale.dtype());
+  return b;
+}
+
+// Every projection of the model, lm_head included.
+std::vector<Proj*> projections(Model& m) {
+  std::vector<Proj*> out = {&m.lm_head};
+  for (Layer& y : m.layers) out.insert(out.end(), {&y.wqkv, &y.wo, &y.w13, &y.w2});
+  return out;
 }
 
 // Rotary tables: position p, dim i of head_dim d: angle p * base^(-2 (i mod d/2) / d).
@@ -145,20 +204,22 @@ Model random_model(fj::Context& ctx, const Config& c, const Run& r) {
   const int64_t h = c.hidden, kv = c.kv_heads * c.head_dim();
   m.embed = random_weight(ctx, c.vocab, h, r.seed, stream);
   m.final_norm = ctx.ones({h}, kDtype).eval();
-  m.lm_head = random_weight(ctx, c.vocab, h, r.seed, stream);
+  m.lm_head.w = random_weight(ctx, c.vocab, h, r.seed, stream);
   for (int64_t l = 0; l < c.layers; ++l) {
     Layer y;
     y.attn_norm = ctx.ones({h}, kDtype).eval();
     y.ffn_norm = ctx.ones({h}, kDtype).eval();
-    y.wqkv = stacked({random_weight(ctx, h, h, r.seed, stream),
-                      random_weight(ctx, kv, h, r.seed, stream),
-                      random_weight(ctx, kv, h, r.seed, stream)});
-    y.wo = random_weight(ctx, h, h, r.seed, stream);
-    y.w13 = stacked({random_weight(ctx, c.ffn, h, r.seed, stream),
-                     random_weight(ctx, c.ffn, h, r.seed, stream)});
-    y.w2 = random_weight(ctx, h, c.ffn, r.seed, stream);
+    y.wqkv.w = stacked({random_weight(ctx, h, h, r.seed, stream),
+                        random_weight(ctx, kv, h, r.seed, stream),
+                        random_weight(ctx, kv, h, r.seed, stream)});
+    y.wo.w = random_weight(ctx, h, h, r.seed, stream);
+    y.w13.w = stacked({random_weight(ctx, c.ffn, h, r.seed, stream),
+                       random_weight(ctx, c.ffn, h, r.seed, stream)});
+    y.w2.w = random_weight(ctx, h, c.ffn, r.seed, stream);
+    if (r.int8) quantize({&y.wqkv, &y.wo, &y.w13, &y.w2});  // one layer's bf16 at a time
     m.layers.push_back(std::move(y));
   }
+  if (r.int8) quantize({&m.lm_head});
   rotary_tables(ctx, m, r.capacity());
   return m;
 }
@@ -170,31 +231,41 @@ Model random_model(fj::Context& ctx, const Config& c, const Run& r) {
 // permutes the rows of q_proj and k_proj so that rotate-half (the first half of each head against
 // the second) computes the same thing. `rope` above is rotate-half, so HF's q/k weights are used
 // as they are; a Meta-format checkpoint would need that permutation first.
+// An int8 projection is an I8 "<name>.weight" and its "<name>.scales" ([out], bf16 or f32).
 struct NamedWeight {
   std::string name;
   fj::Tensor* slot;  // the Model's weight holding it
   fj::Shape shape;   // its shape in the checkpoint
   int64_t row = 0;   // its first row in *slot (q, k and v share one, gate and up another)
+  fj::Tensor* scale = nullptr;  // a projection's: where the scales of int8 weights go
 };
+
+// "model.layers.0.mlp.down_proj.scales" for "model.layers.0.mlp.down_proj.weight".
+std::string scales_name(const std::string& weight) {
+  return weight.substr(0, weight.rfind(".weight")) + ".scales";
+}
 
 std::vector<NamedWeight> named_weights(Model& m) {
   const Config& c = m.c;
   const int64_t h = c.hidden, kv = c.kv_heads * c.head_dim();
+  const auto proj = [](std::string name, Proj& p, fj::Shape shape, int64_t row = 0) {
+    return NamedWeight{std::move(name), &p.w, std::move(shape), row, &p.scale};
+  };
   std::vector<NamedWeight> out = {{"model.embed_tokens.weight", &m.embed, {c.vocab, h}},
                                   {"model.norm.weight", &m.final_norm, {h}},
-                                  {"lm_head.weight", &m.lm_head, {c.vocab, h}}};
+                                  proj("lm_head.weight", m.lm_head, {c.vocab, h})};
   for (size_t l = 0; l < m.layers.size(); ++l) {
     Layer& y = m.layers[l];
     const std::string p = "model.layers." + std::to_string(l) + ".";
     out.push_back({p + "input_layernorm.weight", &y.attn_norm, {h}});
-    out.push_back({p + "self_attn.q_proj.weight", &y.wqkv, {h, h}, 0});
-    out.push_back({p + "self_attn.k_proj.weight", &y.wqkv, {kv, h}, h});
-    out.push_back({p + "self_attn.v_proj.weight", &y.wqkv, {kv, h}, h + kv});
-    out.push_back({p + "self_attn.o_proj.weight", &y.wo, {h, h}});
+    out.push_back(proj(p + "self_attn.q_proj.weight", y.wqkv, {h, h}, 0));
+    out.push_back(proj(p + "self_attn.k_proj.weight", y.wqkv, {kv, h}, h));
+    out.push_back(proj(p + "self_attn.v_proj.weight", y.wqkv, {kv, h}, h + kv));
+    out.push_back(proj(p + "self_attn.o_proj.weight", y.wo, {h, h}));
     out.push_back({p + "post_attention_layernorm.weight", &y.ffn_norm, {h}});
-    out.push_back({p + "mlp.gate_proj.weight", &y.w13, {c.ffn, h}, 0});
-    out.push_back({p + "mlp.up_proj.weight", &y.w13, {c.ffn, h}, c.ffn});
-    out.push_back({p + "mlp.down_proj.weight", &y.w2, {h, c.ffn}});
+    out.push_back(proj(p + "mlp.gate_proj.weight", y.w13, {c.ffn, h}, 0));
+    out.push_back(proj(p + "mlp.up_proj.weight", y.w13, {c.ffn, h}, c.ffn));
+    out.push_back(proj(p + "mlp.down_proj.weight", y.w2, {h, c.ffn}));
   }
   return out;
 }
@@ -217,11 +288,32 @@ fj::Tensor load_weight(fj::Context& ctx, const safetensors::Weights& file, const
                          ": pass the shape flags of the checkpoint's config.json (--hidden, "
                          "--heads, --kv-heads, --ffn, --vocab)");
   }
-  if (info.dtype && !fj::is_floating(*info.dtype)) {
+  const bool int8 = info.dtype == fj::DType::i8;
+  if (info.dtype && !fj::is_floating(*info.dtype) && !(int8 && w.scale)) {
     throw fj::UsageError("tensor " + name + " of " + file.path() + " is " + info.dtype_name +
-                         ", not a float dtype: it is not a weight");
+                         (int8 ? ", int8, but not a projection (only projections are int8)"
+                               : ", not a float dtype: it is not a weight"));
   }
   const fj::Tensor t = file.load(ctx, name);
+  if (int8) return t;
+  return t.dtype() == kDtype ? t : fj::cast(t, kDtype).eval();
+}
+
+// The scales [rows] of int8 weights `name`, as bf16.
+fj::Tensor load_scales(fj::Context& ctx, const safetensors::Weights& file, const std::string& name,
+                       int64_t rows) {
+  const std::string s = scales_name(name);
+  if (!file.contains(s)) {
+    throw fj::UsageError("tensor " + name + " of " + file.path() + " is int8 but the file has no " +
+                         s + ": int8 weights need their scales, one per output row");
+  }
+  const safetensors::TensorInfo& info = file.info(s);
+  if (info.shape != fj::Shape{rows} || !info.dtype || !fj::is_floating(*info.dtype)) {
+    throw fj::UsageError("tensor " + s + " of " + file.path() + " is " + info.dtype_name +
+                         safetensors::shape_text(info.shape) + " where the scales of " + name +
+                         " are a float vector [" + std::to_string(rows) + "]");
+  }
+  const fj::Tensor t = file.load(ctx, s);
   return t.dtype() == kDtype ? t : fj::cast(t, kDtype).eval();
 }
 
@@ -232,24 +324,46 @@ Model loaded_model(fj::Context& ctx, const Config& c, const Run& r) {
   m.layers.resize(static_cast<size_t>(c.layers));
   const std::vector<NamedWeight> named = named_weights(m);
   std::map<fj::Tensor*, std::vector<fj::Tensor>> parts;  // per slot, in row order
-  for (const NamedWeight& w : named) parts[w.slot].push_back(load_weight(ctx, file, w));
-  for (auto& [slot, loaded] : parts) *slot = stacked(loaded);
+  size_t scales = 0;                                     // int8 weights' scales loaded
+  for (const NamedWeight& w : named) {
+    parts[w.slot].push_back(load_weight(ctx, file, w));
+    if (parts[w.slot].back().dtype() != fj::DType::i8) continue;
+    ++scales;
+    const bool tied = w.name == "lm_head.weight" && !file.contains(w.name);
+    parts[w.scale].push_back(
+        load_scales(ctx, file, tied ? "model.embed_tokens.weight" : w.name, w.shape[0]));
+  }
+  for (auto& [slot, loaded] : parts) {
+    for (const fj::Tensor& t : loaded) {
+      if (t.dtype() != loaded[0].dtype()) {
+        throw fj::UsageError(r.weights +
+                             ": the parts of one stacked weight (q, k and v; gate "
+                             "and up) must be all int8 or all float");
+      }
+    }
+    *slot = stacked(loaded);
+  }
   const bool tied = !file.contains("lm_head.weight");
-  const size_t used = named.size() - (tied ? 1 : 0), extra = file.names().size() - used;
-  std::printf("weights: %zu tensors from %s%s\n", used, r.weights.c_str(),
-              tied ? " (lm_head tied to the embedding)" : "");
+  const size_t used = named.size() - (tied ? 1 : 0) + scales - (tied && scales > 0 ? 1 : 0);
+  const size_t extra = file.names().size() - used;
+  std::printf("weights: %zu tensors from %s%s%s\n", used, r.weights.c_str(),
+              tied ? " (lm_head tied to the embedding)" : "",
+              scales > 0 ? " (projections int8, with their scales)" : "");
   if (extra > 0) {
     std::printf("weights: %zu tensors of the file unused (a deeper model than --layers?)\n", extra);
   }
+  if (r.int8) quantize(projections(m));
   rotary_tables(ctx, m, r.capacity());
   return m;
 }
 
-// Rows row .. row + shape[0] of a downloaded [rows, cols] weight, as a tensor of `shape`.
+// Rows row .. row + shape[0] of a downloaded weight ([rows, cols], or the [rows] scales of int8
+// weights), as a tensor of `shape`.
 safetensors::HostTensor rows_of(const safetensors::HostTensor& t, int64_t row,
                                 const fj::Shape& shape) {
-  if (t.shape.size() != 2 || shape == t.shape) return t;
-  const size_t row_bytes = static_cast<size_t>(t.shape[1]) * fj::dtype_size(t.dtype);
+  if (t.shape.empty() || shape == t.shape) return t;
+  size_t row_bytes = fj::dtype_size(t.dtype);
+  for (size_t i = 1; i < t.shape.size(); ++i) row_bytes *= static_cast<size_t>(t.shape[i]);
   const auto from = t.bytes.begin() + static_cast<std::ptrdiff_t>(size_t(row) * row_bytes);
   return {t.dtype, shape,
           std::vector<unsigned char>(
@@ -264,6 +378,9 @@ void save_weights(Model& m, const std::string& path) {
   for (const NamedWeight& w : named_weights(m)) {
     if (!whole.contains(w.slot)) whole[w.slot] = safetensors::download(*w.slot);
     tensors[w.name] = rows_of(whole[w.slot], w.row, w.shape);
+    if (!w.scale || !w.scale->defined()) continue;
+    if (!whole.contains(w.scale)) whole[w.scale] = safetensors::download(*w.scale);
+    tensors[scales_name(w.name)] = rows_of(whole[w.scale], w.row, {w.shape[0]});
   }
   safetensors::write(path, tensors, {{"format", "pt"}});
   std::printf("weights: %zu tensors saved to %s\n", tensors.size(), path.c_str());
@@ -333,16 +450,16 @@ fj::Tensor layer(fj::Context& ctx, const Model& m, Layer& y, const fj::Tensor& x
     return fj::transpose(fj::reshape(t, {b, n, count, d}), 1, 2);
   };
   const int64_t hd = m.c.hidden, kv = m.c.kv_heads * d, f = m.c.ffn;
-  const fj::Tensor qkv = fj::linear(fj::rms_norm(x, y.attn_norm, 1e-5), y.wqkv);
+  const fj::Tensor qkv = project(fj::rms_norm(x, y.attn_norm, 1e-5), y.wqkv);
   const fj::Tensor q = rope(heads(fj::slice(qkv, -1, 0, hd), m.c.heads), p.cos, p.sin);
   fj::update_slice(y.k_cache, 2, start,
                    rope(heads(fj::slice(qkv, -1, hd, hd + kv), m.c.kv_heads), p.cos, p.sin));
   fj::update_slice(y.v_cache, 2, start,
                    heads(fj::slice(qkv, -1, hd + kv, hd + 2 * kv), m.c.kv_heads));
-  const fj::Tensor h = x + fj::linear(attention(ctx, m, y, q, p), y.wo);
-  const fj::Tensor gate_up = fj::linear(fj::rms_norm(h, y.ffn_norm, 1e-5), y.w13);
-  return h + fj::linear(fj::silu(fj::slice(gate_up, -1, 0, f)) * fj::slice(gate_up, -1, f, 2 * f),
-                        y.w2);
+  const fj::Tensor h = x + project(attention(ctx, m, y, q, p), y.wo);
+  const fj::Tensor gate_up = project(fj::rms_norm(h, y.ffn_norm, 1e-5), y.w13);
+  return h +
+         project(fj::silu(fj::slice(gate_up, -1, 0, f)) * fj::slice(gate_up, -1, f, 2 * f), y.w2);
 }
 
 // The logits [b, rows, vocab] of the last `rows` positions of tokens [b, n] placed at `start`.
@@ -353,7 +470,7 @@ fj::Tensor forward(fj::Context& ctx, Model& m, const fj::Tensor& tokens, const f
   fj::Tensor x = fj::embedding(m.embed, tokens);
   for (Layer& y : m.layers) x = layer(ctx, m, y, x, start, p);
   const fj::Tensor last = fj::slice(x, 1, n - rows, n);
-  const fj::Tensor logits = fj::linear(fj::rms_norm(last, m.final_norm, 1e-5), m.lm_head);
+  const fj::Tensor logits = project(fj::rms_norm(last, m.final_norm, 1e-5), m.lm_head);
   return fj::reshape(logits, {b, rows, m.c.vocab});
 }
 
@@ -480,6 +597,15 @@ llama_reference::Comparison check_greedy(fj::Context& ctx, Model& m, const Run& 
 }
 
 // The model's weights on the host, for the double-precision reference.
+// A projection's weights as the model computes with them: q * scale[row] for int8 weights (exact
+// in f32: 8 bits of q times bf16's 8).
+std::vector<double> host_values(const Proj& p) {
+  if (!p.int8()) return p.w.to_host();
+  const int64_t rows = p.w.shape()[0];
+  return (fj::cast(p.w, fj::DType::f32) * fj::reshape(fj::cast(p.scale, fj::DType::f32), {rows, 1}))
+      .to_host();
+}
+
 llama_reference::Weights host_weights(const Model& m) {
   const Config& c = m.c;
   llama_reference::Weights w;
@@ -493,18 +619,18 @@ llama_reference::Weights host_weights(const Model& m) {
              .norm_eps = 1e-5};
   w.embed = m.embed.to_host();
   w.final_norm = m.final_norm.to_host();
-  w.lm_head = m.lm_head.to_host();
+  w.lm_head = host_values(m.lm_head);
   const auto rows = [](const std::vector<double>& all, int64_t from, int64_t count, int64_t cols) {
     const auto at = all.begin() + static_cast<std::ptrdiff_t>(from * cols);
     return std::vector<double>(at, at + static_cast<std::ptrdiff_t>(count * cols));
   };
   const int64_t h = c.hidden, kv = c.kv_heads * c.head_dim();
   for (const Layer& y : m.layers) {
-    const std::vector<double> qkv = y.wqkv.to_host(), gate_up = y.w13.to_host();
+    const std::vector<double> qkv = host_values(y.wqkv), gate_up = host_values(y.w13);
     w.layers.push_back({y.attn_norm.to_host(), rows(qkv, 0, h, h), rows(qkv, h, kv, h),
-                        rows(qkv, h + kv, kv, h), y.wo.to_host(), y.ffn_norm.to_host(),
+                        rows(qkv, h + kv, kv, h), host_values(y.wo), y.ffn_norm.to_host(),
                         rows(gate_up, 0, c.ffn, h), rows(gate_up, c.ffn, c.ffn, h),
-                        y.w2.to_host()});
+                        host_values(y.w2)});
   }
   return w;
 }
@@ -540,17 +666,21 @@ bool print_check(const char* against, const llama_reference::Comparison& c, cons
 
 double gigabytes(double bytes) { return bytes / 1e9; }
 
-void report(fj::Context& ctx, const Model& m, const Run& r, const Generated& g) {
+void report(fj::Context& ctx, Model& m, const Run& r, const Generated& g) {
   const Config& c = m.c;
-  const double weights = parameters(c) * 2.0;  // bf16
-  const double read = weights - double(c.vocab) * c.hidden * 2.0;  // per step: not the embedding
+  // Per step every weight is read but the embedding's (a lookup of a row a token).
+  double read = double(m.final_norm.numel()) * fj::dtype_size(m.final_norm.dtype());
+  for (const Proj* p : projections(m)) read += bytes_of(*p);
+  read += 2.0 * double(c.layers) * double(c.hidden) * fj::dtype_size(kDtype);  // the norms
+  const double weights = read + double(m.embed.numel()) * fj::dtype_size(m.embed.dtype());
   const double cache = 2.0 * c.layers * r.batch * c.kv_heads * r.capacity() * c.head_dim() * 2.0;
   const double steps = double(r.new_tokens - 2);  // timed: those after the first decode step
   std::printf("config %s: %lld layers, hidden %lld, %lld heads (%lld KV), ffn %lld, vocab %lld\n",
               c.name.c_str(), (long long)c.layers, (long long)c.hidden, (long long)c.heads,
               (long long)c.kv_heads, (long long)c.ffn, (long long)c.vocab);
-  std::printf("memory: weights %.2f GB, KV cache %.3f GB (batch %lld, %lld positions)\n",
-              gigabytes(weights), gigabytes(cache), (long long)r.batch, (long long)r.capacity());
+  std::printf("memory: weights %.2f GB%s, KV cache %.3f GB (batch %lld, %lld positions)\n",
+              gigabytes(weights), m.lm_head.int8() ? " (projections int8)" : "", gigabytes(cache),
+              (long long)r.batch, (long long)r.capacity());
   std::printf("time to first token: %.2f ms (prefill of %lld tokens)\n", g.first_token_s * 1e3,
               (long long)r.prompt);
   if (r.new_tokens > 1) {
@@ -646,6 +776,8 @@ void parse(int argc, char** argv, Config& c, Run& r) {
     const std::string a = argv[i];
     if (a == "--check") {
       r.check = true;
+    } else if (a == "--int8") {
+      r.int8 = true;
     } else if (a == "--random-weights") {
       // the default: weights come from a file only with --weights
     } else if (i + 1 < argc && apply(c, r, a, argv[i + 1])) {

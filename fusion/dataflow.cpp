@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "fusion/partition.h"
+#include "ir/shape.h"
 
 namespace fusejit::fusion::detail {
 
@@ -137,6 +138,27 @@ NodeId gemm_source(const Dataflow& df, NodeId operand, std::vector<NodeId>& view
   return id;
 }
 
+// Weight-only int8 (GemmOperands::int8_b): B a cast of an i8 buffer to the matmul's dtype, in a
+// call the skinny-GEMM kernel takes, reads the buffer and leaves the cast to the call. The cast
+// becomes free (another reader computes it inline) unless the graph wants it written.
+void absorb_int8_cast(Dataflow& df, NodeId matmul, GemmOperands& ops) {
+  const Node& m = df.node(matmul);
+  const Node& cast = df.node(ops.b);
+  if (cast.op != Op::cast || cast.dtype != m.dtype || !is_floating(cast.dtype)) return;
+  const NodeId w = cast.inputs[0];
+  const NodeRole role = df.role_of(w);
+  if (df.node(w).dtype != DType::i8 || (role != NodeRole::input && role != NodeRole::compute))
+    return;
+  const bool batched =
+      std::any_of(ops.batch_b.begin(), ops.batch_b.end(), [](int64_t d) { return d != 1; });
+  const int64_t rows = ir::numel(m.shape) / std::max<int64_t>(1, m.shape.back());
+  if (!ops.transpose_b || batched || rows > kInt8GemmMaxRows) return;
+  const size_t c = static_cast<size_t>(ops.b);
+  if (df.role[c] == NodeRole::compute && !df.graph_output[c]) df.role[c] = NodeRole::free;
+  ops.b = w;
+  ops.int8_b = true;
+}
+
 }  // namespace
 
 bool is_last_two_swap(const std::vector<int64_t>& perm) {
@@ -226,6 +248,7 @@ Dataflow analyze(const Graph& g, const std::vector<bool>& recomputed) {
     const Node& m = g.nodes()[i];
     ops.a = gemm_source(df, m.inputs[0], ops.views_a, ops.transpose_a, ops.batch_a);
     ops.b = gemm_source(df, m.inputs[1], ops.views_b, ops.transpose_b, ops.batch_b);
+    absorb_int8_cast(df, static_cast<NodeId>(i), ops);
     for (NodeId src : {ops.a, ops.b}) {
       const size_t s = static_cast<size_t>(src);
       if (df.role[s] == NodeRole::free) {

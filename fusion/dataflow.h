@@ -29,6 +29,11 @@ struct GemmOperands {
   // The buffer's batch dims as the matmul's operand presents them: the operand's batch dims,
   // with 1 where a folded expand broadcasts (GemmEpilogue::batch_a/b).
   Shape batch_a, batch_b;
+  // B is `b`, an i8 buffer, under a cast to the matmul's dtype that the call does as it reads
+  // (GemmEpilogue::int8_b): weights [N, K] read transposed, unbatched, and at most
+  // kInt8GemmMaxRows rows of A, the calls the skinny-GEMM kernel takes. Otherwise the cast is
+  // a kernel's and B the bf16 (or f16, f32) weights it writes.
+  bool int8_b = false;
 };
 
 struct Dataflow {

@@ -93,6 +93,7 @@ class Chain {
     out_.epilogue.transpose_b = ops.transpose_b;
     out_.epilogue.batch_a = ops.batch_a;
     out_.epilogue.batch_b = ops.batch_b;
+    out_.epilogue.int8_b = ops.int8_b;
     NodeId cur = m_;
     for (;;) {
       const std::vector<NodeId>& readers = df_.readers[static_cast<size_t>(cur)];
@@ -145,6 +146,12 @@ class Chain {
 
  private:
   std::string folded(const std::string& what) const {
+    if (out_.epilogue.int8_b) {
+      return fmt::format(
+          "folded into the epilogue of matmul %{} (int8 weights: the gemv "
+          "kernel's): {}",
+          m_, what);
+    }
     return fmt::format("folded into the cuBLASLt epilogue of matmul %{}: {}", m_, what);
   }
 
@@ -227,9 +234,11 @@ class Chain {
                              bias ? " after the bias" : "", name, bias ? "_BIAS" : ""));
   }
 
-  // x * c: alpha, as long as nothing has been added yet (alpha scales only A @ B).
+  // x * c: alpha, as long as nothing has been added yet (alpha scales only A @ B). With int8
+  // weights, x * s for a vector s along the last dim: their per-channel scale.
   Verdict fold_mul(NodeId n, NodeId other) {
     const std::optional<double> c = scalar_constant(df_, other);
+    if (!c && out_.epilogue.int8_b) return fold_scale(n, other);
     if (!c) {
       return refuse(
           fmt::format("{} multiplies by %{}, not a scalar constant: only a constant "
@@ -246,6 +255,32 @@ class Chain {
     }
     e.alpha *= *c;
     return folds(fmt::format("alpha = {}", e.alpha));
+  }
+
+  // x * scale[n] after an int8 GEMM, before anything is added (it scales only A @ B).
+  Verdict fold_scale(NodeId n, NodeId other) {
+    GemmEpilogue& e = out_.epilogue;
+    const NodeId s = bias_buffer(df_, other, mm_.shape.back());
+    if (s < 0) {
+      return refuse(fmt::format(
+          "{} multiplies by %{}, neither a scalar constant (alpha) nor a vector [{}] along the "
+          "last dim (the int8 weights' per-channel scale)",
+          op_at(df_, n), other, mm_.shape.back()));
+    }
+    if (df_.node(s).dtype != mm_.dtype) {
+      return refuse(fmt::format("scale %{} is {} but the GEMM writes {}", s,
+                                dtype_name(df_.node(s).dtype), dtype_name(mm_.dtype)));
+    }
+    if (e.scale >= 0) return refuse(fmt::format("{} scales a second time", op_at(df_, n)));
+    if (e.bias >= 0 || e.residual >= 0) {
+      return refuse(fmt::format(
+          "{} scales after a bias or residual is added, but the scale applies to A @ B only",
+          op_at(df_, n)));
+    }
+    if (auto why = type_change(n)) return refuse(*why);
+    e.scale = s;
+    note_read(s, n, "scale");
+    return folds(fmt::format("scale %{}, the int8 weights' scale per output channel", s));
   }
 
   // x + bias, or x + C, or x + C * c (beta = c).

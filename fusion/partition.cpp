@@ -561,6 +561,7 @@ Region gemm_region(const State& s, const std::vector<NodeId>& members) {
   // The folded transposes, the matmul, the folded nodes, and the constants and views they read.
   r.nodes = detail::region_nodes(df, members);
   r.inputs = {ops.a, ops.b};
+  if (match.epilogue.scale >= 0) r.inputs.push_back(match.epilogue.scale);
   if (match.epilogue.bias >= 0) r.inputs.push_back(match.epilogue.bias);
   if (match.epilogue.residual >= 0) r.inputs.push_back(match.epilogue.residual);
   r.outputs = {match.output};

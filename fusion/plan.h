@@ -103,6 +103,10 @@ enum class RegionKind {
 // "pointwise", "reduction", "normalization", "gemm", "attention".
 std::string_view region_kind_name(RegionKind kind);
 
+// The most rows of A (M, with every batch dim folded in) of a GEMM whose i8 weights the call
+// dequantizes (GemmEpilogue::int8_b): templates::kGemvMaxRows, the skinny-GEMM kernel's limit.
+inline constexpr int64_t kInt8GemmMaxRows = 16;
+
 // What a cuBLASLt epilogue absorbs of a GEMM's elementwise tail (fusion/epilogue.h):
 //   D = act(alpha * (A @ B) + beta * C + bias)
 struct GemmEpilogue {
@@ -117,6 +121,13 @@ struct GemmEpilogue {
   // batch dims (all but the last two), 1 where a folded expand broadcasts the buffer. A dim
   // other than 1 is the operand's extent, and the buffer holds those dims contiguously in order.
   Shape batch_a, batch_b;
+  // Weight-only int8: B is an i8 buffer that the matmul reads through a cast to its dtype (the
+  // cast is part of the call: dataflow.h, kInt8GemmMaxRows), and `scale`, a buffer of N
+  // elements of the output's dtype or -1, multiplies the product before C and the bias:
+  //   D = act(alpha * (A @ B) * scale + beta * C + bias)
+  // The skinny-GEMM kernel runs such a call (jit/libs/gemm_call.h), dequantizing as it reads.
+  bool int8_b = false;
+  NodeId scale = -1;
   std::vector<std::string> refusals;  // what was considered and why it could not fold
 };
 

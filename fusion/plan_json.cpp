@@ -42,6 +42,8 @@ Json json_epilogue(const GemmEpilogue& e) {
               {"transpose_b", e.transpose_b},
               {"batch_a", e.batch_a},
               {"batch_b", e.batch_b},
+              {"int8_b", e.int8_b},
+              {"scale", json_id(e.scale)},
               {"refusals", e.refusals}};
 }
 

@@ -43,6 +43,8 @@ std::string epilogue_text(const GemmEpilogue& e) {
     parts.push_back(fmt::format("batch A{} B{}", ir::shape_str(e.batch_a),
                                 ir::shape_str(e.batch_b)));
   }
+  if (e.int8_b) parts.emplace_back("int8 B");
+  if (e.scale >= 0) parts.push_back(fmt::format("scale %{}", e.scale));
   if (e.bias >= 0) parts.push_back(fmt::format("bias %{}", e.bias));
   if (e.activation != GemmEpilogue::Activation::none) {
     parts.emplace_back(activation_name(e.activation));

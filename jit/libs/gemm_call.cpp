@@ -104,6 +104,8 @@ GemmCall describe_gemm_call(const fusion::Plan& plan, const fusion::Region& r, b
   call.bias = ep.bias;
   call.residual = ep.residual;
   call.d = r.outputs[0];
+  call.int8_b = ep.int8_b;
+  call.scale = ep.scale;
 
   GemmProblem& p = call.problem;
   const Shape& a = g.node(mm->inputs[0]).shape;  // the operands as the matmul sees them
@@ -157,15 +159,21 @@ GemmCall describe_gemm_call(const fusion::Plan& plan, const fusion::Region& r, b
 std::string gemm_call_label(const GemmCall& call) {
   const GemmProblem& p = call.problem;
   std::string epilogue;
+  if (call.int8_b) epilogue += "+int8_weights";
+  if (call.scale >= 0) epilogue += "+scale";
   if (p.has_bias) epilogue += "+bias";
   if (p.activation == GemmProblem::Activation::relu) epilogue += "+relu";
   if (p.activation == GemmProblem::Activation::gelu_tanh) epilogue += "+gelu_tanh";
   if (p.has_residual) epilogue += "+residual";
   const size_t calls = call.calls.size();
-  return fmt::format(
-      "cublasLt {}x{}x{}{}{} {}{}", p.m, p.n, p.k, p.batch > 1 ? fmt::format(" x{}", p.batch) : "",
-      calls > 1 ? fmt::format(" ({} calls)", calls) : "", dtype_name(p.dtype), epilogue);
+  return fmt::format("{} {}x{}x{}{}{} {}{}", call.int8_b ? "gemm" : "cublasLt", p.m, p.n, p.k,
+                     p.batch > 1 ? fmt::format(" x{}", p.batch) : "",
+                     calls > 1 ? fmt::format(" ({} calls)", calls) : "", dtype_name(p.dtype),
+                     epilogue);
 }
+
+static_assert(fusion::kInt8GemmMaxRows == templates::kGemvMaxRows,
+              "the plan keeps int8 weights for the calls the skinny-GEMM kernel takes");
 
 namespace {
 
@@ -179,7 +187,7 @@ std::optional<templates::GemvSpec> refused(std::string* why, std::string reason)
 std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, GemvMode mode,
                                              std::string* why) {
   const GemmProblem& p = call.problem;
-  if (mode == GemvMode::off) return refused(why, "FUSEJIT_GEMV=0");
+  if (mode == GemvMode::off && !call.int8_b) return refused(why, "FUSEJIT_GEMV=0");
   if (call.calls.size() != 1 || !(call.calls[0] == GemmOffsets{}))
     return refused(
         why, fmt::format("{} calls at offsets (the kernel takes one, at 0)", call.calls.size()));
@@ -196,9 +204,12 @@ std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, GemvMode mode
   std::tie(s.m, s.n, s.k, s.alpha, s.beta) = std::tuple(p.m, p.n, p.k, p.alpha, p.beta);
   std::tie(s.transpose_a, s.transpose_b, s.bias, s.residual) =
       std::tuple(p.transpose_a, p.transpose_b, p.has_bias, p.has_residual);
+  s.int8_weights = call.int8_b;
+  s.scale = call.scale >= 0;
   if (std::string no = templates::refuse_gemv(s); !no.empty()) return refused(why, std::move(no));
-  if (mode == GemvMode::large && !(s.m == 1 && s.n * s.k >= templates::kGemvLargeMinWeights &&
-                                   (s.dtype == DType::bf16 || s.dtype == DType::f16))) {
+  if (mode == GemvMode::large && !s.int8_weights &&
+      !(s.m == 1 && s.n * s.k >= templates::kGemvLargeMinWeights &&
+        (s.dtype == DType::bf16 || s.dtype == DType::f16))) {
     return refused(
         why, fmt::format("FUSEJIT_GEMV=auto takes 1 row of bf16/f16 against at least "
                          "{} weights; here {} rows, {} {}; 1 forces it",
@@ -209,6 +220,7 @@ std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, GemvMode mode
 
 std::vector<ir::NodeId> gemv_arguments(const GemmCall& call) {
   std::vector<ir::NodeId> args = {call.a, call.b};
+  if (call.scale >= 0) args.push_back(call.scale);
   if (call.problem.has_bias) args.push_back(call.bias);
   if (call.problem.has_residual) args.push_back(call.residual);
   args.push_back(call.d);

@@ -64,6 +64,10 @@ struct GemmCall {
   // The buffers, as node ids of the plan graph (-1 when absent): A, B, bias, residual C, and D.
   ir::NodeId a = -1, b = -1, bias = -1, residual = -1, d = -1;
   std::vector<GemmOffsets> calls;  // at least one
+  // Weight-only int8 (fusion::GemmEpilogue::int8_b): B is i8, dequantized as it is read, and
+  // `scale` (-1: none) multiplies A @ B per output column. Only the skinny-GEMM kernel runs it.
+  bool int8_b = false;
+  ir::NodeId scale = -1;
 };
 
 // The region's calls: its batch dims split by split_batches, then a batch that shares B and
@@ -75,10 +79,11 @@ GemmCall describe_gemm_call(const fusion::Plan& plan, const fusion::Region& regi
 // one unbatched call at offset 0, whose every buffer is 16-byte aligned, that
 // templates::refuse_gemv takes (M of 1..16, weights [N, K]), and for GemvMode::large one row of
 // bf16/f16 against at least templates::kGemvLargeMinWeights weights; else nothing, and `why`
-// says why not.
+// says why not. A call with int8 weights is the kernel's whatever the mode (cuBLASLt does not
+// take it).
 std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, GemvMode mode,
                                              std::string* why = nullptr);
-// Its kernel's arguments, in generate_gemv's order: A, B, [bias], [C], D.
+// Its kernel's arguments, in generate_gemv's order: A, B, [scale], [bias], [C], D.
 std::vector<ir::NodeId> gemv_arguments(const GemmCall& call);
 // The skinny-GEMM kernel a run generates for the call under `codegen` (its gemv mode, target
 // and grid dependency), its params gemv_arguments; nothing, and `why`, where cuBLASLt runs it.
@@ -89,7 +94,8 @@ std::optional<templates::Kernel> gemv_kernel(const GemmCall& call,
                                              std::string* why = nullptr);
 
 // "cublasLt 512x512x64 x16 (8 calls) bf16+bias+relu": M x N x K, the batch count of each call,
-// how many calls (when more than one), the dtype and what the epilogue adds.
+// how many calls (when more than one), the dtype and what the epilogue adds ("gemm ...
+// bf16+int8_weights+scale" for int8 weights, which cuBLASLt does not run).
 std::string gemm_call_label(const GemmCall& call);
 
 }  // namespace fusejit::jit

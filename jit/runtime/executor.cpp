@@ -121,6 +121,15 @@ void plan_gemv(fusion::Plan& plan, size_t i, const GemmCall& call,
                const templates::CodegenOptions& codegen, templates::Kernel& kernel) {
   std::string why;
   std::optional<templates::Kernel> made = gemv_kernel(call, codegen, &why);
+  if (!made && call.int8_b) {
+    // The plan keeps int8 weights only for calls the kernel takes; sizes that changed since
+    // (a dynamic dim) can leave it one it does not.
+    throw UsageError(fmt::format(
+        "region {}: a GEMM with int8 weights ({}) that the skinny-GEMM kernel, the only one that "
+        "reads int8 weights, does not take: {}. Cast the weights to the activations' dtype "
+        "first, or keep this GEMM at most {} rows",
+        i, gemm_call_label(call), why, fusion::kInt8GemmMaxRows));
+  }
   if (made) kernel = std::move(*made);
   // FUSEJIT_GEMV=auto says where it runs the kernel, not where it leaves cuBLASLt (most GEMMs).
   if (!made && codegen.gemv == GemvMode::large) return;
@@ -145,7 +154,7 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
     step.region = &r;
     if (r.kind == fusion::RegionKind::gemm) {
       step.gemm = describe_gemm_call(p, r, options.allow_tf32);
-      if (options.codegen.gemv != GemvMode::off)
+      if (options.codegen.gemv != GemvMode::off || step.gemm.int8_b)
         plan_gemv(exe.plan, i, step.gemm, options.codegen, kernels[i]);
     } else if (r.kind == fusion::RegionKind::attention && options.cudnn) {
       std::string why;

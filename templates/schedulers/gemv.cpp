@@ -40,6 +40,7 @@ ExprP equal(ExprP a, int64_t b) { return kir::infix(std::move(a), "==", lit(b));
 ExprP widen(DType dtype, ExprP x) {
   if (dtype == DType::bf16) return kir::call("fj_bf16_to_f32", {std::move(x)});
   if (dtype == DType::f16) return kir::call("fj_f16_to_f32", {std::move(x)});
+  if (dtype == DType::i8) return kir::cast("float", std::move(x));  // exact
   return x;
 }
 ExprP narrow(DType dtype, ExprP x) {
@@ -50,7 +51,7 @@ ExprP narrow(DType dtype, ExprP x) {
 
 // The kernel's variables.
 struct Vars {
-  ExprP a, b, bias, c, d;        // parameters
+  ExprP a, b, scale, bias, c, d;  // parameters
   ExprP xs, last;                // __shared__: A's stage (f32), the split's verdict
   ExprP partials, arrivals;      // module scope (split > 1)
   ExprP lane, warp;              // per thread
@@ -63,7 +64,9 @@ void build_signature(kir::Function& f, const GemvSpec& s, const GemvParams& p, V
   f.block = p.block;
   f.min_blocks = 1;
   v.a = f.param(t, "a", true, "A: [M, K] (or [K, M] stored)");
-  v.b = f.param(t, "b", true, "the weights: [N, K]");
+  v.b = f.param(std::string(dtype_code(gemv_weight_dtype(s)).storage), "b", true,
+                s.int8_weights ? "the weights: [N, K], int8" : "the weights: [N, K]");
+  if (s.scale) v.scale = f.param(t, "scale", true, "[N]: the int8 weights' scale per row");
   if (s.bias) v.bias = f.param(t, "bias", true, "[N]");
   if (s.residual) v.c = f.param(t, "c", true, "C: [M, N]");
   v.d = f.param(t, "d", false, "D: [M, N]");
@@ -91,7 +94,8 @@ void declare_storage(kir::Function& f, const GemvSpec& s, const GemvParams& p, V
 // past N or K (K is a multiple of the vector width, so a vector is wholly inside or outside).
 ExprP load_weights(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP k0) {
   const int64_t V = p.vector_width;
-  const ExprP wv = b.array(std::string(dtype_code(s.dtype).storage), "wv", {p.rows, p.unroll, V});
+  const ExprP wv =
+      b.array(std::string(dtype_code(gemv_weight_dtype(s)).storage), "wv", {p.rows, p.unroll, V});
   const auto [rows, r] = b.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
   const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
   const auto [zero, e] = units.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
@@ -138,7 +142,7 @@ void multiply(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars&
   {
     const auto [rows, r] = units.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
     const auto [lanes, e] = rows.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
-    lanes.assign(sub(wf, r, e), widen(s.dtype, sub(sub(wv, r, u), e)));
+    lanes.assign(sub(wf, r, e), widen(gemv_weight_dtype(s), sub(sub(wv, r, u), e)));
   }
   const auto [each, m] = units.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
   const ExprP xr = each.array("float", "xr", {V});
@@ -172,9 +176,11 @@ void accumulate(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) 
     rows.assign(sub(v.acc, m, r), kir::call("fj_gemv_shfl_xor", {sub(v.acc, m, r), lit(o)}), "+=");
 }
 
-// act(alpha * sum + beta * C[m, n] + bias[n]), rounded into the output's dtype and stored.
+// act(alpha * sum * scale[n] + beta * C[m, n] + bias[n]), rounded into the output's dtype and
+// stored.
 void store(kir::Block& b, const GemvSpec& s, const Vars& v, ExprP sum, ExprP m, ExprP n) {
   ExprP value = s.alpha == 1.0 ? sum : mul(lit(literal(DType::f32, s.alpha)), sum);
+  if (s.scale) value = mul(kir::group(value), widen(s.dtype, sub(v.scale, n)));
   const ExprP at = add(mul(m, lit(s.n)), n);
   if (s.residual)
     value = add(value, mul(lit(literal(DType::f32, s.beta)), widen(s.dtype, sub(v.c, at))));
@@ -245,7 +251,7 @@ kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
                             mul(kir::group(kir::infix(w, "%", lit(p.split))), lit(p.piece)));
   const ExprP row0 = mine.let("long long", "w0_row",
                               add(mul(tile, lit(p.warps * p.rows)), mul(warp, lit(p.rows))));
-  const int64_t per_line = 128 / static_cast<int64_t>(dtype_size(s.dtype));
+  const int64_t per_line = 128 / static_cast<int64_t>(dtype_size(gemv_weight_dtype(s)));
   const auto [rows, r] = mine.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
   const ExprP n = rows.let("long long", "n", add(row0, r));
   kir::Block& in = rows.branch(less(n, s.n));
@@ -272,7 +278,8 @@ std::string refuse_gemv(const GemvSpec& s) {
 
 GemvParams gemv_params(const GemvSpec& s, const Target&) {
   GemvParams p;
-  p.vector_width = 16 / static_cast<int>(dtype_size(s.dtype));
+  // 16 bytes of weights a load: 16 int8, 8 bf16.
+  p.vector_width = 16 / static_cast<int>(dtype_size(gemv_weight_dtype(s)));
   while (p.vector_width > 1 && s.k % p.vector_width != 0) p.vector_width /= 2;
   p.block = 32 * p.warps;
   p.rows = s.m <= 4 ? 4 : 2;

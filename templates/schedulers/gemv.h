@@ -35,7 +35,15 @@ struct GemvSpec {
   bool residual = false;
   double alpha = 1.0, beta = 0.0;
   fusion::GemmEpilogue::Activation activation = fusion::GemmEpilogue::Activation::none;
+  // Weight-only int8 (fusion::GemmEpilogue::int8_b): the weights are i8, widened to f32 as
+  // they are read; `scale`: a [N] vector of `dtype` multiplies each output before C and the
+  // bias, D = act(alpha * (A @ B) * scale + beta * C + bias).
+  bool int8_weights = false;
+  bool scale = false;
 };
+
+// The weights' element type: i8 with int8_weights, else the spec's dtype.
+inline DType gemv_weight_dtype(const GemvSpec& s) { return s.int8_weights ? DType::i8 : s.dtype; }
 
 // The most rows of A the kernel takes (its accumulators are M per weight row, in registers).
 inline constexpr int64_t kGemvMaxRows = 16;
@@ -50,7 +58,7 @@ std::string refuse_gemv(const GemvSpec& spec);
 GemvParams gemv_params(const GemvSpec& spec, const Target& target);
 // The kernel of those parameters as kernel IR (name: kKernelNameToken), and as a KernelBody.
 // Launch: params.block threads, any grid (a grid-stride loop over params.work items), arguments
-// a, b, [bias], [c], d in that order; with split > 1 launches must not overlap (scratch).
+// a, b, [scale], [bias], [c], d in that order; with split > 1 launches must not overlap (scratch).
 kir::Function build_gemv_kernel(const GemvSpec& spec, const GemvParams& params);
 // `grid_dependency` (CodegenOptions::grid_dependency): the block first prefetches its first work
 // item's weights into L2, then waits for the grid ahead (wait_for_grid).

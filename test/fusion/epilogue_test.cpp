@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "fusion/pipeline.h"
+#include "fusion/plan_print.h"
 #include "workloads.h"
 
 using namespace fusejit;
@@ -549,4 +550,68 @@ TEST_CASE("the epilogue check catches a description that differs from the nodes"
     }
     CHECK(epilogue_error(plan, bad, memory) > kEpilogueUnits);
   }
+}
+
+// Weight-only int8: x [rows, K] @ cast(w [N, K] i8, dt)^T * scale [N] (+ bias).
+struct Int8Gemm {
+  Graph g;
+  NodeId x = -1, w = -1, cast = -1, mm = -1, scale = -1;
+  Int8Gemm(DType dt, int64_t rows) {
+    x = ir::add_input(g, dt, {rows, K});
+    w = ir::add_input(g, DType::i8, {C, K});
+    scale = ir::add_input(g, dt, {C});
+    cast = ir::add_cast(g, w, dt);
+    mm = ir::add_matmul(g, x, ir::add_permute(g, cast, {1, 0}));
+  }
+};
+
+TEST_CASE("int8 weights: the cast and the scale fold into a call of at most 16 rows",
+          "[fusion][epilogue][int8]") {
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    INFO(dtype_name(dt));
+    Int8Gemm t(dt, 16);
+    const NodeId bias = ir::add_input(t.g, dt, {C});
+    const NodeId y = bin(t.g, Op::add, bin(t.g, Op::mul, t.mm, t.scale), bias);
+    t.g.add_output(y);
+    const Plan plan = plan_of(t.g);
+    CHECK(plan.kernel_count() == 0);  // no kernel writes the cast weights
+    const Region& r = only_gemm(plan);
+    CHECK(r.epilogue.int8_b);
+    CHECK(r.epilogue.scale == t.scale);
+    CHECK(r.epilogue.bias == bias);
+    CHECK(r.inputs == std::vector<NodeId>{t.x, t.w, t.scale, bias});
+    CHECK(r.outputs == std::vector<NodeId>{y});
+    CHECK(any_decision(plan, true, "scale %" + std::to_string(t.scale) + ", the int8 weights'"));
+    CHECK_THAT(plan_to_text(plan), ContainsSubstring("int8 B, scale %"));
+  }
+}
+
+TEST_CASE("int8 weights: more than 16 rows, or a bias first, stay a cast kernel and a plain call",
+          "[fusion][epilogue][int8]") {
+  // 17 rows: cuBLASLt runs it, on the weights a kernel casts; the scale is the next kernel's.
+  Int8Gemm tall(DType::bf16, 17);
+  tall.g.add_output(bin(tall.g, Op::mul, tall.mm, tall.scale));
+  Plan plan = plan_of(tall.g);
+  const Region& r = only_gemm(plan);
+  CHECK_FALSE(r.epilogue.int8_b);
+  CHECK(r.inputs[1] == tall.cast);
+  CHECK(r.epilogue.scale < 0);
+  CHECK(any_refusal(r, "only a constant factor folds"));
+  CHECK(plan.kernel_count() == 2);
+  // A factor after a bias is not the weights' scale.
+  Int8Gemm late(DType::bf16, 1);
+  const NodeId bias = ir::add_input(late.g, DType::bf16, {C});
+  late.g.add_output(bin(late.g, Op::mul, bin(late.g, Op::add, late.mm, bias), late.scale));
+  plan = plan_of(late.g);
+  CHECK(only_gemm(plan).epilogue.int8_b);
+  CHECK(only_gemm(plan).epilogue.scale < 0);
+  CHECK(any_refusal(only_gemm(plan), "scales after a bias or residual is added"));
+  // Weights read [K, N] (no transpose): not the skinny-GEMM kernel's layout.
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::bf16, {1, K});
+  const NodeId w = ir::add_input(g, DType::i8, {K, C});
+  g.add_output(ir::add_matmul(g, x, ir::add_cast(g, w, DType::bf16)));
+  plan = plan_of(g);
+  CHECK_FALSE(only_gemm(plan).epilogue.int8_b);
+  CHECK(plan.kernel_count() == 1);  // the cast
 }

@@ -92,7 +92,7 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
        "shape":[64,256],
        "epilogue":{"bias":"%2","activation":"relu","alpha":1,"beta":0,"residual":null,
                    "transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],
-                   "refusals":[]}})"));
+                   "int8_b":false,"scale":null,"refusals":[]}})"));
   const Json bias = decision(j, "%3", "%4");
   CHECK(bias.at("fused") == true);
   CHECK(bias.at("reason").get<std::string>().starts_with(
@@ -109,7 +109,7 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
       {"kind":"gemm","ops":["matmul"],"inputs":["%0","%1"],"outputs":["%3"],"shape":[64,256],
        "epilogue":{"bias":null,"activation":"none","alpha":1,"beta":0,"residual":null,
                    "transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],
-                   "refusals":["epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"]}})js"));
+                   "int8_b":false,"scale":null,"refusals":["epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"]}})js"));
   CHECK(the_one(off.at("regions"), [](const Json& r) { return r.at("kind") != "gemm"; })
             .at("ops") == Json::parse(R"(["add","relu"])"));
   const Json library = decision(off, "%3", "%4");

@@ -323,8 +323,9 @@ inline ir::HostTensor as_f32(const ir::HostTensor& t) {
 // What the executor makes of a gemm region, computed from its description alone, never from the
 // nodes it folded: the buffers inputs[0] and inputs[1] (with the batch dims batch_a/batch_b and
 // transposed where the flags say), the bias and residual buffers the epilogue names, and
-//   D = act(alpha * (A @ B) + beta * C + bias)
-// with A @ B accumulated in f32 (the reference's matmul in f32) and the epilogue in double,
+//   D = act(alpha * (A @ B) * scale + beta * C + bias)
+// (scale only with int8 weights, B then the i8 buffer under the cast the call does) with A @ B
+// accumulated in f32 (the reference's matmul in f32) and the epilogue in double,
 // rounded once to D's dtype: what cuBLASLt does with its f32 compute type. It also checks the
 // layout the executor relies on: exactly one matmul, inputs [A, B, bias?, residual?], one output
 // of the matmul's dtype and shape, a bias of N elements, a residual of the output's shape.
@@ -349,14 +350,21 @@ inline ir::HostTensor gemm_call(const Plan& plan, const Region& r, const Memory&
       transposed = transposed != (g.node(operand).op == Op::permute);
       operand = g.node(operand).inputs[0];
     }
+    if (k == 1 && e.int8_b) {  // int8 weights: the buffer under the cast the call does
+      REQUIRE(g.node(operand).op == Op::cast);
+      operand = g.node(operand).inputs[0];
+      REQUIRE(g.node(operand).dtype == DType::i8);
+    }
     REQUIRE(transposed == (k == 0 ? e.transpose_a : e.transpose_b));
     const Shape& operand_shape = g.node(mm.inputs[static_cast<size_t>(k)]).shape;
     REQUIRE((k == 0 ? e.batch_a : e.batch_b).size() == operand_shape.size() - 2);
     want_inputs.push_back(operand);
   }
+  if (e.scale >= 0) want_inputs.push_back(e.scale);
   if (e.bias >= 0) want_inputs.push_back(e.bias);
   if (e.residual >= 0) want_inputs.push_back(e.residual);
   REQUIRE(r.inputs == want_inputs);
+  if (e.scale >= 0) REQUIRE(e.int8_b);
   REQUIRE(r.outputs.size() == 1);
   const ir::Node& out = g.node(r.outputs[0]);
   REQUIRE(out.shape == mm.shape);
@@ -391,6 +399,11 @@ inline ir::HostTensor gemm_call(const Plan& plan, const Region& r, const Memory&
   const int64_t n = out.shape.back();
   const ir::HostTensor* bias = e.bias >= 0 ? &memory.at(e.bias) : nullptr;
   const ir::HostTensor* c = e.residual >= 0 ? &memory.at(e.residual) : nullptr;
+  const ir::HostTensor* scale = e.scale >= 0 ? &memory.at(e.scale) : nullptr;
+  if (scale) {
+    REQUIRE(scale->numel() == n);
+    REQUIRE(scale->dtype == out.dtype);
+  }
   if (bias) {
     REQUIRE(bias->numel() == n);
     REQUIRE(bias->dtype == out.dtype);
@@ -402,7 +415,7 @@ inline ir::HostTensor gemm_call(const Plan& plan, const Region& r, const Memory&
   ir::HostTensor d(out.dtype, out.shape);
   if (magnitude) magnitude->assign(static_cast<size_t>(d.numel()), 0.0);
   for (int64_t i = 0; i < d.numel(); ++i) {
-    double v = e.alpha * acc.get(i);
+    double v = e.alpha * acc.get(i) * (scale ? scale->get(i % n) : 1.0);
     double mag = std::abs(v);
     if (c) v += e.beta * c->get(i), mag += std::abs(e.beta * c->get(i));
     if (bias) v += bias->get(i % n), mag += std::abs(bias->get(i % n));

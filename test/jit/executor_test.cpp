@@ -10,8 +10,10 @@
 #include "fusejit/fusejit.h"
 #include "fusion/pipeline.h"
 #include "ir/text.h"
+#include "jit/libs/gemm_call.h"
 #include "jit/libs/plan_text.h"
 #include "jit/runtime/executor.h"
+#include "jit/runtime/nvrtc.h"
 #include "support/catch.h"
 #include "support/gpu.h"
 
@@ -181,6 +183,37 @@ TEST_CASE("with FUSEJIT_GEMV=1, GEMMs of up to 16 rows run the generated kernel"
   CHECK_THAT(
       tall.plan.decisions.back().reason,
       ContainsSubstring("not the gemv kernel (M = 32 rows (takes 1..16)); cuBLASLt runs it"));
+}
+
+TEST_CASE("int8 weights run the gemv kernel in every FUSEJIT_GEMV mode, scale before bias",
+          "[jit][executor][gemv][int8]") {
+  // linear with int8 weights [1000, 4096] and their scales: x @ cast(w)^T * s + b.
+  const std::string trace =
+      "fusejit-trace 1\n%0 : bf16[2,4096] = input\n%1 : i8[1000,4096] = input\n"
+      "%2 : bf16[1000] = input\n"
+      "%3 : bf16[1000] = input\n%4 : bf16[1000,4096] = cast %1\n"
+      "%5 : bf16[4096,1000] = permute %4 axes=[1,0]\n%6 : bf16[2,1000] = matmul %0, %5\n"
+      "%7 : bf16[2,1000] = mul %6, %2\n%8 : bf16[2,1000] = add %7, %3\noutput %8\n";
+  for (GemvMode mode : {GemvMode::off, GemvMode::large, GemvMode::on}) {
+    const jit::Executable exe = gemv_executable(trace, mode);
+    REQUIRE(runs_gemv(exe));
+    const jit::Step& step = exe.steps[0];
+    CHECK(step.gemm.int8_b);
+    CHECK(step.gemm.b == 1);
+    CHECK(step.arguments == std::vector<ir::NodeId>{0, 1, 2, 3, step.gemm.d});
+    const std::string& src = step.kernel->kernel.source;
+    CHECK(src.find("const signed char* __restrict__ b") != std::string::npos);
+    CHECK(src.find("scale[") != std::string::npos);
+    CHECK_THAT(jit::gemm_call_label(step.gemm), ContainsSubstring("+int8_weights+scale+bias"));
+    if (mode == GemvMode::off) {  // compiled once: the other modes build the same kernel
+      jit::CompiledKernel c;
+      REQUIRE_NOTHROW(c = jit::compile(step.kernel->kernel, "sm_90"));
+      CHECK(!c.cubin.empty());
+    }
+  }
+  CHECK_THAT(jit::plan_text(fusion::make_plan(ir::parse(trace)), false, GemvMode::off),
+             ContainsSubstring("+int8_weights+scale+bias, run instead by the generated kernel "
+                               "gemv{vector_width=16"));
 }
 
 TEST_CASE("FUSEJIT_GEMV=auto runs the kernel for one row against large weights only",

@@ -4,6 +4,7 @@
 // 1, 3 and 16, every dtype, split and unsplit K, and each epilogue.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -35,10 +36,10 @@ GemvSpec make_spec(DType dtype, int64_t m, int64_t n, int64_t k) {
 
 std::string label(const GemvSpec& s) {
   static const char* acts[] = {"none", "relu", "gelu_tanh"};
-  return fmt::format("{} M{} N{} K{}{}{}{} alpha {} beta {} act {}", dtype_name(s.dtype), s.m, s.n,
-                     s.k, s.transpose_a ? " A^T" : "", s.bias ? " +bias" : "",
-                     s.residual ? " +C" : "", s.alpha, s.beta,
-                     acts[static_cast<int>(s.activation)]);
+  return fmt::format("{} M{} N{} K{}{}{}{}{}{} alpha {} beta {} act {}", dtype_name(s.dtype), s.m,
+                     s.n, s.k, s.transpose_a ? " A^T" : "", s.int8_weights ? " int8 B" : "",
+                     s.scale ? " *scale" : "", s.bias ? " +bias" : "", s.residual ? " +C" : "",
+                     s.alpha, s.beta, acts[static_cast<int>(s.activation)]);
 }
 
 // Buffers as the storage words of the dtype (16-bit or f32 bits), 16-byte aligned.
@@ -46,6 +47,7 @@ using Buffer = std::vector<uint32_t>;
 
 double value(DType d, const Buffer& b, int64_t i) {
   const auto* p = reinterpret_cast<const uint8_t*>(b.data());
+  if (d == DType::i8) return reinterpret_cast<const int8_t*>(p)[i];
   if (d == DType::f32) return reinterpret_cast<const float*>(p)[i];
   const uint16_t bits = reinterpret_cast<const uint16_t*>(p)[i];
   return d == DType::bf16 ? ir::bf16_bits_to_float(bits) : ir::half_bits_to_float(bits);
@@ -57,7 +59,10 @@ Buffer random_buffer(DType d, int64_t n, std::mt19937& rng, float amp) {
   auto* p = reinterpret_cast<uint8_t*>(b.data());
   for (int64_t i = 0; i < n; ++i) {
     const float x = u(rng);
-    if (d == DType::f32)
+    if (d == DType::i8)  // every value -128..127, the ends included
+      reinterpret_cast<int8_t*>(p)[i] =
+          static_cast<int8_t>(std::clamp(std::lround(x / amp * 130.0f), long{-128}, long{127}));
+    else if (d == DType::f32)
       reinterpret_cast<float*>(p)[i] = x;
     else
       reinterpret_cast<uint16_t*>(p)[i] =
@@ -67,20 +72,21 @@ Buffer random_buffer(DType d, int64_t n, std::mt19937& rng, float amp) {
 }
 
 struct Inputs {
-  Buffer a, b, bias, c;
+  Buffer a, b, scale, bias, c;
 };
 
 Inputs make_inputs(const GemvSpec& s, uint32_t seed) {
   std::mt19937 rng(seed);
   Inputs in;
   in.a = random_buffer(s.dtype, s.m * s.k, rng, 1.0f);
-  in.b = random_buffer(s.dtype, s.n * s.k, rng, 1.0f);
+  in.b = random_buffer(templates::gemv_weight_dtype(s), s.n * s.k, rng, 1.0f);
+  if (s.scale) in.scale = random_buffer(s.dtype, s.n, rng, 0.02f);
   if (s.bias) in.bias = random_buffer(s.dtype, s.n, rng, 8.0f);
   if (s.residual) in.c = random_buffer(s.dtype, s.m * s.n, rng, 8.0f);
   return in;
 }
 
-// D = act(alpha * A B + beta * C + bias) in double.
+// D = act(alpha * A B * scale + beta * C + bias) in double.
 std::vector<double> reference(const GemvSpec& s, const Inputs& in) {
   std::vector<double> out(s.m * s.n);
   for (int64_t m = 0; m < s.m; ++m)
@@ -88,8 +94,9 @@ std::vector<double> reference(const GemvSpec& s, const Inputs& in) {
       double sum = 0;
       for (int64_t k = 0; k < s.k; ++k)
         sum += value(s.dtype, in.a, s.transpose_a ? k * s.m + m : m * s.k + k) *
-               value(s.dtype, in.b, n * s.k + k);
+               value(templates::gemv_weight_dtype(s), in.b, n * s.k + k);
       double x = s.alpha * sum;
+      if (s.scale) x *= value(s.dtype, in.scale, n);
       if (s.residual) x += s.beta * value(s.dtype, in.c, m * s.n + n);
       if (s.bias) x += value(s.dtype, in.bias, n);
       if (s.activation == GemvAct::relu) x = std::max(x, 0.0);
@@ -133,6 +140,18 @@ std::vector<Case> cases() {
   GemvSpec at = make_spec(DType::f32, 5, 77, 130);
   at.transpose_a = true;
   add(at);
+  // Weight-only int8: 16 weights a load where K allows (4096), narrower where not (1030), with
+  // and without the scale, split and not, one row and 16.
+  GemvSpec q1 = make_spec(DType::bf16, 1, 300, 4096);
+  q1.int8_weights = q1.scale = true;
+  add(q1);
+  GemvSpec q16 = make_spec(DType::f16, 16, 70, 1030);
+  q16.int8_weights = q16.scale = true;
+  q16.bias = true;
+  add(q16, 9);
+  GemvSpec raw = make_spec(DType::f32, 4, 2100, 96);
+  raw.int8_weights = true;  // no scale: the integers as weights
+  add(raw);
   // Enough tiles that K is not split (one piece per tile).
   add(make_spec(DType::bf16, 1, 8200, 72), 100);
   // Must fail: the kernel scales by another alpha than the reference.
@@ -164,6 +183,7 @@ std::vector<double> run(void* so, size_t i, const Case& c, Inputs& in) {
   const GemvSpec& s = c.spec;
   Buffer d((s.m * s.n * dtype_size(s.dtype) + 3) / 4, 0x7fc07fc0u);  // NaN everywhere
   std::vector<void*> args = {in.a.data(), in.b.data()};
+  if (s.scale) args.push_back(in.scale.data());
   if (s.bias) args.push_back(in.bias.data());
   if (s.residual) args.push_back(in.c.data());
   args.push_back(d.data());
@@ -222,6 +242,12 @@ TEST_CASE("gemv kernel: parameters", "[templates][gemv]") {
   CHECK(down.split == 2);
   CHECK(down.piece == 7168);
   CHECK(down.work == 512);
+  // Int8 weights: 16 to a load.
+  GemvSpec q = gemv_test::make_spec(DType::bf16, 1, 4096, 14336);
+  q.int8_weights = true;
+  CHECK(templates::gemv_params(q, {}).vector_width == 16);
+  q.k = 4104;
+  CHECK(templates::gemv_params(q, {}).vector_width == 8);
   // Its vocabulary projection: tiles enough, no split.
   CHECK(templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 128256, 4096), {}).split == 1);
   // 16 rows: A's stage stays within 32 KiB of shared memory.
@@ -251,6 +277,8 @@ TEST_CASE("gemv kernel: NVRTC compiles every variant for sm_90", "[templates][ge
         s.beta = 0.5;
         s.transpose_a = n % 5 == 2;
         s.activation = static_cast<GemvAct>(n % 3);
+        s.int8_weights = n % 6 == 4;  // int8 weights, with their scale
+        s.scale = s.int8_weights;
         ++n;
         // Every other one as a kernel of programmatic dependent launch (FUSEJIT_PDL).
         const bool pdl = n % 2 == 0;
@@ -293,8 +321,8 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
     INFO(gemv_test::label(c.spec) << " " << c.kernel.schedule << (must_fail ? " (must fail)" : "")
                                   << (c.kernel.programmatic ? " pdl" : ""));
     gemv_test::Inputs in = gemv_test::make_inputs(c.spec, static_cast<uint32_t>(77 + i));
-    prefetch_range(in.b.data(),
-                   static_cast<size_t>(c.spec.n * c.spec.k) * dtype_size(c.spec.dtype));
+    prefetch_range(in.b.data(), static_cast<size_t>(c.spec.n * c.spec.k) *
+                                    dtype_size(templates::gemv_weight_dtype(c.spec)));
     const std::vector<double> got = gemv_test::run(so, i, c, in);
     CHECK(prefetches(1) == 0);
     CHECK((prefetches(0) > 0) == c.kernel.programmatic);
