@@ -58,3 +58,34 @@ run "$1" --weights "$tmp/w.safetensors" --layers 1 --new-tokens 1 |
 # Top-k and top-p sampling.
 CUDA_VISIBLE_DEVICES= FUSEJIT_CACHE=memory FUSEJIT_LOG=error "$1" --config tiny --temperature 0.8 \
   --top-k 20 --top-p 0.9 | grep -qE "^tokens of sequence 0:( [0-9]+){6}$"
+# Weight-only int8 (--int8): the cached decode matches the rerun and the double-precision decoder
+# run on the dequantized weights, at batch 2.
+int8=$(run "$1" --int8 --batch 2 --prompt 7 --new-tokens 6 --check)
+echo "$int8"
+grep -q "^memory: weights [0-9.]* GB (projections int8)" <<<"$int8"
+grep -qE "^check: logits against a double-precision reference: largest relative error [0-9.e+-]+ over 12 steps \(bound 3e-02\); greedy tokens not its argmax: 0, and [0-9]+ near-ties \(closer than the bound\); not the argmax of their own logits: 0: pass$" <<<"$int8"
+# Saved as I8 with their scales, then loaded (without --int8): the same tokens, and the check.
+qsaved=$(run "$1" --int8 --save-weights "$tmp/q.safetensors")
+grep -q "weights: 36 tensors saved to $tmp/q.safetensors" <<<"$qsaved"
+qloaded=$(run "$1" --weights "$tmp/q.safetensors" --seed 7 --check)
+echo "$qloaded"
+grep -q "weights: 36 tensors from $tmp/q.safetensors (projections int8, with their scales)" <<<"$qloaded"
+grep -qE "^check: logits against a double-precision reference: .*: pass$" <<<"$qloaded"
+[ "$(tokens "$qsaved")" = "$(tokens "$qloaded")" ] ||
+  { echo "tokens differ between quantized and loaded int8 weights"; exit 1; }
+# int8 weights without their scales are refused, naming the tensor missing.
+python3 - "$tmp/q.safetensors" "$tmp/noscale.safetensors" <<'PY'
+import json, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+raw = open(src, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+header.pop("model.layers.0.mlp.down_proj.scales")
+text = json.dumps(header).encode()
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
+if noscale=$(run "$1" --weights "$tmp/noscale.safetensors" 2>&1); then
+  echo "int8 weights without scales were accepted"; exit 1
+fi
+echo "$noscale"
+grep -q "tensor model.layers.0.mlp.down_proj.weight of $tmp/noscale.safetensors is int8 but the file has no model.layers.0.mlp.down_proj.scales" <<<"$noscale"
