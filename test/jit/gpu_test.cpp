@@ -68,7 +68,7 @@ TEST_CASE("every op and dtype matches the reference on the GPU", "[gpu][jit]") {
   for (int o = 0; o < ir::kNumOps; ++o) {
     const Op op = static_cast<Op>(o);
     for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64,
-                        DType::boolean}) {
+                        DType::boolean, DType::i8}) {
       const auto g = op_graph(op, dtype);
       if (!g) continue;
       INFO(ir::op_name(op) << " " << dtype_name(dtype));
@@ -287,6 +287,68 @@ TEST_CASE("GEMMs through cuBLASLt match the reference", "[gpu][jit][gemm]") {
                    ir::add_matmul(g, a3, b3)});                          // broadcast batch
     require_match(g);
   }
+}
+
+TEST_CASE("int8 weights through the skinny-GEMM kernel match the reference",
+          "[gpu][jit][gemm][int8]") {
+  // linear(x, cast(q)) * scale + bias: up to 16 rows, the kernel reads the int8 bytes; 17 rows,
+  // a kernel casts them and cuBLASLt multiplies. K 1032: 8 weights a load, not 16.
+  FUSEJIT_REQUIRE_GPU();
+  for (DType dtype : {DType::bf16, DType::f16, DType::f32})
+    for (int64_t rows : {1, 5, 16, 17})
+      for (int64_t k : {4096, 1032}) {
+        INFO(dtype_name(dtype) << " " << rows << " rows, K " << k);
+        ir::Graph g;
+        const NodeId x = ir::add_input(g, dtype, {rows, k});
+        const NodeId q = ir::add_input(g, DType::i8, {300, k});
+        const NodeId s = ir::add_input(g, dtype, {300});
+        const NodeId b = ir::add_input(g, dtype, {300});
+        const NodeId mm =
+            ir::add_matmul(g, x, ir::add_permute(g, ir::add_cast(g, q, dtype), {1, 0}));
+        g.set_outputs({ir::add_binary(g, Op::add, ir::add_binary(g, Op::mul, mm, s), b)});
+        require_match(g);
+      }
+}
+
+TEST_CASE("decode attention split across blocks matches the reference on the GPU",
+          "[gpu][jit][attention]") {
+  // The grouped query heads of a decode step folded into rows (4 per KV head, 8 KV heads)
+  // against a cache of 3000 keys, the keys past each row's position masked: 8 items of 47 key
+  // tiles, so the generated kernel splits the tiles over blocks and combines them.
+  FUSEJIT_REQUIRE_GPU();
+  const int64_t kv = 8, rows = 4, keys = 3000, d = 128;
+  std::mt19937 rng(static_cast<uint32_t>(fresh_seed()));
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  const auto draw = [&](size_t n) {
+    std::vector<double> v(n);
+    for (double& e : v) e = u(rng);
+    return v;
+  };
+  const std::vector<double> q = draw(kv * rows * d), k = draw(kv * keys * d),
+                            v = draw(kv * keys * d);
+  std::vector<double> future(rows * keys);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < keys; ++j) future[i * keys + j] = j > 2500 + i * 100 ? 1.0 : 0.0;
+  const auto run = [&](Context& ctx) {
+    const Tensor tq = ctx.from_vector(q, {1, kv, rows, d}, DType::bf16);
+    const Tensor tk = ctx.from_vector(k, {1, kv, keys, d}, DType::bf16);
+    const Tensor tv = ctx.from_vector(v, {1, kv, keys, d}, DType::bf16);
+    const Tensor mask = ctx.from_vector(future, {rows, keys}, DType::boolean);
+    Tensor s = matmul(tq, transpose(tk, 2, 3)) * (1.0 / std::sqrt(double(d)));
+    s = where(mask, ctx.scalar(-INFINITY, DType::bf16), s);
+    return matmul(softmax(s, -1), tv).to_host();
+  };
+  Context gpu(Options::parse({{"FUSEJIT_ATTENTION", "kernel"}, {"FUSEJIT_LOG", "warn"}}));
+  Context cpu(Options::parse({{"FUSEJIT_LOG", "error"}}), Placement{.device = Placement::kCpu});
+  const std::vector<double> got = run(gpu), want = run(cpu);
+  REQUIRE(got.size() == want.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  INFO("relative L2 error " << std::sqrt(err / norm));
+  CHECK(std::sqrt(err / norm) <= 1e-2);
 }
 
 TEST_CASE("a repeated eval reuses the planned and compiled trace", "[gpu][jit][memo]") {
