@@ -24,3 +24,28 @@ __device__ __forceinline__ float fj_gemv_gelu_tanh(float x) {
 __device__ __forceinline__ float fj_gemv_partial(const float* p) {
   return *static_cast<const volatile float*>(p);
 }
+
+// The tensor-core variant (2..16 rows of bf16/f16 A): mma.m16n8k16 with f32 accumulators, the
+// weights its A (16 weight rows by 16 of K), A's rows its B (16 of K by 8 rows); fragment
+// layouts as in fj_attention.cuh. The kernel permutes K within each 32 of it the same way for
+// both operands, so that every lane loads whole 16-byte vectors.
+#define FJ_GEMV_MMA(T)                                 \
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." T "." T \
+      ".f32 {%0, %1, %2, %3}, "                        \
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+__device__ __forceinline__ void fj_gemv_mma_bf16(float (&d)[4], const unsigned (&a)[4],
+                                                 const unsigned (&b)[2]) {
+  FJ_GEMV_MMA("bf16");
+}
+__device__ __forceinline__ void fj_gemv_mma_f16(float (&d)[4], const unsigned (&a)[4],
+                                                const unsigned (&b)[2]) {
+  FJ_GEMV_MMA("f16");
+}
+#undef FJ_GEMV_MMA
+
+// Two 16-bit elements as one register, `lo` in the low half.
+__device__ __forceinline__ unsigned fj_gemv_join(unsigned short lo, unsigned short hi) {
+  return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
+}

@@ -72,10 +72,9 @@ void build_signature(kir::Function& f, const GemvSpec& s, const GemvParams& p, V
   v.d = f.param(t, "d", false, "D: [M, N]");
 }
 
-void declare_storage(kir::Function& f, const GemvSpec& s, const GemvParams& p, Vars& v) {
-  v.xs = f.body.declare("__shared__ __align__(16) float",
-                        {{"xs", {lit(s.m), lit(p.chunk)}, nullptr, nullptr}},
-                        "A's rows over one stage of K, as f32")[0];
+// Split K (split > 1): the block's verdict, the partials and the count of pieces arrived; then
+// the thread's lane and warp.
+void declare_split_and_lanes(kir::Function& f, const GemvSpec& s, const GemvParams& p, Vars& v) {
   if (p.split > 1) {
     v.last = f.body.declare("__shared__ bool", {{"last", {}, nullptr, nullptr}},
                             "this block is its tile's last piece to arrive")[0];
@@ -88,6 +87,41 @@ void declare_storage(kir::Function& f, const GemvSpec& s, const GemvParams& p, V
   }
   v.lane = f.body.let("int", "lane", kir::infix(kir::thread_index(), "%", lit(32)));
   v.warp = f.body.let("int", "warp", kir::infix(kir::thread_index(), "/", lit(32)));
+}
+
+void declare_storage(kir::Function& f, const GemvSpec& s, const GemvParams& p, Vars& v) {
+  v.xs = f.body.declare("__shared__ __align__(16) float",
+                        {{"xs", {lit(s.m), lit(p.chunk)}, nullptr, nullptr}},
+                        "A's rows over one stage of K, as f32")[0];
+  declare_split_and_lanes(f, s, p, v);
+}
+
+// The grid-stride loop over work items, and each item's tile, piece and the warp's first weight
+// row.
+kir::Block& work_items(kir::Function& f, const GemvParams& p, Vars& v) {
+  const auto [work, w] =
+      f.body.loop("long long", "w", kir::block_index(), lit(p.work), kir::grid_blocks());
+  v.tile = work.let("long long", "tile", kir::infix(w, "/", lit(p.split)));
+  v.piece = work.let("long long", "piece", kir::infix(w, "%", lit(p.split)));
+  v.row0 = work.let("long long", "row0",
+                    add(mul(v.tile, lit(p.warps * p.rows)), mul(v.warp, lit(p.rows))));
+  return work;
+}
+
+// After a piece's partials are written: counted after a fence (as the row kernel's split is),
+// the block that brings its tile's last piece gets the block returned, which ends by setting
+// the count back to 0 for the next launch.
+kir::Block& last_to_arrive(kir::Block& b, const GemvParams& p, const Vars& v) {
+  b.eval(kir::fence());
+  b.eval(kir::sync_block());
+  kir::Block& counter = b.branch(equal(kir::thread_index(), 0));
+  counter.eval(kir::fence());
+  const ExprP arrived = kir::atomic_add(kir::prefix("&", sub(v.arrivals, v.tile)), lit("1u"));
+  counter.assign(v.last, kir::infix(arrived, "==", lit(fmt::format("{}u", p.split - 1))));
+  b.eval(kir::sync_block());
+  kir::Block& last = b.branch(v.last);
+  last.eval(kir::fence());
+  return last;
 }
 
 // The weights of one stage: wv[r][u] = the u-th vector of the lane in weight row row0 + r; zero
@@ -217,15 +251,7 @@ void finish_split(kir::Block& b, const GemvSpec& s, const GemvParams& p, const V
   per_output(b, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP) {
     mine.assign(partial_slot(s, p, v, v.piece, m, r), sub(v.acc, m, r));
   });
-  b.eval(kir::fence());
-  b.eval(kir::sync_block());
-  kir::Block& counter = b.branch(equal(kir::thread_index(), 0));
-  counter.eval(kir::fence());
-  const ExprP arrived = kir::atomic_add(kir::prefix("&", sub(v.arrivals, v.tile)), lit("1u"));
-  counter.assign(v.last, kir::infix(arrived, "==", lit(fmt::format("{}u", p.split - 1))));
-  b.eval(kir::sync_block());
-  kir::Block& last = b.branch(v.last);
-  last.eval(kir::fence());
+  kir::Block& last = last_to_arrive(b, p, v);
   per_output(last, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n) {
     const ExprP sum = mine.let_mut("float", "sum", lit("0.0f"));
     const auto [fold, q] = mine.loop("int", "q", lit(0), lit(p.split));
@@ -235,6 +261,155 @@ void finish_split(kir::Block& b, const GemvSpec& s, const GemvParams& p, const V
     store(mine, s, v, sum, m, n);
   });
   last.branch_line(equal(kir::thread_index(), 0)).assign(sub(v.arrivals, v.tile), lit("0u"));
+}
+
+// ---- the tensor-core variant (GemvParams::mma: 2..16 rows of bf16/f16 A) ----------------------
+//
+// One mma.m16n8k16 multiplies 16 weight rows (its A: rows n, columns k) by 8 rows of A (its B:
+// k by m) over 16 of K. The dot products do not care in which order K is summed, so K is
+// permuted within each 32 of it: lane (g, t) loads 8 consecutive K (16 bytes) of weight rows g
+// and g + 8 and of A's row g, at K offset 8t, and those 8 are the fragments' columns 2t, 2t + 1,
+// 2t + 8, 2t + 9 of two mma steps, for the weights and A alike (fj_gemv.cuh's layout notes).
+// Every load is whole 16-byte vectors; the accumulators hold whole dot products, owned by one
+// lane each: (weight row g or g + 8, A row 2t or 2t + 1 of each 8-row tile).
+
+// Four 32-bit words (pairs of K) of the 8 elements `v`: 16-bit ones joined, int8 ones
+// (`int8`) widened to the spec's dtype, exactly.
+std::vector<ExprP> words(kir::Block& b, const GemvSpec& s, ExprP v, const std::string& name,
+                         bool int8) {
+  const ExprP w = b.array("unsigned", name, {4});
+  const auto [pairs, i] = b.loop("int", "i", lit(0), lit(4), nullptr, 1);
+  const ExprP lo = sub(v, mul(i, lit(2))), hi = sub(v, add(mul(i, lit(2)), lit(1)));
+  if (int8) {
+    const std::string pack =
+        s.dtype == DType::bf16 ? "fj_f32x2_to_bf16x2" : "fj_f32x2_to_f16x2";  // exact
+    pairs.assign(sub(w, i), kir::call(pack, {kir::cast("float", lo), kir::cast("float", hi)}));
+  } else {
+    pairs.assign(sub(w, i), kir::call("fj_gemv_join", {lo, hi}));
+  }
+  return {sub(w, lit(0)), sub(w, lit(1)), sub(w, lit(2)), sub(w, lit(3))};
+}
+
+// The lane's sums: acc[r][mt][e] for weight row row0 + 16 r + g + 8 (e >> 1) and A's row
+// 8 mt + 2 t + (e & 1), over the work item's piece of K.
+ExprP accumulate_mma(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP g,
+                     ExprP t) {
+  const int64_t R = p.rows / 16, U = p.unroll, MT = p.m_tiles;
+  const ExprP acc = b.array("float", "acc", {R, MT, 4});
+  {
+    const auto [rs, r] = b.loop("int", "r", lit(0), lit(R), nullptr, 1);
+    const auto [ms, mt] = rs.loop("int", "mt", lit(0), lit(MT), nullptr, 1);
+    const auto [es, e] = ms.loop_line("int", "e", lit(0), lit(4), nullptr, 1);
+    es.assign(sub(sub(sub(acc, r), mt), e), lit("0.0f"));
+  }
+  const std::string wt(dtype_code(gemv_weight_dtype(s)).storage), at(dtype_code(s.dtype).storage);
+  const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(p.piece / p.chunk));
+  const ExprP k0 =
+      stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
+  // The weights of the whole stage first (their loads in flight together), zero past N and K.
+  const ExprP wv = stages.array(wt, "wv", {U, R, 2, 8});
+  {
+    const auto [us, u] = stages.loop("int", "u", lit(0), lit(U), nullptr, 1);
+    const ExprP k = us.let("long long", "k", add(k0, add(mul(u, lit(32)), mul(t, lit(8)))));
+    const auto [rs, r] = us.loop("int", "r", lit(0), lit(R), nullptr, 1);
+    const auto [hs, h] = rs.loop("int", "h", lit(0), lit(2), nullptr, 1);
+    const ExprP n =
+        hs.let("long long", "n", add(v.row0, add(mul(r, lit(16)), add(g, mul(h, lit(8))))));
+    const ExprP dst = sub(sub(sub(wv, u), r), h);
+    const auto [zero, e] = hs.loop_line("int", "e", lit(0), lit(8), nullptr, 1);
+    zero.assign(sub(dst, e), lit(0));
+    hs.branch(both(less(n, s.n), less(k, s.k)))
+        .eval(kir::load_vec(dst, add(v.b, add(mul(n, lit(s.k)), k))));
+  }
+  const std::string mma = s.dtype == DType::bf16 ? "fj_gemv_mma_bf16" : "fj_gemv_mma_f16";
+  const auto [us, u] = stages.loop("int", "u", lit(0), lit(U), nullptr, 1);
+  const ExprP k = us.let("long long", "k", add(k0, add(mul(u, lit(32)), mul(t, lit(8)))));
+  std::vector<std::vector<ExprP>> x;  // A's words, per 8-row tile
+  for (int64_t mt = 0; mt < MT; ++mt) {
+    const ExprP xv = us.array(at, fmt::format("xv{}", mt), {8});
+    const ExprP m = us.let("int", fmt::format("m{}", mt), add(g, lit(8 * mt)));
+    const auto [zero, e] = us.loop_line("int", "e", lit(0), lit(8), nullptr, 1);
+    zero.assign(sub(xv, e), lit(0));
+    us.branch(both(less(m, s.m), less(k, s.k)))
+        .eval(kir::load_vec(xv, add(v.a, add(mul(m, lit(s.k)), k))));
+    x.push_back(words(us, s, xv, fmt::format("x{}", mt), false));
+  }
+  const auto [rs, r] = us.loop("int", "r", lit(0), lit(R), nullptr, 1);
+  const std::vector<ExprP> lo =
+      words(rs, s, sub(sub(sub(wv, u), r), lit(0)), "wlo", s.int8_weights);
+  const std::vector<ExprP> hi =
+      words(rs, s, sub(sub(sub(wv, u), r), lit(1)), "whi", s.int8_weights);
+  for (int step = 0; step < 2; ++step) {
+    const ExprP a = rs.declare(
+        "const unsigned",
+        {{fmt::format("a{}", step),
+          {lit(4)},
+          kir::braces({lo[2 * step], hi[2 * step], lo[2 * step + 1], hi[2 * step + 1]})}})[0];
+    for (int64_t mt = 0; mt < MT; ++mt) {
+      const ExprP bf =
+          rs.declare("const unsigned", {{fmt::format("b{}{}", step, mt),
+                                         {lit(2)},
+                                         kir::braces({x[mt][2 * step], x[mt][2 * step + 1]})}})[0];
+      rs.eval(kir::call(mma, {sub(sub(acc, r), lit(mt)), a, bf}));
+    }
+  }
+  return acc;
+}
+
+// Each of the lane's sums: `body`(block, m, n, value) where the output is inside M and N.
+template <class Body>
+void each_mma_output(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP g,
+                     ExprP t, ExprP acc, Body body) {
+  const auto [rs, r] = b.loop("int", "r", lit(0), lit(p.rows / 16), nullptr, 1);
+  const auto [ms, mt] = rs.loop("int", "mt", lit(0), lit(p.m_tiles), nullptr, 1);
+  const auto [es, e] = ms.loop("int", "e", lit(0), lit(4), nullptr, 1);
+  const ExprP n = es.let(
+      "long long", "n",
+      add(v.row0,
+          add(mul(r, lit(16)), add(g, mul(kir::group(kir::infix(e, ">>", lit(1))), lit(8))))));
+  const ExprP m =
+      es.let("int", "m",
+             add(mul(mt, lit(8)), add(mul(t, lit(2)), kir::group(kir::infix(e, "&", lit(1))))));
+  kir::Block& in = es.branch(both(less(n, s.n), less(m, s.m)));
+  body(in, m, n, sub(sub(sub(acc, r), mt), e));
+}
+
+// The tensor-core kernel: a grid-stride loop over (tile, piece) work items as the other; each
+// warp takes `rows` weight rows of the tile over the piece; pieces combine as the other's do.
+kir::Function build_gemv_mma_kernel(const GemvSpec& s, const GemvParams& p) {
+  kir::Function f;
+  Vars v;
+  build_signature(f, s, p, v);
+  declare_split_and_lanes(f, s, p, v);
+  const ExprP g = f.body.let("int", "g", kir::infix(v.lane, ">>", lit(2)));
+  const ExprP t = f.body.let("int", "t", kir::infix(v.lane, "&", lit(3)));
+  kir::Block& work = work_items(f, p, v);
+  const ExprP acc = accumulate_mma(work, s, p, v, g, t);
+  if (p.split == 1) {
+    each_mma_output(work, s, p, v, g, t, acc, [&](kir::Block& in, ExprP m, ExprP n, ExprP value) {
+      store(in, s, v, value, m, n);
+    });
+    return f;
+  }
+  // The partial of (piece q, weight row n, A's row m).
+  const auto slot = [&](ExprP q, ExprP m, ExprP n) {
+    const ExprP local = kir::group(kir::infix(n, "-", mul(v.tile, lit(p.warps * p.rows))));
+    ExprP at =
+        add(mul(kir::group(add(mul(q, lit(p.tiles)), v.tile)), lit(p.warps * p.rows)), local);
+    return sub(v.partials, add(mul(kir::group(at), lit(s.m)), m));
+  };
+  each_mma_output(work, s, p, v, g, t, acc, [&](kir::Block& in, ExprP m, ExprP n, ExprP value) {
+    in.assign(slot(v.piece, m, n), value);
+  });
+  kir::Block& last = last_to_arrive(work, p, v);
+  each_mma_output(last, s, p, v, g, t, acc, [&](kir::Block& in, ExprP m, ExprP n, ExprP) {
+    const ExprP total = in.let_mut("float", "sum", lit("0.0f"));
+    const auto [fold, q] = in.loop("int", "q", lit(0), lit(p.split));
+    fold.assign(total, kir::call("fj_gemv_partial", {kir::prefix("&", slot(q, m, n))}), "+=");
+    store(in, s, v, total, m, n);
+  });
+  last.branch_line(equal(kir::thread_index(), 0)).assign(sub(v.arrivals, v.tile), lit("0u"));
+  return f;
 }
 
 // Before the grid dependency's wait (wait_for_grid): the weights of the block's first work
@@ -278,6 +453,24 @@ std::string refuse_gemv(const GemvSpec& s) {
 
 GemvParams gemv_params(const GemvSpec& s, const Target&) {
   GemvParams p;
+  if (s.m >= 2 && (s.dtype == DType::bf16 || s.dtype == DType::f16) && !s.transpose_a &&
+      s.k % 8 == 0) {
+    p.mma = true;
+    p.vector_width = 8;  // K per lane and step: 16 bytes of A, 16 (or 8 of int8) of weights
+    p.block = 32 * p.warps;
+    p.rows = 32;  // two mma tiles of 16 weight rows a warp
+    p.unroll = 4;
+    p.chunk = 4 * p.unroll * p.vector_width;  // 32 of K a step
+    p.m_tiles = ceil_div(s.m, 8);
+    p.tiles = ceil_div(s.n, p.warps * p.rows);
+    const int64_t stages = ceil_div(s.k, p.chunk);
+    const int64_t want = p.tiles >= kSplitTarget ? 1 : ceil_div(kSplitTarget, p.tiles);
+    p.piece = ceil_div(stages, std::min(want, stages)) * p.chunk;
+    p.split = ceil_div(s.k, p.piece);
+    p.work = p.tiles * p.split;
+    p.shared_bytes = 0;
+    return p;
+  }
   // 16 bytes of weights a load: 16 int8, 8 bf16.
   p.vector_width = 16 / static_cast<int>(dtype_size(gemv_weight_dtype(s)));
   while (p.vector_width > 1 && s.k % p.vector_width != 0) p.vector_width /= 2;
@@ -297,18 +490,16 @@ GemvParams gemv_params(const GemvSpec& s, const Target&) {
 }
 
 kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
-  if (p.block != 32 * p.warps || p.chunk != 32 * p.unroll * p.vector_width || p.piece % p.chunk)
+  const int64_t lanes_along_k = p.mma ? 4 : 32;
+  if (p.block != 32 * p.warps || p.chunk != lanes_along_k * p.unroll * p.vector_width ||
+      p.piece % p.chunk || (p.mma && (p.rows % 16 || p.vector_width != 8 || p.m_tiles * 8 < s.m)))
     throw InternalError(fmt::format("gemv: params disagree: {}", params_text("gemv", p)));
+  if (p.mma) return build_gemv_mma_kernel(s, p);
   kir::Function f;
   Vars v;
   build_signature(f, s, p, v);
   declare_storage(f, s, p, v);
-  const auto [work, w] =
-      f.body.loop("long long", "w", kir::block_index(), lit(p.work), kir::grid_blocks());
-  v.tile = work.let("long long", "tile", kir::infix(w, "/", lit(p.split)));
-  v.piece = work.let("long long", "piece", kir::infix(w, "%", lit(p.split)));
-  v.row0 = work.let("long long", "row0",
-                    add(mul(v.tile, lit(p.warps * p.rows)), mul(v.warp, lit(p.rows))));
+  kir::Block& work = work_items(f, p, v);
   accumulate(work, s, p, v);
   if (p.split > 1) {
     finish_split(work, s, p, v);

@@ -54,7 +54,8 @@ inline constexpr int64_t kGemvLargeMinWeights = int64_t(1) << 26;
 // Why the kernel does not take the spec, or "" when it does.
 std::string refuse_gemv(const GemvSpec& spec);
 // The parameters: vector width from K's divisibility, rows and unroll from M, the split from
-// the tiles (see gemv.cpp).
+// the tiles; tensor cores (GemvParams::mma) for 2..16 rows of bf16/f16 with K a multiple of 8
+// (see gemv.cpp).
 GemvParams gemv_params(const GemvSpec& spec, const Target& target);
 // The kernel of those parameters as kernel IR (name: kKernelNameToken), and as a KernelBody.
 // Launch: params.block threads, any grid (a grid-stride loop over params.work items), arguments

@@ -102,17 +102,19 @@ ParamFields AttentionParams::fields() const {
 }
 
 ParamFields GemvParams::fields() const {
-  return {{"vector_width", int64_t{vector_width}},
-          {"warps", int64_t{warps}},
-          {"block", int64_t{block}},
-          {"rows", rows},
-          {"unroll", unroll},
-          {"chunk", chunk},
-          {"tiles", tiles},
-          {"split", split},
-          {"piece", piece},
-          {"work", work},
-          {"shared_bytes", shared_bytes}};
+  ParamFields f = {{"vector_width", int64_t{vector_width}},
+                   {"warps", int64_t{warps}},
+                   {"block", int64_t{block}},
+                   {"rows", rows},
+                   {"unroll", unroll},
+                   {"chunk", chunk},
+                   {"tiles", tiles},
+                   {"split", split},
+                   {"piece", piece},
+                   {"work", work},
+                   {"shared_bytes", shared_bytes}};
+  if (mma) f.insert(f.end(), {{"mma", mma}, {"m_tiles", m_tiles}});  // (kept out of the others')
+  return f;
 }
 
 ParamFields param_fields(const ScheduleParams& params) {

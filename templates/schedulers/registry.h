@@ -122,6 +122,11 @@ struct GemvParams {
   int64_t piece = 0;         // K elements per piece: a multiple of chunk
   int64_t work = 1;          // tiles * split work items
   int64_t shared_bytes = 0;  // static: the staged x
+  // 2 to 16 rows of bf16/f16 A: tensor cores (mma.m16n8k16) instead, each warp `rows` weight
+  // rows (16 per mma) over `unroll` steps of 32 K a stage, every lane 8 K of two rows and of x's
+  // row (vector_width 8), A read from global memory (no stage); m_tiles: 8-row tiles of A.
+  bool mma = false;
+  int64_t m_tiles = 1;
   ParamFields fields() const;
 };
 

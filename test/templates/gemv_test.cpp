@@ -152,6 +152,19 @@ std::vector<Case> cases() {
   GemvSpec raw = make_spec(DType::f32, 4, 2100, 96);
   raw.int8_weights = true;  // no scale: the integers as weights
   add(raw);
+  // The tensor-core variant (2..16 rows of bf16/f16, K a multiple of 8): 2 rows; 8 rows of
+  // int8 weights with their scale, split; 11 rows (two 8-row tiles, the second partial) of int8
+  // weights, N no multiple of a tile; 16 rows, tiles enough that K is not split.
+  add(make_spec(DType::bf16, 2, 77, 264));
+  GemvSpec q8 = make_spec(DType::bf16, 8, 300, 4096);
+  q8.int8_weights = q8.scale = true;
+  add(q8, 11);
+  GemvSpec q11 = make_spec(DType::f16, 11, 200, 1032);
+  q11.int8_weights = q11.scale = true;
+  q11.residual = true;
+  q11.beta = 1.0;
+  add(q11);
+  add(make_spec(DType::f16, 16, 70000, 64), 13);
   // Enough tiles that K is not split (one piece per tile).
   add(make_spec(DType::bf16, 1, 8200, 72), 100);
   // Must fail: the kernel scales by another alpha than the reference.
@@ -250,13 +263,27 @@ TEST_CASE("gemv kernel: parameters", "[templates][gemv]") {
   CHECK(templates::gemv_params(q, {}).vector_width == 8);
   // Its vocabulary projection: tiles enough, no split.
   CHECK(templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 128256, 4096), {}).split == 1);
-  // 16 rows: A's stage stays within 32 KiB of shared memory.
-  for (DType d : {DType::bf16, DType::f16, DType::f32}) {
+  // 16 rows of f32 (or of a K that is no multiple of 8): A's stage within 32 KiB of shared
+  // memory.
+  for (const auto& [d, k] : {std::pair{DType::f32, 4096}, std::pair{DType::bf16, 4100}}) {
     const templates::GemvParams p =
-        templates::gemv_params(gemv_test::make_spec(d, 16, 4096, 4096), {});
+        templates::gemv_params(gemv_test::make_spec(d, 16, 4096, k), {});
+    CHECK_FALSE(p.mma);
     CHECK(p.shared_bytes <= 32768);
     CHECK(p.rows * p.unroll <= 8);
   }
+  // 2 to 16 rows of bf16/f16: tensor cores, 32 weight rows a warp, 32 of K a step, no stage.
+  for (int64_t m : {2, 8, 9, 16}) {
+    const templates::GemvParams p =
+        templates::gemv_params(gemv_test::make_spec(DType::bf16, m, 4096, 14336), {});
+    CHECK(p.mma);
+    CHECK(p.m_tiles == (m > 8 ? 2 : 1));
+    CHECK(p.rows == 32);
+    CHECK(p.chunk == 128);
+    CHECK(p.tiles == 32);
+    CHECK(p.shared_bytes == 0);
+  }
+  CHECK_FALSE(templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 4096, 4096), {}).mma);
   const templates::Kernel k =
       templates::generate_gemv(gemv_test::make_spec(DType::bf16, 1, 4096, 14336));
   CHECK(k.name.rfind("fj_gemv_", 0) == 0);

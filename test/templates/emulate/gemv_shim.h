@@ -16,3 +16,21 @@ inline float fj_gemv_gelu_tanh(float x) {
   return static_cast<float>(0.5 * x * (1.0 + std::tanh(u)));
 }
 inline float fj_gemv_partial(const float* p) { return *p; }
+
+// The tensor-core variant: cuda_shim.h's mma (fragments rebuilt by the documented layouts), a
+// join of two 16-bit elements, and two floats narrowed into one register.
+inline void fj_gemv_mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  fj_emu::mma<fj_emu::bf16_value>(d, a, b);
+}
+inline void fj_gemv_mma_f16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  fj_emu::mma<fj_emu::f16_value>(d, a, b);
+}
+inline unsigned fj_gemv_join(unsigned short lo, unsigned short hi) {
+  return lo | (static_cast<unsigned>(hi) << 16);
+}
+inline unsigned fj_f32x2_to_bf16x2(float lo, float hi) {
+  return fj_emu::bf16_bits(lo) | (static_cast<unsigned>(fj_emu::bf16_bits(hi)) << 16);
+}
+inline unsigned fj_f32x2_to_f16x2(float lo, float hi) {
+  return fj_emu::f16_bits(lo) | (static_cast<unsigned>(fj_emu::f16_bits(hi)) << 16);
+}
