@@ -152,3 +152,16 @@ def test_integer_and_mixed_dtypes():
         return F.embedding(ids, table).sum(-1) + ids.to(torch.float32)
 
     run_both(f, torch.randint(0, 10, (3, 5)), torch.randn(10, 4), atol=1e-5, rtol=1e-5)
+
+
+def test_weight_only_int8_linear():
+    """gpt-fast's WeightOnlyInt8Linear: linear(x, w.to(x.dtype)) * scales. On a GPU, a decode
+    step's few rows read the int8 weights in the gemv kernel; here, that it translates."""
+    w = torch.randint(-127, 128, (96, 64), dtype=torch.int8)
+    scales = torch.rand(96) * 0.02 + 0.01
+
+    def f(x):
+        return F.linear(x, w.to(dtype=x.dtype)) * scales
+
+    run_both(f, torch.randn(2, 64), atol=1e-4, rtol=1e-4)
+    run_both(f, torch.randn(3, 5, 64), atol=1e-4, rtol=1e-4)

@@ -491,6 +491,15 @@ TEST_CASE("warm: the skinny-GEMM kernels a run would generate are warmed too", "
         std::string::npos);
   CHECK(warm("FUSEJIT_GEMV=1", "all").out.find("compiled: 3  cached: 0  failed: 0") !=
         std::string::npos);
+  // int8 weights: the kernel in every mode, FUSEJIT_GEMV=0 too (one row, and the tensor-core
+  // variant at 8).
+  const Result int8 = run("warm -j 2 --arch sm_90 --cache-dir " + (dir / "int8").string() + " " +
+                              gemv + "down_int8_m1.trace " + gemv + "down_int8_m8.trace",
+                          "FUSEJIT_GEMV=0", "2>/dev/null");
+  INFO(int8.out);
+  CHECK(int8.status == 0);
+  CHECK(int8.out.find("compiled: 2  cached: 0  failed: 0") != std::string::npos);
+  CHECK(int8.out.find("down_int8_m8.trace: 1 kernel, 0 library calls;") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
