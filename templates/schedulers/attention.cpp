@@ -176,6 +176,7 @@ KernelBody attention_body(const AttentionSpec& spec, const AttentionParams& para
   body.kind = "attention";
   body.fn = build_attention_kernel(spec, params);
   body.helpers = {"fj_core.cuh", "fj_attention.cuh"};
+  if (params.kv_splits > 1) body.helpers.push_back("fj_partial.cuh");
   body.block = params.block;
   body.work_blocks = params.work;
   body.blocks_per_sm = params.blocks_per_sm;

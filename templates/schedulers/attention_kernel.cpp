@@ -454,10 +454,13 @@ void build_split_finish(kir::Block& b, const std::string& pack, const Vars& n) {
       "const int",
       {scalar("i", op(e, "/", pairs)), scalar("c", kir::mul(op(e, "%", pairs), num(2)))});
   const ExprP i = x[0], c = x[1];
+  // Other blocks wrote the scratch: read past L1 (fj_partial.cuh), whose lines of it this SM
+  // may hold from an earlier item's combine.
+  const auto read = [](ExprP e) { return kir::call("fj_partial", {kir::prefix("&", e)}); };
   const ExprP mx = each.let_mut("float", "mx", n.neg_inf);
   {
     const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
-    fold.assign(mx, kir::call("fmaxf", {mx, at(n.stats, kir::mul(num(2), slot(q, i)))}));
+    fold.assign(mx, kir::call("fmaxf", {mx, read(at(n.stats, kir::mul(num(2), slot(q, i))))}));
   }
   const ExprP base =
       each.let("float", "base", kir::select(op(mx, "==", n.neg_inf), text("0.0f"), mx));
@@ -467,13 +470,14 @@ void build_split_finish(kir::Block& b, const std::string& pack, const Vars& n) {
   {
     const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
     const ExprP at_row = fold.let("long long", "at_row", slot(q, i));
-    const ExprP wgt =
-        fold.let("float", "wgt",
-                 kir::call("fj_att_exp2", {op(at(n.stats, kir::mul(num(2), at_row)), "-", base)}));
-    fold.assign(lsum, kir::mul(wgt, at(n.stats, kir::add(kir::mul(num(2), at_row), num(1)))), "+=");
+    const ExprP wgt = fold.let(
+        "float", "wgt",
+        kir::call("fj_att_exp2", {op(read(at(n.stats, kir::mul(num(2), at_row))), "-", base)}));
+    fold.assign(lsum, kir::mul(wgt, read(at(n.stats, kir::add(kir::mul(num(2), at_row), num(1))))),
+                "+=");
     const ExprP y = fold.let("float*", "y", sum({n.partials, kir::mul(at_row, n.dv), c}));
-    fold.assign(o0, kir::mul(wgt, at(y, num(0))), "+=");
-    fold.assign(o1, kir::mul(wgt, at(y, num(1))), "+=");
+    fold.assign(o0, kir::mul(wgt, read(at(y, num(0)))), "+=");
+    fold.assign(o1, kir::mul(wgt, read(at(y, num(1)))), "+=");
   }
   const ExprP inv = each.let("float", "inv", op(text("1.0f"), "/", lsum));
   each.eval(kir::call("fj_att_store2",

@@ -398,6 +398,9 @@ TEST_CASE("attention kernel: decode shapes split the keys across blocks, others 
   CHECK(test::has(text, "__device__ float fj_attention_partials[36864];"));  // 288 rows x 128
   CHECK(test::has(text, "__device__ unsigned int fj_attention_arrivals[32];"));
   CHECK(test::has(text, "atomicAdd("));
+  // The partials other blocks wrote are read past L1, by a helper only split kernels carry.
+  CHECK(test::has(text, "fj_partial(&fj_attention_stats["));
+  CHECK(k.source.find("// ==== fj_partial.cuh ====") != std::string::npos);
 
   // The grouped heads folded into rows, as generate records a decode step: 8 items of 4 rows
   // against a cache of 384; pieces of 1 of the 6 key tiles.
@@ -411,6 +414,7 @@ TEST_CASE("attention kernel: decode shapes split the keys across blocks, others 
   p = templates::attention_params(s, target);
   CHECK(p.kv_splits == 1);
   CHECK_FALSE(templates::generate_attention(s).serial_launches);
+  CHECK(templates::generate_attention(s).source.find("fj_partial") == std::string::npos);
   // 130 tiles for 8 items: 33 pieces of 4 tiles, the last of 2.
   s = make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 1, 130 * 64, 1, 8);
   p = templates::attention_params(s, target);

@@ -308,4 +308,6 @@ inline unsigned fj_att_join(unsigned short lo, unsigned short hi) {
   return lo | (static_cast<unsigned>(hi) << 16);
 }
 
+inline float fj_partial(const float* p) { return *p; }
+
 extern "C" long fj_emu_misaligned() { return fj_emu::misaligned.load(); }
