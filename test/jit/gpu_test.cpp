@@ -26,6 +26,24 @@ namespace {
 
 uint64_t fresh_seed() { return std::random_device{}(); }
 
+// n values uniform in [-1, 1).
+std::vector<double> draw_uniform(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<double> v(n);
+  for (double& e : v) e = u(rng);
+  return v;
+}
+
+// ||got - want|| / ||want||.
+double relative_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(err / norm);
+}
+
 // A small graph exercising `op` on operands of `dtype`, or nothing when inference rejects it.
 std::optional<ir::Graph> op_graph(Op op, DType dtype) {
   ir::Graph g;
@@ -316,12 +334,7 @@ TEST_CASE("the tensor-core skinny GEMM (2..16 rows) matches the reference on the
   // each 32; one 8-row tile (2, 8) or two (9, 16), N no multiple of the 128-row tile, split K.
   FUSEJIT_REQUIRE_GPU();
   std::mt19937 rng(static_cast<uint32_t>(fresh_seed()));
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  const auto draw = [&](size_t n) {
-    std::vector<double> v(n);
-    for (double& e : v) e = u(rng);
-    return v;
-  };
+  const auto draw = [&](size_t count) { return draw_uniform(rng, count); };
   Context gpu(Options::parse({{"FUSEJIT_GEMV", "1"}, {"FUSEJIT_LOG", "warn"}}));
   Context cpu(Options::parse({{"FUSEJIT_LOG", "error"}}), Placement{.device = Placement::kCpu});
   const int64_t n = 1000, k = 2048;
@@ -337,13 +350,8 @@ TEST_CASE("the tensor-core skinny GEMM (2..16 rows) matches the reference on the
       };
       const std::vector<double> got = run(gpu), want = run(cpu);
       REQUIRE(got.size() == want.size());
-      double err = 0, norm = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        err += (got[i] - want[i]) * (got[i] - want[i]);
-        norm += want[i] * want[i];
-      }
-      INFO("relative L2 error " << std::sqrt(err / norm));
-      CHECK(std::sqrt(err / norm) <= 1e-2);
+      INFO("relative L2 error " << relative_l2(got, want));
+      CHECK(relative_l2(got, want) <= 1e-2);
     }
 }
 
@@ -355,12 +363,7 @@ TEST_CASE("decode attention split across blocks matches the reference on the GPU
   FUSEJIT_REQUIRE_GPU();
   const int64_t kv = 8, rows = 4, keys = 3000, d = 128;
   std::mt19937 rng(static_cast<uint32_t>(fresh_seed()));
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  const auto draw = [&](size_t n) {
-    std::vector<double> v(n);
-    for (double& e : v) e = u(rng);
-    return v;
-  };
+  const auto draw = [&](size_t count) { return draw_uniform(rng, count); };
   const std::vector<double> q = draw(kv * rows * d), k = draw(kv * keys * d),
                             v = draw(kv * keys * d);
   std::vector<double> future(rows * keys);
@@ -379,13 +382,8 @@ TEST_CASE("decode attention split across blocks matches the reference on the GPU
   Context cpu(Options::parse({{"FUSEJIT_LOG", "error"}}), Placement{.device = Placement::kCpu});
   const std::vector<double> got = run(gpu), want = run(cpu);
   REQUIRE(got.size() == want.size());
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    err += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  INFO("relative L2 error " << std::sqrt(err / norm));
-  CHECK(std::sqrt(err / norm) <= 1e-2);
+  INFO("relative L2 error " << relative_l2(got, want));
+  CHECK(relative_l2(got, want) <= 1e-2);
 }
 
 TEST_CASE("a repeated eval reuses the planned and compiled trace", "[gpu][jit][memo]") {
