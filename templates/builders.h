@@ -54,6 +54,17 @@ struct KernelBody {
 // fj_grid_dependency_wait(), then the body as it was.
 void wait_for_grid(KernelBody& body, const kir::Block& before = {});
 
+// The end of a piece of a kernel split over blocks (the skinny GEMM's K, attention's keys),
+// after every thread has written its partials to module-scope scratch: a fence, then thread 0
+// counts the piece in `count` (an unsigned counter of the scratch) and `last` (a __shared__
+// bool) says whether it brought the last of `pieces`. Returns the block that only that last
+// block runs, after a fence; the caller combines the pieces in it, then resets the count
+// (reset_split_count) for the next launch.
+kir::Block& last_block_to_arrive(kir::Block& b, const kir::ExprP& count, const kir::ExprP& last,
+                                 int64_t pieces);
+// count = 0, by thread 0, in the block last_block_to_arrive returned.
+void reset_split_count(kir::Block& last, const kir::ExprP& count);
+
 // The schedulers that build a KernelBody for each kind of region: schedulers/registry.h.
 
 // Every kernel, whatever its kind: its source is the header line naming the generator, the

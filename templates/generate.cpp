@@ -120,6 +120,25 @@ void wait_for_grid(KernelBody& body, const kir::Block& before) {
   body.grid_dependency = true;
 }
 
+kir::Block& last_block_to_arrive(kir::Block& b, const kir::ExprP& count, const kir::ExprP& last,
+                                 int64_t pieces) {
+  b.eval(kir::fence());
+  b.eval(kir::sync_block());
+  kir::Block& counter = b.branch(kir::infix(kir::thread_index(), "==", kir::lit(0)));
+  counter.eval(kir::fence());
+  const kir::ExprP arrived = kir::atomic_add(kir::prefix("&", count), kir::lit("1u"));
+  counter.assign(last, kir::infix(arrived, "==", kir::lit(fmt::format("{}u", pieces - 1))));
+  b.eval(kir::sync_block());
+  kir::Block& mine = b.branch(last);
+  mine.eval(kir::fence());
+  return mine;
+}
+
+void reset_split_count(kir::Block& last, const kir::ExprP& count) {
+  last.branch_line(kir::infix(kir::thread_index(), "==", kir::lit(0)))
+      .assign(count, kir::lit("0u"));
+}
+
 Kernel assemble_kernel(const KernelBody& body, const std::vector<std::string_view>& helpers,
                        std::string_view preamble) {
   std::string source = fmt::format(

@@ -368,14 +368,17 @@ void build_pv(kir::Block& b, const std::string& mma, const std::string& pack, co
       "keys x features, transposed");
 }
 
+// l summed over the quad of lanes that shares each of the lane's two rows.
+void build_row_sums(kir::Block& b, const Vars& n) {
+  const auto [row, r] = unrolled(b, "r", num(0), num(2));
+  const ExprP l = at(n.l, r);
+  for (int lanes : {1, 2}) row.assign(l, kir::call("fj_att_shfl_xor", {l, num(lanes)}), "+=");
+}
+
 // out = O / l for rows below seq_q; a row with no finite score has l = 0 and gives
 // 0 * inf = NaN, as the reference's 0 / 0.
 void build_store(kir::Block& b, const std::string& pack, const Vars& n) {
-  {
-    const auto [row, r] = unrolled(b, "r", num(0), num(2));
-    const ExprP l = at(n.l, r);
-    for (int lanes : {1, 2}) row.assign(l, kir::call("fj_att_shfl_xor", {l, num(lanes)}), "+=");
-  }
+  build_row_sums(b, n);
   const auto [row, r] = unrolled(b, "r", num(0), num(2));
   const ExprP i = row.let("int", "i", kir::add(n.row0, kir::mul(num(8), r)));
   row.branch_line(op(i, ">=", n.seq_q)).jump("continue");
@@ -410,15 +413,12 @@ void declare_split_storage(kir::Function& f, const AttentionSpec& s, const Atten
 }
 
 // The end of a piece: its rows' O, m and l into the scratch; then the item's last piece to
-// arrive (counted after a fence, as the split GEMV's) rescales every piece to the largest m,
+// arrive (last_block_to_arrive) rescales every piece to the largest m,
 // adds them in piece order and stores O / l. A row no key reached has m = -inf in every piece:
 // weights 2^(m - 0) = 0, l = 0, and 0 * inf = NaN as unsplit.
-void build_split_finish(kir::Block& b, const std::string& pack, const Vars& n) {
-  {
-    const auto [row, r] = unrolled(b, "r", num(0), num(2));
-    const ExprP l = at(n.l, r);
-    for (int lanes : {1, 2}) row.assign(l, kir::call("fj_att_shfl_xor", {l, num(lanes)}), "+=");
-  }
+void build_split_finish(kir::Block& b, const AttentionParams& p, const std::string& pack,
+                        const Vars& n) {
+  build_row_sums(b, n);
   const auto slot = [&](const ExprP& piece, const ExprP& i) {  // (item, piece, row i)
     return paren(
         kir::add(kir::mul(paren(kir::add(kir::mul(n.item, n.splits), piece)), n.seq_q), i));
@@ -438,16 +438,8 @@ void build_split_finish(kir::Block& b, const std::string& pack, const Vars& n) {
     tile.assign(at(x, kir::add(kir::mul(t, num(8)), num(1))),
                 at(n.o_acc, t, kir::add(kir::mul(num(2), r), num(1))));
   }
-  b.eval(kir::fence());
-  b.eval(kir::sync_block());
-  kir::Block& counter = b.branch(op(n.tid, "==", num(0)));
-  counter.eval(kir::fence());
-  const ExprP arrived = kir::atomic_add(kir::prefix("&", at(n.arrivals, n.item)), text("1u"));
-  counter.assign(
-      n.last, op(arrived, "==", kir::call("static_cast<unsigned>", {op(n.splits, "-", num(1))})));
-  b.eval(kir::sync_block());
-  kir::Block& last = b.branch(n.last);
-  last.eval(kir::fence());
+  const ExprP count = at(n.arrivals, n.item);
+  kir::Block& last = last_block_to_arrive(b, count, n.last, p.kv_splits);
   const ExprP pairs = paren(op(n.dv, "/", num(2)));
   const auto [each, e] = last.loop("int", "e", n.tid, kir::mul(n.seq_q, pairs), num(n.threads));
   const std::vector<ExprP> x = each.declare(
@@ -483,7 +475,7 @@ void build_split_finish(kir::Block& b, const std::string& pack, const Vars& n) {
   each.eval(kir::call("fj_att_store2",
                       {sum({n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv), c}),
                        kir::call(pack, {kir::mul(o0, inv), kir::mul(o1, inv)})}));
-  last.branch_line(op(n.tid, "==", num(0))).assign(at(n.arrivals, n.item), text("0u"));
+  reset_split_count(last, count);
 }
 
 // The work item's rows, heads and pointers; Q's fragments and the accumulators.
@@ -597,7 +589,7 @@ void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionParam
   build_stage(tile.branch(next), n, v, kir::add(n.key0, n.block_n));
   commit(tile);
   if (p.kv_splits > 1) {
-    build_split_finish(b, pack, n);
+    build_split_finish(b, p, pack, n);
   } else {
     build_store(b, pack, n);
   }

@@ -34,7 +34,6 @@ ExprP sub(ExprP a, ExprP b) { return kir::subscript(std::move(a), std::move(b));
 ExprP sub(ExprP a, ExprP b, ExprP c) { return sub(sub(std::move(a), std::move(b)), std::move(c)); }
 ExprP both(ExprP a, ExprP b) { return kir::infix(std::move(a), "&&", std::move(b)); }
 ExprP less(ExprP a, int64_t b) { return kir::infix(std::move(a), "<", lit(b)); }
-ExprP equal(ExprP a, int64_t b) { return kir::infix(std::move(a), "==", lit(b)); }
 
 // An element of `dtype` as f32, and an f32 value rounded into `dtype`.
 ExprP widen(DType dtype, ExprP x) {
@@ -106,22 +105,6 @@ kir::Block& work_items(kir::Function& f, const GemvParams& p, Vars& v) {
   v.row0 = work.let("long long", "row0",
                     add(mul(v.tile, lit(p.warps * p.rows)), mul(v.warp, lit(p.rows))));
   return work;
-}
-
-// After a piece's partials are written: counted after a fence (as the row kernel's split is),
-// the block that brings its tile's last piece gets the block returned, which ends by setting
-// the count back to 0 for the next launch.
-kir::Block& last_to_arrive(kir::Block& b, const GemvParams& p, const Vars& v) {
-  b.eval(kir::fence());
-  b.eval(kir::sync_block());
-  kir::Block& counter = b.branch(equal(kir::thread_index(), 0));
-  counter.eval(kir::fence());
-  const ExprP arrived = kir::atomic_add(kir::prefix("&", sub(v.arrivals, v.tile)), lit("1u"));
-  counter.assign(v.last, kir::infix(arrived, "==", lit(fmt::format("{}u", p.split - 1))));
-  b.eval(kir::sync_block());
-  kir::Block& last = b.branch(v.last);
-  last.eval(kir::fence());
-  return last;
 }
 
 // The weights of one stage: wv[r][u] = the u-th vector of the lane in weight row row0 + r; zero
@@ -246,13 +229,17 @@ ExprP partial_slot(const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP 
 }
 
 // Split pieces: each writes its partials; the tile's last block to arrive (counted after a
-// fence, as the row kernel's split does) adds the tile's pieces in order and stores.
-void finish_split(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v) {
-  per_output(b, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP) {
-    mine.assign(partial_slot(s, p, v, v.piece, m, r), sub(v.acc, m, r));
+// fence, last_block_to_arrive) adds the tile's pieces in order and stores. `each`(block, f)
+// calls f(block', m, r, n, sum) for each output the thread owns: A's row m, the warp's weight
+// row r (n = row0 + r) and the thread's sum for it; the two variants own them differently.
+template <class Each>
+void finish_split(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, Each each) {
+  each(b, [&](kir::Block& mine, ExprP m, ExprP r, ExprP, ExprP sum) {
+    mine.assign(partial_slot(s, p, v, v.piece, m, r), sum);
   });
-  kir::Block& last = last_to_arrive(b, p, v);
-  per_output(last, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n) {
+  const ExprP count = sub(v.arrivals, v.tile);
+  kir::Block& last = last_block_to_arrive(b, count, v.last, p.split);
+  each(last, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n, ExprP) {
     const ExprP sum = mine.let_mut("float", "sum", lit("0.0f"));
     const auto [fold, q] = mine.loop("int", "q", lit(0), lit(p.split));
     fold.assign(sum,
@@ -260,7 +247,7 @@ void finish_split(kir::Block& b, const GemvSpec& s, const GemvParams& p, const V
                 "+=");
     store(mine, s, v, sum, m, n);
   });
-  last.branch_line(equal(kir::thread_index(), 0)).assign(sub(v.arrivals, v.tile), lit("0u"));
+  reset_split_count(last, count);
 }
 
 // ---- the tensor-core variant (GemvParams::mma: 2..16 rows of bf16/f16 A) ----------------------
@@ -391,24 +378,11 @@ kir::Function build_gemv_mma_kernel(const GemvSpec& s, const GemvParams& p) {
     });
     return f;
   }
-  // The partial of (piece q, weight row n, A's row m).
-  const auto slot = [&](ExprP q, ExprP m, ExprP n) {
-    const ExprP local = kir::group(kir::infix(n, "-", mul(v.tile, lit(p.warps * p.rows))));
-    ExprP at =
-        add(mul(kir::group(add(mul(q, lit(p.tiles)), v.tile)), lit(p.warps * p.rows)), local);
-    return sub(v.partials, add(mul(kir::group(at), lit(s.m)), m));
-  };
-  each_mma_output(work, s, p, v, g, t, acc, [&](kir::Block& in, ExprP m, ExprP n, ExprP value) {
-    in.assign(slot(v.piece, m, n), value);
+  finish_split(work, s, p, v, [&](kir::Block& b, auto&& body) {
+    each_mma_output(b, s, p, v, g, t, acc, [&](kir::Block& in, ExprP m, ExprP n, ExprP value) {
+      body(in, m, kir::group(kir::infix(n, "-", v.row0)), n, value);
+    });
   });
-  kir::Block& last = last_to_arrive(work, p, v);
-  each_mma_output(last, s, p, v, g, t, acc, [&](kir::Block& in, ExprP m, ExprP n, ExprP) {
-    const ExprP total = in.let_mut("float", "sum", lit("0.0f"));
-    const auto [fold, q] = in.loop("int", "q", lit(0), lit(p.split));
-    fold.assign(total, kir::call("fj_gemv_partial", {kir::prefix("&", slot(q, m, n))}), "+=");
-    store(in, s, v, total, m, n);
-  });
-  last.branch_line(equal(kir::thread_index(), 0)).assign(sub(v.arrivals, v.tile), lit("0u"));
   return f;
 }
 
@@ -438,6 +412,17 @@ kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
   return before;
 }
 
+// The tiles of `warps * rows` weight rows, and K cut into pieces of whole stages (`chunk`) where
+// the tiles alone are fewer than kSplitTarget work items; no piece empty.
+void split_k(const GemvSpec& s, GemvParams& p) {
+  p.tiles = ceil_div(s.n, p.warps * p.rows);
+  const int64_t stages = ceil_div(s.k, p.chunk);
+  const int64_t want = p.tiles >= kSplitTarget ? 1 : ceil_div(kSplitTarget, p.tiles);
+  p.piece = ceil_div(stages, std::min(want, stages)) * p.chunk;
+  p.split = ceil_div(s.k, p.piece);
+  p.work = p.tiles * p.split;
+}
+
 }  // namespace
 
 std::string refuse_gemv(const GemvSpec& s) {
@@ -462,12 +447,7 @@ GemvParams gemv_params(const GemvSpec& s, const Target&) {
     p.unroll = 4;
     p.chunk = 4 * p.unroll * p.vector_width;  // 32 of K a step
     p.m_tiles = ceil_div(s.m, 8);
-    p.tiles = ceil_div(s.n, p.warps * p.rows);
-    const int64_t stages = ceil_div(s.k, p.chunk);
-    const int64_t want = p.tiles >= kSplitTarget ? 1 : ceil_div(kSplitTarget, p.tiles);
-    p.piece = ceil_div(stages, std::min(want, stages)) * p.chunk;
-    p.split = ceil_div(s.k, p.piece);
-    p.work = p.tiles * p.split;
+    split_k(s, p);
     p.shared_bytes = 0;
     return p;
   }
@@ -479,12 +459,7 @@ GemvParams gemv_params(const GemvSpec& s, const Target&) {
   p.unroll = pow2_floor(std::clamp<int64_t>(kStageFloats / (s.m * 32 * p.vector_width), 1,
                                             kVectorsInFlight / p.rows));
   p.chunk = 32 * p.unroll * p.vector_width;
-  p.tiles = ceil_div(s.n, p.warps * p.rows);
-  const int64_t stages = ceil_div(s.k, p.chunk);
-  const int64_t want = p.tiles >= kSplitTarget ? 1 : ceil_div(kSplitTarget, p.tiles);
-  p.piece = ceil_div(stages, std::min(want, stages)) * p.chunk;
-  p.split = ceil_div(s.k, p.piece);  // no empty piece
-  p.work = p.tiles * p.split;
+  split_k(s, p);
   p.shared_bytes = 4 * s.m * p.chunk;
   return p;
 }
@@ -502,7 +477,11 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
   kir::Block& work = work_items(f, p, v);
   accumulate(work, s, p, v);
   if (p.split > 1) {
-    finish_split(work, s, p, v);
+    finish_split(work, s, p, v, [&](kir::Block& b, auto&& body) {
+      per_output(b, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n) {
+        body(mine, m, r, n, sub(v.acc, m, r));
+      });
+    });
   } else {
     per_output(work, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n) {
       store(mine, s, v, sub(v.acc, m, r), m, n);
