@@ -36,8 +36,12 @@
 //                                         the embedding and norms stay bf16. A checkpoint whose
 //                                         projections are I8 with a "<name>.scales" tensor
 //                                         (bf16 or f32, one per output row) loads as int8 too
+//   generate --no-replay                  records and evaluates every decode step instead of
+//                                         replaying one recorded step (below)
 //
-// Each step is one eval: the next tokens, and with them every cache write the step recorded.
+// The decode step is recorded once and replayed (fusejit::Replay): on a GPU each token costs one
+// CUDA graph launch. The step reads its token, position and random key from device buffers that
+// it writes itself for the next run, with its KV cache writes (update_slice).
 // The decode trace is the same at every step (the position is an input's value), so it is
 // planned and compiled once. Random weights (--random-weights, the default) are drawn by
 // fusejit's Philox generator inside the kernel that stores them, nothing downloaded; loaded ones
@@ -100,6 +104,7 @@ struct Run {
   uint64_t seed = 2026;
   bool check = false;
   bool int8 = false;                  // --int8: quantize the projections
+  bool replay = true;                 // --no-replay: record and evaluate every decode step
   std::string weights, save_weights;  // --weights, --save-weights (empty: none)
   int64_t capacity() const { return prompt + new_tokens; }
 };
@@ -474,13 +479,19 @@ fj::Tensor forward(fj::Context& ctx, Model& m, const fj::Tensor& tokens, const f
   return fj::reshape(logits, {b, rows, m.c.vocab});
 }
 
-// The next token of each sequence [b, 1] (i32) from logits [b, 1, vocab].
-fj::Tensor choose(const fj::Tensor& logits, const Run& r, uint64_t step) {
+// The next token of each sequence [b, 1] (i32) from logits [b, 1, vocab]; a draw's random
+// numbers come from `key`, {seed, offset} as data (i64 [2]).
+fj::Tensor choose(const fj::Tensor& logits, const Run& r, const fj::Tensor& key) {
   if (r.temperature == 0) return fj::cast(fj::argmax(logits), fj::DType::i32);
   fj::Tensor scaled = logits * (1.0 / r.temperature);
   if (r.top_k > 0) scaled = fj::top_k_filter(scaled, r.top_k);
   if (r.top_p < 1.0) scaled = fj::top_p_filter(scaled, r.top_p);
-  return fj::cast(fj::sample(scaled, 1.0, r.seed, step), fj::DType::i32);
+  return fj::cast(fj::sample(scaled, 1.0, key), fj::DType::i32);
+}
+
+// Step `step`'s random key {seed, step}.
+fj::Tensor random_key(fj::Context& ctx, const Run& r, uint64_t step) {
+  return ctx.from_vector(std::vector<double>{double(r.seed), double(step)}, {2}, fj::DType::i64);
 }
 
 fj::Tensor position(fj::Context& ctx, int64_t p) {
@@ -496,41 +507,30 @@ struct Generated {
   // The prefill; the first decode step, which plans and compiles the decode-shaped kernels; the
   // decode steps after it (the steady state that tokens/s describes).
   double first_token_s = 0, first_step_s = 0, decode_s = 0;
-  // Host time of the timed steps: recording each step's ops, and its eval (which returns once the
-  // step is queued on a GPU, but waits while the launch queue is full).
-  double record_s = 0, eval_s = 0;
+  // Host time of the timed steps: recording each step's ops (none when replayed), and running it
+  // (an eval, or Replay::run: each returns once the step is queued, but waits while the launch
+  // queue is full).
+  double record_s = 0, run_s = 0;
   std::vector<std::vector<double>> logits;  // with --check: each step's [batch, vocab]
   fj::Context::Stats after_first_step;      // the Context's counters once the first step ran
 };
 
-// Prefill, then new_tokens - 1 decode steps; each step one eval of the next tokens.
-Generated generate(fj::Context& ctx, Model& m, const Run& r) {
-  Generated g;
-  for (int64_t i = 0; i < r.batch * r.prompt; ++i) {
-    g.prompt.push_back(double((i * 7919 + 13) % m.c.vocab));
-  }
-  empty_caches(ctx, m, r.batch, r.capacity());
-  ctx.synchronize();
-  std::vector<fj::Tensor> steps, logits;  // logits kept (and so computed) only for --check
+// The decode steps recorded and evaluated one by one (--no-replay): each step records the whole
+// model again, and its eval finds the plan in the trace memo.
+void decode_recorded(fj::Context& ctx, Model& m, const Run& r, Generated& g,
+                     std::vector<fj::Tensor>& steps, std::vector<fj::Tensor>& logits) {
   auto t0 = std::chrono::steady_clock::now();
-  const fj::Tensor prompt = ctx.from_vector(g.prompt, {r.batch, r.prompt}, fj::DType::i32);
-  const fj::Tensor first = forward(ctx, m, prompt, position(ctx, 0), 1, r.capacity());
-  if (r.check) logits.push_back(first);
-  steps.push_back(choose(first, r, 0).eval());
-  ctx.synchronize();
-  g.first_token_s = seconds_since(t0);
-  t0 = std::chrono::steady_clock::now();
   for (int64_t s = 1; s < r.new_tokens; ++s) {
     const auto recording = std::chrono::steady_clock::now();
     const fj::Tensor next =
         forward(ctx, m, steps.back(), position(ctx, r.prompt + s - 1), 1, r.capacity());
     if (r.check) logits.push_back(next);
-    fj::Tensor chosen = choose(next, r, static_cast<uint64_t>(s));
+    fj::Tensor chosen = choose(next, r, random_key(ctx, r, static_cast<uint64_t>(s)));
     const auto evaluating = std::chrono::steady_clock::now();
     steps.push_back(chosen.eval());
     if (s > 1) {
       g.record_s += std::chrono::duration<double>(evaluating - recording).count();
-      g.eval_s += seconds_since(evaluating);
+      g.run_s += seconds_since(evaluating);
     }
     if (s == 1) {
       ctx.synchronize();
@@ -541,8 +541,84 @@ Generated generate(fj::Context& ctx, Model& m, const Run& r) {
   }
   ctx.synchronize();
   g.decode_s = seconds_since(t0);
-  std::vector<std::vector<double>> each;
-  for (const fj::Tensor& t : steps) each.push_back(t.to_host());
+}
+
+// The decode step recorded once and replayed (fusejit::Replay): on a GPU one CUDA graph launch
+// per token. The step reads its input token, its position and its random key from buffers it
+// writes itself for the next run: the token chosen over the one read, the position plus one, the
+// key's offset plus one. It also writes the token it read into `history` [batch, new_tokens], at
+// its column (position - prompt). Returns the tokens: history's columns, then the last one.
+std::vector<fj::Tensor> decode_replayed(fj::Context& ctx, Model& m, const Run& r, Generated& g,
+                                        const fj::Tensor& first) {
+  auto t0 = std::chrono::steady_clock::now();
+  const fj::DType i32 = fj::DType::i32;
+  fj::Tensor token = first;  // [batch, 1], written in place from now on
+  fj::Tensor pos = ctx.from_vector(std::vector<double>{double(r.prompt)}, {1}, i32).eval();
+  fj::Tensor key = random_key(ctx, r, 1).eval();
+  fj::Tensor history = ctx.zeros({r.batch, r.new_tokens}, i32).eval();
+  const fj::Tensor next = forward(ctx, m, token, pos, 1, r.capacity());
+  const fj::Tensor chosen = choose(next, r, key);
+  fj::update_slice(history, 1, pos + ctx.scalar(double(-r.prompt), i32), token);
+  fj::update_slice(token, 0, ctx.scalar(0, i32), chosen);
+  fj::update_slice(pos, 0, ctx.scalar(0, i32), pos + ctx.scalar(1, i32));
+  fj::update_slice(key, 0, ctx.scalar(1, i32),
+                   fj::slice(key, 0, 1, 2) + ctx.scalar(1, fj::DType::i64));
+  fj::Replay step(r.check ? std::vector<fj::Tensor>{token, next} : std::vector<fj::Tensor>{token});
+  for (int64_t s = 1; s < r.new_tokens; ++s) {
+    const auto running = std::chrono::steady_clock::now();
+    step.run();
+    if (s > 1) g.run_s += seconds_since(running);
+    if (r.check) g.logits.push_back(step.outputs()[1].to_host());  // waits for the step
+    if (s == 1) {
+      ctx.synchronize();
+      g.first_step_s = seconds_since(t0);
+      g.after_first_step = ctx.stats();
+      t0 = std::chrono::steady_clock::now();
+    }
+  }
+  ctx.synchronize();
+  g.decode_s = seconds_since(t0);
+  if (!step.graph()) std::printf("decode step: no CUDA graph: %s\n", step.why_not_graph().c_str());
+  return {history, token};
+}
+
+// Prefill, then new_tokens - 1 decode steps.
+Generated generate(fj::Context& ctx, Model& m, const Run& r) {
+  Generated g;
+  for (int64_t i = 0; i < r.batch * r.prompt; ++i) {
+    g.prompt.push_back(double((i * 7919 + 13) % m.c.vocab));
+  }
+  empty_caches(ctx, m, r.batch, r.capacity());
+  ctx.synchronize();
+  std::vector<fj::Tensor> steps, logits;  // logits kept (and so computed) only for --check
+  const auto t0 = std::chrono::steady_clock::now();
+  const fj::Tensor prompt = ctx.from_vector(g.prompt, {r.batch, r.prompt}, fj::DType::i32);
+  fj::Tensor first = forward(ctx, m, prompt, position(ctx, 0), 1, r.capacity());
+  steps.push_back(choose(first, r, random_key(ctx, r, 0)));
+  if (r.check) {
+    fj::eval({first, steps[0]});
+    g.logits.push_back(first.to_host());
+  } else {
+    steps[0].eval();
+  }
+  ctx.synchronize();
+  g.first_token_s = seconds_since(t0);
+  std::vector<std::vector<double>> each;  // per step, [batch]
+  if (r.replay && r.new_tokens > 1) {
+    const std::vector<fj::Tensor> made = decode_replayed(ctx, m, r, g, steps[0]);
+    const std::vector<double> history = made[0].to_host(), last = made[1].to_host();
+    for (int64_t s = 0; s < r.new_tokens; ++s) {
+      std::vector<double> at(static_cast<size_t>(r.batch));
+      for (int64_t b = 0; b < r.batch; ++b) {
+        at[size_t(b)] =
+            s + 1 < r.new_tokens ? history[size_t(b * r.new_tokens + s)] : last[size_t(b)];
+      }
+      each.push_back(std::move(at));
+    }
+  } else {
+    decode_recorded(ctx, m, r, g, steps, logits);
+    for (const fj::Tensor& t : steps) each.push_back(t.to_host());
+  }
   for (int64_t b = 0; b < r.batch; ++b) {
     for (const std::vector<double>& t : each) g.tokens.push_back(t[static_cast<size_t>(b)]);
   }
@@ -694,18 +770,20 @@ void report(fj::Context& ctx, Model& m, const Run& r, const Generated& g) {
         "sequence), weights read at %.0f GB/s\n",
         step_s * 1e3, (long long)steps, double(r.batch) / step_s, 1.0 / step_s,
         gigabytes(read) / step_s);
-    std::printf("host per decode step: %.1f us recording its ops, %.1f us in eval (%s)\n",
-                g.record_s / steps * 1e6, g.eval_s / steps * 1e6,
-                ctx.has_gpu()
-                    ? "which returns once the step is queued, or waits while the GPU is behind"
-                    : "which runs the CPU reference");
+    std::printf(
+        "host per decode step: %.1f us recording its ops, %.1f us %s (%s)\n",
+        g.record_s / steps * 1e6, g.run_s / steps * 1e6, r.replay ? "in Replay::run" : "in eval",
+        ctx.has_gpu() ? "which returns once the step is queued, or waits while the GPU is behind"
+                      : "which runs the CPU reference");
   } else {
     std::printf("decode: give --new-tokens 3 or more for a steady-state tokens/s\n");
   }
   const fj::Context::Stats s = ctx.stats();
-  std::printf("fusejit: %lld evals, %lld plans, %lld kernels compiled, %lld graph launches\n",
-              (long long)s.traces_evaluated, (long long)s.plans_built,
-              (long long)s.kernels_compiled, (long long)s.graph_launches);
+  std::printf(
+      "fusejit: %lld evals, %lld plans, %lld kernels compiled, %lld graph launches; %lld "
+      "replayed steps, %lld of them one CUDA graph launch\n",
+      (long long)s.traces_evaluated, (long long)s.plans_built, (long long)s.kernels_compiled,
+      (long long)s.graph_launches, (long long)s.replay_runs, (long long)s.replay_graph_launches);
   if (steps > 0) {  // what the steady state cost beyond running: nothing, when all is cached
     const fj::Context::Stats& f = g.after_first_step;
     std::printf(
@@ -778,6 +856,8 @@ void parse(int argc, char** argv, Config& c, Run& r) {
       r.check = true;
     } else if (a == "--int8") {
       r.int8 = true;
+    } else if (a == "--no-replay") {
+      r.replay = false;
     } else if (a == "--random-weights") {
       // the default: weights come from a file only with --weights
     } else if (i + 1 < argc && apply(c, r, a, argv[i + 1])) {

@@ -157,6 +157,12 @@ class Context {
   Tensor rand(Shape shape, uint64_t seed, uint64_t offset = 0, DType dtype = DType::f32);
   // randn: standard normal by Box-Muller (GPU and CPU agree to a few f32 ulps).
   Tensor randn(Shape shape, uint64_t seed, uint64_t offset = 0, DType dtype = DType::f32);
+  // The same draws with {seed, offset} as data: `key` is an i64 tensor of shape [2] holding
+  // them (each the two's-complement image of the u64), read when the draw runs. A trace that
+  // advances its key (update_slice) draws anew at every run of a Replay (fusejit/replay.h).
+  // Throws fusejit::UsageError for a key of another dtype, shape or Context.
+  Tensor rand(Shape shape, const Tensor& key, DType dtype = DType::f32);
+  Tensor randn(Shape shape, const Tensor& key, DType dtype = DType::f32);
 
   // A stand-in for data: it records like any tensor but holds no values, so a trace can be
   // built and written (trace_text) without allocating inputs. Evaluating a result that depends
@@ -196,6 +202,9 @@ class Context {
     // Wrapped inputs copied into fusejit's memory at an eval because they were not 256-byte
     // aligned (Context::wrap); one per input per eval. 0 on the CPU path.
     int64_t inputs_realigned = 0;
+    // Replay::run calls, and those of them that were one CUDA graph launch (fusejit/replay.h).
+    int64_t replay_runs = 0;
+    int64_t replay_graph_launches = 0;
   };
   Stats stats() const;
 

@@ -7,5 +7,6 @@
 #include "fusejit/log.h"
 #include "fusejit/options.h"
 #include "fusejit/profile.h"
+#include "fusejit/replay.h"
 #include "fusejit/tensor.h"
 #include "fusejit/version.h"

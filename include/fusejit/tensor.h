@@ -248,6 +248,8 @@ Tensor argmax(const Tensor& x, int64_t axis = -1, bool keepdim = false);
 // finite.
 Tensor sample(const Tensor& logits, double temperature, uint64_t seed, uint64_t offset = 0,
               int64_t axis = -1);
+// The same with {seed, offset} as data, an i64 tensor of shape [2] (Context::rand(shape, key)).
+Tensor sample(const Tensor& logits, double temperature, const Tensor& key, int64_t axis = -1);
 // Logit filters for sampling, along the last axis, each a few row kernels (a threshold search
 // of 4 rounds of 256 candidates, then the filter): the logits kept as they are, the others
 // -inf, so that sample() draws among the kept ones. top_k_filter keeps every logit at or above

@@ -432,12 +432,8 @@ void ContextImpl::share_written(const ir::Graph& g,
   }
 }
 
-void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into) {
-  // Storages that only dropped temporaries read are let go, and wrapped memory let go since
-  // the last eval is handed back here too (its work permitting), even when there is nothing
-  // to compute (eval_all of nothing).
-  trim_carried();
-  if (runtime) runtime->device().run_releases();
+std::vector<std::shared_ptr<TensorImpl>> ContextImpl::outputs_of(
+    const std::vector<std::shared_ptr<TensorImpl>>& wanted) {
   // Outputs: the tensors asked for, and no other (see context_impl.h).
   std::vector<std::shared_ptr<TensorImpl>> outs;
   for (const auto& t : wanted) {
@@ -450,7 +446,7 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, c
     if (t->storage || t->carried || trace.node(t->node).op != ir::Op::update_slice) continue;
     if (std::find(outs.begin(), outs.end(), t) == outs.end()) outs.push_back(t);
   }
-  if (outs.empty()) return;
+  if (outs.empty()) return outs;
   for (const auto& t : outs) shape_of(*t);  // before the trace they are read from restarts
 
   const std::vector<ir::NodeId>& input_ids = trace.inputs();
@@ -462,6 +458,31 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, c
                               input_ids[k], ir::type_str(trace.node(input_ids[k]))));
     }
   }
+  return outs;
+}
+
+void ContextImpl::materialize(const std::vector<std::shared_ptr<TensorImpl>>& outs,
+                              std::vector<std::shared_ptr<Storage>>& results) {
+  for (size_t i = 0; i < outs.size(); ++i) {
+    outs[i]->storage = std::move(results[i]);
+    outs[i]->node = -1;
+  }
+  carry_uncomputed();
+  trace.clear();  // keeps its capacity for the next trace (when nothing was carried)
+  bound.clear();
+  marks.clear();
+  pending.clear();
+  ++epoch;
+}
+
+void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into) {
+  // Storages that only dropped temporaries read are let go, and wrapped memory let go since
+  // the last eval is handed back here too (its work permitting), even when there is nothing
+  // to compute (eval_all of nothing).
+  trim_carried();
+  if (runtime) runtime->device().run_releases();
+  const std::vector<std::shared_ptr<TensorImpl>> outs = outputs_of(wanted);
+  if (outs.empty()) return;
 
   // The trace is evaluated in place: it restarts after eval anyway, and copying it would cost
   // more than the rest of a cached eval. Should the run throw, it is put back as it was.
@@ -482,16 +503,70 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, c
   ++stats.traces_evaluated;
   stats.outputs_computed += static_cast<int64_t>(outs.size());
   share_written(g, results);
-  for (size_t i = 0; i < outs.size(); ++i) {
-    outs[i]->storage = std::move(results[i]);
-    outs[i]->node = -1;
+  materialize(outs, results);
+}
+
+std::unique_ptr<ReplayState> ContextImpl::replay(
+    const std::vector<std::shared_ptr<TensorImpl>>& wanted) {
+  trim_carried();
+  if (runtime) runtime->device().run_releases();
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    if (wanted[i]->storage) {
+      throw UsageError(fmt::format(
+          "Replay: output {} ({}{}) is already evaluated; a replay computes pending tensors, so "
+          "record the computation again and pass its result",
+          i, dtype_name(wanted[i]->dtype), ir::shape_str(shape_of(*wanted[i]))));
+    }
   }
-  carry_uncomputed();
-  trace.clear();  // keeps its capacity for the next trace (when nothing was carried)
-  bound.clear();
-  marks.clear();
-  pending.clear();
-  ++epoch;
+  const std::vector<std::shared_ptr<TensorImpl>> outs = outputs_of(wanted);
+  if (outs.empty()) throw UsageError("Replay: no outputs; pass the pending tensors it computes");
+  auto state = std::make_unique<ReplayState>();
+  state->ctx = this;
+  ir::Graph& g = trace;
+  std::vector<ir::NodeId> ids;
+  for (const auto& t : outs) ids.push_back(t->node);
+  g.set_outputs(std::move(ids));
+  std::vector<std::shared_ptr<Storage>>& results = state->results;
+  try {
+    if (!options.record_dir.empty() && recorded.insert(ir::structural_hash(g)).second) record(g);
+    state->bound = bound;
+    if (runtime) {
+      std::vector<std::shared_ptr<jit::DeviceBuffer>> inputs;
+      for (const auto& s : bound) {
+        if (!s->device) s->device = runtime->upload(s->host);
+        inputs.push_back(s->device);
+      }
+      jit::DynamicSource source;
+      if (!options.disable.dynamic) source = {&dynamic, &marks};
+      state->gpu = runtime->replay(g, inputs, source);
+    } else {
+      dump_without_gpu(options, *log, g);
+      state->graph = g;
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (const std::optional<size_t> k = g.written_input(i)) {
+        results.push_back(bound.at(*k));
+        continue;
+      }
+      auto r = std::make_shared<Storage>();
+      if (state->gpu) {
+        r->host.dtype = outs[i]->dtype;
+        r->host.shape = outs[i]->shape;
+        r->device = state->gpu->output(i);
+      } else {
+        r->host = ir::HostTensor(outs[i]->dtype, outs[i]->shape);
+        r->host_valid = true;  // zeros until the first run
+      }
+      results.push_back(std::move(r));
+    }
+  } catch (...) {
+    g.set_outputs({});
+    throw;
+  }
+  std::vector<std::shared_ptr<Storage>> taken = results;
+  materialize(outs, taken);
+  for (const auto& t : wanted) state->outputs.emplace_back(t);
+  return state;
 }
 
 }  // namespace detail
@@ -693,7 +768,37 @@ Tensor draw(detail::ContextImpl& ctx, ir::Op op, Shape shape, uint64_t seed, uin
       {.op = op, .inputs = {ctx.node_of(key.impl())}, .dtype = dtype, .shape = std::move(shape)}));
 }
 
+Tensor draw(detail::ContextImpl& ctx, ir::Op op, Shape shape, const Tensor& key, DType dtype) {
+  const char* name = op == ir::Op::rand ? "rand" : "randn";
+  if (!key.defined()) {
+    throw UsageError(
+        fmt::format("{}: the key is an empty Tensor handle; pass an i64 tensor of "
+                    "shape [2] holding {{seed, offset}}",
+                    name));
+  }
+  if (key.impl()->ctx != &ctx) {
+    throw UsageError(fmt::format("{}: the key belongs to another Context", name));
+  }
+  ir::Graph scratch;
+  ir::add_random(scratch, op, dtype, shape, ir::add_input(scratch, DType::i64, {2}));
+  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
+  if (key.dtype() != DType::i64 || key.shape() != Shape{2}) {
+    throw UsageError(fmt::format("{}: the key is {}{}; it must be i64[2], holding {{seed, offset}}",
+                                 name, dtype_name(key.dtype()), ir::shape_str(key.shape())));
+  }
+  return Tensor(ctx.record(
+      {.op = op, .inputs = {ctx.node_of(key.impl())}, .dtype = dtype, .shape = std::move(shape)}));
+}
+
 }  // namespace
+
+Tensor Context::rand(Shape shape, const Tensor& key, DType dtype) {
+  return draw(*impl_, ir::Op::rand, std::move(shape), key, dtype);
+}
+
+Tensor Context::randn(Shape shape, const Tensor& key, DType dtype) {
+  return draw(*impl_, ir::Op::randn, std::move(shape), key, dtype);
+}
 
 Tensor Context::rand(Shape shape, uint64_t seed, uint64_t offset, DType dtype) {
   return draw(*impl_, ir::Op::rand, std::move(shape), seed, offset, dtype);

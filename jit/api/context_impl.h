@@ -67,6 +67,21 @@ struct Storage {
 struct ContextImpl;
 struct TensorImpl;
 
+// A fusejit::Replay: the trace taken out of its Context, and what each run reads and writes.
+struct ReplayState {
+  ContextImpl* ctx = nullptr;
+  std::vector<Tensor> outputs;  // as asked for
+  // Per output of `graph` (the ones asked for, then the writes): its storage, which every run
+  // writes (an update's is its destination's).
+  std::vector<std::shared_ptr<Storage>> results;
+  std::vector<std::shared_ptr<Storage>> bound;  // graph's input k reads bound[k]
+  ir::Graph graph;                              // the CPU path's
+  std::unique_ptr<jit::ReplayRun> gpu;          // the GPU's
+  int64_t runs = 0;
+  // Runs once more: on the GPU queued, on the CPU path now.
+  void run();
+};
+
 // The trace of an eval, kept for the pending tensors it did not compute (CarriedTrace::tensors,
 // held by the program but not asked for). Read and changed only under the Context's lock.
 struct CarriedTrace {
@@ -156,6 +171,18 @@ struct ContextImpl {
   };
   using Into = std::unordered_map<const TensorImpl*, IntoBuffer>;
   void eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into = {});
+  // What eval(wanted) computes: the pending tensors among `wanted`, then every update_slice of
+  // the trace; each one's node in the current trace (copied in if carried) and its shape known.
+  // Throws when the trace reads a placeholder.
+  std::vector<std::shared_ptr<TensorImpl>> outputs_of(
+      const std::vector<std::shared_ptr<TensorImpl>>& wanted);
+  // outs[i] takes results[i] as its storage; the trace is over (the tensors it did not compute
+  // are carried) and a new one begins.
+  void materialize(const std::vector<std::shared_ptr<TensorImpl>>& outs,
+                   std::vector<std::shared_ptr<Storage>>& results);
+  // Takes the trace computing `wanted` out of the Context, as eval would, and builds it to be
+  // run again and again (fusejit::Replay).
+  std::unique_ptr<ReplayState> replay(const std::vector<std::shared_ptr<TensorImpl>>& wanted);
   // Every pending tensor still held by the program: of the current trace and carried ones.
   std::vector<std::shared_ptr<TensorImpl>> held_pending();
   // `t`, materialized, becomes the pending tensor of node `id` of the current trace, of the same

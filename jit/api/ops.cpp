@@ -220,8 +220,10 @@ Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
 // from softmax(logits / t) along the axis. u comes from Context::rand(seed, offset), so the
 // draw is a pure function of (seed, offset, position), the same on the GPU and the CPU
 // reference, and a new seed or offset per step compiles nothing.
-Tensor sample(const Tensor& logits, double temperature, uint64_t seed, uint64_t offset,
-              int64_t axis) {
+namespace {
+
+// sample's checks of its operands (either form).
+void check_sample(const Tensor& logits, double temperature) {
   if (!is_floating(logits.dtype())) {
     throw UsageError(
         fmt::format("sample: the logits are {}{}; sampling needs floating-point "
@@ -234,10 +236,27 @@ Tensor sample(const Tensor& logits, double temperature, uint64_t seed, uint64_t 
                     "largest logit)",
                     temperature));
   }
-  if (temperature == 0.0) return argmax(logits, axis);
-  const Tensor u = logits.context().rand(logits.shape(), seed, offset);
+}
+
+// argmax(logits / temperature - log(-log(u))): a draw from softmax(logits / temperature).
+Tensor gumbel_max(const Tensor& logits, double temperature, const Tensor& u, int64_t axis) {
   const Tensor gumbel = -log(-log(u));
   return argmax(upcast(logits) * (1.0 / temperature) + gumbel, axis);
+}
+
+}  // namespace
+
+Tensor sample(const Tensor& logits, double temperature, uint64_t seed, uint64_t offset,
+              int64_t axis) {
+  check_sample(logits, temperature);
+  if (temperature == 0.0) return argmax(logits, axis);
+  return gumbel_max(logits, temperature, logits.context().rand(logits.shape(), seed, offset), axis);
+}
+
+Tensor sample(const Tensor& logits, double temperature, const Tensor& key, int64_t axis) {
+  check_sample(logits, temperature);
+  if (temperature == 0.0) return argmax(logits, axis);
+  return gumbel_max(logits, temperature, logits.context().rand(logits.shape(), key), axis);
 }
 
 namespace {

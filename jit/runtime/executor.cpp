@@ -348,30 +348,35 @@ void launch(const Driver& drv, const KernelLaunch& l, cudaStream_t stream, void*
   FUSEJIT_DRIVER(drv, launch_kernel_ex, &config, l.function, args, nullptr);
 }
 
+// Queues step `s` of `exe` on the device's stream, its buffers already in scratch.values.
+void run_step(const Executable& exe, size_t s, Device& device, Blas& blas, RunScratch& scratch) {
+  const Step& step = exe.steps[s];
+  const NvtxRange range(step.range);
+  if (step.kernel) {
+    scratch.pointers.clear();
+    const KernelLaunch l = prepare_launch(step, scratch, device.info().sm_count);
+    point_args(scratch);
+    launch(device.driver(), l, device.stream(), scratch.args.data());
+  } else if (step.attention) {
+    run_attention_call(*step.attention, device, [&](NodeId id) {
+      const auto& buf = scratch.values[static_cast<size_t>(id)];
+      if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
+      return buf->data();
+    });
+  } else {
+    run_gemm(step.gemm, scratch, blas);
+  }
+}
+
 // The steps one at a time, each intermediate released after its last reader.
 void run_steps(const Executable& exe, Device& device, Blas& blas, const RunOptions& options,
                RunScratch& scratch) {
   const ir::Graph& g = exe.plan.graph;
-  const Driver& drv = device.driver();
   for (size_t s = 0; s < exe.steps.size(); ++s) {
     const Step& step = exe.steps[s];
     allocate_outputs(step, g, scratch, device, options.poison_outputs);
-    const NvtxRange range(step.range);
     record_event(options, s, false, device.stream());
-    if (step.kernel) {
-      scratch.pointers.clear();
-      const KernelLaunch l = prepare_launch(step, scratch, device.info().sm_count);
-      point_args(scratch);
-      launch(drv, l, device.stream(), scratch.args.data());
-    } else if (step.attention) {
-      run_attention_call(*step.attention, device, [&](NodeId id) {
-        const auto& buf = scratch.values[static_cast<size_t>(id)];
-        if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
-        return buf->data();
-      });
-    } else {
-      run_gemm(step.gemm, scratch, blas);
-    }
+    run_step(exe, s, device, blas, scratch);
     record_event(options, s, true, device.stream());
     for (NodeId id : step.release) scratch.values[static_cast<size_t>(id)].reset();
   }
@@ -454,6 +459,47 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
     run_steps(exe, device, blas, options, scratch);
   }
   return collect_outputs(g, scratch.values, options, device);
+}
+
+std::vector<std::shared_ptr<DeviceBuffer>> fixed_buffers(
+    const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+    Device& device) {
+  const ir::Graph& g = exe.plan.graph;
+  const std::vector<NodeId>& input_ids = g.inputs();
+  if (input_ids.size() != inputs.size()) {
+    throw InternalError(
+        fmt::format("executable has {} inputs, {} bound", input_ids.size(), inputs.size()));
+  }
+  RunScratch scratch;
+  scratch.values.assign(g.size(), nullptr);
+  scratch.direct.assign(g.size(), nullptr);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    scratch.values[static_cast<size_t>(input_ids[k])] = inputs[k];
+  }
+  for (const Step& step : exe.steps) allocate_outputs(step, g, scratch, device, false);
+  for (NodeId id : g.outputs()) {
+    if (!scratch.values[static_cast<size_t>(id)]) {
+      throw InternalError(fmt::format("output %{} was not computed by any region", id));
+    }
+  }
+  return std::move(scratch.values);
+}
+
+void run_fixed(const Executable& exe, std::vector<std::shared_ptr<DeviceBuffer>>& values,
+               Device& device, Blas& blas, RunScratch& scratch) {
+  if (values.size() != exe.plan.graph.size()) {
+    throw InternalError(fmt::format("fixed run of {} buffers for a graph of {} nodes",
+                                    values.size(), exe.plan.graph.size()));
+  }
+  // The buffers are swapped in and back out: the scratch's own list keeps its capacity, and no
+  // buffer's count changes.
+  std::swap(scratch.values, values);
+  struct SwapBack {
+    RunScratch& scratch;
+    std::vector<std::shared_ptr<DeviceBuffer>>& values;
+    ~SwapBack() { std::swap(scratch.values, values); }
+  } const back{scratch, values};
+  for (size_t s = 0; s < exe.steps.size(); ++s) run_step(exe, s, device, blas, scratch);
 }
 
 int64_t step_bytes(const Executable& exe, const Step& step) {

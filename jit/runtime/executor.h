@@ -169,6 +169,19 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
     const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     Device& device, Blas& blas, const RunOptions& options = {});
 
+// A run on fixed buffers, repeated (jit/runtime/replay_run.h): every node's buffer, by node id:
+// the inputs as bound (in input order), and a buffer of the pool for each region output (an
+// update's, its destination's). Nothing is released after a step, so the same buffers serve
+// every run.
+std::vector<std::shared_ptr<DeviceBuffer>> fixed_buffers(
+    const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+    Device& device);
+// Queues every step of `exe` on the device's stream with `values` (fixed_buffers'), allocating
+// and releasing nothing, so that it may run while the stream is being captured into a CUDA
+// graph (a cuDNN attention step allocates its workspace: ReplayRun does not capture those).
+void run_fixed(const Executable& exe, std::vector<std::shared_ptr<DeviceBuffer>>& values,
+               Device& device, Blas& blas, RunScratch& scratch);
+
 // Bytes a step must move at least (each region input read once, each output written once), and
 // for gemm steps the flops (2*M*N*K per batch, over all calls); for `fusejit run` and the
 // benchmark.

@@ -285,6 +285,29 @@ std::vector<std::shared_ptr<DeviceBuffer>> Runtime::run(
   return outs;
 }
 
+std::unique_ptr<ReplayRun> Runtime::replay(const ir::Graph& g,
+                                           const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                                           const DynamicSource& source) {
+  const DeviceGuard guard(device_->info().ordinal);
+  device_->run_releases();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!is_aligned(inputs[k]->data())) {
+      throw UsageError(fmt::format(
+          "Replay: input %{} ({}) is caller memory at {}, which is not {}-byte aligned; a replay "
+          "reads its inputs in place at every run: wrap an aligned buffer, or copy it in with "
+          "from_host",
+          g.inputs()[k], ir::type_str(g.node(g.inputs()[k])), inputs[k]->data(), kBufferAlignment));
+    }
+  }
+  return std::make_unique<ReplayRun>(executable_for(g, source), inputs, *device_);
+}
+
+void Runtime::run_replay(ReplayRun& replay) {
+  const DeviceGuard guard(device_->info().ordinal);
+  ++stats_.replay_runs;
+  if (replay.run(*device_, *blas_)) ++stats_.replay_graph_launches;
+}
+
 void Runtime::write_back(const ir::Graph& g,
                          const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
                          const std::vector<std::shared_ptr<DeviceBuffer>>& copies,

@@ -20,14 +20,15 @@
 #include "cache/lru.h"
 #include "fusejit/context.h"
 #include "fusejit/options.h"
+#include "fusion/pipeline.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 #include "jit/libs/blas.h"
 #include "jit/runtime/device.h"
 #include "jit/runtime/dynamic.h"
-#include "fusion/pipeline.h"
 #include "jit/runtime/executor.h"
 #include "jit/runtime/kernel_cache.h"
+#include "jit/runtime/replay_run.h"
 #include "jit/runtime/trace_memo.h"
 
 namespace fusejit::jit {
@@ -73,6 +74,14 @@ class Runtime {
       const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
       const std::vector<std::shared_ptr<DeviceBuffer>>& into = {},
       const DynamicSource& source = {});
+
+  // A ReplayRun of `g` (its outputs set) on `inputs`, which must be kBufferAlignment-aligned
+  // (fusejit::Replay). Plans and builds as run would; runs nothing.
+  std::unique_ptr<ReplayRun> replay(const ir::Graph& g,
+                                    const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                                    const DynamicSource& source = {});
+  // Queues one run of it on the stream; counts it (and a graph launch) in the stats.
+  void run_replay(ReplayRun& replay);
 
   std::shared_ptr<DeviceBuffer> upload(const ir::HostTensor& host);
   // Copies a buffer into `host` (whose dtype and shape are set) and waits for it.

@@ -55,6 +55,17 @@ echo "$missing"
 grep -q "$tmp/w.safetensors has no tensor model.layers.2.input_layernorm.weight" <<<"$missing"
 run "$1" --weights "$tmp/w.safetensors" --layers 1 --new-tokens 1 |
   grep -q "weights: 9 tensors of the file unused (a deeper model than --layers?)"
+# The decode step replayed (the default: one recorded step, run again per token) and recorded
+# anew at every step (--no-replay) draw the same tokens, sampled at batch 2: the replayed step
+# advances its own position, token and random key. Only the replay records nothing per step.
+replayed=$(run "$1" --batch 2 --temperature 0.8 --top-k 20 --new-tokens 8)
+recorded=$(run "$1" --batch 2 --temperature 0.8 --top-k 20 --new-tokens 8 --no-replay)
+echo "$replayed"
+[ -n "$(tokens "$replayed")" ] && [ "$(tokens "$replayed")" = "$(tokens "$recorded")" ] ||
+  { echo "replayed and recorded decode steps drew different tokens"; exit 1; }
+grep -qE "^host per decode step: 0.0 us recording its ops, [0-9.]+ us in Replay::run" <<<"$replayed"
+grep -qE "; 7 replayed steps, 0 of them one CUDA graph launch$" <<<"$replayed"
+grep -qE "^host per decode step: [0-9.]+ us recording its ops, [0-9.]+ us in eval" <<<"$recorded"
 # Top-k and top-p sampling.
 CUDA_VISIBLE_DEVICES= FUSEJIT_CACHE=memory FUSEJIT_LOG=error "$1" --config tiny --temperature 0.8 \
   --top-k 20 --top-p 0.9 | grep -qE "^tokens of sequence 0:( [0-9]+){6}$"
