@@ -515,6 +515,15 @@ struct Generated {
   fj::Context::Stats after_first_step;      // the Context's counters once the first step ran
 };
 
+// After the first decode step (which plans and compiles): its time since `t0`, and the counters
+// the steady state is measured from; `t0` restarts.
+void first_step_done(fj::Context& ctx, Generated& g, std::chrono::steady_clock::time_point& t0) {
+  ctx.synchronize();
+  g.first_step_s = seconds_since(t0);
+  g.after_first_step = ctx.stats();
+  t0 = std::chrono::steady_clock::now();
+}
+
 // The decode steps recorded and evaluated one by one (--no-replay): each step records the whole
 // model again, and its eval finds the plan in the trace memo.
 void decode_recorded(fj::Context& ctx, Model& m, const Run& r, Generated& g,
@@ -532,12 +541,7 @@ void decode_recorded(fj::Context& ctx, Model& m, const Run& r, Generated& g,
       g.record_s += std::chrono::duration<double>(evaluating - recording).count();
       g.run_s += seconds_since(evaluating);
     }
-    if (s == 1) {
-      ctx.synchronize();
-      g.first_step_s = seconds_since(t0);
-      g.after_first_step = ctx.stats();
-      t0 = std::chrono::steady_clock::now();
-    }
+    if (s == 1) first_step_done(ctx, g, t0);
   }
   ctx.synchronize();
   g.decode_s = seconds_since(t0);
@@ -569,12 +573,7 @@ std::vector<fj::Tensor> decode_replayed(fj::Context& ctx, Model& m, const Run& r
     step.run();
     if (s > 1) g.run_s += seconds_since(running);
     if (r.check) g.logits.push_back(step.outputs()[1].to_host());  // waits for the step
-    if (s == 1) {
-      ctx.synchronize();
-      g.first_step_s = seconds_since(t0);
-      g.after_first_step = ctx.stats();
-      t0 = std::chrono::steady_clock::now();
-    }
+    if (s == 1) first_step_done(ctx, g, t0);
   }
   ctx.synchronize();
   g.decode_s = seconds_since(t0);
