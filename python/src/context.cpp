@@ -68,7 +68,9 @@ nb::dict stats_of(const Context& ctx) {
       {"kernel_evictions", &S::kernel_evictions},
       {"outputs_copied", &S::outputs_copied},
       {"graph_launches", &S::graph_launches},
-      {"inputs_realigned", &S::inputs_realigned}};
+      {"inputs_realigned", &S::inputs_realigned},
+      {"replay_runs", &S::replay_runs},
+      {"replay_graph_launches", &S::replay_graph_launches}};
   const S s = ctx.stats();
   nb::dict d;
   for (const auto& [name, member] : kMembers) d[name] = s.*member;
