@@ -71,6 +71,7 @@ void bind_context(nb::module_& m);
 nb::class_<PyTensor> bind_tensor(nb::module_& m);
 void bind_ops(nb::module_& m);
 void bind_dlpack(nb::module_& m, nb::class_<PyTensor>& tensor);
+void bind_replay(nb::module_& m);
 
 }  // namespace fusejit::python
 

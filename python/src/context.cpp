@@ -139,6 +139,20 @@ void bind_factories(nb::class_<PyContext>& cls) {
             return PyTensor{c.ctx, c.ctx->randn(std::move(shape), seed, offset, dtype)};
           },
           "shape"_a, "seed"_a, "offset"_a = 0, "dtype"_a = DType::f32)
+      // The same draws with {seed, offset} as data: an i64[2] tensor, read when the draw runs
+      // (a replayed step advances it with update_slice).
+      .def(
+          "rand",
+          [](PyContext& c, Shape shape, const PyTensor& key, DType dtype) {
+            return PyTensor{c.ctx, c.ctx->rand(std::move(shape), key.t, dtype)};
+          },
+          "shape"_a, "key"_a, "dtype"_a = DType::f32)
+      .def(
+          "randn",
+          [](PyContext& c, Shape shape, const PyTensor& key, DType dtype) {
+            return PyTensor{c.ctx, c.ctx->randn(std::move(shape), key.t, dtype)};
+          },
+          "shape"_a, "key"_a, "dtype"_a = DType::f32)
       .def(
           "placeholder",
           [](PyContext& c, Shape shape, DType dtype) {

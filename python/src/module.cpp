@@ -35,4 +35,5 @@ NB_MODULE(_fusejit, m) {
   nb::class_<PyTensor> tensor = bind_tensor(m);
   bind_ops(m);
   bind_dlpack(m, tensor);
+  bind_replay(m);
 }

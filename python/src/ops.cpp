@@ -1,4 +1,8 @@
 // python/ops: the op set as module functions, with Python scalars and the C++ defaults.
+#include <cstdint>
+#include <limits>
+#include <string>
+
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -168,6 +172,58 @@ void bind_composites(nb::module_& m) {
       "x"_a, "a"_a, "b"_a, "value"_a = 1.0);
 }
 
+// update_slice's position: a Tensor (one i32 or i64, read when the trace runs) or a Python int,
+// made a scalar on dst's Context: i32, or i64 when it does not fit in 32 bits. An int is a
+// constant of the recorded trace; a position that moves from step to step belongs in a buffer
+// that the step advances (docs/python.md, "Writing into a buffer and replaying a step").
+Tensor start_of(const PyTensor& dst, nb::handle start) {
+  if (nb::isinstance<PyTensor>(start)) return nb::cast<const PyTensor&>(start).t;
+  if (!PyIndex_Check(start.ptr())) {
+    throw nb::type_error(("update_slice: start is a " + std::string(nb::inst_name(start).c_str()) +
+                          "; pass an int or a fusejit.Tensor holding one i32 or i64")
+                             .c_str());
+  }
+  const int64_t p = nb::cast<int64_t>(start);
+  const bool fits =
+      p >= std::numeric_limits<int32_t>::min() && p <= std::numeric_limits<int32_t>::max();
+  return dst.ctx->scalar(static_cast<double>(p), fits ? DType::i32 : DType::i64);
+}
+
+// The in-place write and the sampling ops of a decode step (docs/api.md, "Writing into a
+// buffer"); argmax is with the reductions.
+void bind_decoding(nb::module_& m) {
+  // dst itself comes back (the same Python object): the write rebinds every handle to it.
+  m.def(
+      "update_slice",
+      [](PyTensor& dst, int64_t axis, nb::handle start, const PyTensor& value) -> PyTensor& {
+        update_slice(dst.t, axis, start_of(dst, start), value.t);
+        return dst;
+      },
+      "dst"_a, "axis"_a, "start"_a, "value"_a, nb::rv_policy::reference);
+  // sample(logits, t, seed, offset) and sample(logits, t, key): {seed, offset} as arguments,
+  // or as data (an i64[2] tensor) that a replayed step advances.
+  m.def(
+      "sample",
+      [](const PyTensor& logits, double temperature, uint64_t seed, uint64_t offset, int64_t axis) {
+        return result(logits, sample(logits.t, temperature, seed, offset, axis));
+      },
+      "logits"_a, "temperature"_a, "seed"_a = 0, "offset"_a = 0, "axis"_a = -1);
+  m.def(
+      "sample",
+      [](const PyTensor& logits, double temperature, const PyTensor& key, int64_t axis) {
+        return result(logits, sample(logits.t, temperature, key.t, axis));
+      },
+      "logits"_a, "temperature"_a, "key"_a, "axis"_a = -1);
+  m.def(
+      "top_k_filter",
+      [](const PyTensor& logits, int64_t k) { return result(logits, top_k_filter(logits.t, k)); },
+      "logits"_a, "k"_a);
+  m.def(
+      "top_p_filter",
+      [](const PyTensor& logits, double p) { return result(logits, top_p_filter(logits.t, p)); },
+      "logits"_a, "p"_a);
+}
+
 void bind_indexing(nb::module_& m) {
   m.def(
       "gather",
@@ -281,6 +337,7 @@ void bind_ops(nb::module_& m) {
   bind_views(m);
   bind_composites(m);
   bind_indexing(m);
+  bind_decoding(m);
 }
 
 }  // namespace fusejit::python
