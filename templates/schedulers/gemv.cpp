@@ -39,7 +39,7 @@ ExprP less(ExprP a, int64_t b) { return kir::infix(std::move(a), "<", lit(b)); }
 ExprP widen(DType dtype, ExprP x) {
   if (dtype == DType::bf16) return kir::call("fj_bf16_to_f32", {std::move(x)});
   if (dtype == DType::f16) return kir::call("fj_f16_to_f32", {std::move(x)});
-  if (dtype == DType::i8) return kir::cast("float", std::move(x));  // exact
+  if (dtype == DType::i8) return kir::call("fj_gemv_i8_to_f32", {std::move(x)});  // exact
   return x;
 }
 ExprP narrow(DType dtype, ExprP x) {
@@ -270,7 +270,7 @@ std::vector<ExprP> words(kir::Block& b, const GemvSpec& s, ExprP v, const std::s
   if (int8) {
     const std::string pack =
         s.dtype == DType::bf16 ? "fj_f32x2_to_bf16x2" : "fj_f32x2_to_f16x2";  // exact
-    pairs.assign(sub(w, i), kir::call(pack, {kir::cast("float", lo), kir::cast("float", hi)}));
+    pairs.assign(sub(w, i), kir::call(pack, {widen(DType::i8, lo), widen(DType::i8, hi)}));
   } else {
     pairs.assign(sub(w, i), kir::call("fj_gemv_join", {lo, hi}));
   }
@@ -497,6 +497,7 @@ KernelBody gemv_body(const GemvSpec& s, const GemvParams& p, bool grid_dependenc
   body.fn = build_gemv_kernel(s, p);
   if (grid_dependency) wait_for_grid(body, prefetch_weights(s, p, kir::var(body.fn.params[1].var)));
   body.helpers = {"fj_core.cuh", "fj_memory.cuh", "fj_gemv.cuh"};
+  if (s.int8_weights) body.helpers.push_back("fj_gemv_i8.cuh");
   body.block = p.block;
   body.work_blocks = p.work;
   body.blocks_per_sm = 4;

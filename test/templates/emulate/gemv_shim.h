@@ -16,6 +16,8 @@ inline float fj_gemv_gelu_tanh(float x) {
   return static_cast<float>(0.5 * x * (1.0 + std::tanh(u)));
 }
 inline float fj_gemv_partial(const float* p) { return *p; }
+// fj_gemv_i8.cuh: an int8 weight as f32.
+inline float fj_gemv_i8_to_f32(signed char x) { return static_cast<float>(x); }
 
 // The tensor-core variant: cuda_shim.h's mma (fragments rebuilt by the documented layouts), a
 // join of two 16-bit elements, and two floats narrowed into one register.
