@@ -27,8 +27,11 @@
 //   from then on a run is that graph's launch. Plans with a cuDNN attention step, and a stream
 //   that something else is capturing, run step by step (why_not_graph says why).
 // - On the CPU path a run evaluates the trace with the reference interpreter.
-// - Runs are ordered with the Context's evals (its lock and its stream). Context::stats counts
-//   them (replay_runs, replay_graph_launches); a run plans and compiles nothing.
+// - Runs are ordered with the Context's evals (its lock and its stream), from any thread.
+//   Context::stats counts them (replay_runs, replay_graph_launches); a run plans and compiles
+//   nothing. Like eval, construction takes every write recorded into the Context's trace so far,
+//   another thread's too: build a Replay while no other thread records into its Context.
+// - A Replay must not outlive its Context.
 #pragma once
 
 #include <cstdint>

@@ -159,3 +159,19 @@ TEST_CASE("a draw keyed by a tensor is the draw of its seed and offset", "[jit][
   const fj::Tensor logits = ctx.from_vector(values(2 * 50, 0.3, 2), {2, 50});
   CHECK(fj::sample(logits, 0.7, key).to_host() == fj::sample(logits, 0.7, 5, 9).to_host());
 }
+
+TEST_CASE("a replay writes wrapped caller memory in place, run after run", "[jit][replay]") {
+  // The CPU reference as the device, so that the caller's memory is host memory.
+  fj::Context ctx(fusejit::testing::quiet(), fj::Placement{.device = fj::Placement::kCpu});
+  std::vector<float> counts = {1.0f, 2.0f, 3.0f};
+  fj::Tensor held = ctx.wrap(counts.data(), {3}, DType::f32);
+  fj::update_slice(held, 0, ctx.scalar(0, DType::i32), held * 2.0);
+  fj::Replay step({held});
+  step.run();
+  CHECK(counts == std::vector<float>{2.0f, 4.0f, 6.0f});
+  // The caller changes its memory between runs; the next run reads it as it is then.
+  counts[0] = 10.0f;
+  step.run();
+  CHECK(counts == std::vector<float>{20.0f, 8.0f, 12.0f});
+  CHECK(step.outputs()[0].to_host() == std::vector<double>{20.0, 8.0, 12.0});
+}

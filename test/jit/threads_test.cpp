@@ -97,6 +97,35 @@ TEST_CASE("threads that record while another evaluates", "[jit][threads]") {
   CHECK(y.to_host() == std::vector<double>{500, 501, 502});
 }
 
+TEST_CASE("replays run from several threads while others evaluate", "[jit][threads][replay]") {
+  // Each Replay advances its own counter; they are built one after the other (each takes the
+  // Context's trace, every write recorded into it included), then run concurrently.
+  fj::Context ctx(quiet());
+  const auto shared = ctx.from_vector(std::vector<double>{1, 2, 3, 4}, {4});
+  std::vector<fj::Tensor> counters;
+  std::vector<fj::Replay> replays;
+  for (int id = 0; id < 4; ++id) {
+    fj::Tensor c = ctx.from_vector(std::vector<double>{double(id)}, {1}).eval();
+    fj::update_slice(c, 0, ctx.scalar(0, fj::DType::i32), c + 1.0);
+    replays.emplace_back(std::vector<fj::Tensor>{c});
+    counters.push_back(c);
+  }
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int id = 0; id < 4; ++id) {
+    threads.emplace_back([&, id] {
+      for (int i = 0; i < 100; ++i) replays[static_cast<size_t>(id)].run();
+    });
+    threads.emplace_back([&, id] { wrong += work(ctx, shared, id, 50); });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(wrong == 0);
+  for (int id = 0; id < 4; ++id) {
+    CHECK(counters[static_cast<size_t>(id)].to_host() == std::vector<double>{id + 100.0});
+  }
+  CHECK(ctx.stats().replay_runs == 400);
+}
+
 TEST_CASE("the Context's lock is recursive and lets one thread in at a time", "[jit][threads]") {
   fj::detail::ContextMutex mutex;
   SECTION("held twice by one thread, it is free only when given back twice") {
