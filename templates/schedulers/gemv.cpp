@@ -62,6 +62,12 @@ void build_signature(kir::Function& f, const GemvSpec& s, const GemvParams& p, V
   f.name = std::string(kKernelNameToken);
   f.block = p.block;
   f.min_blocks = 1;
+  if (p.prefetch) {
+    // Two stages of weights in registers: ask ptxas for 3 resident blocks (the int8 kernel of
+    // llama8b_down fits them in 159 registers, no spill, for sm_90), fewer where it would spill.
+    f.min_blocks = 3;
+    f.relaxed_min_blocks = {2, 1};
+  }
   v.a = f.param(t, "a", true, "A: [M, K] (or [K, M] stored)");
   v.b = f.param(std::string(dtype_code(gemv_weight_dtype(s)).storage), "b", true,
                 s.int8_weights ? "the weights: [N, K], int8" : "the weights: [N, K]");
@@ -107,12 +113,18 @@ kir::Block& work_items(kir::Function& f, const GemvParams& p, Vars& v) {
   return work;
 }
 
-// The weights of one stage: wv[r][u] = the u-th vector of the lane in weight row row0 + r; zero
-// past N or K (K is a multiple of the vector width, so a vector is wholly inside or outside).
-ExprP load_weights(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP k0) {
+// Registers for one stage's weights: [rows][unroll][vector_width] of the weights' storage type.
+ExprP weight_array(kir::Block& b, const GemvSpec& s, const GemvParams& p, const std::string& name) {
+  return b.array(std::string(dtype_code(gemv_weight_dtype(s)).storage), name,
+                 {p.rows, p.unroll, p.vector_width});
+}
+
+// The weights of the stage from k0 into wv: wv[r][u] = the u-th vector of the lane in weight row
+// row0 + r; zero past N or K (K is a multiple of the vector width, so a vector is wholly inside
+// or outside).
+void load_weights(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP wv,
+                  ExprP k0) {
   const int64_t V = p.vector_width;
-  const ExprP wv =
-      b.array(std::string(dtype_code(gemv_weight_dtype(s)).storage), "wv", {p.rows, p.unroll, V});
   const auto [rows, r] = b.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
   const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
   const auto [zero, e] = units.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
@@ -122,7 +134,6 @@ ExprP load_weights(kir::Block& b, const GemvSpec& s, const GemvParams& p, const 
       units.let("long long", "k", add(k0, mul(kir::group(add(mul(u, lit(32)), v.lane)), lit(V))));
   kir::Block& in = units.branch(both(less(n, s.n), less(k, s.k)));
   in.eval(kir::load_vec(sub(wv, r, u), add(v.b, add(mul(n, lit(s.k)), k))));
-  return wv;
 }
 
 // A's rows over the stage from k0, as f32 in xs (zero past K): every thread a share of the
@@ -179,14 +190,37 @@ void accumulate(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) 
     const auto [rows, r] = each.loop_line("int", "r", lit(0), lit(p.rows), nullptr, 1);
     rows.assign(sub(v.acc, m, r), lit("0.0f"));
   }
-  const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(p.piece / p.chunk));
-  const ExprP k0 =
-      stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
-  const ExprP wv = load_weights(stages, s, p, v, k0);
-  stage_a(stages, s, p, v, k0);
-  stages.eval(kir::sync_block());
-  multiply(stages, s, p, v, wv);
-  stages.eval(kir::sync_block(), "xs is written again by the next stage");
+  const int64_t count = p.piece / p.chunk;
+  if (!p.prefetch) {
+    const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(count));
+    const ExprP k0 =
+        stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
+    const ExprP wv = weight_array(stages, s, p, "wv");
+    load_weights(stages, s, p, v, wv, k0);
+    stage_a(stages, s, p, v, k0);
+    stages.eval(kir::sync_block());
+    multiply(stages, s, p, v, wv);
+    stages.eval(kir::sync_block(), "xs is written again by the next stage");
+  } else {
+    // The first stage's weights before the loop; in it, the next stage's (into wn) before this
+    // one's products, then moved into wv for the next iteration.
+    const ExprP wv = weight_array(b, s, p, "wv");
+    load_weights(b, s, p, v, wv, mul(v.piece, lit(p.piece)));
+    const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(count));
+    const ExprP k0 =
+        stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
+    const ExprP wn = weight_array(stages, s, p, "wn");
+    kir::Block& ahead = stages.branch(kir::infix(add(stage, lit(1)), "<", lit(count)));
+    load_weights(ahead, s, p, v, wn, add(k0, lit(p.chunk)));
+    stage_a(stages, s, p, v, k0);
+    stages.eval(kir::sync_block());
+    multiply(stages, s, p, v, wv);
+    stages.eval(kir::sync_block(), "xs is written again by the next stage");
+    const auto [rows, r] = stages.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+    const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
+    const auto [moves, e] = units.loop_line("int", "e", lit(0), lit(p.vector_width), nullptr, 1);
+    moves.assign(sub(sub(wv, r, u), e), sub(sub(wn, r, u), e));
+  }
   const auto [each, m] = b.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
   const auto [rows, r] = each.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
   for (int o = 16; o >= 1; o /= 2)
@@ -461,13 +495,15 @@ GemvParams gemv_params(const GemvSpec& s, const Target&) {
   p.chunk = 32 * p.unroll * p.vector_width;
   split_k(s, p);
   p.shared_bytes = 4 * s.m * p.chunk;
+  p.prefetch = s.int8_weights;
   return p;
 }
 
 kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
   const int64_t lanes_along_k = p.mma ? 4 : 32;
   if (p.block != 32 * p.warps || p.chunk != lanes_along_k * p.unroll * p.vector_width ||
-      p.piece % p.chunk || (p.mma && (p.rows % 16 || p.vector_width != 8 || p.m_tiles * 8 < s.m)))
+      p.piece % p.chunk || (p.mma && (p.rows % 16 || p.vector_width != 8 || p.m_tiles * 8 < s.m)) ||
+      (p.mma && p.prefetch))
     throw InternalError(fmt::format("gemv: params disagree: {}", params_text("gemv", p)));
   if (p.mma) return build_gemv_mma_kernel(s, p);
   kir::Function f;

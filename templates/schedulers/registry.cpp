@@ -114,6 +114,7 @@ ParamFields GemvParams::fields() const {
                    {"work", work},
                    {"shared_bytes", shared_bytes}};
   if (mma) f.insert(f.end(), {{"mma", mma}, {"m_tiles", m_tiles}});  // (kept out of the others')
+  if (prefetch) f.insert(f.end(), {{"prefetch", prefetch}});
   return f;
 }
 

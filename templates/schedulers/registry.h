@@ -127,6 +127,10 @@ struct GemvParams {
   // row (vector_width 8), A read from global memory (no stage); m_tiles: 8-row tiles of A.
   bool mma = false;
   int64_t m_tiles = 1;
+  // The CUDA-core kernel loads the next stage's weights before it multiplies this stage's, so
+  // that a warp's loads are in flight while it computes (int8 weights, whose widening and
+  // products take twice the instructions a byte of bf16 does).
+  bool prefetch = false;
   ParamFields fields() const;
 };
 
