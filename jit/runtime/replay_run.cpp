@@ -1,6 +1,7 @@
 #include "jit/runtime/replay_run.h"
 
 #include <algorithm>
+#include <exception>
 #include <utility>
 
 #include <fmt/format.h>
@@ -45,11 +46,14 @@ bool ReplayRun::capture(Device& device, Blas& blas) {
   cudaGraph_t graph = nullptr;
   try {
     run_fixed(*exe_, values_, device, blas, scratch_);
-  } catch (...) {
-    cudaStreamEndCapture(stream, &graph);  // leaves the stream as it was
+  } catch (const std::exception& e) {
+    // Something in the steps cannot be captured: end the capture (the stream is as it was) and
+    // launch one by one from now on, where a real error shows again.
+    cudaStreamEndCapture(stream, &graph);
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
-    throw;
+    why_not_ = fmt::format("a step failed while it was captured ({})", e.what());
+    return false;
   }
   if (const cudaError_t e = cudaStreamEndCapture(stream, &graph); e != cudaSuccess || !graph) {
     cudaGetLastError();

@@ -9,7 +9,8 @@
 // local) into a graph, instantiates it and launches it; every later run is that one launch.
 // Plans with a cuDNN attention step are not captured (its workspace comes from the pool at
 // each call), nor is anything on a stream that something else is capturing (the steps go into
-// that capture); a capture the driver refuses falls back to launches one by one, and says why.
+// that capture); a capture the driver refuses, or a step that throws while captured, falls back
+// to launches one by one, and says why (a step that fails outside capture too throws then).
 #pragma once
 
 #include <cstdint>
