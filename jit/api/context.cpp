@@ -284,14 +284,41 @@ std::shared_ptr<TensorImpl> ContextImpl::pending_tensor(ir::NodeId id) {
   return t;
 }
 
-std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_gpu(
-    const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into) {
+void store_host(Storage& dst, ir::HostTensor value) {
+  if (dst.borrowed_host) {  // the caller's memory: the values land there
+    std::memcpy(const_cast<void*>(dst.borrowed_host->data), value.bytes.data(), value.bytes.size());
+    return;
+  }
+  dst.host = std::move(value);
+  dst.host_valid = true;
+}
+
+std::vector<ir::HostTensor> ContextImpl::host_inputs(
+    const std::vector<std::shared_ptr<Storage>>& storages) {
+  std::vector<ir::HostTensor> inputs;
+  inputs.reserve(storages.size());
+  for (const auto& s : storages) inputs.push_back(host_of(*s));
+  return inputs;
+}
+
+std::vector<std::shared_ptr<jit::DeviceBuffer>> ContextImpl::device_inputs() {
   std::vector<std::shared_ptr<jit::DeviceBuffer>> inputs;
   inputs.reserve(bound.size());
   for (const auto& s : bound) {
     if (!s->device) s->device = runtime->upload(s->host);
     inputs.push_back(s->device);
   }
+  return inputs;
+}
+
+jit::DynamicSource ContextImpl::dynamic_source() {
+  if (options.disable.dynamic) return {};
+  return {&dynamic, &marks};
+}
+
+std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_gpu(
+    const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into) {
+  const std::vector<std::shared_ptr<jit::DeviceBuffer>> inputs = device_inputs();
   std::vector<std::shared_ptr<jit::DeviceBuffer>> destinations;
   if (!into.empty()) {
     for (const auto& t : outs) {
@@ -302,10 +329,8 @@ std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_gpu(
                            : runtime->device().borrow(it->second.data, bytes, it->second.hold));
     }
   }
-  jit::DynamicSource source;
-  if (!options.disable.dynamic) source = {&dynamic, &marks};
   std::vector<std::shared_ptr<jit::DeviceBuffer>> buffers =
-      runtime->run(g, inputs, destinations, source);
+      runtime->run(g, inputs, destinations, dynamic_source());
   std::vector<std::shared_ptr<Storage>> results(outs.size());
   for (size_t i = 0; i < outs.size(); ++i) {
     results[i] = std::make_shared<Storage>();
@@ -319,10 +344,7 @@ std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_gpu(
 std::vector<std::shared_ptr<Storage>> ContextImpl::run_on_cpu(
     const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into) {
   dump_without_gpu(options, *log, g);
-  std::vector<ir::HostTensor> inputs;
-  inputs.reserve(bound.size());
-  for (const auto& s : bound) inputs.push_back(host_of(*s));
-  std::vector<ir::HostTensor> values = ir::interpret(g, inputs);
+  std::vector<ir::HostTensor> values = ir::interpret(g, host_inputs(bound));
   std::vector<std::shared_ptr<Storage>> results(outs.size());
   for (size_t i = 0; i < outs.size(); ++i) {
     if (const auto it = into.find(outs[i].get()); it != into.end()) {
@@ -420,13 +442,10 @@ void ContextImpl::share_written(const ir::Graph& g,
       // Written in place on the device, unless eval_into asked for a copy elsewhere.
       if (results[i]->device != dst->device) continue;
       dst->host_valid = false;
-    } else if (dst->borrowed_host) {
-      // The CPU reference computed a new tensor: the write lands in the caller's memory too.
-      std::memcpy(const_cast<void*>(dst->borrowed_host->data), results[i]->host.bytes.data(),
-                  results[i]->host.bytes.size());
     } else {
-      dst->host = results[i]->host;
-      dst->host_valid = true;
+      // The CPU reference computed a new tensor: its values become the destination's (and land
+      // in the caller's memory when it is wrapped).
+      store_host(*dst, results[i]->host);
     }
     results[i] = dst;
   }
@@ -475,12 +494,16 @@ void ContextImpl::materialize(const std::vector<std::shared_ptr<TensorImpl>>& ou
   ++epoch;
 }
 
-void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into) {
+void ContextImpl::let_go() {
   // Storages that only dropped temporaries read are let go, and wrapped memory let go since
   // the last eval is handed back here too (its work permitting), even when there is nothing
   // to compute (eval_all of nothing).
   trim_carried();
   if (runtime) runtime->device().run_releases();
+}
+
+void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, const Into& into) {
+  let_go();
   const std::vector<std::shared_ptr<TensorImpl>> outs = outputs_of(wanted);
   if (outs.empty()) return;
 
@@ -508,8 +531,7 @@ void ContextImpl::eval(const std::vector<std::shared_ptr<TensorImpl>>& wanted, c
 
 std::unique_ptr<ReplayState> ContextImpl::replay(
     const std::vector<std::shared_ptr<TensorImpl>>& wanted) {
-  trim_carried();
-  if (runtime) runtime->device().run_releases();
+  let_go();
   for (size_t i = 0; i < wanted.size(); ++i) {
     if (wanted[i]->storage) {
       throw UsageError(fmt::format(
@@ -531,14 +553,7 @@ std::unique_ptr<ReplayState> ContextImpl::replay(
     if (!options.record_dir.empty() && recorded.insert(ir::structural_hash(g)).second) record(g);
     state->bound = bound;
     if (runtime) {
-      std::vector<std::shared_ptr<jit::DeviceBuffer>> inputs;
-      for (const auto& s : bound) {
-        if (!s->device) s->device = runtime->upload(s->host);
-        inputs.push_back(s->device);
-      }
-      jit::DynamicSource source;
-      if (!options.disable.dynamic) source = {&dynamic, &marks};
-      state->gpu = runtime->replay(g, inputs, source);
+      state->gpu = runtime->replay(g, device_inputs(), dynamic_source());
     } else {
       dump_without_gpu(options, *log, g);
       state->graph = g;
@@ -758,16 +773,6 @@ namespace {
 // data (16 bytes uploaded at eval): the trace, its plan and its kernels are the same for every
 // seed and offset (ir/random.h). The node is inferred on a scratch graph first, so that a bad
 // shape or dtype throws before the key is bound into the trace.
-Tensor draw(detail::ContextImpl& ctx, ir::Op op, Shape shape, uint64_t seed, uint64_t offset,
-            DType dtype) {
-  ir::Graph scratch;
-  ir::add_random(scratch, op, dtype, shape, ir::add_input(scratch, DType::i64, {2}));
-  const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
-  const Tensor key = materialized(ctx, ir::random_key(seed, offset));
-  return Tensor(ctx.record(
-      {.op = op, .inputs = {ctx.node_of(key.impl())}, .dtype = dtype, .shape = std::move(shape)}));
-}
-
 Tensor draw(detail::ContextImpl& ctx, ir::Op op, Shape shape, const Tensor& key, DType dtype) {
   const char* name = op == ir::Op::rand ? "rand" : "randn";
   if (!key.defined()) {
@@ -788,6 +793,16 @@ Tensor draw(detail::ContextImpl& ctx, ir::Op op, Shape shape, const Tensor& key,
   }
   return Tensor(ctx.record(
       {.op = op, .inputs = {ctx.node_of(key.impl())}, .dtype = dtype, .shape = std::move(shape)}));
+}
+
+Tensor draw(detail::ContextImpl& ctx, ir::Op op, Shape shape, uint64_t seed, uint64_t offset,
+            DType dtype) {
+  Tensor key;
+  {
+    const std::lock_guard<detail::ContextMutex> lock(ctx.mutex);
+    key = materialized(ctx, ir::random_key(seed, offset));
+  }
+  return draw(ctx, op, std::move(shape), key, dtype);
 }
 
 }  // namespace

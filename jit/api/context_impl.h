@@ -97,6 +97,9 @@ struct CarriedTrace {
   std::vector<ir::NodeId> copied;
 };
 
+// `value` becomes dst's host values (the CPU path), or is copied into the caller's memory when
+// dst is wrapped host memory.
+void store_host(Storage& dst, ir::HostTensor value);
 // Throws fusejit::UsageError, naming `what`, unless every dimension of `shape` is at least 1.
 void check_dims(const Shape& shape, std::string_view what);
 // Bytes of a dense tensor.
@@ -190,6 +193,8 @@ struct ContextImpl {
   void rebind_pending(const std::shared_ptr<TensorImpl>& t, ir::NodeId id);
   // The host copy of a materialized tensor, downloading (or, borrowed, copying) it if needed.
   const ir::HostTensor& host_of(Storage& s);
+  // host_of each of `storages`, copied: the CPU reference's inputs.
+  std::vector<ir::HostTensor> host_inputs(const std::vector<std::shared_ptr<Storage>>& storages);
   // Where a materialized tensor's values are in the Context's memory (uploading if needed).
   void* data_of(Storage& s);
 
@@ -219,6 +224,13 @@ struct ContextImpl {
       const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into);
   std::vector<std::shared_ptr<Storage>> run_on_cpu(
       const ir::Graph& g, const std::vector<std::shared_ptr<TensorImpl>>& outs, const Into& into);
+  // Frees what the last eval left to free: storages only dropped tensors read, and the
+  // wrapped memory let go since (its work permitting).
+  void let_go();
+  // The bound inputs as device buffers (uploading those that are host data), and where the
+  // Runtime looks for dynamic dims.
+  std::vector<std::shared_ptr<jit::DeviceBuffer>> device_inputs();
+  jit::DynamicSource dynamic_source();
   // An update_slice's result is its destination's storage, written in place: on the GPU the
   // kernel wrote the device buffer (the host copy is stale now); on the CPU path the reference's
   // result is copied into the destination's memory. results[i] becomes that storage.

@@ -1,6 +1,5 @@
 #include "fusejit/replay.h"
 
-#include <cstring>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -22,20 +21,8 @@ void ReplayState::run() {
     return;
   }
   ++ctx->stats.replay_runs;
-  std::vector<ir::HostTensor> inputs;
-  inputs.reserve(bound.size());
-  for (const auto& s : bound) inputs.push_back(ctx->host_of(*s));
-  std::vector<ir::HostTensor> values = ir::interpret(graph, inputs);
-  for (size_t i = 0; i < values.size(); ++i) {
-    Storage& r = *results[i];
-    if (r.borrowed_host) {  // a write into wrapped caller memory lands there
-      std::memcpy(const_cast<void*>(r.borrowed_host->data), values[i].bytes.data(),
-                  values[i].bytes.size());
-      continue;
-    }
-    r.host = std::move(values[i]);
-    r.host_valid = true;
-  }
+  std::vector<ir::HostTensor> values = ir::interpret(graph, ctx->host_inputs(bound));
+  for (size_t i = 0; i < values.size(); ++i) store_host(*results[i], std::move(values[i]));
 }
 
 }  // namespace detail

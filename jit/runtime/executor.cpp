@@ -423,6 +423,21 @@ void create_events(const Executable& exe, const RunOptions& options) {
   }
 }
 
+// Sizes the scratch's per-node lists to g (empty) and binds g's inputs to `inputs`.
+void bind_inputs(const ir::Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                 RunScratch& scratch) {
+  const std::vector<NodeId>& input_ids = g.inputs();
+  if (input_ids.size() != inputs.size()) {
+    throw InternalError(
+        fmt::format("executable has {} inputs, {} bound", input_ids.size(), inputs.size()));
+  }
+  scratch.values.assign(g.size(), nullptr);
+  scratch.direct.assign(g.size(), nullptr);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    scratch.values[static_cast<size_t>(input_ids[k])] = inputs[k];
+  }
+}
+
 // Empties the scratch's buffer lists however the run ends, keeping their capacity.
 struct ScratchRelease {
   RunScratch& scratch;
@@ -438,19 +453,10 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
     const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     Device& device, Blas& blas, const RunOptions& options) {
   const ir::Graph& g = exe.plan.graph;
-  const std::vector<NodeId>& input_ids = g.inputs();
-  if (input_ids.size() != inputs.size()) {
-    throw InternalError(fmt::format("executable has {} inputs, {} bound", input_ids.size(),
-                                    inputs.size()));
-  }
   RunScratch own;
   RunScratch& scratch = options.scratch ? *options.scratch : own;
   const ScratchRelease release{scratch};
-  scratch.values.assign(g.size(), nullptr);
-  scratch.direct.assign(g.size(), nullptr);
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    scratch.values[static_cast<size_t>(input_ids[k])] = inputs[k];
-  }
+  bind_inputs(g, inputs, scratch);
   if (options.outputs) direct_outputs(g, inputs, *options.outputs, scratch.direct);
   create_events(exe, options);
   if (replays_as_graph(exe, options)) {
@@ -465,17 +471,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> fixed_buffers(
     const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     Device& device) {
   const ir::Graph& g = exe.plan.graph;
-  const std::vector<NodeId>& input_ids = g.inputs();
-  if (input_ids.size() != inputs.size()) {
-    throw InternalError(
-        fmt::format("executable has {} inputs, {} bound", input_ids.size(), inputs.size()));
-  }
   RunScratch scratch;
-  scratch.values.assign(g.size(), nullptr);
-  scratch.direct.assign(g.size(), nullptr);
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    scratch.values[static_cast<size_t>(input_ids[k])] = inputs[k];
-  }
+  bind_inputs(g, inputs, scratch);
   for (const Step& step : exe.steps) allocate_outputs(step, g, scratch, device, false);
   for (NodeId id : g.outputs()) {
     if (!scratch.values[static_cast<size_t>(id)]) {
