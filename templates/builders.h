@@ -44,13 +44,15 @@ struct KernelBody {
   // fj_attention.cuh): its source's helpers, in order, instead of those the flags above and
   // the region choose, and no region summary. Empty: a region template's kernel.
   std::vector<std::string_view> helpers;
-  // Begins with fj_grid_dependency_wait() (wait_for_grid): assemble_kernel pastes
+  // Begins with fj_grid_dependents_launch() and fj_grid_dependency_wait() (wait_for_grid):
+  // assemble_kernel pastes
   // device/fj_pdl.cuh after the helpers and marks the Kernel programmatic.
   bool grid_dependency = false;
 };
 
 // Makes `body` a kernel of programmatic dependent launch (CodegenOptions::grid_dependency): its
-// first statements are `before` (which must read and write no memory: L2 prefetches only), then
+// first statement lets the grid after it be scheduled (fj_grid_dependents_launch), then come
+// `before` (which must read and write no memory: L2 prefetches only), then
 // fj_grid_dependency_wait(), then the body as it was.
 void wait_for_grid(KernelBody& body, const kir::Block& before = {});
 

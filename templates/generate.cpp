@@ -112,6 +112,8 @@ std::string_view device_source(std::string_view name) {
 void wait_for_grid(KernelBody& body, const kir::Block& before) {
   if (body.grid_dependency) throw InternalError("wait_for_grid: the kernel waits already");
   kir::Block first;
+  first.eval(kir::call("fj_grid_dependents_launch", {}),
+             "the grid after this one may be scheduled beside it (it waits for this one to end)");
   first.splice(before);
   first.eval(kir::call("fj_grid_dependency_wait", {}),
              "the grid ahead in the stream has finished: its results may be read");

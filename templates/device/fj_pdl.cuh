@@ -3,6 +3,16 @@
 // stream serialization, so that their blocks may be scheduled while the grid before them in
 // the stream is still finishing.
 
+// Lets the grid after this one in the stream (launched with programmatic stream serialization)
+// be scheduled now, while this one runs: its blocks take the SMs' free room and run what comes
+// before their own wait, which still returns only when this whole grid has completed and its
+// writes are visible. Every generated kernel calls it first.
+__device__ __forceinline__ void fj_grid_dependents_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Waits until the grid before this one in the stream has completed and its writes are visible.
 // A kernel reads and writes no memory before it. A kernel launched without the attribute
 // returns from it at once.

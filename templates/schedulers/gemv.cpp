@@ -420,9 +420,11 @@ kir::Function build_gemv_mma_kernel(const GemvSpec& s, const GemvParams& p) {
   return f;
 }
 
-// Before the grid dependency's wait (wait_for_grid): the weights of the block's first work
-// item prefetched into L2, every lane a share of each of its warp's rows' 128-byte lines, so
-// that the stream of weights starts while the kernel ahead finishes. Reads nothing.
+// Before the grid dependency's wait (wait_for_grid): the first stage of the block's first work
+// item's weights prefetched into L2, every lane a share of each of its warp's rows' 128-byte
+// lines, so that the stream of weights starts while the kernel ahead finishes. Reads nothing.
+// One stage, not the whole piece: every block's piece together can exceed L2 (gate/up of an 8B
+// model: 69 MB), and then the lines prefetched first are evicted before they are read.
 kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
   kir::Block before;
   kir::Block& mine = before.branch(kir::infix(kir::block_index(), "<", lit(p.work)));
@@ -439,7 +441,7 @@ kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
   const ExprP n = rows.let("long long", "n", add(row0, r));
   kir::Block& in = rows.branch(less(n, s.n));
   const auto [lines, line] =
-      in.loop("int", "line", lane, lit(ceil_div(p.piece, per_line)), lit(32));
+      in.loop("int", "line", lane, lit(ceil_div(p.chunk, per_line)), lit(32));
   const ExprP k = lines.let("long long", "k", add(k0, mul(line, lit(per_line))));
   lines.branch_line(less(k, s.k))
       .eval(kir::call("fj_prefetch_l2", {add(b, add(mul(n, lit(s.k)), k))}));

@@ -61,8 +61,8 @@ GemvParams gemv_params(const GemvSpec& spec, const Target& target);
 // Launch: params.block threads, any grid (a grid-stride loop over params.work items), arguments
 // a, b, [scale], [bias], [c], d in that order; with split > 1 launches must not overlap (scratch).
 kir::Function build_gemv_kernel(const GemvSpec& spec, const GemvParams& params);
-// `grid_dependency` (CodegenOptions::grid_dependency): the block first prefetches its first work
-// item's weights into L2, then waits for the grid ahead (wait_for_grid).
+// `grid_dependency` (CodegenOptions::grid_dependency): the block first prefetches the first stage
+// of its first work item's weights into L2, then waits for the grid ahead (wait_for_grid).
 KernelBody gemv_body(const GemvSpec& spec, const GemvParams& params, bool grid_dependency = false);
 // Refuses (InternalError) what refuse_gemv refuses; else the assembled, named kernel.
 Kernel generate_gemv(const GemvSpec& spec, const Target& target = {}, bool grid_dependency = false);

@@ -187,9 +187,9 @@ TEST_CASE("every kernel of 220 random graphs compiles for sm_90", "[jit][nvrtc][
 
 TEST_CASE("kernels of programmatic dependent launch wait for the grid ahead first",
           "[jit][nvrtc][pdl]") {
-  // CodegenOptions::grid_dependency (FUSEJIT_PDL=1): before its first statement reads or writes
-  // anything, each kernel waits for the grid ahead, and it is marked for the launcher; with the
-  // option off nothing of it is in the source.
+  // CodegenOptions::grid_dependency (FUSEJIT_PDL=1): each kernel first lets the grid after it be
+  // scheduled, then, before its first statement reads or writes anything, waits for the grid
+  // ahead; it is marked for the launcher. With the option off nothing of it is in the source.
   int kinds = 0;
   std::set<std::string> seen;
   for (const char* name : {"layernorm_bf16", "softmax_f32", "ew_chain_f32", "sumsq_f32"}) {
@@ -210,7 +210,9 @@ TEST_CASE("kernels of programmatic dependent launch wait for the grid ahead firs
       const size_t opened = on.source.find(") {", signature);
       REQUIRE(opened != std::string::npos);
       const size_t first = on.source.find_first_not_of(' ', on.source.find('\n', opened) + 1);
-      CHECK(on.source.compare(first, 26, "fj_grid_dependency_wait();") == 0);
+      CHECK(on.source.compare(first, 29, "fj_grid_dependents_launch(); ") == 0);
+      const size_t second = on.source.find_first_not_of(' ', on.source.find('\n', first) + 1);
+      CHECK(on.source.compare(second, 26, "fj_grid_dependency_wait();") == 0);
       CHECK_FALSE(jit::compile(on, "sm_90").cubin.empty());
       if (seen.insert(std::string(fusion::region_kind_name(r.kind))).second) ++kinds;
     }

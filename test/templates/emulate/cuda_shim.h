@@ -239,6 +239,7 @@ namespace fj_emu {
 inline std::atomic<const char*> prefetch_lo{nullptr}, prefetch_hi{nullptr};
 inline std::atomic<long> prefetches{0}, prefetches_outside{0};
 }  // namespace fj_emu
+inline void fj_grid_dependents_launch() {}
 inline void fj_grid_dependency_wait() {}
 inline void fj_prefetch_l2(const void* p) {
   const char* at = static_cast<const char*>(p);
