@@ -2,8 +2,9 @@
 //
 // Schedule (decided in attention_params, from the spec and the target, before any text; the
 // AttentionParams of registry.h):
-//   - a block of 4 warps takes 64 query rows of one (batch, head), 16 rows per warp; the work
-//     items (b, h, query tile) are walked with a grid stride, the longest causal tiles first;
+//   - a block of 4 warps takes 64 query rows of one (batch, head), 16 rows per warp (a block of
+//     1 warp, 16 rows, for at most 16 query rows); the work items (b, h, query tile) are walked
+//     with a grid stride, the longest causal tiles first;
 //   - per key tile of block_n keys, K and V are staged in shared memory (rows padded by 8
 //     elements, so that the fragment reads of a warp hit distinct banks), by 16-byte cp.async
 //     copies where the view keeps 16-byte alignment (else 4- or 2-byte loads); keys past seq_kv
@@ -43,10 +44,11 @@ namespace {
 constexpr int kMaxDim = 128;      // Q and O fragments held in registers: 32 + 64 per lane at 128
 constexpr int kSharedLimit = 48 * 1024;  // static shared memory
 constexpr int kPad = 8;                  // elements added to each shared row
-// Split-KV: work items aimed at (two blocks on each SM of a 132-SM part), for problems of at
-// most kSplitMaxRows query rows (decode: a token per sequence, or the query heads of a KV
-// group folded into rows); the scratch of partials stays under kSplitScratch bytes.
-constexpr int64_t kSplitTarget = 264;
+// Problems of at most kSplitMaxRows query rows (decode: a token per sequence, or the query heads
+// of a KV group folded into rows) take blocks of one warp, and split the keys across blocks:
+// work items aimed at, a wave of a 132-SM part (the grid is sized at launch); the scratch of
+// partials stays under kSplitScratch bytes.
+constexpr int64_t kSplitSMs = 132;
 constexpr int64_t kSplitMaxRows = 16;
 constexpr int64_t kSplitScratch = 4 << 20;
 
@@ -131,9 +133,12 @@ std::string refuse_attention_target(const Target& target) {
 
 AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   AttentionParams p;
-  p.block = kAttentionThreads;
-  p.warps = kAttentionThreads / 32;
-  p.rows = kAttentionRows;
+  // A warp holds 16 query rows. Four warps take 64 rows of a work item; a problem of at most 16
+  // rows (decode) takes blocks of one warp instead, since three of four would hold no row and
+  // still compute their tiles: the freed registers hold more blocks on each SM.
+  p.warps = s.seq_q <= kSplitMaxRows ? 1 : kAttentionThreads / 32;
+  p.block = 32 * p.warps;
+  p.rows = 16 * p.warps;
   p.head_dim = s.head_dim;
   p.value_dim = s.value_dim;
   p.k_pitch = static_cast<int>(s.head_dim) + kPad;
@@ -150,24 +155,26 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   p.v_head_group = s.v.head_group;
   p.mask = s.mask;
   p.skip_above_diagonal = s.mask == AttentionMaskKind::causal && std::isinf(s.fill) && s.fill < 0;
-  p.q_tiles = ceil_div(s.seq_q, kAttentionRows);
+  p.q_tiles = ceil_div(s.seq_q, p.rows);
   p.kv_tiles = ceil_div(s.seq_kv, p.block_n);
   p.items = s.batch * s.heads * p.q_tiles;
+  // Residency: registers decide it (about 130 to 250 a thread, by ptxas -v on sm_90: two blocks
+  // of 128 threads, eight of 32, in 64K registers), unless shared memory allows fewer.
+  p.blocks_per_sm = std::max(1, std::min(target.registers_per_sm / (256 * p.block),
+                                         target.shared_per_sm / std::max(1, p.shared_bytes)));
+  const int64_t split_target = kSplitSMs * p.blocks_per_sm;
   p.split_tiles = p.kv_tiles;
-  if (s.seq_q <= kSplitMaxRows && !p.skip_above_diagonal && p.items < kSplitTarget &&
+  if (s.seq_q <= kSplitMaxRows && !p.skip_above_diagonal && p.items < split_target &&
       p.kv_tiles > 1) {
     // Pieces of whole key tiles, none empty, as many as bring the work items to the target;
     // fewer where the scratch would pass its cap.
-    int64_t want = std::min(ceil_div(kSplitTarget, p.items), p.kv_tiles);
+    int64_t want = std::min(ceil_div(split_target, p.items), p.kv_tiles);
     const int64_t row_bytes = 4 * (s.value_dim + 2);  // O's f32 row, its max and sum
     want = std::min(want, std::max<int64_t>(1, kSplitScratch / (p.items * s.seq_q * row_bytes)));
     p.split_tiles = ceil_div(p.kv_tiles, want);
   }
   p.kv_splits = ceil_div(p.kv_tiles, p.split_tiles);
   p.work = p.items * p.kv_splits;
-  // Residency: registers decide it (about 130 to 250 a thread, by ptxas -v on sm_90: two blocks
-  // of 128 threads in 64K registers), unless shared memory allows fewer.
-  p.blocks_per_sm = std::max(1, std::min(2, target.shared_per_sm / std::max(1, p.shared_bytes)));
   return p;
 }
 

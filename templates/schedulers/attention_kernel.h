@@ -16,8 +16,8 @@
 
 namespace fusejit::templates {
 
-inline constexpr int kAttentionThreads = 128;  // a block: 4 warps
-inline constexpr int kAttentionRows = 64;      // query rows per work item, 16 per warp
+// A block: 4 warps of 16 query rows each (1 warp where there are at most 16 query rows).
+inline constexpr int kAttentionThreads = 128;
 
 inline bool has_mask_tensor(const AttentionSpec& s) {
   return s.mask == AttentionMaskKind::additive || s.mask == AttentionMaskKind::boolean;

@@ -382,20 +382,27 @@ TEST_CASE("attention kernel: the builder takes its block and rows from the param
 TEST_CASE("attention kernel: decode shapes split the keys across blocks, others do not",
           "[templates][attention]") {
   const templates::Target target{};
-  // One query row of 32 heads in KV groups of 4 against 8k keys (Llama-3.1-8B, batch 1): 32
-  // items of 128 key tiles, aiming at 264 work items: 9 pieces of 15 tiles (the last of 8).
+  // One query row of 32 heads in KV groups of 4 against 8k keys (Llama-3.1-8B, batch 1): blocks
+  // of one warp (16 rows), 6 on an SM by shared memory (two 64-key tiles of k and v, 34 KiB);
+  // 32 items of 128 key tiles, aiming at 132 x 6 = 792 work items: 22 pieces of 6 tiles (the
+  // last of 2).
   AttentionSpec s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32);
   templates::AttentionParams p = templates::attention_params(s, target);
+  CHECK(p.warps == 1);
+  CHECK(p.block == 32);
+  CHECK(p.rows == 16);
+  CHECK(p.blocks_per_sm == 6);
   CHECK(p.items == 32);
   CHECK(p.kv_tiles == 128);
-  CHECK(p.kv_splits == 9);
-  CHECK(p.split_tiles == 15);
-  CHECK(p.work == 288);
+  CHECK(p.kv_splits == 22);
+  CHECK(p.split_tiles == 6);
+  CHECK(p.work == 704);
   const templates::Kernel k = templates::generate_attention(s);
-  CHECK(k.work_blocks == 288);
+  CHECK(k.work_blocks == 704);
+  CHECK(k.block == 32);
   CHECK(k.serial_launches);  // module-scope scratch
   const std::string text = test::kernel_text(k);
-  CHECK(test::has(text, "__device__ float fj_attention_partials[36864];"));  // 288 rows x 128
+  CHECK(test::has(text, "__device__ float fj_attention_partials[90112];"));  // 704 rows x 128
   CHECK(test::has(text, "__device__ unsigned int fj_attention_arrivals[32];"));
   CHECK(test::has(text, "atomicAdd("));
   // The partials other blocks wrote are read past L1, by a helper only split kernels carry.
@@ -409,18 +416,19 @@ TEST_CASE("attention kernel: decode shapes split the keys across blocks, others 
   CHECK(p.items == 8);
   CHECK(p.kv_splits == 6);
   CHECK(p.split_tiles == 1);
-  // Batch 64 of those: 512 items fill the GPU alone.
-  s.batch = 64;
+  // Batch 128 of those: 1,024 items fill the GPU alone.
+  s.batch = 128;
   p = templates::attention_params(s, target);
   CHECK(p.kv_splits == 1);
   CHECK_FALSE(templates::generate_attention(s).serial_launches);
   CHECK(templates::generate_attention(s).source.find("fj_partial") == std::string::npos);
-  // 130 tiles for 8 items: 33 pieces of 4 tiles, the last of 2.
-  s = make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 1, 130 * 64, 1, 8);
+  // 131 tiles for 8 items, aiming at 99 pieces: 66 pieces of 2 tiles, the last of 1.
+  s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 1, 131 * 64, 1, 8);
   p = templates::attention_params(s, target);
   CHECK(p.kv_splits * p.split_tiles >= p.kv_tiles);
   CHECK((p.kv_splits - 1) * p.split_tiles < p.kv_tiles);
-  CHECK(p.kv_splits == 33);
+  CHECK(p.split_tiles == 2);
+  CHECK(p.kv_splits == 66);
   // Prefill (more than 16 query rows), one key tile, and a causal mask that skips tiles: no
   // split.
   for (const AttentionSpec& x :
