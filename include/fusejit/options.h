@@ -90,9 +90,10 @@ struct Options {
   // FUSEJIT_GEMV: auto (GemvMode::large), 1 (also on, true), 0 (also off, false).
   GemvMode gemv = GemvMode::large;
   // FUSEJIT_PDL=1: programmatic dependent launch on sm_90 and later. Each generated kernel
-  // starts by waiting for the grid before it in the stream (griddepcontrol.wait) and is launched
-  // so that it may be scheduled while that grid finishes; the skinny-GEMM kernel first prefetches
-  // its weights into L2. Off by default until timed on a GPU (docs/api.md).
+  // starts by letting the grid after it be scheduled (griddepcontrol.launch_dependents), then
+  // waits for the grid before it in the stream (griddepcontrol.wait), and is launched so that it
+  // may be scheduled while that grid runs; the skinny-GEMM kernel prefetches the first stage of
+  // its weights into L2 before its wait. Off by default until timed on a GPU (docs/api.md).
   bool pdl = false;
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
   // jit/libs/cudnn_api.h lists where).
