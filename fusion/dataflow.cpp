@@ -74,21 +74,6 @@ Shape without_ones(const Shape& s) {
   return out;
 }
 
-// A view cuBLASLt reads through without a copy (see GemmOperands): it keeps the last two axes
-// (or swaps them) and only broadcasts, adds or drops batch dims.
-bool is_batch_view(const Node& n, const Node& in) {
-  const size_t r = n.shape.size(), ri = in.shape.size();
-  if (r < 2 || ri < 2) return false;
-  const bool same_matrix = n.shape[r - 2] == in.shape[ri - 2] && n.shape[r - 1] == in.shape[ri - 1];
-  switch (n.op) {
-    case Op::permute: return is_last_two_swap(n.axes);
-    case Op::expand: return same_matrix;
-    case Op::reshape:
-      return same_matrix && without_ones(batch_of(n.shape)) == without_ones(batch_of(in.shape));
-    default: return false;
-  }
-}
-
 // `layout`, the buffer's batch dims as the operand of `view` presents them (1 where broadcast),
 // as `view` presents them.
 Shape layout_through(const Node& view, const Node& operand, const Shape& layout) {
@@ -112,26 +97,50 @@ Shape layout_through(const Node& view, const Node& operand, const Shape& layout)
   }
 }
 
+// True when `id` is a buffer at this point of the analysis: an input, a computed value, or a view
+// or constant already chosen to be written by a kernel.
+bool is_buffer(const Dataflow& df, NodeId id) {
+  const Node& n = df.node(id);
+  return n.op == Op::input || !is_view_or_constant(n) ||
+         !df.materialized[static_cast<size_t>(id)].empty();
+}
+
 // A matmul operand as a buffer: the operand itself when it is one; otherwise the first node
 // under the batch views that fold into the call (listed in `views`, with `transpose` toggled
 // per transpose, and `layout` set to the buffer's batch dims as the operand presents them),
-// which must then be materialized when it is a view or constant.
+// which must then be materialized when it is a view or constant. Below those views, a reshape
+// of a buffer folds too, whatever it does to the matrix (a [b, t, c] activation read as
+// [b * t, c] rows by a linear layer): a buffer is dense and row-major, so the reshape's value
+// is the buffer's bytes in the reshape's shape, and the call reads them in place as that shape.
 NodeId gemm_source(const Dataflow& df, NodeId operand, std::vector<NodeId>& views,
                    bool& transpose, Shape& layout) {
   NodeId id = operand;
+  bool reshaped = false;  // views.back() is a reshape of the buffer that is not a batch view
   for (;;) {
     const Node& n = df.node(id);
-    const bool buffer = n.op == Op::input || !is_view_or_constant(n) ||
-                        !df.materialized[static_cast<size_t>(id)].empty();
-    if (buffer || ir::op_kind(n.op) != OpKind::view || !is_batch_view(n, df.node(n.inputs[0]))) {
+    if (is_buffer(df, id) || ir::op_kind(n.op) != OpKind::view) break;
+    if (!is_batch_view(n, df.node(n.inputs[0]))) {
+      if (n.op == Op::reshape && n.shape.size() >= 2 && is_buffer(df, n.inputs[0])) {
+        views.push_back(id);
+        reshaped = true;
+        id = n.inputs[0];
+      }
       break;
     }
     views.push_back(id);
     if (n.op == Op::permute) transpose = !transpose;
     id = n.inputs[0];
   }
-  layout = batch_of(df.node(id).shape);
-  for (size_t v = views.size(); v-- > 0;) {
+  // The buffer's batch dims, as the reshape that reads it in place presents them where there is
+  // one; then through the batch views above it.
+  size_t v = views.size();
+  if (reshaped) {
+    layout = batch_of(df.node(views.back()).shape);
+    --v;
+  } else {
+    layout = batch_of(df.node(id).shape);
+  }
+  while (v-- > 0) {
     const Node& view = df.node(views[v]);
     layout = layout_through(view, df.node(view.inputs[0]), layout);
   }
@@ -168,6 +177,22 @@ bool is_last_two_swap(const std::vector<int64_t>& perm) {
     if (perm[i] != static_cast<int64_t>(i)) return false;
   }
   return perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
+}
+
+bool is_batch_view(const Node& n, const Node& in) {
+  const size_t r = n.shape.size(), ri = in.shape.size();
+  if (r < 2 || ri < 2) return false;
+  const bool same_matrix = n.shape[r - 2] == in.shape[ri - 2] && n.shape[r - 1] == in.shape[ri - 1];
+  switch (n.op) {
+    case Op::permute:
+      return is_last_two_swap(n.axes);
+    case Op::expand:
+      return same_matrix;
+    case Op::reshape:
+      return same_matrix && without_ones(batch_of(n.shape)) == without_ones(batch_of(in.shape));
+    default:
+      return false;
+  }
 }
 
 // A concat evaluates every operand per element, and a free node is evaluated inline in each

@@ -21,7 +21,8 @@ enum class NodeRole {
 // A matmul's operands as cuBLASLt reads them: the buffers, and the free views between each
 // buffer and the matmul that cost no copy: permutes swapping the last two axes (a transpose,
 // folded into a layout flag), expands of batch dims only (a batch stride of 0), and reshapes
-// that only add or drop 1s among the batch dims (unsqueeze, squeeze).
+// that only add or drop 1s among the batch dims (unsqueeze, squeeze); under them, a reshape of
+// the buffer itself, whatever its matrix (the buffer's bytes in the reshape's shape).
 struct GemmOperands {
   NodeId a = -1, b = -1;
   std::vector<NodeId> views_a, views_b;  // the folded views, from the matmul down to the buffer
@@ -61,6 +62,10 @@ Dataflow analyze(const ir::Graph& g, const std::vector<bool>& recomputed = {});
 
 // True when `perm` swaps the last two axes and keeps the others.
 bool is_last_two_swap(const std::vector<int64_t>& perm);
+
+// True when the view `n` of `in` is one cuBLASLt reads through without a copy (see GemmOperands):
+// it keeps the last two axes (or swaps them) and only broadcasts, adds or drops batch dims.
+bool is_batch_view(const ir::Node& n, const ir::Node& in);
 
 // The nodes a region made of `members` (compute nodes, sorted) evaluates: the members and the
 // free nodes they read, ascending.

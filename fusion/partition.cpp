@@ -600,7 +600,8 @@ Region kernel_region(const Dataflow& df, const std::vector<NodeId>& members) {
 }
 
 // Why a view between a buffer and a matmul costs nothing (detail::GemmOperands).
-std::string folded_view(const ir::Node& view, std::string_view transpose_flag) {
+std::string folded_view(const ir::Node& view, const ir::Node& operand,
+                        std::string_view transpose_flag) {
   switch (view.op) {
     case ir::Op::permute:
       return fmt::format(
@@ -609,6 +610,9 @@ std::string folded_view(const ir::Node& view, std::string_view transpose_flag) {
     case ir::Op::expand:
       return "broadcast of batch dims folded into the GEMM as a batch stride of 0 (no copy)";
     default:
+      if (!detail::is_batch_view(view, operand))
+        return "reshape of a buffer read in place by the GEMM in the reshape's shape (a dense "
+               "buffer's bytes are the same; no copy)";
       return "reshape adding or dropping 1s among the batch dims folded into the GEMM's batch "
              "strides (no copy)";
   }
@@ -632,7 +636,10 @@ std::vector<Decision> decisions(const State& s) {
       const detail::GemmOperands& ops = df.gemm[i];
       for (const auto& [views, flag] : {std::pair{&ops.views_a, "transpose_a"},
                                          std::pair{&ops.views_b, "transpose_b"}}) {
-        for (NodeId v : *views) out.push_back({v, id, true, folded_view(df.node(v), flag)});
+        for (NodeId v : *views) {
+          const ir::Node& view = df.node(v);
+          out.push_back({v, id, true, folded_view(view, df.node(view.inputs[0]), flag)});
+        }
       }
     }
     for (NodeId r : df.reads[i]) {

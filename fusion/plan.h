@@ -40,10 +40,13 @@
 //                order (an id may repeat: x @ x). Views that only transpose the matrix or
 //                broadcast the batch are not copies: under a matmul operand, permutes swapping
 //                the last two axes (epilogue.transpose_a/b: an odd number of them), expands that
-//                keep the last two dims, and reshapes that only add or drop 1s among the batch
-//                dims are folded; the input is the buffer under them, the views appear in
-//                `nodes` before the matmul, and epilogue.batch_a/b say how the buffer's batch
-//                dims line up with the operand's. Batch dims broadcast as the reference's
+//                keep the last two dims, reshapes that only add or drop 1s among the batch
+//                dims, and under those a reshape of the buffer itself whatever its matrix (a
+//                dense buffer's bytes are the reshape's value), are folded; the input is the
+//                buffer under them, the views appear in `nodes` before the matmul, and
+//                epilogue.batch_a/b say how the buffer's batch dims line up with the operand's
+//                (with the matrix the operand's, transposed where the flag says: the call
+//                reads the buffer's bytes in that shape). Batch dims broadcast as the reference's
 //                matmul does (aligned from the right, 1 against any extent), on one side or both,
 //                without a copy: jit/libs/gemm_call.h turns them into strided-batched calls.
 //                `nodes` also hold the folded nodes (muls by constants, adds, relu or gelu_tanh; a

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "fusion/dataflow.h"
 #include "fusion/partition.h"
 #include "ir/host_tensor.h"
 #include "ir/rebuild.h"
@@ -113,6 +114,18 @@ void split_concat(Graph& out, NodeSpec& spec) {
   }
 }
 
+// True when permutation `perm` of a value of shape `shape` keeps the axes of extent other than 1
+// in their order: it moves only 1s, and the elements keep their row-major positions.
+bool moves_only_ones(const Shape& shape, const std::vector<int64_t>& perm) {
+  int64_t last = -1;
+  for (int64_t a : perm) {
+    if (shape[static_cast<size_t>(a)] == 1) continue;
+    if (a < last) return false;
+    last = a;
+  }
+  return true;
+}
+
 // What `spec` becomes: an existing node (returned), or a cheaper spec (rewritten in place).
 // Returns nothing when the node is to be added, possibly rewritten.
 std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec) {
@@ -158,6 +171,16 @@ std::optional<NodeId> simplify_node(const Graph& g, NodeSpec& spec) {
         if (a < 0) a += static_cast<int64_t>(operand.shape.size());
       }
       if (is_identity_permutation(perm)) return spec.inputs[0];
+      // Moving only axes of extent 1 leaves every element where it was: a reshape, which then
+      // joins the reshapes around it (a decode step's heads [1, 32, 1, 128] back into a row of
+      // [1, 1, 32, 128] is no copy, and a GEMM reads it in place). A swap of the last two axes
+      // stays what it is: a GEMM folds it as a layout flag, and the attention pattern is kᵀ.
+      if (!detail::is_last_two_swap(perm) && moves_only_ones(operand.shape, perm)) {
+        Shape permuted;
+        for (int64_t a : perm) permuted.push_back(operand.shape[static_cast<size_t>(a)]);
+        spec = {.op = Op::reshape, .inputs = {spec.inputs[0]}, .shape = std::move(permuted)};
+        return simplify_node(g, spec);
+      }
       return std::nullopt;
     }
     default:

@@ -367,27 +367,81 @@ output %9
 
 TEST_CASE("a view that moves a matmul operand's matrix axes is still copied",
           "[fusion][partition]") {
-  // Broadcasting the rows (M) of A, or a reshape that moves a batch dim into M, is not a
-  // batch stride: the view is written by a kernel, which cuBLASLt then reads.
-  for (const char* text : {R"(fusejit-trace 1
+  // Broadcasting the rows (M) of A is not a batch stride: the view is written by a kernel,
+  // which cuBLASLt then reads.
+  const Plan plan = plan_of(ir::parse(R"(fusejit-trace 1
 %0 : f32[1,16] = input
 %1 : f32[4,16,32] = input
 %2 : f32[4,32,16] = expand %0
 %3 : f32[4,32,32] = matmul %2, %1
 output %3
-)",
-                           R"(fusejit-trace 1
+)"));
+  CHECK(plan.kernel_count() == 1);
+  CHECK(plan.library_call_count() == 1);
+  CHECK(any_decision(plan, false, "reads buffers"));
+}
+
+TEST_CASE("a reshape of a buffer under a matmul operand is read in place, whatever its matrix",
+          "[fusion][partition]") {
+  // A linear layer on [b, t, c] reads the activation as [b * t, c] rows; a decode step's
+  // attention output [1, kv, g, d] is read as one row of kv * g * d. A buffer is dense and
+  // row-major, so the reshape's value is the buffer's bytes: no kernel copies it, and the call
+  // (run_plan's host model of it) computes the reference. Under a transpose, too.
+  for (const char* text : {R"(fusejit-trace 1
 %0 : f32[4,8,16] = input
 %1 : f32[16,32] = input
 %2 : f32[32,16] = reshape %0
 %3 : f32[32,32] = matmul %2, %1
 output %3
+)",
+                           R"(fusejit-trace 1
+%0 : f32[1,2,2,8] = input
+%1 : f32[24,32] = input
+%2 : f32[1,1,32] = reshape %0
+%3 : f32[32,24] = permute %1 axes=[1,0]
+%4 : f32[1,1,24] = matmul %2, %3
+output %4
+)",
+                           R"(fusejit-trace 1
+%0 : f32[6,4,5] = input
+%1 : f32[3,8,5] = input
+%2 : f32[3,5,8] = reshape %0
+%3 : f32[3,8,5] = permute %2 axes=[0,2,1]
+%4 : f32[3,8,8] = matmul %1, %2
+%5 : f32[3,8,8] = matmul %3, %2
+output %4, %5
+)",
+                           R"(fusejit-trace 1
+%0 : f32[2,3,4] = input
+%1 : f32[4,5] = input
+%2 : f32[2,3,4] = exp %0
+%3 : f32[6,4] = reshape %2
+%4 : f32[6,5] = matmul %3, %1
+output %4
 )"}) {
     INFO(text);
-    const Plan plan = plan_of(ir::parse(text));
-    CHECK(plan.kernel_count() == 1);
-    CHECK(plan.library_call_count() == 1);
-    CHECK(any_decision(plan, false, "reads buffers"));
+    const ir::Graph g = ir::parse(text);
+    const Plan plan = plan_of(g);
+    CHECK(any_decision(plan, true, "reshape of a buffer read in place"));
+    CHECK_FALSE(any_decision(plan, false, "reads buffers"));
+    for (const Region& r : plan.regions) {
+      if (r.kind != RegionKind::gemm) continue;
+      for (NodeId in : r.inputs) CHECK(plan.graph.node(in).op != ir::Op::reshape);
+    }
+    std::mt19937 rng(7);
+    std::vector<ir::HostTensor> inputs;
+    for (NodeId in : plan.graph.inputs()) {
+      ir::HostTensor t(plan.graph.node(in).dtype, plan.graph.node(in).shape);
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
+      inputs.push_back(std::move(t));
+    }
+    const std::vector<ir::HostTensor> got = run_plan(plan, inputs);
+    const std::vector<ir::HostTensor> want = ir::interpret(plan.graph, inputs);
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      for (int64_t i = 0; i < got[k].numel(); ++i) CHECK(got[k].get(i) == want[k].get(i));
+    }
   }
 }
 

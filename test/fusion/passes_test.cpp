@@ -248,6 +248,27 @@ TEST_CASE("simplification removes identity views and merges view chains", "[fusi
         "output %2, %0\n");
 }
 
+TEST_CASE("a permute that moves only axes of extent 1 is a reshape", "[fusion][simplify]") {
+  // A decode step's attention output, [1, 4, 1, 16] heads back into a row: the permute swaps a
+  // 1 with the heads, so it joins the reshapes around it as one reshape of the buffer.
+  CHECK(run(simplify,
+            "%0 : f32[1,2,2,16] = input\n"
+            "%1 : f32[1,4,1,16] = reshape %0\n"
+            "%2 : f32[1,1,4,16] = permute %1 axes=[0,2,1,3]\n"
+            "%3 : f32[1,1,64] = reshape %2\n"
+            "output %3\n") ==
+        "%0 : f32[1,2,2,16] = input\n"
+        "%1 : f32[1,4,1,16] = reshape %0\n"
+        "%2 : f32[1,1,4,16] = reshape %0\n"
+        "%3 : f32[1,1,64] = reshape %0\n"
+        "output %3\n");
+  // Axes other than 1 that change places stay a permute, even among 1s.
+  check_unchanged(simplify,
+                  "%0 : f32[1,4,1,3] = input\n"
+                  "%1 : f32[3,1,4,1] = permute %0 axes=[3,2,1,0]\n"
+                  "output %1\n");
+}
+
 TEST_CASE("optimize runs the passes in order and calls the hook after each", "[fusion][dce]") {
   const ir::Graph g = ir::parse(std::string(kHeader) +
                                 "%0 : f32[4] = input\n"

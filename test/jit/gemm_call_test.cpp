@@ -254,6 +254,25 @@ std::vector<ir::Graph> broadcast_gemms(DType dtype, int64_t M, int64_t K, int64_
     g.set_outputs({ir::add_unary(g, Op::gelu_tanh, y)});
     graphs.push_back(std::move(g));
   }
+  {  // reshapes of buffers read in place: a linear layer's [2,M,K] activation as [2M,K] rows
+     // against B[N,K] transposed; A[M,K] as [1,M*K] (one row: the decode
+     // step's attention output) against B[M*K,N]; and [2,K,M] read as [2,M,K] transposed
+    ir::Graph g;
+    const NodeId x = ir::add_input(g, dtype, {2, M, K});
+    const NodeId w = ir::add_input(g, dtype, {N, K});
+    const NodeId bias = ir::add_input(g, dtype, {N});
+    const NodeId rows = ir::add_reshape(g, x, {2 * M, K});
+    NodeId y = ir::add_matmul(g, rows, ir::add_permute(g, w, {1, 0}));
+    y = ir::add_binary(g, Op::add, y, bias);
+    const NodeId a = ir::add_input(g, dtype, {M, K});
+    const NodeId wide = ir::add_input(g, dtype, {M * K, N});
+    const NodeId one = ir::add_matmul(g, ir::add_reshape(g, a, {1, M * K}), wide);
+    const NodeId km = ir::add_input(g, dtype, {2, K, M});
+    const NodeId at = ir::add_permute(g, ir::add_reshape(g, km, {2, M, K}), {0, 2, 1});
+    const NodeId b = ir::add_input(g, dtype, {M, N});
+    g.set_outputs({y, one, ir::add_matmul(g, at, b)});
+    graphs.push_back(std::move(g));
+  }
   return graphs;
 }
 
@@ -354,6 +373,22 @@ output %12
     CHECK(c.problem.alpha == 0.5);
     CHECK(c.calls.size() == 3);
     CHECK(c.problem.batch == 4);
+  }
+  SECTION("a reshape of a buffer that changes the matrix, read in place") {
+    // A linear layer on [b, t, c]: the activation read as [b * t, c] rows, one GEMM.
+    const jit::GemmCall c = check_described(R"(fusejit-trace 1
+%0 : f32[2,5,7] = input
+%1 : f32[6,7] = input
+%2 : f32[10,7] = reshape %0
+%3 : f32[7,6] = permute %1 axes=[1,0]
+%4 : f32[10,6] = matmul %2, %3
+output %4
+)");
+    CHECK(c.a == 0);  // the input itself: no kernel copies it
+    CHECK(c.problem.m == 10);
+    CHECK(c.problem.k == 7);
+    CHECK(c.problem.batch == 1);
+    CHECK(c.calls.size() == 1);
   }
   SECTION("a transposed A and an unsqueezed operand (reshape adding a leading 1)") {
     const jit::GemmCall c = check_described(R"(fusejit-trace 1
