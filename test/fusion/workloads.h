@@ -330,11 +330,6 @@ inline ir::HostTensor as_f32(const ir::HostTensor& t) {
 // layout the executor relies on: exactly one matmul, inputs [A, B, bias?, residual?], one output
 // of the matmul's dtype and shape, a bias of N elements, a residual of the output's shape.
 // `magnitude`, when given, receives per element |alpha * acc| + |beta * C| + |bias|.
-// The matmul `mm`'s operand k (0: A, 1: B) as the matmul sees it.
-inline const Shape& operand_shape_of(const Graph& g, const ir::Node& mm, int k) {
-  return g.node(mm.inputs[static_cast<size_t>(k)]).shape;
-}
-
 inline ir::HostTensor gemm_call(const Plan& plan, const Region& r, const Memory& memory,
                                 std::vector<double>* magnitude = nullptr) {
   const Graph& g = plan.graph;
@@ -387,7 +382,8 @@ inline ir::HostTensor gemm_call(const Plan& plan, const Region& r, const Memory&
     // operand's matrix as it lies in memory (swapped where the call transposes it): the call
     // reads the buffer's bytes in that shape (a reshape of a buffer folds, whatever its matrix).
     Shape layout = k == 0 ? e.batch_a : e.batch_b;
-    Shape matrix(operand_shape_of(g, mm, k).end() - 2, operand_shape_of(g, mm, k).end());
+    const Shape& operand = g.node(mm.inputs[static_cast<size_t>(k)]).shape;
+    Shape matrix(operand.end() - 2, operand.end());
     if (k == 0 ? e.transpose_a : e.transpose_b) std::swap(matrix[0], matrix[1]);
     layout.insert(layout.end(), matrix.begin(), matrix.end());
     v = ir::add_reshape(sub, v, layout);
