@@ -14,11 +14,22 @@ How a graph runs (inference: a graph that needs gradients runs in torch, as aot_
    read torch's memory in place (DLPack), evaluates the outputs together (one fusejit trace:
    the kernel cache on disk and the trace memo as for any fusejit user) and hands them to torch
    without a copy.
+4. From the second call with the same input sizes on, a piece runs as a fusejit.Replay: its
+   trace recorded once more and built, then each call only checks its inputs, copies those whose
+   memory moved since the call before into buffers of the Replay's own, queues the Replay (on a
+   GPU one CUDA graph launch) and hands torch a copy of each output (the Replay's buffers are
+   rewritten by the next call). No translation, no recording, no plan lookup per call. An input
+   read in place that later arrives at another address is staged from then on (the Replay is
+   built again; after 3 builds the calls of that signature are recorded). A piece keeps the Replays of its last 4 input sizes; each holds
+   its intermediates between calls (an eval frees them), so memory grows by the activations of
+   one forward per Replay. FUSEJIT_DYNAMO_REPLAY=0 records every call instead.
 Symbolic sizes (torch.compile(dynamic=True), torch._dynamo.mark_dynamic, or Dynamo's automatic
 dynamic shapes) reach a piece as int inputs; the axes they size are marked dynamic on the
 fusejit inputs (Context.mark_dynamic), so a new batch size or sequence length reuses the
 translation, the plan and the kernels.
 """
+import collections
+import os
 import threading
 
 import torch
@@ -31,13 +42,17 @@ from fusejit import _aten
 
 _lock = threading.Lock()
 _translations = {}  # (graph code, input dtypes) -> _Program
-_stats = {"graphs": 0, "translations": 0, "translation_cache_hits": 0, "calls": 0}
+_stats = {"graphs": 0, "translations": 0, "translation_cache_hits": 0, "calls": 0,
+          "replays_built": 0, "replayed_calls": 0}
+_REPLAYS_PER_PIECE = 4  # input signatures whose Replay a piece keeps (the least recent goes)
+_REBUILDS = 3  # Replays built again for inputs that moved, before the signature stays recorded
 _contexts = {}  # (device type, index) -> fusejit.Context
 _reports = []  # one _GraphReport per graph compiled, for explain()
 
 
 def stats():
-    """Counters of the backend: graphs compiled, translations made and reused, calls run."""
+    """Counters of the backend: graphs compiled, translations made and reused, calls run, and
+    of those calls how many ran as a Replay (replayed_calls), Replays built (replays_built)."""
     with _lock:
         return dict(_stats)
 
@@ -120,7 +135,8 @@ def _attr(gm, target):
 
 class _Piece(torch.nn.Module):
     """A piece of the graph that fusejit runs: called by the partitioned graph with torch
-    tensors (and ints, for symbolic sizes); returns torch tensors over fusejit's memory."""
+    tensors (and ints, for symbolic sizes); returns torch tensors over fusejit's memory (the
+    first call) or torch's own (replayed calls)."""
 
     def __init__(self, gm, example_inputs):
         super().__init__()
@@ -134,31 +150,167 @@ class _Piece(torch.nn.Module):
             else:
                 _stats["translation_cache_hits"] += 1
         self.dynamic = _dynamic_axes(gm)
+        self.replay_lock = threading.Lock()
+        # signature -> _Replayed, or _Recorded (the call before, or why it is never replayed)
+        self.replays = collections.OrderedDict()
 
     def forward(self, *inputs):
         device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
         ctx = _context(device)
+        if os.environ.get("FUSEJIT_DYNAMO_REPLAY", "1") == "0":
+            return self._record(ctx, inputs)
+        sig = _signature(inputs)
+        with self.replay_lock:
+            entry = self.replays.get(sig)
+            if isinstance(entry, _Replayed):
+                out = entry.run(ctx, device, inputs)
+                if out is not None:
+                    self.replays.move_to_end(sig)
+                    return out
+                # An input read in place came at another address: staged from now on.
+                entry = _Recorded(entry.builds, entry.staged | entry.moved(inputs), inputs)
+                if entry.builds >= _REBUILDS:
+                    entry.why_not = f"inputs read in place moved after {entry.builds} Replays"
+                    _log(f"fusejit: a piece is recorded at every call from now on: {entry.why_not}")
+            if entry is None:  # the first call of this signature
+                entry = _Recorded(0, frozenset(), inputs)
+            elif not entry.why_not:  # the second, or one after an input moved
+                try:
+                    entry = _Replayed(self, ctx, device, inputs, entry.staged | entry.moved(inputs),
+                                      entry.builds + 1)
+                except fj.UsageError as e:  # e.g. an output that is an input: nothing to compute
+                    entry.why_not = str(e)
+                    _log(f"fusejit: a piece is recorded at every call: {e}")
+            self._keep(sig, entry)
+            if isinstance(entry, _Replayed):
+                return entry.run(ctx, device, inputs)
+            entry.ptrs = _pointers(inputs)
+        return self._record(ctx, inputs)
+
+    def _keep(self, sig, entry):
+        self.replays[sig] = entry
+        self.replays.move_to_end(sig)
+        while len(self.replays) > _REPLAYS_PER_PIECE:
+            self.replays.popitem(last=False)
+
+    def _values(self, ctx, inputs, staged=frozenset(), buffers=None):
+        """The program's inputs on fusejit: tensors read in place, or for the positions in
+        `staged`, from a buffer of their own (put in `buffers`)."""
         values = []
         for i, x in enumerate(inputs):
             if not isinstance(x, torch.Tensor):
                 values.append(x)
                 continue
-            t = _import(x, ctx)
+            t = None if i in staged else _import(x, ctx)
+            if t is None and buffers is not None:  # staged, or a layout read through a copy
+                buffers[i] = buf = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+                buf.copy_(x)
+                t = _import(buf, ctx)
+            elif t is None:
+                t = _import(x.contiguous(), ctx)
             for axis, name in self.dynamic.get(i, ()):
                 if x.shape[axis] != 1:
                     ctx.mark_dynamic(t, axis, name)
             values.append(t)
         _aten._CONTEXT.current = ctx
+        return values
+
+    def _record(self, ctx, inputs):
+        """One call recorded and evaluated: the outputs are torch views of fusejit's memory."""
+        values = self._values(ctx, inputs)
         with _lock:
             _stats["calls"] += 1
-        out = self.program.run(values)
-        single = not isinstance(out, (tuple, list))
-        outs = [out] if single else list(out)
+        outs, single = _flatten(self.program.run(values))
         pending = [o for o in outs if isinstance(o, fj.Tensor)]
         if pending:
             fj.eval(*_distinct(pending))
         result = [torch.from_dlpack(o) if isinstance(o, fj.Tensor) else o for o in outs]
         return result[0] if single else tuple(result)
+
+
+class _Recorded:
+    """A signature's calls that record: the input addresses of the last one, the inputs that
+    have moved before (staged by the next Replay), and why it is never replayed, if it is not."""
+
+    def __init__(self, builds, staged, inputs):
+        self.builds, self.staged, self.why_not = builds, frozenset(staged), ""
+        self.ptrs = _pointers(inputs)
+
+    def moved(self, inputs):
+        return frozenset(i for i, p in enumerate(_pointers(inputs)) if p != self.ptrs[i])
+
+
+class _Replayed:
+    """A piece's trace for one input signature, built as a fusejit.Replay. Inputs that stay at
+    one address (weights, caches) are read in place; the Replay keeps them alive. The others
+    (`staged`) are copied into buffers of its own at each call."""
+
+    def __init__(self, piece, ctx, device, inputs, staged, builds):
+        self.builds, self.staged, self.buffers = builds, frozenset(staged), {}
+        values = piece._values(ctx, inputs, self.staged, self.buffers)
+        self.staged = frozenset(self.buffers)
+        self.ptrs = _pointers(inputs)
+        outs, self.single = _flatten(piece.program.run(values))
+        tensors = _distinct([o for o in outs if isinstance(o, fj.Tensor)])
+        if not tensors:
+            raise fj.UsageError("the piece computes no tensor")
+        index = {id(t): k for k, t in enumerate(tensors)}
+        # Per output: its position in the Replay's outputs, or a value of the recording (a size).
+        self.layout = [(index[id(o)], None) if isinstance(o, fj.Tensor) else (None, o) for o in outs]
+        self.replay = fj.Replay(tensors)
+        with _lock:
+            _stats["replays_built"] += 1
+
+    def moved(self, inputs):
+        return frozenset(i for i, p in enumerate(_pointers(inputs))
+                         if i not in self.staged and p != self.ptrs[i])
+
+    def run(self, ctx, device, inputs):
+        """The outputs of one call, or None when an input read in place has moved."""
+        for i, x in enumerate(inputs):
+            if i not in self.staged and isinstance(x, torch.Tensor) and x.data_ptr() != self.ptrs[i]:
+                return None
+        for i, buf in self.buffers.items():
+            buf.copy_(inputs[i])
+        _after_torch(ctx, device)
+        self.replay.run()
+        with _lock:
+            _stats["calls"] += 1
+            _stats["replayed_calls"] += 1
+        # torch.from_dlpack orders torch's stream after the run; the copy frees the Replay's
+        # buffers for the next call (and makes each call's outputs its own).
+        outs = [torch.from_dlpack(o).clone() for o in self.replay.outputs]
+        result = [outs[k] if k is not None else v for k, v in self.layout]
+        return result[0] if self.single else tuple(result)
+
+
+def _signature(inputs):
+    """What a Replay is specific to: each input's shape, strides and dtype, or its value."""
+    return tuple((tuple(x.shape), x.stride(), x.dtype) if isinstance(x, torch.Tensor) else ("v", x)
+                 for x in inputs)
+
+
+def _pointers(inputs):
+    return [x.data_ptr() if isinstance(x, torch.Tensor) else None for x in inputs]
+
+
+def _after_torch(ctx, device):
+    """Orders the Context's stream after the work queued so far on torch's current one (which
+    wrote the staged buffers and may have written inputs read in place)."""
+    if device.type != "cuda":
+        return
+    current = torch.cuda.current_stream(device)
+    if current.cuda_stream == ctx.stream:
+        return
+    event = torch.cuda.Event()
+    event.record(current)
+    torch.cuda.ExternalStream(ctx.stream, device=device).wait_event(event)
+
+
+def _flatten(out):
+    """(outputs as a list, whether the piece returned a single value)."""
+    single = not isinstance(out, (tuple, list))
+    return ([out] if single else list(out)), single
 
 
 def _distinct(tensors):
@@ -171,12 +323,14 @@ def _distinct(tensors):
 
 
 def _import(x, ctx):
+    """x read in place by fusejit, or None when fusejit cannot read its layout (overlapping
+    strides)."""
     if x.dtype not in _aten.DTYPES:
         raise fj.UsageError(f"fusejit.dynamo: an input of dtype {x.dtype} reached fusejit")
     try:
         return fj.from_dlpack(x.detach(), context=ctx)
-    except fj.UsageError:  # a layout fusejit cannot read in place (overlapping strides)
-        return fj.from_dlpack(x.detach().contiguous(), context=ctx)
+    except fj.UsageError:
+        return None
 
 
 def _dynamic_axes(gm):

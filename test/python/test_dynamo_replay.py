@@ -1,0 +1,128 @@
+"""The backend's replayed calls (fusejit.dynamo, step 4 of its docstring): from the second call
+of a signature on, a piece runs as a fusejit.Replay. Each test checks the results against eager
+at every call, so a Replay that read a stale input, or handed out a buffer the next call
+rewrites, fails here."""
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import fusejit as fj  # noqa: E402
+from fusejit import dynamo  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() and fj.Context.gpu_available()[0] else "cpu"
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo(monkeypatch):
+    monkeypatch.delenv("FUSEJIT_DYNAMO_REPLAY", raising=False)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    with torch.device(DEVICE), torch.no_grad():
+        yield
+    torch._dynamo.reset()
+
+
+def delta(before):
+    after = dynamo.stats()
+    return {k: after[k] - before[k] for k in after}
+
+
+def mlp():
+    lin1, lin2 = torch.nn.Linear(24, 40), torch.nn.Linear(40, 24)
+
+    def f(x):
+        return torch.softmax(lin2(F.gelu(lin1(x))), dim=-1) + x
+
+    return f
+
+
+def test_new_inputs_every_call_agree_with_eager():
+    f = mlp()
+    compiled = torch.compile(f, backend="fusejit")
+    before = dynamo.stats()
+    for _ in range(5):
+        x = torch.randn(6, 24)  # a fresh tensor: its address may or may not be the last one's
+        torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
+    d = delta(before)
+    assert d["calls"] == 5
+    assert d["replayed_calls"] >= 3, d
+    assert 1 <= d["replays_built"] <= 3, d
+
+
+def test_outputs_are_not_rewritten_by_the_next_call():
+    f = mlp()
+    compiled = torch.compile(f, backend="fusejit")
+    xs = [torch.randn(6, 24) for _ in range(4)]
+    outs = [compiled(x) for x in xs]  # the last three are replayed
+    assert dynamo.stats()["replayed_calls"] > 0
+    for x, out in zip(xs, outs):
+        torch.testing.assert_close(out, f(x), atol=1e-5, rtol=1e-5)
+
+
+def test_an_input_written_in_place_is_read_again():
+    f = mlp()
+    compiled = torch.compile(f, backend="fusejit")
+    x = torch.randn(6, 24)
+    before = dynamo.stats()
+    for step in range(4):
+        x.copy_(torch.randn(6, 24))  # same address, new values
+        torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5, msg=f"call {step}")
+    assert delta(before)["replayed_calls"] == 3
+
+
+def test_a_weight_changed_in_place_is_seen():
+    lin = torch.nn.Linear(16, 16)
+    compiled = torch.compile(lambda x: torch.tanh(lin(x)), backend="fusejit")
+    x = torch.randn(3, 16)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), torch.tanh(lin(x)), atol=1e-5, rtol=1e-5)
+        lin.weight.mul_(-0.5)
+    assert dynamo.stats()["replayed_calls"] > 0
+
+
+def test_a_new_size_gets_its_own_replay():
+    f = mlp()
+    compiled = torch.compile(f, backend="fusejit", dynamic=True)
+    before = dynamo.stats()
+    for batch in (3, 5, 3, 5, 3, 5):
+        x = torch.randn(batch, 24)
+        torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
+    d = delta(before)
+    assert d["translations"] <= 1 and d["calls"] == 6
+    assert d["replayed_calls"] >= 2, d
+
+
+def test_transposed_and_broadcast_inputs():
+    compiled = torch.compile(lambda a, b: torch.relu(a * 2 + b), backend="fusejit")
+    base = torch.randn(9, 7)
+    for _ in range(3):
+        a, b = base.t(), torch.randn(9).expand(7, 9)  # read in place: permuted, stride-0 axis
+        torch.testing.assert_close(compiled(a, b), torch.relu(a * 2 + b))
+        base.add_(1)
+
+
+def test_replay_off_records_every_call(monkeypatch):
+    monkeypatch.setenv("FUSEJIT_DYNAMO_REPLAY", "0")
+    f = mlp()
+    compiled = torch.compile(f, backend="fusejit")
+    before = dynamo.stats()
+    for _ in range(3):
+        x = torch.randn(6, 24)
+        torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
+    d = delta(before)
+    assert d["calls"] == 3 and d["replayed_calls"] == 0 and d["replays_built"] == 0
+
+
+def test_a_model_with_a_split_replays_its_pieces():
+    lin = torch.nn.Linear(12, 12)
+
+    def f(x):
+        return torch.cumsum(torch.relu(lin(x)), dim=-1).sigmoid() * 2  # cumsum stays in torch
+
+    compiled = torch.compile(f, backend="fusejit")
+    before = dynamo.stats()
+    for _ in range(4):
+        x = torch.randn(5, 12)
+        torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
+    assert delta(before)["replayed_calls"] >= 4, "both pieces replay from the second call on"
