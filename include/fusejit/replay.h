@@ -24,8 +24,9 @@
 // - On the GPU, every region output keeps its buffer from one run to the next (a Replay holds
 //   its intermediates; an eval frees each after its last reader). The first run launches the
 //   steps one by one; the second captures them from the Context's stream into a CUDA graph, and
-//   from then on a run is that graph's launch. Plans with a cuDNN attention step, and a stream
-//   that something else is capturing, run step by step (why_not_graph says why).
+//   from then on a run is that graph's launch, cuDNN attention steps included. A stream that
+//   something else is capturing, or a capture the driver refuses, runs step by step
+//   (why_not_graph says why).
 // - On the CPU path a run evaluates the trace with the reference interpreter.
 // - Runs are ordered with the Context's evals (its lock and its stream), from any thread.
 //   Context::stats counts them (replay_runs, replay_graph_launches); a run plans and compiles

@@ -145,10 +145,11 @@ std::shared_ptr<AttentionCall> plan_attention_call(const ir::Graph& g,
 }
 
 void run_attention_call(const AttentionCall& call, Device& device,
-                        const std::function<void*(ir::NodeId)>& buffer) {
-  std::shared_ptr<DeviceBuffer> workspace;
-  if (call.graph->workspace_bytes() > 0) {
-    workspace = device.allocate(static_cast<size_t>(call.graph->workspace_bytes()));
+                        const std::function<void*(ir::NodeId)>& buffer, void* workspace) {
+  std::shared_ptr<DeviceBuffer> pooled;
+  if (!workspace && call.graph->workspace_bytes() > 0) {
+    pooled = device.allocate(static_cast<size_t>(call.graph->workspace_bytes()));
+    workspace = pooled->data();
   }
   const cudnn::Api& api = *call.session->api;
   const cudnn::Handle handle = call.session->handle->get();
@@ -160,7 +161,7 @@ void run_attention_call(const AttentionCall& call, Device& device,
   args.o = buffer(call.out);
   args.bias = call.bias >= 0 ? buffer(call.bias) : nullptr;
   args.scale = call.scale;
-  args.workspace = workspace ? workspace->data() : nullptr;
+  args.workspace = workspace;
   call.graph->execute(handle, device.stream(), args);
 }
 

@@ -7,7 +7,8 @@
 //                       share, what refuse_attention refuses). No GPU needed.
 //   plan_attention_call builds and plans cuDNN's graph on the session's device; nothing (and
 //                       why) when no engine takes it: the caller generates the kernel instead.
-//   run_attention_call  the variant pack on the device's stream, with a workspace of the pool.
+//   run_attention_call  the variant pack on the device's stream, with a workspace of the pool
+//                       or the caller's.
 //
 // A session (the loaded library and one handle) serves one Runtime; its calls are serialized
 // by the Context's lock, as executables' runs are. It plans each problem once: a plan costs
@@ -67,9 +68,11 @@ std::shared_ptr<AttentionCall> plan_attention_call(const ir::Graph& g,
                                                    const std::shared_ptr<CudnnSession>& session,
                                                    std::string* why = nullptr);
 
-// Runs the call: `buffer(id)` gives the device pointer of a node's buffer; the workspace comes
-// from the device's pool and goes back to it (stream-ordered) when the call is queued.
+// Runs the call: `buffer(id)` gives the device pointer of a node's buffer. The workspace is
+// `workspace` when given (at least call.graph->workspace_bytes(), used by nothing else while the
+// call runs: a CUDA graph's capture needs a fixed one), else a buffer of the device's pool that
+// goes back to it (stream-ordered) once the call is queued.
 void run_attention_call(const AttentionCall& call, Device& device,
-                        const std::function<void*(ir::NodeId)>& buffer);
+                        const std::function<void*(ir::NodeId)>& buffer, void* workspace = nullptr);
 
 }  // namespace fusejit::jit

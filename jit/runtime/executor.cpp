@@ -358,11 +358,14 @@ void run_step(const Executable& exe, size_t s, Device& device, Blas& blas, RunSc
     point_args(scratch);
     launch(device.driver(), l, device.stream(), scratch.args.data());
   } else if (step.attention) {
-    run_attention_call(*step.attention, device, [&](NodeId id) {
-      const auto& buf = scratch.values[static_cast<size_t>(id)];
-      if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
-      return buf->data();
-    });
+    run_attention_call(
+        *step.attention, device,
+        [&](NodeId id) {
+          const auto& buf = scratch.values[static_cast<size_t>(id)];
+          if (!buf) throw InternalError(fmt::format("%{} read before it was computed", id));
+          return buf->data();
+        },
+        scratch.attention_workspace ? scratch.attention_workspace->data() : nullptr);
   } else {
     run_gemm(step.gemm, scratch, blas);
   }
@@ -497,6 +500,14 @@ void run_fixed(const Executable& exe, std::vector<std::shared_ptr<DeviceBuffer>>
     ~SwapBack() { std::swap(scratch.values, values); }
   } const back{scratch, values};
   for (size_t s = 0; s < exe.steps.size(); ++s) run_step(exe, s, device, blas, scratch);
+}
+
+int64_t attention_workspace_bytes(const Executable& exe) {
+  int64_t bytes = 0;
+  for (const Step& step : exe.steps) {
+    if (step.attention) bytes = std::max(bytes, step.attention->graph->workspace_bytes());
+  }
+  return bytes;
 }
 
 int64_t step_bytes(const Executable& exe, const Step& step) {

@@ -138,6 +138,9 @@ struct RunScratch {
   std::vector<void*> pointers;                        // kernel arguments, launch after launch
   std::vector<void*> args;                            // &pointers[i]
   std::vector<KernelLaunch> launches;
+  // When set: the workspace of every cuDNN attention step (at least the largest one's), instead
+  // of one from the pool per call. ReplayRun sets it, so that its runs allocate nothing.
+  std::shared_ptr<DeviceBuffer> attention_workspace;
 };
 
 // What a run can do besides running, for `fusejit run` and the GPU tests.
@@ -177,10 +180,13 @@ std::vector<std::shared_ptr<DeviceBuffer>> fixed_buffers(
     const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     Device& device);
 // Queues every step of `exe` on the device's stream with `values` (fixed_buffers'), allocating
-// and releasing nothing, so that it may run while the stream is being captured into a CUDA
-// graph (a cuDNN attention step allocates its workspace: ReplayRun does not capture those).
+// and releasing nothing when scratch.attention_workspace holds the cuDNN attention steps'
+// workspace (attention_workspace_bytes), so that it may run while the stream is being captured
+// into a CUDA graph.
 void run_fixed(const Executable& exe, std::vector<std::shared_ptr<DeviceBuffer>>& values,
                Device& device, Blas& blas, RunScratch& scratch);
+// The largest workspace a cuDNN attention step of `exe` asks for (0: none, or no such step).
+int64_t attention_workspace_bytes(const Executable& exe);
 
 // Bytes a step must move at least (each region input read once, each output written once), and
 // for gemm steps the flops (2*M*N*K per batch, over all calls); for `fusejit run` and the

@@ -14,9 +14,10 @@ namespace fusejit::jit {
 ReplayRun::ReplayRun(std::shared_ptr<const Executable> exe,
                      const std::vector<std::shared_ptr<DeviceBuffer>>& inputs, Device& device)
     : exe_(std::move(exe)), values_(fixed_buffers(*exe_, inputs, device)) {
-  if (std::any_of(exe_->steps.begin(), exe_->steps.end(),
-                  [](const Step& s) { return s.attention != nullptr; })) {
-    why_not_ = "a cuDNN attention step takes its workspace from the pool at each call";
+  // cuDNN attention steps share one workspace, held as long as the buffers: a captured graph
+  // keeps the address.
+  if (const int64_t bytes = attention_workspace_bytes(*exe_); bytes > 0) {
+    scratch_.attention_workspace = device.allocate(static_cast<size_t>(bytes));
   }
 }
 

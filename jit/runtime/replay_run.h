@@ -7,9 +7,9 @@
 // already (picked when the plan was built), so that nothing the capture cannot hold happens in
 // it later. The second run captures the steps from the stream (cudaStreamBeginCapture, thread
 // local) into a graph, instantiates it and launches it; every later run is that one launch.
-// Plans with a cuDNN attention step are not captured (its workspace comes from the pool at
-// each call), nor is anything on a stream that something else is capturing (the steps go into
-// that capture); a capture the driver refuses, or a step that throws while captured, falls back
+// cuDNN attention steps are captured like kernels, with one workspace the ReplayRun holds.
+// Nothing on a stream that something else is capturing is captured (the steps go into that
+// capture); a capture the driver refuses, or a step that throws while captured, falls back
 // to launches one by one, and says why (a step that fails outside capture too throws then).
 #pragma once
 

@@ -1,12 +1,14 @@
 // fusejit::Replay: a step recorded once and run many times gives, run after run, what recording
 // and evaluating the same step each time gives; it reads and writes its buffers in place (its
 // own position, random key and state), plans and compiles nothing after it is built, and on the
-// GPU replays as one CUDA graph launch, GEMMs included. Its errors name what was wrong.
+// GPU replays as one CUDA graph launch, GEMMs and cuDNN attention included. Its errors name what
+// was wrong.
 #include <cstdint>
 #include <vector>
 
 #include "fusejit/fusejit.h"
 #include "support/catch.h"
+#include "support/cudnn.h"
 #include "support/gpu.h"
 #include "support/quiet.h"
 
@@ -174,4 +176,36 @@ TEST_CASE("a replay writes wrapped caller memory in place, run after run", "[jit
   step.run();
   CHECK(counts == std::vector<float>{20.0f, 8.0f, 12.0f});
   CHECK(step.outputs()[0].to_host() == std::vector<double>{20.0, 8.0, 12.0});
+}
+
+TEST_CASE("a replay with a cuDNN attention step is one graph launch", "[jit][replay][cudnn][gpu]") {
+  FUSEJIT_REQUIRE_GPU();
+  FUSEJIT_REQUIRE_CUDNN();
+  const fj::Shape shape = {1, 2, 96, 64};  // [batch, heads, seq, head dim]
+  const int64_t n = 2 * 96 * 64;
+  const auto attention = [&](fj::Context& ctx) {
+    const fj::Tensor q = ctx.from_vector(values(n, 0.05, 1), shape, DType::bf16).eval();
+    const fj::Tensor k = ctx.from_vector(values(n, 0.04, 2), shape, DType::bf16).eval();
+    const fj::Tensor v = ctx.from_vector(values(n, 0.1, 3), shape, DType::bf16).eval();
+    return fj::matmul(fj::softmax(fj::matmul(q, fj::transpose(k, 2, 3)) * 0.125, -1), v);
+  };
+  fj::Context cpu(fusejit::testing::quiet(), fj::Placement{.device = fj::Placement::kCpu});
+  const std::vector<double> want = attention(cpu).to_host();
+  fj::Context ctx(fj::Options::parse({{"FUSEJIT_ATTENTION", "cudnn"}, {"FUSEJIT_LOG", "error"}}));
+  const fj::Tensor out = attention(ctx);
+  REQUIRE_THAT(fj::plan_text({out}), ContainsSubstring("cuDNN attention"));
+  fj::Replay replay({out});
+  fj::Tensor o = replay.outputs()[0];
+  for (int run = 0; run < 4; ++run) {
+    // Zeros first, so that a run which skipped the attention step shows.
+    fj::update_slice(o, 0, ctx.scalar(0, DType::i32), ctx.zeros(shape, DType::bf16));
+    ctx.eval_all();
+    REQUIRE(o.to_host() == std::vector<double>(want.size(), 0.0));
+    replay.run();
+    INFO("run " << run);
+    require_close(o.to_host(), want, 2e-2);
+  }
+  INFO(replay.why_not_graph());
+  CHECK(replay.graph());
+  CHECK(ctx.stats().replay_graph_launches == 3);
 }
