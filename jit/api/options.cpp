@@ -266,7 +266,8 @@ constexpr std::string_view kKnownVars =
     "FUSEJIT_DUMP, FUSEJIT_DUMP_DIR, FUSEJIT_LOG, FUSEJIT_CACHE_DIR, FUSEJIT_CACHE, "
     "FUSEJIT_CACHE_MAX_MB, FUSEJIT_MEMO_MAX, FUSEJIT_KERNELS_MAX, FUSEJIT_RECORD_DIR, "
     "FUSEJIT_REQUIRE_WARM, FUSEJIT_DISABLE, FUSEJIT_ARCH, FUSEJIT_TF32, FUSEJIT_GEMV, FUSEJIT_PDL, "
-    "FUSEJIT_ROUNDING, FUSEJIT_CUDNN_PATH, FUSEJIT_ATTENTION, FUSEJIT_NVRTC_OPTIONS";
+    "FUSEJIT_ROUNDING, FUSEJIT_CUDNN_PATH, FUSEJIT_ATTENTION, FUSEJIT_NVRTC_OPTIONS, "
+    "FUSEJIT_DYNAMO_REPLAY";
 
 }  // namespace
 
@@ -294,6 +295,8 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
     else if (name == "FUSEJIT_CUDNN_PATH") o.cudnn_path = value;
     else if (name == "FUSEJIT_NVRTC_OPTIONS") o.nvrtc_options = parse_nvrtc_options(value);
+    else if (name == "FUSEJIT_DYNAMO_REPLAY")
+      parse_bool(name, value);                           // the Python backend's
     else if (name == "FUSEJIT_UPDATE_GOLDEN") continue;  // read by the golden-kernel tests
     else if (name.starts_with("FUSEJIT_")) {
       o.warnings.push_back(fmt::format(

@@ -76,6 +76,11 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(parse1("FUSEJIT_NVRTC_OPTIONS", "  --Ofast-compile=mid\t-lineinfo ").nvrtc_options ==
         std::vector<std::string>{"--Ofast-compile=mid", "-lineinfo"});
   CHECK(parse1("FUSEJIT_NVRTC_OPTIONS", "").nvrtc_options.empty());
+  // The Python backend's variable: known (no warning), its value checked.
+  CHECK(parse1("FUSEJIT_DYNAMO_REPLAY", "0").warnings.empty());
+  CHECK(parse1("FUSEJIT_DYNAMO_REPLAY", "on").warnings.empty());
+  CHECK_THROWS_WITH(parse1("FUSEJIT_DYNAMO_REPLAY", "sometimes"),
+                    ContainsSubstring("FUSEJIT_DYNAMO_REPLAY"));
 }
 
 TEST_CASE("FUSEJIT_NVRTC_OPTIONS refuses what fusejit sets or what changes results",
