@@ -46,6 +46,7 @@ _stats = {"graphs": 0, "translations": 0, "translation_cache_hits": 0, "calls": 
           "replays_built": 0, "replayed_calls": 0}
 _REPLAYS_PER_PIECE = 4  # input signatures whose Replay a piece keeps (the least recent goes)
 _REBUILDS = 3  # Replays built again for inputs that moved, before the signature stays recorded
+_REPLAY_ALIGNMENT = 256  # bytes: a Replay reads an input in place only at such an address
 _contexts = {}  # (device type, index) -> fusejit.Context
 _reports = []  # one _GraphReport per graph compiled, for explain()
 
@@ -157,7 +158,7 @@ class _Piece(torch.nn.Module):
     def forward(self, *inputs):
         device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
         ctx = _context(device)
-        if os.environ.get("FUSEJIT_DYNAMO_REPLAY", "1") == "0":
+        if os.environ.get("FUSEJIT_DYNAMO_REPLAY", "1").strip() in ("0", "off", "false"):
             return self._record(ctx, inputs)
         sig = _signature(inputs)
         with self.replay_lock:
@@ -178,7 +179,9 @@ class _Piece(torch.nn.Module):
                 try:
                     entry = _Replayed(self, ctx, device, inputs, entry.staged | entry.moved(inputs),
                                       entry.builds + 1)
-                except fj.UsageError as e:  # e.g. an output that is an input: nothing to compute
+                except (fj.UsageError, fj.OutOfMemoryError) as e:
+                    # An output that is an input (nothing to compute), or no room for the
+                    # Replay's intermediates next to torch's: an eval frees each after its use.
                     entry.why_not = str(e)
                     _log(f"fusejit: a piece is recorded at every call: {e}")
             self._keep(sig, entry)
@@ -201,6 +204,8 @@ class _Piece(torch.nn.Module):
             if not isinstance(x, torch.Tensor):
                 values.append(x)
                 continue
+            if buffers is not None and x.data_ptr() % _REPLAY_ALIGNMENT:
+                staged = staged | {i}  # a Replay reads in place only aligned memory
             t = None if i in staged else _import(x, ctx)
             if t is None and buffers is not None:  # staged, or a layout read through a copy
                 buffers[i] = buf = torch.empty(x.shape, dtype=x.dtype, device=x.device)

@@ -126,3 +126,29 @@ def test_a_model_with_a_split_replays_its_pieces():
         x = torch.randn(5, 12)
         torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
     assert delta(before)["replayed_calls"] >= 4, "both pieces replay from the second call on"
+
+
+def test_an_input_at_an_unaligned_address_is_staged():
+    compiled = torch.compile(lambda x: torch.exp(x) * 2, backend="fusejit")
+    base = torch.randn(1000)
+    x = base[3:515]  # 12 bytes past an allocation's start: a Replay reads it through its buffer
+    before = dynamo.stats()
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), torch.exp(x) * 2)
+        base.mul_(0.5)
+    assert delta(before)["replayed_calls"] == 2
+
+
+def test_a_replay_that_does_not_fit_leaves_the_calls_recorded(monkeypatch):
+    def no_room(outputs):
+        raise fj.OutOfMemoryError("out of GPU memory: allocating a Replay's buffers (test)")
+
+    monkeypatch.setattr(dynamo.fj, "Replay", no_room)
+    f = mlp()
+    compiled = torch.compile(f, backend="fusejit")
+    before = dynamo.stats()
+    for _ in range(4):
+        x = torch.randn(6, 24)
+        torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
+    d = delta(before)
+    assert d["calls"] == 4 and d["replayed_calls"] == 0 and d["replays_built"] == 0
