@@ -37,14 +37,20 @@ def mlp():
     return f
 
 
-def test_new_inputs_every_call_agree_with_eager():
+def fresh_calls(calls, batch=6):
+    """`calls` calls of a compiled mlp on fresh inputs, each checked against eager; returns the
+    change in dynamo.stats()."""
     f = mlp()
     compiled = torch.compile(f, backend="fusejit")
     before = dynamo.stats()
-    for _ in range(5):
-        x = torch.randn(6, 24)  # a fresh tensor: its address may or may not be the last one's
+    for _ in range(calls):
+        x = torch.randn(batch, 24)  # a fresh tensor: its address may or may not be the last one's
         torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
-    d = delta(before)
+    return delta(before)
+
+
+def test_new_inputs_every_call_agree_with_eager():
+    d = fresh_calls(5)
     assert d["calls"] == 5
     assert d["replayed_calls"] >= 3, d
     assert 1 <= d["replays_built"] <= 3, d
@@ -104,13 +110,7 @@ def test_transposed_and_broadcast_inputs():
 
 def test_replay_off_records_every_call(monkeypatch):
     monkeypatch.setenv("FUSEJIT_DYNAMO_REPLAY", "0")
-    f = mlp()
-    compiled = torch.compile(f, backend="fusejit")
-    before = dynamo.stats()
-    for _ in range(3):
-        x = torch.randn(6, 24)
-        torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
-    d = delta(before)
+    d = fresh_calls(3)
     assert d["calls"] == 3 and d["replayed_calls"] == 0 and d["replays_built"] == 0
 
 
@@ -144,11 +144,5 @@ def test_a_replay_that_does_not_fit_leaves_the_calls_recorded(monkeypatch):
         raise fj.OutOfMemoryError("out of GPU memory: allocating a Replay's buffers (test)")
 
     monkeypatch.setattr(dynamo.fj, "Replay", no_room)
-    f = mlp()
-    compiled = torch.compile(f, backend="fusejit")
-    before = dynamo.stats()
-    for _ in range(4):
-        x = torch.randn(6, 24)
-        torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
-    d = delta(before)
+    d = fresh_calls(4)
     assert d["calls"] == 4 and d["replayed_calls"] == 0 and d["replays_built"] == 0
