@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -470,13 +471,87 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
   return collect_outputs(g, scratch.values, options, device);
 }
 
+BufferSlots buffer_slots(const fusion::Plan& plan) {
+  const ir::Graph& g = plan.graph;
+  const size_t n = g.size();
+  // Each region output's storage: itself, or for an update the storage it is written into.
+  std::vector<NodeId> storage(n);
+  for (size_t id = 0; id < n; ++id) storage[id] = static_cast<NodeId>(id);
+  for (const fusion::Region& r : plan.regions) {
+    for (NodeId id : r.outputs) {
+      if (const NodeId dst = written_in_place(g, id); dst >= 0) {
+        storage[static_cast<size_t>(id)] = storage[static_cast<size_t>(dst)];
+      }
+    }
+  }
+  // The last region that reads each storage through any of its nodes; kept to the end (never
+  // free) when one of them is a graph output.
+  constexpr int kKept = std::numeric_limits<int>::max();
+  std::vector<int> last(n, -1);
+  for (size_t i = 0; i < plan.regions.size(); ++i) {
+    const fusion::Region& r = plan.regions[i];
+    for (NodeId id : r.inputs) last[static_cast<size_t>(storage[static_cast<size_t>(id)])] = int(i);
+    // An output nobody reads is free after its own region.
+    for (NodeId id : r.outputs) {
+      int& l = last[static_cast<size_t>(storage[static_cast<size_t>(id)])];
+      l = std::max(l, int(i));
+    }
+  }
+  for (NodeId id : g.outputs()) last[static_cast<size_t>(storage[static_cast<size_t>(id)])] = kKept;
+
+  BufferSlots s;
+  s.slot.assign(n, -1);
+  std::multimap<size_t, int> free;                             // bytes -> slot
+  std::vector<std::vector<NodeId>> ends(plan.regions.size());  // storages free after region i
+  for (size_t i = 0; i < plan.regions.size(); ++i) {
+    for (NodeId id : plan.regions[i].outputs) {
+      const auto k = static_cast<size_t>(id);
+      if (storage[k] != id) {  // an update: its destination's storage (an input's: none)
+        s.slot[k] = s.slot[static_cast<size_t>(storage[k])];
+        continue;
+      }
+      // The smallest free slot that holds it, else the largest free one, grown to hold it.
+      const size_t bytes = byte_size(g.node(id));
+      auto it = free.lower_bound(bytes);
+      if (it == free.end() && !free.empty()) it = std::prev(free.end());
+      if (it != free.end()) {
+        s.slot[k] = it->second;
+        size_t& held = s.bytes[static_cast<size_t>(it->second)];
+        held = std::max(held, bytes);
+        free.erase(it);
+      } else {
+        s.slot[k] = static_cast<int>(s.bytes.size());
+        s.bytes.push_back(bytes);
+      }
+      if (last[k] != kKept) ends[static_cast<size_t>(last[k])].push_back(id);
+    }
+    for (NodeId id : ends[i]) {
+      const int slot = s.slot[static_cast<size_t>(id)];
+      free.emplace(s.bytes[static_cast<size_t>(slot)], slot);
+    }
+  }
+  return s;
+}
+
 std::vector<std::shared_ptr<DeviceBuffer>> fixed_buffers(
     const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     Device& device) {
   const ir::Graph& g = exe.plan.graph;
   RunScratch scratch;
   bind_inputs(g, inputs, scratch);
-  for (const Step& step : exe.steps) allocate_outputs(step, g, scratch, device, false);
+  const BufferSlots slots = buffer_slots(exe.plan);
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers;
+  for (size_t bytes : slots.bytes) buffers.push_back(device.allocate(bytes));
+  for (const Step& step : exe.steps) {
+    for (NodeId id : step.region->outputs) {
+      const auto k = static_cast<size_t>(id);
+      if (const NodeId dst = written_in_place(g, id); dst >= 0) {
+        scratch.values[k] = scratch.values[static_cast<size_t>(dst)];
+      } else {
+        scratch.values[k] = buffers.at(static_cast<size_t>(slots.slot[k]));
+      }
+    }
+  }
   for (NodeId id : g.outputs()) {
     if (!scratch.values[static_cast<size_t>(id)]) {
       throw InternalError(fmt::format("output %{} was not computed by any region", id));

@@ -172,10 +172,23 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_executable(
     const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     Device& device, Blas& blas, const RunOptions& options = {});
 
+// Which region outputs of a plan may share a buffer in a fixed run: per node its slot (-1 for
+// a graph input, a node no region computes, and an update, which is written into its
+// destination's storage), and per slot its bytes (the most any of its nodes needs). A slot is
+// taken again only by an output computed after the last region that reads what the slot held
+// (that storage's last reader, updates written into it included): the smallest free slot that
+// holds it, else the largest free one, grown. Graph outputs keep theirs. So a replay holds about
+// what an eval holds at its peak, not every intermediate at once. Needs no GPU.
+struct BufferSlots {
+  std::vector<int> slot;      // per node
+  std::vector<size_t> bytes;  // per slot
+};
+BufferSlots buffer_slots(const fusion::Plan& plan);
+
 // A run on fixed buffers, repeated (jit/runtime/replay_run.h): every node's buffer, by node id:
-// the inputs as bound (in input order), and a buffer of the pool for each region output (an
-// update's, its destination's). Nothing is released after a step, so the same buffers serve
-// every run.
+// the inputs as bound (in input order), and for each region output the buffer of its slot
+// (buffer_slots; an update's, its destination's). Nothing is allocated or released by a run, so
+// the same buffers serve every run.
 std::vector<std::shared_ptr<DeviceBuffer>> fixed_buffers(
     const Executable& exe, const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
     Device& device);

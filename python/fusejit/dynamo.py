@@ -20,9 +20,9 @@ How a graph runs (inference: a graph that needs gradients runs in torch, as aot_
    GPU one CUDA graph launch) and hands torch a copy of each output (the Replay's buffers are
    rewritten by the next call). No translation, no recording, no plan lookup per call. An input
    read in place that later arrives at another address is staged from then on (the Replay is
-   built again; after 3 builds the calls of that signature are recorded). A piece keeps the Replays of its last 4 input sizes; each holds
-   its intermediates between calls (an eval frees them), so memory grows by the activations of
-   one forward per Replay. FUSEJIT_DYNAMO_REPLAY=0 records every call instead.
+   built again; after 3 builds the calls of that signature are recorded). A piece keeps the
+   Replays of its last 4 input sizes; each holds about an eval's peak of activations between
+   calls (an eval frees them). FUSEJIT_DYNAMO_REPLAY=0 records every call instead.
 Symbolic sizes (torch.compile(dynamic=True), torch._dynamo.mark_dynamic, or Dynamo's automatic
 dynamic shapes) reach a piece as int inputs; the axes they size are marked dynamic on the
 fusejit inputs (Context.mark_dynamic), so a new batch size or sequence length reuses the
