@@ -151,6 +151,11 @@ class _Piece(torch.nn.Module):
             else:
                 _stats["translation_cache_hits"] += 1
         self.dynamic = _dynamic_axes(gm)
+        # What a Replay is specific to, besides what Dynamo's guards fix (the sizes and strides
+        # of every tensor input without a symbolic size): the int inputs (symbolic sizes), and
+        # the layout of the tensors with symbolic sizes.
+        self.values_at = [i for i, v in enumerate(example_inputs) if not isinstance(v, torch.Tensor)]
+        self.dynamic_at = sorted(self.dynamic)
         self.replay_lock = threading.Lock()
         # signature -> _Replayed, or _Recorded (the call before, or why it is never replayed)
         self.replays = collections.OrderedDict()
@@ -160,7 +165,8 @@ class _Piece(torch.nn.Module):
         ctx = _context(device)
         if os.environ.get("FUSEJIT_DYNAMO_REPLAY", "1").strip() in ("0", "off", "false"):
             return self._record(ctx, inputs)
-        sig = _signature(inputs)
+        sig = (tuple(inputs[i] for i in self.values_at),
+               tuple((tuple(inputs[i].shape), inputs[i].stride()) for i in self.dynamic_at))
         with self.replay_lock:
             entry = self.replays.get(sig)
             if isinstance(entry, _Replayed):
@@ -255,6 +261,9 @@ class _Replayed:
         values = piece._values(ctx, inputs, self.staged, self.buffers)
         self.staged = frozenset(self.buffers)
         self.ptrs = _pointers(inputs)
+        # (position, address) of each input read in place: what every call checks.
+        self.in_place = [(i, p) for i, p in enumerate(self.ptrs)
+                         if p is not None and i not in self.staged]
         outs, self.single = _flatten(piece.program.run(values))
         tensors = _distinct([o for o in outs if isinstance(o, fj.Tensor)])
         if not tensors:
@@ -272,8 +281,8 @@ class _Replayed:
 
     def run(self, ctx, device, inputs):
         """The outputs of one call, or None when an input read in place has moved."""
-        for i, x in enumerate(inputs):
-            if i not in self.staged and isinstance(x, torch.Tensor) and x.data_ptr() != self.ptrs[i]:
+        for i, p in self.in_place:
+            if inputs[i].data_ptr() != p:
                 return None
         for i, buf in self.buffers.items():
             buf.copy_(inputs[i])
@@ -287,12 +296,6 @@ class _Replayed:
         outs = [torch.from_dlpack(o).clone() for o in self.replay.outputs]
         result = [outs[k] if k is not None else v for k, v in self.layout]
         return result[0] if self.single else tuple(result)
-
-
-def _signature(inputs):
-    """What a Replay is specific to: each input's shape, strides and dtype, or its value."""
-    return tuple((tuple(x.shape), x.stride(), x.dtype) if isinstance(x, torch.Tensor) else ("v", x)
-                 for x in inputs)
 
 
 def _pointers(inputs):

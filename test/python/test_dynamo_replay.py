@@ -99,6 +99,16 @@ def test_a_new_size_gets_its_own_replay():
     assert d["replayed_calls"] >= 2, d
 
 
+def test_sizes_that_dynamo_makes_dynamic_by_itself():
+    f = mlp()
+    compiled = torch.compile(f, backend="fusejit")  # a second size: a graph with symbolic sizes
+    before = dynamo.stats()
+    for batch in (3, 5, 7, 3, 5, 7, 5):
+        x = torch.randn(batch, 24)
+        torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5, msg=f"batch {batch}")
+    assert delta(before)["replayed_calls"] >= 3
+
+
 def test_transposed_and_broadcast_inputs():
     compiled = torch.compile(lambda a, b: torch.relu(a * 2 + b), backend="fusejit")
     base = torch.randn(9, 7)
