@@ -6,7 +6,8 @@
 How a graph runs (inference: a graph that needs gradients runs in torch, as aot_eager):
 1. AOTAutograd lowers Dynamo's FX graph to ATen ops (no decompositions: fusejit has softmax,
    layer norm and GELU of its own) and hands the inference graph to `_compile`.
-2. The graph is cut into the largest pieces of ops fusejit takes (fusejit._aten.supports) by
+2. A graph whose every op fusejit takes (fusejit._aten.supports) is one piece, its constant
+   tensors made inputs. Any other is cut into the largest pieces of ops fusejit takes by
    torch's CapabilityBasedPartitioner; every other op stays in torch, between the pieces. Each
    op left out is a split, named with its op and the reason in `splits` and explain().
 3. Each piece is translated once per (graph, input dtypes): its nodes become a list of steps
@@ -128,10 +129,15 @@ def _resolve(value, env):
 
 
 def _attr(gm, target):
+    value = _attr_value(gm, target)
+    return lambda: value  # a constant that is not a tensor (_whole_piece makes tensors inputs)
+
+
+def _attr_value(gm, target):
     value = gm
     for part in target.split("."):
         value = getattr(value, part)
-    return lambda: value  # a constant tensor: converted at each call, as an input
+    return value
 
 
 class _Piece(torch.nn.Module):
@@ -373,9 +379,16 @@ def _compile(gm, example_inputs):
     device_type = _device_type(example_inputs)
     if device_type == "cpu" and fj.Context.gpu_available()[0]:
         device_type = "none"  # fusejit runs on the GPU: CPU tensors stay in torch
+    from functorch.compile import make_boxed_func
+
     refused = {}
-    partitioner = CapabilityBasedPartitioner(
-        gm, _Support(device_type, refused), allows_single_node_partition=True)
+    support = _Support(device_type, refused)
+    whole = _whole_piece(gm, support)
+    if whole is not None:  # every op is fusejit's: no partitioning, one piece
+        piece, constants = whole
+        _report([_ops_of(gm)], [])
+        return make_boxed_func(lambda *args: piece(*args, *constants))
+    partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = [p for p in partitioner.propose_partitions() if _does_work(p.nodes)]
     fused = partitioner.fuse_partitions(partitions, prefix="fusejit_")
     pieces = []
@@ -384,18 +397,61 @@ def _compile(gm, example_inputs):
             sub = getattr(fused, node.target)
             examples = [a.meta.get("val") for a in node.args]
             setattr(fused, node.target, _Piece(sub, examples))
-            pieces.append([_op_name(n.target) for n in sub.graph.nodes if n.op == "call_function"])
+            pieces.append(_ops_of(sub))
     splits = [f"{_op_name(n.target)} ({why})" for n, why in refused.items()
               if n.op == "call_function" and n.target not in (_aten.aten.sym_size.int,)]
     fused.recompile()
+    _report(pieces, splits)
+    return make_boxed_func(fused.forward)
+
+
+def _whole_piece(gm, support):
+    """(the graph as one _Piece, the constant tensors to pass it after the graph's inputs) when
+    fusejit takes every op of it, or None (then the partitioner cuts it): torch's partitioner
+    costs time quadratic in the nodes (0.2 s on GPT-2 774M's graph), for nothing when there is
+    nothing to cut. A constant (get_attr, e.g. the index of `x[:, [-1]]`) becomes an input, read
+    in place, as the partitioner would make it; a graph with an unused input goes through the
+    partitioner, which leaves the input out."""
+    ops = []
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" and not node.users:
+            return None
+        if node.op == "get_attr" and not isinstance(_attr_value(gm, node.target), torch.Tensor):
+            return None
+        if node.op == "call_function":
+            if not support.is_node_supported(None, node):
+                return None
+            ops.append(node)
+    if not _does_work(ops):
+        return None
+    constants = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
+        value = _attr_value(gm, node.target)
+        anchor = placeholders[-1] if placeholders else next(iter(gm.graph.nodes))
+        insert = gm.graph.inserting_after if placeholders else gm.graph.inserting_before
+        with insert(anchor):
+            ph = gm.graph.placeholder(f"fusejit_constant_{len(constants)}")
+        ph.meta["val"] = value
+        node.replace_all_uses_with(ph)
+        gm.graph.erase_node(node)
+        placeholders.append(ph)
+        constants.append(value)
+    if constants:
+        gm.recompile()
+    return _Piece(gm, [n.meta.get("val") for n in placeholders]), constants
+
+
+def _ops_of(gm):
+    return [_op_name(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def _report(pieces, splits):
     with _lock:
         _stats["graphs"] += 1
         _reports.append(_GraphReport(pieces, splits))
     for s in splits:
         _log(f"fusejit: split at {s}: it stays in torch")
-    from functorch.compile import make_boxed_func
-
-    return make_boxed_func(fused.forward)
 
 
 def _does_work(nodes):

@@ -156,3 +156,19 @@ def test_a_replay_that_does_not_fit_leaves_the_calls_recorded(monkeypatch):
     monkeypatch.setattr(dynamo.fj, "Replay", no_room)
     d = fresh_calls(4)
     assert d["calls"] == 4 and d["replayed_calls"] == 0 and d["replays_built"] == 0
+
+
+def test_a_graph_with_a_constant_tensor_runs_whole():
+    lin = torch.nn.Linear(16, 16)
+
+    def f(x):
+        return torch.tanh(lin(x[:, [-1], :]))  # the index [-1] is a constant of the graph
+
+    e = fj.explain(f, torch.randn(2, 5, 16))
+    assert e.splits == [] and len(e.pieces) == 1
+    compiled = torch.compile(f, backend="fusejit")
+    before = dynamo.stats()
+    for _ in range(3):
+        x = torch.randn(2, 5, 16)
+        torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
+    assert delta(before)["replayed_calls"] == 2
