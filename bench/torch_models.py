@@ -19,6 +19,8 @@ Per model and backend, in the table it prints (markdown, for bench/RESULTS.md):
   graphs      Dynamo graphs; graph breaks = graphs - 1 (torch._dynamo.explain for Inductor)
   splits      fusejit: ops left to torch between its pieces (each named below the table, from
               fusejit.dynamo's reports); Inductor: none by construction
+  under the table, per fusejit row: its calls (first, timed, checked, profiled), how many ran
+              as a Replay, and how many of those were one CUDA graph launch
   max rel err max |out - eager| / max |eager|, against eager in the same process, of the first
               call and of one after the timed ones (the larger); "ok" when at
               most --tol (bf16 rounds at 2^-8 = 0.0039 per op, and these are 12 to 36 layers)
@@ -167,6 +169,16 @@ def fusejit_reports_since(start):
     return dynamo.Explanation(dynamo._reports[start:])
 
 
+def fusejit_calls():
+    """The backend's counters of calls and Replays, with the CUDA graph launches of its
+    Contexts' Replays (fusejit.dynamo's Contexts: one per device)."""
+    import fusejit.dynamo
+    stats = fusejit.dynamo.stats()
+    launches = sum(c.stats()["replay_graph_launches"] for c in fusejit.dynamo._contexts.values())
+    return {"calls": stats["calls"], "replayed": stats["replayed_calls"],
+            "built": stats["replays_built"], "graph launches": launches}
+
+
 def graph_count(model, inputs):
     """Dynamo's graphs for the model (graph breaks + 1), whatever the backend."""
     import torch._dynamo
@@ -182,10 +194,11 @@ def measure(args, name, backend, model, inputs, ref):
     import torch._dynamo
     torch._dynamo.reset()
     row = dict(model=name, backend=backend)
-    start = 0
+    start, calls = 0, None
     if backend == "fusejit":
         import fusejit.dynamo
         start = len(fusejit.dynamo._reports)
+        calls = fusejit_calls()
     fn = compiled(model, backend)
     with torch.no_grad():
         row["cold_s"], out = first_call_s(fn, inputs, args.device)
@@ -198,6 +211,8 @@ def measure(args, name, backend, model, inputs, ref):
         e = fusejit_reports_since(start)
         row["graphs"], row["splits"], row["split_names"] = e.graphs, len(e.splits), e.splits
         row["pieces"] = len(e.pieces)
+        now = fusejit_calls()
+        row["replays"] = {k: now[k] - calls[k] for k in now}
     elif backend == "inductor":
         row["splits"] = 0
     torch._dynamo.reset()
@@ -247,6 +262,11 @@ def print_table(rows, args):
         print(f"| {r['model']} | {r['backend']} | {r['ms']:.3f} | {cell(r.get('kernels'), '{}')} | "
               f"{r['cold_s']:.2f} | {cell(r.get('warm_s'), '{:.2f}')} | {cell(r.get('graphs'), '{}')} | "
               f"{cell(r.get('splits'), '{}')}{cell(r.get('pieces'), ' ({})').replace('-', '')} | {err} |")
+    for r in rows:
+        if r.get("replays"):
+            c = r["replays"]
+            print(f"- {r['model']}, fusejit calls: {c['calls']}, replayed {c['replayed']} "
+                  f"({c['built']} Replays built), {c['graph launches']} of them one CUDA graph launch")
     for r in rows:
         names = r.get("split_names", [])
         if names:
