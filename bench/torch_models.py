@@ -294,8 +294,10 @@ def run_table(args):
             if backend != "eager" and time.perf_counter() - began < args.budget:
                 row["warm_s"] = warm_compile_s(args, name, backend)
             rows.append(row)
-            print("ROW " + " ".join(f"{k}={v}" for k, v in row.items() if k != "split_names"),
-                  flush=True)
+            fields = {k: v for k, v in row.items() if k not in ("split_names", "replays")}
+            for k, v in row.get("replays", {}).items():
+                fields[k.replace(" ", "_")] = v
+            print("ROW " + " ".join(f"{k}={v}" for k, v in fields.items()), flush=True)
         del model, inputs, ref
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
