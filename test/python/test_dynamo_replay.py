@@ -172,3 +172,29 @@ def test_a_graph_with_a_constant_tensor_runs_whole():
         x = torch.randn(2, 5, 16)
         torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
     assert delta(before)["replayed_calls"] == 2
+
+
+def test_threads_calling_one_compiled_function():
+    import threading
+
+    f = mlp()
+    compiled = torch.compile(f, backend="fusejit")
+    compiled(torch.randn(6, 24))  # compiled once, before the threads
+    errors = []
+
+    def worker(seed):
+        try:
+            g = torch.Generator(device=DEVICE).manual_seed(seed)
+            with torch.no_grad():
+                for _ in range(5):
+                    x = torch.randn(6, 24, generator=g, device=DEVICE)
+                    torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
+        except Exception as e:  # noqa: BLE001 (reported below, with its thread)
+            errors.append(f"thread {seed}: {e!r}")
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
