@@ -22,12 +22,12 @@
 //   first run. Read them in stream order (to_host waits for the runs queued before it), or use
 //   them in ordinary traces like any evaluated tensor.
 // - On the GPU, every region output keeps its buffer from one run to the next. Intermediates
-//   whose lives do not overlap share one (an output of the same size computed after the last
-//   reader of the one before), so a Replay holds about what an eval holds at its peak. The first
-//   run launches the steps one by one; the second captures them from the Context's stream into a
-//   CUDA graph, and from then on a run is that graph's launch, cuDNN attention steps included. A
-//   stream that something else is capturing, or a capture the driver refuses, runs step by step
-//   (why_not_graph says why).
+//   whose lives do not overlap share one (an output computed after the last reader of the one
+//   before; the buffer sized for the largest), so a Replay holds about what an eval holds at
+//   its peak. The first run launches the steps one by one; the second captures them from the
+//   Context's stream into a CUDA graph, and from then on a run is that graph's launch, cuDNN
+//   attention steps included. A stream that something else is capturing, or a capture the
+//   driver refuses, runs step by step (why_not_graph says why).
 // - On the CPU path a run evaluates the trace with the reference interpreter.
 // - Runs are ordered with the Context's evals (its lock and its stream), from any thread.
 //   Context::stats counts them (replay_runs, replay_graph_launches); a run plans and compiles

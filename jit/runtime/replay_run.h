@@ -2,16 +2,17 @@
 // one CUDA graph launch from its second run on, GEMMs included.
 //
 // Every region output has a buffer for the ReplayRun's lifetime (executor.h, fixed_buffers),
-// shared only with outputs of the same size computed after its last reader (buffer_slots), so
-// the addresses a run uses never change and the ReplayRun holds about an eval's peak. The first run
-// queues the steps one by one: the driver loads kernels on their first launch and cuBLASLt has its
-// algorithms already (picked when the plan was built), so that nothing the capture cannot hold
-// happens in it later. The second run captures the steps from the stream (cudaStreamBeginCapture,
-// thread local) into a graph, instantiates it and launches it; every later run is that one launch.
-// cuDNN attention steps are captured like kernels, with one workspace the ReplayRun holds.
-// Nothing on a stream that something else is capturing is captured (the steps go into that
-// capture); a capture the driver refuses, or a step that throws while captured, falls back
-// to launches one by one, and says why (a step that fails outside capture too throws then).
+// shared only with outputs computed after its last reader (buffer_slots; the buffer sized for
+// the largest of them), so the addresses a run uses never change and the ReplayRun holds about
+// an eval's peak. The first run queues the steps one by one: the driver loads kernels on their
+// first launch and cuBLASLt has its algorithms already (picked when the plan was built), so that
+// nothing the capture cannot hold happens in it later. The second run captures the steps from
+// the stream (cudaStreamBeginCapture, thread local) into a graph, instantiates it and launches
+// it; every later run is that one launch. cuDNN attention steps are captured like kernels, with
+// one workspace the ReplayRun holds. Nothing on a stream that something else is capturing is
+// captured (the steps go into that capture); a capture the driver refuses, or a step that throws
+// while captured, falls back to launches one by one, and says why (a step that fails outside
+// capture too throws then).
 #pragma once
 
 #include <cstdint>
