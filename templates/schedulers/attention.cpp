@@ -2,9 +2,9 @@
 //
 // Schedule (decided in attention_params, from the spec and the target, before any text; the
 // AttentionParams of registry.h):
-//   - a block of 4 warps takes 64 query rows of one (batch, head), 16 rows per warp (a block of
-//     1 warp, 16 rows, for at most 16 query rows); the work items (b, h, query tile) are walked
-//     with a grid stride, the longest causal tiles first;
+//   - a block of 4 warps takes 64 query rows of one (batch, head), 16 rows per warp (16 rows
+//     shared by the 4, for at most 16 query rows: below); the work items (b, h, query tile) are
+//     walked with a grid stride, the longest causal tiles first;
 //   - per key tile of block_n keys, K and V are staged in shared memory (rows padded by 8
 //     elements, so that the fragment reads of a warp hit distinct banks), by 16-byte cp.async
 //     copies where the view keeps 16-byte alignment (else 4- or 2-byte loads); keys past seq_kv
@@ -17,6 +17,10 @@
 //     accumulator layout of two 8-key tiles is the A layout of one 16-key step);
 //   - online softmax per row (running max m, running sum l over the quad of lanes that shares
 //     the row); O / l at the end;
+//   - decode (at most 16 query rows): the query heads of a KV group folded into rows first
+//     (fold_query_groups), then a key split: the four warps share the 16 rows and each takes 16
+//     keys of every 64-key tile; the warps' O, m and l meet in the tiles' shared memory at the
+//     end of an item;
 //   - split-KV where a problem of at most 16 query rows has too few (b, h) items to fill the
 //     GPU (decode): each item's key tiles in pieces, one work item each; a piece leaves O, m
 //     and l in the module's scratch, and the item's last piece to arrive combines them.
@@ -45,12 +49,17 @@ constexpr int kMaxDim = 128;      // Q and O fragments held in registers: 32 + 6
 constexpr int kSharedLimit = 48 * 1024;  // static shared memory
 constexpr int kPad = 8;                  // elements added to each shared row
 // Problems of at most kSplitMaxRows query rows (decode: a token per sequence, or the query heads
-// of a KV group folded into rows) take blocks of one warp, and split the keys across blocks:
+// of a KV group folded into rows) split each key tile over the block's warps, and the keys
+// across blocks:
 // work items aimed at, a wave of a 132-SM part (the grid is sized at launch); the scratch of
 // partials stays under kSplitScratch bytes.
 constexpr int64_t kSplitSMs = 132;
 constexpr int64_t kSplitMaxRows = 16;
 constexpr int64_t kSplitScratch = 4 << 20;
+// The key-split kernel (AttentionParams::key_split) is built for this many resident blocks of 128
+// threads (__launch_bounds__), and its last block combines at most kMaxSplits pieces of an item.
+constexpr int kKeySplitBlocks = 3;
+constexpr int64_t kMaxSplits = 64;
 
 bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 
@@ -112,6 +121,35 @@ std::string refuse_attention_kernel(const AttentionSpec& s) {
   return "";
 }
 
+AttentionSpec fold_query_groups(const AttentionSpec& s) {
+  const int64_t group = s.k.head_group, n = s.seq_q;
+  if (group < 2 || s.v.head_group != group || n > kSplitMaxRows || s.heads % group != 0 ||
+      s.mask == AttentionMaskKind::causal)
+    return s;
+  int64_t g = 1;  // the query heads folded: the largest divisor of the group that fits 16 rows
+  for (int64_t d = 2; d <= group; ++d) {
+    if (group % d == 0 && d * n <= kSplitMaxRows) g = d;
+  }
+  if (g < 2) return s;
+  const bool masked = has_mask_tensor(s);
+  // Row j * n + i reads q at j * (head stride) + i * (query stride): one stride for all rows
+  // only where a head's queries follow one another, or there is one query.
+  if (n > 1 && (s.q.strides[1] != n * s.q.strides[2] ||
+                (masked && s.mask_view.strides[1] != n * s.mask_view.strides[2])))
+    return s;
+  AttentionSpec f = s;
+  f.heads = s.heads / g;
+  f.seq_q = g * n;
+  f.q.strides = {s.q.strides[0], g * s.q.strides[1], n > 1 ? s.q.strides[2] : s.q.strides[1],
+                 s.q.strides[3]};
+  f.k.head_group = f.v.head_group = group / g;
+  if (masked) {
+    const auto& m = s.mask_view.strides;
+    f.mask_view.strides = {m[0], g * m[1], n > 1 ? m[2] : m[1], m[3]};
+  }
+  return f;
+}
+
 std::string_view attention_mask_name(AttentionMaskKind m) {
   switch (m) {
     case AttentionMaskKind::none:
@@ -133,12 +171,6 @@ std::string refuse_attention_target(const Target& target) {
 
 AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   AttentionParams p;
-  // A warp holds 16 query rows. Four warps take 64 rows of a work item; a problem of at most 16
-  // rows (decode) takes blocks of one warp instead, since three of four would hold no row and
-  // still compute their tiles: the freed registers hold more blocks on each SM.
-  p.warps = s.seq_q <= kSplitMaxRows ? 1 : kAttentionThreads / 32;
-  p.block = 32 * p.warps;
-  p.rows = 16 * p.warps;
   p.head_dim = s.head_dim;
   p.value_dim = s.value_dim;
   p.k_pitch = static_cast<int>(s.head_dim) + kPad;
@@ -147,7 +179,22 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   // multiple of 64, 4 or 12 words otherwise: the 8 rows x 4 pairs a fragment read touches land
   // in distinct banks either way.
   while (2 * p.block_n * (p.k_pitch + p.v_pitch) > kSharedLimit) p.block_n /= 2;
+  const int warps = kAttentionThreads / 32;
+  // A warp holds 16 query rows. Four warps take 64 rows of a work item. A problem of at most 16
+  // rows (decode) has one warp's rows: its four warps share them and each takes a quarter of
+  // every key tile (16 keys of 64), so that a tile's loads and products are spread over the
+  // block; where the tile is too short for that, one warp takes the rows and every key.
+  const bool decode = s.seq_q <= kSplitMaxRows;
+  p.key_split = decode && p.block_n % (16 * warps) == 0;
+  p.warps = decode && !p.key_split ? 1 : warps;
+  p.block = 32 * p.warps;
+  p.rows = p.key_split ? 16 : 16 * p.warps;
   p.shared_bytes = 2 * p.block_n * (p.k_pitch + p.v_pitch);
+  if (p.key_split) {
+    // After the last tile the same memory holds each warp's O rows, m and l, as f32.
+    const int64_t reduce = 4 * (p.warps * s.seq_q * s.value_dim + 2 * p.warps * 16);
+    p.shared_bytes = static_cast<int>(std::max<int64_t>(p.shared_bytes, reduce));
+  }
   p.k_vec = vector_elements(s.k, s.head_dim);
   p.v_vec = vector_elements(s.v, s.value_dim);
   p.q_pairs = s.q.strides[0] % 2 == 0 && s.q.strides[1] % 2 == 0 && s.q.strides[2] % 2 == 0;
@@ -159,16 +206,20 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   p.kv_tiles = ceil_div(s.seq_kv, p.block_n);
   p.items = s.batch * s.heads * p.q_tiles;
   // Residency: registers decide it (about 130 to 250 a thread, by ptxas -v on sm_90: two blocks
-  // of 128 threads, eight of 32, in 64K registers), unless shared memory allows fewer.
-  p.blocks_per_sm = std::max(1, std::min(target.registers_per_sm / (256 * p.block),
+  // of 128 threads, eight of 32, in 64K registers; the key-split kernel is built for three of
+  // 128, kKeySplitBlocks), unless shared memory allows fewer.
+  const int per_thread = p.key_split ? 65536 / (kKeySplitBlocks * kAttentionThreads) : 256;
+  p.blocks_per_sm = std::max(1, std::min(target.registers_per_sm / (per_thread * p.block),
                                          target.shared_per_sm / std::max(1, p.shared_bytes)));
   const int64_t split_target = kSplitSMs * p.blocks_per_sm;
   p.split_tiles = p.kv_tiles;
   if (s.seq_q <= kSplitMaxRows && !p.skip_above_diagonal && p.items < split_target &&
       p.kv_tiles > 1) {
     // Pieces of whole key tiles, none empty, as many as bring the work items to the target;
-    // fewer where the scratch would pass its cap.
+    // fewer where the scratch would pass its cap, or (key split) where the last block's
+    // combine would read more than kMaxSplits pieces.
     int64_t want = std::min(ceil_div(split_target, p.items), p.kv_tiles);
+    if (p.key_split) want = std::min(want, kMaxSplits);
     const int64_t row_bytes = 4 * (s.value_dim + 2);  // O's f32 row, its max and sum
     want = std::min(want, std::max<int64_t>(1, kSplitScratch / (p.items * s.seq_q * row_bytes)));
     p.split_tiles = ceil_div(p.kv_tiles, want);
@@ -186,6 +237,7 @@ KernelBody attention_body(const AttentionSpec& spec, const AttentionParams& para
   if (params.kv_splits > 1) body.helpers.push_back("fj_partial.cuh");
   body.block = params.block;
   body.work_blocks = params.work;
+  if (params.key_split) body.fn.min_blocks = kKeySplitBlocks;
   body.blocks_per_sm = params.blocks_per_sm;
   body.serial_launches = params.kv_splits > 1;  // the split's scratch is the module's
   body.shared_bytes = 0;  // static shared memory only
@@ -197,7 +249,8 @@ Kernel generate_attention(const AttentionSpec& spec, const Target& target) {
     throw InternalError("generate_attention: " + why);
   if (const std::string why = refuse_attention_target(target); !why.empty())
     throw InternalError("generate_attention: " + why);
-  KernelBody body = attention_body(spec, attention_params(spec, target));
+  const AttentionSpec folded = fold_query_groups(spec);
+  KernelBody body = attention_body(folded, attention_params(folded, target));
   kir::place_declarations(body.fn);
   kir::verify(body.fn);
   return assemble_kernel(body, body.helpers, "");

@@ -51,6 +51,16 @@ struct AttentionSpec {
 // Why the generated kernel cannot take `spec` ("" when it can).
 std::string refuse_attention_kernel(const AttentionSpec& spec);
 
+// Grouped-query decode with the query heads of a KV head folded into query rows: where k and v
+// share a head_group G > 1 and seq_q is at most 16, the largest g dividing G with g * seq_q <= 16
+// query heads of each KV head become the rows of one head (row j * seq_q + i is head h * g + j,
+// query i), so that one work item reads each key once for all of them. The memory read and
+// written is the same (o stays dense: [b, h, seq_q] rows are [b, h / g, g * seq_q] rows); a spec
+// whose layout or mask cannot be read that way (a causal mask; seq_q > 1 with q's or the mask's
+// head stride other than seq_q times its query stride) comes back unchanged, as does one with
+// nothing to fold. generate_attention and the attention scheduler fold every spec they take.
+AttentionSpec fold_query_groups(const AttentionSpec& spec);
+
 // The kernel for `spec`; throws fusejit::InternalError when refused. Kernel::params is left
 // empty (the caller fills in node ids); the launch arguments are device pointers in the order
 // q, k, v, [mask when additive or boolean], o, and nothing else. Kernel::name starts

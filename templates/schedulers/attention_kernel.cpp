@@ -71,6 +71,11 @@ struct Vars {
   std::array<ExprP, 4> mask_strides;  // batch, head, query, key
   ExprP scale_log2, mask_log2, fill_log2, neg_inf;
   ExprP ks, vs, tid, warp, lane, g, t;
+  // Key split (AttentionParams::key_split): the shared tiles' memory as one array, reused as f32
+  // for the warps' combine; the warp's first key in a tile (else nullptr).
+  ExprP kv, warp_key;
+  ExprP s_tiles, pv_chunks;  // the warp's 8-key tiles of S and 16-key steps of P V, per tile
+  bool key_split = false;
   ExprP w, qt, bh, b, h, row0, qp, kp, vp, mp, qf, o_acc, m, l, tiles;  // work item
   ExprP splits, split_tiles, partials, stats, arrivals, last;           // split-KV (kv_splits > 1)
   ExprP item, piece, first;  // the work item's (b, h, query tile), its piece, its first key tile
@@ -86,6 +91,7 @@ void build_signature(kir::Function& f, const AttentionSpec& s, const AttentionPa
   f.name = std::string(kKernelNameToken);
   f.block = p.block;
   n.threads = p.block;
+  n.key_split = p.key_split;
   f.min_blocks = 1;
   f.params_inline = true;
   n.q = f.param("unsigned short", "q");
@@ -117,6 +123,15 @@ void build_constants(kir::Block& b, const AttentionSpec& s, const AttentionParam
   x = b.declare("constexpr int",
                 {scalar("kQTiles", num(p.q_tiles)), scalar("kKvTiles", num(p.kv_tiles))});
   n.q_tiles = x[0], n.kv_tiles = x[1];
+  if (p.key_split) {
+    const ExprP keys = b.declare("constexpr int", {scalar("kWarpKeys", num(p.block_n / p.warps))},
+                                 "keys of each tile a warp takes (the warps share the rows)")[0];
+    n.s_tiles = op(keys, "/", num(8));
+    n.pv_chunks = op(keys, "/", num(16));
+  } else {
+    n.s_tiles = op(n.block_n, "/", num(8));
+    n.pv_chunks = op(n.block_n, "/", num(16));
+  }
   n.work = b.declare("constexpr long long", {scalar("kWork", wide(p.work))})[0];
   if (p.kv_splits > 1) {
     x = b.declare("constexpr int",
@@ -145,10 +160,18 @@ void build_constants(kir::Block& b, const AttentionSpec& s, const AttentionParam
 
 // K and V tiles in shared memory; the thread's warp, lane, and its group g and place t in the
 // quad of lanes that shares an mma row.
-void build_block_layout(kir::Block& b, Vars& n) {
+void build_block_layout(kir::Block& b, const AttentionParams& p, Vars& n) {
   const std::string shared = "__shared__ __align__(16) unsigned short";
-  n.ks = b.declare(shared, {{"ks", {kir::mul(n.block_n, n.k_pitch)}, nullptr}})[0];
-  n.vs = b.declare(shared, {{"vs", {kir::mul(n.block_n, n.v_pitch)}, nullptr}})[0];
+  if (p.key_split) {
+    n.kv = b.declare(shared, {{"kv", {num(ceil_div(p.shared_bytes, 2))}, nullptr}},
+                     "the K and V tiles; after the last, the warps' O rows, m and l as f32")[0];
+    n.ks = b.declare("unsigned short* const", {scalar("ks", n.kv)})[0];
+    n.vs = b.declare("unsigned short* const",
+                     {scalar("vs", kir::add(n.kv, kir::mul(n.block_n, n.k_pitch)))})[0];
+  } else {
+    n.ks = b.declare(shared, {{"ks", {kir::mul(n.block_n, n.k_pitch)}, nullptr}})[0];
+    n.vs = b.declare(shared, {{"vs", {kir::mul(n.block_n, n.v_pitch)}, nullptr}})[0];
+  }
   const kir::VarP tid = kir::variable("const int", "tid"),
                   lane = kir::variable("const int", "lane");
   n.tid = kir::var(tid);
@@ -158,6 +181,9 @@ void build_block_layout(kir::Block& b, Vars& n) {
                     scalar(lane, op(n.tid, "&", num(31))), scalar("g", op(n.lane, ">>", num(2))),
                     scalar("t", op(n.lane, "&", num(3)))});
   n.warp = x[1], n.g = x[3], n.t = x[4];
+  if (p.key_split)
+    n.warp_key = b.let("int", "wk", kir::mul(n.warp, op(n.block_n, "/", num(p.warps))),
+                       "the warp's first key in a tile");
 }
 
 // Q's A fragments for the lane's rows row0 and row0 + 8 (zero past seq_q).
@@ -231,6 +257,12 @@ struct LdmatrixLane {
   }
 };
 
+// A key's row in the staged tile: base + row, past the warp's first key under a key split.
+ExprP key_row(const Vars& n, ExprP base, ExprP row) {
+  if (n.warp_key) return sum({std::move(base), std::move(row), n.warp_key});
+  return kir::add(std::move(base), std::move(row));
+}
+
 // acc[n] += a b_n and acc[n + 1] += a b_(n + 1) for every other n below `tiles`, both B
 // fragments from one ldmatrix.x4 of `load`(bf, n) (see LdmatrixLane).
 void build_product_pair(kir::Block& b, const std::string& mma, const ExprP& tiles, const ExprP& acc,
@@ -249,7 +281,7 @@ void build_product_pair(kir::Block& b, const std::string& mma, const ExprP& tile
 
 // S = Q Kᵀ for the tile, in s.
 void build_scores(kir::Block& b, const std::string& mma, Vars& n) {
-  const ExprP tiles = op(n.block_n, "/", num(8));
+  const ExprP tiles = n.s_tiles;
   n.s = b.declare("float", {{"s", {tiles, num(4)}, nullptr}})[0];
   build_zero(b, n.s, tiles);
   const kir::Loop chunk = unrolled(b, "c", num(0), op(n.d, "/", num(16)));
@@ -259,7 +291,7 @@ void build_scores(kir::Block& b, const std::string& mma, Vars& n) {
       chunk, mma, tiles, n.s, at(n.qf, c),
       [&](const ExprP& bf, const ExprP& t) {
         return kir::call("fj_att_ldmatrix_x4",
-                         {bf, sum({n.ks, kir::mul(paren(kir::add(ln.tile(t), ln.row)), n.k_pitch),
+                         {bf, sum({n.ks, kir::mul(paren(key_row(n, ln.tile(t), ln.row)), n.k_pitch),
                                    kir::mul(c, num(16)), ln.half})});
       },
       "keys x features");
@@ -273,15 +305,16 @@ void build_mask(kir::Block& b, const AttentionSpec& s, const AttentionParams& p,
         b.let("bool", "diagonal",
               op(op(kir::add(n.key0, n.block_n), "-", num(1)), ">", kir::mul(n.qt, num(p.rows))),
               "some key j > some row i");
-  const kir::Loop tile = unrolled(b, "n", num(0), op(n.block_n, "/", num(8)));
+  const kir::Loop tile = unrolled(b, "n", num(0), n.s_tiles);
   const kir::Loop lanes = unrolled(tile, "e", num(0), num(4));
   kir::Block& lane = lanes.body;
   const ExprP t = tile.index, e = lanes.index;
   const ExprP i =
       lane.let_if_read("int", "i", kir::add(n.row0, kir::mul(paren(op(e, ">>", num(1))), num(8))));
-  const ExprP j = lane.let_if_read(
-      "int", "j",
-      sum({n.key0, kir::mul(t, num(8)), kir::mul(num(2), n.t), paren(op(e, "&", num(1)))}));
+  std::vector<ExprP> key = {n.key0, kir::mul(t, num(8)), kir::mul(num(2), n.t),
+                            paren(op(e, "&", num(1)))};
+  if (n.warp_key) key.insert(key.begin() + 1, n.warp_key);
+  const ExprP j = lane.let_if_read("int", "j", sum(std::move(key)));
   const ExprP x = lane.let_mut("float", "x", kir::mul(at(n.s, t, e), n.scale_log2));
   // The mask tensor's element (i, j), where both are inside.
   const auto element = [&] {
@@ -321,7 +354,7 @@ void build_online_softmax(kir::Block& b, const Vars& n) {
   const ExprP even = kir::mul(num(2), r), odd = kir::add(kir::mul(num(2), r), num(1));
   const ExprP mx = row.let_mut("float", "mx", at(n.m, r));
   {
-    const auto [tile, t] = unrolled_line(row, "n", num(0), op(n.block_n, "/", num(8)));
+    const auto [tile, t] = unrolled_line(row, "n", num(0), n.s_tiles);
     tile.assign(mx,
                 kir::call("fmaxf", {mx, kir::call("fmaxf", {at(n.s, t, even), at(n.s, t, odd)})}));
   }
@@ -339,7 +372,7 @@ void build_online_softmax(kir::Block& b, const Vars& n) {
     tile.assign(at(n.o_acc, t, even), alpha, "*=");
     tile.assign(at(n.o_acc, t, odd), alpha, "*=");
   }
-  const auto [tile, t] = unrolled(row, "n", num(0), op(n.block_n, "/", num(8)));
+  const auto [tile, t] = unrolled(row, "n", num(0), n.s_tiles);
   for (const ExprP& col : {even, odd})
     tile.assign(at(n.s, t, col), kir::call("fj_att_exp2", {op(at(n.s, t, col), "-", base)}));
   tile.assign(at(n.l, r), kir::add(at(n.s, t, even), at(n.s, t, odd)), "+=");
@@ -347,7 +380,7 @@ void build_online_softmax(kir::Block& b, const Vars& n) {
 
 // O += P V: the accumulators of S tiles 2c and 2c + 1 are the A fragment of keys 16c..16c+15.
 void build_pv(kir::Block& b, const std::string& mma, const std::string& pack, const Vars& n) {
-  const kir::Loop chunk = unrolled(b, "c", num(0), op(n.block_n, "/", num(16)));
+  const kir::Loop chunk = unrolled(b, "c", num(0), n.pv_chunks);
   const ExprP c = chunk.index;
   std::vector<ExprP> parts;
   for (const ExprP& tile : {kir::mul(num(2), c), kir::add(kir::mul(num(2), c), num(1))}) {
@@ -361,9 +394,10 @@ void build_pv(kir::Block& b, const std::string& mma, const std::string& pack, co
       [&](const ExprP& bf, const ExprP& t) {
         return kir::call(
             "fj_att_ldmatrix_x4_trans",
-            {bf,
-             sum({n.vs, kir::mul(paren(sum({kir::mul(c, num(16)), ln.half, ln.row})), n.v_pitch),
-                  ln.tile(t)})});
+            {bf, sum({n.vs,
+                      kir::mul(paren(key_row(n, kir::add(kir::mul(c, num(16)), ln.half), ln.row)),
+                               n.v_pitch),
+                      ln.tile(t)})});
       },
       "keys x features, transposed");
 }
@@ -412,47 +446,56 @@ void declare_split_storage(kir::Function& f, const AttentionSpec& s, const Atten
       f.head.array(kir::variable("__device__ unsigned int", "fj_attention_arrivals"), {p.items});
 }
 
-// The end of a piece: its rows' O, m and l into the scratch; then the item's last piece to
-// arrive (last_block_to_arrive) rescales every piece to the largest m,
-// adds them in piece order and stores O / l. A row no key reached has m = -inf in every piece:
-// weights 2^(m - 0) = 0, l = 0, and 0 * inf = NaN as unsplit.
-void build_split_finish(kir::Block& b, const AttentionParams& p, const std::string& pack,
-                        const Vars& n) {
-  build_row_sums(b, n);
-  const auto slot = [&](const ExprP& piece, const ExprP& i) {  // (item, piece, row i)
-    return paren(
-        kir::add(kir::mul(paren(kir::add(kir::mul(n.item, n.splits), piece)), n.seq_q), i));
-  };
-  {
-    const auto [row, r] = unrolled(b, "r", num(0), num(2));
-    const ExprP i = row.let("int", "i", kir::add(n.row0, kir::mul(num(8), r)));
-    row.branch_line(op(i, ">=", n.seq_q)).jump("continue");
-    const ExprP at_row = row.let("long long", "at_row", slot(n.piece, i));
-    kir::Block& stats = row.branch(op(n.t, "==", num(0)));
-    stats.assign(at(n.stats, kir::mul(num(2), at_row)), at(n.m, r));
-    stats.assign(at(n.stats, kir::add(kir::mul(num(2), at_row), num(1))), at(n.l, r));
-    const ExprP x = row.let_mut("float*", "x",
-                                sum({n.partials, kir::mul(at_row, n.dv), kir::mul(num(2), n.t)}));
-    const auto [tile, t] = unrolled(row, "n", num(0), op(n.dv, "/", num(8)));
-    tile.assign(at(x, kir::mul(t, num(8))), at(n.o_acc, t, kir::mul(num(2), r)));
-    tile.assign(at(x, kir::add(kir::mul(t, num(8)), num(1))),
-                at(n.o_acc, t, kir::add(kir::mul(num(2), r), num(1))));
-  }
-  const ExprP count = at(n.arrivals, n.item);
-  kir::Block& last = last_block_to_arrive(b, count, n.last, p.kv_splits);
+// The scratch slot of (item, piece, query row i).
+ExprP split_slot(const Vars& n, const ExprP& piece, const ExprP& i) {
+  return paren(kir::add(kir::mul(paren(kir::add(kir::mul(n.item, n.splits), piece)), n.seq_q), i));
+}
+
+// `#pragma unroll` over the pieces where they are few enough to keep every read in flight at
+// once (the bound is a constant), else 16 at a time.
+kir::Loop over_pieces(kir::Block& b, const AttentionParams& p, std::string name, const Vars& n) {
+  b.pragma(p.kv_splits <= 64 ? "unroll" : "unroll 16");
+  return b.loop("int", std::move(name), num(0), n.splits);
+}
+
+// A loop of the block's threads over (query row i, pair of O's columns c, c + 1) of an item.
+struct RowPairs {
+  kir::Block& each;
+  ExprP i, c;
+};
+RowPairs row_pairs(kir::Block& b, const Vars& n) {
   const ExprP pairs = paren(op(n.dv, "/", num(2)));
-  const auto [each, e] = last.loop("int", "e", n.tid, kir::mul(n.seq_q, pairs), num(n.threads));
+  const auto [each, e] = b.loop("int", "e", n.tid, kir::mul(n.seq_q, pairs), num(n.threads));
   const std::vector<ExprP> x = each.declare(
       "const int",
       {scalar("i", op(e, "/", pairs)), scalar("c", kir::mul(op(e, "%", pairs), num(2)))});
-  const ExprP i = x[0], c = x[1];
+  return {each, x[0], x[1]};
+}
+
+// The lane's part of O's row row0 + 8 r as f32 at x (the lane's first column): x[8 n], x[8 n + 1].
+void store_fragment_row(kir::Block& row, const ExprP& x, const ExprP& r, const Vars& n) {
+  const auto [tile, t] = unrolled(row, "n", num(0), op(n.dv, "/", num(8)));
+  tile.assign(at(x, kir::mul(t, num(8))), at(n.o_acc, t, kir::mul(num(2), r)));
+  tile.assign(at(x, kir::add(kir::mul(t, num(8)), num(1))),
+              at(n.o_acc, t, kir::add(kir::mul(num(2), r), num(1))));
+}
+
+// The item's last piece to arrive (last_block_to_arrive) rescales every piece to the largest m,
+// adds them in piece order and stores O / l. A row no key reached has m = -inf in every piece:
+// weights 2^(m - 0) = 0, l = 0, and 0 * inf = NaN as unsplit.
+void build_split_combine(kir::Block& b, const AttentionParams& p, const std::string& pack,
+                         const Vars& n) {
+  const ExprP count = at(n.arrivals, n.item);
+  kir::Block& last = last_block_to_arrive(b, count, n.last, p.kv_splits);
+  const auto [each, i, c] = row_pairs(last, n);
   // Other blocks wrote the scratch: read past L1 (fj_partial.cuh), whose lines of it this SM
   // may hold from an earlier item's combine.
   const auto read = [](ExprP e) { return kir::call("fj_partial", {kir::prefix("&", e)}); };
   const ExprP mx = each.let_mut("float", "mx", n.neg_inf);
   {
-    const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
-    fold.assign(mx, kir::call("fmaxf", {mx, read(at(n.stats, kir::mul(num(2), slot(q, i))))}));
+    const auto [fold, q] = over_pieces(each, p, "q", n);
+    fold.assign(mx,
+                kir::call("fmaxf", {mx, read(at(n.stats, kir::mul(num(2), split_slot(n, q, i))))}));
   }
   const ExprP base =
       each.let("float", "base", kir::select(op(mx, "==", n.neg_inf), text("0.0f"), mx));
@@ -460,8 +503,8 @@ void build_split_finish(kir::Block& b, const AttentionParams& p, const std::stri
   const ExprP o0 = each.let_mut("float", "o0", text("0.0f"));
   const ExprP o1 = each.let_mut("float", "o1", text("0.0f"));
   {
-    const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
-    const ExprP at_row = fold.let("long long", "at_row", slot(q, i));
+    const auto [fold, q] = over_pieces(each, p, "q", n);
+    const ExprP at_row = fold.let("long long", "at_row", split_slot(n, q, i));
     const ExprP wgt = fold.let(
         "float", "wgt",
         kir::call("fj_att_exp2", {op(read(at(n.stats, kir::mul(num(2), at_row))), "-", base)}));
@@ -476,6 +519,104 @@ void build_split_finish(kir::Block& b, const AttentionParams& p, const std::stri
                       {sum({n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv), c}),
                        kir::call(pack, {kir::mul(o0, inv), kir::mul(o1, inv)})}));
   reset_split_count(last, count);
+}
+
+// The end of a piece (one warp's rows): its rows' O, m and l into the scratch, then the
+// combine of the item's pieces.
+void build_split_finish(kir::Block& b, const AttentionParams& p, const std::string& pack,
+                        const Vars& n) {
+  build_row_sums(b, n);
+  {
+    const auto [row, r] = unrolled(b, "r", num(0), num(2));
+    const ExprP i = row.let("int", "i", kir::add(n.row0, kir::mul(num(8), r)));
+    row.branch_line(op(i, ">=", n.seq_q)).jump("continue");
+    const ExprP at_row = row.let("long long", "at_row", split_slot(n, n.piece, i));
+    kir::Block& stats = row.branch(op(n.t, "==", num(0)));
+    stats.assign(at(n.stats, kir::mul(num(2), at_row)), at(n.m, r));
+    stats.assign(at(n.stats, kir::add(kir::mul(num(2), at_row), num(1))), at(n.l, r));
+    store_fragment_row(
+        row,
+        row.let_mut("float*", "x",
+                    sum({n.partials, kir::mul(at_row, n.dv), kir::mul(num(2), n.t)})),
+        r, n);
+  }
+  build_split_combine(b, p, pack, n);
+}
+
+// The end of a key-split item: each warp's rows (O relative to 2^m, m, l) into shared memory,
+// over the tiles' memory (every warp passed the last tile's barrier); then every thread a pair
+// of O's columns of a row, the warps rescaled to their largest m and added in warp order: the
+// output (O / l) or, split, the piece's O, m and l for the item's combine. A barrier closes it,
+// so that the next item's first tiles may overwrite the memory.
+void build_warp_combine(kir::Block& b, const AttentionParams& p, const std::string& pack,
+                        const Vars& n) {
+  build_row_sums(b, n);
+  b.comment("per warp: O [seq_q][dv]; after all warps' O, m [16] and l [16] per warp");
+  const ExprP red = b.let_mut("float*", "red", kir::call("reinterpret_cast<float*>", {n.kv}));
+  const ExprP stats = kir::mul(num(p.warps), kir::mul(n.seq_q, n.dv));  // m of warp w, row i
+  const auto m_at = [&](const ExprP& w, const ExprP& i) {
+    return at(red, sum({stats, kir::mul(w, num(16)), i}));
+  };
+  const auto l_at = [&](const ExprP& w, const ExprP& i) {
+    return at(red, sum({stats, num(p.warps * 16), kir::mul(w, num(16)), i}));
+  };
+  {
+    const auto [row, r] = unrolled(b, "r", num(0), num(2));
+    const ExprP i = row.let("int", "i", kir::add(n.row0, kir::mul(num(8), r)));
+    row.branch_line(op(i, ">=", n.seq_q)).jump("continue");
+    kir::Block& mine = row.branch(op(n.t, "==", num(0)));
+    mine.assign(m_at(n.warp, i), at(n.m, r));
+    mine.assign(l_at(n.warp, i), at(n.l, r));
+    const ExprP x =
+        row.let_mut("float*", "x",
+                    sum({red, kir::mul(paren(kir::add(kir::mul(n.warp, n.seq_q), i)), n.dv),
+                         kir::mul(num(2), n.t)}));
+    store_fragment_row(row, x, r, n);
+  }
+  b.eval(kir::sync_block(), "every warp's rows are in");
+  {
+    const auto [each, i, c] = row_pairs(b, n);
+    const ExprP mx = each.let_mut("float", "mx", n.neg_inf);
+    {
+      const auto [fold, w] = unrolled_line(each, "w", num(0), num(p.warps));
+      fold.assign(mx, kir::call("fmaxf", {mx, m_at(w, i)}));
+    }
+    const ExprP base =
+        each.let("float", "base", kir::select(op(mx, "==", n.neg_inf), text("0.0f"), mx));
+    const ExprP lsum = each.let_mut("float", "lsum", text("0.0f"));
+    const ExprP o0 = each.let_mut("float", "o0", text("0.0f"));
+    const ExprP o1 = each.let_mut("float", "o1", text("0.0f"));
+    {
+      const auto [fold, w] = unrolled(each, "w", num(0), num(p.warps));
+      const ExprP wgt =
+          fold.let("float", "wgt", kir::call("fj_att_exp2", {op(m_at(w, i), "-", base)}));
+      fold.assign(lsum, kir::mul(wgt, l_at(w, i)), "+=");
+      const ExprP y = fold.let(
+          "float*", "y", sum({red, kir::mul(paren(kir::add(kir::mul(w, n.seq_q), i)), n.dv), c}));
+      fold.assign(o0, kir::mul(wgt, at(y, num(0))), "+=");
+      fold.assign(o1, kir::mul(wgt, at(y, num(1))), "+=");
+    }
+    if (p.kv_splits > 1) {
+      const ExprP at_row = each.let("long long", "at_row", split_slot(n, n.piece, i));
+      kir::Block& first = each.branch(op(c, "==", num(0)));
+      first.assign(at(n.stats, kir::mul(num(2), at_row)), mx);
+      first.assign(at(n.stats, kir::add(kir::mul(num(2), at_row), num(1))), lsum);
+      const ExprP y = each.let_mut("float*", "y", sum({n.partials, kir::mul(at_row, n.dv), c}));
+      each.assign(at(y, num(0)), o0);
+      each.assign(at(y, num(1)), o1);
+    } else {
+      const ExprP inv = each.let("float", "inv", op(text("1.0f"), "/", lsum));
+      each.eval(
+          kir::call("fj_att_store2",
+                    {sum({n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv), c}),
+                     kir::call(pack, {kir::mul(o0, inv), kir::mul(o1, inv)})}));
+    }
+  }
+  if (p.kv_splits > 1) {
+    build_split_combine(b, p, pack, n);  // its first barrier closes the shared memory's use
+  } else {
+    b.eval(kir::sync_block(), "the next item's tiles may overwrite the memory");
+  }
 }
 
 // The work item's rows, heads and pointers; Q's fragments and the accumulators.
@@ -498,8 +639,11 @@ void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionPara
                                                              scalar("b", op(n.bh, "/", n.heads))});
   n.b = x[1];
   n.h = b.let("int", "h", kir::call("static_cast<int>", {op(n.bh, "%", n.heads)}));
-  n.row0 = b.let("int", "row0", sum({kir::mul(n.qt, num(p.rows)), kir::mul(n.warp, num(16)), n.g}),
-                 "this lane's rows: row0, row0 + 8");
+  n.row0 = b.let("int", "row0",
+                 p.key_split ? kir::add(kir::mul(n.qt, num(p.rows)), n.g)
+                             : sum({kir::mul(n.qt, num(p.rows)), kir::mul(n.warp, num(16)), n.g}),
+                 p.key_split ? "this lane's rows: row0, row0 + 8 (every warp the same)"
+                             : "this lane's rows: row0, row0 + 8");
   const auto head = [&](const ExprP& group) { return paren(op(n.h, "/", group)); };
   n.qp = b.let("unsigned short*", "qp",
                sum({n.q, kir::mul(n.b, n.q_strides[0]), kir::mul(n.h, n.q_strides[1])}));
@@ -588,7 +732,9 @@ void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionParam
   tile.eval(kir::sync_block(), "every warp is done with vs");
   build_stage(tile.branch(next), n, v, kir::add(n.key0, n.block_n));
   commit(tile);
-  if (p.kv_splits > 1) {
+  if (p.key_split) {
+    build_warp_combine(b, p, pack, n);
+  } else if (p.kv_splits > 1) {
     build_split_finish(b, p, pack, n);
   } else {
     build_store(b, pack, n);
@@ -598,13 +744,18 @@ void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionParam
 }  // namespace
 
 kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionParams& p) {
-  // Each warp owns 16 query rows (its m16n8k16 fragments): the block, its warps and the rows of
-  // a work item must agree.
-  if (p.block != 32 * p.warps || p.rows != 16 * p.warps) {
-    throw InternalError(
-        fmt::format("attention: block {}, {} warps and {} rows per work item "
-                    "disagree (a warp takes 32 threads and 16 rows)",
-                    p.block, p.warps, p.rows));
+  // Each warp owns 16 query rows (its m16n8k16 fragments; under a key split, the block's 16):
+  // the block, its warps and the rows of a work item must agree.
+  const int64_t reduce = 4 * (p.warps * s.seq_q * s.value_dim + 2 * p.warps * 16);
+  if (p.block != 32 * p.warps || p.rows != (p.key_split ? 16 : 16 * p.warps) ||
+      (p.key_split &&
+       (p.block_n % (16 * p.warps) != 0 || p.q_tiles != 1 || s.seq_q > 16 ||
+        p.shared_bytes < reduce || p.shared_bytes < 2 * p.block_n * (p.k_pitch + p.v_pitch)))) {
+    throw InternalError(fmt::format(
+        "attention: block {}, {} warps and {} rows per work item disagree (a warp takes 32 "
+        "threads and 16 rows; under a key split every warp the same 16, a whole number of 16-key "
+        "steps of each {}-key tile, and {} bytes of shared memory for the combine: {} given)",
+        p.block, p.warps, p.rows, p.block_n, reduce, p.shared_bytes));
   }
   if (p.kv_splits < 1 || p.split_tiles * p.kv_splits < p.kv_tiles ||
       p.split_tiles * (p.kv_splits - 1) >= p.kv_tiles || p.work != p.items * p.kv_splits ||
@@ -631,7 +782,7 @@ kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionPara
   Vars n;
   build_signature(f, s, p, n);
   build_constants(f.body, s, p, n);
-  build_block_layout(f.body, n);
+  build_block_layout(f.body, p, n);
   if (p.kv_splits > 1) declare_split_storage(f, s, p, n);
   const kir::Loop item =
       f.body.loop("long long", "w", kir::block_index(), n.work, kir::grid_blocks());

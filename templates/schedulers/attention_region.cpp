@@ -75,7 +75,7 @@ std::optional<AttentionSpec> region_spec(const ir::Graph& g, const fusion::Regio
   }
   why = refuse_attention_kernel(spec);
   if (!why.empty()) return std::nullopt;
-  return spec;
+  return fold_query_groups(spec);
 }
 
 // The spec of a region the scheduler takes (InternalError otherwise: the registry asked).

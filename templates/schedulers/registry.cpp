@@ -81,6 +81,7 @@ ParamFields AttentionParams::fields() const {
           {"warps", int64_t{warps}},
           {"rows", int64_t{rows}},
           {"block_n", int64_t{block_n}},
+          {"key_split", key_split},
           {"head_dim", head_dim},
           {"value_dim", value_dim},
           {"k_pitch", int64_t{k_pitch}},

@@ -86,6 +86,10 @@ struct AttentionParams {
   int warps = 4;
   int rows = 64;     // query rows per work item
   int block_n = 64;  // keys per tile
+  // Decode (at most 16 query rows): every warp holds the item's 16 rows and takes block_n /
+  // warps keys of each tile; the warps' O, m and l are combined through shared memory at the
+  // end of the item. False: each warp its own 16 rows, all keys of each tile.
+  bool key_split = false;
   int64_t head_dim = 64, value_dim = 64;
   int k_pitch = 0, v_pitch = 0;  // shared row pitch, elements (dim + 8: distinct banks)
   int k_vec = 1, v_vec = 1;      // elements per global load when staging (8 by cp.async, 2 or 1)

@@ -250,6 +250,14 @@ std::vector<EmulationCase> emulation_cases() {
   add(four, 5);
   AttentionSpec sixteen = make_spec(DType::bf16, 64, AttentionMaskKind::additive, 2, 16, 333, 2, 2);
   add(sixteen);
+  // Decode layouts folded into rows (fold_query_groups) under the key split: two queries of 8
+  // heads in groups of 4 with a [b, h, i, j] mask (8 rows a KV head, split); three queries of
+  // heads in pairs against one tile (6 rows, no split: the warps' combine stores the output);
+  // 400 items of one query, enough to fill the GPU unsplit, three tiles each, the grid walking
+  // items (the combine's shared memory handed back to the next item's tiles).
+  add(make_spec(DType::bf16, 64, AttentionMaskKind::additive, 4, 2, 300, 2, 8), 9);
+  add(make_spec(DType::f16, 128, AttentionMaskKind::none, 2, 3, 64, 1, 4));
+  add(make_spec(DType::bf16, 16, AttentionMaskKind::none, 1, 1, 130, 100, 4), 7);
   // Must fail: the kernel computes with another scale than the reference.
   AttentionSpec wrong = make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 30, 50, 1, 1);
   cases.push_back({wrong, wrong, 0, {}});
@@ -376,61 +384,138 @@ TEST_CASE("attention kernel: the builder takes its block and rows from the param
   p.rows = 32;
   REQUIRE_THROWS_AS(templates::build_attention_kernel(s, p), InternalError);
   REQUIRE_THROWS_WITH(templates::build_attention_kernel(s, p),
-                      ContainsSubstring("disagree (a warp takes 32 threads and 16 rows)"));
+                      ContainsSubstring("disagree (a warp takes 32 threads and 16 rows"));
+  // A key split's warps share 16 rows, take whole 16-key steps of a tile and combine through the
+  // tiles' shared memory, which must hold them: each broken alone is refused.
+  const AttentionSpec d = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 16, 4096, 1, 8);
+  const templates::AttentionParams split = templates::attention_params(d, templates::Target{});
+  REQUIRE(split.key_split);
+  REQUIRE_NOTHROW(templates::build_attention_kernel(d, split));
+  p = split;
+  p.rows = 64;
+  CHECK_THROWS_AS(templates::build_attention_kernel(d, p), InternalError);
+  p = split;
+  p.block_n = 32;
+  CHECK_THROWS_AS(templates::build_attention_kernel(d, p), InternalError);
+  p = split;
+  p.shared_bytes = 4 * 4 * 16 * 128;  // the warps' O rows, not their m and l
+  CHECK_THROWS_WITH(templates::build_attention_kernel(d, p), ContainsSubstring("33280 bytes"));
+}
+
+TEST_CASE("attention kernel: grouped query heads of a decode fold into rows",
+          "[templates][attention]") {
+  // Llama-3.1-8B's decode at batch 1: 32 query heads over 8 KV heads, one query each. The four
+  // query heads of a KV head become the four rows of one head, reading the KV head directly.
+  AttentionSpec s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32);
+  AttentionSpec f = templates::fold_query_groups(s);
+  CHECK(f.heads == 8);
+  CHECK(f.seq_q == 4);
+  CHECK(f.k.head_group == 1);
+  CHECK(f.v.head_group == 1);
+  CHECK(f.q.strides == std::array<int64_t, 4>{32 * 128, 4 * 128, 128, 1});
+  CHECK(f.k.strides == s.k.strides);
+  // Two queries per head (speculative decode): head j's queries i are rows j * 2 + i, 8 rows.
+  s = make_spec(DType::bf16, 128, AttentionMaskKind::boolean, 4, 2, 1000, 2, 32);
+  s.mask_view.strides = {0, 2 * 1000, 1000, 1};
+  f = templates::fold_query_groups(s);
+  CHECK(f.seq_q == 8);
+  CHECK(f.heads == 8);
+  CHECK(f.q.strides == std::array<int64_t, 4>{32 * 2 * 128, 4 * 2 * 128, 128, 1});
+  CHECK(f.mask_view.strides == std::array<int64_t, 4>{0, 4 * 2000, 1000, 1});
+  // 16 queries fold nothing; 8 queries fold two heads of a group of 4 (16 rows), leaving
+  // groups of 2.
+  s = make_spec(DType::bf16, 64, AttentionMaskKind::none, 4, 16, 300, 1, 8);
+  CHECK(templates::fold_query_groups(s).seq_q == 16);
+  CHECK(templates::fold_query_groups(s).heads == 8);
+  s = make_spec(DType::bf16, 64, AttentionMaskKind::none, 4, 8, 300, 1, 8);
+  f = templates::fold_query_groups(s);
+  CHECK(f.seq_q == 16);
+  CHECK(f.heads == 4);
+  CHECK(f.k.head_group == 2);
+  // Left as they are: causal (the diagonal follows the query, not the row); a mask broadcast
+  // over heads with more than one query (no single row stride); q [b, s, h, d] with more than one
+  // query (the same); no group.
+  s = make_spec(DType::bf16, 64, AttentionMaskKind::causal, 4, 1, 300, 1, 8);
+  CHECK(templates::fold_query_groups(s).heads == 8);
+  s = make_spec(DType::bf16, 64, AttentionMaskKind::boolean, 4, 2, 300, 1, 8);
+  s.mask_view.strides = {0, 0, 300, 1};
+  CHECK(templates::fold_query_groups(s).heads == 8);
+  s.mask_view.strides = {0, 0, 0, 1};  // one query row of mask for every head and query: folds
+  CHECK(templates::fold_query_groups(s).heads == 2);
+  s = make_spec(DType::bf16, 64, AttentionMaskKind::none, 4, 2, 300, 1, 8);
+  permute_q(s);
+  CHECK(templates::fold_query_groups(s).heads == 8);
+  s = make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 1, 300, 1, 8);
+  CHECK(templates::fold_query_groups(s).heads == 8);
+  // With one query, any q layout folds: [b, s, h, d] too.
+  s = make_spec(DType::bf16, 64, AttentionMaskKind::none, 4, 1, 300, 1, 8);
+  permute_q(s);
+  CHECK(templates::fold_query_groups(s).heads == 2);
+  CHECK(templates::fold_query_groups(s).q.strides[2] == s.q.strides[1]);
 }
 
 TEST_CASE("attention kernel: decode shapes split the keys across blocks, others do not",
           "[templates][attention]") {
   const templates::Target target{};
-  // One query row of 32 heads in KV groups of 4 against 8k keys (Llama-3.1-8B, batch 1): blocks
-  // of one warp (16 rows), 6 on an SM by shared memory (two 64-key tiles of k and v, 34 KiB);
-  // 32 items of 128 key tiles, aiming at 132 x 6 = 792 work items: 22 pieces of 6 tiles (the
-  // last of 2).
-  AttentionSpec s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32);
-  templates::AttentionParams p = templates::attention_params(s, target);
-  CHECK(p.warps == 1);
-  CHECK(p.block == 32);
+  // Llama-3.1-8B's decode at batch 1 against 8k keys, folded: 8 items of 4 rows. Blocks of four
+  // warps that share the rows, each warp a quarter of every tile (16 of 64 keys); three on an SM
+  // by registers (the kernel is built for three); 8 items of 128 key tiles, aiming at 132 x 3 =
+  // 396 work items: 43 pieces of 3 tiles (the last of 2).
+  const AttentionSpec s8k = templates::fold_query_groups(
+      make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32));
+  templates::AttentionParams p = templates::attention_params(s8k, target);
+  CHECK(p.key_split);
+  CHECK(p.warps == 4);
+  CHECK(p.block == 128);
   CHECK(p.rows == 16);
-  CHECK(p.blocks_per_sm == 6);
-  CHECK(p.items == 32);
+  CHECK(p.blocks_per_sm == 3);
+  CHECK(p.items == 8);
   CHECK(p.kv_tiles == 128);
-  CHECK(p.kv_splits == 22);
-  CHECK(p.split_tiles == 6);
-  CHECK(p.work == 704);
-  const templates::Kernel k = templates::generate_attention(s);
-  CHECK(k.work_blocks == 704);
-  CHECK(k.block == 32);
+  CHECK(p.kv_splits == 43);
+  CHECK(p.split_tiles == 3);
+  CHECK(p.work == 344);
+  // generate_attention folds the unfolded spec itself.
+  const templates::Kernel k = templates::generate_attention(
+      make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32));
+  CHECK(k.work_blocks == 344);
+  CHECK(k.block == 128);
   CHECK(k.serial_launches);  // module-scope scratch
   const std::string text = test::kernel_text(k);
-  CHECK(test::has(text, "__device__ float fj_attention_partials[90112];"));  // 704 rows x 128
-  CHECK(test::has(text, "__device__ unsigned int fj_attention_arrivals[32];"));
+  CHECK(test::has(text, "__launch_bounds__(128, 3)"));
+  CHECK(test::has(text, "__device__ float fj_attention_partials[176128];"));  // 344 x 4 rows x 128
+  CHECK(test::has(text, "__device__ unsigned int fj_attention_arrivals[8];"));
   CHECK(test::has(text, "atomicAdd("));
   // The partials other blocks wrote are read past L1, by a helper only split kernels carry.
   CHECK(test::has(text, "fj_partial(&fj_attention_stats["));
   CHECK(k.source.find("// ==== fj_partial.cuh ====") != std::string::npos);
 
-  // The grouped heads folded into rows, as generate records a decode step: 8 items of 4 rows
-  // against a cache of 384; pieces of 1 of the 6 key tiles.
-  s = make_spec(DType::bf16, 128, AttentionMaskKind::boolean, 1, 4, 384, 1, 8);
+  // The grouped heads folded into rows by the caller, as generate records a decode step: 8
+  // items of 4 rows against a cache of 384; pieces of 1 of the 6 key tiles.
+  AttentionSpec s = make_spec(DType::bf16, 128, AttentionMaskKind::boolean, 1, 4, 384, 1, 8);
   p = templates::attention_params(s, target);
   CHECK(p.items == 8);
   CHECK(p.kv_splits == 6);
   CHECK(p.split_tiles == 1);
-  // Batch 128 of those: 1,024 items fill the GPU alone.
-  s.batch = 128;
+  // Batch 64 of those: 512 items fill the GPU alone.
+  s.batch = 64;
   p = templates::attention_params(s, target);
   CHECK(p.kv_splits == 1);
   CHECK_FALSE(templates::generate_attention(s).serial_launches);
   CHECK(templates::generate_attention(s).source.find("fj_partial") == std::string::npos);
-  // 131 tiles for 8 items, aiming at 99 pieces: 66 pieces of 2 tiles, the last of 1.
+  // 131 tiles for 8 items, aiming at 50 pieces: 44 pieces of 3 tiles, the last of 2.
   s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 1, 131 * 64, 1, 8);
   p = templates::attention_params(s, target);
   CHECK(p.kv_splits * p.split_tiles >= p.kv_tiles);
   CHECK((p.kv_splits - 1) * p.split_tiles < p.kv_tiles);
-  CHECK(p.split_tiles == 2);
-  CHECK(p.kv_splits == 66);
+  CHECK(p.split_tiles == 3);
+  CHECK(p.kv_splits == 44);
+  // One item: at most 64 pieces for its last block to combine.
+  s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 1, 131072, 1, 1);
+  p = templates::attention_params(s, target);
+  CHECK(p.kv_splits == 64);
+  CHECK(p.split_tiles == 32);
   // Prefill (more than 16 query rows), one key tile, and a causal mask that skips tiles: no
-  // split.
+  // split; prefill keeps each warp's own rows.
   for (const AttentionSpec& x :
        {make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 17, 8192, 1, 8),
         make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 1, 64, 1, 8),
@@ -438,18 +523,20 @@ TEST_CASE("attention kernel: decode shapes split the keys across blocks, others 
     INFO(label(x));
     CHECK(templates::attention_params(x, target).kv_splits == 1);
   }
+  CHECK_FALSE(templates::attention_params(
+                  make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 17, 8192, 1, 8), target)
+                  .key_split);
   // The scratch stays within 4 MiB: 16 rows of 128 values at 128k keys.
   s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 16, 131072, 1, 64);
   p = templates::attention_params(s, target);
   CHECK(p.kv_splits > 1);
   CHECK(p.items * p.kv_splits * s.seq_q * (s.value_dim + 2) * 4 <= 4 << 20);
   // Params whose pieces leave tiles out, or an empty piece, are a bug.
-  s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32);
-  p = templates::attention_params(s, target);
-  p.split_tiles = 8;
-  REQUIRE_THROWS_AS(templates::build_attention_kernel(s, p), InternalError);
+  p = templates::attention_params(s8k, target);
+  p.split_tiles = 2;
+  REQUIRE_THROWS_AS(templates::build_attention_kernel(s8k, p), InternalError);
   p.split_tiles = 64;
-  REQUIRE_THROWS_AS(templates::build_attention_kernel(s, p), InternalError);
+  REQUIRE_THROWS_AS(templates::build_attention_kernel(s8k, p), InternalError);
 }
 
 TEST_CASE("attention kernel: assembled and named as every kernel is", "[templates][attention]") {
