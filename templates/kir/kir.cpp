@@ -791,7 +791,7 @@ void dump(const Block& b, int level, std::string& out) {
       case StmtKind::declare:
         for (const Declarator& d : s.declarators) {
           std::string dims;
-          for (const ExprP& n : d.dims) dims += "[" + dump(n) + "]";
+          for (const ExprP& n : d.dims) dims += "[" + (n ? dump(n) : "") + "]";
           line(fmt::format("declare {} {}{}{}", s.type, d.var->name, dims,
                            d.value ? " = " + dump(d.value) : ""));
         }
@@ -906,7 +906,7 @@ class Printer {
     for (size_t i = 0; i < s.declarators.size(); ++i) {
       const Declarator& d = s.declarators[i];
       t += fmt::format("{}{}", i ? ", " : " ", d.var->name);
-      for (const ExprP& n : d.dims) t += fmt::format("[{}]", print(n));
+      for (const ExprP& n : d.dims) t += n ? fmt::format("[{}]", print(n)) : "[]";
       if (!d.value) continue;
       t += " = ";
       const std::string indent(static_cast<size_t>(2 * level) + t.size(), ' ');

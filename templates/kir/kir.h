@@ -158,7 +158,7 @@ using BlockP = std::shared_ptr<Block>;
 // the builder gives a variable made ahead (its name the same) that a later declarator reads.
 struct Declarator {
   std::string name;
-  std::vector<ExprP> dims;
+  std::vector<ExprP> dims;  // a null dim prints `[]` (extern __shared__ memory sized at launch)
   ExprP value;
   VarP var;
 };

@@ -183,17 +183,17 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   // A warp holds 16 query rows. Four warps take 64 rows of a work item. A problem of at most 16
   // rows (decode) has one warp's rows: its four warps share them and each takes a quarter of
   // every key tile (16 keys of 64), so that a tile's loads and products are spread over the
-  // block; where the tile is too short for that, one warp takes the rows and every key.
-  const bool decode = s.seq_q <= kSplitMaxRows;
-  p.key_split = decode && p.block_n % (16 * warps) == 0;
-  p.warps = decode && !p.key_split ? 1 : warps;
+  // block.
+  p.key_split = s.seq_q <= kSplitMaxRows;  // block_n is 64 for every dim the kernel takes
+  p.warps = warps;
   p.block = 32 * p.warps;
   p.rows = p.key_split ? 16 : 16 * p.warps;
-  p.shared_bytes = 2 * p.block_n * (p.k_pitch + p.v_pitch);
+  p.shared_bytes = 2 * p.block_n * (p.k_pitch + p.v_pitch);  // a K tile and a V tile
   if (p.key_split) {
-    // After the last tile the same memory holds each warp's O rows, m and l, as f32.
+    // Dynamic shared memory: two stages of K and V; after the last tile the same memory holds
+    // each warp's O rows, m and l, as f32.
     const int64_t reduce = 4 * (p.warps * s.seq_q * s.value_dim + 2 * p.warps * 16);
-    p.shared_bytes = static_cast<int>(std::max<int64_t>(p.shared_bytes, reduce));
+    p.shared_bytes = static_cast<int>(std::max<int64_t>(2 * p.shared_bytes, reduce));
   }
   p.k_vec = vector_elements(s.k, s.head_dim);
   p.v_vec = vector_elements(s.v, s.value_dim);
@@ -215,17 +215,23 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   p.split_tiles = p.kv_tiles;
   if (s.seq_q <= kSplitMaxRows && !p.skip_above_diagonal && p.items < split_target &&
       p.kv_tiles > 1) {
-    // Pieces of whole key tiles, none empty, as many as bring the work items to the target;
-    // fewer where the scratch would pass its cap, or (key split) where the last block's
-    // combine would read more than kMaxSplits pieces.
-    int64_t want = std::min(ceil_div(split_target, p.items), p.kv_tiles);
-    if (p.key_split) want = std::min(want, kMaxSplits);
+    // Pieces of whole key tiles, none empty, as many as bring the work items up to the target
+    // and not past it (a second, partial wave would cost a whole piece's time);
+    // fewer where the scratch would pass its cap, or where the last block's combine would read
+    // more than kMaxSplits pieces.
+    int64_t want = std::min({std::max<int64_t>(1, split_target / p.items), p.kv_tiles, kMaxSplits});
     const int64_t row_bytes = 4 * (s.value_dim + 2);  // O's f32 row, its max and sum
     want = std::min(want, std::max<int64_t>(1, kSplitScratch / (p.items * s.seq_q * row_bytes)));
     p.split_tiles = ceil_div(p.kv_tiles, want);
   }
   p.kv_splits = ceil_div(p.kv_tiles, p.split_tiles);
   p.work = p.items * p.kv_splits;
+  if (p.kv_splits > 1) {
+    // The last piece's combine holds each piece's m and l per row, and each row's base and 1 / l,
+    // in the same memory.
+    p.shared_bytes =
+        static_cast<int>(std::max<int64_t>(p.shared_bytes, 4 * (2 * p.kv_splits * s.seq_q + 32)));
+  }
   return p;
 }
 
@@ -240,7 +246,9 @@ KernelBody attention_body(const AttentionSpec& spec, const AttentionParams& para
   if (params.key_split) body.fn.min_blocks = kKeySplitBlocks;
   body.blocks_per_sm = params.blocks_per_sm;
   body.serial_launches = params.kv_splits > 1;  // the split's scratch is the module's
-  body.shared_bytes = 0;  // static shared memory only
+  // The key split's stages are dynamic shared memory (more than the 48 KiB a static array may
+  // take); the other kernel's tiles are static.
+  body.shared_bytes = params.key_split ? params.shared_bytes : 0;
   return body;
 }
 

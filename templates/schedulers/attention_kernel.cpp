@@ -73,7 +73,7 @@ struct Vars {
   ExprP ks, vs, tid, warp, lane, g, t;
   // Key split (AttentionParams::key_split): the shared tiles' memory as one array, reused as f32
   // for the warps' combine; the warp's first key in a tile (else nullptr).
-  ExprP kv, warp_key;
+  ExprP shared, kv, warp_key;
   ExprP s_tiles, pv_chunks;  // the warp's 8-key tiles of S and 16-key steps of P V, per tile
   bool key_split = false;
   ExprP w, qt, bh, b, h, row0, qp, kp, vp, mp, qf, o_acc, m, l, tiles;  // work item
@@ -163,11 +163,10 @@ void build_constants(kir::Block& b, const AttentionSpec& s, const AttentionParam
 void build_block_layout(kir::Block& b, const AttentionParams& p, Vars& n) {
   const std::string shared = "__shared__ __align__(16) unsigned short";
   if (p.key_split) {
-    n.kv = b.declare(shared, {{"kv", {num(ceil_div(p.shared_bytes, 2))}, nullptr}},
-                     "the K and V tiles; after the last, the warps' O rows, m and l as f32")[0];
-    n.ks = b.declare("unsigned short* const", {scalar("ks", n.kv)})[0];
-    n.vs = b.declare("unsigned short* const",
-                     {scalar("vs", kir::add(n.kv, kir::mul(n.block_n, n.k_pitch)))})[0];
+    // The launch's dynamic shared memory (KernelBody::shared_bytes): two stages of a tile's K
+    // and V; after the last tile, the combines' f32 values.
+    n.kv = b.declare("unsigned short* const",
+                     {scalar("kv", kir::call("reinterpret_cast<unsigned short*>", {n.shared}))})[0];
   } else {
     n.ks = b.declare(shared, {{"ks", {kir::mul(n.block_n, n.k_pitch)}, nullptr}})[0];
     n.vs = b.declare(shared, {{"vs", {kir::mul(n.block_n, n.v_pitch)}, nullptr}})[0];
@@ -439,8 +438,9 @@ void declare_split_storage(kir::Function& f, const AttentionSpec& s, const Atten
       "Per item, piece and query row: O's f32 row relative to 2^m, then (m, l); per item, the "
       "pieces arrived.");
   const int64_t rows = p.items * p.kv_splits * s.seq_q;
-  n.partials = f.head.array(kir::variable("__device__ float", "fj_attention_partials"),
-                            {rows * s.value_dim});
+  n.partials =
+      f.head.array(kir::variable("__device__ __align__(16) float", "fj_attention_partials"),
+                   {rows * s.value_dim});
   n.stats = f.head.array(kir::variable("__device__ float", "fj_attention_stats"), {rows * 2});
   n.arrivals =
       f.head.array(kir::variable("__device__ unsigned int", "fj_attention_arrivals"), {p.items});
@@ -449,13 +449,6 @@ void declare_split_storage(kir::Function& f, const AttentionSpec& s, const Atten
 // The scratch slot of (item, piece, query row i).
 ExprP split_slot(const Vars& n, const ExprP& piece, const ExprP& i) {
   return paren(kir::add(kir::mul(paren(kir::add(kir::mul(n.item, n.splits), piece)), n.seq_q), i));
-}
-
-// `#pragma unroll` over the pieces where they are few enough to keep every read in flight at
-// once (the bound is a constant), else 16 at a time.
-kir::Loop over_pieces(kir::Block& b, const AttentionParams& p, std::string name, const Vars& n) {
-  b.pragma(p.kv_splits <= 64 ? "unroll" : "unroll 16");
-  return b.loop("int", std::move(name), num(0), n.splits);
 }
 
 // A loop of the block's threads over (query row i, pair of O's columns c, c + 1) of an item.
@@ -480,67 +473,104 @@ void store_fragment_row(kir::Block& row, const ExprP& x, const ExprP& r, const V
               at(n.o_acc, t, kir::add(kir::mul(num(2), r), num(1))));
 }
 
-// The item's last piece to arrive (last_block_to_arrive) rescales every piece to the largest m,
-// adds them in piece order and stores O / l. A row no key reached has m = -inf in every piece:
-// weights 2^(m - 0) = 0, l = 0, and 0 * inf = NaN as unsplit.
-void build_split_combine(kir::Block& b, const AttentionParams& p, const std::string& pack,
-                         const Vars& n) {
-  const ExprP count = at(n.arrivals, n.item);
-  kir::Block& last = last_block_to_arrive(b, count, n.last, p.kv_splits);
-  const auto [each, i, c] = row_pairs(last, n);
+// Where the last piece's combine keeps its values, over the tiles' shared memory (cw): per
+// piece and row m, then l; per row the base and 1 / l.
+struct CombineStore {
+  ExprP cw, rows, seq_q;  // rows: the item's (piece, row) pairs
+  ExprP m(const ExprP& q, const ExprP& i) const { return at(cw, kir::add(kir::mul(q, seq_q), i)); }
+  ExprP l(const ExprP& q, const ExprP& i) const {
+    return at(cw, sum({rows, kir::mul(q, seq_q), i}));
+  }
+  ExprP base(const ExprP& i) const { return at(cw, sum({kir::mul(num(2), rows), i})); }
+  ExprP inv(const ExprP& i) const { return at(cw, sum({kir::mul(num(2), rows), num(16), i})); }
+};
+
+// Each piece's (m, l) of each row into shared memory; then per row the largest m (the base: 0
+// where every m is -inf, so that -inf - -inf never makes a NaN) and 1 / the sum of 2^(m - base) l.
+void build_split_stats(kir::Block& last, const Vars& n, const CombineStore& c) {
   // Other blocks wrote the scratch: read past L1 (fj_partial.cuh), whose lines of it this SM
   // may hold from an earlier item's combine.
   const auto read = [](ExprP e) { return kir::call("fj_partial", {kir::prefix("&", e)}); };
+  {
+    const auto [each, e] = last.loop("int", "e", n.tid, c.rows, num(n.threads));
+    const ExprP at_row = each.let("long long", "at_row", kir::add(kir::mul(n.item, c.rows), e),
+                                  "(item, piece, row)");
+    each.assign(at(c.cw, e), read(at(n.stats, kir::mul(num(2), at_row))));
+    each.assign(at(c.cw, kir::add(c.rows, e)),
+                read(at(n.stats, kir::add(kir::mul(num(2), at_row), num(1)))));
+  }
+  last.eval(kir::sync_block());
+  const auto [each, i] = last.loop("int", "i", n.tid, n.seq_q, num(n.threads));
   const ExprP mx = each.let_mut("float", "mx", n.neg_inf);
   {
-    const auto [fold, q] = over_pieces(each, p, "q", n);
-    fold.assign(mx,
-                kir::call("fmaxf", {mx, read(at(n.stats, kir::mul(num(2), split_slot(n, q, i))))}));
+    const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
+    fold.assign(mx, kir::call("fmaxf", {mx, c.m(q, i)}));
   }
   const ExprP base =
       each.let("float", "base", kir::select(op(mx, "==", n.neg_inf), text("0.0f"), mx));
   const ExprP lsum = each.let_mut("float", "lsum", text("0.0f"));
-  const ExprP o0 = each.let_mut("float", "o0", text("0.0f"));
-  const ExprP o1 = each.let_mut("float", "o1", text("0.0f"));
   {
-    const auto [fold, q] = over_pieces(each, p, "q", n);
-    const ExprP at_row = fold.let("long long", "at_row", split_slot(n, q, i));
-    const ExprP wgt = fold.let(
-        "float", "wgt",
-        kir::call("fj_att_exp2", {op(read(at(n.stats, kir::mul(num(2), at_row))), "-", base)}));
-    fold.assign(lsum, kir::mul(wgt, read(at(n.stats, kir::add(kir::mul(num(2), at_row), num(1))))),
+    const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
+    fold.assign(lsum, kir::mul(kir::call("fj_att_exp2", {op(c.m(q, i), "-", base)}), c.l(q, i)),
                 "+=");
-    const ExprP y = fold.let("float*", "y", sum({n.partials, kir::mul(at_row, n.dv), c}));
-    fold.assign(o0, kir::mul(wgt, read(at(y, num(0)))), "+=");
-    fold.assign(o1, kir::mul(wgt, read(at(y, num(1)))), "+=");
   }
-  const ExprP inv = each.let("float", "inv", op(text("1.0f"), "/", lsum));
-  each.eval(kir::call("fj_att_store2",
-                      {sum({n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv), c}),
-                       kir::call(pack, {kir::mul(o0, inv), kir::mul(o1, inv)})}));
-  reset_split_count(last, count);
+  each.assign(c.base(i), base);
+  each.assign(c.inv(i), op(text("1.0f"), "/", lsum));
+  last.eval(kir::sync_block());
 }
 
-// The end of a piece (one warp's rows): its rows' O, m and l into the scratch, then the
-// combine of the item's pieces.
-void build_split_finish(kir::Block& b, const AttentionParams& p, const std::string& pack,
-                        const Vars& n) {
-  build_row_sums(b, n);
+// Every thread four columns of a row: the pieces' O rows rescaled by 2^(m - base) and added in
+// piece order, from 16-byte reads many in flight, times 1 / l, into the output.
+void build_split_rows(kir::Block& last, const std::string& pack, const Vars& n,
+                      const CombineStore& cs) {
+  const ExprP quads = paren(op(n.dv, "/", num(4)));
+  const auto [each, e] = last.loop("int", "e", n.tid, kir::mul(n.seq_q, quads), num(n.threads));
+  const std::vector<ExprP> x = each.declare(
+      "const int",
+      {scalar("i", op(e, "/", quads)), scalar("c", kir::mul(op(e, "%", quads), num(4)))});
+  const ExprP i = x[0], c = x[1];
+  const ExprP base = each.let("float", "base", cs.base(i));
+  const ExprP acc = each.array("float", "acc", 4);
   {
-    const auto [row, r] = unrolled(b, "r", num(0), num(2));
-    const ExprP i = row.let("int", "i", kir::add(n.row0, kir::mul(num(8), r)));
-    row.branch_line(op(i, ">=", n.seq_q)).jump("continue");
-    const ExprP at_row = row.let("long long", "at_row", split_slot(n, n.piece, i));
-    kir::Block& stats = row.branch(op(n.t, "==", num(0)));
-    stats.assign(at(n.stats, kir::mul(num(2), at_row)), at(n.m, r));
-    stats.assign(at(n.stats, kir::add(kir::mul(num(2), at_row), num(1))), at(n.l, r));
-    store_fragment_row(
-        row,
-        row.let_mut("float*", "x",
-                    sum({n.partials, kir::mul(at_row, n.dv), kir::mul(num(2), n.t)})),
-        r, n);
+    const auto [zero, u] = unrolled_line(each, "u", num(0), num(4));
+    zero.assign(at(acc, u), text("0.0f"));
   }
-  build_split_combine(b, p, pack, n);
+  each.pragma("unroll 16");
+  const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
+  const ExprP wgt = fold.let("float", "wgt", kir::call("fj_att_exp2", {op(cs.m(q, i), "-", base)}));
+  const ExprP y = fold.array("float", "y", 4);
+  fold.eval(
+      kir::call("fj_partial4", {sum({n.partials, kir::mul(split_slot(n, q, i), n.dv), c}), y}));
+  {
+    const auto [add, u] = unrolled_line(fold, "u", num(0), num(4));
+    add.assign(at(acc, u), kir::mul(wgt, at(y, u)), "+=");
+  }
+  const ExprP inv = each.let("float", "inv", cs.inv(i));
+  const ExprP out =
+      each.let_mut("unsigned short*", "out",
+                   sum({n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv), c}));
+  for (int h : {0, 2}) {
+    each.eval(kir::call("fj_att_store2", {kir::add(out, num(h)),
+                                          kir::call(pack, {kir::mul(at(acc, num(h)), inv),
+                                                           kir::mul(at(acc, num(h + 1)), inv)})}));
+  }
+}
+
+// The item's last piece to arrive (last_block_to_arrive) combines the pieces over the tiles'
+// shared memory: build_split_stats, then build_split_rows (the result does not depend on which
+// block came last). A row no key reached: every weight 2^-inf = 0, l = 0, 0 * inf = NaN, as
+// unsplit. A barrier closes it: the next item's first tiles may overwrite the memory.
+void build_split_combine(kir::Block& b, const AttentionParams& p, const std::string& pack,
+                         const Vars& n) {
+  const ExprP count = at(n.arrivals, n.item);
+  kir::Block& last = last_block_to_arrive(b, count, n.last, p.kv_splits);
+  last.comment("per piece and row: m, then l; then per row the base and 1 / l");
+  const CombineStore c{last.let_mut("float*", "cw", kir::call("reinterpret_cast<float*>", {n.kv})),
+                       kir::mul(n.splits, n.seq_q), n.seq_q};
+  build_split_stats(last, n, c);
+  build_split_rows(last, pack, n, c);
+  reset_split_count(last, count);
+  last.eval(kir::sync_block(), "the next item's tiles may overwrite the memory");
 }
 
 // The end of a key-split item: each warp's rows (O relative to 2^m, m, l) into shared memory,
@@ -697,22 +727,82 @@ void build_tile_count(kir::Block& b, const AttentionParams& p, Vars& n) {
 // during its Q Kᵀ; groups complete in commit order, so "all but the latest" is the one needed.
 // Shared memory is free here: the last readers of the previous work item passed the barriers
 // after its last Q Kᵀ and P V.
+// A key split's tiles: two stages, each a tile's K then V in one commit group; tile kt in stage
+// (kt - first) & 1. The tile after next loads into a stage as soon as the last reader of its
+// tile passes the barrier, so that up to two tiles are in flight while one is computed.
+void build_key_split_tiles(kir::Block& b, const AttentionSpec& s, const AttentionParams& p, Vars& n,
+                           const std::string& mma, const std::string& pack) {
+  const ExprP stage = paren(kir::mul(n.block_n, paren(kir::add(n.k_pitch, n.v_pitch))));
+  const auto k_of = [&](const ExprP& slot) {
+    return Staged{
+        kir::add(n.kv, kir::mul(slot, stage)), n.kp, n.d, n.k_pitch, n.k_strides[2], p.k_vec};
+  };
+  const auto v_of = [&](const ExprP& slot) {
+    return Staged{sum({n.kv, kir::mul(slot, stage), kir::mul(n.block_n, n.k_pitch)}),
+                  n.vp,
+                  n.dv,
+                  n.v_pitch,
+                  n.v_strides[2],
+                  p.v_vec};
+  };
+  const auto commit = [](kir::Block& to, std::string comment = {}) {
+    to.eval(kir::call("fj_att_async_commit", {}), std::move(comment));
+  };
+  const ExprP first_key = p.kv_splits > 1 ? kir::mul(n.first, n.block_n) : num(0);
+  build_stage(b, n, k_of(num(0)), first_key);
+  build_stage(b, n, v_of(num(0)), first_key);
+  commit(b);
+  {
+    kir::Block& second = b.branch(kir::lt(kir::add(n.first, num(1)), n.tiles));
+    const ExprP key = kir::add(first_key, n.block_n);
+    build_stage(second, n, k_of(num(1)), key);
+    build_stage(second, n, v_of(num(1)), key);
+  }
+  commit(b, "empty where there is one tile: keeps the count");
+  const kir::Loop tiles = b.loop("int", "kt", n.first, n.tiles);
+  kir::Block& tile = tiles.body;
+  n.kt = tiles.index;
+  n.key0 = tile.let("int", "key0", kir::mul(n.kt, n.block_n));
+  const ExprP slot = tile.let("int", "slot", op(paren(op(n.kt, "-", n.first)), "&", num(1)));
+  n.ks = tile.let("unsigned short*", "ks", kir::add(n.kv, kir::mul(slot, stage)));
+  n.vs = tile.let("unsigned short*", "vs", kir::add(n.ks, kir::mul(n.block_n, n.k_pitch)));
+  tile.eval(kir::call("fj_att_async_wait<1>", {}),
+            "this tile's K and V (the next tile's may still be in flight)");
+  tile.eval(kir::sync_block());
+  build_scores(tile, mma, n);
+  build_mask(tile, s, p, n);
+  build_online_softmax(tile, n);
+  build_pv(tile, mma, pack, n);
+  tile.eval(kir::sync_block(), "every warp is done with this stage");
+  {
+    kir::Block& after = tile.branch(kir::lt(kir::add(n.kt, num(2)), n.tiles));
+    const ExprP key = kir::add(n.key0, kir::mul(num(2), n.block_n));
+    build_stage(after, n, k_of(slot), key);
+    build_stage(after, n, v_of(slot), key);
+  }
+  commit(tile, "empty near the end: keeps the count");
+  build_warp_combine(b, p, pack, n);
+}
+
 void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionParams& p, Vars& n) {
   const std::string dt(dtype_name(s.dtype));
   const std::string mma = "fj_att_mma_" + dt, pack = "fj_att_pack_" + dt;
   build_item_setup(b, s, p, n);
   build_tile_count(b, p, n);
+  if (p.key_split) {
+    build_key_split_tiles(b, s, p, n, mma, pack);
+    return;
+  }
   const Staged k{n.ks, n.kp, n.d, n.k_pitch, n.k_strides[2], p.k_vec};
   const Staged v{n.vs, n.vp, n.dv, n.v_pitch, n.v_strides[2], p.v_vec};
   const auto commit = [](kir::Block& to, std::string comment = {}) {
     to.eval(kir::call("fj_att_async_commit", {}), std::move(comment));
   };
-  const ExprP first_key = p.kv_splits > 1 ? kir::mul(n.first, n.block_n) : num(0);
-  build_stage(b, n, k, first_key);
+  build_stage(b, n, k, num(0));
   commit(b);
-  build_stage(b, n, v, first_key);
+  build_stage(b, n, v, num(0));
   commit(b);
-  const kir::Loop tiles = b.loop("int", "kt", n.first, n.tiles);
+  const kir::Loop tiles = b.loop("int", "kt", num(0), n.tiles);
   kir::Block& tile = tiles.body;
   n.kt = tiles.index;
   n.key0 = tile.let("int", "key0", kir::mul(n.kt, n.block_n));
@@ -732,13 +822,7 @@ void build_work_item(kir::Block& b, const AttentionSpec& s, const AttentionParam
   tile.eval(kir::sync_block(), "every warp is done with vs");
   build_stage(tile.branch(next), n, v, kir::add(n.key0, n.block_n));
   commit(tile);
-  if (p.key_split) {
-    build_warp_combine(b, p, pack, n);
-  } else if (p.kv_splits > 1) {
-    build_split_finish(b, p, pack, n);
-  } else {
-    build_store(b, pack, n);
-  }
+  build_store(b, pack, n);
 }
 
 }  // namespace
@@ -750,19 +834,22 @@ kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionPara
   if (p.block != 32 * p.warps || p.rows != (p.key_split ? 16 : 16 * p.warps) ||
       (p.key_split &&
        (p.block_n % (16 * p.warps) != 0 || p.q_tiles != 1 || s.seq_q > 16 ||
-        p.shared_bytes < reduce || p.shared_bytes < 2 * p.block_n * (p.k_pitch + p.v_pitch)))) {
+        p.shared_bytes < reduce || p.shared_bytes < 4 * p.block_n * (p.k_pitch + p.v_pitch)))) {
     throw InternalError(fmt::format(
         "attention: block {}, {} warps and {} rows per work item disagree (a warp takes 32 "
         "threads and 16 rows; under a key split every warp the same 16, a whole number of 16-key "
-        "steps of each {}-key tile, and {} bytes of shared memory for the combine: {} given)",
+        "steps of each {}-key tile, and shared memory for two stages and {} bytes for the "
+        "combine: {} given)",
         p.block, p.warps, p.rows, p.block_n, reduce, p.shared_bytes));
   }
   if (p.kv_splits < 1 || p.split_tiles * p.kv_splits < p.kv_tiles ||
       p.split_tiles * (p.kv_splits - 1) >= p.kv_tiles || p.work != p.items * p.kv_splits ||
-      (p.kv_splits > 1 && (p.q_tiles != 1 || p.skip_above_diagonal))) {
+      (p.kv_splits > 1 && (p.q_tiles != 1 || p.skip_above_diagonal || !p.key_split ||
+                           p.shared_bytes < 4 * (2 * p.kv_splits * s.seq_q + 32)))) {
     throw InternalError(fmt::format(
         "attention: {} key tiles in {} pieces of {} (none may be empty), {} items and {} work "
-        "items disagree, or a split of {} query tiles",
+        "items disagree, or a split of {} query tiles (a split needs the key split, and shared "
+        "memory for its combine)",
         p.kv_tiles, p.kv_splits, p.split_tiles, p.items, p.work, p.q_tiles));
   }
   kir::Function f;
@@ -782,6 +869,13 @@ kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionPara
   Vars n;
   build_signature(f, s, p, n);
   build_constants(f.body, s, p, n);
+  if (p.key_split) {
+    f.head.comment("The launch's dynamic shared memory (its size: the Kernel's shared_bytes).");
+    const kir::VarP raw = kir::variable("unsigned char*", "fj_shared");
+    f.head.declare("extern __shared__ __align__(16) unsigned char",
+                   {{"fj_shared", {nullptr}, nullptr, raw}});
+    n.shared = kir::var(raw);
+  }
   build_block_layout(f.body, p, n);
   if (p.kv_splits > 1) declare_split_storage(f, s, p, n);
   const kir::Loop item =

@@ -459,8 +459,8 @@ TEST_CASE("attention kernel: decode shapes split the keys across blocks, others 
   const templates::Target target{};
   // Llama-3.1-8B's decode at batch 1 against 8k keys, folded: 8 items of 4 rows. Blocks of four
   // warps that share the rows, each warp a quarter of every tile (16 of 64 keys); three on an SM
-  // by registers (the kernel is built for three); 8 items of 128 key tiles, aiming at 132 x 3 =
-  // 396 work items: 43 pieces of 3 tiles (the last of 2).
+  // by registers (the kernel is built for three); 8 items of 128 key tiles, aiming at no more
+  // than 132 x 3 = 396 work items: 49 a piece, so 43 pieces of 3 tiles (the last of 2).
   const AttentionSpec s8k = templates::fold_query_groups(
       make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32));
   templates::AttentionParams p = templates::attention_params(s8k, target);
@@ -482,7 +482,8 @@ TEST_CASE("attention kernel: decode shapes split the keys across blocks, others 
   CHECK(k.serial_launches);  // module-scope scratch
   const std::string text = test::kernel_text(k);
   CHECK(test::has(text, "__launch_bounds__(128, 3)"));
-  CHECK(test::has(text, "__device__ float fj_attention_partials[176128];"));  // 344 x 4 rows x 128
+  CHECK(test::has(
+      text, "__device__ __align__(16) float fj_attention_partials[176128];"));  // 344 x 4 x 128
   CHECK(test::has(text, "__device__ unsigned int fj_attention_arrivals[8];"));
   CHECK(test::has(text, "atomicAdd("));
   // The partials other blocks wrote are read past L1, by a helper only split kernels carry.
@@ -502,7 +503,14 @@ TEST_CASE("attention kernel: decode shapes split the keys across blocks, others 
   CHECK(p.kv_splits == 1);
   CHECK_FALSE(templates::generate_attention(s).serial_launches);
   CHECK(templates::generate_attention(s).source.find("fj_partial") == std::string::npos);
-  // 131 tiles for 8 items, aiming at 50 pieces: 44 pieces of 3 tiles, the last of 2.
+  // 131 tiles for 8 items, aiming at 49 pieces (no more than a wave): 44 pieces of 3 tiles, the
+  // last of 2.
+  s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 4, 8192, 8, 8);
+  p = templates::attention_params(s, target);
+  CHECK(p.items == 64);  // batch 8 at 8k: 6 pieces of 22 tiles, 384 blocks, not 7 (448 > 396)
+  CHECK(p.kv_splits == 6);
+  CHECK(p.split_tiles == 22);
+  CHECK(p.work <= 132 * p.blocks_per_sm);
   s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 1, 131 * 64, 1, 8);
   p = templates::attention_params(s, target);
   CHECK(p.kv_splits * p.split_tiles >= p.kv_tiles);

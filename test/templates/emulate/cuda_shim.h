@@ -310,5 +310,9 @@ inline unsigned fj_att_join(unsigned short lo, unsigned short hi) {
 }
 
 inline float fj_partial(const float* p) { return *p; }
+inline void fj_partial4(const float* p, float (&x)[4]) {
+  fj_emu::aligned(p, 16);
+  std::memcpy(x, p, sizeof x);
+}
 
 extern "C" long fj_emu_misaligned() { return fj_emu::misaligned.load(); }

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -43,8 +44,15 @@ inline std::string build_shared_object(const std::string& source, std::string& l
 inline std::string emulated_kernel(const templates::Kernel& k, const std::string& source) {
   if (source.find(k.name + "(") != std::string::npos) return "";
   // In a namespace of its own: a kernel's module-scope scratch (split kernels) is its own.
-  return fmt::format("namespace emu_{} {{\n", k.name) +
-         k.source.substr(k.source.find(templates::kKernelMarker)) +
+  // Dynamic shared memory becomes an array of the launch's size (a function static, as every
+  // __shared__ array under the shim).
+  std::string body = k.source.substr(k.source.find(templates::kKernelMarker));
+  const std::string dynamic = "extern __shared__ __align__(16) unsigned char fj_shared[];";
+  if (const size_t at = body.find(dynamic); at != std::string::npos)
+    body.replace(at, dynamic.size(),
+                 fmt::format("__shared__ __align__(16) unsigned char fj_shared[{}];",
+                             std::max(k.shared_bytes, 1)));
+  return fmt::format("namespace emu_{} {{\n", k.name) + body +
          fmt::format(
              "}}\nextern \"C\" void run_{0}(void* const* args, int grid) {{ "
              "fj_emu::launch(emu_{0}::{0}, args, grid, {1}); }}\n",
