@@ -20,9 +20,9 @@ namespace {
 using kir::ExprP;
 using kir::lit;
 
-// Work items a kernel aims at before it splits K: about four blocks per SM of a 132-SM part
+// Work items a kernel fills before it splits K: a wave of a 132-SM part at the blocks an SM holds
 // (the grid is sized at launch; a smaller part loops longer over the same items).
-constexpr int64_t kSplitTarget = 512;
+constexpr int64_t kSplitSMs = 132;
 // A's stage in shared memory, at most this many f32 values (32 KiB).
 constexpr int64_t kStageFloats = 8192;
 // Weight vectors each lane holds in flight per stage (rows times unroll): 128 bytes.
@@ -449,11 +449,18 @@ kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
 }
 
 // The tiles of `warps * rows` weight rows, and K cut into pieces of whole stages (`chunk`) where
-// the tiles alone are fewer than kSplitTarget work items; no piece empty.
-void split_k(const GemvSpec& s, GemvParams& p) {
+// the tiles alone are fewer than a wave of work items (`resident` blocks an SM); no piece empty.
+// Blocks an SM holds: 3 with two stages of weights in registers (build_signature asks ptxas for
+// them), else 4.
+int64_t blocks_per_sm(const GemvParams& p) { return p.prefetch ? 3 : 4; }
+
+void split_k(const GemvSpec& s, GemvParams& p, int64_t resident) {
   p.tiles = ceil_div(s.n, p.warps * p.rows);
   const int64_t stages = ceil_div(s.k, p.chunk);
-  const int64_t want = p.tiles >= kSplitTarget ? 1 : ceil_div(kSplitTarget, p.tiles);
+  // As many pieces as fill the wave without passing it: a second, partial wave would cost a
+  // whole piece's time (llama8b's q/k/v, 384 tiles, ran as 768 items in 1.45 waves).
+  const int64_t wave = kSplitSMs * resident;
+  const int64_t want = std::max<int64_t>(1, wave / p.tiles);
   p.piece = ceil_div(stages, std::min(want, stages)) * p.chunk;
   p.split = ceil_div(s.k, p.piece);
   p.work = p.tiles * p.split;
@@ -483,7 +490,7 @@ GemvParams gemv_params(const GemvSpec& s, const Target&) {
     p.unroll = 4;
     p.chunk = 4 * p.unroll * p.vector_width;  // 32 of K a step
     p.m_tiles = ceil_div(s.m, 8);
-    split_k(s, p);
+    split_k(s, p, blocks_per_sm(p));
     p.shared_bytes = 0;
     return p;
   }
@@ -495,9 +502,11 @@ GemvParams gemv_params(const GemvSpec& s, const Target&) {
   p.unroll = pow2_floor(std::clamp<int64_t>(kStageFloats / (s.m * 32 * p.vector_width), 1,
                                             kVectorsInFlight / p.rows));
   p.chunk = 32 * p.unroll * p.vector_width;
-  split_k(s, p);
+  // The next stage's weights load while this one's multiply (two stages in registers), for
+  // every dtype: without it each stage waited for its loads with nothing else in flight.
+  p.prefetch = true;
+  split_k(s, p, blocks_per_sm(p));
   p.shared_bytes = 4 * s.m * p.chunk;
-  p.prefetch = s.int8_weights;
   return p;
 }
 
@@ -538,7 +547,7 @@ KernelBody gemv_body(const GemvSpec& s, const GemvParams& p, bool grid_dependenc
   if (s.int8_weights) body.helpers.push_back("fj_gemv_i8.cuh");
   body.block = p.block;
   body.work_blocks = p.work;
-  body.blocks_per_sm = 4;
+  body.blocks_per_sm = static_cast<int>(blocks_per_sm(p));
   body.serial_launches = p.split > 1;
   return body;
 }

@@ -248,13 +248,22 @@ TEST_CASE("gemv kernel: parameters", "[templates][gemv]") {
         4);
   CHECK(templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 4096, 4099), {}).vector_width ==
         1);
-  // Llama-3.1-8B's down projection at batch 1: 256 tiles of 16 rows, K split in two.
+  // Llama-3.1-8B's down projection at batch 1: 256 tiles of 16 rows, two stages of weights in
+  // registers, so 3 blocks an SM: a wave of 396 items, which two pieces of K a tile (512) would
+  // pass; K is not split. Its q/k/v (384 tiles) neither. Half as many tiles split K in three.
   const templates::GemvParams down =
       templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 4096, 14336), {});
+  CHECK(down.prefetch);
   CHECK(down.tiles == 256);
-  CHECK(down.split == 2);
-  CHECK(down.piece == 7168);
-  CHECK(down.work == 512);
+  CHECK(down.split == 1);
+  CHECK(down.piece == 14336);
+  CHECK(down.work == 256);
+  CHECK(templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 6144, 4096), {}).split == 1);
+  const templates::GemvParams half =
+      templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 2048, 14336), {});
+  CHECK(half.tiles == 128);
+  CHECK(half.split == 3);
+  CHECK(half.work == 384);
   // Int8 weights: 16 to a load.
   GemvSpec q = gemv_test::make_spec(DType::bf16, 1, 4096, 14336);
   q.int8_weights = true;
@@ -285,10 +294,11 @@ TEST_CASE("gemv kernel: parameters", "[templates][gemv]") {
   }
   CHECK_FALSE(templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 4096, 4096), {}).mma);
   const templates::Kernel k =
-      templates::generate_gemv(gemv_test::make_spec(DType::bf16, 1, 4096, 14336));
+      templates::generate_gemv(gemv_test::make_spec(DType::bf16, 1, 2048, 14336));
   CHECK(k.name.rfind("fj_gemv_", 0) == 0);
   CHECK(k.block == 128);
-  CHECK(k.work_blocks == 512);
+  CHECK(k.work_blocks == 384);
+  CHECK(k.blocks_per_sm == 3);
   CHECK(k.serial_launches);  // split K: module-scope scratch
   CHECK(k.schedule.rfind("gemv{vector_width=8, ", 0) == 0);
 }
