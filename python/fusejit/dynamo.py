@@ -49,6 +49,10 @@ _REPLAYS_PER_PIECE = 4  # input signatures whose Replay a piece keeps (the least
 _REBUILDS = 3  # Replays built again for inputs that moved, before the signature stays recorded
 _REPLAY_ALIGNMENT = 256  # bytes: a Replay reads an input in place only at such an address
 _contexts = {}  # (device type, index) -> fusejit.Context
+# (device type, index) -> the lock a piece holds from recording a call to its last use of the
+# Context: an eval or a Replay's construction takes every write recorded into the Context so far,
+# another thread's too (docs/api.md), so the pieces of every thread that share it take turns.
+_context_locks = {}
 _reports = []  # one _GraphReport per graph compiled, for explain()
 
 
@@ -60,6 +64,7 @@ def stats():
 
 
 def _context(device):
+    """The backend's Context for `device`, and the lock its users hold (_context_locks)."""
     key = (device.type, device.index or 0)
     with _lock:
         if key not in _contexts:
@@ -68,7 +73,8 @@ def _context(device):
                 _contexts[key] = fj.Context(device=key[1], stream=stream if stream.cuda_stream else None)
             else:
                 _contexts[key] = fj.Context()
-        return _contexts[key]
+            _context_locks[key] = threading.RLock()
+        return _contexts[key], _context_locks[key]
 
 
 class _Support(OperatorSupport):
@@ -162,44 +168,47 @@ class _Piece(torch.nn.Module):
         # the layout of the tensors with symbolic sizes.
         self.values_at = [i for i, v in enumerate(example_inputs) if not isinstance(v, torch.Tensor)]
         self.dynamic_at = sorted(self.dynamic)
-        self.replay_lock = threading.Lock()
         # signature -> _Replayed, or _Recorded (the call before, or why it is never replayed)
         self.replays = collections.OrderedDict()
 
     def forward(self, *inputs):
         device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
-        ctx = _context(device)
+        ctx, lock = _context(device)
+        with lock:
+            return self._call(ctx, device, inputs)
+
+    def _call(self, ctx, device, inputs):
+        """forward's work, under the Context's lock."""
         if os.environ.get("FUSEJIT_DYNAMO_REPLAY", "1").strip() in ("0", "off", "false"):
             return self._record(ctx, inputs)
         sig = (tuple(inputs[i] for i in self.values_at),
                tuple((tuple(inputs[i].shape), inputs[i].stride()) for i in self.dynamic_at))
-        with self.replay_lock:
-            entry = self.replays.get(sig)
-            if isinstance(entry, _Replayed):
-                out = entry.run(ctx, device, inputs)
-                if out is not None:
-                    self.replays.move_to_end(sig)
-                    return out
-                # An input read in place came at another address: staged from now on.
-                entry = _Recorded(entry.builds, entry.staged | entry.moved(inputs), inputs)
-                if entry.builds >= _REBUILDS:
-                    entry.why_not = f"inputs read in place moved after {entry.builds} Replays"
-                    _log(f"fusejit: a piece is recorded at every call from now on: {entry.why_not}")
-            if entry is None:  # the first call of this signature
-                entry = _Recorded(0, frozenset(), inputs)
-            elif not entry.why_not:  # the second, or one after an input moved
-                try:
-                    entry = _Replayed(self, ctx, device, inputs, entry.staged | entry.moved(inputs),
-                                      entry.builds + 1)
-                except (fj.UsageError, fj.OutOfMemoryError) as e:
-                    # An output that is an input (nothing to compute), or no room for the
-                    # Replay's intermediates next to torch's: an eval frees each after its use.
-                    entry.why_not = str(e)
-                    _log(f"fusejit: a piece is recorded at every call: {e}")
-            self._keep(sig, entry)
-            if isinstance(entry, _Replayed):
-                return entry.run(ctx, device, inputs)
-            entry.ptrs = _pointers(inputs)
+        entry = self.replays.get(sig)
+        if isinstance(entry, _Replayed):
+            out = entry.run(ctx, device, inputs)
+            if out is not None:
+                self.replays.move_to_end(sig)
+                return out
+            # An input read in place came at another address: staged from now on.
+            entry = _Recorded(entry.builds, entry.staged | entry.moved(inputs), inputs)
+            if entry.builds >= _REBUILDS:
+                entry.why_not = f"inputs read in place moved after {entry.builds} Replays"
+                _log(f"fusejit: a piece is recorded at every call from now on: {entry.why_not}")
+        if entry is None:  # the first call of this signature
+            entry = _Recorded(0, frozenset(), inputs)
+        elif not entry.why_not:  # the second, or one after an input moved
+            try:
+                entry = _Replayed(self, ctx, device, inputs, entry.staged | entry.moved(inputs),
+                                  entry.builds + 1)
+            except (fj.UsageError, fj.OutOfMemoryError) as e:
+                # An output that is an input (nothing to compute), or no room for the
+                # Replay's intermediates next to torch's: an eval frees each after its use.
+                entry.why_not = str(e)
+                _log(f"fusejit: a piece is recorded at every call: {e}")
+        self._keep(sig, entry)
+        if isinstance(entry, _Replayed):
+            return entry.run(ctx, device, inputs)
+        entry.ptrs = _pointers(inputs)
         return self._record(ctx, inputs)
 
     def _keep(self, sig, entry):

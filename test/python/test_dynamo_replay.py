@@ -2,6 +2,7 @@
 of a signature on, a piece runs as a fusejit.Replay. Each test checks the results against eager
 at every call, so a Replay that read a stale input, or handed out a buffer the next call
 rewrites, fails here."""
+import contextlib
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -174,27 +175,50 @@ def test_a_graph_with_a_constant_tensor_runs_whole():
     assert delta(before)["replayed_calls"] == 2
 
 
-def test_threads_calling_one_compiled_function():
+def run_threads(compiled, f, threads=4, device_mode=True):
+    """Each of `threads` threads calls `compiled` 5 times on fresh inputs and compares with `f`,
+    under the test's device mode (so that Dynamo's guards pass and the threads share the
+    compiled function) or without it (each thread's first call compiles the function again).
+    The errors, each with its thread."""
     import threading
 
-    f = mlp()
-    compiled = torch.compile(f, backend="fusejit")
-    compiled(torch.randn(6, 24))  # compiled once, before the threads
     errors = []
 
     def worker(seed):
         try:
             g = torch.Generator(device=DEVICE).manual_seed(seed)
-            with torch.no_grad():
+            with torch.device(DEVICE) if device_mode else contextlib.nullcontext(), torch.no_grad():
                 for _ in range(5):
                     x = torch.randn(6, 24, generator=g, device=DEVICE)
                     torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
         except Exception as e:  # noqa: BLE001 (reported below, with its thread)
             errors.append(f"thread {seed}: {e!r}")
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in threads:
+    workers = [threading.Thread(target=worker, args=(s,)) for s in range(threads)]
+    for t in workers:
         t.start()
-    for t in threads:
+    for t in workers:
         t.join()
-    assert not errors, errors
+    return errors
+
+
+def test_threads_calling_one_compiled_function():
+    f = mlp()
+    compiled = torch.compile(f, backend="fusejit")
+    compiled(torch.randn(6, 24))  # compiled once, before the threads
+    before = dynamo.stats()
+    assert not run_threads(compiled, f)
+    d = delta(before)
+    assert d["graphs"] == 0  # one compiled function, shared
+    assert d["calls"] == 20
+
+
+def test_threads_compiling_one_function_each():
+    # Without the main thread's device mode, Dynamo's guards fail in each thread and every thread
+    # compiles the function again: pieces of several graphs on the backend's one Context at once.
+    f = mlp()
+    compiled = torch.compile(f, backend="fusejit")
+    compiled(torch.randn(6, 24))
+    before = dynamo.stats()
+    assert not run_threads(compiled, f, device_mode=False)
+    assert delta(before)["calls"] == 20
