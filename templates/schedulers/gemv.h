@@ -49,7 +49,7 @@ inline DType gemv_weight_dtype(const GemvSpec& s) { return s.int8_weights ? DTyp
 inline constexpr int64_t kGemvMaxRows = 16;
 
 // GemvMode::large takes one row against weights of at least this many elements (N x K).
-inline constexpr int64_t kGemvLargeMinWeights = int64_t(1) << 26;
+inline constexpr int64_t kGemvLargeMinWeights = int64_t(1) << 24;
 
 // Why the kernel does not take the spec, or "" when it does.
 std::string refuse_gemv(const GemvSpec& spec);

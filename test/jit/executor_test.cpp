@@ -219,14 +219,14 @@ TEST_CASE("int8 weights run the gemv kernel in every FUSEJIT_GEMV mode, scale be
 
 TEST_CASE("FUSEJIT_GEMV=auto runs the kernel for one row against large weights only",
           "[jit][executor][gemv]") {
-  // 16384 x 4096 = 2^26 weights: the smallest it takes.
-  const jit::Executable large = gemv_executable(linear_trace(1, 16384), GemvMode::large);
+  // 4096 x 4096 = 2^24 weights (Llama-3.1-8B's o projection): the smallest it takes.
+  const jit::Executable large = gemv_executable(linear_trace(1, 4096), GemvMode::large);
   CHECK(runs_gemv(large));
   CHECK_THAT(large.plan.decisions.back().reason,
              ContainsSubstring("runs the generated gemv kernel"));
-  const jit::Executable off = gemv_executable(linear_trace(1, 16384), GemvMode::off);
+  const jit::Executable off = gemv_executable(linear_trace(1, 4096), GemvMode::off);
   // Smaller weights, or more rows: cuBLASLt, and no decision about it.
-  for (const auto& [m, n] : {std::pair{1, 16383}, std::pair{2, 16384}, std::pair{3, 1000}}) {
+  for (const auto& [m, n] : {std::pair{1, 4095}, std::pair{2, 4096}, std::pair{3, 1000}}) {
     INFO(m << " rows, " << n << " weight rows");
     const jit::Executable exe = gemv_executable(linear_trace(m, n), GemvMode::large);
     CHECK_FALSE(runs_gemv(exe));

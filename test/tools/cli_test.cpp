@@ -465,14 +465,15 @@ TEST_CASE("warm: progress on stderr as plain lines, results on stdout", "[tools]
 }
 
 TEST_CASE("warm: the skinny-GEMM kernels a run would generate are warmed too", "[tools][warm]") {
-  // FUSEJIT_GEMV's default takes one row of bf16 against at least 2^26 weights: the gate/up and
-  // vocabulary projections of an 8B decode step, not q/k/v (cuBLASLt, nothing to compile).
+  // FUSEJIT_GEMV's default takes one row of bf16 against at least 2^24 weights: the gate/up and
+  // vocabulary projections of an 8B decode step, not the odd 1000 x 4099 one (cuBLASLt,
+  // nothing to compile).
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("fusejit_cli_test_gemv_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   const std::string gemv = std::string(FUSEJIT_SOURCE_DIR) + "/bench/gemv/llama8b_";
-  const std::string traces =
-      gemv + "gate_up_m1.trace " + gemv + "lm_head_m1.trace " + gemv + "qkv_m1.trace";
+  const std::string traces = gemv + "gate_up_m1.trace " + gemv + "lm_head_m1.trace " +
+                             std::string(FUSEJIT_SOURCE_DIR) + "/bench/gemv/odd_bias_relu_m1.trace";
   const auto warm = [&](const std::string& env, const std::string& cache) {
     return run("warm -j 2 --arch sm_90 --cache-dir " + (dir / cache).string() + " " + traces, env,
                "2>/dev/null");
@@ -482,7 +483,7 @@ TEST_CASE("warm: the skinny-GEMM kernels a run would generate are warmed too", "
   CHECK(on.out.find("compiled: 2  cached: 0  failed: 0") != std::string::npos);
   // A call the kernel takes is no library call any more.
   CHECK(on.out.find("lm_head_m1.trace: 1 kernel, 0 library calls;") != std::string::npos);
-  CHECK(on.out.find("qkv_m1.trace: 0 kernels, 1 library call;") != std::string::npos);
+  CHECK(on.out.find("odd_bias_relu_m1.trace: 0 kernels, 1 library call;") != std::string::npos);
   // FUSEJIT_PDL=1: other sources, so two more kernels in the same cache.
   CHECK(warm("FUSEJIT_PDL=1", "auto").out.find("compiled: 2  cached: 0  failed: 0") !=
         std::string::npos);
