@@ -71,11 +71,11 @@ struct Vars {
   std::array<ExprP, 4> mask_strides;  // batch, head, query, key
   ExprP scale_log2, mask_log2, fill_log2, neg_inf;
   ExprP ks, vs, tid, warp, lane, g, t;
-  // Key split (AttentionParams::key_split): the shared tiles' memory as one array, reused as f32
-  // for the warps' combine; the warp's first key in a tile (else nullptr).
+  // Key split (AttentionParams::key_split): the launch's dynamic shared memory, as bytes and as
+  // the two stages of tiles (reused as f32 by the combines); the warp's first key in a tile
+  // (else nullptr).
   ExprP shared, kv, warp_key;
   ExprP s_tiles, pv_chunks;  // the warp's 8-key tiles of S and 16-key steps of P V, per tile
-  bool key_split = false;
   ExprP w, qt, bh, b, h, row0, qp, kp, vp, mp, qf, o_acc, m, l, tiles;  // work item
   ExprP splits, split_tiles, partials, stats, arrivals, last;           // split-KV (kv_splits > 1)
   ExprP item, piece, first;  // the work item's (b, h, query tile), its piece, its first key tile
@@ -91,7 +91,6 @@ void build_signature(kir::Function& f, const AttentionSpec& s, const AttentionPa
   f.name = std::string(kKernelNameToken);
   f.block = p.block;
   n.threads = p.block;
-  n.key_split = p.key_split;
   f.min_blocks = 1;
   f.params_inline = true;
   n.q = f.param("unsigned short", "q");
