@@ -13,9 +13,13 @@ Random bf16 weights (each module's own initializer), inputs drawn with a fixed s
 Per model and backend, in the table it prints (markdown, for bench/RESULTS.md):
   ms          median forward time of --iters after --warmup (CUDA events; perf_counter on the CPU)
   kernels     CUDA kernels per forward (torch.profiler, one forward; memcpy/memset left out)
-  cold s      the first call (compile and run) with empty caches
-  warm s      the same in a second process over the same --cache-dir (fusejit's kernel cache,
-              FUSEJIT_CACHE_DIR, and Inductor's, TORCHINDUCTOR_CACHE_DIR, are both under it)
+  cold s      the first call (compile and run) in a process of its own with empty caches (a new
+              cache dir), so that neither backend inherits what an earlier row of the table
+              loaded or warmed in this process (Dynamo's first use, libraries); eager's, and
+              every row's with --cold-in-process, is the first call in this process
+  warm s      the same in a new process over --cache-dir, which this process's calls filled
+              (fusejit's kernel cache, FUSEJIT_CACHE_DIR, and Inductor's,
+              TORCHINDUCTOR_CACHE_DIR, are both under it)
   graphs      Dynamo graphs; graph breaks = graphs - 1 (torch._dynamo.explain for Inductor)
   splits      fusejit: ops left to torch between its pieces (each named below the table, from
               fusejit.dynamo's reports); Inductor: none by construction
@@ -201,7 +205,8 @@ def measure(args, name, backend, model, inputs, ref):
         calls = fusejit_calls()
     fn = compiled(model, backend)
     with torch.no_grad():
-        row["cold_s"], out = first_call_s(fn, inputs, args.device)
+        row["first_s"], out = first_call_s(fn, inputs, args.device)
+        row["cold_s"] = row["first_s"]
         row["err"] = relative_error(out, ref) if ref is not None else 0.0
         row["ms"] = median_ms(fn, inputs, args.device, args.warmup, args.iters)
         if ref is not None:  # a later call too: fusejit replays from the second call on
@@ -219,10 +224,10 @@ def measure(args, name, backend, model, inputs, ref):
     return row, out
 
 
-def warm_compile_s(args, name, backend):
-    """The first call's time in a new process over the same cache dir."""
+def compile_s_in_new_process(args, name, backend, cache_dir):
+    """The first call's time in a new process whose caches are under `cache_dir`."""
     cmd = [sys.executable, os.path.abspath(__file__), "--compile-only", name, backend,
-           "--device", args.device, "--cache-dir", args.cache_dir, "--seed", str(args.seed)]
+           "--device", args.device, "--cache-dir", cache_dir, "--seed", str(args.seed)]
     for flag in ("nanogpt", "gptfast"):
         if getattr(args, flag):
             cmd += [f"--{flag}", getattr(args, flag)]
@@ -232,7 +237,8 @@ def warm_compile_s(args, name, backend):
     for line in done.stdout.splitlines():
         if line.startswith("COMPILE "):
             return float(line.split()[3])
-    sys.stderr.write(f"warm compile of {name}/{backend} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}\n")
+    sys.stderr.write(f"compile of {name}/{backend} in a new process failed:\n"
+                     f"{done.stdout[-2000:]}{done.stderr[-2000:]}\n")
     return None
 
 
@@ -260,7 +266,7 @@ def print_table(rows, args):
         err = "-" if r["backend"] == "eager" else \
             f"{r['err']:.2e} {'ok' if r['err'] <= args.tol else 'OVER'}"
         print(f"| {r['model']} | {r['backend']} | {r['ms']:.3f} | {cell(r.get('kernels'), '{}')} | "
-              f"{r['cold_s']:.2f} | {cell(r.get('warm_s'), '{:.2f}')} | {cell(r.get('graphs'), '{}')} | "
+              f"{cell(r.get('cold_s'), '{:.2f}')} | {cell(r.get('warm_s'), '{:.2f}')} | {cell(r.get('graphs'), '{}')} | "
               f"{cell(r.get('splits'), '{}')}{cell(r.get('pieces'), ' ({})').replace('-', '')} | {err} |")
     for r in rows:
         if r.get("replays"):
@@ -292,7 +298,10 @@ def run_table(args):
             row, _ = measure(args, name, backend, model, inputs, ref if backend != "eager" else None)
             row.setdefault("graphs", None if backend == "eager" else graphs)
             if backend != "eager" and time.perf_counter() - began < args.budget:
-                row["warm_s"] = warm_compile_s(args, name, backend)
+                if not args.cold_in_process:
+                    with tempfile.TemporaryDirectory(prefix="torch_models-cold-") as empty:
+                        row["cold_s"] = compile_s_in_new_process(args, name, backend, empty)
+                row["warm_s"] = compile_s_in_new_process(args, name, backend, args.cache_dir)
             rows.append(row)
             fields = {k: v for k, v in row.items() if k not in ("split_names", "replays")}
             for k, v in row.get("replays", {}).items():
@@ -321,6 +330,9 @@ def parse_args(argv=None):
     p.add_argument("--budget", type=float, default=1e9, help="seconds: rows past it are skipped")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile-only", nargs=2, metavar=("MODEL", "BACKEND"), help=argparse.SUPPRESS)
+    p.add_argument("--cold-in-process", action="store_true",
+                   help="cold s: the first call in this process (after the rows before it), "
+                        "instead of a new process with empty caches")
     a = p.parse_args(argv)
     if not (a.nanogpt or a.gptfast):
         p.error("give --nanogpt PATH and/or --gptfast PATH")
