@@ -179,13 +179,12 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   // multiple of 64, 4 or 12 words otherwise: the 8 rows x 4 pairs a fragment read touches land
   // in distinct banks either way.
   while (2 * p.block_n * (p.k_pitch + p.v_pitch) > kSharedLimit) p.block_n /= 2;
-  const int warps = kAttentionThreads / 32;
   // A warp holds 16 query rows. Four warps take 64 rows of a work item. A problem of at most 16
   // rows (decode) has one warp's rows: its four warps share them and each takes a quarter of
   // every key tile (16 keys of 64), so that a tile's loads and products are spread over the
   // block.
   p.key_split = s.seq_q <= kSplitMaxRows;  // block_n is 64 for every dim the kernel takes
-  p.warps = warps;
+  p.warps = kAttentionThreads / 32;
   p.block = 32 * p.warps;
   p.rows = p.key_split ? 16 : 16 * p.warps;
   p.shared_bytes = 2 * p.block_n * (p.k_pitch + p.v_pitch);  // a K tile and a V tile
@@ -213,8 +212,7 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
                                          target.shared_per_sm / std::max(1, p.shared_bytes)));
   const int64_t split_target = kSplitSMs * p.blocks_per_sm;
   p.split_tiles = p.kv_tiles;
-  if (s.seq_q <= kSplitMaxRows && !p.skip_above_diagonal && p.items < split_target &&
-      p.kv_tiles > 1) {
+  if (p.key_split && !p.skip_above_diagonal && p.items < split_target && p.kv_tiles > 1) {
     // Pieces of whole key tiles, none empty, as many as bring the work items up to the target
     // and not past it (a second, partial wave would cost a whole piece's time);
     // fewer where the scratch would pass its cap, or where the last block's combine would read

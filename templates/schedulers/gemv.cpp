@@ -191,17 +191,7 @@ void accumulate(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) 
     rows.assign(sub(v.acc, m, r), lit("0.0f"));
   }
   const int64_t count = p.piece / p.chunk;
-  if (!p.prefetch) {
-    const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(count));
-    const ExprP k0 =
-        stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
-    const ExprP wv = weight_array(stages, s, p, "wv");
-    load_weights(stages, s, p, v, wv, k0);
-    stage_a(stages, s, p, v, k0);
-    stages.eval(kir::sync_block());
-    multiply(stages, s, p, v, wv);
-    stages.eval(kir::sync_block(), "xs is written again by the next stage");
-  } else {
+  {
     // The first stage's weights before the loop; in it, the next stage's (into wn) before this
     // one's products, then moved into wv for the next iteration.
     const ExprP wv = weight_array(b, s, p, "wv");
@@ -449,17 +439,17 @@ kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
 }
 
 // The tiles of `warps * rows` weight rows, and K cut into pieces of whole stages (`chunk`) where
-// the tiles alone are fewer than a wave of work items (`resident` blocks an SM); no piece empty.
+// the tiles alone are fewer than a wave of work items (blocks_per_sm); no piece empty.
 // Blocks an SM holds: 3 with two stages of weights in registers (build_signature asks ptxas for
 // them), else 4.
 int64_t blocks_per_sm(const GemvParams& p) { return p.prefetch ? 3 : 4; }
 
-void split_k(const GemvSpec& s, GemvParams& p, int64_t resident) {
+void split_k(const GemvSpec& s, GemvParams& p) {
   p.tiles = ceil_div(s.n, p.warps * p.rows);
   const int64_t stages = ceil_div(s.k, p.chunk);
   // As many pieces as fill the wave without passing it: a second, partial wave would cost a
   // whole piece's time (llama8b's q/k/v, 384 tiles, ran as 768 items in 1.45 waves).
-  const int64_t wave = kSplitSMs * resident;
+  const int64_t wave = kSplitSMs * blocks_per_sm(p);
   const int64_t want = std::max<int64_t>(1, wave / p.tiles);
   p.piece = ceil_div(stages, std::min(want, stages)) * p.chunk;
   p.split = ceil_div(s.k, p.piece);
@@ -490,7 +480,7 @@ GemvParams gemv_params(const GemvSpec& s, const Target&) {
     p.unroll = 4;
     p.chunk = 4 * p.unroll * p.vector_width;  // 32 of K a step
     p.m_tiles = ceil_div(s.m, 8);
-    split_k(s, p, blocks_per_sm(p));
+    split_k(s, p);
     p.shared_bytes = 0;
     return p;
   }
@@ -505,7 +495,7 @@ GemvParams gemv_params(const GemvSpec& s, const Target&) {
   // The next stage's weights load while this one's multiply (two stages in registers), for
   // every dtype: without it each stage waited for its loads with nothing else in flight.
   p.prefetch = true;
-  split_k(s, p, blocks_per_sm(p));
+  split_k(s, p);
   p.shared_bytes = 4 * s.m * p.chunk;
   return p;
 }
@@ -514,7 +504,7 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
   const int64_t lanes_along_k = p.mma ? 4 : 32;
   if (p.block != 32 * p.warps || p.chunk != lanes_along_k * p.unroll * p.vector_width ||
       p.piece % p.chunk || (p.mma && (p.rows % 16 || p.vector_width != 8 || p.m_tiles * 8 < s.m)) ||
-      (p.mma && p.prefetch))
+      p.mma == p.prefetch)
     throw InternalError(fmt::format("gemv: params disagree: {}", params_text("gemv", p)));
   if (p.mma) return build_gemv_mma_kernel(s, p);
   kir::Function f;
