@@ -552,19 +552,40 @@ Layout expand(const Layout& from, const Shape& to) {
   return out;
 }
 
-// The layout of `id` over the buffer under its views (reshape, expand, permute), collecting the
-// views; `buffer` gets the first node that is not one.
-Layout strided(const Graph& g, NodeId id, NodeId& buffer, std::vector<NodeId>& views) {
+// A slice of `layout` along the node's axis: the axis keeps its stride times the step, and the
+// first element it reads moves `offset` on.
+void slice_axis(Layout& layout, const ir::Node& n, NodeId id, int64_t& offset) {
+  Axis& a = layout.at(static_cast<size_t>(n.axes.at(0)));
+  const int64_t extent = n.shape.at(static_cast<size_t>(n.axes.at(0)));
+  if (a.stride != 0) {
+    if (a.group != 1) {
+      no_layout(fmt::format("slice %{} cuts an axis that is broadcast in groups", id));
+    }
+    offset += n.start * a.stride;
+    a.stride *= n.step;
+  }
+  a.extent = extent;
+  if (extent == 1) a.stride = 0;
+}
+
+// The layout of `id` over the buffer under its views (reshape, expand, permute, slice),
+// collecting the views; `buffer` gets the first node that is not one, `offset` the element of
+// it that the view's first element is.
+Layout strided(const Graph& g, NodeId id, NodeId& buffer, std::vector<NodeId>& views,
+               int64_t& offset) {
   std::vector<NodeId> chain;
   for (;;) {
     const ir::Node& n = g.node(id);
-    if (n.op != Op::reshape && n.op != Op::expand && n.op != Op::permute) break;
+    if (n.op != Op::reshape && n.op != Op::expand && n.op != Op::permute && n.op != Op::slice) {
+      break;
+    }
     chain.push_back(id);
     id = n.inputs[0];
   }
   buffer = id;
   if (g.node(id).op == Op::constant) no_layout(fmt::format("%{} is a constant", id));
   Layout layout = dense(g.node(id).shape);
+  offset = 0;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     const ir::Node& n = g.node(*it);
     views.push_back(*it);
@@ -574,6 +595,8 @@ Layout strided(const Graph& g, NodeId id, NodeId& buffer, std::vector<NodeId>& v
       layout = std::move(p);
     } else if (n.op == Op::expand) {
       layout = expand(layout, n.shape);
+    } else if (n.op == Op::slice) {
+      slice_axis(layout, n, *it, offset);
     } else {
       layout = reshape(layout, n.shape, *it);
     }
@@ -700,11 +723,13 @@ AttentionView mask_view(const Graph& g, const AttentionRegion& a, const Shape& b
     id = g.node(id).inputs[0];
   }
   NodeId buffer = -1;
-  Layout l = strided(g, id, buffer, views);
+  int64_t offset = 0;
+  Layout l = strided(g, id, buffer, views, offset);
   // The mask broadcasts to the scores as an elementwise operand does: aligned from the right
   // (check_scores_not_broadcast leaves the scores at the output's batch, rows and keys).
   Layout full = expand(l, g.node(a.scores).shape);
   AttentionView mask = fold(full, batch, heads_last, buffer, "the mask");
+  mask.offset = offset;
   // The kernel reads mask head h at h * stride (no head groups, unlike k and v).
   if (mask.head_group != 1) {
     no_layout(fmt::format("the mask is broadcast over an inner head axis (groups of {})",
@@ -757,8 +782,10 @@ AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt)
   const bool heads_last = attempt == 1;
   auto view = [&](NodeId id, const char* what, bool transposed = false) {
     NodeId buffer = -1;
-    const Layout l = strided(g, id, buffer, out.views);
+    int64_t offset = 0;
+    const Layout l = strided(g, id, buffer, out.views, offset);
     AttentionView v = fold(l, batch, heads_last, buffer, what);
+    v.offset = offset;
     if (transposed) std::swap(v.strides[2], v.strides[3]);
     if (v.strides[3] != 1) no_layout(fmt::format("{}'s last axis is not contiguous", what));
     return v;

@@ -75,11 +75,14 @@ AttentionRegion attention_region(const AttentionPattern& p);
 inline constexpr int64_t kMaxAttentionHeadDim = 128;
 
 // One operand of a fused attention as the kernel reads it: element [b, h, i, j] of the logical
-// operand is buffer element b*s0 + (h / head_group)*s1 + i*s2 + j*s3 (a stride of 0 broadcasts).
+// operand is buffer element offset + b*s0 + (h / head_group)*s1 + i*s2 + j*s3 (a stride of 0
+// broadcasts). The offset comes from slices among the views (q, k and v sliced out of one fused
+// projection are three views of its buffer, read in place).
 struct AttentionView {
   ir::NodeId buffer = -1;
   std::array<int64_t, 4> strides{};
   int64_t head_group = 1;
+  int64_t offset = 0;
 };
 
 // How the fused kernel reads an attention region: the scores' batch dims folded into [batch,
@@ -91,14 +94,17 @@ struct AttentionLayout {
   std::vector<ir::NodeId> views;   // the view nodes between the operands and their buffers
 };
 
+// The views it reads through are reshapes, expands, permutes and slices (a slice moves the
+// view's offset and scales its axis' stride by the step).
 // The layout, or nothing and why not (in `why`, when given): a view that no strides express
-// (a reshape that would need a modulo), a q, k or v whose last axis is not contiguous, a dtype
-// other than f16 or bf16, head dims not multiples of 16 or over kMaxAttentionHeadDim, a mask
-// the kernel does not compute (AttentionMask::computed, which includes a causal comparison of
-// positions that round in their dtype) or whose dtype it does not read, a mask read through a
-// cast that rounds it or broadcast over an inner head axis, and a mask that broadcasts the
-// scores q kᵀ themselves to more batch entries, query rows or keys than q and k have. A mask
-// that broadcasts over any axis of the scores is read by strides (0 along its broadcast axes).
+// (a reshape that would need a modulo, a slice of an axis broadcast in groups), a q, k or v whose
+// last axis is not contiguous, a dtype other than f16 or bf16, head dims not multiples of 16 or
+// over kMaxAttentionHeadDim, a mask the kernel does not compute (AttentionMask::computed, which
+// includes a causal comparison of positions that round in their dtype) or whose dtype it does not
+// read, a mask read through a cast that rounds it or broadcast over an inner head axis, and a mask
+// that broadcasts the scores q kᵀ themselves to more batch entries, query rows or keys than q and k
+// have. A mask that broadcasts over any axis of the scores is read by strides (0 along its
+// broadcast axes).
 std::optional<AttentionLayout> attention_layout(const ir::Graph& g, const AttentionRegion& a,
                                                 std::string* why = nullptr);
 

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "fusejit/dtype.h"
 #include "fusejit/error.h"
 #include "fusion/attention.h"
 
@@ -20,7 +21,14 @@ struct Refused {
 // cuDNN's tensor for a view of [b, h, s, d] whose heads are `heads`: size-1 dims get the stride
 // of the dims after them (any positive stride reads the same element there).
 cudnn::AttentionTensor tensor(const fusion::AttentionView& v, std::array<int64_t, 4> dims,
-                              const char* what) {
+                              const char* what, DType dtype) {
+  // cuDNN's kernels want 16-byte aligned tensors; buffers are, a slice into one may not be.
+  if ((v.offset * dtype_size(dtype)) % 16 != 0) {
+    refuse(
+        fmt::format("{} starts {} bytes into its buffer (a slice); cuDNN reads tensors at "
+                    "16-byte aligned addresses",
+                    what, v.offset * dtype_size(dtype)));
+  }
   cudnn::AttentionTensor t{dims, v.strides};
   int64_t dense = 1;
   for (int a = 3; a >= 0; --a) {
@@ -44,9 +52,9 @@ cudnn::AttentionProblem problem_of(const ir::Graph& g, const fusion::Region& r) 
   const int64_t hk = l->heads / l->k.head_group;
   cudnn::AttentionProblem p;
   p.dtype = g.node(a.q).dtype;
-  p.q = tensor(l->q, {l->batch, l->heads, l->seq_q, l->head_dim}, "q");
-  p.k = tensor(l->k, {l->batch, hk, l->seq_kv, l->head_dim}, "k");
-  p.v = tensor(l->v, {l->batch, hk, l->seq_kv, l->value_dim}, "v");
+  p.q = tensor(l->q, {l->batch, l->heads, l->seq_q, l->head_dim}, "q", p.dtype);
+  p.k = tensor(l->k, {l->batch, hk, l->seq_kv, l->head_dim}, "k", p.dtype);
+  p.v = tensor(l->v, {l->batch, hk, l->seq_kv, l->value_dim}, "v", p.dtype);
   p.o = cudnn::AttentionTensor::contiguous(l->batch, l->heads, l->seq_q, l->value_dim);
   switch (a.mask) {
     case fusion::AttentionMask::none:
@@ -63,8 +71,8 @@ cudnn::AttentionProblem problem_of(const ir::Graph& g, const fusion::Region& r) 
       const auto& s = l->mask.strides;
       const std::array<int64_t, 4> dims = {s[0] == 0 ? 1 : l->batch, s[1] == 0 ? 1 : l->heads,
                                            l->seq_q, l->seq_kv};
-      p.bias = tensor(l->mask, dims, "the mask");
       p.bias_dtype = g.node(l->mask.buffer).dtype;
+      p.bias = tensor(l->mask, dims, "the mask", p.bias_dtype);
       break;
     }
     case fusion::AttentionMask::boolean:
@@ -139,6 +147,13 @@ std::shared_ptr<AttentionCall> plan_attention_call(const ir::Graph& g,
   call->v = region.inputs.at(2);
   call->bias = a.mask == fusion::AttentionMask::additive ? region.inputs.at(3) : -1;
   call->out = region.outputs.at(0);
+  // cudnn_problem took the layout, so it exists.
+  const fusion::AttentionLayout l = *fusion::attention_layout(g, a);
+  const int64_t elem = dtype_size(p->dtype);
+  call->q_offset = l.q.offset * elem;
+  call->k_offset = l.k.offset * elem;
+  call->v_offset = l.v.offset * elem;
+  if (call->bias >= 0) call->bias_offset = l.mask.offset * dtype_size(p->bias_dtype);
   call->scale = static_cast<float>(a.scale);
   call->label = "cuDNN attention " + p->describe();
   return call;
@@ -155,11 +170,14 @@ void run_attention_call(const AttentionCall& call, Device& device,
   const cudnn::Handle handle = call.session->handle->get();
   api.check(api.set_stream(handle, device.stream()), "cudnnSetStream");
   cudnn::AttentionArgs args;
-  args.q = buffer(call.q);
-  args.k = buffer(call.k);
-  args.v = buffer(call.v);
+  const auto at = [&](ir::NodeId id, int64_t offset) {
+    return static_cast<void*>(static_cast<char*>(buffer(id)) + offset);
+  };
+  args.q = at(call.q, call.q_offset);
+  args.k = at(call.k, call.k_offset);
+  args.v = at(call.v, call.v_offset);
   args.o = buffer(call.out);
-  args.bias = call.bias >= 0 ? buffer(call.bias) : nullptr;
+  args.bias = call.bias >= 0 ? at(call.bias, call.bias_offset) : nullptr;
   args.scale = call.scale;
   args.workspace = workspace;
   call.graph->execute(handle, device.stream(), args);

@@ -51,6 +51,9 @@ struct AttentionCall {
   std::shared_ptr<CudnnSession> session;
   std::shared_ptr<cudnn::AttentionGraph> graph;  // planned, shared by calls of one problem
   ir::NodeId q = -1, k = -1, v = -1, bias = -1, out = -1;  // buffers, by node id
+  // Where each operand starts in its buffer, in bytes (slices read in place: q, k and v of one
+  // fused projection are one buffer at three offsets).
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0, bias_offset = 0;
   float scale = 1.0f;
   std::string label;  // "cuDNN attention bf16 q[...] ..." for step labels
 };

@@ -67,8 +67,8 @@ bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 // buffers being 16-byte aligned and 2-byte elements.
 int vector_elements(const AttentionView& view, int64_t dim) {
   auto keeps = [&](int64_t n) {
-    return dim % n == 0 && view.strides[0] % n == 0 && view.strides[1] % n == 0 &&
-           view.strides[2] % n == 0;
+    return dim % n == 0 && view.offset % n == 0 && view.strides[0] % n == 0 &&
+           view.strides[1] % n == 0 && view.strides[2] % n == 0;
   };
   return keeps(8) ? 8 : keeps(2) ? 2 : 1;
 }
@@ -81,6 +81,7 @@ std::string refuse_view(std::string_view name, const AttentionView& v, int64_t h
     if (v.strides[a] < 0)
       return fmt::format("{} has a negative stride {} on axis {}", name, v.strides[a], a);
   }
+  if (v.offset < 0) return fmt::format("{} has a negative offset {}", name, v.offset);
   if (v.head_group < 1 || heads % v.head_group != 0)
     return fmt::format("{}'s head_group {} does not divide heads {}", name, v.head_group, heads);
   return "";
@@ -112,6 +113,8 @@ std::string refuse_attention_kernel(const AttentionSpec& s) {
       if (s.mask_view.strides[a] < 0)
         return fmt::format("the mask has a negative stride {} on axis {}", s.mask_view.strides[a], a);
     }
+    if (s.mask_view.offset < 0)
+      return fmt::format("the mask has a negative offset {}", s.mask_view.offset);
   }
   if ((s.mask == AttentionMaskKind::causal || s.mask == AttentionMaskKind::boolean) &&
       std::isnan(s.fill))
@@ -196,7 +199,8 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   }
   p.k_vec = vector_elements(s.k, s.head_dim);
   p.v_vec = vector_elements(s.v, s.value_dim);
-  p.q_pairs = s.q.strides[0] % 2 == 0 && s.q.strides[1] % 2 == 0 && s.q.strides[2] % 2 == 0;
+  p.q_pairs = s.q.offset % 2 == 0 && s.q.strides[0] % 2 == 0 && s.q.strides[1] % 2 == 0 &&
+              s.q.strides[2] % 2 == 0;
   p.k_head_group = s.k.head_group;
   p.v_head_group = s.v.head_group;
   p.mask = s.mask;

@@ -26,6 +26,7 @@ namespace fusejit::templates {
 struct AttentionView {
   std::array<int64_t, 4> strides{};  // per logical axis; 0 broadcasts along it
   int64_t head_group = 1;  // logical head h reads the buffer's head h / head_group (GQA k, v)
+  int64_t offset = 0;      // the buffer element of [0, 0, 0, 0] (a slice of a wider buffer)
 };
 
 enum class AttentionMaskKind { none, causal, additive, boolean };

@@ -674,18 +674,23 @@ void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionPara
                  p.key_split ? "this lane's rows: row0, row0 + 8 (every warp the same)"
                              : "this lane's rows: row0, row0 + 8");
   const auto head = [&](const ExprP& group) { return paren(op(n.h, "/", group)); };
-  n.qp = b.let("unsigned short*", "qp",
-               sum({n.q, kir::mul(n.b, n.q_strides[0]), kir::mul(n.h, n.q_strides[1])}));
-  n.kp =
-      b.let("unsigned short*", "kp",
-            sum({n.k, kir::mul(n.b, n.k_strides[0]), kir::mul(head(n.k_group), n.k_strides[1])}));
-  n.vp =
-      b.let("unsigned short*", "vp",
-            sum({n.v, kir::mul(n.b, n.v_strides[0]), kir::mul(head(n.v_group), n.v_strides[1])}));
+  // A view's first element: its buffer, moved on by the view's offset (a slice) where it has one.
+  const auto start = [](const ExprP& buffer, const AttentionView& v) {
+    return v.offset == 0 ? buffer : kir::add(buffer, wide(v.offset));
+  };
+  n.qp =
+      b.let("unsigned short*", "qp",
+            sum({start(n.q, s.q), kir::mul(n.b, n.q_strides[0]), kir::mul(n.h, n.q_strides[1])}));
+  n.kp = b.let("unsigned short*", "kp",
+               sum({start(n.k, s.k), kir::mul(n.b, n.k_strides[0]),
+                    kir::mul(head(n.k_group), n.k_strides[1])}));
+  n.vp = b.let("unsigned short*", "vp",
+               sum({start(n.v, s.v), kir::mul(n.b, n.v_strides[0]),
+                    kir::mul(head(n.v_group), n.v_strides[1])}));
   if (has_mask_tensor(s))
-    n.mp = b.let_mut(
-        "const " + mask_element(s.mask_dtype) + "*", "mp",
-        sum({n.mask, kir::mul(n.b, n.mask_strides[0]), kir::mul(n.h, n.mask_strides[1])}));
+    n.mp = b.let_mut("const " + mask_element(s.mask_dtype) + "*", "mp",
+                     sum({start(n.mask, s.mask_view), kir::mul(n.b, n.mask_strides[0]),
+                          kir::mul(n.h, n.mask_strides[1])}));
   build_q_fragments(b, p, n);
   const ExprP tiles = op(n.dv, "/", num(8));
   n.o_acc = b.declare("float", {{"o_acc", {tiles, num(4)}, nullptr}})[0];

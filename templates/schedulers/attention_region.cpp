@@ -23,7 +23,7 @@ namespace fusejit::templates {
 namespace {
 
 AttentionView view_of(const fusion::AttentionView& v) {
-  return AttentionView{.strides = v.strides, .head_group = v.head_group};
+  return AttentionView{.strides = v.strides, .head_group = v.head_group, .offset = v.offset};
 }
 
 std::optional<AttentionMaskKind> mask_kind(fusion::AttentionMask m) {

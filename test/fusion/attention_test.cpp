@@ -408,6 +408,34 @@ TEST_CASE("fused attention reads grouped-query heads and permuted layouts withou
     CHECK(plan.regions.size() == 2);
     CHECK(plan.regions.back().outputs == plan.graph.outputs());
   }
+  SECTION("q, k and v sliced out of one fused projection are read in place") {
+    // GPT-2's c_attn: [b, s, 3 * h * d] split into q, k and v, heads split out and permuted.
+    Graph g;
+    const int64_t b = 2, s = 40, h = 3, d = 32;
+    const NodeId qkv = add_input(g, DType::bf16, {b, s, 3 * h * d});
+    const auto head = [&](int64_t i) {
+      const NodeId part = add_slice(g, qkv, 2, i * h * d, (i + 1) * h * d);
+      return add_permute(g, add_reshape(g, part, {b, s, h, d}), {0, 2, 1, 3});
+    };
+    const NodeId q = head(0), k = head(1), v = head(2);
+    const NodeId out = add_matmul(g, softmax(g, add_matmul(g, q, transpose_last(g, k))), v);
+    g.set_outputs({out});
+    const fusion::Plan plan = fused_plan(g);
+    INFO(fusion::plan_to_text(plan));
+    REQUIRE(plan.regions.size() == 1);  // no kernel copies q, k or v out of the projection
+    const fusion::Region* r = attention_region(plan);
+    REQUIRE(r != nullptr);
+    CHECK(r->inputs == std::vector<NodeId>{qkv, qkv, qkv});
+    const auto layout = fusion::attention_layout(plan.graph, r->attention);
+    REQUIRE(layout.has_value());
+    const std::array<int64_t, 4> strides{s * 3 * h * d, d, 3 * h * d, 1};
+    CHECK(layout->q.strides == strides);
+    CHECK(layout->k.strides == strides);
+    CHECK(layout->v.strides == strides);
+    CHECK(layout->q.offset == 0);
+    CHECK(layout->k.offset == h * d);
+    CHECK(layout->v.offset == 2 * h * d);
+  }
   SECTION("q computed by a kernel: that kernel writes q, the attention reads it") {
     Graph g;
     const NodeId x = add_input(g, DType::bf16, {1, 2, 40, 64});
@@ -485,7 +513,7 @@ ir::HostTensor offsets_seen(const Shape& source,
 }
 
 // How many elements of `seen` (dense over `dims`, [b, h, r, c]) are not the buffer element
-// b*s0 + (h / head_group)*s1 + r*s2 + c*s3 that `view` reaches for them.
+// offset + b*s0 + (h / head_group)*s1 + r*s2 + c*s3 that `view` reaches for them.
 int64_t misreads(const ir::HostTensor& seen, const fusion::AttentionView& view,
                  const std::array<int64_t, 4>& dims) {
   const auto& st = view.strides;
@@ -494,7 +522,8 @@ int64_t misreads(const ir::HostTensor& seen, const fusion::AttentionView& view,
     for (int64_t h = 0; h < dims[1]; ++h)
       for (int64_t r = 0; r < dims[2]; ++r)
         for (int64_t c = 0; c < dims[3]; ++c, ++i) {
-          const int64_t at = b * st[0] + h / view.head_group * st[1] + r * st[2] + c * st[3];
+          const int64_t at =
+              view.offset + b * st[0] + h / view.head_group * st[1] + r * st[2] + c * st[3];
           wrong += seen.get(i) != double(at);
         }
   CHECK(i == seen.numel());
@@ -546,6 +575,22 @@ TEST_CASE("attention layouts reach the elements their views select", "[fusion][a
       const NodeId bhsd = add_permute(g, x, {0, 2, 1, 3});  // [2, 2, 3, 16]
       const NodeId one = add_reshape(g, bhsd, {2, 2, 1, 3, 16});
       return add_reshape(g, add_expand(g, one, {2, 2, 3, 3, 16}), {2, 6, 3, 16});
+    });
+  }
+  SECTION("a slice of a fused projection: k's columns of [q | k | v], heads split, permuted") {
+    check_q_views({2, 5, 3 * 2 * 16}, [](Graph& g, NodeId x) {
+      const NodeId k = add_slice(g, x, 2, 2 * 16, 4 * 16);
+      return add_permute(g, add_reshape(g, k, {2, 5, 2, 16}), {0, 2, 1, 3});
+    });
+  }
+  SECTION("slices with a step, and of the batch axis") {
+    check_q_views({3, 2, 9, 16}, [](Graph& g, NodeId x) {
+      return add_slice(g, add_slice(g, x, 2, 1, 9, 2), 0, 1, 3);  // rows 1, 3, 5, 7 of batch 1, 2
+    });
+  }
+  SECTION("a slice after a broadcast reads the one row it broadcasts") {
+    check_q_views({2, 1, 4, 16}, [](Graph& g, NodeId x) {
+      return add_slice(g, add_expand(g, x, {2, 6, 4, 16}), 1, 2, 5);
     });
   }
   SECTION("a rank-3 operand: one batch of heads") {

@@ -71,11 +71,24 @@ TEST_CASE("attention regions as cuDNN's problem", "[jit][cudnn][attention]") {
     CHECK(p->q.strides == std::array<int64_t, 4>{50 * 3 * 64, 64, 3 * 64, 1});
     CHECK(p->k.strides == p->q.strides);
   }
+  SECTION("q, k and v sliced out of one projection are one buffer, read in place") {
+    const Planned c = plan_trace("qkvslices_2x3x50_d64_bf16");
+    CHECK(c.region.inputs == std::vector<ir::NodeId>(3, c.graph.inputs().at(0)));
+    const auto p = jit::cudnn_problem(c.graph, c.region);
+    REQUIRE(p.has_value());
+    for (const auto* t : {&p->q, &p->k, &p->v}) {
+      CHECK(t->strides == std::array<int64_t, 4>{50 * 576, 64, 576, 1});
+    }
+  }
   SECTION("what cuDNN does not take is refused with the reason") {
     std::string why;
     const Planned b = plan_trace("boolean_2x4x77_d64_bf16");
     CHECK_FALSE(jit::cudnn_problem(b.graph, b.region, &why).has_value());
     CHECK(why.find("boolean mask") != std::string::npos);
+    // Slices 8 bytes into the buffer: the generated kernel reads them, cuDNN does not.
+    const Planned u = plan_trace("qkvslices_lead4_2x3x50_d64_f16");
+    CHECK_FALSE(jit::cudnn_problem(u.graph, u.region, &why).has_value());
+    CHECK(why.find("q starts 8 bytes into its buffer") != std::string::npos);
   }
 }
 
@@ -102,13 +115,16 @@ TEST_CASE("every attention trace cuDNN takes builds and finalizes its graph",
     CHECK_NOTHROW(jit::cudnn::AttentionGraph(api, *p));
     ++built;
   }
-  // Left to the generated kernel: the boolean masks, and additive masks broadcast over query rows
-  // or keys (cuDNN reads strided tensors only; the refusal names the broadcast axis).
+  // Left to the generated kernel: the boolean masks, additive masks broadcast over query rows
+  // or keys (cuDNN reads strided tensors only; the refusal names the broadcast axis), and slices
+  // that start off cuDNN's 16-byte alignment.
   for (const auto& [name, why] : refused) {
     INFO(name << ": " << why);
     CHECK((name.starts_with("boolean_") ||
-           why.find("the mask is broadcast along axis") != std::string::npos));
+           why.find("the mask is broadcast along axis") != std::string::npos ||
+           (name.starts_with("qkvslices_lead4") && why.find("bytes into") != std::string::npos)));
   }
+  CHECK(refused.count("qkvslices_2x3x50_d64_bf16") == 0);
   CHECK(refused.count("boolean_2x4x77_d64_bf16") == 1);
   CHECK(refused.count("additive_2x4x77_d64_f16") == 0);
   CHECK(refused.count("additive_maskb1qk_2x4x77_d64_bf16") == 0);  // full along q and k

@@ -60,7 +60,7 @@ std::string label(const AttentionSpec& s) {
 
 // Buffer elements a view of [b, h, s, d] reaches (its largest offset plus one).
 int64_t extent(const templates::AttentionView& v, std::array<int64_t, 4> dims) {
-  int64_t last = 0;
+  int64_t last = v.offset;
   for (int a = 0; a < 4; ++a) last += (dims[a] - 1) * v.strides[a];
   return last + 1;
 }
@@ -108,7 +108,7 @@ Inputs make_inputs(const AttentionSpec& s, uint32_t seed) {
     // Query row 3 of every head masked everywhere: NaN where the fill is -inf.
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t j = 0; j < s.seq_kv; ++j)
-        in.mask8[h * s.mask_view.strides[1] + 3 * s.mask_view.strides[2] +
+        in.mask8[s.mask_view.offset + h * s.mask_view.strides[1] + 3 * s.mask_view.strides[2] +
                  j * s.mask_view.strides[3]] = s.fill_where_true ? 1 : 0;
   }
   return in;
@@ -121,16 +121,17 @@ std::vector<double> reference(const AttentionSpec& s, const Inputs& in) {
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t i = 0; i < s.seq_q; ++i) {
-        const int64_t qo = b * s.q.strides[0] + h * s.q.strides[1] + i * s.q.strides[2];
+        const int64_t qo =
+            s.q.offset + b * s.q.strides[0] + h * s.q.strides[1] + i * s.q.strides[2];
         for (int64_t j = 0; j < s.seq_kv; ++j) {
-          const int64_t ko = b * s.k.strides[0] + h / s.k.head_group * s.k.strides[1] +
+          const int64_t ko = s.k.offset + b * s.k.strides[0] + h / s.k.head_group * s.k.strides[1] +
                              j * s.k.strides[2];
           double dot = 0;
           for (int64_t c = 0; c < s.head_dim; ++c)
             dot += double{widen(s.dtype, in.q[qo + c])} * widen(s.dtype, in.k[ko + c]);
           double x = dot * s.scale;
           const auto& m = s.mask_view.strides;
-          const int64_t mo = b * m[0] + h * m[1] + i * m[2] + j * m[3];
+          const int64_t mo = s.mask_view.offset + b * m[0] + h * m[1] + i * m[2] + j * m[3];
           switch (s.mask) {
             case AttentionMaskKind::additive:
               x += s.mask_scale * (s.mask_dtype == DType::f32 ? in.mask32[mo]
@@ -154,8 +155,8 @@ std::vector<double> reference(const AttentionSpec& s, const Inputs& in) {
         for (int64_t c = 0; c < s.value_dim; ++c) {
           double acc = 0;
           for (int64_t j = 0; j < s.seq_kv; ++j) {
-            const int64_t vo = b * s.v.strides[0] + h / s.v.head_group * s.v.strides[1] +
-                               j * s.v.strides[2];
+            const int64_t vo = s.v.offset + b * s.v.strides[0] +
+                               h / s.v.head_group * s.v.strides[1] + j * s.v.strides[2];
             acc += S[j] * widen(s.dtype, in.v[vo + c]);
           }
           out[((b * s.heads + h) * s.seq_q + i) * s.value_dim + c] = acc / sum;
@@ -226,6 +227,20 @@ std::vector<EmulationCase> emulation_cases() {
   odd.fill = -7.0;
   odd.fill_where_true = false;
   add(odd);
+  // q, k and v sliced out of one [b, s, 3 * h * d] projection (GPT-2's c_attn), read in place
+  // at offsets 0, h * d and 2 * h * d; then offsets that break 16- and 4-byte alignment (narrow
+  // loads) with a mask that starts past its buffer's first element.
+  AttentionSpec fused = make_spec(DType::bf16, 64, AttentionMaskKind::causal, 1, 50, 50, 2, 3);
+  fused.q.strides = fused.k.strides = fused.v.strides = {50 * 3 * 3 * 64, 64, 3 * 3 * 64, 1};
+  fused.k.offset = 3 * 64;
+  fused.v.offset = 2 * 3 * 64;
+  add(fused);
+  AttentionSpec shifted = make_spec(DType::f16, 64, AttentionMaskKind::additive, 1, 20, 70, 1, 2);
+  shifted.q.offset = 3;
+  shifted.k.offset = 2;
+  shifted.v.offset = 5;
+  shifted.mask_view.offset = 7;
+  add(shifted);
   // Causal with a finite fill: every key tile is computed; seq_kv < seq_q.
   AttentionSpec finite = make_spec(DType::bf16, 64, AttentionMaskKind::causal, 1, 100, 70, 1, 1);
   finite.fill = -2.0;
@@ -576,6 +591,7 @@ TEST_CASE("attention kernel: NVRTC compiles every variant for sm_90 and sm_80",
         const auto [sq, skv] = lengths[n % 3];
         AttentionSpec s = make_spec(dt, dim, mask, 1 + n % 2, sq, skv);
         if (n % 4 == 1) permute_q(s);
+        if (n % 4 == 2) s.k.offset = s.v.offset = s.mask_view.offset = 3 * dim;  // slices
         if (mask == AttentionMaskKind::additive) s.mask_dtype = n % 3 == 0 ? DType::bf16 : DType::f32;
         const std::string arch = n % 4 == 0 ? "sm_80" : "sm_90";  // a quarter also for sm_80
         ++n;

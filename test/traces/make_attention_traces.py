@@ -6,7 +6,8 @@ broadcast over batch and heads (and masks broadcast over each axis), a causal ma
 arange comparison (i32 positions, and bf16 ones up to 256), a boolean mask input;
 f16 and bf16; head dims 64 and 128; sequence lengths that are no multiple of a tile; k and v
 heads broadcast over q's (grouped-query, through reshape and expand); q, k and v read from
-[b, s, h, d] through permutes with the output permuted back; and, named refused_*, patterns
+[b, s, h, d] through permutes with the output permuted back, and sliced out of one fused
+projection (at a 16-byte aligned start, and 8 bytes off it); and, named refused_*, patterns
 the fused region does not compute, which are planned unfused with a reason (bf16 positions
 that tie past 256, a mask that broadcasts q kᵀ's single query row or key). They are small
 (checked against the CPU reference, not timed): scripts/gpu-check's `attention` suite runs
@@ -59,14 +60,22 @@ class AttentionTrace(Trace):
         shape = tuple(max(d) for d in zip(*padded))
         return self._node(self.dtype(a if self.shape(a) else b), shape, f"where %{c}, %{a}, %{b}")
 
+    def slice(self, x, axis, start, length):
+        shape = list(self.shape(x))
+        shape[axis] = length
+        return self._node(self.dtype(x), tuple(shape), f"slice %{x} axis={axis} start={start} step=1")
+
     def last_two_swapped(self, x):
         r = len(self.shape(x))
         return self.permute(x, list(range(r - 2)) + [r - 1, r - 2])
 
 
 def attention(dt, b, h, sq, skv, d, mask="none", scale_on="scores", kv_heads=None,
-              layout="bhsd", mask_shape=None, positions="i32", q_rows=None, k_rows=None):
-    """Returns (trace, outputs). mask_shape: the additive or boolean mask's shape (default
+              layout="bhsd", mask_shape=None, positions="i32", q_rows=None, k_rows=None, lead=0):
+    """Returns (trace, outputs). layout: "bhsd" inputs, "bshd" ones permuted, or "qkv": q, k
+    and v sliced out of one [b, s, lead + 3 * h * d] input (a fused projection, `lead` elements
+    into each row) and permuted, the output permuted back as with "bshd". mask_shape: the
+    additive or boolean mask's shape (default
     [sq, skv] and [b, 1, sq, skv]); positions: the dtype of the causal mask's aranges;
     q_rows, k_rows: fewer query rows or keys in q or k than the mask has (the mask broadcasts
     the scores themselves)."""
@@ -76,6 +85,10 @@ def attention(dt, b, h, sq, skv, d, mask="none", scale_on="scores", kv_heads=Non
         q = t.permute(t.input(dt, (b, sq, h, d)), [0, 2, 1, 3])
         k = t.permute(t.input(dt, (b, skv, kvh, d)), [0, 2, 1, 3])
         v = t.permute(t.input(dt, (b, skv, kvh, d)), [0, 2, 1, 3])
+    elif layout == "qkv":
+        qkv = t.input(dt, (b, sq, lead + 3 * h * d))
+        q, k, v = (t.permute(t.reshape(t.slice(qkv, 2, lead + i * h * d, h * d), (b, sq, h, d)),
+                             [0, 2, 1, 3]) for i in range(3))
     else:
         q = t.input(dt, (b, h, q_rows or sq, d))
         k = t.input(dt, (b, kvh, k_rows or skv, d))
@@ -104,7 +117,7 @@ def attention(dt, b, h, sq, skv, d, mask="none", scale_on="scores", kv_heads=Non
         keep = t.input("bool", mask_shape or (b, 1, sq, skv))
         s = t.where(keep, s, t.const(dt, -math.inf))
     out = t.matmul(softmax(t, s, -1), v)
-    if layout == "bshd":
+    if layout in ("bshd", "qkv"):
         out = t.reshape(t.permute(out, [0, 2, 1, 3]), (b, sq, h * d))
     return t, [out]
 
@@ -122,6 +135,12 @@ def suite():
         yield f"gqa_causal_2x8x65_d128_{dt}", t, outs
         t, outs = attention(dt, 2, 3, 50, 50, 64, "none", layout="bshd")
         yield f"bshd_2x3x50_d64_{dt}", t, outs
+        # GPT-2's c_attn: q, k and v read in place from the fused projection; then slices 8
+        # bytes into each row, which cuDNN refuses and the kernel reads with narrow loads.
+        t, outs = attention(dt, 2, 3, 50, 50, 64, "causal", layout="qkv")
+        yield f"qkvslices_2x3x50_d64_{dt}", t, outs
+        t, outs = attention(dt, 2, 3, 50, 50, 64, "causal", layout="qkv", lead=4)
+        yield f"qkvslices_lead4_2x3x50_d64_{dt}", t, outs
         t, outs = attention(dt, 1, 2, 1, 1, 64, "none")
         yield f"none_1x2x1_d64_{dt}", t, outs
         t, outs = attention(dt, 1, 2, 33, 200, 64, "additive")
