@@ -179,18 +179,25 @@ def run_threads(compiled, f, threads=4, device_mode=True):
     """Each of `threads` threads calls `compiled` 5 times on fresh inputs and compares with `f`,
     under the test's device mode (so that Dynamo's guards pass and the threads share the
     compiled function) or without it (each thread's first call compiles the function again).
-    The errors, each with its thread."""
+    Without the device mode the first calls take turns: while one thread's graph is traced by
+    FX (a process-wide flag in torch), torch refuses any other thread's call of a compiled
+    function ("Detected that you are using FX to symbolically trace a dynamo-optimized
+    function"), under every backend; the four calls after it run together. The errors, each
+    with its thread."""
     import threading
 
     errors = []
+    compiling = threading.Lock()
 
     def worker(seed):
         try:
             g = torch.Generator(device=DEVICE).manual_seed(seed)
             with torch.device(DEVICE) if device_mode else contextlib.nullcontext(), torch.no_grad():
-                for _ in range(5):
+                for i in range(5):
                     x = torch.randn(6, 24, generator=g, device=DEVICE)
-                    torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
+                    with compiling if i == 0 and not device_mode else contextlib.nullcontext():
+                        y = compiled(x)
+                    torch.testing.assert_close(y, f(x), atol=1e-5, rtol=1e-5)
         except Exception as e:  # noqa: BLE001 (reported below, with its thread)
             errors.append(f"thread {seed}: {e!r}")
 
