@@ -773,6 +773,37 @@ void layout_mask(AttentionLayout& out, const Graph& g, const AttentionRegion& a,
   }
 }
 
+// The output's part of `out`: where [b, h, i, d] lands in the buffer of `a.written`, found by
+// walking its views back to the output (a reshape of the dense buffer, then each permute
+// undone).
+void layout_output(AttentionLayout& out, const Graph& g, const AttentionRegion& a,
+                   const Shape& batch, bool heads_last) {
+  const NodeId written = a.written < 0 ? a.output : a.written;
+  Layout l = dense(g.node(written).shape);
+  for (NodeId id = written; id != a.output;) {
+    const ir::Node& n = g.node(id);
+    if (n.op != Op::permute && n.op != Op::reshape) {
+      no_layout(
+          fmt::format("%{} between the output and %{} is no permute or reshape", id, written));
+    }
+    out.out_views.push_back(id);
+    const Shape& in = g.node(n.inputs[0]).shape;
+    if (n.op == Op::permute) {
+      Layout p(l.size());
+      for (size_t d = 0; d < n.axes.size(); ++d) p[static_cast<size_t>(n.axes[d])] = l[d];
+      l = std::move(p);
+    } else {
+      l = reshape(l, in, id);
+    }
+    id = n.inputs[0];
+  }
+  std::reverse(out.out_views.begin(), out.out_views.end());
+  out.o = fold(l, batch, heads_last, written, "the output");
+  if (out.o.strides[3] != 1 || out.o.head_group != 1) {
+    no_layout(fmt::format("%{} does not hold the output's rows contiguously, once each", written));
+  }
+}
+
 AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt) {
   AttentionLayout out;
   const ir::Node& scores = g.node(a.scores);
@@ -795,12 +826,37 @@ AttentionLayout layout_of(const Graph& g, const AttentionRegion& a, int attempt)
   out.v = view(a.v, "v");
   set_sizes(out, g, a, batch, heads_last);
   layout_mask(out, g, a, batch, heads_last);
+  layout_output(out, g, a, batch, heads_last);
   std::sort(out.views.begin(), out.views.end());
   out.views.erase(std::unique(out.views.begin(), out.views.end()), out.views.end());
   return out;
 }
 
 }  // namespace
+
+std::vector<NodeId> output_views(const Graph& g, NodeId output) {
+  std::vector<int> readers(g.size(), 0);
+  std::vector<NodeId> reader(g.size(), -1);
+  for (NodeId id = 0; id < static_cast<NodeId>(g.size()); ++id) {
+    for (NodeId in : g.node(id).inputs) {
+      ++readers[static_cast<size_t>(in)];
+      reader[static_cast<size_t>(in)] = id;
+    }
+  }
+  const std::vector<NodeId>& outputs = g.outputs();
+  const auto is_output = [&](NodeId id) {
+    return std::find(outputs.begin(), outputs.end(), id) != outputs.end();
+  };
+  std::vector<NodeId> chain;
+  for (NodeId at = output; !is_output(at) && readers[static_cast<size_t>(at)] == 1;) {
+    const NodeId next = reader[static_cast<size_t>(at)];
+    const Op op = g.node(next).op;
+    if (op != Op::permute && op != Op::reshape) break;
+    chain.push_back(next);
+    at = next;
+  }
+  return chain;
+}
 
 std::optional<AttentionLayout> attention_layout(const Graph& g, const AttentionRegion& a,
                                                 std::string* why) {

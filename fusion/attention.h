@@ -92,10 +92,20 @@ struct AttentionLayout {
   AttentionView q, k, v;
   AttentionView mask;              // additive and boolean masks; buffer -1 otherwise
   std::vector<ir::NodeId> views;   // the view nodes between the operands and their buffers
+  // Where the output [b, h, i, d] is written: buffer AttentionRegion::written (the output
+  // itself, dense, when that is -1), through the views between them (out_views, ascending).
+  AttentionView o;
+  std::vector<ir::NodeId> out_views;
 };
 
+// The permutes and reshapes after `output` that its kernel could write through: the longest
+// chain in which each is the only reader of the one before, and neither the output nor any of
+// them but the last is a graph output (ascending ids; empty when there is none).
+std::vector<ir::NodeId> output_views(const ir::Graph& g, ir::NodeId output);
+
 // The views it reads through are reshapes, expands, permutes and slices (a slice moves the
-// view's offset and scales its axis' stride by the step).
+// view's offset and scales its axis' stride by the step); the output is written through the
+// region's `written` views, which must reach it with strides (its last axis contiguous).
 // The layout, or nothing and why not (in `why`, when given): a view that no strides express
 // (a reshape that would need a modulo, a slice of an axis broadcast in groups), a q, k or v whose
 // last axis is not contiguous, a dtype other than f16 or bf16, head dims not multiples of 16 or

@@ -791,10 +791,11 @@ Region attention_kernel_region(const FusedAttention& f, const ir::Graph& g) {
       }
     }
   }
+  nodes.insert(f.layout.out_views.begin(), f.layout.out_views.end());
   r.nodes.assign(nodes.begin(), nodes.end());
   r.inputs = {f.layout.q.buffer, f.layout.k.buffer, f.layout.v.buffer};
   if (f.layout.mask.buffer >= 0) r.inputs.push_back(f.layout.mask.buffer);
-  r.outputs = {f.pattern.output};
+  r.outputs = {f.layout.o.buffer};
   r.shape = g.node(f.pattern.output).shape;
   r.attention = f.region;
   return r;
@@ -815,6 +816,7 @@ AttentionRegions attention_regions(const std::vector<FusedAttention>& fused, con
     a.regions.push_back(attention_kernel_region(f, g));
     for (NodeId id : a.regions.back().nodes) a.taken[static_cast<size_t>(id)] = true;
     for (NodeId id : f.pattern.nodes) a.computed[static_cast<size_t>(id)] = true;
+    for (NodeId id : f.layout.out_views) a.computed[static_cast<size_t>(id)] = true;
   }
   return a;
 }
@@ -918,6 +920,27 @@ std::string drop_unread(std::vector<Region>& regions, std::vector<bool>& alive,
   return "";
 }
 
+// Why a live region reads a value that an attention writing through its output's views no
+// longer writes (the output, or a view before the last), or "".
+std::string reads_unwritten(const std::vector<Region>& regions, const std::vector<bool>& alive,
+                            const std::vector<FusedAttention>& fused) {
+  for (const FusedAttention& f : fused) {
+    if (f.layout.out_views.empty()) continue;
+    std::set<NodeId> gone(f.layout.out_views.begin(), f.layout.out_views.end() - 1);
+    gone.insert(f.pattern.output);
+    for (size_t i = 0; i < regions.size(); ++i) {
+      if (!alive[i]) continue;
+      for (NodeId in : regions[i].inputs) {
+        if (gone.count(in) != 0) {
+          return fmt::format("region {} reads %{}, which the attention writing %{} does not write",
+                             i, in, f.layout.o.buffer);
+        }
+      }
+    }
+  }
+  return "";
+}
+
 // Decisions about the nodes the attention regions took are about a plan that is gone.
 std::vector<Decision> decisions_outside(std::vector<Decision> decisions,
                                         const std::vector<bool>& taken) {
@@ -942,6 +965,8 @@ std::string fuse_attention(Cut& c, const ir::Graph& g, const std::vector<NodeId>
   std::vector<bool> alive(regions.size(), true);
   why = drop_unread(regions, alive, attention, outputs, g, c.df);
   if (!why.empty()) return why;
+  why = reads_unwritten(regions, alive, fused);
+  if (!why.empty()) return why;
   std::vector<Region> out;
   for (size_t i = 0; i < regions.size(); ++i) {
     if (place[i] >= 0) out.push_back(attention.regions[static_cast<size_t>(place[i])]);
@@ -953,6 +978,51 @@ std::string fuse_attention(Cut& c, const ir::Graph& g, const std::vector<NodeId>
   return "";
 }
 
+Decision not_fused(const ir::Graph& g, const AttentionPattern& p, const std::string& why) {
+  return Decision{p.scores, p.output, false,
+                  fmt::format("attention {}: not fused, {}; it runs as GEMM, normalization, GEMM",
+                              p.describe(g), why)};
+}
+
+// The attention patterns of `g` the fused kernels take, each writing its output through the
+// views after it (output_views) where strides reach it; what is refused goes to `said`.
+std::vector<FusedAttention> fusable_attention(const ir::Graph& g, std::vector<Decision>& said) {
+  std::vector<FusedAttention> fused;
+  for (AttentionPattern& p : find_attention(g)) {
+    AttentionRegion a = attention_region(p);
+    std::string why;
+    std::optional<AttentionLayout> l = attention_layout(g, a, &why);
+    if (!l) {
+      said.push_back(not_fused(g, p, why));
+      continue;
+    }
+    const std::vector<NodeId> after = output_views(g, a.output);
+    if (!after.empty()) {
+      AttentionRegion w = a;
+      w.written = after.back();
+      if (std::optional<AttentionLayout> lw = attention_layout(g, w)) {
+        a = w;
+        l = std::move(lw);
+      }
+    }
+    fused.push_back({std::move(p), a, std::move(*l)});
+  }
+  return fused;
+}
+
+// Every attention of `fused` written dense at its output instead of through views; false when
+// none was written through views.
+bool write_outputs_dense(const ir::Graph& g, std::vector<FusedAttention>& fused) {
+  bool changed = false;
+  for (FusedAttention& f : fused) {
+    if (f.region.written < 0) continue;
+    f.region.written = -1;
+    f.layout = *attention_layout(g, f.region);
+    changed = true;
+  }
+  return changed;
+}
+
 }  // namespace
 
 Plan partition(const ir::Graph& traced, const PartitionOptions& options) {
@@ -961,21 +1031,8 @@ Plan partition(const ir::Graph& traced, const PartitionOptions& options) {
   plan.graph = g;
   std::vector<FusedAttention> fused;
   std::vector<Decision> said;  // what step 6 fused or refused
-  const auto not_fused = [&](const AttentionPattern& p, const std::string& why) {
-    return Decision{p.scores, p.output, false,
-                    fmt::format("attention {}: not fused, {}; it runs as GEMM, normalization, GEMM",
-                                p.describe(g), why)};
-  };
   if (options.attention && options.fusion) {
-    for (AttentionPattern& p : find_attention(g)) {
-      const AttentionRegion a = attention_region(p);
-      std::string why;
-      if (std::optional<AttentionLayout> l = attention_layout(g, a, &why)) {
-        fused.push_back({std::move(p), a, std::move(*l)});
-      } else {
-        said.push_back(not_fused(p, why));
-      }
-    }
+    fused = fusable_attention(g, said);
     // The buffers the kernels read must be written by some region: graph outputs while cutting.
     for (const FusedAttention& f : fused) {
       for (const AttentionView* v : {&f.layout.q, &f.layout.k, &f.layout.v, &f.layout.mask}) {
@@ -992,13 +1049,16 @@ Plan partition(const ir::Graph& traced, const PartitionOptions& options) {
     best = recompute(plan.graph, options, std::move(best), steps, said);
   }
   if (!fused.empty()) {
-    const std::string why = fuse_attention(best, g, g.outputs(), fused);
+    std::string why = fuse_attention(best, g, g.outputs(), fused);
+    // A region that reads the output itself (its permute fused into that region): write it dense.
+    if (!why.empty() && write_outputs_dense(g, fused))
+      why = fuse_attention(best, g, g.outputs(), fused);
     if (!why.empty()) {
       // Cut again without it, saying why.
       PartitionOptions plain = options;
       plain.attention = false;
       Plan p = partition(g, plain);
-      for (const FusedAttention& f : fused) p.decisions.push_back(not_fused(f.pattern, why));
+      for (const FusedAttention& f : fused) p.decisions.push_back(not_fused(g, f.pattern, why));
       for (Decision& d : said) p.decisions.push_back(std::move(d));
       return p;
     }
@@ -1012,6 +1072,12 @@ Plan partition(const ir::Graph& traced, const PartitionOptions& options) {
                          fmt::format("attention {}: one kernel (online softmax; the scores "
                                      "are never written){}",
                                      f.pattern.describe(g), kv)});
+      if (!f.layout.out_views.empty()) {
+        said.push_back({f.pattern.output, f.layout.o.buffer, true,
+                        fmt::format("the attention writes %{} through the views after its output "
+                                    "(%{}): no kernel copies the output into that layout",
+                                    f.layout.o.buffer, fmt::join(f.layout.out_views, ", %"))});
+      }
     }
   }
   plan.regions = std::move(best.regions);

@@ -166,6 +166,10 @@ struct AttentionRegion {
   bool k_transposed = false;      // `k` is kᵀ itself (AttentionPattern::k_transposed)
   NodeId scores = -1;             // matmul(q, kᵀ)
   NodeId output = -1;             // matmul(p, v)
+  // What the region writes: `output` (-1 says the same), or the last of the permutes and
+  // reshapes after it (output_views, fusion/attention.h), written through their strides so
+  // that no kernel copies the output into that layout.
+  NodeId written = -1;
   AttentionMask mask = AttentionMask::none;
   NodeId mask_node = -1;  // additive: the added tensor; boolean: the where's condition
   double scale = 1.0;

@@ -55,7 +55,9 @@ cudnn::AttentionProblem problem_of(const ir::Graph& g, const fusion::Region& r) 
   p.q = tensor(l->q, {l->batch, l->heads, l->seq_q, l->head_dim}, "q", p.dtype);
   p.k = tensor(l->k, {l->batch, hk, l->seq_kv, l->head_dim}, "k", p.dtype);
   p.v = tensor(l->v, {l->batch, hk, l->seq_kv, l->value_dim}, "v", p.dtype);
-  p.o = cudnn::AttentionTensor::contiguous(l->batch, l->heads, l->seq_q, l->value_dim);
+  p.o = l->out_views.empty()
+            ? cudnn::AttentionTensor::contiguous(l->batch, l->heads, l->seq_q, l->value_dim)
+            : tensor(l->o, {l->batch, l->heads, l->seq_q, l->value_dim}, "o", p.dtype);
   switch (a.mask) {
     case fusion::AttentionMask::none:
       break;

@@ -104,6 +104,19 @@ std::string refuse_attention_kernel(const AttentionSpec& s) {
     if (!why.empty()) return why;
   }
   if (s.q.head_group != 1) return fmt::format("q's head_group {} (q has every head: needs 1)", s.q.head_group);
+  if (s.o) {
+    if (std::string why = refuse_view("o", *s.o, s.heads); !why.empty()) return why;
+    if (s.o->head_group != 1 || s.o->offset != 0)
+      return fmt::format(
+          "o's head_group {} and offset {} (o is written at every head from its "
+          "buffer's start: needs 1 and 0)",
+          s.o->head_group, s.o->offset);
+    for (int a = 0; a < 3; ++a) {
+      if (s.o->strides[a] % 2 != 0)
+        return fmt::format("o's stride {} on axis {} is odd (the kernel stores pairs)",
+                           s.o->strides[a], a);
+    }
+  }
   if (has_mask_tensor(s)) {
     if (s.mask == AttentionMaskKind::additive && !is_floating(s.mask_dtype))
       return fmt::format("additive mask of dtype {} (needs f16, bf16 or f32)", dtype_name(s.mask_dtype));
@@ -138,18 +151,19 @@ AttentionSpec fold_query_groups(const AttentionSpec& s) {
   // Row j * n + i reads q at j * (head stride) + i * (query stride): one stride for all rows
   // only where a head's queries follow one another, or there is one query.
   if (n > 1 && (s.q.strides[1] != n * s.q.strides[2] ||
-                (masked && s.mask_view.strides[1] != n * s.mask_view.strides[2])))
+                (masked && s.mask_view.strides[1] != n * s.mask_view.strides[2]) ||
+                (s.o && s.o->strides[1] != n * s.o->strides[2])))
     return s;
   AttentionSpec f = s;
   f.heads = s.heads / g;
   f.seq_q = g * n;
-  f.q.strides = {s.q.strides[0], g * s.q.strides[1], n > 1 ? s.q.strides[2] : s.q.strides[1],
-                 s.q.strides[3]};
+  const auto rows = [&](const std::array<int64_t, 4>& x) {
+    return std::array<int64_t, 4>{x[0], g * x[1], n > 1 ? x[2] : x[1], x[3]};
+  };
+  f.q.strides = rows(s.q.strides);
+  if (s.o) f.o->strides = rows(s.o->strides);
   f.k.head_group = f.v.head_group = group / g;
-  if (masked) {
-    const auto& m = s.mask_view.strides;
-    f.mask_view.strides = {m[0], g * m[1], n > 1 ? m[2] : m[1], m[3]};
-  }
+  if (masked) f.mask_view.strides = rows(s.mask_view.strides);
   return f;
 }
 

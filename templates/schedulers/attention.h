@@ -6,13 +6,14 @@
 //   S[b,h,i,j]   = scale * (q[b,h,i,:] . k[b,h/hg,j,:]), then the mask (below), in f32
 //
 // The kernel obeys kernel.h's launch contract but for its arguments: device pointers q, k, v,
-// [mask], o, each read through its view (o is written dense). Not here: the backward pass,
+// [mask], o, each read (o written) through its view. Not here: the backward pass,
 // dropout, and the dispatch that decides when to use this kernel.
 #pragma once
 
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,7 +37,11 @@ std::string_view attention_mask_name(AttentionMaskKind m);
 struct AttentionSpec {
   DType dtype = DType::bf16;  // q, k, v and o: f16 or bf16
   int64_t batch = 1, heads = 1, seq_q = 1, seq_kv = 1, head_dim = 64, value_dim = 64;
-  AttentionView q, k, v;  // o is written dense [batch, heads, seq_q, value_dim]
+  AttentionView q, k, v;
+  // Where o is written: dense [batch, heads, seq_q, value_dim] when empty, else through this
+  // view (the permute after an attention, written by its kernel: [b, s, h, d] rows); head_group
+  // 1, offset 0, the feature axis contiguous, the other strides even (pairs are stored).
+  std::optional<AttentionView> o;
   double scale = 1.0;     // S = (q . k) * scale, in f32
   AttentionMaskKind mask = AttentionMaskKind::none;
   // additive: S += mask_scale * mask[b,h,i,j]   (mask dtype f16, bf16 or f32)
@@ -56,10 +61,11 @@ std::string refuse_attention_kernel(const AttentionSpec& spec);
 // share a head_group G > 1 and seq_q is at most 16, the largest g dividing G with g * seq_q <= 16
 // query heads of each KV head become the rows of one head (row j * seq_q + i is head h * g + j,
 // query i), so that one work item reads each key once for all of them. The memory read and
-// written is the same (o stays dense: [b, h, seq_q] rows are [b, h / g, g * seq_q] rows); a spec
-// whose layout or mask cannot be read that way (a causal mask; seq_q > 1 with q's or the mask's
-// head stride other than seq_q times its query stride) comes back unchanged, as does one with
-// nothing to fold. generate_attention and the attention scheduler fold every spec they take.
+// written is the same ([b, h, seq_q] rows of q, the mask and o are [b, h / g, g * seq_q] rows); a
+// spec whose layout or mask cannot be read that way (a causal mask; seq_q > 1 with q's, the
+// mask's or o's head stride other than seq_q times its query stride) comes back unchanged, as does
+// one with nothing to fold. generate_attention and the attention scheduler fold every spec they
+// take.
 AttentionSpec fold_query_groups(const AttentionSpec& spec);
 
 // The kernel for `spec`; throws fusejit::InternalError when refused. Kernel::params is left

@@ -67,6 +67,7 @@ struct Vars {
   ExprP q, k, v, mask, o;
   ExprP heads, seq_q, seq_kv, d, dv, block_n, k_pitch, v_pitch, q_tiles, kv_tiles, work;
   std::array<ExprP, 3> q_strides, k_strides, v_strides;  // batch, head, sequence
+  std::array<ExprP, 3> o_strides;  // with AttentionSpec::o only (else o is dense)
   ExprP k_group, v_group;
   std::array<ExprP, 4> mask_strides;  // batch, head, query, key
   ExprP scale_log2, mask_log2, fill_log2, neg_inf;
@@ -76,7 +77,7 @@ struct Vars {
   // (else nullptr).
   ExprP shared, kv, warp_key;
   ExprP s_tiles, pv_chunks;  // the warp's 8-key tiles of S and 16-key steps of P V, per tile
-  ExprP w, qt, bh, b, h, row0, qp, kp, vp, mp, qf, o_acc, m, l, tiles;  // work item
+  ExprP w, qt, bh, b, h, row0, qp, kp, vp, mp, op, qf, o_acc, m, l, tiles;  // work item
   ExprP splits, split_tiles, partials, stats, arrivals, last;           // split-KV (kv_splits > 1)
   ExprP item, piece, first;  // the work item's (b, h, query tile), its piece, its first key tile
   int threads = 0;                                                      // AttentionParams::block
@@ -85,6 +86,13 @@ struct Vars {
 
 std::string mask_element(DType d) {
   return d == DType::boolean ? "unsigned char" : std::string(dtype_code(d).storage);
+}
+
+// Output row i of the work item, plus `extra`: dense [b, h, seq_q, dv] rows, or through the
+// spec's view of o (n.op: the item's row 0, from build_item_setup).
+ExprP o_row(const Vars& n, const ExprP& i, const ExprP& extra) {
+  if (!n.op) return sum({n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv), extra});
+  return sum({n.op, kir::mul(i, n.o_strides[2]), extra});
 }
 
 void build_signature(kir::Function& f, const AttentionSpec& s, const AttentionParams& p, Vars& n) {
@@ -138,6 +146,7 @@ void build_constants(kir::Block& b, const AttentionSpec& s, const AttentionParam
     n.splits = x[0], n.split_tiles = x[1];
   }
   n.q_strides = build_strides(b, "Q", s.q);
+  if (s.o) n.o_strides = build_strides(b, "O", *s.o);
   n.k_strides = build_strides(b, "K", s.k);
   n.v_strides = build_strides(b, "V", s.v);
   x = b.declare("constexpr int",
@@ -415,10 +424,7 @@ void build_store(kir::Block& b, const std::string& pack, const Vars& n) {
   const ExprP i = row.let("int", "i", kir::add(n.row0, kir::mul(num(8), r)));
   row.branch_line(op(i, ">=", n.seq_q)).jump("continue");
   const ExprP inv = row.let("float", "inv", op(text("1.0f"), "/", at(n.l, r)));
-  const ExprP x = row.let_mut(
-      "unsigned short*", "x",
-      kir::add(kir::add(n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv)),
-               kir::mul(num(2), n.t)));
+  const ExprP x = row.let_mut("unsigned short*", "x", o_row(n, i, kir::mul(num(2), n.t)));
   const auto [tile, t] = unrolled_line(row, "n", num(0), op(n.dv, "/", num(8)));
   tile.eval(kir::call(
       "fj_att_store2",
@@ -545,9 +551,7 @@ void build_split_rows(kir::Block& last, const std::string& pack, const Vars& n,
     add.assign(at(acc, u), kir::mul(wgt, at(y, u)), "+=");
   }
   const ExprP inv = each.let("float", "inv", cs.inv(i));
-  const ExprP out =
-      each.let_mut("unsigned short*", "out",
-                   sum({n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv), c}));
+  const ExprP out = each.let_mut("unsigned short*", "out", o_row(n, i, c));
   for (int h : {0, 2}) {
     each.eval(kir::call("fj_att_store2", {kir::add(out, num(h)),
                                           kir::call(pack, {kir::mul(at(acc, num(h)), inv),
@@ -635,10 +639,8 @@ void build_warp_combine(kir::Block& b, const AttentionParams& p, const std::stri
       each.assign(at(y, num(1)), o1);
     } else {
       const ExprP inv = each.let("float", "inv", op(text("1.0f"), "/", lsum));
-      each.eval(
-          kir::call("fj_att_store2",
-                    {sum({n.o, kir::mul(paren(kir::add(kir::mul(n.bh, n.seq_q), i)), n.dv), c}),
-                     kir::call(pack, {kir::mul(o0, inv), kir::mul(o1, inv)})}));
+      each.eval(kir::call("fj_att_store2", {o_row(n, i, c), kir::call(pack, {kir::mul(o0, inv),
+                                                                             kir::mul(o1, inv)})}));
     }
   }
   if (p.kv_splits > 1) {
@@ -687,6 +689,10 @@ void build_item_setup(kir::Block& b, const AttentionSpec& s, const AttentionPara
   n.vp = b.let("unsigned short*", "vp",
                sum({start(n.v, s.v), kir::mul(n.b, n.v_strides[0]),
                     kir::mul(head(n.v_group), n.v_strides[1])}));
+  if (s.o) {
+    n.op = b.let_mut("unsigned short*", "out0",
+                     sum({n.o, kir::mul(n.b, n.o_strides[0]), kir::mul(n.h, n.o_strides[1])}));
+  }
   if (has_mask_tensor(s))
     n.mp = b.let_mut("const " + mask_element(s.mask_dtype) + "*", "mp",
                      sum({start(n.mask, s.mask_view), kir::mul(n.b, n.mask_strides[0]),

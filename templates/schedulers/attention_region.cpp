@@ -62,6 +62,7 @@ std::optional<AttentionSpec> region_spec(const ir::Graph& g, const fusion::Regio
   spec.head_dim = layout->head_dim;
   spec.value_dim = layout->value_dim;
   spec.q = view_of(layout->q);
+  if (!layout->out_views.empty()) spec.o = view_of(layout->o);
   spec.k = view_of(layout->k);
   spec.v = view_of(layout->v);
   spec.scale = a.scale;

@@ -404,9 +404,48 @@ TEST_CASE("fused attention reads grouped-query heads and permuted layouts withou
     REQUIRE(layout.has_value());
     CHECK(layout->q.strides == std::array<int64_t, 4>{s * h * d, d, h * d, 1});
     CHECK(layout->k.strides == std::array<int64_t, 4>{s * h * d, d, h * d, 1});
-    // The permute of the output is a kernel of its own, as it was without fused attention.
-    CHECK(plan.regions.size() == 2);
-    CHECK(plan.regions.back().outputs == plan.graph.outputs());
+    // The output is written through the permute and reshape after it: no kernel of its own.
+    CHECK(plan.regions.size() == 1);
+    CHECK(r->outputs == plan.graph.outputs());
+    const NodeId written = plan.graph.outputs().at(0);  // the plan's graph numbers nodes anew
+    CHECK(r->attention.written == written);
+    CHECK(layout->o.buffer == written);
+    CHECK(layout->o.strides == std::array<int64_t, 4>{s * h * d, d, h * d, 1});
+    CHECK(layout->out_views.size() == 2);
+    CHECK(fusion::plan_to_text(plan).find("through the views after its output") !=
+          std::string::npos);
+  }
+  SECTION("an output permute that a consumer's kernel takes leaves the output dense") {
+    Graph g;
+    const int64_t b = 2, s = 50, h = 3, d = 64;
+    const NodeId qi = add_input(g, DType::bf16, {b, h, s, d});
+    const NodeId x = add_input(g, DType::bf16, {b, s, h * d});
+    const NodeId att = add_matmul(g, softmax(g, add_matmul(g, qi, transpose_last(g, qi))), qi);
+    const NodeId y = add_reshape(g, add_permute(g, att, {0, 2, 1, 3}), {b, s, h * d});
+    g.set_outputs({add_binary(g, Op::add, y, x)});
+    const fusion::Plan plan = fused_plan(g);
+    INFO(fusion::plan_to_text(plan));
+    const fusion::Region* r = attention_region(plan);
+    REQUIRE(r != nullptr);
+    // The add's kernel reads the output itself, permuting it as it reads.
+    REQUIRE(r->outputs.size() == 1);
+    CHECK(plan.graph.node(r->outputs[0]).op == Op::matmul);
+    CHECK(r->attention.written < 0);
+    REQUIRE(plan.regions.size() == 2);
+    CHECK(plan.regions[1].inputs.size() == 2);
+    CHECK(plan.regions[1].inputs.back() == r->outputs[0]);
+  }
+  SECTION("an output that is also a graph output is written dense") {
+    Graph g;
+    const NodeId qi = add_input(g, DType::f16, {1, 2, 40, 64});
+    const NodeId att = add_matmul(g, softmax(g, add_matmul(g, qi, transpose_last(g, qi))), qi);
+    g.set_outputs({att, add_reshape(g, add_permute(g, att, {0, 2, 1, 3}), {1, 40, 128})});
+    CHECK(fusion::output_views(g, att).empty());
+    const fusion::Plan plan = fused_plan(g);
+    const fusion::Region* r = attention_region(plan);
+    REQUIRE(r != nullptr);
+    REQUIRE(r->outputs.size() == 1);
+    CHECK(plan.graph.node(r->outputs[0]).op == Op::matmul);
   }
   SECTION("q, k and v sliced out of one fused projection are read in place") {
     // GPT-2's c_attn: [b, s, 3 * h * d] split into q, k and v, heads split out and permuted.

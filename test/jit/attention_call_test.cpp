@@ -79,6 +79,8 @@ TEST_CASE("attention regions as cuDNN's problem", "[jit][cudnn][attention]") {
     for (const auto* t : {&p->q, &p->k, &p->v}) {
       CHECK(t->strides == std::array<int64_t, 4>{50 * 576, 64, 576, 1});
     }
+    // The output is written as the [b, s, h * d] rows the trace permutes it into.
+    CHECK(p->o.strides == std::array<int64_t, 4>{50 * 192, 64, 192, 1});
   }
   SECTION("what cuDNN does not take is refused with the reason") {
     std::string why;

@@ -241,6 +241,22 @@ std::vector<EmulationCase> emulation_cases() {
   shifted.v.offset = 5;
   shifted.mask_view.offset = 7;
   add(shifted);
+  // o written as [b, s, h, d] rows (the permute after an attention, in its kernel): a causal
+  // prefill; a decode of one query folded into rows, split (the combine writes o); two queries
+  // in groups, which o's layout keeps from folding.
+  const auto bshd_o = [](AttentionSpec& s) {
+    s.o = templates::AttentionView{
+        .strides = {s.seq_q * s.heads * s.value_dim, s.value_dim, s.heads * s.value_dim, 1}};
+  };
+  AttentionSpec o_prefill = make_spec(DType::bf16, 64, AttentionMaskKind::causal, 1, 50, 50, 2, 3);
+  bshd_o(o_prefill);
+  add(o_prefill);
+  AttentionSpec o_decode = make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 1000, 1, 8);
+  bshd_o(o_decode);
+  add(o_decode, 7);
+  AttentionSpec o_two = make_spec(DType::f16, 64, AttentionMaskKind::additive, 4, 2, 300, 2, 8);
+  bshd_o(o_two);
+  add(o_two, 9);
   // Causal with a finite fill: every key tile is computed; seq_kv < seq_q.
   AttentionSpec finite = make_spec(DType::bf16, 64, AttentionMaskKind::causal, 1, 100, 70, 1, 1);
   finite.fill = -2.0;
@@ -291,7 +307,9 @@ std::vector<uint16_t> run_emulated(void* so, const EmulationCase& c, Inputs& in)
   auto entry = reinterpret_cast<Entry>(dlsym(so, ("run_" + c.kernel.name).c_str()));
   REQUIRE(entry != nullptr);
   const AttentionSpec& s = c.spec;
-  std::vector<uint16_t> out(s.batch * s.heads * s.seq_q * s.value_dim, 0x7c01);
+  const std::array<int64_t, 4> dims{s.batch, s.heads, s.seq_q, s.value_dim};
+  std::vector<uint16_t> out(s.o ? extent(*s.o, dims) : dims[0] * dims[1] * dims[2] * dims[3],
+                            0x7c01);
   std::vector<void*> args = {in.q.data(), in.k.data(), in.v.data()};
   if (s.mask == AttentionMaskKind::additive)
     args.push_back(s.mask_dtype == DType::f32 ? static_cast<void*>(in.mask32.data())
@@ -299,7 +317,16 @@ std::vector<uint16_t> run_emulated(void* so, const EmulationCase& c, Inputs& in)
   if (s.mask == AttentionMaskKind::boolean) args.push_back(in.mask8.data());
   args.push_back(out.data());
   entry(args.data(), c.grid > 0 ? c.grid : static_cast<int>(c.kernel.work_blocks));
-  return out;
+  if (!s.o) return out;
+  // Gathered back into dense [b, h, seq_q, value_dim] through o's view.
+  std::vector<uint16_t> dense;
+  const auto& st = s.o->strides;
+  for (int64_t b = 0; b < dims[0]; ++b)
+    for (int64_t h = 0; h < dims[1]; ++h)
+      for (int64_t i = 0; i < dims[2]; ++i)
+        for (int64_t d = 0; d < dims[3]; ++d)
+          dense.push_back(out[s.o->offset + b * st[0] + h * st[1] + i * st[2] + d * st[3]]);
+  return dense;
 }
 
 // 16-byte aligned copies (the launch contract's buffers are): the kernel's wide loads rely on it.
@@ -352,6 +379,16 @@ TEST_CASE("attention kernel: refusals say why", "[templates][attention]") {
              ContainsSubstring("k's head_group 3 does not divide heads 4"));
   CHECK_THAT(refused([](auto& s) { s.v.strides[3] = 2; }),
              ContainsSubstring("v's feature axis has stride 2"));
+  CHECK_THAT(refused([](auto& s) { s.k.offset = -64; }),
+             ContainsSubstring("k has a negative offset"));
+  CHECK_THAT(refused([](auto& s) {
+               s.o = templates::AttentionView{.strides = {640, 64, 65, 1}};
+             }),
+             ContainsSubstring("o's stride 65 on axis 2 is odd"));
+  CHECK_THAT(refused([](auto& s) {
+               s.o = templates::AttentionView{.strides = {640, 64, 256, 1}, .offset = 8};
+             }),
+             ContainsSubstring("o's head_group 1 and offset 8"));
   CHECK_THAT(refused([](auto& s) {
                s.mask = AttentionMaskKind::boolean;
                s.mask_dtype = DType::f32;
@@ -429,6 +466,16 @@ TEST_CASE("attention kernel: grouped query heads of a decode fold into rows",
   CHECK(f.v.head_group == 1);
   CHECK(f.q.strides == std::array<int64_t, 4>{32 * 128, 4 * 128, 128, 1});
   CHECK(f.k.strides == s.k.strides);
+  CHECK_FALSE(f.o.has_value());
+  // o written as [b, s, h, d] rows folds as q does; with two queries its head stride is no
+  // multiple of its query stride, and nothing folds.
+  s.o = templates::AttentionView{.strides = {32 * 128, 128, 32 * 128, 1}};
+  f = templates::fold_query_groups(s);
+  REQUIRE(f.o.has_value());
+  CHECK(f.o->strides == std::array<int64_t, 4>{32 * 128, 4 * 128, 128, 1});
+  s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 2, 1000, 1, 32);
+  s.o = templates::AttentionView{.strides = {2 * 32 * 128, 128, 32 * 128, 1}};
+  CHECK(templates::fold_query_groups(s).heads == 32);
   // Two queries per head (speculative decode): head j's queries i are rows j * 2 + i, 8 rows.
   s = make_spec(DType::bf16, 128, AttentionMaskKind::boolean, 4, 2, 1000, 2, 32);
   s.mask_view.strides = {0, 2 * 1000, 1000, 1};
