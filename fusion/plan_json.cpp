@@ -48,15 +48,17 @@ Json json_epilogue(const GemmEpilogue& e) {
 }
 
 Json json_attention(const AttentionRegion& a) {
-  return Json{{"q", json_id(a.q)},
-              {"k", json_id(a.k)},
-              {"v", json_id(a.v)},
-              {"scale", json_number(a.scale)},
-              {"mask", attention_mask_name(a.mask)},
-              {"mask_node", json_id(a.mask_node)},
-              {"mask_scale", json_number(a.mask_scale)},
-              {"fill", std::isinf(a.fill) ? Json(a.fill < 0 ? "-inf" : "inf")
-                                          : json_number(a.fill)}};
+  return Json{
+      {"q", json_id(a.q)},
+      {"k", json_id(a.k)},
+      {"v", json_id(a.v)},
+      {"output", json_id(a.output)},
+      {"written", json_id(a.written < 0 ? a.output : a.written)},
+      {"scale", json_number(a.scale)},
+      {"mask", attention_mask_name(a.mask)},
+      {"mask_node", json_id(a.mask_node)},
+      {"mask_scale", json_number(a.mask_scale)},
+      {"fill", std::isinf(a.fill) ? Json(a.fill < 0 ? "-inf" : "inf") : json_number(a.fill)}};
 }
 
 Json json_region(const Plan& plan, const Region& r) {

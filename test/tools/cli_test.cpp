@@ -145,6 +145,21 @@ TEST_CASE("plan --json: each kernel region names its schedule and why others ref
     REQUIRE(s.at("refused").size() == 4);
     CHECK(s.at("refused").at(3).at("reason") == "not a reduction or normalization region");
   }
+  SECTION(
+      "an attention over a fused projection: one buffer read three times, the output "
+      "written through its permute") {
+    const Result r = run("plan --json " + std::string(FUSEJIT_SOURCE_DIR) +
+                             "/test/traces/attention/qkvslices_2x3x50_d64_bf16.trace",
+                         "FUSEJIT_ATTENTION=kernel", "2>/dev/null");
+    REQUIRE(r.status == 0);
+    const nlohmann::json plan = nlohmann::json::parse(r.out);
+    REQUIRE(plan.at("regions").size() == 1);
+    const nlohmann::json& region = plan.at("regions").at(0);
+    CHECK(region.at("kind") == "attention");
+    CHECK(region.at("inputs") == nlohmann::json::array({"%0", "%0", "%0"}));
+    CHECK(region.at("attention").at("written") == region.at("outputs").at(0));
+    CHECK(region.at("attention").at("output") != region.at("attention").at("written"));
+  }
   SECTION("library calls have none") {
     const nlohmann::json plan = plan_json(trace("gemm_bias_relu_bf16"));
     for (const nlohmann::json& r : regions_of_kind(plan, "gemm")) CHECK(!r.contains("schedule"));
