@@ -31,14 +31,17 @@ std::vector<std::vector<NodeId>> users_of(const Dataflow& df) {
   return users;
 }
 
-// Every use of `id` reads it whole: through reshapes and permutes, elementwise nodes of the same
-// element count and reductions; no expand, no matmul.
+// Every use of `id` reads each element it reaches once: through reshapes, permutes and slices
+// (a part of it: RoPE's even and odd halves), elementwise nodes of the same element count and
+// reductions; no expand, no matmul.
 bool read_whole(const Dataflow& df, const std::vector<std::vector<NodeId>>& users, NodeId id,
                 int64_t count) {
   for (NodeId u : users[static_cast<size_t>(id)]) {
     const Node& n = df.node(u);
     if (n.op == Op::reshape || n.op == Op::permute) {
       if (!read_whole(df, users, u, count)) return false;
+    } else if (n.op == Op::slice) {
+      if (!read_whole(df, users, u, ir::numel(n.shape))) return false;
     } else if (ir::is_elementwise(n.op)) {
       if (ir::numel(n.shape) != count) return false;
     } else if (ir::op_kind(n.op) != ir::OpKind::reduce) {
@@ -52,7 +55,8 @@ struct Search {
   const Dataflow& df;
   std::vector<std::vector<NodeId>> users;
   std::vector<int> region_of;      // per compute node: its kernel region; -1 otherwise
-  std::set<NodeId> library_values;  // what gemm regions evaluate or write
+  std::set<NodeId> library_values;   // what gemm regions evaluate or write
+  std::set<NodeId> library_outputs;  // what they write: buffers any kernel may read
   // Buffers an update_slice writes in place: a value read from one is never recomputed, since
   // the update's kernel (where it could be evaluated again) must not read that buffer.
   std::set<NodeId> written;
@@ -66,7 +70,10 @@ struct Search {
       return false;
     }
     for (NodeId r : df.reads[i]) {
-      if (df.role_of(r) == NodeRole::gemm || library_values.count(r) != 0) return false;
+      // A GEMM's written result is a buffer like any other (RoPE's cast of the q and k columns
+      // of a fused projection); what its epilogue evaluates and does not write is not.
+      const bool library = df.role_of(r) == NodeRole::gemm || library_values.count(r) != 0;
+      if (library && library_outputs.count(r) == 0) return false;
       if (written.count(r) != 0) return false;
     }
     for (NodeId r : df.readers[i]) {
@@ -141,12 +148,13 @@ bool cheaper(const PlanCost& a, const PlanCost& b) {
 
 std::vector<std::vector<NodeId>> recompute_candidates(const Dataflow& df,
                                                       const std::vector<Region>& regions) {
-  Search s{df, users_of(df), std::vector<int>(df.role.size(), -1), {}, {}};
+  Search s{df, users_of(df), std::vector<int>(df.role.size(), -1), {}, {}, {}};
   for (const Node& n : df.graph->nodes()) {
     if (n.op == Op::update_slice) s.written.insert(n.inputs[0]);
   }
   for (size_t k = 0; k < regions.size(); ++k) {
     const Region& r = regions[k];
+    if (r.kind == RegionKind::gemm) s.library_outputs.insert(r.outputs.begin(), r.outputs.end());
     for (NodeId id : r.nodes) {
       if (r.kind == RegionKind::gemm)
         s.library_values.insert(id);

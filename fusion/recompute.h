@@ -7,11 +7,12 @@
 // exp(x - max) from x and the [1,N] statistics), which also lets the regions around it fuse
 // (column softmax: the cast and the exponentials stop being cut points). The rule:
 //   - candidates: elementwise values a kernel region writes that are no graph output, are read by
-//     no matmul and read no matmul's result (those stay library-call buffers), and are read
-//     whole: every reader, through reshapes and permutes, is elementwise of the same element
-//     count or a reduction of them (no expand: a broadcast value would be recomputed per
-//     element of its readers). A candidate is tried alone and with the candidates of its own
-//     region it is computed from (its chain: exp and sub together);
+//     no matmul (a matmul's operands stay library-call buffers), read of a matmul only the
+//     result its region writes (not what its epilogue evaluates without writing), and are read
+//     whole: every reader, through reshapes, permutes and slices, is elementwise of the same
+//     element count or a reduction of them (no expand: a broadcast value would be recomputed
+//     per element of its readers). A candidate is tried alone and with the candidates of its
+//     own region it is computed from (its chain: exp and sub together);
 //   - bounds: a recomputed value is evaluated from what is read from memory with at most
 //     kMaxRecomputedOps elementwise ops, none of them costly (ir/op.h kCostly: pow, sin, cos,
 //     gelu); reductions and matmuls are never recomputed;

@@ -66,18 +66,6 @@ std::vector<TailCase> tail_cases() {
   return cases;
 }
 
-std::vector<HostTensor> random_inputs(const Graph& g, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(-2.0, 2.0);
-  std::vector<HostTensor> in;
-  for (NodeId id : g.inputs()) {
-    HostTensor t(g.node(id).dtype, g.node(id).shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
-    in.push_back(std::move(t));
-  }
-  return in;
-}
-
 // Elements past the output's end, which must keep kGuardValue (exact in every dtype).
 constexpr int64_t kGuard = 64;
 constexpr double kGuardValue = -3.0;
@@ -92,7 +80,7 @@ Outcome run_case(void* so, const TailCase& c, uint32_t seed) {
   using Entry = void (*)(void* const*, int);
   auto entry = reinterpret_cast<Entry>(dlsym(so, ("run_" + c.kernel.name).c_str()));
   REQUIRE(entry != nullptr);
-  std::vector<HostTensor> in = random_inputs(c.graph, seed);
+  std::vector<HostTensor> in = test::random_inputs(c.graph, seed);
   const HostTensor ref = interpret(c.graph, in).at(0);
   // The output, poisoned with NaN, then kGuard more elements of a known pattern.
   const int64_t n = ref.numel();

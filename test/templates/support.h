@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <random>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -15,6 +16,7 @@
 #include "fusejit/error.h"
 #include "fusion/welford.h"
 #include "ir/graph.h"
+#include "ir/host_tensor.h"
 #include "jit/runtime/nvrtc.h"
 #include "support/catch.h"
 #include "templates/builders.h"
@@ -366,6 +368,20 @@ inline const std::vector<DType>& all_dtypes() {
   static const std::vector<DType> d = {DType::f32, DType::f16,     DType::bf16, DType::i32,
                                        DType::i64, DType::boolean, DType::i8};
   return d;
+}
+
+// One tensor per input of `g`, uniform in [-amplitude, amplitude], from `seed`.
+inline std::vector<ir::HostTensor> random_inputs(const ir::Graph& g, uint32_t seed,
+                                                 double amplitude = 2.0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-amplitude, amplitude);
+  std::vector<ir::HostTensor> in;
+  for (ir::NodeId id : g.inputs()) {
+    ir::HostTensor t(g.node(id).dtype, g.node(id).shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
+    in.push_back(std::move(t));
+  }
+  return in;
 }
 
 }  // namespace fusejit::test

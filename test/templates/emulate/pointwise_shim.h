@@ -1,9 +1,10 @@
 // test/templates/emulate/pointwise_shim: what a generated pointwise kernel's body needs, on top
 // of cuda_shim.h (threads, blocks, the storage formats), to run as host C++ in the pointwise
 // emulation test: the vector loads and stores, the f16/bf16 conversions and the f32
-// arithmetic of the ops that test uses. Written from what each helper means, not from
-// templates/device: a vector access whose address is not a multiple of its word (16 bytes, or
-// the whole vector when smaller) counts as misaligned, as it would fault on the device.
+// arithmetic of the ops those tests use (pointwise_tail_test, pointwise_plan_test). Written from
+// what each helper means, not from templates/device: a vector access whose address is not a
+// multiple of its word (16 bytes, or the whole vector when smaller) counts as misaligned, as it
+// would fault on the device.
 #pragma once
 
 #include "cuda_shim.h"
@@ -41,3 +42,6 @@ inline float fj_f16_to_f32(unsigned short h) { return fj_emu::f16_value(h); }
 inline unsigned short fj_f32_to_f16(float f) { return fj_emu::f16_bits(f); }
 inline float fj_add(float a, float b) { return a + b; }
 inline float fj_mul(float a, float b) { return a * b; }
+inline float fj_sub(float a, float b) { return a - b; }
+// A value rounded to bf16 and back (a cast node evaluated where the rounding mode stores it).
+inline float fj_round_bf16(float f) { return fj_emu::bf16_value(fj_emu::bf16_bits(f)); }
