@@ -990,20 +990,18 @@ std::vector<FusedAttention> fusable_attention(const ir::Graph& g, std::vector<De
   std::vector<FusedAttention> fused;
   for (AttentionPattern& p : find_attention(g)) {
     AttentionRegion a = attention_region(p);
+    std::optional<AttentionLayout> l;
+    // Written through the views after the output where strides reach them, else dense.
+    if (const std::vector<NodeId> after = output_views(g, a.output); !after.empty()) {
+      a.written = after.back();
+      l = attention_layout(g, a);
+      if (!l) a.written = -1;
+    }
     std::string why;
-    std::optional<AttentionLayout> l = attention_layout(g, a, &why);
+    if (!l) l = attention_layout(g, a, &why);
     if (!l) {
       said.push_back(not_fused(g, p, why));
       continue;
-    }
-    const std::vector<NodeId> after = output_views(g, a.output);
-    if (!after.empty()) {
-      AttentionRegion w = a;
-      w.written = after.back();
-      if (std::optional<AttentionLayout> lw = attention_layout(g, w)) {
-        a = w;
-        l = std::move(lw);
-      }
     }
     fused.push_back({std::move(p), a, std::move(*l)});
   }

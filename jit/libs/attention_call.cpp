@@ -42,11 +42,14 @@ cudnn::AttentionTensor tensor(const fusion::AttentionView& v, std::array<int64_t
   return t;
 }
 
-cudnn::AttentionProblem problem_of(const ir::Graph& g, const fusion::Region& r) {
+// The region's problem; `layout` gets the region's layout (where its operands start).
+cudnn::AttentionProblem problem_of(const ir::Graph& g, const fusion::Region& r,
+                                   fusion::AttentionLayout& layout) {
   const fusion::AttentionRegion& a = r.attention;
   std::string why;
   const std::optional<fusion::AttentionLayout> l = fusion::attention_layout(g, a, &why);
   if (!l) refuse(why);
+  layout = *l;
   if (l->q.head_group != 1) refuse("q's heads are read in groups");
   if (l->k.head_group != l->v.head_group) refuse("k and v are read in different head groups");
   const int64_t hk = l->heads / l->k.head_group;
@@ -117,27 +120,36 @@ std::shared_ptr<cudnn::AttentionGraph> planned_graph(CudnnSession& session,
   return found->second.graph;
 }
 
-}  // namespace
-
-std::optional<cudnn::AttentionProblem> cudnn_problem(const ir::Graph& g,
-                                                     const fusion::Region& region,
-                                                     std::string* why) {
+// problem_of, or nothing and why (in `why`, when given).
+std::optional<cudnn::AttentionProblem> try_problem(const ir::Graph& g, const fusion::Region& region,
+                                                   std::string* why,
+                                                   fusion::AttentionLayout& layout) {
   if (region.kind != fusion::RegionKind::attention) {
     throw InternalError("cudnn_problem: not an attention region");
   }
   try {
-    return problem_of(g, region);
+    return problem_of(g, region, layout);
   } catch (const Refused& e) {
     if (why != nullptr) *why = e.why;
     return std::nullopt;
   }
 }
 
+}  // namespace
+
+std::optional<cudnn::AttentionProblem> cudnn_problem(const ir::Graph& g,
+                                                     const fusion::Region& region,
+                                                     std::string* why) {
+  fusion::AttentionLayout layout;
+  return try_problem(g, region, why, layout);
+}
+
 std::shared_ptr<AttentionCall> plan_attention_call(const ir::Graph& g,
                                                    const fusion::Region& region,
                                                    const std::shared_ptr<CudnnSession>& session,
                                                    std::string* why) {
-  const std::optional<cudnn::AttentionProblem> p = cudnn_problem(g, region, why);
+  fusion::AttentionLayout l;
+  const std::optional<cudnn::AttentionProblem> p = try_problem(g, region, why, l);
   if (!p) return nullptr;
   auto call = std::make_shared<AttentionCall>();
   call->session = session;
@@ -149,8 +161,6 @@ std::shared_ptr<AttentionCall> plan_attention_call(const ir::Graph& g,
   call->v = region.inputs.at(2);
   call->bias = a.mask == fusion::AttentionMask::additive ? region.inputs.at(3) : -1;
   call->out = region.outputs.at(0);
-  // cudnn_problem took the layout, so it exists.
-  const fusion::AttentionLayout l = *fusion::attention_layout(g, a);
   const int64_t elem = dtype_size(p->dtype);
   call->q_offset = l.q.offset * elem;
   call->k_offset = l.k.offset * elem;

@@ -191,7 +191,7 @@ void accumulate(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) 
     rows.assign(sub(v.acc, m, r), lit("0.0f"));
   }
   const int64_t count = p.piece / p.chunk;
-  {
+  {  // a scope of its own: the stage loop's names are taken again by the butterfly below
     // The first stage's weights before the loop; in it, the next stage's (into wn) before this
     // one's products, then moved into wv for the next iteration.
     const ExprP wv = weight_array(b, s, p, "wv");

@@ -676,13 +676,7 @@ TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches th
   std::vector<EmulationCase> cases = emulation_cases();
   for (EmulationCase& c : cases) c.kernel = templates::generate_attention(c.spec);
   const auto t0 = std::chrono::steady_clock::now();
-  std::string log;
-  const std::string so_path =
-      test::build_shared_object(shared_object_source(cases), log, "attention-emulation");
-  INFO("host compiler log:\n" << log);
-  REQUIRE(!so_path.empty());
-  void* so = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  REQUIRE(so != nullptr);
+  void* so = test::open_shared_object(shared_object_source(cases), "attention-emulation");
   const auto t1 = std::chrono::steady_clock::now();
   std::printf("attention emulation: host compile %.1f s\n",
               std::chrono::duration<double>(t1 - t0).count());

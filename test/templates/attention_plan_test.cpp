@@ -72,12 +72,7 @@ TEST_CASE("attention traces: the planned kernel, emulated, matches the CPU refer
   REQUIRE(traces.size() >= 20);  // every trace of the suite but refused_* has its attention fused
   std::string source = test::shim_include();
   for (const Planned& t : traces) source += test::emulated_kernel(t.kernel, source);
-  std::string log;
-  const std::string so_path = test::build_shared_object(source, log, "attention-plan");
-  INFO("host compiler log:\n" << log);
-  REQUIRE(!so_path.empty());
-  void* so = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  REQUIRE(so != nullptr);
+  void* so = test::open_shared_object(source, "attention-plan");
 
   std::mt19937 rng(20261201);
   for (const Planned& t : traces) {

@@ -340,13 +340,7 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
   // the weights that stay inside them.
   for (size_t i = 0; i < all.size(); ++i)
     all[i].kernel = templates::generate_gemv(all[i].spec, {}, i % 2 == 1);
-  std::string log;
-  const std::string so_path =
-      test::build_shared_object(gemv_test::shared_object_source(all), log, "gemv-emulation");
-  INFO("host compiler log:\n" << log);
-  REQUIRE(!so_path.empty());
-  void* so = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  REQUIRE(so != nullptr);
+  void* so = test::open_shared_object(gemv_test::shared_object_source(all), "gemv-emulation");
   auto prefetch_range =
       reinterpret_cast<void (*)(const void*, size_t)>(dlsym(so, "fj_emu_prefetch_range"));
   auto prefetches = reinterpret_cast<long (*)(int)>(dlsym(so, "fj_emu_prefetches"));

@@ -144,12 +144,7 @@ TEST_CASE("pointwise tails: the generated bodies, emulated on the CPU, match the
   const std::vector<TailCase> cases = tail_cases();
   std::string src = fmt::format("#include \"{}/pointwise_shim.h\"\n", FUSEJIT_EMULATE_DIR);
   for (const TailCase& c : cases) src += test::emulated_kernel(c.kernel, src);
-  std::string log;
-  const std::string so_path = test::build_shared_object(src, log, "pointwise-emulation");
-  INFO("host compiler log:\n" << log);
-  REQUIRE(!so_path.empty());
-  void* so = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  REQUIRE(so != nullptr);
+  void* so = test::open_shared_object(src, "pointwise-emulation");
   int checked = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const TailCase& c = cases[i];

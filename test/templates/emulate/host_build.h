@@ -3,6 +3,7 @@
 // tests dlopen. For kernels that must be checked without a GPU (the attention kernel).
 #pragma once
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,18 @@ inline std::string build_shared_object(const std::string& source, std::string& l
   std::ifstream f(dir / "log");
   log.assign(std::istreambuf_iterator<char>(f), {});
   return rc == 0 ? so : "";
+}
+
+// `source` built (build_shared_object) and opened (dlopen): the handle, the test stopped with
+// the compiler's log when either fails.
+inline void* open_shared_object(const std::string& source, const std::string& tag) {
+  std::string log;
+  const std::string so_path = build_shared_object(source, log, tag);
+  INFO("host compiler log:\n" << log);
+  REQUIRE(!so_path.empty());
+  void* so = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(so != nullptr);
+  return so;
 }
 
 // The body of `k` (what follows kKernelMarker) and an `extern "C" run_<name>(args, grid)` that
