@@ -40,11 +40,14 @@ from torch.fx.passes.operator_support import OperatorSupport
 
 import fusejit as fj
 from fusejit import _aten
+from fusejit import _translation_cache as _disk
 
 _lock = threading.Lock()
-_translations = {}  # (graph code, input dtypes) -> _Program
-_stats = {"graphs": 0, "translations": 0, "translation_cache_hits": 0, "calls": 0,
-          "replays_built": 0, "replayed_calls": 0}
+# (ATen graph code, input dtypes) -> _Program; ("disk", key) -> (_Program, constant tensors,
+# ops) of a translation read from or written to the disk (_translation_cache)
+_translations = {}
+_stats = {"graphs": 0, "translations": 0, "translation_cache_hits": 0, "translations_loaded": 0,
+          "calls": 0, "replays_built": 0, "replayed_calls": 0}
 _REPLAYS_PER_PIECE = 4  # input signatures whose Replay a piece keeps (the least recent goes)
 _REBUILDS = 3  # Replays built again for inputs that moved, before the signature stays recorded
 _REPLAY_ALIGNMENT = 256  # bytes: a Replay reads an input in place only at such an address
@@ -54,11 +57,16 @@ _contexts = {}  # (device type, index) -> fusejit.Context
 # another thread's too (docs/api.md), so the pieces of every thread that share it take turns.
 _context_locks = {}
 _reports = []  # one _GraphReport per graph compiled, for explain()
+# .disk: (directory, key, number of inputs) of the graph backend() is compiling, for _compile
+# (which AOTAutograd calls on the same thread) to keep its translation on disk.
+_pending = threading.local()
 
 
 def stats():
-    """Counters of the backend: graphs compiled, translations made and reused, calls run, and
-    of those calls how many ran as a Replay (replayed_calls), Replays built (replays_built)."""
+    """Counters of the backend: graphs compiled, translations made, reused in this process
+    (translation_cache_hits) and built from the disk without AOTAutograd (translations_loaded),
+    calls run, and of those calls how many ran as a Replay (replayed_calls), Replays built
+    (replays_built)."""
     with _lock:
         return dict(_stats)
 
@@ -94,19 +102,21 @@ class _Support(OperatorSupport):
 
 class _Program:
     """A piece of graph as steps over fusejit ops: (node name, function, args, kwargs), with
-    the graph's nodes in args replaced by _Ref."""
+    the graph's nodes in args replaced by _Ref. `targets` names each step's op (for the disk)."""
 
-    def __init__(self, gm):
-        self.inputs, self.steps, self.output = [], [], None
-        for node in gm.graph.nodes:
+    def __init__(self, gm=None):
+        self.inputs, self.steps, self.targets, self.output = [], [], [], None
+        for node in gm.graph.nodes if gm is not None else ():
             if node.op == "placeholder":
                 self.inputs.append(node.name)
             elif node.op == "get_attr":
                 self.steps.append((node.name, _attr(gm, node.target), (), {}))
+                self.targets.append(None)  # a constant: such a program is never kept on disk
             elif node.op == "call_function":
                 args = torch.fx.node.map_arg(node.args, lambda n: _Ref(n.name))
                 kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: _Ref(n.name))
                 self.steps.append((node.name, _aten.TABLE[node.target], args, kwargs))
+                self.targets.append(_target_name(node.target))
             elif node.op == "output":
                 self.output = torch.fx.node.map_arg(node.args[0], lambda n: _Ref(n.name))
 
@@ -115,6 +125,48 @@ class _Program:
         for name, fn, args, kwargs in self.steps:
             env[name] = fn(*_resolve(args, env), **_resolve(kwargs, env))
         return _resolve(self.output, env)
+
+    def to_json(self):
+        """The program as JSON values (_translation_cache.encode); raises Uncacheable."""
+        enc = lambda v: _disk.encode(v, _Ref)  # noqa: E731
+        if None in self.targets:
+            raise _disk.Uncacheable("a constant")
+        steps = [[name, target, enc(args), enc(kwargs)]
+                 for (name, _, args, kwargs), target in zip(self.steps, self.targets)]
+        return {"inputs": self.inputs, "steps": steps, "output": enc(self.output)}
+
+    @classmethod
+    def from_json(cls, data):
+        """to_json's inverse; raises ValueError (or KeyError, TypeError) on what it cannot read."""
+        program, dec = cls(), lambda v: _disk.decode(v, _Ref)  # noqa: E731
+        program.inputs = [str(n) for n in data["inputs"]]
+        for name, target, args, kwargs in data["steps"]:
+            if target not in _targets():
+                raise ValueError(f"unknown op {target!r:.60}")
+            args, kwargs = dec(args), dec(kwargs)
+            if not isinstance(args, tuple) or not isinstance(kwargs, dict):
+                raise ValueError("a step's args are not a tuple and kwargs")
+            program.steps.append((str(name), _aten.TABLE[_targets()[target]], args, kwargs))
+            program.targets.append(target)
+        program.output = dec(data["output"])
+        return program
+
+
+def _target_name(target):
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)  # aten.add.Tensor
+    return f"{target.__module__}.{target.__name__}"  # _operator.getitem
+
+
+_target_names = None
+
+
+def _targets():
+    """{_target_name(op): op} over the ops fusejit takes."""
+    global _target_names
+    if _target_names is None:
+        _target_names = {_target_name(t): t for t in _aten.TABLE}
+    return _target_names
 
 
 class _Ref:
@@ -151,18 +203,10 @@ class _Piece(torch.nn.Module):
     tensors (and ints, for symbolic sizes); returns torch tensors over fusejit's memory (the
     first call) or torch's own (replayed calls)."""
 
-    def __init__(self, gm, example_inputs):
+    def __init__(self, program, example_inputs, dynamic):
         super().__init__()
-        dtypes = tuple(getattr(v, "dtype", type(v).__name__) for v in example_inputs)
-        key = (gm.code, dtypes)
-        with _lock:
-            self.program = _translations.get(key)
-            if self.program is None:
-                _stats["translations"] += 1
-                self.program = _translations[key] = _Program(gm)
-            else:
-                _stats["translation_cache_hits"] += 1
-        self.dynamic = _dynamic_axes(gm)
+        self.program = program
+        self.dynamic = dynamic  # _dynamic_axes
         # What a Replay is specific to, besides what Dynamo's guards fix (the sizes and strides
         # of every tensor input without a symbolic size): the int inputs (symbolic sizes), and
         # the layout of the tensors with symbolic sizes.
@@ -252,6 +296,20 @@ class _Piece(torch.nn.Module):
             fj.eval(*_distinct(pending))
         result = [torch.from_dlpack(o) if isinstance(o, fj.Tensor) else o for o in outs]
         return result[0] if single else tuple(result)
+
+
+def _translate(gm, example_inputs):
+    """gm as a _Piece: its program from the translation cache, or translated now."""
+    dtypes = tuple(getattr(v, "dtype", type(v).__name__) for v in example_inputs)
+    key = (gm.code, dtypes)
+    with _lock:
+        program = _translations.get(key)
+        if program is None:
+            _stats["translations"] += 1
+            program = _translations[key] = _Program(gm)
+        else:
+            _stats["translation_cache_hits"] += 1
+    return _Piece(program, example_inputs, _dynamic_axes(gm))
 
 
 class _Recorded:
@@ -383,11 +441,18 @@ def _device_type(example_inputs):
     return "cpu"
 
 
-def _compile(gm, example_inputs):
-    """AOTAutograd's inference compiler: the partitioned graph, fusejit pieces in it."""
+def _runs_on(example_inputs):
+    """The device type of the tensors fusejit takes: that of the inputs, or "none" for CPU
+    tensors where fusejit runs on a GPU (they stay in torch)."""
     device_type = _device_type(example_inputs)
     if device_type == "cpu" and fj.Context.gpu_available()[0]:
-        device_type = "none"  # fusejit runs on the GPU: CPU tensors stay in torch
+        return "none"
+    return device_type
+
+
+def _compile(gm, example_inputs):
+    """AOTAutograd's inference compiler: the partitioned graph, fusejit pieces in it."""
+    device_type = _runs_on(example_inputs)
     from functorch.compile import make_boxed_func
 
     refused = {}
@@ -396,6 +461,7 @@ def _compile(gm, example_inputs):
     if whole is not None:  # every op is fusejit's: no partitioning, one piece
         piece, constants = whole
         _report([_ops_of(gm)], [])
+        _keep_translation(gm, piece, constants)
         return make_boxed_func(lambda *args: piece(*args, *constants))
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = [p for p in partitioner.propose_partitions() if _does_work(p.nodes)]
@@ -405,7 +471,7 @@ def _compile(gm, example_inputs):
         if node.op == "call_module" and node.target.startswith("fusejit_"):
             sub = getattr(fused, node.target)
             examples = [a.meta.get("val") for a in node.args]
-            setattr(fused, node.target, _Piece(sub, examples))
+            setattr(fused, node.target, _translate(sub, examples))
             pieces.append(_ops_of(sub))
     splits = [f"{_op_name(n.target)} ({why})" for n, why in refused.items()
               if n.op == "call_function" and n.target not in (_aten.aten.sym_size.int,)]
@@ -448,7 +514,7 @@ def _whole_piece(gm, support):
         constants.append(value)
     if constants:
         gm.recompile()
-    return _Piece(gm, [n.meta.get("val") for n in placeholders]), constants
+    return _translate(gm, [n.meta.get("val") for n in placeholders]), constants
 
 
 def _ops_of(gm):
@@ -491,11 +557,91 @@ def _training_compiler(gm, example_inputs):
 
 
 def backend(gm, example_inputs, **kwargs):
-    """The torch.compile backend (entry point torch_dynamo_backends: fusejit)."""
+    """The torch.compile backend (entry point torch_dynamo_backends: fusejit). A graph whose
+    translation a process before kept on disk (_translation_cache) is built from it, without
+    AOTAutograd; any other goes through AOTAutograd to _compile, which keeps what it may."""
     from torch._dynamo.backends.common import aot_autograd
 
-    return aot_autograd(fw_compiler=_training_compiler, bw_compiler=_training_compiler,
-                        inference_compiler=_compile)(gm, example_inputs, **kwargs)
+    disk = _disk_slot(gm, example_inputs)
+    if disk is not None:
+        loaded = _load_translation(disk)
+        if loaded is not None:
+            program, constants, ops = loaded
+            _report([ops], [])
+            # Static sizes only: no dynamic axes.
+            piece = _Piece(program, [*example_inputs, *constants], {})
+            return lambda *args: piece(*args, *constants)
+    _pending.disk = disk
+    try:
+        return aot_autograd(fw_compiler=_training_compiler, bw_compiler=_training_compiler,
+                            inference_compiler=_compile)(gm, example_inputs, **kwargs)
+    finally:
+        _pending.disk = None
+
+
+def _disk_slot(gm, example_inputs):
+    """(directory, key, number of inputs) where the graph's translation is kept on disk, or
+    None: no disk cache (FUSEJIT_CACHE), or a graph the disk does not keep."""
+    device = next((x.device for x in example_inputs if isinstance(x, torch.Tensor)), None)
+    if device is None or device.type not in ("cpu", "cuda"):
+        return None
+    try:
+        key = _disk.key(gm, example_inputs, [_runs_on(example_inputs)])
+    except _disk.Uncacheable as e:
+        _log(f"fusejit: the graph's translation is not kept on disk: {e}")
+        return None
+    directory = _disk.directory(_context(device)[0].cache_dir)
+    return (directory, key, len(example_inputs)) if directory else None
+
+
+def _load_translation(disk):
+    """(program, constant tensors, ops) of a translation kept on disk, from this process's
+    translation cache when it has read or written it, or None (none, or unusable)."""
+    directory, key, n_inputs = disk
+    with _lock:
+        loaded = _translations.get(("disk", key))
+        if loaded is not None:
+            _stats["translation_cache_hits"] += 1
+            return loaded
+    entry = _disk.load(directory, key)
+    if entry is None:
+        return None
+    try:
+        program = _Program.from_json(entry["program"])
+        ops = [str(op) for op in entry["ops"]]
+        constants = [_disk.decode_tensor(c) for c in entry["constants"]]
+        if len(program.inputs) != n_inputs + len(constants):
+            raise ValueError(f"{len(program.inputs)} inputs where the graph has {n_inputs} "
+                             f"and {len(constants)} constants")
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        _log(f"fusejit: ignoring the translation {key} in {directory}: {e}")
+        return None
+    with _lock:
+        _stats["translations_loaded"] += 1
+        _translations[("disk", key)] = program, constants, ops
+    return program, constants, ops
+
+
+def _keep_translation(gm, piece, constants):
+    """Writes the whole-graph piece's translation for the graph backend() compiles, when the
+    disk keeps it (_translation_cache says which)."""
+    disk, _pending.disk = getattr(_pending, "disk", None), None
+    if disk is None or piece.dynamic:
+        return
+    directory, key, n_inputs = disk
+    if not _disk.aot_is_plain(gm, n_inputs + len(constants)):
+        _log("fusejit: the graph's translation is not kept on disk: AOTAutograd's runtime "
+             "wrappers change its inputs or outputs")
+        return
+    try:
+        entry = {"program": piece.program.to_json(), "ops": _ops_of(gm),
+                 "constants": [_disk.encode_tensor(c) for c in constants]}
+    except _disk.Uncacheable as e:
+        _log(f"fusejit: the graph's translation is not kept on disk: {e}")
+        return
+    _disk.store(directory, key, entry)
+    with _lock:
+        _translations[("disk", key)] = piece.program, list(constants), entry["ops"]
 
 
 class Explanation:

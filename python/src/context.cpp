@@ -174,6 +174,15 @@ void bind_context(nb::module_& m) {
       .def_prop_ro("device", [](const PyContext& c) { return c.ctx->device(); })
       .def_prop_ro("stream",
                    [](const PyContext& c) { return reinterpret_cast<uintptr_t>(c.ctx->stream()); })
+      .def_prop_ro(
+          "cache_dir",
+          [](const PyContext& c) -> std::optional<std::string> {
+            const Options& o = c.ctx->options();
+            if (o.cache != CacheMode::on) return std::nullopt;
+            return o.cache_dir;
+          },
+          "The disk cache's directory (FUSEJIT_CACHE_DIR), or None when FUSEJIT_CACHE keeps "
+          "no disk cache (memory, off).")
       .def("synchronize", [](PyContext& c) { without_gil([&] { c.ctx->synchronize(); }); })
       .def("stats", [](const PyContext& c) { return stats_of(*c.ctx); })
       .def("eval_all", [](PyContext& c) { without_gil([&] { c.ctx->eval_all(); }); })
