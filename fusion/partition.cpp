@@ -27,10 +27,14 @@
 #include "fusion/partition.h"
 
 #include <algorithm>
+#include <exception>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <queue>
 #include <set>
+#include <system_error>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -717,34 +721,90 @@ Cut cut(const ir::Graph& g, const PartitionOptions& options, std::vector<bool> r
 // in the graph's size (a graph of 512 nodes gets 256 trials, one of 25,000 nodes 5).
 constexpr int kMaxRecomputeTrials = 256;
 constexpr size_t kRecomputeNodeBudget = size_t{1} << 17;
+// Trials are independent partitions of one graph: up to this many run at once, on threads of
+// their own. The candidates are still taken in order (the first cheaper one of a batch wins,
+// and the trials after it count for nothing), so the plan is the one a serial search makes.
+constexpr unsigned kMaxRecomputeThreads = 8;
+
+// cut() of each trial, run together; a trial that threw holds its exception.
+std::vector<std::optional<Cut>> cut_all(const ir::Graph& g, const PartitionOptions& options,
+                                        std::vector<std::vector<bool>> trials,
+                                        std::vector<std::exception_ptr>& errors) {
+  std::vector<std::optional<Cut>> out(trials.size());
+  errors.assign(trials.size(), nullptr);
+  auto run = [&](size_t i) {
+    try {
+      out[i] = cut(g, options, std::move(trials[i]));
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> helpers;
+  size_t own = 0;  // the trials this thread runs: 0, and any no thread could be made for
+  for (size_t i = 1; i < trials.size(); ++i) {
+    try {
+      helpers.emplace_back(run, i);
+    } catch (const std::system_error&) {
+      own = i;
+      break;
+    }
+  }
+  run(0);
+  for (size_t i = own; own != 0 && i < trials.size(); ++i) run(i);
+  for (std::thread& t : helpers) t.join();
+  return out;
+}
 
 // When the bound stops the search, `said` receives a decision that says so.
 Cut recompute(const ir::Graph& g, const PartitionOptions& options, Cut best,
               std::map<NodeId, std::string>& steps, std::vector<Decision>& said) {
   const int max_trials = static_cast<int>(
       std::min<size_t>(kMaxRecomputeTrials, kRecomputeNodeBudget / std::max<size_t>(g.size(), 1)));
+  const size_t batch =
+      options.recompute_threads > 0
+          ? static_cast<size_t>(options.recompute_threads)
+          : std::clamp(std::thread::hardware_concurrency(), 1u, kMaxRecomputeThreads);
   int trials = 0;
   bool improved = true;
   while (improved && trials < max_trials) {
     improved = false;
+    std::vector<std::vector<NodeId>> tried;  // the candidates within budget, in order
+    std::vector<std::vector<bool>> marks;
     for (const std::vector<NodeId>& values : detail::recompute_candidates(best.df, best.regions)) {
       std::vector<bool> trial = best.recomputed;
       for (NodeId v : values) trial[static_cast<size_t>(v)] = true;
-      if (!detail::within_budget(g, trial)) continue;
-      if (++trials > max_trials) {
+      if (detail::within_budget(g, trial)) {
+        tried.push_back(values);
+        marks.push_back(std::move(trial));
+      }
+    }
+    for (size_t first = 0; first < tried.size() && !improved; first += batch) {
+      if (trials >= max_trials) {
         improved = true;  // a candidate is left untried
         break;
       }
-      Cut c = cut(g, options, std::move(trial));
-      if (!detail::cheaper(c.cost, best.cost)) continue;
-      const std::string step = fmt::format(
-          "recomputing %{} took the plan from {} kernels and {} bytes moved to {} and {}",
-          fmt::join(values, ", %"), best.cost.kernels, best.cost.bytes, c.cost.kernels,
-          c.cost.bytes);
-      for (NodeId v : values) steps[v] = step;
-      best = std::move(c);
-      improved = true;
-      break;
+      const size_t n =
+          std::min({batch, tried.size() - first, static_cast<size_t>(max_trials - trials)});
+      std::vector<std::exception_ptr> errors;
+      std::vector<std::optional<Cut>> cuts =
+          cut_all(g, options,
+                  {std::make_move_iterator(marks.begin() + static_cast<ptrdiff_t>(first)),
+                   std::make_move_iterator(marks.begin() + static_cast<ptrdiff_t>(first + n))},
+                  errors);
+      for (size_t i = 0; i < n; ++i) {
+        ++trials;
+        if (errors[i]) std::rethrow_exception(errors[i]);
+        if (!detail::cheaper(cuts[i]->cost, best.cost)) continue;
+        const std::vector<NodeId>& values = tried[first + i];
+        const std::string step = fmt::format(
+            "recomputing %{} took the plan from {} kernels and {} bytes moved to {} and {}",
+            fmt::join(values, ", %"), best.cost.kernels, best.cost.bytes, cuts[i]->cost.kernels,
+            cuts[i]->cost.bytes);
+        for (NodeId v : values) steps[v] = step;
+        best = std::move(*cuts[i]);
+        improved = true;
+        break;
+      }
     }
   }
   if (improved && trials >= max_trials) {

@@ -14,6 +14,9 @@ struct PartitionOptions {
   bool epilogue = true;  // false: nothing folds into cuBLASLt epilogues
   // false: no elementwise value is recomputed in the regions that read it (recompute.h)
   bool recompute = true;
+  // Recompute trials run at once (each partitions the whole graph on a thread of its own); 0:
+  // one per hardware thread, at most 8. Any count gives the same plan.
+  int recompute_threads = 0;
   // true: attention written from primitives (fusion/attention.h) that the fused kernel takes
   // becomes one attention region (plan.h); the rest of the graph is cut as usual around it.
   bool attention = false;

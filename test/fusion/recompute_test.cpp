@@ -2,11 +2,13 @@
 // the regions that read them, and which it writes; column softmax as two kernels. Every plan is
 // checked against the plan invariants and run region by region on the CPU reference
 // (workloads.h: check_plan, check_plan_computes).
+#include <filesystem>
 #include <string>
 
 #include "fusejit_test_paths.h"
 #include "fusion/partition.h"
 #include "fusion/pipeline.h"
+#include "fusion/plan_print.h"
 #include "fusion/recompute.h"
 #include "ir/text.h"
 #include "workloads.h"
@@ -275,4 +277,30 @@ TEST_CASE("recomputation can be turned off, and is off without fusion", "[fusion
   CHECK_FALSE(any_decision(plan, true, "recompute"));
   // Fusion off turns it off too.
   CHECK(plan_of(s.g, PlanOptions{.fusion = false}).kernel_count() == 7);
+}
+
+TEST_CASE("the recompute search gives the same plan on any number of threads",
+          "[fusion][recompute]") {
+  // Trials run in batches, one per thread; the first cheaper candidate in order must win, as in
+  // a one-at-a-time search. Every trace of the suites, with fused attention on and off.
+  int traces = 0, recomputing = 0;
+  for (const char* dir : {"examples/traces", "bench/traces", "test/traces/odd",
+                          "test/traces/attention", "test/traces/index"}) {
+    for (const auto& file :
+         std::filesystem::directory_iterator(std::string(FUSEJIT_SOURCE_DIR) + "/" + dir)) {
+      if (file.path().extension() != ".trace") continue;
+      INFO(file.path().string());
+      const Graph g = optimize(ir::parse_file(file.path().string()));
+      for (bool attention : {false, true}) {
+        const Plan serial = partition(g, {.recompute_threads = 1, .attention = attention});
+        const std::string want = plan_to_json(serial);
+        CHECK(plan_to_json(partition(g, {.recompute_threads = 3, .attention = attention})) == want);
+        CHECK(plan_to_json(partition(g, {.recompute_threads = 8, .attention = attention})) == want);
+        recomputing += any_decision(serial, true, "recomputing %") ? 1 : 0;
+      }
+      ++traces;
+    }
+  }
+  CHECK(traces > 150);
+  CHECK(recomputing > 10);  // the search found something to recompute in that many plans
 }
