@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "fusion/attention.h"
+#include "ir/graph.h"
 #include "ir/op.h"
 
 namespace fusejit::fusion {
@@ -72,6 +73,13 @@ Json json_region(const Plan& plan, const Region& r) {
            {"inputs", json_ids(r.inputs)},
            {"outputs", json_ids(r.outputs)},
            {"shape", r.shape}};
+  // Each input's and output's dtype and shape ("bf16[2,50,3,64]"), by id: what the region
+  // reads and writes, without the trace (whose ids the passes may have renumbered).
+  Json types = Json::object();
+  for (const std::vector<NodeId>* ids : {&r.inputs, &r.outputs}) {
+    for (NodeId id : *ids) types[fmt::format("%{}", id)] = ir::type_str(plan.graph.node(id));
+  }
+  out["types"] = std::move(types);
   if (r.kind == RegionKind::reduction || r.kind == RegionKind::normalization) {
     out["reduce_axes"] = r.reduce_axes;
   }

@@ -90,6 +90,7 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   CHECK(j.at("regions").at(0) == Json::parse(R"(
       {"kind":"gemm","ops":["matmul","add","relu"],"inputs":["%0","%1","%2"],"outputs":["%5"],
        "shape":[64,256],
+       "types":{"%0":"bf16[64,128]","%1":"bf16[128,256]","%2":"bf16[256]","%5":"bf16[64,256]"},
        "epilogue":{"bias":"%2","activation":"relu","alpha":1,"beta":0,"residual":null,
                    "transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],
                    "int8_b":false,"scale":null,"refusals":[]}})"));
@@ -107,6 +108,7 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   CHECK(off.at("library_calls") == 1);
   CHECK(region_of_kind(off, "gemm") == Json::parse(R"js(
       {"kind":"gemm","ops":["matmul"],"inputs":["%0","%1"],"outputs":["%3"],"shape":[64,256],
+       "types":{"%0":"bf16[64,128]","%1":"bf16[128,256]","%3":"bf16[64,256]"},
        "epilogue":{"bias":null,"activation":"none","alpha":1,"beta":0,"residual":null,
                    "transpose_a":false,"transpose_b":false,"batch_a":[],"batch_b":[],
                    "int8_b":false,"scale":null,"refusals":["epilogue folding disabled (FUSEJIT_DISABLE=epilogue)"]}})js"));
@@ -151,8 +153,12 @@ TEST_CASE("plan JSON is well-formed, ordered, and its counts match", "[fusion][j
   const Json region = region_of_kind(norm, "normalization");
   const std::vector<std::string> keys = keys_of(region);
   const auto shape = std::find(keys.begin(), keys.end(), "shape");
-  REQUIRE(shape + 1 < keys.end());
-  CHECK(*(shape + 1) == "reduce_axes");
+  REQUIRE(shape + 2 < keys.end());
+  CHECK(*(shape + 1) == "types");
+  CHECK(*(shape + 2) == "reduce_axes");
+  // Types by id, inputs then outputs: here x, the gain and the bias in, the normalized rows out.
+  CHECK(region.at("types").size() == region.at("inputs").size() + region.at("outputs").size());
+  CHECK(region.at("types").at(region.at("inputs").at(0).get<std::string>()) == "f32[64,256]");
   CHECK(region.at("shape") == Json::parse("[64,256]"));
   CHECK(region.at("reduce_axes") == Json::parse("[1]"));
 }
@@ -170,10 +176,12 @@ TEST_CASE("plan JSON of a column softmax: recomputed values in both regions' ops
   CHECK(j.at("library_calls") == 0);
   CHECK(region_of_kind(j, "reduction") == Json::parse(R"(
       {"kind":"reduction","ops":["max","sub","exp","sum"],"inputs":["%0"],"outputs":["%1","%4"],
-       "shape":[64,256],"reduce_axes":[0]})"));
+       "shape":[64,256],"types":{"%0":"f32[64,256]","%1":"f32[1,256]","%4":"f32[1,256]"},
+       "reduce_axes":[0]})"));
   CHECK(region_of_kind(j, "pointwise") == Json::parse(R"(
       {"kind":"pointwise","ops":["sub","exp","div"],"inputs":["%0","%1","%4"],"outputs":["%5"],
-       "shape":[64,256]})"));
+       "shape":[64,256],
+       "types":{"%0":"f32[64,256]","%1":"f32[1,256]","%4":"f32[1,256]","%5":"f32[64,256]"}})"));
   const Json recompute = decision(j, "%3", "%5");
   CHECK(recompute.at("fused") == true);
   CHECK(recompute.at("reason").get<std::string>().starts_with(
