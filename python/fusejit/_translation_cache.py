@@ -5,9 +5,10 @@ steps over fusejit ops in `<cache dir>/dynamo/<key>.json`. A later process that 
 Dynamo graph for the same inputs builds its piece from that file and never runs AOTAutograd's
 tracing, which is most of a warm start's time after Dynamo's own.
 
-The key hashes what decides the ATen graph AOTAutograd would make: the Dynamo graph's code,
-each input's type, dtype, sizes, strides, device and requires_grad, grad mode, and the torch
-and fusejit versions. Only graphs whose translation cannot depend on anything else are kept:
+The key hashes what decides the ATen graph AOTAutograd would make and what fusejit makes of
+it: the Dynamo graph's code, each input's type, dtype, sizes, strides, device and
+requires_grad, grad mode, where fusejit runs, the torch and fusejit versions, and a hash of the
+translator's source files. Only graphs whose translation cannot depend on anything else are kept:
   - static sizes only (a symbolic size may add guards while AOTAutograd traces),
   - no get_attr or call_module node (their tensors are not in the code),
   - no input mutated, no output that aliases an input or another output, no input given twice
@@ -60,9 +61,30 @@ def key(gm, example_inputs, extra):
             inputs.append([type(x).__name__, x])
         else:
             raise Uncacheable(f"an input of type {type(x).__name__}")
-    described = json.dumps([FORMAT, fusejit.__version__, torch.__version__,
+    described = json.dumps([FORMAT, fusejit.__version__, _translator_digest(), torch.__version__,
                             torch.is_grad_enabled(), inputs, extra, gm.code])
     return hashlib.sha256(described.encode()).hexdigest()[:40]
+
+
+_digest = None
+
+
+def _translator_digest():
+    """A hash of the translator's own source (this package's dynamo, _aten and this module):
+    what fusejit takes, and how, may change without the version changing (a development
+    build), and an entry written by another translator is then never read."""
+    global _digest
+    if _digest is None:
+        h = hashlib.sha256()
+        here = os.path.dirname(os.path.abspath(__file__))
+        for name in ("dynamo.py", "_aten.py", "_translation_cache.py"):
+            try:
+                with open(os.path.join(here, name), "rb") as f:
+                    h.update(f.read())
+            except OSError:
+                h.update(name.encode())
+        _digest = h.hexdigest()[:16]
+    return _digest
 
 
 def aot_is_plain(gm, n_inputs):

@@ -585,8 +585,13 @@ def _disk_slot(gm, example_inputs):
     device = next((x.device for x in example_inputs if isinstance(x, torch.Tensor)), None)
     if device is None or device.type not in ("cpu", "cuda"):
         return None
+    runs_on = _runs_on(example_inputs)
+    if runs_on == "none":  # CPU tensors on a GPU machine: torch runs them, nothing to keep
+        return None
+    if torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in example_inputs):
+        return None  # AOTAutograd's training path: torch runs it (_training_compiler)
     try:
-        key = _disk.key(gm, example_inputs, [_runs_on(example_inputs)])
+        key = _disk.key(gm, example_inputs, [runs_on])
     except _disk.Uncacheable as e:
         _log(f"fusejit: the graph's translation is not kept on disk: {e}")
         return None

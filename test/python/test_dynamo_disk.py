@@ -204,12 +204,22 @@ def test_graphs_the_disk_does_not_keep(fn):
 def test_dynamic_sizes_are_not_kept():
     lin = torch.nn.Linear(24, 24)
 
-    def f(x):
-        return torch.softmax(F.gelu(lin(x)) * 2, dim=-1)
+    def f(x):  # not test_dynamo's function: its translation would be this process's already
+        return torch.softmax(F.gelu(lin(x)) * 5, dim=-1)
 
     compiled = torch.compile(f, backend="fusejit", dynamic=True)
     before = entries()
     for batch in (3, 5):
         x = torch.randn(batch, 24)
         torch.testing.assert_close(compiled(x), f(x), atol=1e-5, rtol=1e-5)
+    assert entries() == before
+
+
+def test_graphs_needing_gradients_are_not_kept():
+    lin = torch.nn.Linear(8, 8)  # its parameters require grad: AOTAutograd's training path
+    before = entries()
+    with torch.enable_grad():
+        x = torch.randn(4, 8, requires_grad=True)
+        got = torch.compile(lambda t: torch.tanh(lin(t)) * 7, backend="fusejit")(x)
+        torch.testing.assert_close(got, torch.tanh(lin(x)) * 7)
     assert entries() == before
