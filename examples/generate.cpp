@@ -516,6 +516,9 @@ struct Generated {
   double record_s = 0, run_s = 0;
   std::vector<std::vector<double>> logits;  // with --check: each step's [batch, vocab]
   fj::Context::Stats after_first_step;      // the Context's counters once the first step ran
+  // ... and once the last step ran (before the prefill measured again, whose trace differs
+  // from the first prefill's under --check, which also evaluates its logits).
+  fj::Context::Stats after_decode;
 };
 
 // After the first decode step (which plans and compiles): its time since `t0`, and the counters
@@ -634,6 +637,7 @@ Generated generate(fj::Context& ctx, Model& m, const Run& r) {
     for (const std::vector<double>& t : each) g.tokens.push_back(t[static_cast<size_t>(b)]);
   }
   for (const fj::Tensor& t : logits) g.logits.push_back(t.to_host());
+  g.after_decode = ctx.stats();
   return g;
 }
 
@@ -813,12 +817,13 @@ void report(fj::Context& ctx, Model& m, const Run& r, const Generated& g) {
       (long long)s.graph_launches, (long long)s.replay_runs, (long long)s.replay_graph_launches);
   if (steps > 0) {  // what the steady state cost beyond running: nothing, when all is cached
     const fj::Context::Stats& f = g.after_first_step;
+    const fj::Context::Stats& d = g.after_decode;
     std::printf(
         "after the first decode step: %lld plans, %lld kernels compiled, %lld dynamic "
         "instances in %lld steps\n",
-        (long long)(s.plans_built - f.plans_built),
-        (long long)(s.kernels_compiled - f.kernels_compiled),
-        (long long)(s.dynamic_instances - f.dynamic_instances), (long long)steps);
+        (long long)(d.plans_built - f.plans_built),
+        (long long)(d.kernels_compiled - f.kernels_compiled),
+        (long long)(d.dynamic_instances - f.dynamic_instances), (long long)steps);
   }
   std::printf("tokens of sequence 0:");
   for (int64_t i = 0; i < r.new_tokens && i < 32; ++i) {
