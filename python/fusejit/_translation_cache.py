@@ -7,7 +7,8 @@ tracing, which is most of a warm start's time after Dynamo's own.
 
 The key hashes what decides the ATen graph AOTAutograd would make and what fusejit makes of
 it: the Dynamo graph's code, each input's type, dtype, sizes, strides, device and
-requires_grad, grad mode, where fusejit runs, the torch and fusejit versions, and a hash of the
+requires_grad, grad and inference mode, the default dtype, autocast entered outside the compiled
+function, where fusejit runs, the torch and fusejit versions, and a hash of the
 translator's source files. Only graphs whose translation cannot depend on anything else are kept:
   - static sizes only (a symbolic size may add guards while AOTAutograd traces),
   - no get_attr or call_module node (their tensors are not in the code),
@@ -62,8 +63,21 @@ def key(gm, example_inputs, extra):
         else:
             raise Uncacheable(f"an input of type {type(x).__name__}")
     described = json.dumps([FORMAT, fusejit.__version__, _translator_digest(), torch.__version__,
-                            torch.is_grad_enabled(), inputs, extra, gm.code])
+                            _ambient_state(), inputs, extra, gm.code])
     return hashlib.sha256(described.encode()).hexdigest()[:40]
+
+
+def _ambient_state():
+    """The global state AOTAutograd traces under that Dynamo's code does not show: grad and
+    inference mode, the default dtype (factory calls without a dtype), and autocast entered
+    outside the compiled function (it inserts casts into the ATen graph)."""
+    try:
+        autocast = [[d, torch.is_autocast_enabled(d), str(torch.get_autocast_dtype(d))]
+                    for d in ("cpu", "cuda")]
+    except (AttributeError, TypeError, RuntimeError) as e:  # a torch without these
+        raise Uncacheable(f"autocast state unknown ({e})")
+    return [torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
+            str(torch.get_default_dtype()), autocast]
 
 
 _digest = None

@@ -223,3 +223,27 @@ def test_graphs_needing_gradients_are_not_kept():
         got = torch.compile(lambda t: torch.tanh(lin(t)) * 7, backend="fusejit")(x)
         torch.testing.assert_close(got, torch.tanh(lin(x)) * 7)
     assert entries() == before
+
+
+def test_autocast_around_the_call_is_in_the_key():
+    # Autocast entered outside the compiled function is not in Dynamo's code, but AOTAutograd
+    # traces under it (casting the matmul's operands): the entry written without it must not
+    # serve the call under it.
+    w = torch.randn(16, 24)
+
+    def f(x):
+        return torch.relu(x @ w) * 11
+
+    x = torch.randn(6, 16)
+    compile_and_check(f, x)
+    torch._dynamo.reset()
+    dynamo._translations.clear()
+    start = dynamo.stats()
+    device_type = "cuda" if DEVICE == "cuda" else "cpu"
+    with torch.autocast(device_type, dtype=torch.bfloat16):
+        got = torch.compile(f, backend="fusejit")(x)
+        want = f(x)
+    assert got.dtype == want.dtype == torch.bfloat16
+    torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
+    d = delta(start)
+    assert d["translations_loaded"] == 0 and d["translations"] == 1, d
