@@ -12,8 +12,9 @@ function, where fusejit runs, the torch and fusejit versions, and a hash of the
 translator's source files. Only graphs whose translation cannot depend on anything else are kept:
   - static sizes only (a symbolic size may add guards while AOTAutograd traces),
   - no get_attr or call_module node (their tensors are not in the code),
-  - no input mutated, no output that aliases an input or another output, no input given twice
-    (AOTAutograd's runtime wrappers, which a loaded piece does not have, would be needed).
+  - no output that aliases an input or another output, no input given twice, no mutation but
+    of an input's data (AOTAutograd's runtime wrappers would be needed, which a loaded piece
+    does not have; a data mutation it repeats: the new values are copied into the inputs).
 An entry that cannot be read, is not JSON, or names an op or value fusejit does not know is
 ignored (and written again by the AOTAutograd path); nothing in it is ever executed as code.
 """
@@ -101,32 +102,42 @@ def _translator_digest():
     return _digest
 
 
-def aot_is_plain(gm, n_inputs):
-    """Whether AOTAutograd's runtime wrappers leave the compiled graph's inputs and outputs as
-    they are: the metadata AOTAutograd traced (its TracingContext) shows no mutation, no
-    aliasing output and no effect token, and the graph takes the inputs Dynamo gives, one each."""
+def aot_wrapping(gm, n_inputs):
+    """The inputs AOTAutograd's runtime wrappers copy the graph's first outputs back into (their
+    positions, in order: AOTAutograd puts a mutated input's new value before the user's outputs
+    and copies it into the input after the call), or None when the wrappers do anything else a
+    loaded piece would have to repeat. From the metadata AOTAutograd traced (its TracingContext):
+    data mutations only (no metadata or storage mutation, no resize, no stream), outputs that
+    alias nothing, no effect token, and the graph takes the inputs Dynamo gives, one each."""
     from torch._guards import TracingContext
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != n_inputs:
-        return False
+        return None
     tc = TracingContext.try_get()
     meta = getattr(tc, "fw_metadata", None) if tc is not None else None
     if meta is None:
-        return False
+        return None
     try:
-        if any(i.mutates_data or i.mutates_metadata or i.mutates_storage_metadata
+        mutated = list(meta.mutated_inp_runtime_indices)
+        if any(not i.mutates_data for i in (meta.input_info[k] for k in mutated)):
+            return None
+        if any(i.mutates_metadata or i.mutates_storage_metadata or i.mutation_inductor_storage_resize
                for i in meta.input_info):
-            return False
+            return None
+        if any(k is not None for k in (meta.mutated_inp_stream_indices or [])):
+            return None
         if any(o.output_type.name != "non_alias" or not issubclass(o.raw_type, torch.Tensor)
                for o in meta.output_info):
-            return False
+            return None
         if meta.num_intermediate_bases or meta.tokens or meta.is_rng_op_functionalized:
-            return False
+            return None
         outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-        return isinstance(outputs, (list, tuple)) and len(outputs) == len(meta.output_info)
+        if not isinstance(outputs, (list, tuple)):
+            return None
+        return mutated if len(outputs) == len(mutated) + len(meta.output_info) else None
     except AttributeError:  # a torch whose metadata names these otherwise: keep nothing
-        return False
+        return None
 
 
 def load(dir_path, k):

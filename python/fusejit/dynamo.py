@@ -566,17 +566,34 @@ def backend(gm, example_inputs, **kwargs):
     if disk is not None:
         loaded = _load_translation(disk)
         if loaded is not None:
-            program, constants, ops = loaded
+            program, constants, ops, mutated = loaded
             _report([ops], [])
             # Static sizes only: no dynamic axes.
-            piece = _Piece(program, [*example_inputs, *constants], {})
-            return lambda *args: piece(*args, *constants)
+            return _loaded_function(_Piece(program, [*example_inputs, *constants], {}),
+                                    constants, mutated)
     _pending.disk = disk
     try:
         return aot_autograd(fw_compiler=_training_compiler, bw_compiler=_training_compiler,
                             inference_compiler=_compile)(gm, example_inputs, **kwargs)
     finally:
         _pending.disk = None
+
+
+def _loaded_function(piece, constants, mutated):
+    """What AOTAutograd's compiled function does, for a piece built from the disk: run it, copy
+    the new values of the inputs it mutates (its first outputs) into them, return the rest."""
+    if not mutated:
+        return lambda *args: piece(*args, *constants)
+
+    def run(*args):
+        outs = piece(*args, *constants)
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        with torch.no_grad():
+            for i, new in zip(mutated, outs):
+                args[i].detach().copy_(new)
+        return tuple(outs[len(mutated):])
+
+    return run
 
 
 def _disk_slot(gm, example_inputs):
@@ -600,8 +617,8 @@ def _disk_slot(gm, example_inputs):
 
 
 def _load_translation(disk):
-    """(program, constant tensors, ops) of a translation kept on disk, from this process's
-    translation cache when it has read or written it, or None (none, or unusable)."""
+    """(program, constant tensors, ops, mutated inputs) of a translation kept on disk, from this
+    process's translation cache when it has read or written it, or None (none, or unusable)."""
     directory, key, n_inputs = disk
     with _lock:
         loaded = _translations.get(("disk", key))
@@ -618,13 +635,16 @@ def _load_translation(disk):
         if len(program.inputs) != n_inputs + len(constants):
             raise ValueError(f"{len(program.inputs)} inputs where the graph has {n_inputs} "
                              f"and {len(constants)} constants")
+        mutated = [int(i) for i in entry["mutated"]]
+        if any(not 0 <= i < n_inputs for i in mutated) or len(set(mutated)) != len(mutated):
+            raise ValueError(f"mutated inputs {mutated} of {n_inputs}")
     except (KeyError, TypeError, ValueError, RuntimeError) as e:
         _log(f"fusejit: ignoring the translation {key} in {directory}: {e}")
         return None
     with _lock:
         _stats["translations_loaded"] += 1
-        _translations[("disk", key)] = program, constants, ops
-    return program, constants, ops
+        _translations[("disk", key)] = program, constants, ops, mutated
+    return program, constants, ops, mutated
 
 
 def _keep_translation(gm, piece, constants):
@@ -634,19 +654,20 @@ def _keep_translation(gm, piece, constants):
     if disk is None or piece.dynamic:
         return
     directory, key, n_inputs = disk
-    if not _disk.aot_is_plain(gm, n_inputs + len(constants)):
+    mutated = _disk.aot_wrapping(gm, n_inputs + len(constants))
+    if mutated is None:
         _log("fusejit: the graph's translation is not kept on disk: AOTAutograd's runtime "
              "wrappers change its inputs or outputs")
         return
     try:
         entry = {"program": piece.program.to_json(), "ops": _ops_of(gm),
-                 "constants": [_disk.encode_tensor(c) for c in constants]}
+                 "constants": [_disk.encode_tensor(c) for c in constants], "mutated": mutated}
     except _disk.Uncacheable as e:
         _log(f"fusejit: the graph's translation is not kept on disk: {e}")
         return
     _disk.store(directory, key, entry)
     with _lock:
-        _translations[("disk", key)] = piece.program, list(constants), entry["ops"]
+        _translations[("disk", key)] = piece.program, list(constants), entry["ops"], mutated
 
 
 class Explanation:
