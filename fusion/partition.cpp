@@ -217,8 +217,9 @@ std::optional<std::string> too_large(const State& s, int a, int b, int64_t weigh
 
 // The verdict on merging groups a and b. Without reductions or gathers only the outputs matter,
 // which keeps long elementwise chains linear.
-// `weight` is the union's (fuse_vertically counts a producer once per evaluation).
-RegionVerdict check_union(const State& s, int a, int b, int64_t weight) {
+// `weight` is the union's (fuse_vertically counts a producer once per evaluation); `sweeps`:
+// a pointwise union may write outputs of several shapes (detail::check_region).
+RegionVerdict check_union(const State& s, int a, int b, int64_t weight, bool sweeps = false) {
   const std::vector<NodeId> outputs = united_outputs(s, a, b);
   const Group& ga = s.group(a);
   const Group& gb = s.group(b);
@@ -228,12 +229,12 @@ RegionVerdict check_union(const State& s, int a, int b, int64_t weight) {
     return refused;
   }
   if (!ga.reduces && !gb.reduces && !ga.gathers && !gb.gathers) {
-    return detail::check_pointwise(s.df, outputs);
+    return detail::check_pointwise(s.df, outputs, sweeps);
   }
   std::vector<NodeId> members = s.group(a).members;
   members.insert(members.end(), s.group(b).members.begin(), s.group(b).members.end());
   std::sort(members.begin(), members.end());
-  return detail::check_region(s.df, members, outputs);
+  return detail::check_region(s.df, members, outputs, sweeps);
 }
 
 // Merges the smaller of groups a and b into the larger; returns the one kept.
@@ -457,15 +458,51 @@ std::optional<std::string> repeats_other(const State& s, int a, int b) {
   return std::nullopt;
 }
 
+// Whether group a reads what group b writes, or b what a writes.
+bool reads_other(const State& s, int a, int b) {
+  for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
+    for (NodeId in : s.group(x).reads) {
+      if (s.group_of_node(in) == y) return true;
+    }
+  }
+  return false;
+}
+
+// Why siblings a and b, reading u, merged into a region of verdict v.
+std::string sibling_reason(const State& s, int a, int b, size_t u, const RegionVerdict& v) {
+  std::set<Shape> shapes;
+  for (NodeId o : united_outputs(s, a, b)) shapes.insert(ir::computed_shape(*s.df.graph, o));
+  if (shapes.size() == 1) {
+    return fmt::format("siblings read %{} over {}: one kernel with several outputs", u,
+                       shape_str(v.shape));
+  }
+  std::vector<std::string> names;
+  for (const Shape& shape : shapes) names.push_back(shape_str(shape));
+  return fmt::format("siblings read %{}: one kernel with a sweep over each of {}", u,
+                     fmt::join(names, ", "));
+}
+
 // Step 2: regions that read the same value merge, until none can. A refusal stands as long as
-// neither region grows (merging others only adds paths, never removes one).
-void fuse_horizontally(State& s) {
+// neither region grows (merging others only adds paths, never removes one). Independent
+// pointwise siblings of different shapes (neither reads the other) merge as one kernel with a
+// sweep per shape where PartitionOptions::sweeps allows: a launch fewer, each element still
+// computed once. A reader of the other keeps vertical fusion's verdict (its values would be
+// computed again at every position it broadcasts to).
+void fuse_horizontally(State& s, const PartitionOptions& options) {
   const Dataflow& df = s.df;
   std::set<std::tuple<int, int, int, int>> refused;  // (group, generation, group, generation)
+  // The values with the most elements first: where merges exclude each other (a cycle), the
+  // siblings that share the larger read go together.
+  std::vector<size_t> order(df.role.size());
+  for (size_t u = 0; u < order.size(); ++u) order[u] = u;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return ir::numel(df.node(static_cast<NodeId>(x)).shape) >
+           ir::numel(df.node(static_cast<NodeId>(y)).shape);
+  });
   bool changed = true;
   while (changed) {
     changed = false;
-    for (size_t u = 0; u < df.role.size(); ++u) {
+    for (size_t u : order) {
       // One reading member per region, in order of the readers.
       std::vector<NodeId> readers;
       std::set<int> seen;
@@ -498,15 +535,14 @@ void fuse_horizontally(State& s) {
             continue;
           }
           const int64_t weight = s.group(ga).weight + s.group(gb).weight;
-          RegionVerdict v = check_union(s, ga, gb, weight);
+          const bool sweeps = options.sweeps && !reads_other(s, ga, gb);
+          RegionVerdict v = check_union(s, ga, gb, weight, sweeps);
           if (!v.ok) {
             refused.insert(key);
             s.siblings[{ra, rb}] = {false, fmt::format("siblings reading %{}: {}", u, v.reason)};
             continue;
           }
-          s.siblings[{ra, rb}] = {
-              true, fmt::format("siblings read %{} over {}: one kernel with several outputs", u,
-                                shape_str(v.shape))};
+          s.siblings[{ra, rb}] = {true, sibling_reason(s, ga, gb, u, v)};
           merge_groups(s, std::min(ga, gb), std::max(ga, gb), weight, std::move(v));
           changed = true;
         }
@@ -575,7 +611,8 @@ Region gemm_region(const State& s, const std::vector<NodeId>& members) {
 
 Region kernel_region(const Dataflow& df, const std::vector<NodeId>& members) {
   const std::vector<NodeId> outputs = detail::region_outputs(df, members);
-  const RegionVerdict v = detail::check_region(df, members, outputs);
+  // The partition accepted the region, sweeps included: this only computes its verdict again.
+  const RegionVerdict v = detail::check_region(df, members, outputs, true);
   if (!v.ok) {
     throw InternalError(
         fmt::format("partition: the region of nodes [{}] was accepted and is now "
@@ -702,7 +739,7 @@ Cut cut(const ir::Graph& g, const PartitionOptions& options, std::vector<bool> r
   }
 
   fuse_vertically(s, options);
-  if (options.fusion) fuse_horizontally(s);
+  if (options.fusion) fuse_horizontally(s, options);
 
   for (int gi : execution_order(s)) {
     std::vector<NodeId> members = s.group(gi).members;
@@ -938,7 +975,7 @@ std::string keep_outputs(Region& r, size_t i, std::vector<NodeId> kept, const ir
   for (NodeId id : r.inputs) {
     if (need.count(id) != 0) inputs.push_back(id);
   }
-  const RegionVerdict v = detail::check_region(df, members, r.outputs);
+  const RegionVerdict v = detail::check_region(df, members, r.outputs, true);
   if (!v.ok) {
     return fmt::format("region {} would keep only [%{}], which it cannot compute alone: {}",
                        i, fmt::join(r.outputs, ", %"), v.reason);

@@ -20,6 +20,10 @@ struct PartitionOptions {
   // true: attention written from primitives (fusion/attention.h) that the fused kernel takes
   // becomes one attention region (plan.h); the rest of the graph is cut as usual around it.
   bool attention = false;
+  // true: independent pointwise siblings of different shapes (neither reads the other) may
+  // become one kernel with a sweep per element count. Off for symbolic graphs: a dynamic kernel
+  // sweeps multiples of one outer extent, which outputs of unrelated shapes need not be.
+  bool sweeps = true;
 };
 
 // Limits on one generated kernel, which the partitioner cuts regions to respect (the cut's

@@ -31,11 +31,11 @@ ir::Graph optimize(ir::Graph g, const PassOptions& options) {
 Plan make_plan(const ir::Graph& g, const PlanOptions& options) {
   const ir::Graph optimized =
       optimize(g, PassOptions{.passes = options.passes, .after_pass = options.after_pass});
-  Plan plan = partition(optimized,
-                        PartitionOptions{.fusion = options.fusion,
-                                         .epilogue = options.epilogue,
-                                         .recompute = options.recompute,
-                                         .attention = options.attention});
+  Plan plan = partition(optimized, PartitionOptions{.fusion = options.fusion,
+                                                    .epilogue = options.epilogue,
+                                                    .recompute = options.recompute,
+                                                    .attention = options.attention,
+                                                    .sweeps = options.sweeps});
   // With fused attention off, attention written from primitives is still recognized and said
   // in the decisions (the partition says what it fused or refused when it is on).
   if (!options.attention) {

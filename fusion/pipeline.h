@@ -25,6 +25,7 @@ struct PlanOptions {
   bool epilogue = true;  // FUSEJIT_DISABLE=epilogue: nothing folds into cuBLASLt epilogues
   bool recompute = true;  // false: no elementwise value is recomputed where it is read
   bool attention = true;  // FUSEJIT_ATTENTION=0 turns it off: attention patterns become one region
+  bool sweeps = true;     // PartitionOptions::sweeps (off for symbolic graphs)
   PassHook after_pass;
 };
 

@@ -139,15 +139,20 @@ RegionVerdict refuse(std::string reason) {
   return v;
 }
 
-RegionVerdict pointwise_verdict(const Dataflow& df, const std::vector<NodeId>& outputs) {
+// With `sweeps`, outputs of several shapes: the verdict's shape is the largest (the first of
+// those with the most elements).
+RegionVerdict pointwise_verdict(const Dataflow& df, const std::vector<NodeId>& outputs,
+                                bool sweeps) {
   RegionVerdict v;
   v.shape = ir::computed_shape(*df.graph, outputs.front());
   for (NodeId o : outputs) {
     const Shape& s = ir::computed_shape(*df.graph, o);
-    if (s != v.shape) {
+    if (s == v.shape) continue;
+    if (!sweeps) {
       return refuse(fmt::format("different iteration space {} vs {} (outputs %{} and %{})",
                                 shape_str(v.shape), shape_str(s), outputs.front(), o));
     }
+    if (ir::numel(s) > ir::numel(v.shape)) v.shape = s;
   }
   v.ok = true;
   v.kind = RegionKind::pointwise;
@@ -430,7 +435,7 @@ std::optional<std::string> update_conflict(const Dataflow& df, const std::vector
 }  // namespace
 
 RegionVerdict check_region(const Dataflow& df, const std::vector<NodeId>& members,
-                           const std::vector<NodeId>& outputs) {
+                           const std::vector<NodeId>& outputs, bool sweeps) {
   std::vector<NodeId> reduces;
   for (NodeId m : members) {
     const OpKind kind = ir::op_kind(df.node(m).op);
@@ -446,13 +451,13 @@ RegionVerdict check_region(const Dataflow& df, const std::vector<NodeId>& member
   if (std::optional<std::string> why = update_conflict(df, members, !reduces.empty())) {
     return refuse(*why);
   }
-  if (reduces.empty()) return pointwise_verdict(df, outputs);
+  if (reduces.empty()) return pointwise_verdict(df, outputs, sweeps);
   return check_reducing(df, members, outputs, reduces);
 }
 
-RegionVerdict check_pointwise(const Dataflow& df, const std::vector<NodeId>& outputs) {
+RegionVerdict check_pointwise(const Dataflow& df, const std::vector<NodeId>& outputs, bool sweeps) {
   if (outputs.empty()) return refuse("internal: a region has no outputs");
-  return pointwise_verdict(df, outputs);
+  return pointwise_verdict(df, outputs, sweeps);
 }
 
 }  // namespace fusejit::fusion::detail

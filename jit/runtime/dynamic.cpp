@@ -188,7 +188,8 @@ namespace {
 // The plan of a symbolic trace, its reasons printing shapes by their symbols (B, not its
 // sentinel), with a slot per region for its kernels and reasons, and each region's outer
 // exponents.
-DynamicPlan symbolic_plan(const ir::SymbolicGraph& trace, const fusion::PlanOptions& options) {
+DynamicPlan symbolic_plan(const ir::SymbolicGraph& trace, fusion::PlanOptions options) {
+  options.sweeps = false;  // a dynamic kernel's sweeps all follow its one outer extent
   DynamicPlan dp{.plan = fusion::make_plan(trace.graph, options),
                  .symbols = trace.symbols,
                  .kernels = {},

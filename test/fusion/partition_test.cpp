@@ -4,8 +4,10 @@
 #include <string>
 
 #include "fusejit/error.h"
+#include "fusejit_test_paths.h"
 #include "fusion/partition.h"
 #include "fusion/pipeline.h"
+#include "fusion/plan_print.h"
 #include "fusion/recompute.h"
 #include "ir/text.h"
 #include "workloads.h"
@@ -473,6 +475,66 @@ TEST_CASE("siblings reading the same input are one kernel with several outputs",
   const Plan apart = plan_of(k);
   CHECK(apart.regions.size() == 2);
   CHECK(any_decision(apart, false, "siblings reading"));
+}
+
+TEST_CASE("independent siblings of different shapes are one kernel with a sweep each",
+          "[fusion][partition]") {
+  // Two column ranges of one input, each through its own function: [4, 64] and [4, 32].
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {4, 96});
+  const NodeId a = un(g, Op::exp, ir::add_slice(g, x, 1, 0, 64));
+  const NodeId b = un(g, Op::neg, ir::add_slice(g, x, 1, 64, 96));
+  g.set_outputs({a, b});
+  const Plan plan = plan_of(g);
+  REQUIRE(plan.regions.size() == 1);
+  CHECK(plan.regions[0].kind == RegionKind::pointwise);
+  CHECK(plan.regions[0].outputs == std::vector<NodeId>{a, b});
+  CHECK(plan.regions[0].shape == Shape{4, 64});  // the larger sweep
+  CHECK(any_decision(plan, true, "a sweep over each of [4,32], [4,64]"));
+
+  // Off (as for symbolic graphs): a kernel each, with the reason.
+  const Plan apart = plan_of(g, PlanOptions{.sweeps = false});
+  CHECK(apart.regions.size() == 2);
+  CHECK(any_decision(apart, false, "different iteration space"));
+
+  // A sibling that reads the other's result keeps vertical fusion's refusal: y = exp(v) would be
+  // computed again at each of z's 256 elements.
+  Graph h;
+  const NodeId v = ir::add_input(h, DType::f32, {64});
+  const NodeId w = ir::add_input(h, DType::f32, {4, 64});
+  const NodeId y = un(h, Op::exp, v);
+  const NodeId z = bin(h, Op::mul, bin(h, Op::add, w, v), y);
+  h.set_outputs({y, z});
+  const Plan reader = plan_of(h);
+  CHECK(reader.regions.size() == 2);
+  CHECK(any_decision(reader, false, "different iteration space"));
+}
+
+TEST_CASE("a decode step's RoPE of q and k, and the k and v cache writes, are one kernel a layer",
+          "[fusion][partition][update]") {
+  // examples/generate's tiny config (2 layers), one decode step as FUSEJIT_RECORD_DIR wrote it.
+  const Graph g = ir::parse_file(std::string(FUSEJIT_SOURCE_DIR) +
+                                 "/test/traces/replay/tiny_decode_step.trace");
+  const Plan plan = make_plan(g);  // attention regions too, which check_plan does not know
+  int rope = 0;
+  for (const Region& r : plan.regions) {
+    int updates = 0;  // cache appends: updates of one position of 2 KV heads
+    for (NodeId o : r.outputs) {
+      const bool append = plan.graph.node(o).op == Op::update_slice &&
+                          ir::computed_shape(plan.graph, o) == Shape{1, 2, 1, 64};
+      updates += append ? 1 : 0;
+    }
+    if (updates == 0) continue;
+    INFO(fusion::plan_to_text(plan));
+    // q's rotated heads [1, 4, 1, 64] and the two cache appends [1, 2, 1, 64]: three outputs.
+    CHECK(r.kind == RegionKind::pointwise);
+    CHECK(updates == 2);
+    CHECK(r.outputs.size() == 3);
+    CHECK(r.shape == Shape{1, 4, 1, 64});
+    ++rope;
+  }
+  CHECK(rope == 2);
+  CHECK(plan.kernel_count() == 18);  // 23 before sibling sweeps (2 a layer and 3 of the rest)
 }
 
 TEST_CASE("a value several consumers need is computed once and written once, or recomputed",

@@ -59,18 +59,29 @@ Graph rope_after_projection() {
 
 TEST_CASE("a plan's pointwise kernels, emulated, match the CPU reference: RoPE after a GEMM",
           "[templates][pointwise][recompute]") {
-  const fusion::Plan plan = fusion::make_plan(rope_after_projection(), fusion::PlanOptions{});
+  // With sweeps (the default) both RoPEs are one kernel, a sweep over q's [1, 16, 4, 64] and
+  // one over k's [1, 16, 2, 64]; without, a kernel each.
+  const bool sweeps = GENERATE(true, false);
+  INFO("PlanOptions::sweeps " << sweeps);
+  const fusion::Plan plan =
+      fusion::make_plan(rope_after_projection(), fusion::PlanOptions{.sweeps = sweeps});
   INFO(fusion::plan_to_text(plan));
   std::vector<const fusion::Region*> kernels;
   for (const fusion::Region& r : plan.regions) {
     if (r.kind == fusion::RegionKind::pointwise) kernels.push_back(&r);
   }
-  // The GEMM, then one kernel per RoPE: the f32 casts are evaluated again, never written.
-  REQUIRE(plan.regions.size() == 3);
-  REQUIRE(kernels.size() == 2);
+  // The GEMM, then the RoPE kernels: the f32 casts are evaluated again, never written.
+  REQUIRE(plan.regions.size() == (sweeps ? 2 : 3));
+  REQUIRE(kernels.size() == (sweeps ? 1 : 2));
   for (const fusion::Region* r : kernels) {
     for (NodeId o : r->outputs) CHECK(plan.graph.node(o).dtype == DType::bf16);
     CHECK(r->inputs.size() == 2);  // the projection and the table
+  }
+  if (sweeps) {
+    REQUIRE(kernels[0]->outputs.size() == 2);
+    CHECK(plan.graph.node(kernels[0]->outputs[0]).shape == Shape{1, 16, 4, 64});
+    CHECK(plan.graph.node(kernels[0]->outputs[1]).shape == Shape{1, 16, 2, 64});
+    CHECK(kernels[0]->shape == Shape{1, 16, 4, 64});  // the larger sweep's
   }
 
   FUSEJIT_REQUIRE_HOST_COMPILER();
@@ -80,7 +91,8 @@ TEST_CASE("a plan's pointwise kernels, emulated, match the CPU reference: RoPE a
     made.push_back(templates::generate(plan.graph, *r));
     src += test::emulated_kernel(made.back(), src);
   }
-  void* so = test::open_shared_object(src, "pointwise-plan");
+  // A name per variant: dlopen would hand back the first library for the same path.
+  void* so = test::open_shared_object(src, sweeps ? "pointwise-plan-sweeps" : "pointwise-plan");
 
   // Every region input and output as the reference computes it.
   Graph whole = plan.graph;
