@@ -27,9 +27,11 @@
 #include "fusion/partition.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <exception>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <queue>
 #include <set>
@@ -758,38 +760,108 @@ Cut cut(const ir::Graph& g, const PartitionOptions& options, std::vector<bool> r
 // in the graph's size (a graph of 512 nodes gets 256 trials, one of 25,000 nodes 5).
 constexpr int kMaxRecomputeTrials = 256;
 constexpr size_t kRecomputeNodeBudget = size_t{1} << 17;
-// Trials are independent partitions of one graph: up to this many run at once, on threads of
-// their own. The candidates are still taken in order (the first cheaper one of a batch wins,
-// and the trials after it count for nothing), so the plan is the one a serial search makes.
+// Trials are independent partitions of one graph: up to this many run at once, on the threads
+// of one TrialPool per search. The candidates are still taken in order (the first cheaper one
+// of a batch wins, and the trials after it count for nothing), so the plan is the one a serial
+// search makes.
 constexpr unsigned kMaxRecomputeThreads = 8;
 
-// cut() of each trial, run together; a trial that threw holds its exception.
-std::vector<std::optional<Cut>> cut_all(const ir::Graph& g, const PartitionOptions& options,
-                                        std::vector<std::vector<bool>> trials,
-                                        std::vector<std::exception_ptr>& errors) {
-  std::vector<std::optional<Cut>> out(trials.size());
-  errors.assign(trials.size(), nullptr);
-  auto run = [&](size_t i) {
-    try {
-      out[i] = cut(g, options, std::move(trials[i]));
-    } catch (...) {
-      errors[i] = std::current_exception();
+// The threads of one recompute() search: up to `width` trials run at once, the calling thread
+// being one of them. The helper threads are made when a batch first wants them and serve every
+// batch after it; they are joined when the pool goes.
+class TrialPool {
+ public:
+  TrialPool(const ir::Graph& g, const PartitionOptions& options, size_t width)
+      : g_(g), options_(options), width_(width) {}
+  TrialPool(const TrialPool&) = delete;
+  TrialPool& operator=(const TrialPool&) = delete;
+  ~TrialPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
     }
-  };
-  std::vector<std::thread> helpers;
-  size_t own = 0;  // the trials this thread runs: 0, and any no thread could be made for
-  for (size_t i = 1; i < trials.size(); ++i) {
+    wake_.notify_all();
+    for (std::thread& t : helpers_) t.join();
+  }
+
+  // cut() of each trial, run together; a trial that threw holds its exception.
+  std::vector<std::optional<Cut>> cut_all(std::vector<std::vector<bool>> trials,
+                                          std::vector<std::exception_ptr>& errors) {
+    std::unique_lock<std::mutex> lock(mu_);
+    trials_ = std::move(trials);
+    out_.assign(trials_.size(), std::nullopt);
+    errors_.assign(trials_.size(), nullptr);
+    next_ = 0;
+    finished_ = 0;
+    const size_t wanted = std::min(width_, trials_.size());  // this thread included
     try {
-      helpers.emplace_back(run, i);
+      while (helpers_.size() + 1 < wanted) helpers_.emplace_back(&TrialPool::help, this);
     } catch (const std::system_error&) {
-      own = i;
-      break;
+      // Fewer helpers: this thread runs the trials that no thread could be made for.
+    }
+    lock.unlock();
+    wake_.notify_all();
+    lock.lock();
+    run_claimed(lock);
+    done_.wait(lock, [&] { return finished_ == trials_.size(); });
+    errors = std::move(errors_);
+    return std::move(out_);
+  }
+
+ private:
+  // Runs trials not yet claimed until none is left; `lock` holds mu_ between trials.
+  void run_claimed(std::unique_lock<std::mutex>& lock) {
+    while (next_ < trials_.size()) {
+      const size_t i = next_++;
+      lock.unlock();
+      try {
+        out_[i] = cut(g_, options_, std::move(trials_[i]));
+      } catch (...) {
+        errors_[i] = std::current_exception();
+      }
+      lock.lock();
+      if (++finished_ == trials_.size()) done_.notify_all();
     }
   }
-  run(0);
-  for (size_t i = own; own != 0 && i < trials.size(); ++i) run(i);
-  for (std::thread& t : helpers) t.join();
-  return out;
+
+  void help() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      wake_.wait(lock, [&] { return stopping_ || next_ < trials_.size(); });
+      if (stopping_) return;
+      run_claimed(lock);
+    }
+  }
+
+  const ir::Graph& g_;
+  const PartitionOptions& options_;
+  const size_t width_;
+  std::vector<std::thread> helpers_;
+  std::mutex mu_;
+  std::condition_variable wake_;  // a batch or the end: for the helpers
+  std::condition_variable done_;  // the batch's last trial finished: for cut_all
+  bool stopping_ = false;
+  // The batch: its trials, their results, the next trial to claim and how many have finished.
+  std::vector<std::vector<bool>> trials_;
+  std::vector<std::optional<Cut>> out_;
+  std::vector<std::exception_ptr> errors_;
+  size_t next_ = 0;
+  size_t finished_ = 0;
+};
+
+// The candidates from `next` on that stay within budget, up to `limit` of them: their marks in
+// `marks` and their indices in `taken`. `next` moves past every candidate looked at.
+void take_trials(const ir::Graph& g, const std::vector<bool>& recomputed,
+                 const std::vector<std::vector<NodeId>>& candidates, size_t limit, size_t& next,
+                 std::vector<size_t>& taken, std::vector<std::vector<bool>>& marks) {
+  for (; next < candidates.size() && marks.size() < limit; ++next) {
+    std::vector<bool> trial = recomputed;
+    for (NodeId v : candidates[next]) trial[static_cast<size_t>(v)] = true;
+    if (detail::within_budget(g, trial)) {
+      taken.push_back(next);
+      marks.push_back(std::move(trial));
+    }
+  }
 }
 
 // When the bound stops the search, `said` receives a decision that says so.
@@ -801,38 +873,34 @@ Cut recompute(const ir::Graph& g, const PartitionOptions& options, Cut best,
       options.recompute_threads > 0
           ? static_cast<size_t>(options.recompute_threads)
           : std::clamp(std::thread::hardware_concurrency(), 1u, kMaxRecomputeThreads);
+  TrialPool pool(g, options, batch);
   int trials = 0;
   bool improved = true;
   while (improved && trials < max_trials) {
     improved = false;
-    std::vector<std::vector<NodeId>> tried;  // the candidates within budget, in order
-    std::vector<std::vector<bool>> marks;
-    for (const std::vector<NodeId>& values : detail::recompute_candidates(best.df, best.regions)) {
-      std::vector<bool> trial = best.recomputed;
-      for (NodeId v : values) trial[static_cast<size_t>(v)] = true;
-      if (detail::within_budget(g, trial)) {
-        tried.push_back(values);
-        marks.push_back(std::move(trial));
-      }
-    }
-    for (size_t first = 0; first < tried.size() && !improved; first += batch) {
-      if (trials >= max_trials) {
+    const std::vector<std::vector<NodeId>> candidates =
+        detail::recompute_candidates(best.df, best.regions);
+    size_t next = 0;  // the first candidate not yet checked against the budget
+    while (!improved) {
+      // The next batch of candidates within budget; past the bound, one tells whether any is
+      // left untried.
+      const size_t room = static_cast<size_t>(max_trials - trials);
+      std::vector<size_t> taken;
+      std::vector<std::vector<bool>> marks;
+      take_trials(g, best.recomputed, candidates, std::min(batch, std::max<size_t>(room, 1)), next,
+                  taken, marks);
+      if (marks.empty()) break;
+      if (room == 0) {
         improved = true;  // a candidate is left untried
         break;
       }
-      const size_t n =
-          std::min({batch, tried.size() - first, static_cast<size_t>(max_trials - trials)});
       std::vector<std::exception_ptr> errors;
-      std::vector<std::optional<Cut>> cuts =
-          cut_all(g, options,
-                  {std::make_move_iterator(marks.begin() + static_cast<ptrdiff_t>(first)),
-                   std::make_move_iterator(marks.begin() + static_cast<ptrdiff_t>(first + n))},
-                  errors);
-      for (size_t i = 0; i < n; ++i) {
+      std::vector<std::optional<Cut>> cuts = pool.cut_all(std::move(marks), errors);
+      for (size_t i = 0; i < cuts.size(); ++i) {
         ++trials;
         if (errors[i]) std::rethrow_exception(errors[i]);
         if (!detail::cheaper(cuts[i]->cost, best.cost)) continue;
-        const std::vector<NodeId>& values = tried[first + i];
+        const std::vector<NodeId>& values = candidates[taken[i]];
         const std::string step = fmt::format(
             "recomputing %{} took the plan from {} kernels and {} bytes moved to {} and {}",
             fmt::join(values, ", %"), best.cost.kernels, best.cost.bytes, cuts[i]->cost.kernels,

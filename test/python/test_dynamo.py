@@ -10,18 +10,8 @@ import torch.nn.functional as F  # noqa: E402
 import fusejit as fj  # noqa: E402
 from fusejit import dynamo  # noqa: E402
 
-
-DEVICE = "cuda" if torch.cuda.is_available() and fj.Context.gpu_available()[0] else "cpu"
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    """A clean Dynamo, seeded, and every tensor a test makes on DEVICE."""
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    with torch.device(DEVICE):
-        yield
-    torch._dynamo.reset()
+# conftest.py: a clean Dynamo, seeded, and every tensor a test makes on its DEVICE.
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def run_both(fn, *args, atol=1e-5, rtol=1e-5, **compile_kwargs):

@@ -9,19 +9,17 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import fusejit as fj  # noqa: E402
+from conftest import DEVICE  # noqa: E402
 from fusejit import dynamo  # noqa: E402
 
-DEVICE = "cuda" if torch.cuda.is_available() and fj.Context.gpu_available()[0] else "cpu"
+# conftest.py: a clean Dynamo, seeded, every tensor on DEVICE, and no autograd.
+pytestmark = pytest.mark.usefixtures("fresh_dynamo_no_grad")
 
 
 @pytest.fixture(autouse=True)
-def fresh_dynamo(monkeypatch):
+def replay_not_turned_off(monkeypatch):
+    """Calls replay whatever the environment says (autouse: before fresh_dynamo_no_grad)."""
     monkeypatch.delenv("FUSEJIT_DYNAMO_REPLAY", raising=False)
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    with torch.device(DEVICE), torch.no_grad():
-        yield
-    torch._dynamo.reset()
 
 
 def delta(before):
