@@ -77,6 +77,7 @@ struct Options {
     bool memo = false;       // no trace-level memo: plan and generate on every eval
     bool dynamic = false;    // no dynamic dims: every new size is a trace of its own
     bool graphs = false;     // no CUDA graph replay: every kernel launched one by one
+    bool sweeps = false;     // no kernel over outputs of different shapes (fusion/partition.h)
   } disable;
   // A cached plan of at least this many kernel launches (and nothing else: no GEMMs) replays
   // as one CUDA graph; see docs/api.md "Launch overhead". Not an env var: for benchmarks, tests.

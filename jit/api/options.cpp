@@ -64,7 +64,7 @@ void parse_dump(Options& o, std::string_view value) {
 
 void parse_disable(Options& o, std::string_view value) {
   constexpr std::string_view kValid =
-      "fusion, epilogue, vectorize, passes, memo, dynamic, graphs (comma-separated)";
+      "fusion, epilogue, vectorize, passes, memo, dynamic, graphs, sweeps (comma-separated)";
   for (const std::string& item : split_list(value)) {
     if (item == "fusion") o.disable.fusion = true;
     else if (item == "epilogue") o.disable.epilogue = true;
@@ -73,6 +73,8 @@ void parse_disable(Options& o, std::string_view value) {
     else if (item == "memo") o.disable.memo = true;
     else if (item == "dynamic") o.disable.dynamic = true;
     else if (item == "graphs") o.disable.graphs = true;
+    else if (item == "sweeps")
+      o.disable.sweeps = true;
     else bad_value("FUSEJIT_DISABLE", item, kValid);
   }
 }

@@ -24,6 +24,7 @@ fusion::PlanOptions plan_options(const Options& options) {
   p.passes = !options.disable.passes;
   p.fusion = !options.disable.fusion;
   p.epilogue = !options.disable.epilogue;
+  p.sweeps = !options.disable.sweeps;
   p.attention = options.attention != AttentionMode::off;
   return p;
 }

@@ -59,6 +59,10 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK_FALSE(dis.disable.epilogue);
   CHECK_FALSE(dis.disable.graphs);
   CHECK(parse1("FUSEJIT_DISABLE", "graphs,memo").disable.graphs);
+  CHECK_FALSE(dis.disable.sweeps);
+  CHECK(parse1("FUSEJIT_DISABLE", "sweeps").disable.sweeps);
+  CHECK(fusejit::jit::plan_options(parse1("FUSEJIT_DISABLE", "sweeps")).sweeps == false);
+  CHECK(fusejit::jit::plan_options(Options{}).sweeps);
   CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
   CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
   CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);
