@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fusejit/fusejit.h"
+#include "fusion/pipeline.h"
 #include "ir/graph.h"
 #include "support/catch.h"
 #include "support/gpu.h"
@@ -150,6 +151,57 @@ TEST_CASE("KV-cache appends match the reference on the GPU", "[gpu][jit][update]
       g.add_output(ir::add_reduce(g, ir::Op::sum, written, {3}, false));
       g.add_output(written);
       require_match(g);
+    }
+  }
+}
+
+namespace {
+
+// A decode step's shapes in small: a fused projection [1, tokens, (4 + 2 + 2) heads * 16]; q's
+// 4 heads rotated by a table, k's 2 rotated and appended at `pos`, v's 2 appended as they are.
+ir::Graph rope_and_appends(DType dtype, int64_t tokens) {
+  using ir::NodeId;
+  ir::Graph g;
+  const NodeId qkv = ir::add_input(g, dtype, {1, tokens, 8 * 16});
+  const NodeId table = ir::add_input(g, dtype, {tokens, 1, 16});
+  const NodeId pos = ir::add_input(g, DType::i64, {});
+  const auto heads = [&](int64_t first, int64_t n) {
+    const NodeId cols = ir::add_slice(g, qkv, 2, first * 16, (first + n) * 16);
+    return ir::add_permute(g, ir::add_reshape(g, cols, {1, tokens, n, 16}), {0, 2, 1, 3});
+  };
+  const auto rotate = [&](NodeId x) {
+    const NodeId t =
+        ir::add_permute(g, ir::add_reshape(g, table, {1, tokens, 1, 16}), {0, 2, 1, 3});
+    return ir::add_binary(g, ir::Op::mul, x, t);
+  };
+  const NodeId k_cache = ir::add_input(g, dtype, {1, 2, 11, 16});
+  const NodeId v_cache = ir::add_input(g, dtype, {1, 2, 11, 16});
+  g.add_output(rotate(heads(0, 4)));
+  g.add_output(ir::add_update_slice(g, k_cache, rotate(heads(4, 2)), 2, pos));
+  g.add_output(ir::add_update_slice(g, v_cache, heads(6, 2), 2, pos));
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("a RoPE of q with the k and v cache appends is one kernel of two sweeps",
+          "[jit][update]") {
+  for (int64_t tokens : {1, 3}) {
+    const fusion::Plan plan = fusion::make_plan(rope_and_appends(DType::bf16, tokens));
+    REQUIRE(plan.kernel_count() == 1);
+    CHECK(plan.regions.front().outputs.size() == 3);
+  }
+}
+
+TEST_CASE(
+    "a RoPE of q with the k and v cache appends in one kernel matches the reference on "
+    "the GPU",
+    "[gpu][jit][update]") {
+  FUSEJIT_REQUIRE_GPU();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t tokens : {1, 3}) {
+      INFO(fj::dtype_name(dtype) << ", " << tokens << " tokens");
+      require_match(rope_and_appends(dtype, tokens));
     }
   }
 }
