@@ -145,6 +145,10 @@ struct CodegenOptions {
   // Which GEMM regions the skinny-GEMM kernel takes (templates/schedulers/gemv.h,
   // jit/libs/gemm_call.h: gemv_spec) run it instead of cuBLASLt (FUSEJIT_GEMV).
   GemvMode gemv = GemvMode::large;
+  // A skinny GEMM that the generated kernel runs computes its A from the pointwise or
+  // normalization region just before it, as it stages A, instead of reading what that region
+  // wrote (templates::GemvPrologue; jit/libs/prologue.h). FUSEJIT_DISABLE=prologue turns it off.
+  bool gemv_prologue = true;
   // Programmatic dependent launch (FUSEJIT_PDL; honoured from sm_90): every kernel begins with
   // fj_grid_dependency_wait() (device/fj_pdl.cuh), before which it reads and writes nothing
   // (the skinny-GEMM kernel only prefetches its weights into L2), and is marked

@@ -36,6 +36,7 @@
 #include "ir/text.h"
 #include "jit/api/log.h"
 #include "jit/libs/gemm_call.h"
+#include "jit/libs/prologue.h"
 #include "jit/runtime/device.h"
 #include "jit/runtime/dynamic.h"
 #include "jit/runtime/kernel_cache.h"
@@ -229,10 +230,14 @@ std::vector<templates::Kernel> trace_kernels(const ir::SymbolicGraph& trace,
     library_calls = dp.plan.library_call_count();
     return jit::kernels_at(dp, ir::examples(trace.symbols), build.codegen);
   }
-  const fusion::Plan plan = fusion::make_plan(trace.graph, jit::plan_options(options));
+  fusion::Plan plan = fusion::make_plan(trace.graph, jit::plan_options(options));
   library_calls = plan.library_call_count();
+  // As build_executable: the regions a skinny GEMM computes as its prologue are no kernels.
+  const std::map<size_t, fusion::Region> producers =
+      jit::absorb_prologues(plan, build.codegen, build.allow_tf32);
   std::vector<templates::Kernel> kernels;
-  for (const fusion::Region& region : plan.regions) {
+  for (size_t i = 0; i < plan.regions.size(); ++i) {
+    const fusion::Region& region = plan.regions[i];
     if (region.kind != fusion::RegionKind::gemm) {
       kernels.push_back(templates::generate(plan.graph, region, build.codegen));
       continue;
@@ -240,7 +245,9 @@ std::vector<templates::Kernel> trace_kernels(const ir::SymbolicGraph& trace,
     // cuBLASLt compiles nothing, but the generated skinny-GEMM kernel takes some calls
     // (FUSEJIT_GEMV): the one a run would build.
     const jit::GemmCall call = jit::describe_gemm_call(plan, region, build.allow_tf32);
-    if (auto k = jit::gemv_kernel(call, build.codegen)) {
+    const auto producer = producers.find(i);
+    if (auto k = jit::gemv_kernel(call, build.codegen, nullptr, &plan.graph,
+                                  producer == producers.end() ? nullptr : &producer->second)) {
       kernels.push_back(std::move(*k));
       --library_calls;  // a kernel now, not cuBLASLt's call
     }

@@ -78,6 +78,7 @@ struct Options {
     bool dynamic = false;    // no dynamic dims: every new size is a trace of its own
     bool graphs = false;     // no CUDA graph replay: every kernel launched one by one
     bool sweeps = false;     // no kernel over outputs of different shapes (fusion/partition.h)
+    bool prologue = false;   // no skinny GEMM computing its A from the region before it
   } disable;
   // A cached plan of at least this many kernel launches (and nothing else: no GEMMs) replays
   // as one CUDA graph; see docs/api.md "Launch overhead". Not an env var: for benchmarks, tests.

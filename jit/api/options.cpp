@@ -64,7 +64,8 @@ void parse_dump(Options& o, std::string_view value) {
 
 void parse_disable(Options& o, std::string_view value) {
   constexpr std::string_view kValid =
-      "fusion, epilogue, vectorize, passes, memo, dynamic, graphs, sweeps (comma-separated)";
+      "fusion, epilogue, vectorize, passes, memo, dynamic, graphs, sweeps, prologue "
+      "(comma-separated)";
   for (const std::string& item : split_list(value)) {
     if (item == "fusion") o.disable.fusion = true;
     else if (item == "epilogue") o.disable.epilogue = true;
@@ -75,6 +76,8 @@ void parse_disable(Options& o, std::string_view value) {
     else if (item == "graphs") o.disable.graphs = true;
     else if (item == "sweeps")
       o.disable.sweeps = true;
+    else if (item == "prologue")
+      o.disable.prologue = true;
     else bad_value("FUSEJIT_DISABLE", item, kValid);
   }
 }

@@ -131,7 +131,8 @@ std::string plan_text(const std::vector<Tensor>& outputs) {
   // the text is the CLI's for that trace.
   const ir::Graph trace = ir::prune(p.graph, p.graph.outputs());
   const fusion::Plan plan = fusion::make_plan(trace, jit::plan_options(p.ctx.options));
-  return jit::plan_text(plan, p.ctx.options.allow_tf32, p.ctx.options.gemv);
+  return jit::plan_text(plan, p.ctx.options.allow_tf32, p.ctx.options.gemv,
+                        !p.ctx.options.disable.prologue);
 }
 
 DeviceSummary describe_device(Context& ctx) {

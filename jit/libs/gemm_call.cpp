@@ -218,8 +218,13 @@ std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, GemvMode mode
   return s;
 }
 
-std::vector<ir::NodeId> gemv_arguments(const GemmCall& call) {
-  std::vector<ir::NodeId> args = {call.a, call.b};
+std::vector<ir::NodeId> gemv_arguments(const GemmCall& call, const fusion::Region* producer) {
+  std::vector<ir::NodeId> args;
+  if (producer)
+    args = producer->inputs;
+  else
+    args = {call.a};
+  args.push_back(call.b);
   if (call.scale >= 0) args.push_back(call.scale);
   if (call.problem.has_bias) args.push_back(call.bias);
   if (call.problem.has_residual) args.push_back(call.residual);
@@ -229,11 +234,14 @@ std::vector<ir::NodeId> gemv_arguments(const GemmCall& call) {
 
 std::optional<templates::Kernel> gemv_kernel(const GemmCall& call,
                                              const templates::CodegenOptions& codegen,
-                                             std::string* why) {
-  const std::optional<templates::GemvSpec> spec = gemv_spec(call, codegen.gemv, why);
+                                             std::string* why, const ir::Graph* graph,
+                                             const fusion::Region* producer) {
+  std::optional<templates::GemvSpec> spec = gemv_spec(call, codegen.gemv, why);
   if (!spec) return std::nullopt;
+  templates::GemvPrologue prologue{graph, producer, codegen};
+  if (producer) spec->prologue = &prologue;
   templates::Kernel k = templates::generate_gemv(*spec, codegen.target, codegen.grid_dependency);
-  k.params = gemv_arguments(call);
+  k.params = gemv_arguments(call, producer);
   return k;
 }
 

@@ -83,15 +83,20 @@ GemmCall describe_gemm_call(const fusion::Plan& plan, const fusion::Region& regi
 // take it).
 std::optional<templates::GemvSpec> gemv_spec(const GemmCall& call, GemvMode mode,
                                              std::string* why = nullptr);
-// Its kernel's arguments, in generate_gemv's order: A, B, [scale], [bias], [C], D.
-std::vector<ir::NodeId> gemv_arguments(const GemmCall& call);
+// Its kernel's arguments, in generate_gemv's order: A (with a prologue, the inputs of the region
+// computing A), B, [scale], [bias], [C], D.
+std::vector<ir::NodeId> gemv_arguments(const GemmCall& call,
+                                       const fusion::Region* producer = nullptr);
 // The skinny-GEMM kernel a run generates for the call under `codegen` (its gemv mode, target
 // and grid dependency), its params gemv_arguments; nothing, and `why`, where cuBLASLt runs it.
-// The executor and `fusejit warm` both make it here, so that a warmed cache holds the kernel a
-// run asks for.
+// With `producer` (a region of `graph` that absorb_prologues, jit/libs/prologue.h, merged into
+// the call's region), the kernel computes A from it (templates::GemvPrologue). The executor and
+// `fusejit warm` both make it here, so that a warmed cache holds the kernel a run asks for.
 std::optional<templates::Kernel> gemv_kernel(const GemmCall& call,
                                              const templates::CodegenOptions& codegen,
-                                             std::string* why = nullptr);
+                                             std::string* why = nullptr,
+                                             const ir::Graph* graph = nullptr,
+                                             const fusion::Region* producer = nullptr);
 
 // "cublasLt 512x512x64 x16 (8 calls) bf16+bias+relu": M x N x K, the batch count of each call,
 // how many calls (when more than one), the dtype and what the epilogue adds ("gemm ...

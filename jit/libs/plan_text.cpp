@@ -1,10 +1,13 @@
 // jit/plan_text: see plan_text.h.
 #include "jit/libs/plan_text.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include "fusion/plan_print.h"
 #include "jit/libs/gemm_call.h"
+#include "jit/libs/prologue.h"
 
 namespace fusejit::jit {
 
@@ -22,14 +25,35 @@ std::string gemv_text(const GemmCall& call, GemvMode gemv) {
   return gemv == GemvMode::on ? fmt::format(", not the gemv kernel ({})", why) : "";
 }
 
+// The A of each gemm region that computes it as a prologue: absorb_prologues of a copy.
+std::set<ir::NodeId> prologue_operands(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv,
+                                       bool prologue) {
+  std::set<ir::NodeId> out;
+  if (!prologue) return out;
+  fusion::Plan copy = plan;
+  templates::CodegenOptions codegen;
+  codegen.gemv = gemv;
+  for (const auto& [i, producer] : absorb_prologues(copy, codegen, allow_tf32))
+    out.insert(producer.outputs.at(0));
+  return out;
+}
+
 // How the executor will issue each gemm region (jit/libs/gemm_call.h).
-std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv) {
+std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv,
+                               bool prologue) {
+  const std::set<ir::NodeId> computed = prologue_operands(plan, allow_tf32, gemv, prologue);
   std::string out;
   for (size_t i = 0; i < plan.regions.size(); ++i) {
     if (plan.regions[i].kind != fusion::RegionKind::gemm) continue;
     const GemmCall call = describe_gemm_call(plan, plan.regions[i], allow_tf32);
     const GemmProblem& p = call.problem;
     out += fmt::format("  region {}: {}{}", i, gemm_call_label(call), gemv_text(call, gemv));
+    if (computed.count(call.a) != 0) {
+      out += fmt::format(
+          ", computing A (%{}) as region {} would, as it stages it (a prologue: "
+          "region {} runs no kernel)",
+          call.a, i - 1, i - 1);
+    }
     if (p.batch > 1) {
       out += fmt::format(", batch strides A {} B {} D {}", p.stride_a, p.stride_b, p.stride_d);
     }
@@ -40,8 +64,8 @@ std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, GemvMo
 
 }  // namespace
 
-std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv) {
-  return fusion::plan_to_text(plan) + library_calls_text(plan, allow_tf32, gemv);
+std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv, bool prologue) {
+  return fusion::plan_to_text(plan) + library_calls_text(plan, allow_tf32, gemv, prologue);
 }
 
 }  // namespace fusejit::jit

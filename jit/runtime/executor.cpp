@@ -13,6 +13,7 @@
 
 #include "fusejit/error.h"
 #include "ir/shape.h"
+#include "jit/libs/prologue.h"
 #include "jit/runtime/cuda_check.h"
 #include "jit/runtime/parallel.h"
 
@@ -119,9 +120,13 @@ namespace {
 // With CodegenOptions::gemv: the skinny-GEMM kernel for gemm region i where it takes the call
 // (its arguments in the kernel's params), and a decision saying which runs the region.
 void plan_gemv(fusion::Plan& plan, size_t i, const GemmCall& call,
-               const templates::CodegenOptions& codegen, templates::Kernel& kernel) {
+               const templates::CodegenOptions& codegen, templates::Kernel& kernel,
+               const fusion::Region* producer) {
   std::string why;
-  std::optional<templates::Kernel> made = gemv_kernel(call, codegen, &why);
+  std::optional<templates::Kernel> made = gemv_kernel(call, codegen, &why, &plan.graph, producer);
+  if (!made && producer) {  // absorb_prologues merged it for this kernel only
+    throw InternalError(fmt::format("region {}: a prologue without the gemv kernel: {}", i, why));
+  }
   if (!made && call.int8_b) {
     // The plan keeps int8 weights only for calls the kernel takes; sizes that changed since
     // (a dynamic dim) can leave it one it does not.
@@ -146,6 +151,11 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
                             const BuildOptions& options, const PrebuiltKernel& prebuilt) {
   Executable exe;
   exe.plan = std::move(plan);
+  // Prologues change which regions there are: before the steps point at them. (A dynamic
+  // plan's kernels, `prebuilt`, are by region index: its regions stay as planned.)
+  const std::map<size_t, fusion::Region> producers =
+      prebuilt ? std::map<size_t, fusion::Region>{}
+               : absorb_prologues(exe.plan, options.codegen, options.allow_tf32);
   const fusion::Plan& p = exe.plan;
   exe.steps.resize(p.regions.size());
   std::vector<templates::Kernel> kernels(p.regions.size());
@@ -155,8 +165,10 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
     step.region = &r;
     if (r.kind == fusion::RegionKind::gemm) {
       step.gemm = describe_gemm_call(p, r, options.allow_tf32);
+      const auto producer = producers.find(i);
       if (options.codegen.gemv != GemvMode::off || step.gemm.int8_b)
-        plan_gemv(exe.plan, i, step.gemm, options.codegen, kernels[i]);
+        plan_gemv(exe.plan, i, step.gemm, options.codegen, kernels[i],
+                  producer == producers.end() ? nullptr : &producer->second);
     } else if (r.kind == fusion::RegionKind::attention && options.cudnn) {
       std::string why;
       step.attention = plan_attention_call(p.graph, r, options.cudnn, &why);

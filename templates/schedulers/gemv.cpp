@@ -5,6 +5,7 @@
 #include "templates/schedulers/gemv.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 
 #include "fusejit/error.h"
 #include "templates/emit.h"
+#include "templates/schedulers/gemv_prologue.h"
 
 namespace fusejit::templates {
 
@@ -54,7 +56,9 @@ struct Vars {
   ExprP xs, last;                // __shared__: A's stage (f32), the split's verdict
   ExprP partials, arrivals;      // module scope (split > 1)
   ExprP lane, warp;              // per thread
+  ExprP item;                    // the work item (w)
   ExprP tile, piece, row0, acc;  // per work item: row0 is the warp's first weight row
+  GemvPrologueBuilder* prologue = nullptr;  // A computed, not loaded (GemvSpec::prologue)
 };
 
 void build_signature(kir::Function& f, const GemvSpec& s, const GemvParams& p, Vars& v) {
@@ -68,7 +72,10 @@ void build_signature(kir::Function& f, const GemvSpec& s, const GemvParams& p, V
     f.min_blocks = 3;
     f.relaxed_min_blocks = {2, 1};
   }
-  v.a = f.param(t, "a", true, "A: [M, K] (or [K, M] stored)");
+  if (v.prologue)
+    v.prologue->add_params(f);  // A's producer's inputs
+  else
+    v.a = f.param(t, "a", true, "A: [M, K] (or [K, M] stored)");
   v.b = f.param(std::string(dtype_code(gemv_weight_dtype(s)).storage), "b", true,
                 s.int8_weights ? "the weights: [N, K], int8" : "the weights: [N, K]");
   if (s.scale) v.scale = f.param(t, "scale", true, "[N]: the int8 weights' scale per row");
@@ -106,6 +113,7 @@ void declare_storage(kir::Function& f, const GemvSpec& s, const GemvParams& p, V
 kir::Block& work_items(kir::Function& f, const GemvParams& p, Vars& v) {
   const auto [work, w] =
       f.body.loop("long long", "w", kir::block_index(), lit(p.work), kir::grid_blocks());
+  v.item = w;
   v.tile = work.let("long long", "tile", kir::infix(w, "/", lit(p.split)));
   v.piece = work.let("long long", "piece", kir::infix(w, "%", lit(p.split)));
   v.row0 = work.let("long long", "row0",
@@ -148,7 +156,9 @@ void stage_a(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& 
   const auto [zero, z] = each.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
   zero.assign(sub(xf, z), lit("0.0f"));
   kir::Block& in = each.branch(less(k, s.k));
-  if (s.transpose_a) {
+  if (v.prologue) {  // A's elements computed from its producer's inputs
+    v.prologue->elements(in, add(mul(m, lit(s.k)), k), static_cast<int>(V), xf);
+  } else if (s.transpose_a) {
     const auto [lanes, e] = in.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
     lanes.assign(sub(xf, e),
                  widen(s.dtype, sub(v.a, add(mul(kir::group(add(k, e)), lit(s.m)), m))));
@@ -196,6 +206,12 @@ void accumulate(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) 
     // one's products, then moved into wv for the next iteration.
     const ExprP wv = weight_array(b, s, p, "wv");
     load_weights(b, s, p, v, wv, mul(v.piece, lit(p.piece)));
+    if (v.prologue) {
+      // A normalization's row statistics, once per block, while its first weights load: in
+      // its first work item (the same for all the block's threads).
+      kir::Block& first = b.branch(kir::infix(v.item, "==", kir::block_index()));
+      v.prologue->reduce_row(first, static_cast<int>(p.block));
+    }
     const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(count));
     const ExprP k0 =
         stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
@@ -472,7 +488,7 @@ std::string refuse_gemv(const GemvSpec& s) {
 GemvParams gemv_params(const GemvSpec& s, const Target&) {
   GemvParams p;
   if (s.m >= 2 && (s.dtype == DType::bf16 || s.dtype == DType::f16) && !s.transpose_a &&
-      s.k % 8 == 0) {
+      s.k % 8 == 0 && !s.prologue) {
     p.mma = true;
     p.vector_width = 8;  // K per lane and step: 16 bytes of A, 16 (or 8 of int8) of weights
     p.block = 32 * p.warps;
@@ -506,11 +522,17 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
       p.piece % p.chunk || (p.mma && (p.rows % 16 || p.vector_width != 8 || p.m_tiles * 8 < s.m)) ||
       p.mma == p.prefetch)
     throw InternalError(fmt::format("gemv: params disagree: {}", params_text("gemv", p)));
-  if (p.mma) return build_gemv_mma_kernel(s, p);
+  if (p.mma) {
+    if (s.prologue) throw InternalError("gemv: a prologue for the tensor-core variant");
+    return build_gemv_mma_kernel(s, p);
+  }
   kir::Function f;
   Vars v;
+  std::optional<GemvPrologueBuilder> prologue;
+  if (s.prologue) v.prologue = &prologue.emplace(*s.prologue);
   build_signature(f, s, p, v);
   declare_storage(f, s, p, v);
+  if (v.prologue) v.prologue->declare_row(f.body);
   kir::Block& work = work_items(f, p, v);
   accumulate(work, s, p, v);
   if (p.split > 1) {
@@ -535,6 +557,10 @@ KernelBody gemv_body(const GemvSpec& s, const GemvParams& p, bool grid_dependenc
   if (grid_dependency) wait_for_grid(body, prefetch_weights(s, p, kir::var(body.fn.params[1].var)));
   body.helpers = {"fj_core.cuh", "fj_memory.cuh", "fj_gemv.cuh"};
   if (s.int8_weights) body.helpers.push_back("fj_gemv_i8.cuh");
+  if (s.prologue) {  // the producer's ops, and a normalization's block reduction
+    body.helpers.push_back("fj_math.cuh");
+    body.helpers.push_back("fj_reduce.cuh");
+  }
   body.block = p.block;
   body.work_blocks = p.work;
   body.blocks_per_sm = static_cast<int>(blocks_per_sm(p));
@@ -545,7 +571,13 @@ KernelBody gemv_body(const GemvSpec& s, const GemvParams& p, bool grid_dependenc
 Kernel generate_gemv(const GemvSpec& s, const Target& target, bool grid_dependency) {
   if (const std::string why = refuse_gemv(s); !why.empty())
     throw InternalError("generate_gemv: " + why);
+  if (s.prologue) {
+    if (const std::string why = refuse_prologue(s, *s.prologue->graph, *s.prologue->region);
+        !why.empty())
+      throw InternalError("generate_gemv: prologue: " + why);
+  }
   KernelBody body = gemv_body(s, gemv_params(s, target), grid_dependency);
+  kir::lower_indices(body.fn);  // a prologue's index arithmetic
   kir::place_declarations(body.fn);
   kir::verify(body.fn);
   Kernel k = assemble_kernel(body, body.helpers, "");

@@ -23,6 +23,8 @@
 
 namespace fusejit::templates {
 
+struct GemvPrologue;
+
 // One GEMM of the skinny kind: A [M, K] (or stored [K, M] when transpose_a), B the weights,
 // stored [N, K] when transpose_b (linear's weight: matmul(x, weight^T)), D [M, N] row-major; bias
 // [N], residual C [M, N]; all of `dtype`.
@@ -40,6 +42,24 @@ struct GemvSpec {
   // bias, D = act(alpha * (A @ B) * scale + beta * C + bias).
   bool int8_weights = false;
   bool scale = false;
+  // Not null: A is not read from memory but computed as it is staged, from the region whose one
+  // output it is (GemvPrologue). The kernel's A argument is then that region's inputs.
+  const GemvPrologue* prologue = nullptr;
+};
+
+// The region that computes a skinny GEMM's A, evaluated inside the GEMM's kernel as each stage
+// of A is staged into shared memory, so that A is never written to memory and read back (a
+// decode step's silu(gate) * up before the down projection, the RMS norm before q/k/v). The
+// region is a pointwise one, or (for M = 1) a normalization over A's one row whose reductions
+// read no other reduction's result (RMS norm; not layer norm's variance of x - mean): each block
+// then computes the row's statistics itself before its first stage (K elements, from L2), which
+// costs far less than a kernel launch. `graph` and `region` must outlive the generated kernel's
+// making; `codegen` is what the region's own kernel would have been generated with (rounding,
+// fast math).
+struct GemvPrologue {
+  const ir::Graph* graph = nullptr;
+  const fusion::Region* region = nullptr;
+  CodegenOptions codegen;
 };
 
 // The weights' element type: i8 with int8_weights, else the spec's dtype.
@@ -53,13 +73,20 @@ inline constexpr int64_t kGemvLargeMinWeights = int64_t(1) << 24;
 
 // Why the kernel does not take the spec, or "" when it does.
 std::string refuse_gemv(const GemvSpec& spec);
+// Why the kernel cannot compute the spec's A from `producer` (a region of `g` whose one output
+// is A) as it stages it, or "" when it can: the CUDA-core variant only (the tensor-core one
+// reads A in fragments, straight from memory), and the region's kind and reductions as
+// GemvPrologue says.
+std::string refuse_prologue(const GemvSpec& spec, const ir::Graph& g,
+                            const fusion::Region& producer);
 // The parameters: vector width from K's divisibility, rows and unroll from M, the split from
 // the tiles; tensor cores (GemvParams::mma) for 2..16 rows of bf16/f16 with K a multiple of 8
 // (see gemv.cpp).
 GemvParams gemv_params(const GemvSpec& spec, const Target& target);
 // The kernel of those parameters as kernel IR (name: kKernelNameToken), and as a KernelBody.
 // Launch: params.block threads, any grid (a grid-stride loop over params.work items), arguments
-// a, b, [scale], [bias], [c], d in that order; with split > 1 launches must not overlap (scratch).
+// a (with a prologue: its region's inputs, in order), b, [scale], [bias], [c], d in that order;
+// with split > 1 launches must not overlap (scratch).
 kir::Function build_gemv_kernel(const GemvSpec& spec, const GemvParams& params);
 // `grid_dependency` (CodegenOptions::grid_dependency): the block first prefetches the first stage
 // of its first work item's weights into L2, then waits for the grid ahead (wait_for_grid).

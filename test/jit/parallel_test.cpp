@@ -2,6 +2,7 @@
 // order), and build_executable obtaining a plan's missing kernels on several threads while it
 // finds and loads them on the calling one, with the real NVRTC and kernel cache (no GPU: the
 // loader below loads nothing); the [gpu] case does the same through a Runtime.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -13,10 +14,13 @@
 #include <vector>
 
 #include "fusejit/error.h"
+#include "fusejit_test_paths.h"
 #include "fusion/pipeline.h"
+#include "fusion/plan_print.h"
 #include "ir/graph.h"
-#include "jit/runtime/executor.h"
+#include "ir/text.h"
 #include "jit/api/log.h"
+#include "jit/runtime/executor.h"
 #include "jit/runtime/parallel.h"
 #include "jit/runtime/runtime.h"
 #include "support/catch.h"
@@ -246,4 +250,61 @@ TEST_CASE("a Runtime compiles a plan's kernels in parallel, counts them, and run
   jit::Runtime strict_rt(*info, strict, *log, strict_stats);
   CHECK_THROWS_WITH(strict_rt.executable_for(g), ContainsSubstring("FUSEJIT_REQUIRE_WARM=1"));
   CHECK(strict_stats.kernels_compiled == 0);
+}
+
+TEST_CASE(
+    "build_executable: a skinny GEMM computes its A, and the region computing A runs no "
+    "kernel (a prologue)",
+    "[jit][parallel][prologue]") {
+  // examples/generate's tiny decode step: per layer an RMS norm before q/k/v and before
+  // gate/up, silu(gate) * up before down, and the final norm before the vocabulary projection.
+  const ir::Graph g = ir::parse_file(std::string(FUSEJIT_SOURCE_DIR) +
+                                     "/test/traces/replay/tiny_decode_step.trace");
+  const fusion::Plan plan = fusion::make_plan(g);
+  const std::string dir = fresh_dir("prologue");
+  auto log = jit::make_logger(LogLevel::error);
+  jit::KernelCache cache(cache_options(dir), *log);
+  RecordingLoader rec{cache};
+  jit::BuildOptions options;
+  options.codegen.gemv = GemvMode::on;  // the tiny GEMMs too (auto takes large ones only)
+  const jit::Executable exe = jit::build_executable(plan, rec.loader(), options);
+  INFO(fusion::plan_to_text(exe.plan));
+  // 2 layers x 3 producers, and the final norm: 7 regions fewer, each a prologue's decision.
+  CHECK(exe.steps.size() == plan.regions.size() - 7);
+  CHECK(exe.plan.regions.size() == exe.steps.size());
+  CHECK(exe.kernel_steps == exe.steps.size());  // every step a kernel: one graph launch
+  int prologues = 0;
+  for (const fusion::Decision& d : exe.plan.decisions) {
+    if (d.fused && d.reason.find("(a prologue)") != std::string::npos) ++prologues;
+  }
+  CHECK(prologues == 7);
+  const jit::BufferSlots slots = jit::buffer_slots(exe.plan);
+  for (const jit::Step& step : exe.steps) {
+    if (step.region->kind != fusion::RegionKind::gemm) continue;
+    REQUIRE(step.kernel);
+    const ir::NodeId a = step.gemm.a;
+    const bool computed = step.arguments.front() != a;
+    if (!computed) continue;
+    // A: no region writes it, no buffer holds it, no kernel reads it.
+    for (const fusion::Region& r : exe.plan.regions) {
+      CHECK(std::find(r.outputs.begin(), r.outputs.end(), a) == r.outputs.end());
+    }
+    CHECK(slots.slot[static_cast<size_t>(a)] == -1);
+    // The GEMM's kernel reads what A's producer read, and the step's region lists it, so that
+    // those buffers live until this step.
+    CHECK(step.arguments.back() == step.gemm.d);
+    for (size_t k = 0; k + 1 < step.arguments.size(); ++k) {
+      const ir::NodeId id = step.arguments[k];
+      CHECK(std::find(step.region->inputs.begin(), step.region->inputs.end(), id) !=
+            step.region->inputs.end());
+    }
+    const std::string& source = step.kernel->kernel.source;
+    const bool from_norm = source.find("every block for itself") != std::string::npos;
+    const bool from_silu = source.find("silu") != std::string::npos;
+    CHECK((from_norm || from_silu));
+  }
+  // FUSEJIT_DISABLE=prologue: the plan as planned.
+  options.codegen.gemv_prologue = false;
+  CHECK(jit::build_executable(plan, rec.loader(), options).steps.size() == plan.regions.size());
+  fs::remove_all(dir);
 }

@@ -36,3 +36,25 @@ inline unsigned fj_f32x2_to_bf16x2(float lo, float hi) {
 inline unsigned fj_f32x2_to_f16x2(float lo, float hi) {
   return fj_emu::f16_bits(lo) | (static_cast<unsigned>(fj_emu::f16_bits(hi)) << 16);
 }
+
+// A prologue's ops (fj_math.cuh) and a normalization's block reduction (fj_reduce.cuh): the
+// ones the prologue emulation test's regions use.
+inline float fj_silu(float x) { return static_cast<float>(x / (1.0 + std::exp(-double{x}))); }
+inline float fj_rsqrt(float x) { return static_cast<float>(1.0 / std::sqrt(double{x})); }
+struct fj_op_sum {
+  float operator()(float a, float b) const { return a + b; }
+};
+// Every thread's value into a slot, then each thread adds the slots in order.
+template <int kThreads, class Op>
+float fj_block_reduce(float v, Op op) {
+  static float slots[kThreads];
+  slots[threadIdx.x] = v;
+  __syncthreads();
+  float total = slots[0];
+  for (int i = 1; i < kThreads; ++i) total = op(total, slots[i]);
+  __syncthreads();
+  return total;
+}
+// The approximate form bf16/f16 regions may use: here the exact value (its error bound is the
+// GPU tests' to check, docs/numerics.md).
+inline float fj_fast_silu(float x) { return fj_silu(x); }
