@@ -147,8 +147,9 @@ struct CodegenOptions {
   GemvMode gemv = GemvMode::large;
   // A skinny GEMM that the generated kernel runs computes its A from the pointwise or
   // normalization region just before it, as it stages A, instead of reading what that region
-  // wrote (templates::GemvPrologue; jit/libs/prologue.h). FUSEJIT_DISABLE=prologue turns it off.
-  bool gemv_prologue = true;
+  // wrote (templates::GemvPrologue; jit/libs/prologue.h). Off by default until it has been timed
+  // on a GPU (FUSEJIT_GEMV_PROLOGUE=1 turns it on); the tests generate, emulate and compile it.
+  bool gemv_prologue = false;
   // Programmatic dependent launch (FUSEJIT_PDL; honoured from sm_90): every kernel begins with
   // fj_grid_dependency_wait() (device/fj_pdl.cuh), before which it reads and writes nothing
   // (the skinny-GEMM kernel only prefetches its weights into L2), and is marked

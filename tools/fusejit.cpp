@@ -30,12 +30,11 @@ values it takes):
   FUSEJIT_ARCH          the arch to compile for (sm_90, ...); default the GPU's
   FUSEJIT_LOG           off, error, warn (default), info, debug, trace
   FUSEJIT_DUMP          ir, plan, decisions, cuda, ptx, kir, all (into FUSEJIT_DUMP_DIR)
-  FUSEJIT_DISABLE       fusion, epilogue, vectorize, passes, memo, dynamic, graphs, sweeps,
-                        prologue
+  FUSEJIT_DISABLE       fusion, epilogue, vectorize, passes, memo, dynamic, graphs, sweeps
   FUSEJIT_NVRTC_OPTIONS more NVRTC options, from a list that cannot change results
   FUSEJIT_REQUIRE_WARM  1: a kernel missing from the cache is an error, not a compile
 and FUSEJIT_DUMP_DIR, FUSEJIT_RECORD_DIR, FUSEJIT_MEMO_MAX, FUSEJIT_KERNELS_MAX, FUSEJIT_TF32,
-FUSEJIT_ROUNDING, FUSEJIT_ATTENTION, FUSEJIT_CUDNN_PATH. `fusejit COMMAND --help` describes a
+FUSEJIT_ROUNDING, FUSEJIT_ATTENTION, FUSEJIT_CUDNN_PATH, FUSEJIT_GEMV_PROLOGUE. `fusejit COMMAND --help` describes a
 command.)";
 
 constexpr int kUsageStatus = 2;

@@ -104,7 +104,7 @@ int plan(const PlanArgs& args) {
     if (dp) doc["dynamic"] = dynamic_json(trace, *dp, values);
     text = fusion::json_line(doc);
   } else {
-    text = jit::plan_text(plan, options.allow_tf32, options.gemv, !options.disable.prologue);
+    text = jit::plan_text(plan, options.allow_tf32, options.gemv, options.gemv_prologue);
     if (dp) text += dynamic_text(trace, *dp, values);
   }
   std::fwrite(text.data(), 1, text.size(), stdout);

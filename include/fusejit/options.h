@@ -78,7 +78,6 @@ struct Options {
     bool dynamic = false;    // no dynamic dims: every new size is a trace of its own
     bool graphs = false;     // no CUDA graph replay: every kernel launched one by one
     bool sweeps = false;     // no kernel over outputs of different shapes (fusion/partition.h)
-    bool prologue = false;   // no skinny GEMM computing its A from the region before it
   } disable;
   // A cached plan of at least this many kernel launches (and nothing else: no GEMMs) replays
   // as one CUDA graph; see docs/api.md "Launch overhead". Not an env var: for benchmarks, tests.
@@ -97,6 +96,10 @@ struct Options {
   // may be scheduled while that grid runs; the skinny-GEMM kernel prefetches the first stage of
   // its weights into L2 before its wait. Off by default until timed on a GPU (docs/api.md).
   bool pdl = false;
+  // FUSEJIT_GEMV_PROLOGUE=1: a skinny GEMM that the generated kernel runs computes its A from
+  // the pointwise or one-row normalization region just before it, which then runs no kernel
+  // (docs/gemm.md, "Prologues"). Off by default until timed on a GPU.
+  bool gemv_prologue = false;
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
   // jit/libs/cudnn_api.h lists where).
   std::string cudnn_path;

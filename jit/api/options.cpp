@@ -64,8 +64,7 @@ void parse_dump(Options& o, std::string_view value) {
 
 void parse_disable(Options& o, std::string_view value) {
   constexpr std::string_view kValid =
-      "fusion, epilogue, vectorize, passes, memo, dynamic, graphs, sweeps, prologue "
-      "(comma-separated)";
+      "fusion, epilogue, vectorize, passes, memo, dynamic, graphs, sweeps (comma-separated)";
   for (const std::string& item : split_list(value)) {
     if (item == "fusion") o.disable.fusion = true;
     else if (item == "epilogue") o.disable.epilogue = true;
@@ -76,8 +75,6 @@ void parse_disable(Options& o, std::string_view value) {
     else if (item == "graphs") o.disable.graphs = true;
     else if (item == "sweeps")
       o.disable.sweeps = true;
-    else if (item == "prologue")
-      o.disable.prologue = true;
     else bad_value("FUSEJIT_DISABLE", item, kValid);
   }
 }
@@ -296,6 +293,8 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_TF32") o.allow_tf32 = parse_bool(name, value);
     else if (name == "FUSEJIT_GEMV") o.gemv = parse_gemv(value);
     else if (name == "FUSEJIT_PDL") o.pdl = parse_bool(name, value);
+    else if (name == "FUSEJIT_GEMV_PROLOGUE")
+      o.gemv_prologue = parse_bool(name, value);
     else if (name == "FUSEJIT_ATTENTION") o.attention = parse_attention(value);
     else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
     else if (name == "FUSEJIT_CUDNN_PATH") o.cudnn_path = value;

@@ -15,9 +15,9 @@ namespace fusejit::jit {
 // and, when batched, the batch strides in elements; 0: that operand is broadcast), when any.
 // Each gemm region the skinny-GEMM kernel takes under `gemv` (Options::gemv) says so, with its
 // parameters; with GemvMode::on each other one says why not. With `prologue`
-// (!Options::disable.prologue), one that computes its A from the region before it says so
+// (Options::gemv_prologue), one that computes its A from the region before it says so
 // (jit/libs/prologue.h): that region is then no kernel of its own.
 std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv = GemvMode::large,
-                      bool prologue = true);
+                      bool prologue = false);
 
 }  // namespace fusejit::jit

@@ -34,7 +34,7 @@ BuildOptions build_options(const Options& options, const templates::Target& targ
   b.codegen.vectorize = !options.disable.vectorize;
   b.codegen.rounding = options.rounding;
   b.codegen.gemv = options.gemv;
-  b.codegen.gemv_prologue = !options.disable.prologue;
+  b.codegen.gemv_prologue = options.gemv_prologue;
   b.codegen.grid_dependency = options.pdl && target.cc >= 90;
   b.codegen.target = target;
   b.codegen.keep_kir = options.dump.kir;

@@ -63,11 +63,10 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(parse1("FUSEJIT_DISABLE", "sweeps").disable.sweeps);
   CHECK(fusejit::jit::plan_options(parse1("FUSEJIT_DISABLE", "sweeps")).sweeps == false);
   CHECK(fusejit::jit::plan_options(Options{}).sweeps);
-  CHECK_FALSE(dis.disable.prologue);
-  CHECK(parse1("FUSEJIT_DISABLE", "prologue").disable.prologue);
-  CHECK_FALSE(
-      fusejit::jit::build_options(parse1("FUSEJIT_DISABLE", "prologue"), {}).codegen.gemv_prologue);
-  CHECK(fusejit::jit::build_options(Options{}, {}).codegen.gemv_prologue);
+  CHECK(parse1("FUSEJIT_GEMV_PROLOGUE", "1").gemv_prologue);
+  CHECK(
+      fusejit::jit::build_options(parse1("FUSEJIT_GEMV_PROLOGUE", "1"), {}).codegen.gemv_prologue);
+  CHECK_FALSE(fusejit::jit::build_options(Options{}, {}).codegen.gemv_prologue);
   CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
   CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
   CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);

@@ -267,6 +267,7 @@ TEST_CASE(
   RecordingLoader rec{cache};
   jit::BuildOptions options;
   options.codegen.gemv = GemvMode::on;  // the tiny GEMMs too (auto takes large ones only)
+  options.codegen.gemv_prologue = true;
   const jit::Executable exe = jit::build_executable(plan, rec.loader(), options);
   INFO(fusion::plan_to_text(exe.plan));
   // 2 layers x 3 producers, and the final norm: 7 regions fewer, each a prologue's decision.
@@ -303,7 +304,7 @@ TEST_CASE(
     const bool from_silu = source.find("silu") != std::string::npos;
     CHECK((from_norm || from_silu));
   }
-  // FUSEJIT_DISABLE=prologue: the plan as planned.
+  // Off (the default): the plan as planned.
   options.codegen.gemv_prologue = false;
   CHECK(jit::build_executable(plan, rec.loader(), options).steps.size() == plan.regions.size());
   fs::remove_all(dir);

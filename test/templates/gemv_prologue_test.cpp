@@ -57,6 +57,7 @@ Graph swiglu_projection(DType dtype, int64_t rows, int64_t k, int64_t n) {
 templates::CodegenOptions gemv_on() {
   templates::CodegenOptions c;
   c.gemv = GemvMode::on;
+  c.gemv_prologue = true;
   return c;
 }
 
@@ -139,16 +140,17 @@ TEST_CASE("gemv prologue: an RMS norm and silu(gate) * up merge into the GEMM th
   REQUIRE(swiglu.regions.size() == 1);
   CHECK(producers.at(0).kind == fusion::RegionKind::pointwise);
 
-  // Off (FUSEJIT_DISABLE=prologue), and where cuBLASLt runs the GEMM (auto leaves small ones
-  // to it): the producer stays a kernel of its own.
+  // Off (the default until timed: FUSEJIT_GEMV_PROLOGUE), and on where cuBLASLt runs the GEMM
+  // (auto leaves small ones to it): the producer stays a kernel of its own.
   templates::CodegenOptions off = gemv_prologue_test::gemv_on();
   off.gemv_prologue = false;
   CHECK(merged(gemv_prologue_test::rms_norm_projection(1, 1000, 300), producers, off)
             .regions.size() == 2);
   CHECK(producers.empty());
-  CHECK(
-      merged(gemv_prologue_test::rms_norm_projection(1, 1000, 300), producers, {}).regions.size() ==
-      2);
+  templates::CodegenOptions cublas;  // FUSEJIT_GEMV=auto: these sizes stay cuBLASLt's
+  cublas.gemv_prologue = true;
+  CHECK(merged(gemv_prologue_test::rms_norm_projection(1, 1000, 300), producers, cublas)
+            .regions.size() == 2);
   CHECK(producers.empty());
 }
 
