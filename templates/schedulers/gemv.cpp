@@ -554,7 +554,13 @@ KernelBody gemv_body(const GemvSpec& s, const GemvParams& p, bool grid_dependenc
   body.kind = "gemv";
   body.schedule = params_text("gemv", p);
   body.fn = build_gemv_kernel(s, p);
-  if (grid_dependency) wait_for_grid(body, prefetch_weights(s, p, kir::var(body.fn.params[1].var)));
+  if (grid_dependency) {
+    // The weights' parameter: the second, or after a prologue's inputs.
+    const auto weights = std::find_if(body.fn.params.begin(), body.fn.params.end(),
+                                      [](const kir::Param& q) { return q.var->name == "b"; });
+    if (weights == body.fn.params.end()) throw InternalError("gemv: no weights parameter");
+    wait_for_grid(body, prefetch_weights(s, p, kir::var(weights->var)));
+  }
   body.helpers = {"fj_core.cuh", "fj_memory.cuh", "fj_gemv.cuh"};
   if (s.int8_weights) body.helpers.push_back("fj_gemv_i8.cuh");
   if (s.prologue) {  // the producer's ops, and a normalization's block reduction

@@ -206,3 +206,28 @@ TEST_CASE("gemv prologue: the merged kernel, emulated, matches the reference",
     CHECK(err <= c.bound);
   }
 }
+
+TEST_CASE("gemv prologue: the merged kernels compile for sm_90 without spills, with PDL too",
+          "[templates][gemv][prologue]") {
+  for (const bool pdl : {false, true}) {
+    templates::CodegenOptions codegen = gemv_prologue_test::gemv_on();
+    codegen.grid_dependency = pdl;
+    for (const Graph& g : {gemv_prologue_test::rms_norm_projection(1, 4096, 6144),
+                           gemv_prologue_test::swiglu_projection(DType::bf16, 1, 14336, 4096)}) {
+      std::map<size_t, fusion::Region> producers;
+      const fusion::Plan plan = merged(g, producers, codegen);
+      REQUIRE(producers.count(0) == 1);
+      const jit::GemmCall call = jit::describe_gemm_call(plan, plan.regions[0], false);
+      const auto k = jit::gemv_kernel(call, codegen, nullptr, &plan.graph, &producers.at(0));
+      REQUIRE(k.has_value());
+      INFO(test::kernel_text(*k));
+      // With PDL the block prefetches its first weights before the wait: from the weights (`b`),
+      // whatever parameters the prologue puts before them.
+      if (pdl) CHECK(k->source.find("fj_prefetch_l2(b + ") != std::string::npos);
+      jit::CompiledKernel c;
+      REQUIRE_NOTHROW(c = jit::compile(*k, "sm_90", {.extra = {"--ptxas-options=-v"}}));
+      CHECK(!c.cubin.empty());
+      CHECK_FALSE(jit::spills(c));
+    }
+  }
+}
