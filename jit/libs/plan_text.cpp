@@ -33,6 +33,7 @@ std::set<ir::NodeId> prologue_operands(const fusion::Plan& plan, bool allow_tf32
   fusion::Plan copy = plan;
   templates::CodegenOptions codegen;
   codegen.gemv = gemv;
+  codegen.gemv_prologue = true;
   for (const auto& [i, producer] : absorb_prologues(copy, codegen, allow_tf32))
     out.insert(producer.outputs.at(0));
   return out;

@@ -516,6 +516,29 @@ TEST_CASE("warm: the skinny-GEMM kernels a run would generate are warmed too", "
   CHECK(int8.status == 0);
   CHECK(int8.out.find("compiled: 2  cached: 0  failed: 0") != std::string::npos);
   CHECK(int8.out.find("down_int8_m8.trace: 1 kernel, 0 library calls;") != std::string::npos);
+  // FUSEJIT_GEMV_PROLOGUE=1: the tiny decode step's norms and silu(gate) * up run inside the
+  // GEMV kernels after them (2 layers x 3, and the final norm), so `plan` names 7 prologues and
+  // `warm` compiles what a run loads: 7 kernels fewer.
+  const std::string tiny =
+      std::string(FUSEJIT_SOURCE_DIR) + "/test/traces/replay/tiny_decode_step.trace";
+  for (const bool prologue : {false, true}) {
+    const std::string env =
+        std::string("FUSEJIT_GEMV=1 FUSEJIT_GEMV_PROLOGUE=") + (prologue ? "1" : "0");
+    const Result plan = run("plan " + tiny, env, "2>/dev/null");
+    size_t named = 0;
+    for (size_t at = plan.out.find("(a prologue: region"); at != std::string::npos;
+         at = plan.out.find("(a prologue: region", at + 1)) {
+      ++named;
+    }
+    CHECK(named == (prologue ? 7u : 0u));
+    const Result warmed =
+        run("warm -j 2 --arch sm_90 --cache-dir " + (dir / "tiny").string() + " " + tiny, env,
+            "2>/dev/null");
+    INFO(warmed.out);
+    CHECK(warmed.status == 0);
+    CHECK(warmed.out.find(prologue ? ": 20 kernels, 0 library calls;"
+                                   : ": 27 kernels, 0 library calls;") != std::string::npos);
+  }
   std::filesystem::remove_all(dir);
 }
 
