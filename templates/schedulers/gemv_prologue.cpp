@@ -158,7 +158,10 @@ void GemvPrologueBuilder::elements(kir::Block& b, const kir::ExprP& first, int c
   const ir::Node& a = info_.node(a_);
   const int v = lanes(count);
   const std::string idx(info_.index_type());
-  const auto [groups, g] = b.loop("int", "pg", kir::lit(0), kir::lit(count / v), nullptr, 1);
+  // (Not a structured binding: the lambda below reads the group, which C++20 forbids of one.)
+  const kir::Loop group_loop = b.loop("int", "pg", kir::lit(0), kir::lit(count / v), nullptr, 1);
+  kir::Block& groups = group_loop.body;
+  const kir::ExprP g = group_loop.index;
   const kir::ExprP i0 = groups.let(idx, "pi0", kir::add(first, kir::mul(g, kir::lit(v))));
   const DTypeCode& code = dtype_code(a.dtype);
   vector_lanes(
