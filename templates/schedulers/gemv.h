@@ -52,10 +52,9 @@ struct GemvSpec {
 // decode step's silu(gate) * up before the down projection, the RMS norm before q/k/v). The
 // region is a pointwise one, or (for M = 1) a normalization over A's one row whose reductions
 // read no other reduction's result (RMS norm; not layer norm's variance of x - mean): each block
-// then computes the row's statistics itself before its first stage (K elements, from L2), which
-// costs far less than a kernel launch. `graph` and `region` must outlive the generated kernel's
-// making; `codegen` is what the region's own kernel would have been generated with (rounding,
-// fast math).
+// then computes the row's statistics itself before its first stage (K elements, from L2). `graph`
+// and `region` must outlive the generated kernel's making; `codegen` is what the region's own
+// kernel would have been generated with (rounding, fast math).
 struct GemvPrologue {
   const ir::Graph* graph = nullptr;
   const fusion::Region* region = nullptr;

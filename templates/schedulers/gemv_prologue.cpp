@@ -1,48 +1,15 @@
 // templates/gemv_prologue: see gemv_prologue.h; refuse_prologue (gemv.h) is here too.
 #include "templates/schedulers/gemv_prologue.h"
 
-#include <map>
-#include <set>
-
 #include <fmt/format.h>
 
 #include "fusejit/error.h"
 #include "ir/shape.h"
 #include "templates/builders.h"
 #include "templates/lower.h"
+#include "templates/schedulers/reduction.h"
 
 namespace fusejit::templates {
-
-namespace {
-
-bool is_reduce(const ir::Graph& g, ir::NodeId id) {
-  return ir::op_kind(g.node(id).op) == ir::OpKind::reduce;
-}
-
-// Whether a reduce node of `region` reads (through the region's nodes) another one's result.
-bool chained_reductions(const ir::Graph& g, const fusion::Region& region) {
-  const std::set<ir::NodeId> nodes(region.nodes.begin(), region.nodes.end());
-  std::map<ir::NodeId, bool> after;     // node -> computed from some reduce result
-  for (ir::NodeId id : region.nodes) {  // in graph order: operands first
-    bool from = false;
-    for (ir::NodeId in : g.node(id).inputs) {
-      if (nodes.count(in) == 0) continue;
-      if (is_reduce(g, in) || after[in]) from = true;
-    }
-    if (is_reduce(g, id) && from) return true;
-    after[id] = from;
-  }
-  return false;
-}
-
-// The element count of the row a normalization region reduces: the product of its reduced axes.
-int64_t row_length(const fusion::Region& r) {
-  int64_t n = 1;
-  for (int64_t axis : r.reduce_axes) n *= r.shape[static_cast<size_t>(axis)];
-  return n;
-}
-
-}  // namespace
 
 std::string refuse_prologue(const GemvSpec& spec, const ir::Graph& g,
                             const fusion::Region& producer) {
@@ -68,9 +35,12 @@ std::string refuse_prologue(const GemvSpec& spec, const ir::Graph& g,
     return fmt::format("its producer is a {} region (takes pointwise or normalization)",
                        fusion::region_kind_name(producer.kind));
   if (spec.m != 1) return fmt::format("a normalization producer for M = {} (takes M = 1)", spec.m);
-  if (row_length(producer) != spec.k || ir::numel(producer.shape) != spec.k)
-    return "its producer's rows are not A's row";
-  if (!producer.welford.empty() || chained_reductions(g, producer))
+  if (!producer.welford.empty())
+    return "its producer's reductions read one another (one pass over the row takes none)";
+  // Without online pairing, a softmax's sum of exp(x - max) reads its max: two passes.
+  const ReduceSpace space = analyze_reduction(RegionInfo(g, producer, {}), false);
+  if (space.length != spec.k || space.rows != 1) return "its producer's rows are not A's row";
+  if (space.passes != 1)
     return "its producer's reductions read one another (one pass over the row takes none)";
   return "";
 }
@@ -78,7 +48,9 @@ std::string refuse_prologue(const GemvSpec& spec, const ir::Graph& g,
 GemvPrologueBuilder::GemvPrologueBuilder(const GemvPrologue& p)
     : info_(*p.graph, *p.region, p.codegen),
       vectorize_(p.codegen.vectorize),
-      a_(p.region->outputs.at(0)) {}
+      a_(p.region->outputs.at(0)) {
+  if (p.region->kind == fusion::RegionKind::normalization) space_ = analyze_reduction(info_, false);
+}
 
 void GemvPrologueBuilder::add_params(kir::Function& f) const {
   for (ir::NodeId id : info_.region.inputs)
@@ -90,8 +62,7 @@ int GemvPrologueBuilder::lanes(int64_t count) const {
 }
 
 void GemvPrologueBuilder::declare_row(kir::Block& decl) {
-  for (ir::NodeId id : info_.region.nodes) {
-    if (!is_reduce(info_.graph, id)) continue;
+  for (ir::NodeId id : space_.reduces) {
     reduced_[id] =
         decl.let_mut(std::string(dtype_code(info_.node(id).dtype).arith), info_.named("rv", id));
   }
@@ -125,11 +96,10 @@ void vector_lanes(kir::Block& b, const RegionInfo& info, const Values::Intercept
 }  // namespace
 
 void GemvPrologueBuilder::reduce_row(kir::Block& b, int block) {
-  const int64_t k = row_length(info_.region);
+  const int64_t k = space_.length;
   const int v = lanes(k);
   const std::string idx(info_.index_type());
-  for (ir::NodeId id : info_.region.nodes) {
-    if (!is_reduce(info_.graph, id)) continue;
+  for (ir::NodeId id : space_.reduces) {
     const ir::Node& n = info_.node(id);
     const ir::NodeId operand = n.inputs.at(0);
     const DType acc_dtype = accumulator_dtype(n);

@@ -10,6 +10,7 @@
 #include "templates/emit.h"
 #include "templates/kir/kir.h"
 #include "templates/schedulers/gemv.h"
+#include "templates/schedulers/reduction.h"
 
 namespace fusejit::templates {
 
@@ -39,6 +40,7 @@ class GemvPrologueBuilder {
   RegionInfo info_;
   bool vectorize_ = true;
   ir::NodeId a_ = -1;
+  ReduceSpace space_;                         // a normalization's reductions (one pass)
   std::map<ir::NodeId, kir::ExprP> reduced_;  // reduce node -> its result (reduce_row)
 };
 
