@@ -1,7 +1,8 @@
 // templates/gemv: see gemv.h. The parameters (gemv_params) and the kernel, built as kernel IR:
 // the signature and storage, the work loop with its stages (weights loaded first, so that their
-// latency overlaps the staging of A; A staged as f32; the products), the warp's butterfly, and
-// the store with the epilogue, directly or through the split's partials.
+// latency overlaps the staging of A: the whole piece once, by cp.async, or a stage at a time as
+// f32; the products), the warp's butterfly, and the store with the epilogue, directly or
+// through the split's partials.
 #include "templates/schedulers/gemv.h"
 
 #include <algorithm>
@@ -102,9 +103,15 @@ void declare_split_and_lanes(kir::Function& f, const GemvSpec& s, const GemvPara
 }
 
 void declare_storage(kir::Function& f, const GemvSpec& s, const GemvParams& p, Vars& v) {
-  v.xs = f.body.declare("__shared__ __align__(16) float",
-                        {{"xs", {lit(s.m), lit(p.chunk)}, nullptr, nullptr}},
-                        "A's rows over one stage of K, as f32")[0];
+  if (p.resident) {
+    v.xs = f.body.declare(fmt::format("__shared__ __align__(16) {}", dtype_code(s.dtype).storage),
+                          {{"xs", {lit(s.m), lit(p.piece)}, nullptr, nullptr}},
+                          "A's rows over the work item's piece of K, in A's dtype")[0];
+  } else {
+    v.xs = f.body.declare("__shared__ __align__(16) float",
+                          {{"xs", {lit(s.m), lit(p.chunk)}, nullptr, nullptr}},
+                          "A's rows over one stage of K, as f32")[0];
+  }
   declare_split_and_lanes(f, s, p, v);
 }
 
@@ -171,9 +178,54 @@ void stage_a(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& 
   each.eval(kir::store_vec(kir::prefix("&", sub(v.xs, m, mul(j, lit(V)))), xf));
 }
 
+// The elements of A a resident stage copies at a time: a weight load's K, at most 16 bytes of A
+// (V is a power of two dividing K, so this one divides K too).
+int64_t resident_width(const GemvSpec& s, const GemvParams& p) {
+  return std::min<int64_t>(p.vector_width, 16 / static_cast<int64_t>(dtype_size(s.dtype)));
+}
+
+// A's rows over the work item's piece of K, from kp, into xs in A's dtype (zero past K), each
+// element read (or computed) once: by cp.async where a copy is a word of 4 to 16 bytes (all of a
+// thread's copies in flight together, through no register), else element by element, or from
+// the prologue. The caller waits at a barrier before the stages read it.
+void stage_piece(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP kp) {
+  const int64_t VA = resident_width(s, p), per_row = p.piece / VA;
+  const int64_t bytes = VA * static_cast<int64_t>(dtype_size(s.dtype));
+  const bool async = !v.prologue && !s.transpose_a && bytes >= 4;
+  const std::string t(dtype_code(s.dtype).storage);
+  const auto [each, i] =
+      b.loop("int", "i", kir::thread_index(), lit(s.m * per_row), lit(p.block), 4);
+  const ExprP m = each.let("int", "m", kir::infix(i, "/", lit(per_row)));
+  const ExprP j = each.let("int", "j", kir::infix(i, "%", lit(per_row)));
+  const ExprP k = each.let("long long", "k", add(kp, mul(j, lit(VA))));
+  const ExprP to = sub(v.xs, m, mul(j, lit(VA)));
+  kir::Block& in = each.branch(less(k, s.k));
+  if (v.prologue) {  // A's elements computed from its producer's inputs, rounded to its dtype
+    const ExprP xf = in.array("float", "xf", {VA});
+    v.prologue->elements(in, add(mul(m, lit(s.k)), k), static_cast<int>(VA), xf);
+    const auto [lanes, e] = in.loop_line("int", "e", lit(0), lit(VA), nullptr, 1);
+    lanes.assign(sub(v.xs, m, add(mul(j, lit(VA)), e)), narrow(s.dtype, sub(xf, e)));
+  } else if (async) {
+    in.eval(kir::call(fmt::format("fj_stage_vec<{}, {}>", t, VA),
+                      {kir::prefix("&", to), add(v.a, add(mul(m, lit(s.k)), k))}));
+  } else {
+    const auto [lanes, e] = in.loop_line("int", "e", lit(0), lit(VA), nullptr, 1);
+    const ExprP at = s.transpose_a ? add(mul(kir::group(add(k, e)), lit(s.m)), m)
+                                   : add(mul(m, lit(s.k)), add(k, e));
+    lanes.assign(sub(v.xs, m, add(mul(j, lit(VA)), e)), sub(v.a, at));
+  }
+  kir::Block& past = each.branch(kir::infix(k, ">=", lit(s.k)));
+  const auto [zero, e] = past.loop_line("int", "e", lit(0), lit(VA), nullptr, 1);
+  zero.assign(sub(v.xs, m, add(mul(j, lit(VA)), e)), lit(0));
+  if (async) b.eval(kir::call("fj_stage_wait", {}));
+}
+
 // acc[m][r] += A[m, k] * W[row0 + r, k] over the lane's vectors of the stage: each weight
 // vector widened once (wf), each of A's vectors read once from shared memory per row set.
-void multiply(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP wv) {
+// Resident (GemvParams::resident): A's vectors of the stage `stage` of the piece, in A's dtype,
+// widened as they are read.
+void multiply(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP wv,
+              ExprP stage = nullptr) {
   const int64_t V = p.vector_width;
   const auto [units, u] = b.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
   const ExprP wf = units.array("float", "wf", {p.rows, V});
@@ -183,12 +235,36 @@ void multiply(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars&
     lanes.assign(sub(wf, r, e), widen(gemv_weight_dtype(s), sub(sub(wv, r, u), e)));
   }
   const auto [each, m] = units.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
-  const ExprP xr = each.array("float", "xr", {V});
-  const ExprP at = mul(kir::group(add(mul(u, lit(32)), v.lane)), lit(V));
-  each.eval(kir::load_vec(xr, kir::prefix("&", sub(v.xs, m, at))));
+  ExprP at = mul(kir::group(add(mul(u, lit(32)), v.lane)), lit(V));
+  ExprP xr;
+  if (p.resident) {
+    at = add(mul(stage, lit(p.chunk)), at);
+    const ExprP xv = each.array(std::string(dtype_code(s.dtype).storage), "xv", {V});
+    each.eval(kir::load_vec(xv, kir::prefix("&", sub(v.xs, m, at))));
+    xr = each.array("float", "xr", {V});
+    const auto [lanes, e] = each.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
+    lanes.assign(sub(xr, e), widen(s.dtype, sub(xv, e)));
+  } else {
+    xr = each.array("float", "xr", {V});
+    each.eval(kir::load_vec(xr, kir::prefix("&", sub(v.xs, m, at))));
+  }
   const auto [rows, r] = each.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
   const auto [lanes, e] = rows.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
   lanes.assign(sub(v.acc, m, r), mul(sub(xr, e), sub(wf, r, e)), "+=");
+}
+
+// A resident piece staged, while the first stage's weights load: by the block's first work
+// item only where every item has the same piece (no split), else by each, once the last one's
+// stages are done with it.
+void stage_resident(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v,
+                    ExprP first) {
+  kir::Block& stage = p.split > 1 ? b : b.branch(first);
+  if (p.split > 1) {
+    b.branch(kir::infix(v.item, "!=", kir::block_index()))
+        .eval(kir::sync_block(), "the last item's stages have read xs");
+  }
+  stage_piece(stage, s, p, v, mul(v.piece, lit(p.piece)));
+  stage.eval(kir::sync_block());
 }
 
 // The stages of one work item's piece of K, then the warp's butterfly: every lane ends with
@@ -206,22 +282,27 @@ void accumulate(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) 
     // one's products, then moved into wv for the next iteration.
     const ExprP wv = weight_array(b, s, p, "wv");
     load_weights(b, s, p, v, wv, mul(v.piece, lit(p.piece)));
+    const ExprP first = kir::infix(v.item, "==", kir::block_index());
     if (v.prologue) {
       // A normalization's row statistics, once per block, while its first weights load: in
       // its first work item (the same for all the block's threads).
-      kir::Block& first = b.branch(kir::infix(v.item, "==", kir::block_index()));
-      v.prologue->reduce_row(first, static_cast<int>(p.block));
+      v.prologue->reduce_row(b.branch(first), static_cast<int>(p.block));
     }
+    if (p.resident) stage_resident(b, s, p, v, first);
     const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(count));
     const ExprP k0 =
         stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
     const ExprP wn = weight_array(stages, s, p, "wn");
     kir::Block& ahead = stages.branch(kir::infix(add(stage, lit(1)), "<", lit(count)));
     load_weights(ahead, s, p, v, wn, add(k0, lit(p.chunk)));
-    stage_a(stages, s, p, v, k0);
-    stages.eval(kir::sync_block());
-    multiply(stages, s, p, v, wv);
-    stages.eval(kir::sync_block(), "xs is written again by the next stage");
+    if (p.resident) {
+      multiply(stages, s, p, v, wv, stage);
+    } else {
+      stage_a(stages, s, p, v, k0);
+      stages.eval(kir::sync_block());
+      multiply(stages, s, p, v, wv);
+      stages.eval(kir::sync_block(), "xs is written again by the next stage");
+    }
     const auto [rows, r] = stages.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
     const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
     const auto [moves, e] = units.loop_line("int", "e", lit(0), lit(p.vector_width), nullptr, 1);
@@ -460,6 +541,13 @@ kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
 // them), else 4.
 int64_t blocks_per_sm(const GemvParams& p) { return p.prefetch ? 3 : 4; }
 
+// The most bytes of A a resident piece takes: what the blocks an SM holds leave each (1 KiB
+// kept for the rest), and at most 40 KiB, so that a block's static shared memory stays under
+// the 48 KiB every arch allows. 28 KiB for an 8B model's down projection (14336 of bf16).
+int64_t resident_budget(const GemvParams& p, const Target& target) {
+  return std::min<int64_t>(40 * 1024, target.shared_per_sm / blocks_per_sm(p) - 1024);
+}
+
 void split_k(const GemvSpec& s, GemvParams& p) {
   p.tiles = ceil_div(s.n, p.warps * p.rows);
   const int64_t stages = ceil_div(s.k, p.chunk);
@@ -485,7 +573,7 @@ std::string refuse_gemv(const GemvSpec& s) {
   return "";
 }
 
-GemvParams gemv_params(const GemvSpec& s, const Target&) {
+GemvParams gemv_params(const GemvSpec& s, const Target& target) {
   GemvParams p;
   if (s.m >= 2 && (s.dtype == DType::bf16 || s.dtype == DType::f16) && !s.transpose_a &&
       s.k % 8 == 0 && !s.prologue) {
@@ -512,7 +600,9 @@ GemvParams gemv_params(const GemvSpec& s, const Target&) {
   // every dtype: without it each stage waited for its loads with nothing else in flight.
   p.prefetch = true;
   split_k(s, p);
-  p.shared_bytes = 4 * s.m * p.chunk;
+  const int64_t piece_bytes = s.m * p.piece * static_cast<int64_t>(dtype_size(s.dtype));
+  p.resident = target.cc >= 80 && piece_bytes <= resident_budget(p, target);
+  p.shared_bytes = p.resident ? piece_bytes : 4 * s.m * p.chunk;
   return p;
 }
 
@@ -520,7 +610,8 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
   const int64_t lanes_along_k = p.mma ? 4 : 32;
   if (p.block != 32 * p.warps || p.chunk != lanes_along_k * p.unroll * p.vector_width ||
       p.piece % p.chunk || (p.mma && (p.rows % 16 || p.vector_width != 8 || p.m_tiles * 8 < s.m)) ||
-      p.mma == p.prefetch)
+      p.mma == p.prefetch ||
+      (p.resident && (p.mma || p.shared_bytes != s.m * p.piece * int64_t(dtype_size(s.dtype)))))
     throw InternalError(fmt::format("gemv: params disagree: {}", params_text("gemv", p)));
   if (p.mma) {
     if (s.prologue) throw InternalError("gemv: a prologue for the tensor-core variant");
@@ -563,6 +654,7 @@ KernelBody gemv_body(const GemvSpec& s, const GemvParams& p, bool grid_dependenc
   }
   body.helpers = {"fj_core.cuh", "fj_memory.cuh", "fj_gemv.cuh"};
   if (s.int8_weights) body.helpers.push_back("fj_gemv_i8.cuh");
+  if (p.resident) body.helpers.push_back("fj_stage.cuh");  // cp.async
   if (s.prologue) {  // the producer's ops, and a normalization's block reduction
     body.helpers.push_back("fj_math.cuh");
     body.helpers.push_back("fj_reduce.cuh");

@@ -1,8 +1,9 @@
 // templates/gemv: the skinny GEMM, D = act(alpha * (A @ B) + beta * C + bias) for A of M = 1..16
 // rows, as a generated kernel instead of a cuBLASLt call (off by default: CodegenOptions::gemv).
 // Decode-time matmuls are memory-bound: the kernel reads each weight element once, in 16-byte
-// vectors where K allows, keeps A's few rows in shared memory (as f32, one stage of K at a
-// time), accumulates in f32 and applies the epilogue at the store.
+// vectors where K allows, keeps A's few rows in shared memory (the whole piece of K a block
+// takes, in A's dtype, copied once before the weights stream; where that does not fit, one
+// stage of K at a time as f32), accumulates in f32 and applies the epilogue at the store.
 //
 // Work: a tile of weight rows (outputs along N) times a piece of K. Each warp of a block takes
 // `rows` weight rows of the tile, its lanes split the stage's K (so the warps of a block share
@@ -47,8 +48,8 @@ struct GemvSpec {
   const GemvPrologue* prologue = nullptr;
 };
 
-// The region that computes a skinny GEMM's A, evaluated inside the GEMM's kernel as each stage
-// of A is staged into shared memory, so that A is never written to memory and read back (a
+// The region that computes a skinny GEMM's A, evaluated inside the GEMM's kernel as A is
+// staged into shared memory, so that A is never written to memory and read back (a
 // decode step's silu(gate) * up before the down projection, the RMS norm before q/k/v). The
 // region is a pointwise one, or (for M = 1) a normalization over A's one row whose reductions
 // read no other reduction's result (RMS norm; not layer norm's variance of x - mean): each block

@@ -116,6 +116,7 @@ ParamFields GemvParams::fields() const {
                    {"shared_bytes", shared_bytes}};
   if (mma) f.insert(f.end(), {{"mma", mma}, {"m_tiles", m_tiles}});  // (kept out of the others')
   if (prefetch) f.insert(f.end(), {{"prefetch", prefetch}});
+  if (resident) f.insert(f.end(), {{"resident", resident}});
   return f;
 }
 

@@ -135,6 +135,11 @@ struct GemvParams {
   // that a warp's loads are in flight while it computes (int8 weights, whose widening and
   // products take twice the instructions a byte of bf16 does).
   bool prefetch = false;
+  // The CUDA-core kernel stages A's whole piece of K in shared memory once per work item, in A's
+  // own dtype (shared_bytes: M * piece elements), before its stages, which then read shared
+  // memory only and never wait at a barrier; else A is staged as f32 one stage at a time, with
+  // two barriers a stage. Where the piece fits (gemv.cpp: resident_budget).
+  bool resident = false;
   ParamFields fields() const;
 };
 

@@ -71,19 +71,22 @@ fusion::Plan merged(const Graph& g, std::map<size_t, fusion::Region>& producers,
 
 // The merged kernel of `g` (one GEMM and its producer) emulated on reference inputs; the
 // relative L2 error of its output.
-double emulated_error(const Graph& g, const std::string& tag) {
+double emulated_error(const Graph& g, const std::string& tag,
+                      const templates::CodegenOptions& codegen = gemv_on(), bool resident = true) {
   std::map<size_t, fusion::Region> producers;
-  const fusion::Plan plan = merged(g, producers);
+  const fusion::Plan plan = merged(g, producers, codegen);
   INFO(fusion::plan_to_text(plan));
   REQUIRE(plan.regions.size() == 1);
   REQUIRE(producers.count(0) == 1);
   const fusion::Region& producer = producers.at(0);
   const jit::GemmCall call = jit::describe_gemm_call(plan, plan.regions[0], false);
   std::string why;
-  const auto kernel = jit::gemv_kernel(call, gemv_on(), &why, &plan.graph, &producer);
+  const auto kernel = jit::gemv_kernel(call, codegen, &why, &plan.graph, &producer);
   INFO(why);
   REQUIRE(kernel.has_value());
   INFO(test::kernel_text(*kernel));
+  // A's whole piece staged once (GemvParams::resident), or a stage at a time.
+  CHECK((kernel->schedule.find("resident") != std::string::npos) == resident);
   CHECK(kernel->params.front() == producer.inputs.front());  // A is never an argument
   CHECK(std::find(kernel->params.begin(), kernel->params.end(), call.a) == kernel->params.end());
 
@@ -191,6 +194,7 @@ TEST_CASE("gemv prologue: the merged kernel, emulated, matches the reference",
     const char* tag;
     Graph graph;
     double bound;
+    bool per_stage = false;  // A staged a stage at a time (a target of little shared memory)
   };
   const Case cases[] = {
       // K = 1000: two stages of 512, the second partial; a split K of 300 outputs.
@@ -198,10 +202,16 @@ TEST_CASE("gemv prologue: the merged kernel, emulated, matches the reference",
       {"swiglu", gemv_prologue_test::swiglu_projection(DType::bf16, 1, 1000, 300), 1e-2},
       // 3 rows of f32 (the CUDA-core variant), K = 1003: one element a load.
       {"swiglu-f32", gemv_prologue_test::swiglu_projection(DType::f32, 3, 1003, 130), 1e-4},
+      // The same norm and silu(gate) * up, staged a stage at a time.
+      {"rms-per-stage", gemv_prologue_test::rms_norm_projection(1, 1000, 300), 1e-2, true},
+      {"swiglu-per-stage", gemv_prologue_test::swiglu_projection(DType::bf16, 1, 1000, 300), 1e-2,
+       true},
   };
   for (const Case& c : cases) {
     INFO(c.tag);
-    const double err = gemv_prologue_test::emulated_error(c.graph, c.tag);
+    templates::CodegenOptions codegen = gemv_prologue_test::gemv_on();
+    if (c.per_stage) codegen.target.shared_per_sm = 3 * 1024;  // nothing left for a piece
+    const double err = gemv_prologue_test::emulated_error(c.graph, c.tag, codegen, !c.per_stage);
     std::printf("gemv prologue emulation (%s): rel L2 %.2e\n", c.tag, err);
     CHECK(err <= c.bound);
   }

@@ -112,6 +112,7 @@ struct Case {
   GemvSpec expected;  // what the reference computes (differs only in the must-fail case)
   int grid = 0;       // 0: work_blocks
   templates::Kernel kernel;
+  templates::Target target = {};  // (little shared memory: A staged a stage at a time)
 };
 
 std::vector<Case> cases() {
@@ -167,6 +168,15 @@ std::vector<Case> cases() {
   add(make_spec(DType::f16, 16, 70000, 64), 13);
   // Enough tiles that K is not split (one piece per tile).
   add(make_spec(DType::bf16, 1, 8200, 72), 100);
+  // A staged a stage at a time, not its whole piece (GemvParams::resident): on a target whose
+  // SM leaves each block too little shared memory for the piece; split K, the grid-stride loop,
+  // A transposed, int8 weights.
+  templates::Target small;
+  small.shared_per_sm = 3 * 1024;  // nothing left for a piece
+  for (GemvSpec staged : {make_spec(DType::f32, 3, 130, 1027), at, q1}) {
+    add(staged, staged.m == 3 ? 7 : 0);
+    out.back().target = small;
+  }
   // Must fail: the kernel scales by another alpha than the reference.
   GemvSpec wrong = make_spec(DType::bf16, 2, 100, 520);
   out.push_back({wrong, wrong, 0, {}});
@@ -258,6 +268,8 @@ TEST_CASE("gemv kernel: parameters", "[templates][gemv]") {
   CHECK(down.split == 1);
   CHECK(down.piece == 14336);
   CHECK(down.work == 256);
+  CHECK(down.resident);  // its whole A (14336 of bf16) in shared memory, once
+  CHECK(down.shared_bytes == 2 * 14336);
   CHECK(templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 6144, 4096), {}).split == 1);
   const templates::GemvParams half =
       templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 2048, 14336), {});
@@ -278,6 +290,7 @@ TEST_CASE("gemv kernel: parameters", "[templates][gemv]") {
     const templates::GemvParams p =
         templates::gemv_params(gemv_test::make_spec(d, 16, 4096, k), {});
     CHECK_FALSE(p.mma);
+    CHECK_FALSE(p.resident);  // 16 rows of a 4096-wide piece: a stage at a time
     CHECK(p.shared_bytes <= 32768);
     CHECK(p.rows * p.unroll <= 8);
   }
@@ -339,7 +352,7 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
   // Odd cases as kernels of programmatic dependent launch: the same sums, and prefetches of
   // the weights that stay inside them.
   for (size_t i = 0; i < all.size(); ++i)
-    all[i].kernel = templates::generate_gemv(all[i].spec, {}, i % 2 == 1);
+    all[i].kernel = templates::generate_gemv(all[i].spec, all[i].target, i % 2 == 1);
   void* so = test::open_shared_object(gemv_test::shared_object_source(all), "gemv-emulation");
   auto prefetch_range =
       reinterpret_cast<void (*)(const void*, size_t)>(dlsym(so, "fj_emu_prefetch_range"));
@@ -354,6 +367,11 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
     gemv_test::Inputs in = gemv_test::make_inputs(c.spec, static_cast<uint32_t>(77 + i));
     prefetch_range(in.b.data(), static_cast<size_t>(c.spec.n * c.spec.k) *
                                     dtype_size(templates::gemv_weight_dtype(c.spec)));
+    // The whole piece of A staged once wherever the target's shared memory holds it.
+    if (c.kernel.schedule.find("mma") == std::string::npos) {
+      CHECK((c.kernel.schedule.find("resident") != std::string::npos) ==
+            (c.target.shared_per_sm == templates::Target{}.shared_per_sm));
+    }
     const std::vector<double> got = gemv_test::run(so, i, c, in);
     CHECK(prefetches(1) == 0);
     CHECK((prefetches(0) > 0) == c.kernel.programmatic);

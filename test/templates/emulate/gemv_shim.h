@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "pointwise_shim.h"
 
@@ -16,6 +18,26 @@ inline float fj_gemv_gelu_tanh(float x) {
   return static_cast<float>(0.5 * x * (1.0 + std::tanh(u)));
 }
 inline float fj_gemv_partial(const float* p) { return *p; }
+// fj_stage.cuh: a cp.async copy of N elements into shared memory, made only when the thread
+// waits (the latest moment it may land), so that a read before the wait, or in another thread
+// before the barrier after it, sees stale data.
+struct fj_gemv_copy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+inline thread_local std::vector<fj_gemv_copy> fj_gemv_copies;
+template <class T, int N>
+void fj_stage_vec(T* dst, const T* src) {
+  static_assert(N * sizeof(T) == 4 || N * sizeof(T) == 8 || N * sizeof(T) == 16);
+  fj_emu::aligned(dst, N * sizeof(T));  // both ends of a cp.async: its size
+  fj_emu::aligned(src, N * sizeof(T));
+  fj_gemv_copies.push_back({dst, src, N * sizeof(T)});
+}
+inline void fj_stage_wait() {
+  for (const fj_gemv_copy& c : fj_gemv_copies) std::memcpy(c.dst, c.src, c.bytes);
+  fj_gemv_copies.clear();
+}
 // fj_gemv_i8.cuh: an int8 weight as f32.
 inline float fj_gemv_i8_to_f32(signed char x) { return static_cast<float>(x); }
 
