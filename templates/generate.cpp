@@ -148,7 +148,8 @@ Kernel assemble_kernel(const KernelBody& body, const std::vector<std::string_vie
       "templates/device, then the kernel.\n",
       kCodegenVersion);
   std::vector<std::string_view> pasted = helpers;
-  if (body.grid_dependency) pasted.push_back("fj_pdl.cuh");
+  if (body.grid_dependency && std::find(pasted.begin(), pasted.end(), "fj_pdl.cuh") == pasted.end())
+    pasted.push_back("fj_pdl.cuh");
   for (std::string_view h : pasted) {
     source += fmt::format("\n// ==== {} ====\n", h);
     source += device_source(h);

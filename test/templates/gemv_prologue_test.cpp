@@ -106,7 +106,23 @@ double emulated_error(const Graph& g, const std::string& tag,
   using Entry = void (*)(void* const*, int);
   auto entry = reinterpret_cast<Entry>(dlsym(so, ("run_" + kernel->name).c_str()));
   REQUIRE(entry != nullptr);
+  auto prefetch_range =
+      reinterpret_cast<void (*)(const void*, size_t)>(dlsym(so, "fj_emu_prefetch_range"));
+  auto prefetches = reinterpret_cast<long (*)(int)>(dlsym(so, "fj_emu_prefetches"));
+  REQUIRE(prefetch_range != nullptr);
+  REQUIRE(prefetches != nullptr);
+  const size_t weights =
+      std::find(kernel->params.begin(), kernel->params.end(), call.b) - kernel->params.begin();
+  REQUIRE(weights + 1 < wanted.size());
+  prefetch_range(values[weights].bytes.data(), values[weights].bytes.size());
   entry(args.data(), static_cast<int>(kernel->work_blocks));
+  // With A staged once, a piece of several stages prefetches the stages after its first into
+  // L2 while A is computed: inside the weights only.
+  CHECK(prefetches(1) == 0);
+  const bool ahead = kernel->schedule.find("resident") != std::string::npos &&
+                     kernel->source.find("fj_prefetch_l2(b") != std::string::npos;
+  CHECK((prefetches(0) > 0) == ahead);
+  std::printf("gemv prologue emulation (%s): %ld prefetches\n", tag.c_str(), prefetches(0));
   const HostTensor& ref = values.back();
   double diff = 0, norm = 0;
   for (int64_t i = 0; i < ref.numel(); ++i) {
@@ -202,6 +218,10 @@ TEST_CASE("gemv prologue: the merged kernel, emulated, matches the reference",
       {"swiglu", gemv_prologue_test::swiglu_projection(DType::bf16, 1, 1000, 300), 1e-2},
       // 3 rows of f32 (the CUDA-core variant), K = 1003: one element a load.
       {"swiglu-f32", gemv_prologue_test::swiglu_projection(DType::f32, 3, 1003, 130), 1e-4},
+      // Pieces of 4 stages of 512 (3200 outputs, K = 2048): the stages after the first
+      // prefetched into L2 while A is computed.
+      {"rms-ahead", gemv_prologue_test::rms_norm_projection(1, 2048, 3200), 1e-2},
+      {"swiglu-ahead", gemv_prologue_test::swiglu_projection(DType::bf16, 1, 2048, 3200), 1e-2},
       // The same norm and silu(gate) * up, staged a stage at a time.
       {"rms-per-stage", gemv_prologue_test::rms_norm_projection(1, 1000, 300), 1e-2, true},
       {"swiglu-per-stage", gemv_prologue_test::swiglu_projection(DType::bf16, 1, 1000, 300), 1e-2,
