@@ -147,8 +147,9 @@ struct CodegenOptions {
   GemvMode gemv = GemvMode::large;
   // A skinny GEMM that the generated kernel runs computes its A from the pointwise or
   // normalization region just before it, as it stages A, instead of reading what that region
-  // wrote (templates::GemvPrologue; jit/libs/prologue.h). Off by default until it has been timed
-  // on a GPU (FUSEJIT_GEMV_PROLOGUE=1 turns it on); the tests generate, emulate and compile it.
+  // wrote (templates::GemvPrologue; jit/libs/prologue.h). Off by default, since as timed on GPUs
+  // so far it makes the decode step slower (FUSEJIT_GEMV_PROLOGUE=1 turns it on); the tests
+  // generate, emulate and compile it.
   bool gemv_prologue = false;
   // Programmatic dependent launch (FUSEJIT_PDL; honoured from sm_90): every kernel begins with
   // fj_grid_dependency_wait() (device/fj_pdl.cuh), before which it reads and writes nothing

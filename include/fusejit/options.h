@@ -98,7 +98,8 @@ struct Options {
   bool pdl = false;
   // FUSEJIT_GEMV_PROLOGUE=1: a skinny GEMM that the generated kernel runs computes its A from
   // the pointwise or one-row normalization region just before it, which then runs no kernel
-  // (docs/gemm.md, "Prologues"). Off by default until timed on a GPU.
+  // (docs/gemm.md, "Prologues"). Off by default: as timed on H100s and H200s so far, it makes
+  // the decode step slower.
   bool gemv_prologue = false;
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
   // jit/libs/cudnn_api.h lists where).
