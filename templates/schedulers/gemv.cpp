@@ -259,23 +259,27 @@ void multiply(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars&
 // 396 blocks.
 constexpr int64_t kPrologueAhead = 3;
 
-// Stages 1 .. kPrologueAhead of the work item's piece of weights prefetched into L2: each lane
-// a share of its warp's rows' 128-byte lines. Reads nothing.
+// `count` elements of K from k0 of each of the warp's weight rows (from row0) prefetched into
+// L2, each lane a share of the rows' 128-byte lines. Reads nothing.
+void prefetch_rows(kir::Block& b, const GemvSpec& s, const GemvParams& p, ExprP weights, ExprP row0,
+                   ExprP lane, ExprP k0, int64_t count) {
+  const int64_t per_line = 128 / static_cast<int64_t>(dtype_size(gemv_weight_dtype(s)));
+  const auto [rows, r] = b.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+  const ExprP n = rows.let("long long", "n", add(row0, r));
+  kir::Block& in = rows.branch(less(n, s.n));
+  const auto [lines, line] = in.loop("int", "line", lane, lit(ceil_div(count, per_line)), lit(32));
+  const ExprP k = lines.let("long long", "k", add(k0, mul(line, lit(per_line))));
+  lines.branch_line(less(k, s.k))
+      .eval(kir::call("fj_prefetch_l2", {add(weights, add(mul(n, lit(s.k)), k))}));
+}
+
+// Stages 1 .. kPrologueAhead of the work item's piece of weights prefetched into L2.
 void prefetch_ahead(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v) {
   const int64_t ahead = std::min(kPrologueAhead, p.piece / p.chunk - 1);
   if (ahead < 1) return;
-  const int64_t per_line = 128 / static_cast<int64_t>(dtype_size(gemv_weight_dtype(s)));
   b.comment("The next {} stages of weights into L2 while A is computed.", ahead);
-  const auto [rows, r] = b.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
-  const ExprP n = rows.let("long long", "n", add(v.row0, r));
-  kir::Block& in = rows.branch(less(n, s.n));
-  const auto [lines, line] =
-      in.loop("int", "line", v.lane, lit(ceil_div(ahead * p.chunk, per_line)), lit(32));
-  const ExprP k =
-      lines.let("long long", "k",
-                add(add(mul(v.piece, lit(p.piece)), lit(p.chunk)), mul(line, lit(per_line))));
-  lines.branch_line(less(k, s.k))
-      .eval(kir::call("fj_prefetch_l2", {add(v.b, add(mul(n, lit(s.k)), k))}));
+  prefetch_rows(b, s, p, v.b, v.row0, v.lane, add(mul(v.piece, lit(p.piece)), lit(p.chunk)),
+                ahead * p.chunk);
 }
 
 // A resident piece staged, while the first stage's weights load: by the block's first work
@@ -549,15 +553,7 @@ kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
                             mul(kir::group(kir::infix(w, "%", lit(p.split))), lit(p.piece)));
   const ExprP row0 = mine.let("long long", "w0_row",
                               add(mul(tile, lit(p.warps * p.rows)), mul(warp, lit(p.rows))));
-  const int64_t per_line = 128 / static_cast<int64_t>(dtype_size(gemv_weight_dtype(s)));
-  const auto [rows, r] = mine.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
-  const ExprP n = rows.let("long long", "n", add(row0, r));
-  kir::Block& in = rows.branch(less(n, s.n));
-  const auto [lines, line] =
-      in.loop("int", "line", lane, lit(ceil_div(p.chunk, per_line)), lit(32));
-  const ExprP k = lines.let("long long", "k", add(k0, mul(line, lit(per_line))));
-  lines.branch_line(less(k, s.k))
-      .eval(kir::call("fj_prefetch_l2", {add(b, add(mul(n, lit(s.k)), k))}));
+  prefetch_rows(mine, s, p, b, row0, lane, k0, p.chunk);
   return before;
 }
 
