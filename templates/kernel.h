@@ -151,6 +151,9 @@ struct CodegenOptions {
   // so far it makes the decode step slower (FUSEJIT_GEMV_PROLOGUE=1 turns it on); the tests
   // generate, emulate and compile it.
   bool gemv_prologue = false;
+  // The skinny-GEMM kernel's CUDA-core variant streams its weights through a ring of stages in
+  // shared memory where the SM has room (GemvParams::ring; FUSEJIT_GEMV_RING=0 turns it off).
+  bool gemv_ring = true;
   // Programmatic dependent launch (FUSEJIT_PDL; honoured from sm_90): every kernel begins with
   // fj_grid_dependency_wait() (device/fj_pdl.cuh), before which it reads and writes nothing
   // (the skinny-GEMM kernel only prefetches its weights into L2), and is marked

@@ -104,7 +104,8 @@ int plan(const PlanArgs& args) {
     if (dp) doc["dynamic"] = dynamic_json(trace, *dp, values);
     text = fusion::json_line(doc);
   } else {
-    text = jit::plan_text(plan, options.allow_tf32, options.gemv, options.gemv_prologue);
+    text = jit::plan_text(plan, options.allow_tf32, options.gemv, options.gemv_prologue,
+                          options.gemv_ring);
     if (dp) text += dynamic_text(trace, *dp, values);
   }
   std::fwrite(text.data(), 1, text.size(), stdout);

@@ -295,6 +295,8 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_PDL") o.pdl = parse_bool(name, value);
     else if (name == "FUSEJIT_GEMV_PROLOGUE")
       o.gemv_prologue = parse_bool(name, value);
+    else if (name == "FUSEJIT_GEMV_RING")
+      o.gemv_ring = parse_bool(name, value);
     else if (name == "FUSEJIT_ATTENTION") o.attention = parse_attention(value);
     else if (name == "FUSEJIT_ROUNDING") o.rounding = parse_rounding(value);
     else if (name == "FUSEJIT_CUDNN_PATH") o.cudnn_path = value;

@@ -240,6 +240,7 @@ std::optional<templates::Kernel> gemv_kernel(const GemmCall& call,
   if (!spec) return std::nullopt;
   templates::GemvPrologue prologue{graph, producer, codegen};
   if (producer) spec->prologue = &prologue;
+  spec->ring = codegen.gemv_ring;
   templates::Kernel k = templates::generate_gemv(*spec, codegen.target, codegen.grid_dependency);
   k.params = gemv_arguments(call, producer);
   return k;

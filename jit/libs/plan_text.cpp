@@ -15,9 +15,10 @@ namespace {
 
 // With the gemv option, the skinny-GEMM kernel that runs a gemm region (its parameters), or why
 // cuBLASLt still does; "" when it does not say.
-std::string gemv_text(const GemmCall& call, GemvMode gemv) {
+std::string gemv_text(const GemmCall& call, GemvMode gemv, bool ring) {
   std::string why;
-  if (const auto spec = gemv_spec(call, gemv, &why)) {
+  if (auto spec = gemv_spec(call, gemv, &why)) {
+    spec->ring = ring;
     return fmt::format(", run instead by the generated kernel {}",
                        templates::params_text("gemv", templates::gemv_params(*spec, {})));
   }
@@ -41,14 +42,14 @@ std::set<ir::NodeId> prologue_operands(const fusion::Plan& plan, bool allow_tf32
 
 // How the executor will issue each gemm region (jit/libs/gemm_call.h).
 std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv,
-                               bool prologue) {
+                               bool prologue, bool ring) {
   const std::set<ir::NodeId> computed = prologue_operands(plan, allow_tf32, gemv, prologue);
   std::string out;
   for (size_t i = 0; i < plan.regions.size(); ++i) {
     if (plan.regions[i].kind != fusion::RegionKind::gemm) continue;
     const GemmCall call = describe_gemm_call(plan, plan.regions[i], allow_tf32);
     const GemmProblem& p = call.problem;
-    out += fmt::format("  region {}: {}{}", i, gemm_call_label(call), gemv_text(call, gemv));
+    out += fmt::format("  region {}: {}{}", i, gemm_call_label(call), gemv_text(call, gemv, ring));
     if (computed.count(call.a) != 0) {
       out += fmt::format(
           ", computing A (%{}) as region {} would, as it stages it (a prologue: "
@@ -65,8 +66,9 @@ std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, GemvMo
 
 }  // namespace
 
-std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv, bool prologue) {
-  return fusion::plan_to_text(plan) + library_calls_text(plan, allow_tf32, gemv, prologue);
+std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv, bool prologue,
+                      bool ring) {
+  return fusion::plan_to_text(plan) + library_calls_text(plan, allow_tf32, gemv, prologue, ring);
 }
 
 }  // namespace fusejit::jit

@@ -16,8 +16,9 @@ namespace fusejit::jit {
 // Each gemm region the skinny-GEMM kernel takes under `gemv` (Options::gemv) says so, with its
 // parameters; with GemvMode::on each other one says why not. With `prologue`
 // (Options::gemv_prologue), one that computes its A from the region before it says so
-// (jit/libs/prologue.h): that region is then no kernel of its own.
+// (jit/libs/prologue.h): that region is then no kernel of its own. `ring` (Options::gemv_ring):
+// whether the kernel's parameters may stream the weights through shared memory.
 std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv = GemvMode::large,
-                      bool prologue = false);
+                      bool prologue = false, bool ring = true);
 
 }  // namespace fusejit::jit

@@ -1,5 +1,6 @@
 // fusejit device staging: rows copied into shared memory one row ahead
-// (templates/schedulers/rowwise.cpp, RowConfig::staged), pasted only into kernels that stage.
+// (templates/schedulers/rowwise.cpp, RowConfig::staged), and the skinny GEMM's A and weights' ring
+// (templates/schedulers/gemv.cpp); pasted only into kernels that stage.
 
 // N elements copied from global to shared memory without passing through registers (cp.async,
 // sm_80 on). The copy lands later; fj_stage_wait() waits for every copy this thread has issued. A thread reads back
@@ -17,3 +18,12 @@ __device__ __forceinline__ void fj_stage_vec(T* dst, const T* __restrict__ src) 
   }
 }
 __device__ __forceinline__ void fj_stage_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// The copies this thread issued since the last commit, as one group; fj_stage_wait_group<N>()
+// waits until at most the N groups committed last are still in flight (cp.async.wait_group).
+__device__ __forceinline__ void fj_stage_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void fj_stage_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}

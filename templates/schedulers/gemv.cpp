@@ -55,6 +55,7 @@ ExprP narrow(DType dtype, ExprP x) {
 struct Vars {
   ExprP a, b, scale, bias, c, d;  // parameters
   ExprP xs, last;                // __shared__: A's stage (f32), the split's verdict
+  ExprP ws, head;                // the weights' ring (GemvParams::ring), its item's first slot
   ExprP partials, arrivals;      // module scope (split > 1)
   ExprP lane, warp;              // per thread
   ExprP item;                    // the work item (w)
@@ -111,6 +112,17 @@ void declare_storage(kir::Function& f, const GemvSpec& s, const GemvParams& p, V
     v.xs = f.body.declare("__shared__ __align__(16) float",
                           {{"xs", {lit(s.m), lit(p.chunk)}, nullptr, nullptr}},
                           "A's rows over one stage of K, as f32")[0];
+  }
+  if (p.ring) {
+    const kir::VarP raw = kir::variable("unsigned char*", "fj_shared");
+    f.head.declare("extern __shared__ __align__(16) unsigned char",
+                   {{"fj_shared", {nullptr}, nullptr, raw}},
+                   "The weights' ring: the launch's dynamic shared memory (Kernel::shared_bytes)");
+    const std::string t(dtype_code(gemv_weight_dtype(s)).storage);
+    f.body.comment("The ring: [ring][rows][unroll][block] vectors, each lane's own.");
+    v.ws =
+        f.body.let_mut(t + "*", "ws", kir::call("reinterpret_cast<" + t + "*>", {kir::var(raw)}));
+    v.head = f.body.let_mut("int", "ring_head", lit(0));
   }
   declare_split_and_lanes(f, s, p, v);
 }
@@ -184,14 +196,20 @@ int64_t resident_width(const GemvSpec& s, const GemvParams& p) {
   return std::min<int64_t>(p.vector_width, 16 / static_cast<int64_t>(dtype_size(s.dtype)));
 }
 
+// Whether stage_piece copies A by cp.async (A read as it is stored, in words of 4 to 16 bytes).
+bool stages_a_async(const GemvSpec& s, const GemvParams& p, const Vars& v) {
+  return !v.prologue && !s.transpose_a &&
+         resident_width(s, p) * static_cast<int64_t>(dtype_size(s.dtype)) >= 4;
+}
+
 // A's rows over the work item's piece of K, from kp, into xs in A's dtype (zero past K), each
 // element read (or computed) once: by cp.async where a copy is a word of 4 to 16 bytes (all of a
 // thread's copies in flight together, through no register), else element by element, or from
 // the prologue. The caller waits at a barrier before the stages read it.
-void stage_piece(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP kp) {
+void stage_piece(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP kp,
+                 bool wait = true) {
   const int64_t VA = resident_width(s, p), per_row = p.piece / VA;
-  const int64_t bytes = VA * static_cast<int64_t>(dtype_size(s.dtype));
-  const bool async = !v.prologue && !s.transpose_a && bytes >= 4;
+  const bool async = stages_a_async(s, p, v);
   const std::string t(dtype_code(s.dtype).storage);
   const auto [each, i] =
       b.loop("int", "i", kir::thread_index(), lit(s.m * per_row), lit(p.block), 4);
@@ -217,7 +235,7 @@ void stage_piece(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Va
   kir::Block& past = each.branch(kir::infix(k, ">=", lit(s.k)));
   const auto [zero, e] = past.loop_line("int", "e", lit(0), lit(VA), nullptr, 1);
   zero.assign(sub(v.xs, m, add(mul(j, lit(VA)), e)), lit(0));
-  if (async) b.eval(kir::call("fj_stage_wait", {}));
+  if (async && wait) b.eval(kir::call("fj_stage_wait", {}));
 }
 
 // acc[m][r] += A[m, k] * W[row0 + r, k] over the lane's vectors of the stage: each weight
@@ -296,6 +314,147 @@ void stage_resident(kir::Block& b, const GemvSpec& s, const GemvParams& p, const
   stage.eval(kir::sync_block());
 }
 
+// The stages of one work item's piece of K with two stages of weights in registers: in the
+// loop, the next stage's (into wn) load before this one's products, then move into wv for the
+// next iteration.
+void register_stages(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) {
+  const int64_t count = p.piece / p.chunk;
+  const ExprP wv = weight_array(b, s, p, "wv");
+  load_weights(b, s, p, v, wv, mul(v.piece, lit(p.piece)));
+  const ExprP first = kir::infix(v.item, "==", kir::block_index());
+  if (v.prologue && p.resident) prefetch_ahead(b, s, p, v);
+  if (v.prologue) {
+    // A normalization's row statistics, once per block, while its first weights load: in
+    // its first work item (the same for all the block's threads).
+    v.prologue->reduce_row(b.branch(first), static_cast<int>(p.block));
+  }
+  if (p.resident) stage_resident(b, s, p, v, first);
+  const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(count));
+  const ExprP k0 =
+      stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
+  const ExprP wn = weight_array(stages, s, p, "wn");
+  kir::Block& ahead = stages.branch(kir::infix(add(stage, lit(1)), "<", lit(count)));
+  load_weights(ahead, s, p, v, wn, add(k0, lit(p.chunk)));
+  if (p.resident) {
+    multiply(stages, s, p, v, wv, stage);
+  } else {
+    stage_a(stages, s, p, v, k0);
+    stages.eval(kir::sync_block());
+    multiply(stages, s, p, v, wv);
+    stages.eval(kir::sync_block(), "xs is written again by the next stage");
+  }
+  const auto [rows, r] = stages.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+  const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
+  const auto [moves, e] = units.loop_line("int", "e", lit(0), lit(p.vector_width), nullptr, 1);
+  moves.assign(sub(sub(wv, r, u), e), sub(sub(wn, r, u), e));
+}
+
+// The lane's vector u of weight row r in the ring's slot `slot`.
+ExprP ring_vector(const GemvParams& p, const Vars& v, ExprP slot, ExprP r, ExprP u) {
+  const ExprP row = kir::group(add(mul(slot, lit(p.rows)), r));
+  const ExprP unit = kir::group(add(mul(row, lit(p.unroll)), u));
+  const ExprP at = kir::group(add(mul(unit, lit(p.block)), kir::thread_index()));
+  return add(v.ws, mul(at, lit(p.vector_width)));
+}
+
+// One stage of weights, of the warp's rows from row0 and of K from kq, copied by cp.async into
+// the ring's slot `slot`, zero past N or K.
+void copy_stage(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP row0,
+                ExprP kq, ExprP slot) {
+  const int64_t V = p.vector_width;
+  const std::string t(dtype_code(gemv_weight_dtype(s)).storage);
+  const auto [rows, r] = b.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+  const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
+  const ExprP n = units.let("long long", "n", add(row0, r));
+  const ExprP k =
+      units.let("long long", "k", add(kq, mul(kir::group(add(mul(u, lit(32)), v.lane)), lit(V))));
+  const ExprP dst = units.let_mut(t + "*", "dst", ring_vector(p, v, slot, r, u));
+  const ExprP inside = both(less(n, s.n), less(k, s.k));
+  units.branch(inside).eval(kir::call(fmt::format("fj_stage_vec<{}, {}>", t, V),
+                                      {dst, add(v.b, add(mul(n, lit(s.k)), k))}));
+  kir::Block& outside = units.branch(kir::prefix("!", kir::group(inside)));
+  const auto [zero, e] = outside.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
+  zero.assign(sub(dst, e), lit(0));
+}
+
+// Stage q of the block's stream of stages, counted from this work item's first, issued into the
+// ring's slot (head + q) % ring and committed as one group of copies. Where K is not split (every
+// item the same piece, from K = 0), the stream runs on through the block's next items: stage q
+// is stage q % count of the item q / count after this one, if there is one, so that the ring does
+// not drain between items. Else only this item's stages. The group is committed either way (an
+// empty one), so that each stage is one group and the waits count alike.
+void issue_stage(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP q) {
+  const int64_t count = p.piece / p.chunk;
+  const ExprP slot = b.let("int", "fill", kir::infix(kir::group(add(v.head, q)), "%", lit(p.ring)));
+  if (p.split > 1) {
+    kir::Block& in = b.branch(less(q, count));
+    const ExprP kq =
+        in.let("long long", "kq", add(mul(v.piece, lit(p.piece)), mul(q, lit(p.chunk))));
+    copy_stage(in, s, p, v, v.row0, kq, slot);
+  } else {
+    const ExprP hop = b.let("long long", "hop",
+                            mul(kir::group(kir::infix(q, "/", lit(count))),
+                                kir::cast("long long", kir::grid_blocks())));
+    kir::Block& in = b.branch(kir::infix(add(v.item, hop), "<", lit(p.work)));
+    const ExprP row0 = in.let("long long", "rows_at", add(v.row0, mul(hop, lit(p.warps * p.rows))));
+    const ExprP kq =
+        in.let("long long", "kq", mul(kir::group(kir::infix(q, "%", lit(count))), lit(p.chunk)));
+    copy_stage(in, s, p, v, row0, kq, slot);
+  }
+  b.eval(kir::call("fj_stage_commit", {}));
+}
+
+// The stages of one work item's piece of K through the ring (GemvParams::ring). A's piece, where
+// this item stages it, is copied first as a group of its own; then the first ring - 1 stages of
+// weights are issued, and a prologue computes A while they load. Each stage then issues the one
+// ring - 1 ahead into the slot the stage before it read, waits for its own group, and multiplies
+// from its slot: a lane reads only the vectors it copied itself, so no barrier.
+void ring_stages(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) {
+  const int64_t count = p.piece / p.chunk, ahead = p.ring - 1;
+  const ExprP first = kir::infix(v.item, "==", kir::block_index());
+  const bool async_a = stages_a_async(s, p, v);
+  if (p.split > 1) {
+    b.branch(kir::infix(v.item, "!=", kir::block_index()))
+        .eval(kir::sync_block(), "the last item's stages have read xs");
+  }
+  // Whether this item stages A: each item where K is split, else the block's first.
+  auto own = [&]() -> kir::Block& { return p.split > 1 ? b : b.branch(first); };
+  const ExprP kp = mul(v.piece, lit(p.piece));
+  if (async_a) {
+    kir::Block& copy = own();
+    stage_piece(copy, s, p, v, kp, /*wait=*/false);
+    copy.eval(kir::call("fj_stage_commit", {}));
+  }
+  {  // the item's first stages: issued by the item before it in the block where K is not split
+    kir::Block& start = p.split == 1 ? b.branch(first) : b;
+    const auto [issue, q] = start.loop("int", "q", lit(0), lit(ahead), nullptr, 1);
+    issue_stage(issue, s, p, v, q);
+  }
+  if (v.prologue) v.prologue->reduce_row(b.branch(first), static_cast<int>(p.block));
+  kir::Block& landed = own();
+  if (async_a) {
+    landed.eval(kir::call(fmt::format("fj_stage_wait_group<{}>", ahead), {}),
+                "A's group has landed");
+  } else {
+    stage_piece(landed, s, p, v, kp);
+  }
+  landed.eval(kir::sync_block());
+  const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(count));
+  issue_stage(stages, s, p, v, kir::group(add(stage, lit(ahead))));
+  stages.eval(kir::call(fmt::format("fj_stage_wait_group<{}>", ahead), {}),
+              "this stage's group has landed");
+  const ExprP slot =
+      stages.let("int", "slot", kir::infix(kir::group(add(v.head, stage)), "%", lit(p.ring)));
+  const ExprP wv = weight_array(stages, s, p, "wv");
+  {
+    const auto [rows, r] = stages.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
+    const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
+    units.eval(kir::load_vec(sub(wv, r, u), ring_vector(p, v, slot, r, u)));
+  }
+  multiply(stages, s, p, v, wv, stage);
+  b.assign(v.head, lit(count), "+=");
+}
+
 // The stages of one work item's piece of K, then the warp's butterfly: every lane ends with
 // every sum of the warp's rows.
 void accumulate(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) {
@@ -305,39 +464,10 @@ void accumulate(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) 
     const auto [rows, r] = each.loop_line("int", "r", lit(0), lit(p.rows), nullptr, 1);
     rows.assign(sub(v.acc, m, r), lit("0.0f"));
   }
-  const int64_t count = p.piece / p.chunk;
-  {  // a scope of its own: the stage loop's names are taken again by the butterfly below
-    // The first stage's weights before the loop; in it, the next stage's (into wn) before this
-    // one's products, then moved into wv for the next iteration.
-    const ExprP wv = weight_array(b, s, p, "wv");
-    load_weights(b, s, p, v, wv, mul(v.piece, lit(p.piece)));
-    const ExprP first = kir::infix(v.item, "==", kir::block_index());
-    if (v.prologue && p.resident) prefetch_ahead(b, s, p, v);
-    if (v.prologue) {
-      // A normalization's row statistics, once per block, while its first weights load: in
-      // its first work item (the same for all the block's threads).
-      v.prologue->reduce_row(b.branch(first), static_cast<int>(p.block));
-    }
-    if (p.resident) stage_resident(b, s, p, v, first);
-    const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(count));
-    const ExprP k0 =
-        stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
-    const ExprP wn = weight_array(stages, s, p, "wn");
-    kir::Block& ahead = stages.branch(kir::infix(add(stage, lit(1)), "<", lit(count)));
-    load_weights(ahead, s, p, v, wn, add(k0, lit(p.chunk)));
-    if (p.resident) {
-      multiply(stages, s, p, v, wv, stage);
-    } else {
-      stage_a(stages, s, p, v, k0);
-      stages.eval(kir::sync_block());
-      multiply(stages, s, p, v, wv);
-      stages.eval(kir::sync_block(), "xs is written again by the next stage");
-    }
-    const auto [rows, r] = stages.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
-    const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
-    const auto [moves, e] = units.loop_line("int", "e", lit(0), lit(p.vector_width), nullptr, 1);
-    moves.assign(sub(sub(wv, r, u), e), sub(sub(wn, r, u), e));
-  }
+  if (p.ring)
+    ring_stages(b, s, p, v);
+  else
+    register_stages(b, s, p, v);
   const auto [each, m] = b.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
   const auto [rows, r] = each.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
   for (int o = 16; o >= 1; o /= 2)
@@ -561,13 +691,37 @@ kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
 // the tiles alone are fewer than a wave of work items (blocks_per_sm); no piece empty.
 // Blocks an SM holds: 3 with two stages of weights in registers (build_signature asks ptxas for
 // them), else 4.
-int64_t blocks_per_sm(const GemvParams& p) { return p.prefetch ? 3 : 4; }
+int64_t blocks_per_sm(const GemvParams& p) {
+  if (p.ring) return p.ring_blocks;
+  return p.prefetch ? 3 : 4;
+}
 
 // The most bytes of A a resident piece takes: what the blocks an SM holds leave each (1 KiB
 // kept for the rest), and at most 40 KiB, so that a block's static shared memory stays under
 // the 48 KiB every arch allows. 28 KiB for an 8B model's down projection (14336 of bf16).
 int64_t resident_budget(const GemvParams& p, const Target& target) {
   return std::min<int64_t>(40 * 1024, target.shared_per_sm / blocks_per_sm(p) - 1024);
+}
+
+// The most stages of the weights' ring (GemvParams::ring), and the fewest worth it (two are what
+// registers already hold).
+constexpr int64_t kRingMaxStages = 6;
+constexpr int64_t kRingMinStages = 3;
+
+// Bytes of one stage of the ring: every lane's vectors of the warp's rows.
+int64_t ring_stage_bytes(const GemvParams& p) { return p.rows * p.unroll * p.block * 16; }
+
+// The ring, where the weights load in 16-byte vectors: 2 blocks an SM where the work items fit a
+// wave of 2 (each block then has twice the shared memory), else 3; as many stages as the
+// shared memory left after A's piece holds, if that is kRingMinStages or more.
+void choose_ring(const GemvSpec& s, const Target& target, GemvParams& p) {
+  if (p.mma || !p.resident || p.vector_width * dtype_size(gemv_weight_dtype(s)) != 16) return;
+  const int64_t blocks = p.work <= 2 * kSplitSMs ? 2 : 3;
+  const int64_t budget = target.shared_per_sm / blocks - 1024 - p.shared_bytes;
+  const int64_t stages = std::min(kRingMaxStages, budget / ring_stage_bytes(p));
+  if (stages < kRingMinStages) return;
+  p.ring = stages;
+  p.ring_blocks = blocks;
 }
 
 void split_k(const GemvSpec& s, GemvParams& p) {
@@ -625,6 +779,7 @@ GemvParams gemv_params(const GemvSpec& s, const Target& target) {
   const int64_t piece_bytes = s.m * p.piece * static_cast<int64_t>(dtype_size(s.dtype));
   p.resident = target.cc >= 80 && piece_bytes <= resident_budget(p, target);
   p.shared_bytes = p.resident ? piece_bytes : 4 * s.m * p.chunk;
+  if (p.resident && s.ring) choose_ring(s, target, p);
   return p;
 }
 
@@ -633,7 +788,9 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
   if (p.block != 32 * p.warps || p.chunk != lanes_along_k * p.unroll * p.vector_width ||
       p.piece % p.chunk || (p.mma && (p.rows % 16 || p.vector_width != 8 || p.m_tiles * 8 < s.m)) ||
       p.mma == p.prefetch ||
-      (p.resident && (p.mma || p.shared_bytes != s.m * p.piece * int64_t(dtype_size(s.dtype)))))
+      (p.resident && (p.mma || p.shared_bytes != s.m * p.piece * int64_t(dtype_size(s.dtype)))) ||
+      (p.ring && (!p.resident || p.ring < 2 || p.ring_blocks < 1 ||
+                  p.vector_width * int64_t(dtype_size(gemv_weight_dtype(s))) != 16)))
     throw InternalError(fmt::format("gemv: params disagree: {}", params_text("gemv", p)));
   if (p.mma) {
     if (s.prologue) throw InternalError("gemv: a prologue for the tensor-core variant");
@@ -682,6 +839,7 @@ KernelBody gemv_body(const GemvSpec& s, const GemvParams& p, bool grid_dependenc
     body.helpers.push_back("fj_reduce.cuh");
     if (p.resident) body.helpers.push_back("fj_pdl.cuh");
   }
+  body.shared_bytes = static_cast<int>(p.ring * ring_stage_bytes(p));
   body.block = p.block;
   body.work_blocks = p.work;
   body.blocks_per_sm = static_cast<int>(blocks_per_sm(p));

@@ -3,7 +3,9 @@
 // Decode-time matmuls are memory-bound: the kernel reads each weight element once, in 16-byte
 // vectors where K allows, keeps A's few rows in shared memory (the whole piece of K a block
 // takes, in A's dtype, copied once before the weights stream; where that does not fit, one
-// stage of K at a time as f32), accumulates in f32 and applies the epilogue at the store.
+// stage of K at a time as f32), streams the weights through a ring of stages in shared memory
+// where it has room (else two stages in registers), accumulates in f32 and applies the epilogue
+// at the store.
 //
 // Work: a tile of weight rows (outputs along N) times a piece of K. Each warp of a block takes
 // `rows` weight rows of the tile, its lanes split the stage's K (so the warps of a block share
@@ -46,6 +48,9 @@ struct GemvSpec {
   // Not null: A is not read from memory but computed as it is staged, from the region whose one
   // output it is (GemvPrologue). The kernel's A argument is then that region's inputs.
   const GemvPrologue* prologue = nullptr;
+  // The weights may stream through a ring in shared memory (GemvParams::ring) where it fits;
+  // false keeps two stages in registers (CodegenOptions::gemv_ring).
+  bool ring = true;
 };
 
 // The region that computes a skinny GEMM's A, evaluated inside the GEMM's kernel as A is

@@ -117,6 +117,7 @@ ParamFields GemvParams::fields() const {
   if (mma) f.insert(f.end(), {{"mma", mma}, {"m_tiles", m_tiles}});  // (kept out of the others')
   if (prefetch) f.insert(f.end(), {{"prefetch", prefetch}});
   if (resident) f.insert(f.end(), {{"resident", resident}});
+  if (ring) f.insert(f.end(), {{"ring", ring}, {"ring_blocks", ring_blocks}});
   return f;
 }
 

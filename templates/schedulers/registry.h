@@ -140,6 +140,13 @@ struct GemvParams {
   // memory only and never wait at a barrier; else A is staged as f32 one stage at a time, with
   // two barriers a stage. Where the piece fits (gemv.cpp: resident_budget).
   bool resident = false;
+  // With A resident and 16-byte weight vectors: the weights stream through a ring of `ring`
+  // stages in dynamic shared memory, each lane copying (cp.async) and later reading only its own
+  // vectors, `ring - 1` stages ahead of the one it multiplies, so that the bytes in flight do
+  // not cost registers; the blocks an SM holds are then `ring_blocks` (0: two stages in
+  // registers, as above).
+  int64_t ring = 0;
+  int64_t ring_blocks = 0;
   ParamFields fields() const;
 };
 

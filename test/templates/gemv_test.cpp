@@ -177,6 +177,15 @@ std::vector<Case> cases() {
     add(staged, staged.m == 3 ? 7 : 0);
     out.back().target = small;
   }
+  // A resident but the weights in registers, not through the ring (GemvParams::ring): declined
+  // by the spec, split and over a grid-stride loop; and on an SM with room for A only.
+  GemvSpec registers = make_spec(DType::bf16, 1, 300, 4096);
+  registers.ring = false;
+  add(registers, 9);
+  templates::Target mid;
+  mid.shared_per_sm = 100 * 1024;
+  add(make_spec(DType::f16, 1, 8200, 72), 100);
+  out.back().target = mid;
   // Must fail: the kernel scales by another alpha than the reference.
   GemvSpec wrong = make_spec(DType::bf16, 2, 100, 520);
   out.push_back({wrong, wrong, 0, {}});
@@ -189,8 +198,8 @@ std::string shared_object_source(const std::vector<Case>& all) {
   std::string src = fmt::format("#include \"{}/gemv_shim.h\"\n", FUSEJIT_EMULATE_DIR);
   for (size_t i = 0; i < all.size(); ++i) {
     const templates::Kernel& k = all[i].kernel;
-    src += fmt::format("namespace case{} {{\n{}}}\n", i,
-                       k.source.substr(k.source.find(templates::kKernelMarker)));
+    // The ring's dynamic shared memory (GemvParams::ring) as an array of the launch's size.
+    src += fmt::format("namespace case{} {{\n{}}}\n", i, test::emulated_body(k));
     src += fmt::format(
         "extern \"C\" void run_case{0}(void* const* args, int grid) {{ "
         "fj_emu::launch(case{0}::{1}, args, grid, {2}); }}\n",
@@ -270,6 +279,32 @@ TEST_CASE("gemv kernel: parameters", "[templates][gemv]") {
   CHECK(down.work == 256);
   CHECK(down.resident);  // its whole A (14336 of bf16) in shared memory, once
   CHECK(down.shared_bytes == 2 * 14336);
+  // Its weights through a ring in shared memory: its 256 items fit a wave of 2 blocks an SM,
+  // each with 114 KiB, which hold A and 5 stages of 16 KiB. The q/k/v projection's 384 items
+  // take 3 blocks an SM: 4 stages beside its 8 KiB of A.
+  CHECK(down.ring == 5);
+  CHECK(down.ring_blocks == 2);
+  const templates::GemvParams qkv =
+      templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 6144, 4096), {});
+  CHECK(qkv.ring == 4);
+  CHECK(qkv.ring_blocks == 3);
+  const templates::Kernel qkv_kernel =
+      templates::generate_gemv(gemv_test::make_spec(DType::bf16, 1, 6144, 4096));
+  CHECK(qkv_kernel.shared_bytes == 4 * 16384);  // the ring, dynamic; A is static
+  CHECK(qkv_kernel.blocks_per_sm == 3);
+  // No ring: where the spec declines it (FUSEJIT_GEMV_RING=0), where the SM leaves too little
+  // for 3 stages (100 KiB an SM, as sm_86 has), or where a weight load is under 16 bytes.
+  GemvSpec no_ring = gemv_test::make_spec(DType::bf16, 1, 4096, 14336);
+  no_ring.ring = false;
+  CHECK(templates::gemv_params(no_ring, {}).ring == 0);
+  CHECK(templates::gemv_params(no_ring, {}).resident);
+  templates::Target mid;
+  mid.shared_per_sm = 100 * 1024;
+  const templates::GemvParams small_sm =
+      templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 6144, 4096), mid);
+  CHECK(small_sm.resident);
+  CHECK(small_sm.ring == 0);
+  CHECK(templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 4096, 4100), {}).ring == 0);
   CHECK(templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 6144, 4096), {}).split == 1);
   const templates::GemvParams half =
       templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 2048, 14336), {});
@@ -359,6 +394,7 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
   auto prefetches = reinterpret_cast<long (*)(int)>(dlsym(so, "fj_emu_prefetches"));
   REQUIRE(prefetch_range != nullptr);
   REQUIRE(prefetches != nullptr);
+  int ring_split = 0, ring_continued = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     const gemv_test::Case& c = all[i];
     const bool must_fail = c.spec.alpha != c.expected.alpha;
@@ -368,10 +404,17 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
     prefetch_range(in.b.data(), static_cast<size_t>(c.spec.n * c.spec.k) *
                                     dtype_size(templates::gemv_weight_dtype(c.spec)));
     // The whole piece of A staged once wherever the target's shared memory holds it.
+    const bool ring = c.kernel.schedule.find("ring=") != std::string::npos;
     if (c.kernel.schedule.find("mma") == std::string::npos) {
       CHECK((c.kernel.schedule.find("resident") != std::string::npos) ==
-            (c.target.shared_per_sm == templates::Target{}.shared_per_sm));
+            (c.target.shared_per_sm >= 100 * 1024));
     }
+    // The ring's paths: K split (each item its own stream), and an unsplit K over a grid-stride
+    // loop (the stream running on into the block's next items).
+    if (ring && c.kernel.schedule.find("split=1,") == std::string::npos) ++ring_split;
+    if (ring && c.kernel.schedule.find("split=1,") != std::string::npos && c.grid > 0 &&
+        c.grid < c.kernel.work_blocks)
+      ++ring_continued;
     const std::vector<double> got = gemv_test::run(so, i, c, in);
     CHECK(prefetches(1) == 0);
     CHECK((prefetches(0) > 0) == c.kernel.programmatic);
@@ -387,5 +430,7 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
   auto misaligned = reinterpret_cast<long (*)()>(dlsym(so, "fj_emu_misaligned"));
   REQUIRE(misaligned != nullptr);
   CHECK(misaligned() == 0);  // every wide access had the alignment its instruction needs
+  CHECK(ring_split > 0);
+  CHECK(ring_continued > 0);
   dlclose(so);
 }

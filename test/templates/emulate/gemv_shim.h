@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "pointwise_shim.h"
@@ -19,14 +20,16 @@ inline float fj_gemv_gelu_tanh(float x) {
 }
 inline float fj_gemv_partial(const float* p) { return *p; }
 // fj_stage.cuh: a cp.async copy of N elements into shared memory, made only when the thread
-// waits (the latest moment it may land), so that a read before the wait, or in another thread
-// before the barrier after it, sees stale data.
+// waits for it (the latest moment it may land), so that a read before the wait, or in another
+// thread before the barrier after it, sees stale data. Copies form groups at each commit;
+// fj_stage_wait_group<N> lands every committed group but the N newest, fj_stage_wait every copy.
 struct fj_gemv_copy {
   void* dst;
   const void* src;
   size_t bytes;
 };
-inline thread_local std::vector<fj_gemv_copy> fj_gemv_copies;
+inline thread_local std::vector<fj_gemv_copy> fj_gemv_copies;              // not committed
+inline thread_local std::deque<std::vector<fj_gemv_copy>> fj_gemv_groups;  // oldest first
 template <class T, int N>
 void fj_stage_vec(T* dst, const T* src) {
   static_assert(N * sizeof(T) == 4 || N * sizeof(T) == 8 || N * sizeof(T) == 16);
@@ -34,9 +37,23 @@ void fj_stage_vec(T* dst, const T* src) {
   fj_emu::aligned(src, N * sizeof(T));
   fj_gemv_copies.push_back({dst, src, N * sizeof(T)});
 }
-inline void fj_stage_wait() {
-  for (const fj_gemv_copy& c : fj_gemv_copies) std::memcpy(c.dst, c.src, c.bytes);
+inline void fj_gemv_land(const std::vector<fj_gemv_copy>& copies) {
+  for (const fj_gemv_copy& c : copies) std::memcpy(c.dst, c.src, c.bytes);
+}
+inline void fj_stage_commit() {
+  fj_gemv_groups.push_back(std::move(fj_gemv_copies));
   fj_gemv_copies.clear();
+}
+template <int N>
+void fj_stage_wait_group() {
+  while (fj_gemv_groups.size() > static_cast<size_t>(N)) {
+    fj_gemv_land(fj_gemv_groups.front());
+    fj_gemv_groups.pop_front();
+  }
+}
+inline void fj_stage_wait() {
+  fj_stage_commit();
+  fj_stage_wait_group<0>();
 }
 // fj_gemv_i8.cuh: an int8 weight as f32.
 inline float fj_gemv_i8_to_f32(signed char x) { return static_cast<float>(x); }

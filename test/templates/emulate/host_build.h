@@ -51,21 +51,25 @@ inline void* open_shared_object(const std::string& source, const std::string& ta
   return so;
 }
 
-// The body of `k` (what follows kKernelMarker) and an `extern "C" run_<name>(args, grid)` that
-// launches it through the shim, for a shared object's source after the shim's #include; ""
-// when `source` already holds that kernel.
-inline std::string emulated_kernel(const templates::Kernel& k, const std::string& source) {
-  if (source.find(k.name + "(") != std::string::npos) return "";
-  // In a namespace of its own: a kernel's module-scope scratch (split kernels) is its own.
-  // Dynamic shared memory becomes an array of the launch's size (a function static, as every
-  // __shared__ array under the shim).
+// The body of `k` (what follows kKernelMarker), its dynamic shared memory an array of the
+// launch's size (a function static, as every __shared__ array under the shim).
+inline std::string emulated_body(const templates::Kernel& k) {
   std::string body = k.source.substr(k.source.find(templates::kKernelMarker));
   const std::string dynamic = "extern __shared__ __align__(16) unsigned char fj_shared[];";
   if (const size_t at = body.find(dynamic); at != std::string::npos)
     body.replace(at, dynamic.size(),
                  fmt::format("__shared__ __align__(16) unsigned char fj_shared[{}];",
                              std::max(k.shared_bytes, 1)));
-  return fmt::format("namespace emu_{} {{\n", k.name) + body +
+  return body;
+}
+
+// The body of `k` (what follows kKernelMarker) and an `extern "C" run_<name>(args, grid)` that
+// launches it through the shim, for a shared object's source after the shim's #include; ""
+// when `source` already holds that kernel.
+inline std::string emulated_kernel(const templates::Kernel& k, const std::string& source) {
+  if (source.find(k.name + "(") != std::string::npos) return "";
+  // In a namespace of its own: a kernel's module-scope scratch (split kernels) is its own.
+  return fmt::format("namespace emu_{} {{\n", k.name) + emulated_body(k) +
          fmt::format(
              "}}\nextern \"C\" void run_{0}(void* const* args, int grid) {{ "
              "fj_emu::launch(emu_{0}::{0}, args, grid, {1}); }}\n",
