@@ -101,10 +101,10 @@ struct Options {
   // (docs/gemm.md, "Prologues"). Off by default: as timed on H100s and H200s so far, it makes
   // the decode step slower.
   bool gemv_prologue = false;
-  // FUSEJIT_GEMV_RING=0: the skinny-GEMM kernel keeps the weights it has in flight in registers
-  // (two stages) instead of streaming them through a ring of stages in shared memory, which is
-  // the default where the SM has room (docs/gemm.md, "The weights' ring").
-  bool gemv_ring = true;
+  // FUSEJIT_GEMV_RING=1: the skinny-GEMM kernel streams its weights through a ring of stages in
+  // shared memory where the SM has room, instead of keeping two stages in registers
+  // (docs/gemm.md, "The weights' ring"). Off by default until it has been timed on a GPU.
+  bool gemv_ring = false;
   // FUSEJIT_CUDNN_PATH: the libcudnn.so.9 to load, and no other ("" = search for one;
   // jit/libs/cudnn_api.h lists where).
   std::string cudnn_path;

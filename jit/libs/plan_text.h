@@ -19,6 +19,6 @@ namespace fusejit::jit {
 // (jit/libs/prologue.h): that region is then no kernel of its own. `ring` (Options::gemv_ring):
 // whether the kernel's parameters may stream the weights through shared memory.
 std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv = GemvMode::large,
-                      bool prologue = false, bool ring = true);
+                      bool prologue = false, bool ring = false);
 
 }  // namespace fusejit::jit

@@ -49,7 +49,7 @@ struct GemvSpec {
   // output it is (GemvPrologue). The kernel's A argument is then that region's inputs.
   const GemvPrologue* prologue = nullptr;
   // The weights may stream through a ring in shared memory (GemvParams::ring) where it fits;
-  // false keeps two stages in registers (CodegenOptions::gemv_ring).
+  // false keeps two stages in registers. The library sets it from CodegenOptions::gemv_ring.
   bool ring = true;
 };
 

@@ -87,6 +87,7 @@ double emulated_error(const Graph& g, const std::string& tag,
   INFO(test::kernel_text(*kernel));
   // A's whole piece staged once (GemvParams::resident), or a stage at a time.
   CHECK((kernel->schedule.find("resident") != std::string::npos) == resident);
+  CHECK((kernel->schedule.find("ring=") != std::string::npos) == (resident && codegen.gemv_ring));
   CHECK(kernel->params.front() == producer.inputs.front());  // A is never an argument
   CHECK(std::find(kernel->params.begin(), kernel->params.end(), call.a) == kernel->params.end());
 
@@ -211,6 +212,7 @@ TEST_CASE("gemv prologue: the merged kernel, emulated, matches the reference",
     Graph graph;
     double bound;
     bool per_stage = false;  // A staged a stage at a time (a target of little shared memory)
+    bool ring = false;       // the weights through a ring in shared memory (FUSEJIT_GEMV_RING)
   };
   const Case cases[] = {
       // K = 1000: two stages of 512, the second partial; a split K of 300 outputs.
@@ -226,11 +228,16 @@ TEST_CASE("gemv prologue: the merged kernel, emulated, matches the reference",
       {"rms-per-stage", gemv_prologue_test::rms_norm_projection(1, 1000, 300), 1e-2, true},
       {"swiglu-per-stage", gemv_prologue_test::swiglu_projection(DType::bf16, 1, 1000, 300), 1e-2,
        true},
+      // The weights through the ring while A is computed: split, and pieces of 4 stages.
+      {"rms-ring", gemv_prologue_test::rms_norm_projection(1, 1000, 300), 1e-2, false, true},
+      {"swiglu-ring", gemv_prologue_test::swiglu_projection(DType::bf16, 1, 2048, 3200), 1e-2,
+       false, true},
   };
   for (const Case& c : cases) {
     INFO(c.tag);
     templates::CodegenOptions codegen = gemv_prologue_test::gemv_on();
     if (c.per_stage) codegen.target.shared_per_sm = 3 * 1024;  // nothing left for a piece
+    codegen.gemv_ring = c.ring;
     const double err = gemv_prologue_test::emulated_error(c.graph, c.tag, codegen, !c.per_stage);
     std::printf("gemv prologue emulation (%s): rel L2 %.2e\n", c.tag, err);
     CHECK(err <= c.bound);
@@ -239,9 +246,10 @@ TEST_CASE("gemv prologue: the merged kernel, emulated, matches the reference",
 
 TEST_CASE("gemv prologue: the merged kernels compile for sm_90 without spills, with PDL too",
           "[templates][gemv][prologue]") {
-  for (const bool pdl : {false, true}) {
+  for (const auto& [pdl, ring] : {std::pair{false, false}, {true, false}, {false, true}}) {
     templates::CodegenOptions codegen = gemv_prologue_test::gemv_on();
     codegen.grid_dependency = pdl;
+    codegen.gemv_ring = ring;
     for (const Graph& g : {gemv_prologue_test::rms_norm_projection(1, 4096, 6144),
                            gemv_prologue_test::swiglu_projection(DType::bf16, 1, 14336, 4096)}) {
       std::map<size_t, fusion::Region> producers;
