@@ -711,11 +711,11 @@ constexpr int64_t kRingMinStages = 3;
 // Bytes of one stage of the ring: every lane's vectors of the warp's rows.
 int64_t ring_stage_bytes(const GemvParams& p) { return p.rows * p.unroll * p.block * 16; }
 
-// The ring, where the weights load in 16-byte vectors: 2 blocks an SM where the work items fit a
-// wave of 2 (each block then has twice the shared memory), else 3; as many stages as the
-// shared memory left after A's piece holds, if that is kRingMinStages or more.
+// The ring, where A is resident and the weights load in 16-byte vectors: 2 blocks an SM where the
+// work items fit a wave of 2 (each block then has twice the shared memory), else 3; as many stages
+// as the shared memory left after A's piece holds, if that is kRingMinStages or more.
 void choose_ring(const GemvSpec& s, const Target& target, GemvParams& p) {
-  if (p.mma || !p.resident || p.vector_width * dtype_size(gemv_weight_dtype(s)) != 16) return;
+  if (!p.resident || p.vector_width * dtype_size(gemv_weight_dtype(s)) != 16) return;
   const int64_t blocks = p.work <= 2 * kSplitSMs ? 2 : 3;
   const int64_t budget = target.shared_per_sm / blocks - 1024 - p.shared_bytes;
   const int64_t stages = std::min(kRingMaxStages, budget / ring_stage_bytes(p));
@@ -779,7 +779,7 @@ GemvParams gemv_params(const GemvSpec& s, const Target& target) {
   const int64_t piece_bytes = s.m * p.piece * static_cast<int64_t>(dtype_size(s.dtype));
   p.resident = target.cc >= 80 && piece_bytes <= resident_budget(p, target);
   p.shared_bytes = p.resident ? piece_bytes : 4 * s.m * p.chunk;
-  if (p.resident && s.ring) choose_ring(s, target, p);
+  if (s.ring) choose_ring(s, target, p);
   return p;
 }
 
