@@ -44,10 +44,12 @@ struct KernelBody {
   // fj_attention.cuh): its source's helpers, in order, instead of those the flags above and
   // the region choose, and no region summary. Empty: a region template's kernel.
   std::vector<std::string_view> helpers;
-  // Begins with fj_grid_dependents_launch() and fj_grid_dependency_wait() (wait_for_grid):
-  // assemble_kernel pastes
-  // device/fj_pdl.cuh after the helpers and marks the Kernel programmatic.
+  // Begins with fj_grid_dependents_launch(), and waits with fj_grid_dependency_wait() before it
+  // touches memory the grid ahead may write (wait_for_grid, launch_dependents_first):
+  // assemble_kernel pastes device/fj_pdl.cuh after the helpers and marks the Kernel programmatic.
   bool grid_dependency = false;
+  // Begins with fj_grid_dependents_launch() and waits for no grid (trigger_dependents).
+  bool triggers_dependents = false;
 };
 
 // Makes `body` a kernel of programmatic dependent launch (CodegenOptions::grid_dependency): its
@@ -55,6 +57,13 @@ struct KernelBody {
 // `before` (which must read and write no memory: L2 prefetches only), then
 // fj_grid_dependency_wait(), then the body as it was.
 void wait_for_grid(KernelBody& body, const kir::Block& before = {});
+// The same, for a body that calls fj_grid_dependency_wait() itself, where only what it does
+// before may run beside the grid ahead: reads of memory no kernel writes (weights), its own
+// shared memory. Only the first statement, fj_grid_dependents_launch(), is added.
+void launch_dependents_first(KernelBody& body);
+// Only the first statement, fj_grid_dependents_launch(), for a kernel launched as before
+// (CodegenOptions::gemv_grid_dependency): the skinny GEMM after it may be scheduled beside it.
+void trigger_dependents(KernelBody& body);
 
 // The end of a piece of a kernel split over blocks (the skinny GEMM's K, attention's keys),
 // after every thread has written its partials to module-scope scratch: a fence, then thread 0

@@ -112,13 +112,29 @@ std::string_view device_source(std::string_view name) {
 void wait_for_grid(KernelBody& body, const kir::Block& before) {
   if (body.grid_dependency) throw InternalError("wait_for_grid: the kernel waits already");
   kir::Block first;
-  first.eval(kir::call("fj_grid_dependents_launch", {}),
-             "the grid after this one may be scheduled beside it (it waits for this one to end)");
   first.splice(before);
   first.eval(kir::call("fj_grid_dependency_wait", {}),
              "the grid ahead in the stream has finished: its results may be read");
   first.splice(body.fn.body);
   body.fn.body = std::move(first);
+  launch_dependents_first(body);
+}
+
+void trigger_dependents(KernelBody& body) {
+  if (body.grid_dependency || body.triggers_dependents)
+    throw InternalError("trigger_dependents: the kernel triggers already");
+  kir::Block first;
+  first.eval(kir::call("fj_grid_dependents_launch", {}),
+             "the grid after this one may be scheduled beside it (it waits for this one to end)");
+  first.splice(body.fn.body);
+  body.fn.body = std::move(first);
+  body.triggers_dependents = true;
+}
+
+void launch_dependents_first(KernelBody& body) {
+  if (body.grid_dependency)
+    throw InternalError("launch_dependents_first: the kernel waits already");
+  trigger_dependents(body);
   body.grid_dependency = true;
 }
 
@@ -148,7 +164,8 @@ Kernel assemble_kernel(const KernelBody& body, const std::vector<std::string_vie
       "templates/device, then the kernel.\n",
       kCodegenVersion);
   std::vector<std::string_view> pasted = helpers;
-  if (body.grid_dependency && std::find(pasted.begin(), pasted.end(), "fj_pdl.cuh") == pasted.end())
+  if ((body.grid_dependency || body.triggers_dependents) &&
+      std::find(pasted.begin(), pasted.end(), "fj_pdl.cuh") == pasted.end())
     pasted.push_back("fj_pdl.cuh");
   for (std::string_view h : pasted) {
     source += fmt::format("\n// ==== {} ====\n", h);
@@ -203,7 +220,11 @@ KernelBody build_body(const RegionInfo& info, const CodegenOptions& options,
   const Schedule chosen = schedule(info, options);
   KernelBody body = chosen.scheduler->build(info, options, chosen.params);
   body.schedule = schedule_text(chosen);
-  if (options.grid_dependency) wait_for_grid(body);
+  if (options.grid_dependency) {
+    wait_for_grid(body);
+  } else if (options.gemv_grid_dependency) {
+    trigger_dependents(body);
+  }
   if (steps) steps->add("built", body.fn);
   kir::place_declarations(body.fn);
   if (steps) steps->add("declarations placed", body.fn);

@@ -157,9 +157,14 @@ struct CodegenOptions {
   bool gemv_ring = false;
   // Programmatic dependent launch (FUSEJIT_PDL; honoured from sm_90): every kernel begins with
   // fj_grid_dependency_wait() (device/fj_pdl.cuh), before which it reads and writes nothing
-  // (the skinny-GEMM kernel only prefetches its weights into L2), and is marked
-  // Kernel::programmatic for the launcher.
+  // (the skinny-GEMM kernel only streams its first weights: into its ring, or into L2), and is
+  // marked Kernel::programmatic for the launcher.
   bool grid_dependency = false;
+  // Programmatic dependent launch for the skinny-GEMM kernel only (FUSEJIT_PDL=gemv): it is
+  // generated as with grid_dependency; every other kernel only begins with
+  // fj_grid_dependents_launch(), so that a skinny GEMM after it may start streaming its weights,
+  // and is launched as before.
+  bool gemv_grid_dependency = false;
   // Keep the kernel IR of each lowering step in Kernel::kir (FUSEJIT_DUMP=kir). Changes no
   // kernel.
   bool keep_kir = false;

@@ -31,6 +31,18 @@ enum class GemvMode {
   on,  // every GEMM the kernel takes
 };
 
+// Programmatic dependent launch on sm_90 and later (FUSEJIT_PDL; docs/api.md): a kernel launched
+// with it may be scheduled while the grid ahead of it in the stream runs, and waits for that grid
+// (griddepcontrol.wait) before it reads what the grid may write.
+enum class PdlMode {
+  off,
+  // Only the skinny-GEMM kernels, which stream their first weights before the wait (into the
+  // ring of stages, or into L2); every other generated kernel first lets the grid after it be
+  // scheduled (griddepcontrol.launch_dependents), and is launched as before.
+  gemv,
+  all,  // every generated kernel
+};
+
 // How attention written from primitives runs (FUSEJIT_ATTENTION; docs/fused-attention.md).
 enum class AttentionMode {
   off,     // GEMM, normalization, GEMM, as planned without fusing attention
@@ -90,12 +102,9 @@ struct Options {
   Rounding rounding = Rounding::store;                // FUSEJIT_ROUNDING: store or node
   // FUSEJIT_GEMV: auto (GemvMode::large), 1 (also on, true), 0 (also off, false).
   GemvMode gemv = GemvMode::large;
-  // FUSEJIT_PDL=1: programmatic dependent launch on sm_90 and later. Each generated kernel
-  // starts by letting the grid after it be scheduled (griddepcontrol.launch_dependents), then
-  // waits for the grid before it in the stream (griddepcontrol.wait), and is launched so that it
-  // may be scheduled while that grid runs; the skinny-GEMM kernel prefetches the first stage of
-  // its weights into L2 before its wait. Off by default until timed on a GPU (docs/api.md).
-  bool pdl = false;
+  // FUSEJIT_PDL: off (also 0), gemv, all (also 1). Off by default until timed on a GPU
+  // (docs/api.md).
+  PdlMode pdl = PdlMode::off;
   // FUSEJIT_GEMV_PROLOGUE=1: a skinny GEMM that the generated kernel runs computes its A from
   // the pointwise or one-row normalization region just before it, which then runs no kernel
   // (docs/gemm.md, "Prologues"). Off by default: as timed on H100s and H200s so far, it makes

@@ -108,6 +108,15 @@ GemvMode parse_gemv(std::string_view value) {
             "takes), 0 (also off, false)");
 }
 
+PdlMode parse_pdl(std::string_view value) {
+  if (value == "0" || value == "off" || value == "false" || value.empty()) return PdlMode::off;
+  if (value == "gemv") return PdlMode::gemv;
+  if (value == "1" || value == "all" || value == "on" || value == "true") return PdlMode::all;
+  bad_value("FUSEJIT_PDL", value,
+            "gemv (the skinny-GEMM kernels only), all (also 1, on, true: every generated "
+            "kernel), off (also 0, false)");
+}
+
 CacheMode parse_cache(std::string_view value) {
   if (value == "on") return CacheMode::on;
   if (value == "memory") return CacheMode::memory;
@@ -292,7 +301,8 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
     else if (name == "FUSEJIT_ARCH") o.arch = value.empty() ? "" : parse_arch(value);
     else if (name == "FUSEJIT_TF32") o.allow_tf32 = parse_bool(name, value);
     else if (name == "FUSEJIT_GEMV") o.gemv = parse_gemv(value);
-    else if (name == "FUSEJIT_PDL") o.pdl = parse_bool(name, value);
+    else if (name == "FUSEJIT_PDL")
+      o.pdl = parse_pdl(value);
     else if (name == "FUSEJIT_GEMV_PROLOGUE")
       o.gemv_prologue = parse_bool(name, value);
     else if (name == "FUSEJIT_GEMV_RING")

@@ -241,7 +241,8 @@ std::optional<templates::Kernel> gemv_kernel(const GemmCall& call,
   templates::GemvPrologue prologue{graph, producer, codegen};
   if (producer) spec->prologue = &prologue;
   spec->ring = codegen.gemv_ring;
-  templates::Kernel k = templates::generate_gemv(*spec, codegen.target, codegen.grid_dependency);
+  templates::Kernel k = templates::generate_gemv(
+      *spec, codegen.target, codegen.grid_dependency || codegen.gemv_grid_dependency);
   k.params = gemv_arguments(call, producer);
   return k;
 }

@@ -36,7 +36,8 @@ BuildOptions build_options(const Options& options, const templates::Target& targ
   b.codegen.gemv = options.gemv;
   b.codegen.gemv_prologue = options.gemv_prologue;
   b.codegen.gemv_ring = options.gemv_ring;
-  b.codegen.grid_dependency = options.pdl && target.cc >= 90;
+  b.codegen.grid_dependency = options.pdl == PdlMode::all && target.cc >= 90;
+  b.codegen.gemv_grid_dependency = options.pdl == PdlMode::gemv && target.cc >= 90;
   b.codegen.target = target;
   b.codegen.keep_kir = options.dump.kir;
   b.allow_tf32 = options.allow_tf32;

@@ -61,6 +61,9 @@ struct Vars {
   ExprP item;                    // the work item (w)
   ExprP tile, piece, row0, acc;  // per work item: row0 is the warp's first weight row
   GemvPrologueBuilder* prologue = nullptr;  // A computed, not loaded (GemvSpec::prologue)
+  // Programmatic dependent launch with the ring: the block's first stages of weights are issued
+  // before it waits for the grid ahead (ring_stages), A after.
+  bool wait_in_ring = false;
 };
 
 void build_signature(kir::Function& f, const GemvSpec& s, const GemvParams& p, Vars& v) {
@@ -409,6 +412,9 @@ void issue_stage(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Va
 // weights are issued, and a prologue computes A while they load. Each stage then issues the one
 // ring - 1 ahead into the slot the stage before it read, waits for its own group, and multiplies
 // from its slot: a lane reads only the vectors it copied itself, so no barrier.
+// With programmatic dependent launch (Vars::wait_in_ring) the first stages come before A: they
+// read only weights, so the block issues them, then waits for the grid ahead, then copies or
+// computes A, and waits for all its groups (A's is the last).
 void ring_stages(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) {
   const int64_t count = p.piece / p.chunk, ahead = p.ring - 1;
   const ExprP first = kir::infix(v.item, "==", kir::block_index());
@@ -420,20 +426,26 @@ void ring_stages(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v)
   // Whether this item stages A: each item where K is split, else the block's first.
   auto own = [&]() -> kir::Block& { return p.split > 1 ? b : b.branch(first); };
   const ExprP kp = mul(v.piece, lit(p.piece));
-  if (async_a) {
+  auto copy_a = [&] {
     kir::Block& copy = own();
     stage_piece(copy, s, p, v, kp, /*wait=*/false);
     copy.eval(kir::call("fj_stage_commit", {}));
-  }
+  };
+  if (async_a && !v.wait_in_ring) copy_a();
   {  // the item's first stages: issued by the item before it in the block where K is not split
     kir::Block& start = p.split == 1 ? b.branch(first) : b;
     const auto [issue, q] = start.loop("int", "q", lit(0), lit(ahead), nullptr, 1);
     issue_stage(issue, s, p, v, q);
   }
+  if (v.wait_in_ring) {
+    b.branch(first).eval(kir::call("fj_grid_dependency_wait", {}),
+                         "the grid ahead in the stream has finished: A may be read");
+    if (async_a) copy_a();
+  }
   if (v.prologue) v.prologue->reduce_row(b.branch(first), static_cast<int>(p.block));
   kir::Block& landed = own();
   if (async_a) {
-    landed.eval(kir::call(fmt::format("fj_stage_wait_group<{}>", ahead), {}),
+    landed.eval(kir::call(fmt::format("fj_stage_wait_group<{}>", v.wait_in_ring ? 0 : ahead), {}),
                 "A's group has landed");
   } else {
     stage_piece(landed, s, p, v, kp);
@@ -783,7 +795,7 @@ GemvParams gemv_params(const GemvSpec& s, const Target& target) {
   return p;
 }
 
-kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
+kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p, bool wait_in_ring) {
   const int64_t lanes_along_k = p.mma ? 4 : 32;
   if (p.block != 32 * p.warps || p.chunk != lanes_along_k * p.unroll * p.vector_width ||
       p.piece % p.chunk || (p.mma && (p.rows % 16 || p.vector_width != 8 || p.m_tiles * 8 < s.m)) ||
@@ -798,6 +810,7 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p) {
   }
   kir::Function f;
   Vars v;
+  v.wait_in_ring = wait_in_ring && p.ring;
   std::optional<GemvPrologueBuilder> prologue;
   if (s.prologue) v.prologue = &prologue.emplace(*s.prologue);
   build_signature(f, s, p, v);
@@ -823,8 +836,10 @@ KernelBody gemv_body(const GemvSpec& s, const GemvParams& p, bool grid_dependenc
   KernelBody body;
   body.kind = "gemv";
   body.schedule = params_text("gemv", p);
-  body.fn = build_gemv_kernel(s, p);
-  if (grid_dependency) {
+  body.fn = build_gemv_kernel(s, p, grid_dependency);
+  if (grid_dependency && p.ring) {
+    launch_dependents_first(body);  // the ring's first stages, then the wait (ring_stages)
+  } else if (grid_dependency) {
     // The weights' parameter: the second, or after a prologue's inputs.
     const auto weights = std::find_if(body.fn.params.begin(), body.fn.params.end(),
                                       [](const kir::Param& q) { return q.var->name == "b"; });

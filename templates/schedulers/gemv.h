@@ -92,9 +92,13 @@ GemvParams gemv_params(const GemvSpec& spec, const Target& target);
 // Launch: params.block threads, any grid (a grid-stride loop over params.work items), arguments
 // a (with a prologue: its region's inputs, in order), b, [scale], [bias], [c], d in that order;
 // with split > 1 launches must not overlap (scratch).
-kir::Function build_gemv_kernel(const GemvSpec& spec, const GemvParams& params);
-// `grid_dependency` (CodegenOptions::grid_dependency): the block first prefetches the first stage
-// of its first work item's weights into L2, then waits for the grid ahead (wait_for_grid).
+// `wait_in_ring`: with the ring, the block waits for the grid ahead (fj_grid_dependency_wait)
+// after it issues its first stages of weights, before it reads A.
+kir::Function build_gemv_kernel(const GemvSpec& spec, const GemvParams& params,
+                                bool wait_in_ring = false);
+// `grid_dependency` (CodegenOptions::grid_dependency): the block first copies its first stages of
+// weights into the ring (GemvParams::ring) or, without one, prefetches the first stage of them
+// into L2, then waits for the grid ahead.
 KernelBody gemv_body(const GemvSpec& spec, const GemvParams& params, bool grid_dependency = false);
 // Refuses (InternalError) what refuse_gemv refuses; else the assembled, named kernel.
 Kernel generate_gemv(const GemvSpec& spec, const Target& target = {}, bool grid_dependency = false);

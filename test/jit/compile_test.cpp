@@ -214,6 +214,16 @@ TEST_CASE("kernels of programmatic dependent launch wait for the grid ahead firs
       const size_t second = on.source.find_first_not_of(' ', on.source.find('\n', first) + 1);
       CHECK(on.source.compare(second, 26, "fj_grid_dependency_wait();") == 0);
       CHECK_FALSE(jit::compile(on, "sm_90").cubin.empty());
+      // FUSEJIT_PDL=gemv: only the first line, and launched as before.
+      const templates::Kernel trigger =
+          templates::generate(plan.graph, r, {.gemv_grid_dependency = true});
+      CHECK_FALSE(trigger.programmatic);
+      CHECK(trigger.source.find("fj_grid_dependency_wait();") == std::string::npos);
+      const size_t at = trigger.source.find(") {", trigger.source.find("__global__"));
+      REQUIRE(at != std::string::npos);
+      const size_t line = trigger.source.find_first_not_of(' ', trigger.source.find('\n', at) + 1);
+      CHECK(trigger.source.compare(line, 29, "fj_grid_dependents_launch(); ") == 0);
+      CHECK_FALSE(jit::compile(trigger, "sm_90").cubin.empty());
       if (seen.insert(std::string(fusion::region_kind_name(r.kind))).second) ++kinds;
     }
   }

@@ -74,9 +74,11 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
   CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
   CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);
-  CHECK(parse1("FUSEJIT_PDL", "1").pdl);
-  CHECK_FALSE(parse1("FUSEJIT_PDL", "0").pdl);
-  CHECK_FALSE(fusejit::Options{}.pdl);  // off until timed on a GPU
+  CHECK(parse1("FUSEJIT_PDL", "1").pdl == fusejit::PdlMode::all);
+  CHECK(parse1("FUSEJIT_PDL", "all").pdl == fusejit::PdlMode::all);
+  CHECK(parse1("FUSEJIT_PDL", "gemv").pdl == fusejit::PdlMode::gemv);
+  CHECK(parse1("FUSEJIT_PDL", "0").pdl == fusejit::PdlMode::off);
+  CHECK(fusejit::Options{}.pdl == fusejit::PdlMode::off);  // off until timed on a GPU
   CHECK(parse1("FUSEJIT_ATTENTION", "1").attention == fusejit::AttentionMode::cudnn);
   CHECK(parse1("FUSEJIT_ATTENTION", "auto").attention == fusejit::AttentionMode::cudnn);
   CHECK(parse1("FUSEJIT_ATTENTION", "kernel").attention == fusejit::AttentionMode::kernel);
@@ -136,7 +138,7 @@ TEST_CASE("invalid values name the variable and list the valid ones", "[jit][opt
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_ARCH", "hopper"), ContainsSubstring("sm_NN"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_TF32", "maybe"), ContainsSubstring("FUSEJIT_TF32=maybe"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_PDL", "yes please"),
-                      ContainsSubstring("FUSEJIT_PDL=yes please"));
+                      ContainsSubstring("FUSEJIT_PDL=yes please") && ContainsSubstring("gemv"));
   REQUIRE_THROWS_WITH(parse1("FUSEJIT_ATTENTION", "flash"),
                       ContainsSubstring("FUSEJIT_ATTENTION=flash") && ContainsSubstring("cudnn"));
 }
@@ -153,12 +155,18 @@ TEST_CASE("an unknown FUSEJIT_* variable is a warning, not an error", "[jit][opt
 
 TEST_CASE("FUSEJIT_PDL reaches codegen only where the arch has programmatic launch",
           "[jit][options][pdl]") {
+  const auto codegen = [](const fusejit::Options& o, const char* arch) {
+    return fusejit::jit::build_options(o, fusejit::templates::target_for_arch(arch)).codegen;
+  };
   fusejit::Options o = parse1("FUSEJIT_PDL", "1");
-  CHECK(fusejit::jit::build_options(o, fusejit::templates::target_for_arch("sm_90"))
-            .codegen.grid_dependency);
-  CHECK_FALSE(fusejit::jit::build_options(o, fusejit::templates::target_for_arch("sm_80"))
-                  .codegen.grid_dependency);
-  o.pdl = false;
-  CHECK_FALSE(fusejit::jit::build_options(o, fusejit::templates::target_for_arch("sm_90"))
-                  .codegen.grid_dependency);
+  CHECK(codegen(o, "sm_90").grid_dependency);
+  CHECK_FALSE(codegen(o, "sm_90").gemv_grid_dependency);
+  CHECK_FALSE(codegen(o, "sm_80").grid_dependency);
+  o.pdl = fusejit::PdlMode::gemv;
+  CHECK_FALSE(codegen(o, "sm_90").grid_dependency);
+  CHECK(codegen(o, "sm_90").gemv_grid_dependency);
+  CHECK_FALSE(codegen(o, "sm_80").gemv_grid_dependency);
+  o.pdl = fusejit::PdlMode::off;
+  CHECK_FALSE(codegen(o, "sm_90").grid_dependency);
+  CHECK_FALSE(codegen(o, "sm_90").gemv_grid_dependency);
 }

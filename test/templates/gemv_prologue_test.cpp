@@ -120,8 +120,11 @@ double emulated_error(const Graph& g, const std::string& tag,
   // With A staged once, a piece of several stages prefetches the stages after its first into
   // L2 while A is computed: inside the weights only.
   CHECK(prefetches(1) == 0);
-  const bool ahead = kernel->schedule.find("resident") != std::string::npos &&
-                     kernel->source.find("fj_prefetch_l2(b") != std::string::npos;
+  // With PDL, the first weights are read before the grid dependency's wait (prefetched, or
+  // copied into the ring): inside the weights only.
+  const bool ahead =
+      kernel->programmatic || (kernel->schedule.find("resident") != std::string::npos &&
+                               kernel->source.find("fj_prefetch_l2(b") != std::string::npos);
   CHECK((prefetches(0) > 0) == ahead);
   std::printf("gemv prologue emulation (%s): %ld prefetches\n", tag.c_str(), prefetches(0));
   const HostTensor& ref = values.back();
@@ -213,6 +216,7 @@ TEST_CASE("gemv prologue: the merged kernel, emulated, matches the reference",
     double bound;
     bool per_stage = false;  // A staged a stage at a time (a target of little shared memory)
     bool ring = false;       // the weights through a ring in shared memory (FUSEJIT_GEMV_RING)
+    bool pdl = false;        // programmatic dependent launch (FUSEJIT_PDL)
   };
   const Case cases[] = {
       // K = 1000: two stages of 512, the second partial; a split K of 300 outputs.
@@ -232,12 +236,18 @@ TEST_CASE("gemv prologue: the merged kernel, emulated, matches the reference",
       {"rms-ring", gemv_prologue_test::rms_norm_projection(1, 1000, 300), 1e-2, false, true},
       {"swiglu-ring", gemv_prologue_test::swiglu_projection(DType::bf16, 1, 2048, 3200), 1e-2,
        false, true},
+      // The same with PDL: the ring's first stages issued before the wait, A computed after.
+      {"rms-ring-pdl", gemv_prologue_test::rms_norm_projection(1, 1000, 300), 1e-2, false, true,
+       true},
+      {"swiglu-ring-pdl", gemv_prologue_test::swiglu_projection(DType::bf16, 1, 2048, 3200), 1e-2,
+       false, true, true},
   };
   for (const Case& c : cases) {
     INFO(c.tag);
     templates::CodegenOptions codegen = gemv_prologue_test::gemv_on();
     if (c.per_stage) codegen.target.shared_per_sm = 3 * 1024;  // nothing left for a piece
     codegen.gemv_ring = c.ring;
+    codegen.grid_dependency = c.pdl;
     const double err = gemv_prologue_test::emulated_error(c.graph, c.tag, codegen, !c.per_stage);
     std::printf("gemv prologue emulation (%s): rel L2 %.2e\n", c.tag, err);
     CHECK(err <= c.bound);
@@ -246,7 +256,8 @@ TEST_CASE("gemv prologue: the merged kernel, emulated, matches the reference",
 
 TEST_CASE("gemv prologue: the merged kernels compile for sm_90 without spills, with PDL too",
           "[templates][gemv][prologue]") {
-  for (const auto& [pdl, ring] : {std::pair{false, false}, {true, false}, {false, true}}) {
+  for (const auto& [pdl, ring] :
+       {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
     templates::CodegenOptions codegen = gemv_prologue_test::gemv_on();
     codegen.grid_dependency = pdl;
     codegen.gemv_ring = ring;
@@ -261,7 +272,14 @@ TEST_CASE("gemv prologue: the merged kernels compile for sm_90 without spills, w
       INFO(test::kernel_text(*k));
       // With PDL the block prefetches its first weights before the wait: from the weights (`b`),
       // whatever parameters the prologue puts before them.
-      if (pdl) CHECK(k->source.find("fj_prefetch_l2(b + ") != std::string::npos);
+      // With the ring too, it copies its first stages into the ring before the wait instead.
+      const std::string& src = k->source;
+      if (pdl && !ring) CHECK(src.find("fj_prefetch_l2(b + ") != std::string::npos);
+      if (pdl && ring) {
+        const size_t body = src.find(templates::kKernelMarker);
+        CHECK(src.find("fj_prefetch_l2(b + ") == std::string::npos);
+        CHECK(src.find("fj_stage_commit();", body) < src.find("fj_grid_dependency_wait();", body));
+      }
       jit::CompiledKernel c;
       REQUIRE_NOTHROW(c = jit::compile(*k, "sm_90", {.extra = {"--ptxas-options=-v"}}));
       CHECK(!c.cubin.empty());

@@ -394,7 +394,7 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
   auto prefetches = reinterpret_cast<long (*)(int)>(dlsym(so, "fj_emu_prefetches"));
   REQUIRE(prefetch_range != nullptr);
   REQUIRE(prefetches != nullptr);
-  int ring_split = 0, ring_continued = 0;
+  int ring_split = 0, ring_continued = 0, ring_programmatic = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     const gemv_test::Case& c = all[i];
     const bool must_fail = c.spec.alpha != c.expected.alpha;
@@ -417,7 +417,10 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
       ++ring_continued;
     const std::vector<double> got = gemv_test::run(so, i, c, in);
     CHECK(prefetches(1) == 0);
+    // Reads before the grid dependency's wait (L2 prefetches, or with the ring its first
+    // stages' copies), all of the weights, in the kernels of programmatic dependent launch only.
     CHECK((prefetches(0) > 0) == c.kernel.programmatic);
+    if (ring && c.kernel.programmatic) ++ring_programmatic;
     const double err = gemv_test::rel_l2(got, gemv_test::reference(c.expected, in));
     std::printf("gemv emulation: %-55s %s: rel L2 %.2e%s\n", gemv_test::label(c.spec).c_str(),
                 c.kernel.schedule.c_str(), err, must_fail ? "  (must fail)" : "");
@@ -432,5 +435,6 @@ TEST_CASE("gemv kernel: the generated body, emulated on the CPU, matches the ref
   CHECK(misaligned() == 0);  // every wide access had the alignment its instruction needs
   CHECK(ring_split > 0);
   CHECK(ring_continued > 0);
+  CHECK(ring_programmatic > 0);
   dlclose(so);
 }

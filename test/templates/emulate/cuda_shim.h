@@ -180,6 +180,9 @@ struct AsyncCopy {
   int bytes;  // read from src; the rest of 16 zero-filled
 };
 inline thread_local std::vector<AsyncCopy> open_group;
+// Between a kernel's fj_grid_dependents_launch() and its fj_grid_dependency_wait() (per thread,
+// reset at each block).
+inline thread_local bool before_wait = false;
 inline thread_local std::vector<std::vector<AsyncCopy>> committed;
 inline void async_wait(size_t keep) {
   while (committed.size() > keep) {
@@ -217,6 +220,7 @@ void launch(void (*kernel)(P...), void* const* args, int grid, int threads) {
       gridDim.x = static_cast<unsigned>(grid);
       for (int bx = 0; bx < grid; ++bx) {
         blockIdx.x = static_cast<unsigned>(bx);
+        before_wait = false;
         call(kernel, args, std::index_sequence_for<P...>{});
         shared_block.sync.arrive_and_wait();  // the next block reuses the statics
       }
@@ -232,22 +236,22 @@ void launch(void (*kernel)(P...), void* const* args, int grid, int threads) {
 inline void __syncthreads() { fj_emu::block->sync.arrive_and_wait(); }
 
 // Programmatic dependent launch (templates/device/fj_pdl.cuh): one launch at a time here, so
-// the grid ahead has always finished. A prefetch is only a hint, but it must stay inside the
-// buffer it streams: each is counted, and counted again when it falls outside the range the
+// the grid ahead has always finished. What a kernel reads before its wait (an L2 prefetch, or a
+// copy into shared memory: read_before_wait) must stay inside the buffer no kernel writes (the
+// weights): each such read is counted, and counted again when it falls outside the range the
 // test names (fj_emu_prefetch_range).
 namespace fj_emu {
 inline std::atomic<const char*> prefetch_lo{nullptr}, prefetch_hi{nullptr};
 inline std::atomic<long> prefetches{0}, prefetches_outside{0};
-}  // namespace fj_emu
-inline void fj_grid_dependents_launch() {}
-inline void fj_grid_dependency_wait() {}
-inline void fj_prefetch_l2(const void* p) {
+inline void read_before_wait(const void* p) {
   const char* at = static_cast<const char*>(p);
-  ++fj_emu::prefetches;
-  if (at < fj_emu::prefetch_lo.load() || at >= fj_emu::prefetch_hi.load()) {
-    ++fj_emu::prefetches_outside;
-  }
+  ++prefetches;
+  if (at < prefetch_lo.load() || at >= prefetch_hi.load()) ++prefetches_outside;
 }
+}  // namespace fj_emu
+inline void fj_grid_dependents_launch() { fj_emu::before_wait = true; }
+inline void fj_grid_dependency_wait() { fj_emu::before_wait = false; }
+inline void fj_prefetch_l2(const void* p) { fj_emu::read_before_wait(p); }
 // The range prefetches must fall in, the counts reset; then the counts of the launches since.
 extern "C" void fj_emu_prefetch_range(const void* lo, size_t bytes) {
   fj_emu::prefetch_lo = static_cast<const char*>(lo);

@@ -35,6 +35,7 @@ void fj_stage_vec(T* dst, const T* src) {
   static_assert(N * sizeof(T) == 4 || N * sizeof(T) == 8 || N * sizeof(T) == 16);
   fj_emu::aligned(dst, N * sizeof(T));  // both ends of a cp.async: its size
   fj_emu::aligned(src, N * sizeof(T));
+  if (fj_emu::before_wait) fj_emu::read_before_wait(src);  // the ring's first stages under PDL
   fj_gemv_copies.push_back({dst, src, N * sizeof(T)});
 }
 inline void fj_gemv_land(const std::vector<fj_gemv_copy>& copies) {
