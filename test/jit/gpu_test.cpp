@@ -424,9 +424,11 @@ TEST_CASE("running out of GPU memory is a clear error", "[gpu][jit][errors][oom]
 TEST_CASE("kernels of programmatic dependent launch give the reference's results on the GPU",
           "[gpu][jit][pdl]") {
   // FUSEJIT_PDL=1: each generated kernel may be scheduled while the one ahead finishes and waits
-  // for it first; the skinny-GEMM kernel prefetches its weights before that wait. A decode-like
-  // chain (norm, one-row GEMMs on the generated kernel, activations) fed back into itself over
-  // evals: a kernel that read its input before the wait would read the previous step's values.
+  // for it first; the skinny-GEMM kernel prefetches its weights before that wait, or with the
+  // ring (FUSEJIT_GEMV_RING=1) copies its first stages of them. FUSEJIT_PDL=gemv: only the
+  // skinny GEMMs so, the other kernels let them be scheduled. A decode-like chain (norm,
+  // one-row GEMMs on the generated kernel, activations) fed back into itself over evals: a
+  // kernel that read its input before the wait would read the previous step's values.
   FUSEJIT_REQUIRE_GPU();
   const auto run = [](Context& ctx, const std::vector<double>& x0, const std::vector<double>& w1,
                       const std::vector<double>& w2) {
@@ -448,19 +450,24 @@ TEST_CASE("kernels of programmatic dependent launch give the reference's results
   };
   const std::vector<double> x0 = draw(256, 1.0), w1 = draw(512 * 256, 0.06),
                             w2 = draw(256 * 512, 0.045);
-  Context gpu(
-      Options::parse({{"FUSEJIT_PDL", "1"}, {"FUSEJIT_GEMV", "1"}, {"FUSEJIT_LOG", "warn"}}));
   Context cpu(Options::parse({{"FUSEJIT_LOG", "error"}}), Placement{.device = Placement::kCpu});
-  const std::vector<double> got = run(gpu, x0, w1, w2);
   const std::vector<double> want = run(cpu, x0, w1, w2);
-  REQUIRE(got.size() == want.size());
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    err = std::max(err, std::abs(got[i] - want[i]));
-    norm = std::max(norm, std::abs(want[i]));
+  for (const auto& [pdl, ring] : {std::pair{"1", "0"}, {"1", "1"}, {"gemv", "1"}, {"gemv", "0"}}) {
+    INFO("FUSEJIT_PDL=" << pdl << " FUSEJIT_GEMV_RING=" << ring);
+    Context gpu(Options::parse({{"FUSEJIT_PDL", pdl},
+                                {"FUSEJIT_GEMV_RING", ring},
+                                {"FUSEJIT_GEMV", "1"},
+                                {"FUSEJIT_LOG", "warn"}}));
+    const std::vector<double> got = run(gpu, x0, w1, w2);
+    REQUIRE(got.size() == want.size());
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err = std::max(err, std::abs(got[i] - want[i]));
+      norm = std::max(norm, std::abs(want[i]));
+    }
+    INFO("largest difference " << err << " against largest value " << norm);
+    // 12 steps of bf16 rounding (contracting: tanh + x / 2) stay well inside 5e-2 of the largest
+    // value; a step that read its predecessor's input is off by the change of a step, O(0.1-1).
+    CHECK(err <= 5e-2 * norm);
   }
-  INFO("largest difference " << err << " against largest value " << norm);
-  // 12 steps of bf16 rounding (contracting: tanh + x / 2) stay well inside 5e-2 of the largest
-  // value; a step that read its predecessor's input is off by the change of a step, O(0.1-1).
-  CHECK(err <= 5e-2 * norm);
 }
