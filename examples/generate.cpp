@@ -39,6 +39,14 @@
 //   generate --no-replay                  records and evaluates every decode step instead of
 //                                         replaying one recorded step (below)
 //
+// The engine's options: the environment's FUSEJIT_* variables, and where it does not name them,
+// two that a decode loop wants and the library leaves off by default: programmatic dependent launch
+// (FUSEJIT_PDL=all) and the skinny-GEMM kernel's ring of weights (FUSEJIT_GEMV_RING=1), with
+// which each one-row GEMM copies its first weights while the kernel ahead of it still runs. On an
+// H100 they make the 8B decode step at batch 1 6.1% faster, 4.8% with int8 weights, and batch 8
+// 0.7% slower (bench/RESULTS.md, "Skinny GEMMs"). FUSEJIT_PDL=0 FUSEJIT_GEMV_RING=0 gives the
+// library's defaults. The report's first line says which are in force.
+//
 // The decode step is recorded once and replayed (fusejit::Replay): on a GPU each token costs one
 // CUDA graph launch. The step reads its token, position and random key from device buffers that
 // it writes itself for the next run, with its KV cache writes (update_slice).
@@ -49,6 +57,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -781,6 +790,12 @@ void report(fj::Context& ctx, Model& m, const Run& r, const Generated& g) {
   std::printf("config %s: %lld layers, hidden %lld, %lld heads (%lld KV), ffn %lld, vocab %lld\n",
               c.name.c_str(), (long long)c.layers, (long long)c.hidden, (long long)c.heads,
               (long long)c.kv_heads, (long long)c.ffn, (long long)c.vocab);
+  const fj::Options& o = ctx.options();
+  std::printf("engine: FUSEJIT_PDL=%s FUSEJIT_GEMV_RING=%d\n",
+              o.pdl == fj::PdlMode::all    ? "all"
+              : o.pdl == fj::PdlMode::gemv ? "gemv"
+                                           : "off",
+              o.gemv_ring ? 1 : 0);
   std::printf("memory: weights %.2f GB%s, KV cache %.3f GB (batch %lld, %lld positions)\n",
               gigabytes(weights), m.lm_head.int8() ? " (projections int8)" : "", gigabytes(cache),
               (long long)r.batch, (long long)r.capacity());
@@ -913,12 +928,20 @@ void parse(int argc, char** argv, Config& c, Run& r) {
   }
 }
 
+// The Context's options (see the top of this file).
+fj::Options decode_options() {
+  fj::Options o = fj::Options::from_env();
+  if (std::getenv("FUSEJIT_PDL") == nullptr) o.pdl = fj::PdlMode::all;
+  if (std::getenv("FUSEJIT_GEMV_RING") == nullptr) o.gemv_ring = true;
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   Config c;
   Run r;
-  fj::Context ctx;
+  fj::Context ctx(decode_options());
   if (!ctx.has_gpu()) {  // the CPU reference: the tiny shape unless told otherwise
     c = tiny();
     r.prompt = 8;

@@ -153,7 +153,7 @@ struct CodegenOptions {
   bool gemv_prologue = false;
   // The skinny-GEMM kernel's CUDA-core variant streams its weights through a ring of stages in
   // shared memory where the SM has room (GemvParams::ring; FUSEJIT_GEMV_RING=1). Off by default
-  // until timed on a GPU; the tests generate, emulate and compile it.
+  // (Options::gemv_ring says why); the tests generate, emulate and compile it.
   bool gemv_ring = false;
   // Programmatic dependent launch (FUSEJIT_PDL; honoured from sm_90): every kernel begins with
   // fj_grid_dependency_wait() (device/fj_pdl.cuh), before which it reads and writes nothing
