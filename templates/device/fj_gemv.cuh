@@ -45,6 +45,13 @@ __device__ __forceinline__ void fj_gemv_mma_f16(float (&d)[4], const unsigned (&
 }
 #undef FJ_GEMV_MMA
 
+// a - b of two f16 pairs, each half rounded to nearest (fj_gemv_i8.cuh's exact widening).
+__device__ __forceinline__ unsigned fj_gemv_f16x2_sub(unsigned a, unsigned b) {
+  unsigned r;
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
 // Two 16-bit elements as one register, `lo` in the low half.
 __device__ __forceinline__ unsigned fj_gemv_join(unsigned short lo, unsigned short hi) {
   return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);

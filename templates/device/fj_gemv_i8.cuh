@@ -1,6 +1,6 @@
-// fusejit device widening of int8 weights: pasted, after fj_gemv.cuh, only into skinny-GEMM
-// kernels whose weights are int8 (weight-only int8), so every other kernel's source stays as it
-// was.
+// fusejit device widening of int8 weights: pasted, after fj_gemv.cuh (whose fj_gemv_f16x2_sub
+// it uses), only into skinny-GEMM kernels whose weights are int8 (weight-only int8), so every
+// other kernel's source stays as it was.
 //
 // An int8 weight as f32, exactly, through the integer and FP32 pipes instead of the conversion
 // unit. A cast (I2F) gives 16 results a clock per SM on sm_90, and such a kernel widens one
@@ -11,4 +11,20 @@
 // below 2^24): one byte permute or logic op, and one add.
 __device__ __forceinline__ float fj_gemv_i8_to_f32(signed char x) {
   return __uint_as_float(0x4B000000u | (static_cast<unsigned char>(x) ^ 0x80u)) - 8388736.0f;
+}
+
+// Two int8 weights as one register of two bf16 or two f16 (the tensor-core kernel's operand
+// words), `lo` in the low half, exactly, with no conversion instruction. bf16: each as f32 as
+// above; an integer of at most 8 significant bits leaves an f32's low 16 bits zero, so its bf16
+// is the f32's high half, and one byte permute joins the two. f16: 1024 + (x + 128) is an f16 of
+// exponent 10 whose low byte is x + 128 (f16 holds every integer in 1024..2047), so both
+// halves are built by logic ops, and one f16x2 subtraction of 1152 leaves x.
+__device__ __forceinline__ unsigned fj_gemv_i8x2_to_bf16x2(signed char lo, signed char hi) {
+  return __byte_perm(__float_as_uint(fj_gemv_i8_to_f32(lo)), __float_as_uint(fj_gemv_i8_to_f32(hi)),
+                     0x7632);
+}
+__device__ __forceinline__ unsigned fj_gemv_i8x2_to_f16x2(signed char lo, signed char hi) {
+  const unsigned biased = 0x64006400u | (static_cast<unsigned char>(lo) ^ 0x80u) |
+                          ((static_cast<unsigned char>(hi) ^ 0x80u) << 16);
+  return fj_gemv_f16x2_sub(biased, 0x64806480u);
 }

@@ -66,12 +66,19 @@ struct Vars {
   bool wait_in_ring = false;
 };
 
+int64_t blocks_per_sm(const GemvParams& p);
+
 void build_signature(kir::Function& f, const GemvSpec& s, const GemvParams& p, Vars& v) {
   const std::string t(dtype_code(s.dtype).storage);
   f.name = std::string(kKernelNameToken);
   f.block = p.block;
   f.min_blocks = 1;
-  if (p.prefetch) {
+  if (p.mma) {
+    // Two stages of weights in registers, as few as one stage took before (half the unroll):
+    // 4 blocks with one 8-row tile of A, 3 with two (blocks_per_sm).
+    f.min_blocks = static_cast<int>(blocks_per_sm(p));
+    for (int fewer = f.min_blocks - 1; fewer >= 1; --fewer) f.relaxed_min_blocks.push_back(fewer);
+  } else if (p.prefetch) {
     // Two stages of weights in registers: ask ptxas for 3 resident blocks (the int8 kernel of
     // llama8b_down fits them in 159 registers, no spill, for sm_90), fewer where it would spill.
     f.min_blocks = 3;
@@ -554,58 +561,52 @@ void finish_split(kir::Block& b, const GemvSpec& s, const GemvParams& p, const V
 // lane each: (weight row g or g + 8, A row 2t or 2t + 1 of each 8-row tile).
 
 // Four 32-bit words (pairs of K) of the 8 elements `v`: 16-bit ones joined, int8 ones
-// (`int8`) widened to the spec's dtype, exactly.
+// (`int8`) widened to the spec's dtype, exactly, by bit patterns (fj_gemv_i8.cuh), not by the
+// conversion unit.
 std::vector<ExprP> words(kir::Block& b, const GemvSpec& s, ExprP v, const std::string& name,
                          bool int8) {
   const ExprP w = b.array("unsigned", name, {4});
   const auto [pairs, i] = b.loop("int", "i", lit(0), lit(4), nullptr, 1);
   const ExprP lo = sub(v, mul(i, lit(2))), hi = sub(v, add(mul(i, lit(2)), lit(1)));
   if (int8) {
-    const std::string pack =
-        s.dtype == DType::bf16 ? "fj_f32x2_to_bf16x2" : "fj_f32x2_to_f16x2";  // exact
-    pairs.assign(sub(w, i), kir::call(pack, {widen(DType::i8, lo), widen(DType::i8, hi)}));
+    const std::string pair =
+        s.dtype == DType::bf16 ? "fj_gemv_i8x2_to_bf16x2" : "fj_gemv_i8x2_to_f16x2";
+    pairs.assign(sub(w, i), kir::call(pair, {lo, hi}));
   } else {
     pairs.assign(sub(w, i), kir::call("fj_gemv_join", {lo, hi}));
   }
   return {sub(w, lit(0)), sub(w, lit(1)), sub(w, lit(2)), sub(w, lit(3))};
 }
 
-// The lane's sums: acc[r][mt][e] for weight row row0 + 16 r + g + 8 (e >> 1) and A's row
-// 8 mt + 2 t + (e & 1), over the work item's piece of K.
-ExprP accumulate_mma(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP g,
-                     ExprP t) {
-  const int64_t R = p.rows / 16, U = p.unroll, MT = p.m_tiles;
-  const ExprP acc = b.array("float", "acc", {R, MT, 4});
-  {
-    const auto [rs, r] = b.loop("int", "r", lit(0), lit(R), nullptr, 1);
-    const auto [ms, mt] = rs.loop("int", "mt", lit(0), lit(MT), nullptr, 1);
-    const auto [es, e] = ms.loop_line("int", "e", lit(0), lit(4), nullptr, 1);
-    es.assign(sub(sub(sub(acc, r), mt), e), lit("0.0f"));
-  }
-  const std::string wt(dtype_code(gemv_weight_dtype(s)).storage), at(dtype_code(s.dtype).storage);
-  const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(p.piece / p.chunk));
-  const ExprP k0 =
-      stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
-  // The weights of the whole stage first (their loads in flight together), zero past N and K.
-  const ExprP wv = stages.array(wt, "wv", {U, R, 2, 8});
-  {
-    const auto [us, u] = stages.loop("int", "u", lit(0), lit(U), nullptr, 1);
-    const ExprP k = us.let("long long", "k", add(k0, add(mul(u, lit(32)), mul(t, lit(8)))));
-    const auto [rs, r] = us.loop("int", "r", lit(0), lit(R), nullptr, 1);
-    const auto [hs, h] = rs.loop("int", "h", lit(0), lit(2), nullptr, 1);
-    const ExprP n =
-        hs.let("long long", "n", add(v.row0, add(mul(r, lit(16)), add(g, mul(h, lit(8))))));
-    const ExprP dst = sub(sub(sub(wv, u), r), h);
-    const auto [zero, e] = hs.loop_line("int", "e", lit(0), lit(8), nullptr, 1);
-    zero.assign(sub(dst, e), lit(0));
-    hs.branch(both(less(n, s.n), less(k, s.k)))
-        .eval(kir::load_vec(dst, add(v.b, add(mul(n, lit(s.k)), k))));
-  }
+// One stage's weights of the lane, from K offset k0, into wv[unroll][rows / 16][2][8]: 8
+// consecutive K of weight rows g and g + 8 of each 16, zero past N and K. The loads of a stage
+// are in flight together.
+void load_mma_weights(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP g,
+                      ExprP t, ExprP wv, ExprP k0) {
+  const auto [us, u] = b.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
+  const ExprP k = us.let("long long", "k", add(k0, add(mul(u, lit(32)), mul(t, lit(8)))));
+  const auto [rs, r] = us.loop("int", "r", lit(0), lit(p.rows / 16), nullptr, 1);
+  const auto [hs, h] = rs.loop("int", "h", lit(0), lit(2), nullptr, 1);
+  const ExprP n =
+      hs.let("long long", "n", add(v.row0, add(mul(r, lit(16)), add(g, mul(h, lit(8))))));
+  const ExprP dst = sub(sub(sub(wv, u), r), h);
+  const auto [zero, e] = hs.loop_line("int", "e", lit(0), lit(8), nullptr, 1);
+  zero.assign(sub(dst, e), lit(0));
+  hs.branch(both(less(n, s.n), less(k, s.k)))
+      .eval(kir::load_vec(dst, add(v.b, add(mul(n, lit(s.k)), k))));
+}
+
+// acc[r][mt] += the stage's weights (wv, from K offset k0) times A's rows: A's 16-byte vectors
+// read from memory (L1 and L2 keep them: every warp of the block reads the same), each weight
+// word paired with each 8-row tile of A in one mma.
+void multiply_mma(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP g,
+                  ExprP t, ExprP wv, ExprP k0, ExprP acc) {
+  const std::string at(dtype_code(s.dtype).storage);
   const std::string mma = s.dtype == DType::bf16 ? "fj_gemv_mma_bf16" : "fj_gemv_mma_f16";
-  const auto [us, u] = stages.loop("int", "u", lit(0), lit(U), nullptr, 1);
+  const auto [us, u] = b.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
   const ExprP k = us.let("long long", "k", add(k0, add(mul(u, lit(32)), mul(t, lit(8)))));
   std::vector<std::vector<ExprP>> x;  // A's words, per 8-row tile
-  for (int64_t mt = 0; mt < MT; ++mt) {
+  for (int64_t mt = 0; mt < p.m_tiles; ++mt) {
     const ExprP xv = us.array(at, fmt::format("xv{}", mt), {8});
     const ExprP m = us.let("int", fmt::format("m{}", mt), add(g, lit(8 * mt)));
     const auto [zero, e] = us.loop_line("int", "e", lit(0), lit(8), nullptr, 1);
@@ -614,7 +615,7 @@ ExprP accumulate_mma(kir::Block& b, const GemvSpec& s, const GemvParams& p, cons
         .eval(kir::load_vec(xv, add(v.a, add(mul(m, lit(s.k)), k))));
     x.push_back(words(us, s, xv, fmt::format("x{}", mt), false));
   }
-  const auto [rs, r] = us.loop("int", "r", lit(0), lit(R), nullptr, 1);
+  const auto [rs, r] = us.loop("int", "r", lit(0), lit(p.rows / 16), nullptr, 1);
   const std::vector<ExprP> lo =
       words(rs, s, sub(sub(sub(wv, u), r), lit(0)), "wlo", s.int8_weights);
   const std::vector<ExprP> hi =
@@ -625,7 +626,7 @@ ExprP accumulate_mma(kir::Block& b, const GemvSpec& s, const GemvParams& p, cons
         {{fmt::format("a{}", step),
           {lit(4)},
           kir::braces({lo[2 * step], hi[2 * step], lo[2 * step + 1], hi[2 * step + 1]})}})[0];
-    for (int64_t mt = 0; mt < MT; ++mt) {
+    for (int64_t mt = 0; mt < p.m_tiles; ++mt) {
       const ExprP bf =
           rs.declare("const unsigned", {{fmt::format("b{}{}", step, mt),
                                          {lit(2)},
@@ -633,6 +634,37 @@ ExprP accumulate_mma(kir::Block& b, const GemvSpec& s, const GemvParams& p, cons
       rs.eval(kir::call(mma, {sub(sub(acc, r), lit(mt)), a, bf}));
     }
   }
+}
+
+// The lane's sums: acc[r][mt][e] for weight row row0 + 16 r + g + 8 (e >> 1) and A's row
+// 8 mt + 2 t + (e & 1), over the work item's piece of K. Two stages of weights in registers
+// (GemvParams::prefetch): the next stage's (wn) load before this one's products, so that a
+// warp's loads stay in flight while its tensor cores work.
+ExprP accumulate_mma(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP g,
+                     ExprP t) {
+  const int64_t R = p.rows / 16, U = p.unroll, MT = p.m_tiles, count = p.piece / p.chunk;
+  const ExprP acc = b.array("float", "acc", {R, MT, 4});
+  {
+    const auto [rs, r] = b.loop("int", "r", lit(0), lit(R), nullptr, 1);
+    const auto [ms, mt] = rs.loop("int", "mt", lit(0), lit(MT), nullptr, 1);
+    const auto [es, e] = ms.loop_line("int", "e", lit(0), lit(4), nullptr, 1);
+    es.assign(sub(sub(sub(acc, r), mt), e), lit("0.0f"));
+  }
+  const std::string wt(dtype_code(gemv_weight_dtype(s)).storage);
+  const ExprP wv = b.array(wt, "wv", {U, R, 2, 8});
+  load_mma_weights(b, s, p, v, g, t, wv, mul(v.piece, lit(p.piece)));
+  const auto [stages, stage] = b.loop("int", "stage", lit(0), lit(count));
+  const ExprP k0 =
+      stages.let("long long", "k0", add(mul(v.piece, lit(p.piece)), mul(stage, lit(p.chunk))));
+  const ExprP wn = stages.array(wt, "wn", {U, R, 2, 8});
+  load_mma_weights(stages.branch(kir::infix(add(stage, lit(1)), "<", lit(count))), s, p, v, g, t,
+                   wn, add(k0, lit(p.chunk)));
+  multiply_mma(stages, s, p, v, g, t, wv, k0, acc);
+  const auto [us, u] = stages.loop("int", "u", lit(0), lit(U), nullptr, 1);
+  const auto [rs, r] = us.loop("int", "r", lit(0), lit(R), nullptr, 1);
+  const auto [hs, h] = rs.loop("int", "h", lit(0), lit(2), nullptr, 1);
+  const auto [moves, e] = hs.loop_line("int", "e", lit(0), lit(8), nullptr, 1);
+  moves.assign(sub(sub(sub(sub(wv, u), r), h), e), sub(sub(sub(sub(wn, u), r), h), e));
   return acc;
 }
 
@@ -701,11 +733,13 @@ kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
 
 // The tiles of `warps * rows` weight rows, and K cut into pieces of whole stages (`chunk`) where
 // the tiles alone are fewer than a wave of work items (blocks_per_sm); no piece empty.
-// Blocks an SM holds: 3 with two stages of weights in registers (build_signature asks ptxas for
-// them), else 4.
+// Blocks an SM holds (build_signature asks ptxas for them): the ring's count; for the
+// tensor-core kernel 4 with one 8-row tile of A, 3 with two (more accumulators and A's words);
+// else 3, with two stages of weights in registers.
 int64_t blocks_per_sm(const GemvParams& p) {
   if (p.ring) return p.ring_blocks;
-  return p.prefetch ? 3 : 4;
+  if (p.mma) return p.m_tiles == 1 ? 4 : 3;
+  return 3;
 }
 
 // The most bytes of A a resident piece takes: what the blocks an SM holds leave each (1 KiB
@@ -769,9 +803,12 @@ GemvParams gemv_params(const GemvSpec& s, const Target& target) {
     p.vector_width = 8;  // K per lane and step: 16 bytes of A, 16 (or 8 of int8) of weights
     p.block = 32 * p.warps;
     p.rows = 32;  // two mma tiles of 16 weight rows a warp
-    p.unroll = 4;
+    // Two stages in registers (prefetch): 64 registers of weights a lane, 2 steps of 16-bit
+    // weights a stage or 4 of int8.
+    p.unroll = s.int8_weights ? 4 : 2;
     p.chunk = 4 * p.unroll * p.vector_width;  // 32 of K a step
     p.m_tiles = ceil_div(s.m, 8);
+    p.prefetch = true;
     split_k(s, p);
     p.shared_bytes = 0;
     return p;
@@ -799,7 +836,7 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p, bool wai
   const int64_t lanes_along_k = p.mma ? 4 : 32;
   if (p.block != 32 * p.warps || p.chunk != lanes_along_k * p.unroll * p.vector_width ||
       p.piece % p.chunk || (p.mma && (p.rows % 16 || p.vector_width != 8 || p.m_tiles * 8 < s.m)) ||
-      p.mma == p.prefetch ||
+      !p.prefetch ||
       (p.resident && (p.mma || p.shared_bytes != s.m * p.piece * int64_t(dtype_size(s.dtype)))) ||
       (p.ring && (!p.resident || p.ring < 2 || p.ring_blocks < 1 ||
                   p.vector_width * int64_t(dtype_size(gemv_weight_dtype(s))) != 16)))

@@ -131,9 +131,10 @@ struct GemvParams {
   // row (vector_width 8), A read from global memory (no stage); m_tiles: 8-row tiles of A.
   bool mma = false;
   int64_t m_tiles = 1;
-  // The CUDA-core kernel loads the next stage's weights before it multiplies this stage's, so
-  // that a warp's loads are in flight while it computes (int8 weights, whose widening and
-  // products take twice the instructions a byte of bf16 does).
+  // The kernel loads the next stage's weights before it multiplies this stage's, so that a
+  // warp's loads are in flight while it computes (int8 weights, whose widening and products
+  // take twice the instructions a byte of bf16 does; the tensor-core kernel, whose warps
+  // otherwise waited on each stage's loads with none in flight).
   bool prefetch = false;
   // The CUDA-core kernel stages A's whole piece of K in shared memory once per work item, in A's
   // own dtype (shared_bytes: M * piece elements), before its stages, which then read shared

@@ -255,8 +255,8 @@ TEST_CASE("fusejit plan says which GEMMs the gemv kernel runs", "[jit][executor]
   CHECK_THAT(
       jit::plan_text(plan, false, GemvMode::on),
       ContainsSubstring("cublasLt 3x1000x4096 bf16+bias+relu, run instead by the generated kernel "
-                        "gemv{vector_width=8, warps=4, block=128, rows=32, unroll=4") &&
-          ContainsSubstring("mma=true, m_tiles=1}"));  // 3 rows of bf16: tensor cores
+                        "gemv{vector_width=8, warps=4, block=128, rows=32, unroll=2") &&
+          ContainsSubstring("mma=true, m_tiles=1, prefetch=true}"));  // 3 rows: tensor cores
   CHECK_THAT(jit::plan_text(fusion::make_plan(ir::parse(linear_trace(32))), false, GemvMode::on),
              ContainsSubstring(", not the gemv kernel (M = 32 rows (takes 1..16))"));
   CHECK_THAT(jit::plan_text(fusion::make_plan(ir::parse(linear_trace(1, 32768))), false),

@@ -166,6 +166,12 @@ std::vector<Case> cases() {
   q11.beta = 1.0;
   add(q11);
   add(make_spec(DType::f16, 16, 70000, 64), 13);
+  // Pieces of several stages (the next stage's weights load while this one's multiply), the
+  // last stage past K: 5 rows of bf16 over a grid-stride loop; 9 rows of int8 into f16 words.
+  add(make_spec(DType::bf16, 5, 20000, 520), 37);
+  GemvSpec q9 = make_spec(DType::f16, 9, 20000, 520);
+  q9.int8_weights = q9.scale = q9.bias = true;
+  add(q9);
   // Enough tiles that K is not split (one piece per tile).
   add(make_spec(DType::bf16, 1, 8200, 72), 100);
   // A staged a stage at a time, not its whole piece (GemvParams::resident): on a target whose
@@ -329,17 +335,24 @@ TEST_CASE("gemv kernel: parameters", "[templates][gemv]") {
     CHECK(p.shared_bytes <= 32768);
     CHECK(p.rows * p.unroll <= 8);
   }
-  // 2 to 16 rows of bf16/f16: tensor cores, 32 weight rows a warp, 32 of K a step, no stage.
-  for (int64_t m : {2, 8, 9, 16}) {
-    const templates::GemvParams p =
-        templates::gemv_params(gemv_test::make_spec(DType::bf16, m, 4096, 14336), {});
-    CHECK(p.mma);
-    CHECK(p.m_tiles == (m > 8 ? 2 : 1));
-    CHECK(p.rows == 32);
-    CHECK(p.chunk == 128);
-    CHECK(p.tiles == 32);
-    CHECK(p.shared_bytes == 0);
-  }
+  // 2 to 16 rows of bf16/f16: tensor cores, 32 weight rows a warp, 32 of K a step, two steps a
+  // stage (four of int8 weights), two stages in registers, no shared memory; 4 blocks an SM
+  // with one 8-row tile of A, 3 with two.
+  for (int64_t m : {2, 8, 9, 16})
+    for (bool int8 : {false, true}) {
+      GemvSpec spec = gemv_test::make_spec(DType::bf16, m, 4096, 14336);
+      spec.int8_weights = spec.scale = int8;
+      const templates::GemvParams p = templates::gemv_params(spec, {});
+      INFO("m = " << m << (int8 ? ", int8" : ""));
+      CHECK(p.mma);
+      CHECK(p.prefetch);
+      CHECK(p.m_tiles == (m > 8 ? 2 : 1));
+      CHECK(p.rows == 32);
+      CHECK(p.chunk == (int8 ? 128 : 64));
+      CHECK(p.tiles == 32);
+      CHECK(p.shared_bytes == 0);
+      CHECK(templates::generate_gemv(spec).blocks_per_sm == (m > 8 ? 3 : 4));
+    }
   CHECK_FALSE(templates::gemv_params(gemv_test::make_spec(DType::bf16, 1, 4096, 4096), {}).mma);
   const templates::Kernel k =
       templates::generate_gemv(gemv_test::make_spec(DType::bf16, 1, 2048, 14336));

@@ -76,6 +76,13 @@ inline unsigned fj_f32x2_to_bf16x2(float lo, float hi) {
 inline unsigned fj_f32x2_to_f16x2(float lo, float hi) {
   return fj_emu::f16_bits(lo) | (static_cast<unsigned>(fj_emu::f16_bits(hi)) << 16);
 }
+// fj_gemv_i8.cuh: two int8 weights as a register of two bf16 or f16 (exact either way).
+inline unsigned fj_gemv_i8x2_to_bf16x2(signed char lo, signed char hi) {
+  return fj_f32x2_to_bf16x2(static_cast<float>(lo), static_cast<float>(hi));
+}
+inline unsigned fj_gemv_i8x2_to_f16x2(signed char lo, signed char hi) {
+  return fj_f32x2_to_f16x2(static_cast<float>(lo), static_cast<float>(hi));
+}
 
 // A prologue's ops (fj_math.cuh) and a normalization's block reduction (fj_reduce.cuh): the
 // ones the prologue emulation test's regions use.
