@@ -21,9 +21,10 @@
 //     (fold_query_groups), then a key split: the four warps share the 16 rows and each takes 16
 //     keys of every 64-key tile; the warps' O, m and l meet in the tiles' shared memory at the
 //     end of an item;
-//   - split-KV where a problem of at most 16 query rows has too few (b, h) items to fill the
-//     GPU (decode): each item's key tiles in pieces, one work item each; a piece leaves O, m
-//     and l in the module's scratch, and the item's last piece to arrive combines them.
+//   - split-KV where a problem of at most 16 query rows has fewer (b, h) items than SMs
+//     (decode): each item's key tiles in pieces, one work item each, up to one block an SM; a
+//     piece leaves O, m and l in the module's scratch, and the item's last piece to arrive
+//     merges them.
 // attention_kernel.cpp builds the kernel from those parameters on the kernel IR (templates/kir),
 // attention_body hands it on as a KernelBody, and generate.cpp's assemble_kernel, which
 // assembles every kernel kind, pastes the device helpers it calls (device/fj_attention.cuh) and
@@ -50,9 +51,9 @@ constexpr int kSharedLimit = 48 * 1024;  // static shared memory
 constexpr int kPad = 8;                  // elements added to each shared row
 // Problems of at most kSplitMaxRows query rows (decode: a token per sequence, or the query heads
 // of a KV group folded into rows) split each key tile over the block's warps, and the keys
-// across blocks:
-// work items aimed at, a wave of a 132-SM part (the grid is sized at launch); the scratch of
-// partials stays under kSplitScratch bytes.
+// across blocks: where the items are fewer than the SMs of a 132-SM part, enough pieces of each
+// for one block an SM (the grid is sized at launch); the scratch of partials stays under
+// kSplitScratch bytes.
 constexpr int64_t kSplitSMs = 132;
 constexpr int64_t kSplitMaxRows = 16;
 constexpr int64_t kSplitScratch = 4 << 20;
@@ -60,6 +61,9 @@ constexpr int64_t kSplitScratch = 4 << 20;
 // threads (__launch_bounds__), and its last block combines at most kMaxSplits pieces of an item.
 constexpr int kKeySplitBlocks = 3;
 constexpr int64_t kMaxSplits = 64;
+// The stages of K and V tiles a split piece streams through (AttentionParams::stages). One block
+// an SM would have room for six; more than two are built, compiled and emulated but not yet timed.
+constexpr int kSplitStages = 2;
 
 bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 
@@ -204,13 +208,6 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   p.warps = kAttentionThreads / 32;
   p.block = 32 * p.warps;
   p.rows = p.key_split ? 16 : 16 * p.warps;
-  p.shared_bytes = 2 * p.block_n * (p.k_pitch + p.v_pitch);  // a K tile and a V tile
-  if (p.key_split) {
-    // Dynamic shared memory: two stages of K and V; after the last tile the same memory holds
-    // each warp's O rows, m and l, as f32.
-    const int64_t reduce = 4 * (p.warps * s.seq_q * s.value_dim + 2 * p.warps * 16);
-    p.shared_bytes = static_cast<int>(std::max<int64_t>(2 * p.shared_bytes, reduce));
-  }
   p.k_vec = vector_elements(s.k, s.head_dim);
   p.v_vec = vector_elements(s.v, s.value_dim);
   p.q_pairs = s.q.offset % 2 == 0 && s.q.strides[0] % 2 == 0 && s.q.strides[1] % 2 == 0 &&
@@ -222,32 +219,36 @@ AttentionParams attention_params(const AttentionSpec& s, const Target& target) {
   p.q_tiles = ceil_div(s.seq_q, p.rows);
   p.kv_tiles = ceil_div(s.seq_kv, p.block_n);
   p.items = s.batch * s.heads * p.q_tiles;
+  p.split_tiles = p.kv_tiles;
+  if (p.key_split && !p.skip_above_diagonal && p.items < kSplitSMs && p.kv_tiles > 1) {
+    // Pieces of whole key tiles, none empty, as many as bring the work items up to one block an
+    // SM and not past it: the blocks an SM holds (blocks_per_sm) stay for items that fill the
+    // GPU alone. On an H100 the 8 items of one sequence ran faster as 16 pieces (128 blocks)
+    // than as 32 or as 43 to 49 (a wave of three blocks an SM) at 8k, 32k and 128k keys: each
+    // block streams longer, fewer streams compete for the memory, and the last block merges fewer
+    // pieces. Fewer where the scratch would pass its cap, or where the last block would merge
+    // more than kMaxSplits pieces.
+    int64_t want = std::min({std::max<int64_t>(1, kSplitSMs / p.items), p.kv_tiles, kMaxSplits});
+    const int64_t row_bytes = 4 * (s.value_dim + 2);  // O's f32 row, its max and sum
+    want = std::min(want, std::max<int64_t>(1, kSplitScratch / (p.items * s.seq_q * row_bytes)));
+    p.split_tiles = ceil_div(p.kv_tiles, want);
+  }
+  p.shared_bytes = 2 * p.block_n * (p.k_pitch + p.v_pitch);  // a K tile and a V tile
+  if (p.key_split) {
+    // Dynamic shared memory: the stages of K and V (kSplitStages where the keys are split, two
+    // otherwise); after the last tile the same memory holds each warp's O rows, m and l, as f32.
+    p.stages = p.split_tiles < p.kv_tiles ? kSplitStages : 2;
+    const int64_t reduce = 4 * (p.warps * s.seq_q * s.value_dim + 2 * p.warps * 16);
+    p.shared_bytes = static_cast<int>(std::max<int64_t>(p.stages * p.shared_bytes, reduce));
+  }
   // Residency: registers decide it (about 130 to 250 a thread, by ptxas -v on sm_90: two blocks
   // of 128 threads, eight of 32, in 64K registers; the key-split kernel is built for three of
   // 128, kKeySplitBlocks), unless shared memory allows fewer.
   const int per_thread = p.key_split ? 65536 / (kKeySplitBlocks * kAttentionThreads) : 256;
   p.blocks_per_sm = std::max(1, std::min(target.registers_per_sm / (per_thread * p.block),
                                          target.shared_per_sm / std::max(1, p.shared_bytes)));
-  const int64_t split_target = kSplitSMs * p.blocks_per_sm;
-  p.split_tiles = p.kv_tiles;
-  if (p.key_split && !p.skip_above_diagonal && p.items < split_target && p.kv_tiles > 1) {
-    // Pieces of whole key tiles, none empty, as many as bring the work items up to the target
-    // and not past it (a second, partial wave would cost a whole piece's time);
-    // fewer where the scratch would pass its cap, or where the last block's combine would read
-    // more than kMaxSplits pieces.
-    int64_t want = std::min({std::max<int64_t>(1, split_target / p.items), p.kv_tiles, kMaxSplits});
-    const int64_t row_bytes = 4 * (s.value_dim + 2);  // O's f32 row, its max and sum
-    want = std::min(want, std::max<int64_t>(1, kSplitScratch / (p.items * s.seq_q * row_bytes)));
-    p.split_tiles = ceil_div(p.kv_tiles, want);
-  }
   p.kv_splits = ceil_div(p.kv_tiles, p.split_tiles);
   p.work = p.items * p.kv_splits;
-  if (p.kv_splits > 1) {
-    // The last piece's combine holds each piece's m and l per row, and each row's base and 1 / l,
-    // in the same memory.
-    p.shared_bytes =
-        static_cast<int>(std::max<int64_t>(p.shared_bytes, 4 * (2 * p.kv_splits * s.seq_q + 32)));
-  }
   return p;
 }
 

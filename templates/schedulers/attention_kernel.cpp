@@ -73,7 +73,7 @@ struct Vars {
   ExprP scale_log2, mask_log2, fill_log2, neg_inf;
   ExprP ks, vs, tid, warp, lane, g, t;
   // Key split (AttentionParams::key_split): the launch's dynamic shared memory, as bytes and as
-  // the two stages of tiles (reused as f32 by the combines); the warp's first key in a tile
+  // the stages of tiles (reused as f32 by the warps' combine); the warp's first key in a tile
   // (else nullptr).
   ExprP shared, kv, warp_key;
   ExprP s_tiles, pv_chunks;  // the warp's 8-key tiles of S and 16-key steps of P V, per tile
@@ -171,8 +171,8 @@ void build_constants(kir::Block& b, const AttentionSpec& s, const AttentionParam
 void build_block_layout(kir::Block& b, const AttentionParams& p, Vars& n) {
   const std::string shared = "__shared__ __align__(16) unsigned short";
   if (p.key_split) {
-    // The launch's dynamic shared memory (KernelBody::shared_bytes): two stages of a tile's K
-    // and V; after the last tile, the combines' f32 values.
+    // The launch's dynamic shared memory (KernelBody::shared_bytes): the stages of a tile's K
+    // and V; after the last tile, the warps' combine's f32 values.
     n.kv = b.declare("unsigned short* const",
                      {scalar("kv", kir::call("reinterpret_cast<unsigned short*>", {n.shared}))})[0];
   } else {
@@ -446,7 +446,8 @@ void declare_split_storage(kir::Function& f, const AttentionSpec& s, const Atten
   n.partials =
       f.head.array(kir::variable("__device__ __align__(16) float", "fj_attention_partials"),
                    {rows * s.value_dim});
-  n.stats = f.head.array(kir::variable("__device__ float", "fj_attention_stats"), {rows * 2});
+  n.stats = f.head.array(kir::variable("__device__ __align__(16) float", "fj_attention_stats"),
+                         {rows * 2});
   n.arrivals =
       f.head.array(kir::variable("__device__ unsigned int", "fj_attention_arrivals"), {p.items});
 }
@@ -478,79 +479,74 @@ void store_fragment_row(kir::Block& row, const ExprP& x, const ExprP& r, const V
               at(n.o_acc, t, kir::add(kir::mul(num(2), r), num(1))));
 }
 
-// Where the last piece's combine keeps its values, over the tiles' shared memory (cw): per
-// piece and row m, then l; per row the base and 1 / l.
-struct CombineStore {
-  ExprP cw, rows, seq_q;  // rows: the item's (piece, row) pairs
-  ExprP m(const ExprP& q, const ExprP& i) const { return at(cw, kir::add(kir::mul(q, seq_q), i)); }
-  ExprP l(const ExprP& q, const ExprP& i) const {
-    return at(cw, sum({rows, kir::mul(q, seq_q), i}));
-  }
-  ExprP base(const ExprP& i) const { return at(cw, sum({kir::mul(num(2), rows), i})); }
-  ExprP inv(const ExprP& i) const { return at(cw, sum({kir::mul(num(2), rows), num(16), i})); }
-};
+// The pieces a thread of the last block reads ahead of merging them: each piece's (m, l) and
+// four columns of its O row, kMergeBatch pieces' loads in flight at once.
+constexpr int kMergeBatch = 8;
 
-// Each piece's (m, l) of each row into shared memory; then per row the largest m (the base: 0
-// where every m is -inf, so that -inf - -inf never makes a NaN) and 1 / the sum of 2^(m - base) l.
-void build_split_stats(kir::Block& last, const Vars& n, const CombineStore& c) {
-  // Other blocks wrote the scratch: read past L1 (fj_partial.cuh), whose lines of it this SM
-  // may hold from an earlier item's combine.
-  const auto read = [](ExprP e) { return kir::call("fj_partial", {kir::prefix("&", e)}); };
-  {
-    const auto [each, e] = last.loop("int", "e", n.tid, c.rows, num(n.threads));
-    const ExprP at_row = each.let("long long", "at_row", kir::add(kir::mul(n.item, c.rows), e),
-                                  "(item, piece, row)");
-    each.assign(at(c.cw, e), read(at(n.stats, kir::mul(num(2), at_row))));
-    each.assign(at(c.cw, kir::add(c.rows, e)),
-                read(at(n.stats, kir::add(kir::mul(num(2), at_row), num(1)))));
-  }
-  last.eval(kir::sync_block());
-  const auto [each, i] = last.loop("int", "i", n.tid, n.seq_q, num(n.threads));
-  const ExprP mx = each.let_mut("float", "mx", n.neg_inf);
-  {
-    const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
-    fold.assign(mx, kir::call("fmaxf", {mx, c.m(q, i)}));
-  }
-  const ExprP base =
-      each.let("float", "base", kir::select(op(mx, "==", n.neg_inf), text("0.0f"), mx));
-  const ExprP lsum = each.let_mut("float", "lsum", text("0.0f"));
-  {
-    const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
-    fold.assign(lsum, kir::mul(kir::call("fj_att_exp2", {op(c.m(q, i), "-", base)}), c.l(q, i)),
-                "+=");
-  }
-  each.assign(c.base(i), base);
-  each.assign(c.inv(i), op(text("1.0f"), "/", lsum));
-  last.eval(kir::sync_block());
-}
-
-// Every thread four columns of a row: the pieces' O rows rescaled by 2^(m - base) and added in
-// piece order, from 16-byte reads many in flight, times 1 / l, into the output.
-void build_split_rows(kir::Block& last, const std::string& pack, const Vars& n,
-                      const CombineStore& cs) {
+// Every thread four columns of a row of the item: the pieces' O rows merged in piece order, a
+// batch at a time (kMergeBatch pieces' (m, l) and O loaded, then added), the running sum and
+// row rescaled to each batch's largest m as flash-decoding merges them; times 1 / l, into the
+// output. A row no key reached: every m is -inf, every weight 2^-inf = 0, l = 0 and 0 * inf =
+// NaN, as unsplit.
+void build_split_merge(kir::Block& last, const std::string& pack, const Vars& n) {
   const ExprP quads = paren(op(n.dv, "/", num(4)));
   const auto [each, e] = last.loop("int", "e", n.tid, kir::mul(n.seq_q, quads), num(n.threads));
   const std::vector<ExprP> x = each.declare(
       "const int",
       {scalar("i", op(e, "/", quads)), scalar("c", kir::mul(op(e, "%", quads), num(4)))});
   const ExprP i = x[0], c = x[1];
-  const ExprP base = each.let("float", "base", cs.base(i));
+  const ExprP mx = each.let_mut("float", "mx", n.neg_inf);
+  const ExprP lsum = each.let_mut("float", "lsum", text("0.0f"));
   const ExprP acc = each.array("float", "acc", 4);
   {
     const auto [zero, u] = unrolled_line(each, "u", num(0), num(4));
     zero.assign(at(acc, u), text("0.0f"));
   }
-  each.pragma("unroll 16");
-  const auto [fold, q] = each.loop("int", "q", num(0), n.splits);
-  const ExprP wgt = fold.let("float", "wgt", kir::call("fj_att_exp2", {op(cs.m(q, i), "-", base)}));
-  const ExprP y = fold.array("float", "y", 4);
-  fold.eval(
-      kir::call("fj_partial4", {sum({n.partials, kir::mul(split_slot(n, q, i), n.dv), c}), y}));
+  each.pragma("unroll");
+  const auto [batch, q0] = each.loop("int", "q0", num(0), n.splits, num(kMergeBatch));
+  const ExprP st =
+      batch.declare("float", {{"st", {num(kMergeBatch), num(2)}, nullptr}}, "per piece: m, l")[0];
+  const ExprP y = batch.declare("float", {{"y", {num(kMergeBatch), num(4)}, nullptr}})[0];
+  const ExprP top = batch.let_mut("float", "top", mx);
   {
-    const auto [add, u] = unrolled_line(fold, "u", num(0), num(4));
-    add.assign(at(acc, u), kir::mul(wgt, at(y, u)), "+=");
+    // Other blocks wrote the scratch: read past L1 (fj_partial.cuh), whose lines of it this SM
+    // may hold from an earlier item's combine. Pieces past the last read as m = -inf, l = 0.
+    const auto [load, u] = unrolled(batch, "u", num(0), num(kMergeBatch));
+    load.assign(at(st, u, 0), n.neg_inf);
+    load.assign(at(st, u, 1), text("0.0f"));
+    {
+      const auto [zero, v] = unrolled_line(load, "v", num(0), num(4));
+      zero.assign(at(y, u, v), text("0.0f"));
+    }
+    const ExprP q = load.let("int", "q", kir::add(q0, u));
+    kir::Block& in = load.branch(kir::lt(q, n.splits));
+    const ExprP at_row = in.let("long long", "at_row", split_slot(n, q, i));
+    in.eval(kir::call("fj_partial2", {kir::add(n.stats, kir::mul(num(2), at_row)), at(st, u)}));
+    in.eval(kir::call("fj_partial4", {sum({n.partials, kir::mul(at_row, n.dv), c}), at(y, u)}));
   }
-  const ExprP inv = each.let("float", "inv", cs.inv(i));
+  {
+    const auto [fold, u] = unrolled_line(batch, "u", num(0), num(kMergeBatch));
+    fold.assign(top, kir::call("fmaxf", {top, at(st, u, 0)}));
+  }
+  batch.comment("no finite m yet: subtract 0 instead, so that -inf - -inf never makes a NaN");
+  const ExprP base =
+      batch.let("float", "base", kir::select(op(top, "==", n.neg_inf), text("0.0f"), top));
+  const ExprP old = batch.let("float", "old", kir::call("fj_att_exp2", {op(mx, "-", base)}));
+  batch.assign(mx, top);
+  batch.assign(lsum, old, "*=");
+  {
+    const auto [scale, v] = unrolled_line(batch, "v", num(0), num(4));
+    scale.assign(at(acc, v), old, "*=");
+  }
+  const auto [add, u] = unrolled(batch, "u", num(0), num(kMergeBatch));
+  const ExprP wgt =
+      add.let("float", "wgt", kir::call("fj_att_exp2", {op(at(st, u, 0), "-", base)}));
+  add.assign(lsum, kir::mul(wgt, at(st, u, 1)), "+=");
+  {
+    const auto [cols, v] = unrolled_line(add, "v", num(0), num(4));
+    cols.assign(at(acc, v), kir::mul(wgt, at(y, u, v)), "+=");
+  }
+  const ExprP inv = each.let("float", "inv", op(text("1.0f"), "/", lsum));
   const ExprP out = each.let_mut("unsigned short*", "out", o_row(n, i, c));
   for (int h : {0, 2}) {
     each.eval(kir::call("fj_att_store2", {kir::add(out, num(h)),
@@ -559,21 +555,14 @@ void build_split_rows(kir::Block& last, const std::string& pack, const Vars& n,
   }
 }
 
-// The item's last piece to arrive (last_block_to_arrive) combines the pieces over the tiles'
-// shared memory: build_split_stats, then build_split_rows (the result does not depend on which
-// block came last). A row no key reached: every weight 2^-inf = 0, l = 0, 0 * inf = NaN, as
-// unsplit. A barrier closes it: the next item's first tiles may overwrite the memory.
+// The item's last piece to arrive (last_block_to_arrive) merges the pieces (build_split_merge;
+// the result does not depend on which block came last), reading the scratch only.
 void build_split_combine(kir::Block& b, const AttentionParams& p, const std::string& pack,
                          const Vars& n) {
   const ExprP count = at(n.arrivals, n.item);
   kir::Block& last = last_block_to_arrive(b, count, n.last, p.kv_splits);
-  last.comment("per piece and row: m, then l; then per row the base and 1 / l");
-  const CombineStore c{last.let_mut("float*", "cw", kir::call("reinterpret_cast<float*>", {n.kv})),
-                       kir::mul(n.splits, n.seq_q), n.seq_q};
-  build_split_stats(last, n, c);
-  build_split_rows(last, pack, n, c);
+  build_split_merge(last, pack, n);
   reset_split_count(last, count);
-  last.eval(kir::sync_block(), "the next item's tiles may overwrite the memory");
 }
 
 // The end of a key-split item: each warp's rows (O relative to 2^m, m, l) into shared memory,
@@ -737,9 +726,10 @@ void build_tile_count(kir::Block& b, const AttentionParams& p, Vars& n) {
 // during its Q Kᵀ; groups complete in commit order, so "all but the latest" is the one needed.
 // Shared memory is free here: the last readers of the previous work item passed the barriers
 // after its last Q Kᵀ and P V.
-// A key split's tiles: two stages, each a tile's K then V in one commit group; tile kt in stage
-// (kt - first) & 1. The tile after next loads into a stage as soon as the last reader of its
-// tile passes the barrier, so that up to two tiles are in flight while one is computed.
+// A key split's tiles: p.stages stages (two unless the schedule says more), each a tile's K then
+// V in one commit group; tile kt in stage (kt - first) % stages. The tile `stages` ahead loads
+// into a stage as soon as the last reader of its tile passes the barrier, so that up to `stages`
+// tiles are in flight while one is computed.
 void build_key_split_tiles(kir::Block& b, const AttentionSpec& s, const AttentionParams& p, Vars& n,
                            const std::string& mma, const std::string& pack) {
   const ExprP stage = paren(kir::mul(n.block_n, paren(kir::add(n.k_pitch, n.v_pitch))));
@@ -762,22 +752,27 @@ void build_key_split_tiles(kir::Block& b, const AttentionSpec& s, const Attentio
   build_stage(b, n, k_of(num(0)), first_key);
   build_stage(b, n, v_of(num(0)), first_key);
   commit(b);
-  {
-    kir::Block& second = b.branch(kir::lt(kir::add(n.first, num(1)), n.tiles));
-    const ExprP key = kir::add(first_key, n.block_n);
-    build_stage(second, n, k_of(num(1)), key);
-    build_stage(second, n, v_of(num(1)), key);
+  for (int st = 1; st < p.stages; ++st) {
+    kir::Block& next = b.branch(kir::lt(kir::add(n.first, num(st)), n.tiles));
+    const ExprP key = kir::add(first_key, st == 1 ? n.block_n : kir::mul(num(st), n.block_n));
+    build_stage(next, n, k_of(num(st)), key);
+    build_stage(next, n, v_of(num(st)), key);
+    commit(b, st == 1 ? "empty where there is one tile: keeps the count"
+                      : "empty where the piece has fewer tiles: keeps the count");
   }
-  commit(b, "empty where there is one tile: keeps the count");
   const kir::Loop tiles = b.loop("int", "kt", n.first, n.tiles);
   kir::Block& tile = tiles.body;
   n.kt = tiles.index;
   n.key0 = tile.let("int", "key0", kir::mul(n.kt, n.block_n));
-  const ExprP slot = tile.let("int", "slot", op(paren(op(n.kt, "-", n.first)), "&", num(1)));
+  const bool pow2 = (p.stages & (p.stages - 1)) == 0;
+  const ExprP slot = tile.let(
+      "int", "slot",
+      op(paren(op(n.kt, "-", n.first)), pow2 ? "&" : "%", num(pow2 ? p.stages - 1 : p.stages)));
   n.ks = tile.let("unsigned short*", "ks", kir::add(n.kv, kir::mul(slot, stage)));
   n.vs = tile.let("unsigned short*", "vs", kir::add(n.ks, kir::mul(n.block_n, n.k_pitch)));
-  tile.eval(kir::call("fj_att_async_wait<1>", {}),
-            "this tile's K and V (the next tile's may still be in flight)");
+  tile.eval(kir::call(fmt::format("fj_att_async_wait<{}>", p.stages - 1), {}),
+            p.stages == 2 ? "this tile's K and V (the next tile's may still be in flight)"
+                          : "this tile's K and V (the next tiles' may still be in flight)");
   tile.eval(kir::sync_block());
   build_scores(tile, mma, n);
   build_mask(tile, s, p, n);
@@ -785,8 +780,8 @@ void build_key_split_tiles(kir::Block& b, const AttentionSpec& s, const Attentio
   build_pv(tile, mma, pack, n);
   tile.eval(kir::sync_block(), "every warp is done with this stage");
   {
-    kir::Block& after = tile.branch(kir::lt(kir::add(n.kt, num(2)), n.tiles));
-    const ExprP key = kir::add(n.key0, kir::mul(num(2), n.block_n));
+    kir::Block& after = tile.branch(kir::lt(kir::add(n.kt, num(p.stages)), n.tiles));
+    const ExprP key = kir::add(n.key0, kir::mul(num(p.stages), n.block_n));
     build_stage(after, n, k_of(slot), key);
     build_stage(after, n, v_of(slot), key);
   }
@@ -842,24 +837,22 @@ kir::Function build_attention_kernel(const AttentionSpec& s, const AttentionPara
   // the block, its warps and the rows of a work item must agree.
   const int64_t reduce = 4 * (p.warps * s.seq_q * s.value_dim + 2 * p.warps * 16);
   if (p.block != 32 * p.warps || p.rows != (p.key_split ? 16 : 16 * p.warps) ||
-      (p.key_split &&
-       (p.block_n % (16 * p.warps) != 0 || p.q_tiles != 1 || s.seq_q > 16 ||
-        p.shared_bytes < reduce || p.shared_bytes < 4 * p.block_n * (p.k_pitch + p.v_pitch)))) {
+      (p.key_split && (p.block_n % (16 * p.warps) != 0 || p.q_tiles != 1 || s.seq_q > 16 ||
+                       p.stages < 2 || p.shared_bytes < reduce ||
+                       p.shared_bytes < 2 * p.stages * p.block_n * (p.k_pitch + p.v_pitch)))) {
     throw InternalError(fmt::format(
         "attention: block {}, {} warps and {} rows per work item disagree (a warp takes 32 "
         "threads and 16 rows; under a key split every warp the same 16, a whole number of 16-key "
-        "steps of each {}-key tile, and shared memory for two stages and {} bytes for the "
-        "combine: {} given)",
-        p.block, p.warps, p.rows, p.block_n, reduce, p.shared_bytes));
+        "steps of each {}-key tile, and shared memory for its {} stages (at least two) and {} "
+        "bytes for the combine: {} given)",
+        p.block, p.warps, p.rows, p.block_n, p.stages, reduce, p.shared_bytes));
   }
   if (p.kv_splits < 1 || p.split_tiles * p.kv_splits < p.kv_tiles ||
       p.split_tiles * (p.kv_splits - 1) >= p.kv_tiles || p.work != p.items * p.kv_splits ||
-      (p.kv_splits > 1 && (p.q_tiles != 1 || p.skip_above_diagonal || !p.key_split ||
-                           p.shared_bytes < 4 * (2 * p.kv_splits * s.seq_q + 32)))) {
+      (p.kv_splits > 1 && (p.q_tiles != 1 || p.skip_above_diagonal || !p.key_split))) {
     throw InternalError(fmt::format(
         "attention: {} key tiles in {} pieces of {} (none may be empty), {} items and {} work "
-        "items disagree, or a split of {} query tiles (a split needs the key split, and shared "
-        "memory for its combine)",
+        "items disagree, or a split of {} query tiles (a split needs the key split)",
         p.kv_tiles, p.kv_splits, p.split_tiles, p.items, p.work, p.q_tiles));
   }
   kir::Function f;

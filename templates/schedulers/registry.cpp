@@ -82,6 +82,7 @@ ParamFields AttentionParams::fields() const {
           {"rows", int64_t{rows}},
           {"block_n", int64_t{block_n}},
           {"key_split", key_split},
+          {"stages", int64_t{stages}},
           {"head_dim", head_dim},
           {"value_dim", value_dim},
           {"k_pitch", int64_t{k_pitch}},

@@ -90,6 +90,10 @@ struct AttentionParams {
   // warps keys of each tile; the warps' O, m and l are combined through shared memory at the
   // end of the item. False: each warp its own 16 rows, all keys of each tile.
   bool key_split = false;
+  // Under the key split: the tiles (K and V) in shared memory at once, each loading while the
+  // ones before it are computed (dynamic shared memory, stages * 2 * block_n * (k_pitch +
+  // v_pitch) bytes). The other kernel stages one tile, K and V apart.
+  int stages = 1;
   int64_t head_dim = 64, value_dim = 64;
   int k_pitch = 0, v_pitch = 0;  // shared row pitch, elements (dim + 8: distinct banks)
   int k_vec = 1, v_vec = 1;      // elements per global load when staging (8 by cp.async, 2 or 1)

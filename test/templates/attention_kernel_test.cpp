@@ -195,7 +195,28 @@ struct EmulationCase {
   AttentionSpec expected;  // what the reference computes (differs only in the must-fail case)
   int grid = 0;            // blocks launched (0: work_blocks)
   templates::Kernel kernel;
+  // A split schedule other than attention_params' (0: its own): the stages of K and V tiles and
+  // the key tiles of a piece.
+  int stages = 0;
+  int64_t split_tiles = 0;
 };
+
+// The kernel of `c`: generate_attention's, or under the case's stages and pieces the same steps
+// with those put into the parameters.
+templates::Kernel kernel_of(const EmulationCase& c) {
+  if (c.stages == 0) return templates::generate_attention(c.spec);
+  const AttentionSpec f = templates::fold_query_groups(c.spec);
+  templates::AttentionParams p = templates::attention_params(f, templates::Target{});
+  p.stages = c.stages;
+  p.shared_bytes = std::max(p.shared_bytes, 2 * p.stages * p.block_n * (p.k_pitch + p.v_pitch));
+  p.split_tiles = c.split_tiles;
+  p.kv_splits = (p.kv_tiles + p.split_tiles - 1) / p.split_tiles;
+  p.work = p.items * p.kv_splits;
+  templates::KernelBody body = templates::attention_body(f, p);
+  templates::kir::place_declarations(body.fn);
+  templates::kir::verify(body.fn);
+  return templates::assemble_kernel(body, body.helpers, "");
+}
 
 // A q read from a [b, s, h, d] buffer.
 void permute_q(AttentionSpec& s) {
@@ -289,6 +310,11 @@ std::vector<EmulationCase> emulation_cases() {
   add(make_spec(DType::bf16, 64, AttentionMaskKind::additive, 4, 2, 300, 2, 8), 9);
   add(make_spec(DType::f16, 128, AttentionMaskKind::none, 2, 3, 64, 1, 4));
   add(make_spec(DType::bf16, 16, AttentionMaskKind::none, 1, 1, 130, 100, 4), 7);
+  // Split pieces streamed through three and four stages: 16 tiles of one query row in KV groups
+  // of 4 as pieces of 5 (the last of 1: fewer tiles than stages) and of 7 (the last of 2), the
+  // grid walking pieces of both items.
+  cases.push_back({one, one, 3, {}, 3, 5});
+  cases.push_back({one, one, 5, {}, 4, 7});
   // Must fail: the kernel computes with another scale than the reference.
   AttentionSpec wrong = make_spec(DType::bf16, 64, AttentionMaskKind::none, 1, 30, 50, 1, 1);
   cases.push_back({wrong, wrong, 0, {}});
@@ -521,8 +547,8 @@ TEST_CASE("attention kernel: decode shapes split the keys across blocks, others 
   const templates::Target target{};
   // Llama-3.1-8B's decode at batch 1 against 8k keys, folded: 8 items of 4 rows. Blocks of four
   // warps that share the rows, each warp a quarter of every tile (16 of 64 keys); three on an SM
-  // by registers (the kernel is built for three); 8 items of 128 key tiles, aiming at no more
-  // than 132 x 3 = 396 work items: 49 a piece, so 43 pieces of 3 tiles (the last of 2).
+  // by registers (the kernel is built for three); 8 items of 128 key tiles, aiming at one block
+  // an SM (132): 16 pieces of 8 tiles.
   const AttentionSpec s8k = templates::fold_query_groups(
       make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32));
   templates::AttentionParams p = templates::attention_params(s8k, target);
@@ -533,23 +559,25 @@ TEST_CASE("attention kernel: decode shapes split the keys across blocks, others 
   CHECK(p.blocks_per_sm == 3);
   CHECK(p.items == 8);
   CHECK(p.kv_tiles == 128);
-  CHECK(p.kv_splits == 43);
-  CHECK(p.split_tiles == 3);
-  CHECK(p.work == 344);
+  CHECK(p.kv_splits == 16);
+  CHECK(p.split_tiles == 8);
+  CHECK(p.work == 128);
   // generate_attention folds the unfolded spec itself.
   const templates::Kernel k = templates::generate_attention(
       make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 8192, 1, 32));
-  CHECK(k.work_blocks == 344);
+  CHECK(k.work_blocks == 128);
   CHECK(k.block == 128);
   CHECK(k.serial_launches);  // module-scope scratch
   const std::string text = test::kernel_text(k);
   CHECK(test::has(text, "__launch_bounds__(128, 3)"));
   CHECK(test::has(
-      text, "__device__ __align__(16) float fj_attention_partials[176128];"));  // 344 x 4 x 128
+      text, "__device__ __align__(16) float fj_attention_partials[65536];"));  // 128 x 4 x 128
   CHECK(test::has(text, "__device__ unsigned int fj_attention_arrivals[8];"));
   CHECK(test::has(text, "atomicAdd("));
   // The partials other blocks wrote are read past L1, by a helper only split kernels carry.
-  CHECK(test::has(text, "fj_partial(&fj_attention_stats["));
+  CHECK(test::has(text, "fj_partial2(fj_attention_stats + 2 * at_row"));
+  CHECK(test::has(text, "fj_partial4(fj_attention_partials + at_row * kDv + c"));
+  CHECK(test::has(text, "__device__ __align__(16) float fj_attention_stats[1024];"));
   CHECK(k.source.find("// ==== fj_partial.cuh ====") != std::string::npos);
 
   // The grouped heads folded into rows by the caller, as generate records a decode step: 8
@@ -565,21 +593,21 @@ TEST_CASE("attention kernel: decode shapes split the keys across blocks, others 
   CHECK(p.kv_splits == 1);
   CHECK_FALSE(templates::generate_attention(s).serial_launches);
   CHECK(templates::generate_attention(s).source.find("fj_partial") == std::string::npos);
-  // 131 tiles for 8 items, aiming at 49 pieces (no more than a wave): 44 pieces of 3 tiles, the
-  // last of 2.
   s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 4, 8192, 8, 8);
   p = templates::attention_params(s, target);
-  CHECK(p.items == 64);  // batch 8 at 8k: 6 pieces of 22 tiles, 384 blocks, not 7 (448 > 396)
-  CHECK(p.kv_splits == 6);
-  CHECK(p.split_tiles == 22);
-  CHECK(p.work <= 132 * p.blocks_per_sm);
+  CHECK(p.items == 64);  // batch 8 at 8k: 2 pieces of 64 tiles, 128 blocks, not 3 (192 > 132)
+  CHECK(p.kv_splits == 2);
+  CHECK(p.split_tiles == 64);
+  CHECK(p.work <= 132);
+  // 131 tiles for 8 items, aiming at 16 pieces: 15 pieces of 9 tiles, the last of 5 (none may
+  // be empty: 16 of 9 would leave the last one so).
   s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 1, 131 * 64, 1, 8);
   p = templates::attention_params(s, target);
   CHECK(p.kv_splits * p.split_tiles >= p.kv_tiles);
   CHECK((p.kv_splits - 1) * p.split_tiles < p.kv_tiles);
-  CHECK(p.split_tiles == 3);
-  CHECK(p.kv_splits == 44);
-  // One item: at most 64 pieces for its last block to combine.
+  CHECK(p.split_tiles == 9);
+  CHECK(p.kv_splits == 15);
+  // One item: at most 64 pieces for its last block to merge (132 would fill the GPU).
   s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 1, 1, 131072, 1, 1);
   p = templates::attention_params(s, target);
   CHECK(p.kv_splits == 64);
@@ -668,13 +696,25 @@ TEST_CASE("attention kernel: NVRTC compiles every variant for sm_90 and sm_80",
       CHECK(c.log.find("warning") == std::string::npos);
       CHECK(c.log.find(" 0 bytes spill stores") != std::string::npos);
     }
+  // Split pieces through three to six stages of tiles (the emulation's schedules, at 4000 keys).
+  for (int stages : {3, 4, 6}) {
+    const AttentionSpec s = make_spec(DType::bf16, 128, AttentionMaskKind::none, 4, 1, 4000, 1, 8);
+    INFO(label(s) << " stages " << stages);
+    const templates::Kernel k = kernel_of({s, s, 0, {}, stages, 7});
+    CHECK(k.shared_bytes == stages * 2 * 64 * (136 + 136));
+    jit::CompiledKernel c;
+    REQUIRE_NOTHROW(c = jit::compile(k, "sm_90", {.extra = {"--ptxas-options=-v"}}));
+    INFO("NVRTC log:\n" << c.log);
+    CHECK(c.log.find("warning") == std::string::npos);
+    CHECK(c.log.find(" 0 bytes spill stores") != std::string::npos);
+  }
 }
 
 TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches the reference",
           "[templates][attention]") {
   FUSEJIT_REQUIRE_HOST_COMPILER();
   std::vector<EmulationCase> cases = emulation_cases();
-  for (EmulationCase& c : cases) c.kernel = templates::generate_attention(c.spec);
+  for (EmulationCase& c : cases) c.kernel = kernel_of(c);
   const auto t0 = std::chrono::steady_clock::now();
   void* so = test::open_shared_object(shared_object_source(cases), "attention-emulation");
   const auto t1 = std::chrono::steady_clock::now();
@@ -684,7 +724,10 @@ TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches th
   for (size_t n = 0; n < cases.size(); ++n) {
     const EmulationCase& c = cases[n];
     const bool must_fail = c.spec.scale != c.expected.scale;
-    INFO(label(c.spec) << (must_fail ? " (kernel with the wrong scale)" : ""));
+    const std::string name =
+        label(c.spec) +
+        (c.stages > 0 ? fmt::format(" stages {} pieces of {}", c.stages, c.split_tiles) : "");
+    INFO(name << (must_fail ? " (kernel with the wrong scale)" : ""));
     Inputs in = make_inputs(c.spec, static_cast<uint32_t>(1234 + n));
     align16(in.q);
     align16(in.k);
@@ -698,10 +741,11 @@ TEST_CASE("attention kernel: the generated body, emulated on the CPU, matches th
     if (const char* dir = std::getenv("FUSEJIT_TEST_DUMP_DIR"); dir != nullptr && *dir != '\0')
       dump_case(dir, n, c, in, ref);
     if (c.kernel.serial_launches) std::printf("attention emulation: split-KV next\n");
-    std::printf("attention emulation: %-60s grid %3d: rel L2 %.2e, NaN %lld (mismatched %lld), %.1f s%s\n",
-                label(c.spec).c_str(), c.grid > 0 ? c.grid : static_cast<int>(c.kernel.work_blocks),
-                cmp.rel_l2, static_cast<long long>(cmp.nans),
-                static_cast<long long>(cmp.nan_mismatches), secs, must_fail ? "  (must fail)" : "");
+    std::printf(
+        "attention emulation: %-60s grid %3d: rel L2 %.2e, NaN %lld (mismatched %lld), %.1f s%s\n",
+        name.c_str(), c.grid > 0 ? c.grid : static_cast<int>(c.kernel.work_blocks), cmp.rel_l2,
+        static_cast<long long>(cmp.nans), static_cast<long long>(cmp.nan_mismatches), secs,
+        must_fail ? "  (must fail)" : "");
     if (must_fail) {
       CHECK(cmp.rel_l2 > 1e-2);
       continue;

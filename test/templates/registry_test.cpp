@@ -398,9 +398,9 @@ TEST_CASE("attention parameters print, convert to JSON and name the kernel's sch
   const AttentionPlan p = attention_plan("causal_2x4x77_d64_bf16");
   const Chosen c = attention_schedule(p);
   const std::string text = templates::schedule_text(c.schedule);
-  CHECK(text.rfind(
-            "attention{block=128, warps=4, rows=64, block_n=64, key_split=false, head_dim=64, ",
-            0) == 0);
+  CHECK(text.rfind("attention{block=128, warps=4, rows=64, block_n=64, key_split=false, stages=1, "
+                   "head_dim=64, ",
+                   0) == 0);
   CHECK(has(text, "mask=causal, skip_above_diagonal=true"));
   const nlohmann::ordered_json j = templates::params_json(c.schedule.params);
   CHECK(j["mask"] == "causal");

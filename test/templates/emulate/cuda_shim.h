@@ -313,7 +313,10 @@ inline unsigned fj_att_join(unsigned short lo, unsigned short hi) {
   return lo | (static_cast<unsigned>(hi) << 16);
 }
 
-inline float fj_partial(const float* p) { return *p; }
+inline void fj_partial2(const float* p, float (&x)[2]) {
+  fj_emu::aligned(p, 8);
+  std::memcpy(x, p, sizeof x);
+}
 inline void fj_partial4(const float* p, float (&x)[4]) {
   fj_emu::aligned(p, 16);
   std::memcpy(x, p, sizeof x);
