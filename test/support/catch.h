@@ -2,10 +2,10 @@
 #pragma once
 
 #if FUSEJIT_CATCH2_V3
-#include <catch2/catch_approx.hpp>
-#include <catch2/catch_test_macros.hpp>
-#include <catch2/generators/catch_generators.hpp>
-#include <catch2/matchers/catch_matchers_string.hpp>
+// All of v3, not the headers the tests use today: CI builds against v2 alone, so a test that
+// starts using a v3 facility from a header not listed here (GENERATE did, in 4ff46ff) would
+// break only the GPU machine's build.
+#include <catch2/catch_all.hpp>
 using Catch::Approx;
 #else
 #include <catch2/catch.hpp>
