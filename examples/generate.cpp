@@ -2,42 +2,12 @@
 // prefill of the prompt, then one decode step per token with a KV cache written in place
 // (update_slice at the position each step reads as data), greedy or sampled on the GPU.
 //
-//   generate                              Llama-3.1-8B shapes (32 layers, hidden 4096, 32
-//                                         heads, 8 KV heads, FFN 14336, vocab 128256, rope base
-//                                         500000), random bf16 weights drawn on the device
-//   generate --config tiny                2 layers, hidden 256: the shape the tests run
-//   generate --batch B --prompt P --new-tokens N --temperature T --seed S   (--tokens N: the
-//                                         same as --new-tokens N)
-//   generate --temperature T --top-k K --top-p P   sampling among the K largest logits and
-//                                         the smallest nucleus of mass P (of logits / T)
-//   generate --layers L --hidden H --heads N --kv-heads K --ffn F --vocab V --rope-base R
-//   generate --check                      every step's logits and greedy token against a
-//                                         teacher-forced rerun of the whole sequence without
-//                                         the cache, and (models up to 50M parameters) against
-//                                         a double-precision decoder on the host of the same
-//                                         weights (llama_reference.h): relative error at most
-//                                         3e-2, each token the argmax of its own logits and of
-//                                         the other's, or within 2 x 3e-2 of the largest
-//                                         logit of it (bf16 logits so close can tie)
-//   generate --weights PATH               weights from a Hugging Face Llama checkpoint instead
-//                                         of random ones: a .safetensors file, or the index
-//                                         (model.safetensors.index.json) of a sharded one. The
-//                                         shape flags must match its config.json; each tensor's
-//                                         shape is checked against them, and float weights of
-//                                         another dtype are cast to bf16. Not modelled yet:
-//                                         config.json's rope_scaling (Llama 3.1's long-context
-//                                         frequencies) and an rms_norm_eps other than 1e-5
-//   generate --save-weights PATH          writes the weights used (random or loaded) to one
-//                                         .safetensors file, in the same names, as bf16 (with
-//                                         --int8: each projection as I8 and its scales)
-//   generate --int8                       weight-only int8: every projection (q/k/v, o,
-//                                         gate/up, down, lm_head) quantized per output row,
-//                                         scale = max |w| / 127 (bf16), q = round(w / scale);
-//                                         the embedding and norms stay bf16. A checkpoint whose
-//                                         projections are I8 with a "<name>.scales" tensor
-//                                         (bf16 or f32, one per output row) loads as int8 too
-//   generate --no-replay                  records and evaluates every decode step instead of
-//                                         replaying one recorded step (below)
+//   generate --help                       the flags: the shape (--config tiny or llama3-8b, and
+//                                         each dimension), the run (--batch, --prompt,
+//                                         --new-tokens), sampling (--temperature, --top-k,
+//                                         --top-p, --seed), the weights (random on the device,
+//                                         --weights FILE, --save-weights FILE, --int8), --check
+//                                         and --no-replay
 //
 // The engine's options: the environment's FUSEJIT_* variables, and where it does not name them,
 // two that a decode loop wants and the library leaves off by default: programmatic dependent launch
@@ -54,6 +24,8 @@
 // planned and compiled once. Random weights (--random-weights, the default) are drawn by
 // fusejit's Philox generator inside the kernel that stores them, nothing downloaded; loaded ones
 // are mapped from the files (safetensors.h) and copied into the Context's memory.
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -847,58 +819,152 @@ void report(fj::Context& ctx, Model& m, const Run& r, const Generated& g) {
   std::printf("%s\n", r.new_tokens > 32 ? " ..." : "");
 }
 
-int64_t integer(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  const long long n = std::stoll(v, &used);
-  if (used != v.size() || n < 1) throw std::invalid_argument(flag + " takes a positive integer");
+constexpr const char* kUsage = R"(usage: generate [flags]
+
+Text generation with a Llama-architecture decoder on fusejit: prefill of the prompt, then one
+decode step per token with a KV cache written in place. Without a GPU the CPU reference runs
+it, on the tiny shape unless told otherwise (prompt 8, 6 new tokens).
+
+The model:
+  --config NAME        llama3-8b (the default on a GPU: 32 layers, hidden 4096, 32 heads,
+                       8 KV heads, FFN 14336, vocab 128256, RoPE base 500000) or tiny
+                       (2 layers, hidden 256, 4 heads, 2 KV heads, FFN 512, vocab 1000, RoPE
+                       base 10000; the default without a GPU). The flags below change one
+                       dimension of it, wherever they stand on the command line.
+  --layers N  --hidden N  --heads N  --kv-heads N  --ffn N  --vocab N  --rope-base X
+  --weights PATH       a Hugging Face Llama checkpoint instead of random weights: a
+                       .safetensors file, or the index (model.safetensors.index.json) of a
+                       sharded one. The shape flags must match its config.json; each tensor's
+                       shape is checked against them, and float weights of another dtype are
+                       cast to bf16. Projections stored as I8 with a "<name>.scales" tensor
+                       (bf16 or f32, one per output row) load as int8. Not modelled:
+                       config.json's rope_scaling and an rms_norm_eps other than 1e-5.
+  --random-weights     weights drawn on the device by fusejit's Philox generator (the default)
+  --save-weights PATH  write the weights used to one .safetensors file, in the same names, as
+                       bf16 (with --int8: each projection as I8 and its scales)
+  --int8               weight-only int8: every projection (q/k/v, o, gate/up, down, lm_head)
+                       quantized per output row, scale = max |w| / 127, q = round(w / scale);
+                       the embedding and norms stay bf16
+
+The run:
+  --batch N            sequences decoded together (1)
+  --prompt N           prompt tokens of each sequence (128)
+  --new-tokens N       tokens generated after the prompt (256); --tokens N is the same
+  --temperature X      0 decodes greedily (the default); above 0 samples from the logits / X
+  --top-k N            sample among the N largest logits (needs --temperature)
+  --top-p X            sample from the smallest nucleus of probability mass X, in (0, 1]
+  --seed N             the random weights' and the sampling's seed (2026)
+  --check              check every step's logits and greedy token against a rerun of the whole
+                       sequence without the cache and, for models up to 50M parameters, a
+                       double-precision decoder on the host (relative error at most 3e-2);
+                       greedy only
+  --no-replay          record and evaluate every decode step instead of replaying one recorded
+                       step (one CUDA graph launch per token on a GPU)
+  --help               print this and exit
+
+The engine reads its FUSEJIT_* environment variables; where they do not name them, this program
+turns on FUSEJIT_PDL=all and FUSEJIT_GEMV_RING=1 (FUSEJIT_PDL=0 FUSEJIT_GEMV_RING=0 gives the
+library's defaults). The report's first line says which are in force.
+)";
+
+// A flag's value as a whole number of at least `lo`, or an error naming the flag and the value.
+int64_t whole_number(const std::string& flag, const std::string& v, int64_t lo = 1) {
+  int64_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n < lo) {
+    throw std::invalid_argument(flag + " takes a whole number of at least " + std::to_string(lo) +
+                                ", not '" + v + "'");
+  }
   return n;
 }
 
-// Applies one flag and its value; false for an unknown flag.
+// A flag's value as a finite number, or an error naming the flag and the value.
+double real_number(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE || !std::isfinite(x)) {
+    throw std::invalid_argument(flag + " takes a finite number, not '" + v + "'");
+  }
+  return x;
+}
+
+// Applies one flag of the model's shape, the run or sampling, and its value; false for a flag
+// that is none of them.
 bool apply(Config& c, Run& r, const std::string& flag, const std::string& v) {
-  if (flag == "--config") {
-    if (v != "tiny" && v != "llama3-8b") throw std::invalid_argument("--config: tiny or llama3-8b");
-    c = v == "tiny" ? tiny() : Config{};
-  } else if (flag == "--batch")
-    r.batch = integer(flag, v);
-  else if (flag == "--prompt")
-    r.prompt = integer(flag, v);
-  else if (flag == "--new-tokens" || flag == "--tokens")
-    r.new_tokens = integer(flag, v);
-  else if (flag == "--temperature")
-    r.temperature = std::stod(v);
-  else if (flag == "--top-k")
-    r.top_k = integer(flag, v);
-  else if (flag == "--top-p")
-    r.top_p = std::stod(v);
-  else if (flag == "--seed")
-    r.seed = static_cast<uint64_t>(integer(flag, v));
-  else if (flag == "--layers")
-    c.layers = integer(flag, v);
-  else if (flag == "--hidden")
-    c.hidden = integer(flag, v);
-  else if (flag == "--heads")
-    c.heads = integer(flag, v);
-  else if (flag == "--kv-heads")
-    c.kv_heads = integer(flag, v);
-  else if (flag == "--ffn")
-    c.ffn = integer(flag, v);
-  else if (flag == "--vocab")
-    c.vocab = integer(flag, v);
-  else if (flag == "--rope-base")
-    c.rope_base = std::stod(v);
-  else if (flag == "--weights")
+  static const std::map<std::string, int64_t Config::*> kShape = {
+      {"--layers", &Config::layers}, {"--hidden", &Config::hidden},
+      {"--heads", &Config::heads},   {"--kv-heads", &Config::kv_heads},
+      {"--ffn", &Config::ffn},       {"--vocab", &Config::vocab}};
+  static const std::map<std::string, int64_t Run::*> kRun = {{"--batch", &Run::batch},
+                                                             {"--prompt", &Run::prompt},
+                                                             {"--new-tokens", &Run::new_tokens},
+                                                             {"--tokens", &Run::new_tokens}};
+  if (auto it = kShape.find(flag); it != kShape.end()) {
+    c.*(it->second) = whole_number(flag, v);
+  } else if (auto run = kRun.find(flag); run != kRun.end()) {
+    r.*(run->second) = whole_number(flag, v);
+  } else if (flag == "--top-k") {
+    r.top_k = whole_number(flag, v);
+  } else if (flag == "--seed") {
+    r.seed = static_cast<uint64_t>(whole_number(flag, v, 0));
+  } else if (flag == "--temperature") {
+    r.temperature = real_number(flag, v);
+  } else if (flag == "--top-p") {
+    r.top_p = real_number(flag, v);
+  } else if (flag == "--rope-base") {
+    c.rope_base = real_number(flag, v);
+  } else if (flag == "--weights") {
     r.weights = v;
-  else if (flag == "--save-weights")
+  } else if (flag == "--save-weights") {
     r.save_weights = v;
-  else
+  } else {
     return false;
+  }
   return true;
 }
 
-void parse(int argc, char** argv, Config& c, Run& r) {
+// The shape, run and sampling checks that no single flag's value can make.
+void check_flags(const Config& c, const Run& r) {
+  if (c.hidden % c.heads != 0 || c.heads % c.kv_heads != 0 || c.head_dim() % 2 != 0) {
+    throw std::invalid_argument(
+        "--hidden must split into --heads heads of even size, and --heads into groups of "
+        "--kv-heads (hidden " +
+        std::to_string(c.hidden) + ", heads " + std::to_string(c.heads) + ", KV heads " +
+        std::to_string(c.kv_heads) + ")");
+  }
+  if (!(c.rope_base > 0)) throw std::invalid_argument("--rope-base must be above 0");
+  if (r.temperature < 0) throw std::invalid_argument("--temperature must be >= 0");
+  if (r.check && r.temperature > 0) throw std::invalid_argument("--check needs greedy decoding");
+  if (!(r.top_p > 0 && r.top_p <= 1)) throw std::invalid_argument("--top-p must be in (0, 1]");
+  if (r.temperature == 0 && (r.top_k > 0 || r.top_p < 1)) {
+    throw std::invalid_argument("--top-k and --top-p filter sampling: give --temperature > 0");
+  }
+}
+
+bool wants_help(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return true;
+  }
+  return false;
+}
+
+// Reads the command line into `c` and `r`. --config applies first, wherever it stands, so that
+// the shape flags change the config it names.
+void parse(int argc, char** argv, Config& c, Run& r) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] != "--config") continue;
+    if (i + 1 == args.size())
+      throw std::invalid_argument("--config needs a value: tiny or llama3-8b");
+    const std::string& v = args[++i];
+    if (v != "tiny" && v != "llama3-8b") {
+      throw std::invalid_argument("--config takes tiny or llama3-8b, not '" + v + "'");
+    }
+    c = v == "tiny" ? tiny() : Config{};
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
     if (a == "--check") {
       r.check = true;
     } else if (a == "--int8") {
@@ -907,25 +973,19 @@ void parse(int argc, char** argv, Config& c, Run& r) {
       r.replay = false;
     } else if (a == "--random-weights") {
       // the default: weights come from a file only with --weights
-    } else if (i + 1 < argc && apply(c, r, a, argv[i + 1])) {
+    } else if (a == "--config") {
+      ++i;  // applied above
+    } else if (i + 1 < args.size() && apply(c, r, a, args[i + 1])) {
       ++i;
     } else {
-      throw std::invalid_argument("unknown flag or missing value: " + a +
-                                  " (see the comment "
-                                  "at the top of examples/generate.cpp)");
+      Config c_probe = c;  // is `a` a flag that takes a value, given none?
+      Run r_probe = r;
+      const bool known = apply(c_probe, r_probe, a, "1");
+      throw std::invalid_argument(known ? a + " needs a value"
+                                        : "unknown flag " + a + " (generate --help lists them)");
     }
   }
-  if (c.hidden % c.heads != 0 || c.heads % c.kv_heads != 0 || c.head_dim() % 2 != 0) {
-    throw std::invalid_argument(
-        "hidden must split into heads of even size, and heads into "
-        "groups of the KV heads");
-  }
-  if (r.temperature < 0) throw std::invalid_argument("--temperature must be >= 0");
-  if (r.check && r.temperature > 0) throw std::invalid_argument("--check needs greedy decoding");
-  if (!(r.top_p > 0 && r.top_p <= 1)) throw std::invalid_argument("--top-p must be in (0, 1]");
-  if (r.temperature == 0 && (r.top_k > 0 || r.top_p < 1)) {
-    throw std::invalid_argument("--top-k and --top-p filter sampling: give --temperature > 0");
-  }
+  check_flags(c, r);
 }
 
 // The Context's options (see the top of this file).
@@ -939,6 +999,10 @@ fj::Options decode_options() {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  if (wants_help(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   Config c;
   Run r;
   fj::Context ctx(decode_options());

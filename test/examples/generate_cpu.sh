@@ -100,3 +100,27 @@ if noscale=$(run "$1" --weights "$tmp/noscale.safetensors" 2>&1); then
 fi
 echo "$noscale"
 grep -q "tensor model.layers.0.mlp.down_proj.weight of $tmp/noscale.safetensors is int8 but the file has no model.layers.0.mlp.down_proj.scales" <<<"$noscale"
+# The flags: --help lists them; a bad value or an unknown flag is refused, naming it (exit 2);
+# --config applies before the shape flags wherever it stands.
+help=$("$1" --help)
+grep -q "^usage: generate \[flags\]" <<<"$help"
+for flag in --config --layers --weights --save-weights --int8 --batch --prompt --new-tokens \
+    --temperature --top-k --top-p --seed --check --no-replay; do
+  grep -q -- "  $flag" <<<"$help" || { echo "--help does not list $flag"; exit 1; }
+done
+refused() {  # MESSAGE FLAGS...: the run must exit 2 and print MESSAGE
+  local out rc=0
+  out=$(run "$1" "${@:3}" 2>&1) || rc=$?
+  [ "$rc" -eq 2 ] && grep -qF -- "$2" <<<"$out" ||
+    { echo "generate ${*:3}: exit $rc, wanted 2 and \"$2\"; it printed: $out"; exit 1; }
+}
+refused "$1" "generate: --batch takes a whole number of at least 1, not 'abc'" --batch abc
+refused "$1" "generate: --batch takes a whole number of at least 1, not '0'" --batch 0
+refused "$1" "generate: --top-p takes a finite number, not '0.5x'" --temperature 1 --top-p 0.5x
+refused "$1" "generate: --temperature takes a finite number, not 'nan'" --temperature nan
+refused "$1" "generate: --new-tokens needs a value" --new-tokens
+refused "$1" "generate: unknown flag --bogus (generate --help lists them)" --bogus
+refused "$1" "generate: --config takes tiny or llama3-8b, not 'big'" --config big
+refused "$1" "generate: --top-p must be in (0, 1]" --temperature 1 --top-p 1.5
+refused "$1" "and --heads into groups of --kv-heads (hidden 256, heads 4, KV heads 3)" --kv-heads 3
+run "$1" --layers 1 --config tiny --new-tokens 3 | grep -q "config tiny: 1 layers, hidden 256"
