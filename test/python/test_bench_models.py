@@ -52,6 +52,18 @@ def test_gptfast_decode_tiny_on_cpu():
                                                   rel=1e-3)
 
 
+def test_gptfast_compiled_prefill_tiny_on_cpu():
+    """--compile-prefill: gpt-fast's prefill under torch.compile (dynamic shapes), timed for the
+    prefill target; the decode step stays eager (--compile none), so only prefill compiles."""
+    gptfast = checkout("FUSEJIT_GPTFAST", "gpt-fast", "generate.py")
+    out = run([ROOT / "bench/gptfast_decode.py", "--gptfast", gptfast, "--tiny", "--device", "cpu",
+               "--compile", "none", "--compile-prefill", "--prompt", "24", "--new-tokens", "2",
+               "--samples", "2"])
+    r = record(out, "RESULT")
+    assert (r["compile"], r["compile_prefill"], r["prompt"]) == ("none", "1", "24")
+    assert float(r["ttft_median_ms"]) > 0 and float(r["ttft_ms"]) > 0
+
+
 def test_torch_models_tiny_on_cpu(tmp_path):
     """The model table at tiny sizes: eager and fusejit (its CPU reference) on nanoGPT's GPT and
     gpt-fast's Transformer; fusejit's outputs within the table's tolerance of eager's, its cold
