@@ -392,26 +392,56 @@ fj::Tensor rope(const fj::Tensor& t, const fj::Tensor& cos, const fj::Tensor& si
                   kDtype);
 }
 
-// What a step's tokens see: their positions, the rotary angles there, and which cache entries
-// each query row may read (the keys at or before its position; rows are group-major).
+// What a step's tokens see: their positions, the rotary angles there, and which keys each query
+// row may read (those at or before its position).
+//   A decode step (its start is data): the whole cache, rows group-major; `future` is
+//   [group * n, capacity], true where the key comes after the query.
+//   Tokens from position 0 (a prefill, or --check's rerun; `from_start`): the step's own keys
+//   and values, not the cache; `future` is [n, n], key > query of two aranges, which the fused
+//   attention takes as a causal mask (cuDNN's where it is found, and tiles above the diagonal
+//   skipped), where a boolean tensor over the whole cache would be read as it is.
 struct Positions {
   fj::Tensor cos, sin;  // [n, head_dim]
-  fj::Tensor future;    // [group * n, capacity]: true where the key comes after the query
+  fj::Tensor future;
+  bool from_start = false;
 };
 
 Positions positions(fj::Context& ctx, const Model& m, const fj::Tensor& start, int64_t n,
-                    int64_t capacity) {
+                    int64_t capacity, bool from_start) {
   const int64_t group = m.c.heads / m.c.kv_heads;
   const fj::Tensor at = fj::reshape(start, {1}) + ctx.arange(0, double(n), 1, fj::DType::i32);
   Positions p;
   p.cos = fj::index_select(m.cos, 0, at);
   p.sin = fj::index_select(m.sin, 0, at);
+  p.from_start = from_start;
+  if (from_start) {
+    const fj::Tensor rows = ctx.arange(0, double(n), 1, fj::DType::i32);
+    p.future = fj::gt(fj::reshape(rows, {1, n}), fj::reshape(rows, {n, 1}));
+    return p;
+  }
   const fj::Tensor query =
       fj::reshape(fj::expand(fj::reshape(at, {1, n}), {group, n}), {group * n, 1});
   const fj::Tensor key =
       fj::reshape(ctx.arange(0, double(capacity), 1, fj::DType::i32), {1, capacity});
   p.future = fj::gt(key, query);
   return p;
+}
+
+// Attention of the step's queries q [b, heads, n, d] over the step's own keys and values k, v
+// [b, kv_heads, n, d] (tokens from position 0): each KV head broadcast over its group of query
+// heads, causal.
+fj::Tensor attention_from_start(fj::Context& ctx, const Model& m, const fj::Tensor& q,
+                                const fj::Tensor& k, const fj::Tensor& v, const Positions& p) {
+  const int64_t b = q.shape()[0], n = q.shape()[2], d = m.c.head_dim(), kv = m.c.kv_heads;
+  const int64_t group = m.c.heads / kv;
+  const auto grouped = [&](const fj::Tensor& t) {
+    return fj::reshape(fj::expand(fj::reshape(t, {b, kv, 1, n, d}), {b, kv, group, n, d}),
+                       {b, m.c.heads, n, d});
+  };
+  fj::Tensor scores = fj::matmul(q, fj::transpose(grouped(k), 2, 3)) * (1.0 / std::sqrt(double(d)));
+  scores = fj::where(p.future, ctx.scalar(-INFINITY, kDtype), scores);
+  const fj::Tensor out = fj::matmul(fj::softmax(scores, -1), grouped(v));  // [b, heads, n, d]
+  return fj::reshape(fj::transpose(out, 1, 2), {b, n, m.c.hidden});
 }
 
 // Attention of the step's queries q [b, heads, n, d] over the layer's whole cache, grouped:
@@ -439,21 +469,24 @@ fj::Tensor layer(fj::Context& ctx, const Model& m, Layer& y, const fj::Tensor& x
   const int64_t hd = m.c.hidden, kv = m.c.kv_heads * d, f = m.c.ffn;
   const fj::Tensor qkv = project(fj::rms_norm(x, y.attn_norm, 1e-5), y.wqkv);
   const fj::Tensor q = rope(heads(fj::slice(qkv, -1, 0, hd), m.c.heads), p.cos, p.sin);
-  fj::update_slice(y.k_cache, 2, start,
-                   rope(heads(fj::slice(qkv, -1, hd, hd + kv), m.c.kv_heads), p.cos, p.sin));
-  fj::update_slice(y.v_cache, 2, start,
-                   heads(fj::slice(qkv, -1, hd + kv, hd + 2 * kv), m.c.kv_heads));
-  const fj::Tensor h = x + project(attention(ctx, m, y, q, p), y.wo);
+  const fj::Tensor k = rope(heads(fj::slice(qkv, -1, hd, hd + kv), m.c.kv_heads), p.cos, p.sin);
+  fj::update_slice(y.k_cache, 2, start, k);
+  const fj::Tensor v = heads(fj::slice(qkv, -1, hd + kv, hd + 2 * kv), m.c.kv_heads);
+  fj::update_slice(y.v_cache, 2, start, v);
+  const fj::Tensor att =
+      p.from_start ? attention_from_start(ctx, m, q, k, v, p) : attention(ctx, m, y, q, p);
+  const fj::Tensor h = x + project(att, y.wo);
   const fj::Tensor gate_up = project(fj::rms_norm(h, y.ffn_norm, 1e-5), y.w13);
   return h +
          project(fj::silu(fj::slice(gate_up, -1, 0, f)) * fj::slice(gate_up, -1, f, 2 * f), y.w2);
 }
 
-// The logits [b, rows, vocab] of the last `rows` positions of tokens [b, n] placed at `start`.
+// The logits [b, rows, vocab] of the last `rows` positions of tokens [b, n] placed at `start`
+// (position 0 where `from_start`: see Positions).
 fj::Tensor forward(fj::Context& ctx, Model& m, const fj::Tensor& tokens, const fj::Tensor& start,
-                   int64_t rows, int64_t capacity) {
+                   int64_t rows, int64_t capacity, bool from_start = false) {
   const int64_t b = tokens.shape()[0], n = tokens.shape()[1];
-  const Positions p = positions(ctx, m, start, n, capacity);
+  const Positions p = positions(ctx, m, start, n, capacity, from_start);
   fj::Tensor x = fj::embedding(m.embed, tokens);
   for (Layer& y : m.layers) x = layer(ctx, m, y, x, start, p);
   const fj::Tensor last = fj::slice(x, 1, n - rows, n);
@@ -573,7 +606,7 @@ std::vector<fj::Tensor> decode_replayed(fj::Context& ctx, Model& m, const Run& r
 std::pair<fj::Tensor, fj::Tensor> prefill(fj::Context& ctx, Model& m, const Run& r,
                                           const std::vector<double>& prompt) {
   const fj::Tensor tokens = ctx.from_vector(prompt, {r.batch, r.prompt}, fj::DType::i32);
-  fj::Tensor logits = forward(ctx, m, tokens, position(ctx, 0), 1, r.capacity());
+  fj::Tensor logits = forward(ctx, m, tokens, position(ctx, 0), 1, r.capacity(), true);
   fj::Tensor first = choose(logits, r, random_key(ctx, r, 0));
   return {logits, first};
 }
@@ -671,7 +704,7 @@ llama_reference::Comparison check_greedy(fj::Context& ctx, Model& m, const Run& 
   empty_caches(ctx, m, r.batch, r.capacity());
   const fj::Tensor tokens = ctx.from_vector(all, {r.batch, n}, fj::DType::i32);
   const std::vector<double> want =  // [batch, new_tokens, vocab]
-      forward(ctx, m, tokens, position(ctx, 0), r.new_tokens, r.capacity()).to_host();
+      forward(ctx, m, tokens, position(ctx, 0), r.new_tokens, r.capacity(), true).to_host();
   const auto vocab = static_cast<size_t>(m.c.vocab);
   llama_reference::Comparison out;
   for (int64_t b = 0; b < r.batch; ++b) {

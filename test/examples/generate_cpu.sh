@@ -124,3 +124,14 @@ refused "$1" "generate: --config takes tiny or llama3-8b, not 'big'" --config bi
 refused "$1" "generate: --top-p must be in (0, 1]" --temperature 1 --top-p 1.5
 refused "$1" "and --heads into groups of --kv-heads (hidden 256, heads 4, KV heads 3)" --kv-heads 3
 run "$1" --layers 1 --config tiny --new-tokens 3 | grep -q "config tiny: 1 layers, hidden 256"
+# The prefill's attention is causal over the step's own keys (tiles above the diagonal skipped),
+# the decode step's a boolean mask over the whole cache: the plans of the traces it evaluates
+# (saved by FUSEJIT_RECORD_DIR, planned by the fusejit tool, $2).
+cli=${2:?"generate_cpu.sh: the fusejit tool's path is the second argument"}
+mkdir "$tmp/traces"
+FUSEJIT_RECORD_DIR="$tmp/traces" run "$1" --prompt 64 --new-tokens 3 >/dev/null
+plans=$(for t in "$tmp"/traces/*.trace; do "$cli" plan "$t"; done)
+grep -qE "attention: softmax\(.* \* 0\.125, causal \(fill -inf\)\)" <<<"$plans" ||
+  { echo "no causal attention among the recorded traces' plans"; exit 1; }
+grep -qE "attention: softmax\(.* \* 0\.125, boolean mask %[0-9]+ \(fill -inf\)\)" <<<"$plans" ||
+  { echo "no decode attention over the cache among the recorded traces' plans"; exit 1; }
