@@ -427,6 +427,16 @@ Positions positions(fj::Context& ctx, const Model& m, const fj::Tensor& start, i
   return p;
 }
 
+// softmax(q kᵀ / sqrt(d), -inf where `future`) v over [..., rows, d] and [..., keys, d]: the
+// pattern the fused attention recognizes.
+fj::Tensor masked_attention(fj::Context& ctx, const fj::Tensor& q, const fj::Tensor& k,
+                            const fj::Tensor& v, const fj::Tensor& future) {
+  const double d = double(q.shape().back());
+  fj::Tensor scores = fj::matmul(q, fj::transpose(k, 2, 3)) * (1.0 / std::sqrt(d));
+  scores = fj::where(future, ctx.scalar(-INFINITY, kDtype), scores);
+  return fj::matmul(fj::softmax(scores, -1), v);
+}
+
 // Attention of the step's queries q [b, heads, n, d] over the step's own keys and values k, v
 // [b, kv_heads, n, d] (tokens from position 0): each KV head broadcast over its group of query
 // heads, causal.
@@ -438,10 +448,8 @@ fj::Tensor attention_from_start(fj::Context& ctx, const Model& m, const fj::Tens
     return fj::reshape(fj::expand(fj::reshape(t, {b, kv, 1, n, d}), {b, kv, group, n, d}),
                        {b, m.c.heads, n, d});
   };
-  fj::Tensor scores = fj::matmul(q, fj::transpose(grouped(k), 2, 3)) * (1.0 / std::sqrt(double(d)));
-  scores = fj::where(p.future, ctx.scalar(-INFINITY, kDtype), scores);
-  const fj::Tensor out = fj::matmul(fj::softmax(scores, -1), grouped(v));  // [b, heads, n, d]
-  return fj::reshape(fj::transpose(out, 1, 2), {b, n, m.c.hidden});
+  const fj::Tensor out = masked_attention(ctx, q, grouped(k), grouped(v), p.future);
+  return fj::reshape(fj::transpose(out, 1, 2), {b, n, m.c.hidden});  // out: [b, heads, n, d]
 }
 
 // Attention of the step's queries q [b, heads, n, d] over the layer's whole cache, grouped:
@@ -451,10 +459,8 @@ fj::Tensor attention(fj::Context& ctx, const Model& m, Layer& y, const fj::Tenso
   const int64_t b = q.shape()[0], n = q.shape()[2], d = m.c.head_dim(), kv = m.c.kv_heads;
   const int64_t group = m.c.heads / kv;
   const fj::Tensor rows = fj::reshape(q, {b, kv, group * n, d});
-  fj::Tensor scores =
-      fj::matmul(rows, fj::transpose(y.k_cache, 2, 3)) * (1.0 / std::sqrt(double(d)));
-  scores = fj::where(p.future, ctx.scalar(-INFINITY, kDtype), scores);
-  const fj::Tensor out = fj::matmul(fj::softmax(scores, -1), y.v_cache);  // [b, kv, g*n, d]
+  const fj::Tensor out =  // [b, kv, g*n, d]
+      masked_attention(ctx, rows, y.k_cache, y.v_cache, p.future);
   return fj::reshape(fj::transpose(fj::reshape(out, {b, m.c.heads, n, d}), 1, 2),
                      {b, n, m.c.hidden});
 }
