@@ -8,9 +8,10 @@
                                                                256 new tokens, top-k 200, T 0.8
   gptfast_decode.py --gptfast PATH --batch 8 --config llama-3-8b
   gptfast_decode.py --gptfast PATH --tiny --device cpu --compile none   (the CPU smoke test)
-  gptfast_decode.py --gptfast PATH --prompt 4096 --new-tokens 2 --compile none --compile-prefill
+  gptfast_decode.py --gptfast PATH --prompt 512 4096 --new-tokens 2 --compile none --compile-prefill
                                                                time to first token of a compiled
-                                                               prefill (issue 34's prefill target)
+                                                               prefill at each length (issue 34's
+                                                               prefill target)
 
 As gpt-fast's `main` does with `--compile`, `decode_one_token` runs under
 `torch.compile(mode="reduce-overhead", fullgraph=True)` (`--compile default`: Inductor without
@@ -18,6 +19,12 @@ CUDA graphs; `--compile none`: eager) and prefill stays eager unless `--compile-
 it as gpt-fast's `--compile_prefill` does (`torch.compile(prefill, fullgraph=True,
 dynamic=True)`). The first `generate` call is the warm-up that compiles (its wall time is
 `compile_s`); the `--samples` calls after it are timed.
+Several prompt lengths (`--prompt 512 4096`) run in one process, shortest first, each with its own
+warm-up call (its `compile_s`: whatever that length still compiles), samples and `RESULT` line.
+One process spares the later lengths a fresh Dynamo and Inductor start: on an H100 the compiled
+prefill's warm-up took 189 s in one process, and 67 s in a second process over the caches the
+first had left on disk. gpt-fast's `generate` only grows the KV caches, to the prompt plus the new
+tokens, so each length's samples attend over a cache sized for it and no longer.
 Within a timed call, prefill ends with gpt-fast's own `device_sync` (wrapped around its
 `prefill`), which splits the call into the time to first token and the decode steps.
 
@@ -29,7 +36,8 @@ decode rate), all `key=value`:
                        examples/generate's "decode: ... tokens/s" measures)
   ttft_ms              prefill of the prompt and the first sampled token
   ttft_median_ms       the median of ttft_ms over the samples (ttft_ms is the median sample's)
-  peak_mem_gb          torch's peak reserved device memory (the process's peak RSS on the CPU)
+  peak_mem_gb          torch's peak reserved device memory so far in the process (its peak RSS
+                       on the CPU)
   compile_s            the warm-up call: Dynamo, Inductor and CUDA graph capture
   copy_gbps            device-to-device copy bandwidth measured here (bytes read + written)
   weight_gb            bytes of the weights one decode step reads (all parameters but the
@@ -95,7 +103,9 @@ def parse_args(argv=None):
     p.add_argument("--tiny", action="store_true", help="2 layers, hidden 256 (CPU smoke test)")
     p.add_argument("--device", default=None, help="cuda when available, else cpu")
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--prompt", type=int, default=None, help="prompt tokens (128; tiny: 16)")
+    p.add_argument("--prompt", type=int, nargs="+", default=None,
+                   help="prompt tokens (128; tiny: 16); several lengths run one after another, "
+                        "shortest first")
     p.add_argument("--new-tokens", type=int, default=None, help="generated tokens (256; tiny: 8)")
     p.add_argument("--top-k", type=int, default=200)
     p.add_argument("--temperature", type=float, default=0.8)
@@ -108,9 +118,11 @@ def parse_args(argv=None):
     a = p.parse_args(argv)
     import torch
     a.device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    a.prompt = a.prompt or (16 if a.tiny else 128)
+    a.prompts = sorted(set(a.prompt or [16 if a.tiny else 128]))
     a.new_tokens = a.new_tokens or (8 if a.tiny else 256)
     a.compile = a.compile or ("reduce-overhead" if a.device.startswith("cuda") else "none")
+    if a.prompts[0] < 1:
+        p.error(f"--prompt takes lengths of at least 1 token, not {a.prompts[0]}")
     if a.samples < 1:
         p.error("--samples must be at least 1")
     if a.new_tokens < 2:
@@ -159,14 +171,14 @@ def random_model(cls, config, device, seed, dtype=None):
 
 
 def build_model(gmodel, args):
-    """gpt-fast's Transformer with random bf16 weights, its KV caches sized for prompt + new
-    tokens."""
+    """gpt-fast's Transformer with random bf16 weights, its KV caches sized for the shortest
+    prompt + new tokens (gpt-fast's generate grows them for a longer one)."""
     import torch
     config = gmodel.ModelArgs(**TINY) if args.tiny else gmodel.ModelArgs.from_name(args.config)
     model = random_model(gmodel.Transformer, config, args.device, args.seed)
     with torch.device(args.device):
         model.setup_caches(max_batch_size=args.batch,
-                           max_seq_length=min(args.prompt + args.new_tokens, config.block_size))
+                           max_seq_length=min(args.prompts[0] + args.new_tokens, config.block_size))
     return model, config
 
 
@@ -226,26 +238,11 @@ def fields(d):
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in d.items())
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    gmodel, gen = import_gptfast(args.gptfast)
+def time_prompt(gen, model, config, n, wbytes, copy_gbps, common, args, clock):
+    """The warm-up call and the timed samples at prompt length n; prints and returns its RESULT."""
     import torch
-    copy_gbps = copy_bandwidth(args.device)
-    model, config = build_model(gmodel, args)
-    wbytes = weight_bytes(model)
-    prompt = torch.randint(0, min(1024, config.vocab_size), (args.prompt,), device=args.device,
+    prompt = torch.randint(0, min(1024, config.vocab_size), (n,), device=args.device,
                            dtype=torch.int64)
-    install_compile(gen, args.compile, args.compile_prefill)
-    clock = PrefillClock(gen, args.device)
-    name = "tiny" if args.tiny else args.config
-    common = dict(engine="gpt-fast", config=name, device=args.device, compile=args.compile,
-                  compile_prefill=int(args.compile_prefill),
-                  batch=args.batch, prompt=args.prompt, new_tokens=args.new_tokens,
-                  top_k=args.top_k, temperature=args.temperature)
-    print(f"gpt-fast {name}: {config.n_layer} layers, dim {config.dim}, {config.n_head} heads "
-          f"({config.n_local_heads} KV), ffn {config.intermediate_size}, vocab "
-          f"{config.vocab_size}; torch {torch.__version__}, {args.device}", flush=True)
-
     compile_s, _, _, _ = one_call(gen, model, prompt, args, clock)
     samples = []
     for i in range(args.samples):
@@ -256,16 +253,38 @@ def main(argv=None):
                  ttft_ms=ttft_s * 1e3,
                  pct_roofline=100.0 * (steps / decode_s) * (wbytes / 1e9) / copy_gbps)
         samples.append(s)
-        print(f"SAMPLE {i} " + fields(s), flush=True)
-    assert tuple(seq.shape) == (args.batch, args.prompt + args.new_tokens), seq.shape
+        print(f"SAMPLE {i} prompt={n} " + fields(s), flush=True)
+    assert tuple(seq.shape) == (args.batch, n + args.new_tokens), seq.shape
     median = sorted(samples, key=lambda s: s["decode_tokens_per_s"])[(len(samples) - 1) // 2]
-    result = dict(common, **median, per_seq_tokens_per_s=median["decode_tokens_per_s"] / args.batch,
+    result = dict(common, prompt=n, **median,
+                  per_seq_tokens_per_s=median["decode_tokens_per_s"] / args.batch,
                   peak_mem_gb=peak_memory_gb(args.device), compile_s=compile_s,
                   copy_gbps=copy_gbps, weight_gb=wbytes / 1e9,
                   ttft_median_ms=statistics.median(s["ttft_ms"] for s in samples),
                   spread_pct=100.0 * statistics.pstdev(s["decode_tokens_per_s"] for s in samples)
                   / median["decode_tokens_per_s"])
     print("RESULT " + fields(result), flush=True)
+    return result
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    gmodel, gen = import_gptfast(args.gptfast)
+    import torch
+    copy_gbps = copy_bandwidth(args.device)
+    model, config = build_model(gmodel, args)
+    wbytes = weight_bytes(model)
+    install_compile(gen, args.compile, args.compile_prefill)
+    clock = PrefillClock(gen, args.device)
+    name = "tiny" if args.tiny else args.config
+    common = dict(engine="gpt-fast", config=name, device=args.device, compile=args.compile,
+                  compile_prefill=int(args.compile_prefill), batch=args.batch,
+                  new_tokens=args.new_tokens, top_k=args.top_k, temperature=args.temperature)
+    print(f"gpt-fast {name}: {config.n_layer} layers, dim {config.dim}, {config.n_head} heads "
+          f"({config.n_local_heads} KV), ffn {config.intermediate_size}, vocab "
+          f"{config.vocab_size}; torch {torch.__version__}, {args.device}", flush=True)
+    for n in args.prompts:
+        time_prompt(gen, model, config, n, wbytes, copy_gbps, common, args, clock)
     return 0
 
 

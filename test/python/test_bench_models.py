@@ -54,14 +54,29 @@ def test_gptfast_decode_tiny_on_cpu():
 
 def test_gptfast_compiled_prefill_tiny_on_cpu():
     """--compile-prefill: gpt-fast's prefill under torch.compile (dynamic shapes), timed for the
-    prefill target; the decode step stays eager (--compile none), so only prefill compiles."""
+    prefill target; the decode step stays eager (--compile none), so only prefill compiles.
+    Several lengths run in one process, shortest first, one RESULT line each."""
     gptfast = checkout("FUSEJIT_GPTFAST", "gpt-fast", "generate.py")
     out = run([ROOT / "bench/gptfast_decode.py", "--gptfast", gptfast, "--tiny", "--device", "cpu",
-               "--compile", "none", "--compile-prefill", "--prompt", "24", "--new-tokens", "2",
+               "--compile", "none", "--compile-prefill", "--prompt", "24", "8", "--new-tokens", "2",
                "--samples", "2"])
-    r = record(out, "RESULT")
-    assert (r["compile"], r["compile_prefill"], r["prompt"]) == ("none", "1", "24")
-    assert float(r["ttft_median_ms"]) > 0 and float(r["ttft_ms"]) > 0
+    results = [dict(f.split("=", 1) for f in line.split()[1:])
+               for line in out.splitlines() if line.startswith("RESULT ")]
+    assert [r["prompt"] for r in results] == ["8", "24"], out
+    for r in results:
+        assert (r["compile"], r["compile_prefill"]) == ("none", "1")
+        assert float(r["ttft_median_ms"]) > 0 and float(r["ttft_ms"]) > 0
+        assert float(r["compile_s"]) > 0
+    assert [line.split()[2] for line in out.splitlines() if line.startswith("SAMPLE ")] == [
+        "prompt=8", "prompt=8", "prompt=24", "prompt=24"]
+
+
+def test_gptfast_decode_refuses_a_bad_prompt():
+    gptfast = checkout("FUSEJIT_GPTFAST", "gpt-fast", "generate.py")
+    done = subprocess.run([sys.executable, ROOT / "bench/gptfast_decode.py", "--gptfast", gptfast,
+                           "--tiny", "--device", "cpu", "--prompt", "8", "0"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 2 and "--prompt takes lengths of at least 1 token, not 0" in done.stderr
 
 
 def test_torch_models_tiny_on_cpu(tmp_path):
