@@ -2,7 +2,9 @@
 """PyTorch on the attention shapes of bench/attention/ (scripts/attention-check): per trace, the
 median time of torch.nn.functional.scaled_dot_product_attention (the backend PyTorch picks) and
 of torch.compile on the pattern as the trace writes it (matmul, scale, where over an arange
-comparison for causal, softmax in f32, matmul), in ms, CUDA events after warm-up.
+comparison for causal, softmax in f32, matmul), in ms, CUDA events after warm-up, over copies of
+q, k and v in turn where a call moves less than twice the L2 (bench/rotation.py), as fusejit
+times.
 
   bench/torch_attention.py TRACE...     prints "<name> <sdpa_ms> <compile_ms>" per trace
 
@@ -15,16 +17,21 @@ import os
 import re
 import sys
 
+from rotation import input_sets
 
-def median_ms(torch, fn, iters=30, warmup=5):
-    for _ in range(warmup):
-        fn()
+
+def median_ms(torch, fn, sets, iters=30, warmup=5):
+    """The median of `iters` timed calls after `warmup`, the calls taking their arguments from
+    `sets` in turn (bench/rotation.py)."""
+    for i in range(warmup):
+        fn(*sets[i % len(sets)])
     torch.cuda.synchronize()
     times = []
-    for _ in range(iters):
+    for i in range(iters):
+        args = sets[(warmup + i) % len(sets)]
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        fn(*args)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
@@ -55,7 +62,9 @@ def main(argv):
         v = torch.randn(b, kvh, skv, d, device="cuda", dtype=torch.bfloat16)
         scale = 1 / math.sqrt(d)
 
-        def sdpa():
+        sets = input_sets(torch, [q, k, v], out_bytes=q.numel() * q.element_size(), runs=35)
+
+        def sdpa(q, k, v):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
                                                   enable_gqa=kvh != h)
 
@@ -70,15 +79,15 @@ def main(argv):
             p = torch.softmax(scores.float(), dim=-1).to(q.dtype)
             return p @ v
 
-        sdpa_ms = median_ms(torch, sdpa)
+        sdpa_ms = median_ms(torch, sdpa, sets)
         try:
             compiled = torch.compile(naive)
-            compile_ms = median_ms(torch, lambda: compiled(q, k, v))
+            compile_ms = median_ms(torch, compiled, sets)
         except Exception as e:  # noqa: BLE001 - report and go on
             print(f"torch_attention: torch.compile failed on {name}: {e}", file=sys.stderr)
             compile_ms = float("nan")
         print(f"{name} {sdpa_ms:.4f} {compile_ms:.4f}", flush=True)
-        del q, k, v
+        del q, k, v, sets
         torch.cuda.empty_cache()
     return 0
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Times workloads in PyTorch eager and under torch.compile, for comparison with fusejit_bench
 in the same device call. Prints one line per workload, `<name> <eager_ms> <compile_ms>` (medians
-of CUDA-event timed runs after warm-up), which `fusejit_bench --torch FILE` reads.
+of CUDA-event timed runs after warm-up, over copies of the inputs in turn where a run moves less
+than twice the L2, as fusejit times: bench/rotation.py), which `fusejit_bench --torch FILE` reads.
 
   torch_bench.py TRACE...          each trace file (docs/trace-format.md) interpreted in torch:
                                    eager runs the interpreted program op by op, compile runs
@@ -27,6 +28,8 @@ import re
 import signal
 import sys
 import time
+
+from rotation import input_sets
 
 # ---- the trace format (docs/trace-format.md) -------------------------------------------------
 
@@ -346,13 +349,16 @@ def seed_workloads():
         yield f"{name}_bf16", fn, shapes, torch.bfloat16
 
 
-def median_ms(fn, args, iters, warmup):
+def median_ms(fn, sets, iters, warmup):
+    """The median of `iters` timed calls after `warmup`, the calls taking their arguments from
+    `sets` in turn (bench/rotation.py)."""
     import torch
     start = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     stop = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for _ in range(warmup):
-        fn(*args)
+    for i in range(warmup):
+        fn(*sets[i % len(sets)])
     for i in range(iters):
+        args = sets[(warmup + i) % len(sets)]
         start[i].record()
         fn(*args)
         stop[i].record()
@@ -376,7 +382,7 @@ def time_both(name, fn, make_inputs, args):
     signal.alarm(max(1, int(args.limit)))
     inputs = None
     try:
-        inputs = make_inputs()
+        inputs = input_sets(torch, make_inputs(), runs=args.iters + args.warmup)
         with torch.no_grad():
             eager = median_ms(fn, inputs, args.iters, args.warmup)
             compiled = median_ms(torch.compile(fn), inputs, args.iters, args.warmup)

@@ -55,8 +55,10 @@ struct DeviceSummary {
 DeviceSummary describe_device(Context& ctx);
 
 // The trace that computes `outputs`, run on the GPU: `warmup` untimed runs, then the median of
-// `iters` runs timed with CUDA events. Throws fusejit::UsageError without a GPU, or when an
-// output is not pending or the trace reads a placeholder.
+// `iters` runs timed with CUDA events. Where a run moves less than twice the GPU's L2, the runs
+// take their inputs from device copies in turn, so that none reads what the run before left in
+// the L2. Throws fusejit::UsageError without a GPU, or when an output is not pending or the
+// trace reads a placeholder.
 struct TraceTiming {
   double ms = 0.0;     // median time of one run
   int64_t bytes = 0;   // the floor: each input read once, each output written once

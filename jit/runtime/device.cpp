@@ -1,6 +1,7 @@
 // jit/device: see device.h.
 #include "jit/runtime/device.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -50,6 +51,7 @@ std::optional<DeviceInfo> probe_device(std::string* why, int ordinal) {
   info.threads_per_sm = prop.maxThreadsPerMultiProcessor;
   info.registers_per_sm = prop.regsPerMultiprocessor;
   info.shared_per_sm = static_cast<int>(prop.sharedMemPerMultiprocessor);
+  info.l2_bytes = static_cast<size_t>(std::max(prop.l2CacheSize, 0));
   info.cluster_launch = prop.clusterLaunch != 0 ? 1 : 0;
   return info;
 }

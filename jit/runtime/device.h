@@ -29,6 +29,7 @@ struct DeviceInfo {
   int sm_count = 0;
   size_t total_memory = 0;
   int threads_per_sm = 0, registers_per_sm = 0, shared_per_sm = 0;
+  size_t l2_bytes = 0;      // the L2 cache
   int cluster_launch = -1;  // cudaDevAttrClusterLaunch: 1 or 0; -1 when not probed
   std::string arch() const;  // "sm_90"
   // The per-SM limits code generation sizes kernels for (the device's own figures).

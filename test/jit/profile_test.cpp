@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "fusejit/fusejit.h"
+#include "jit/runtime/timing.h"
 #include "support/catch.h"
 
 namespace fj = fusejit;
@@ -100,6 +101,27 @@ TEST_CASE("profile functions name what is wrong with their tensors", "[jit][prof
   }
 }
 
+TEST_CASE("timed runs rotate through enough sets of inputs to miss the L2", "[jit][profile]") {
+  using fj::jit::rotation_sets;
+  constexpr int64_t MB = 1000 * 1000, l2 = 50 * MB, spare = 5000 * MB;
+  // A run that moves twice the L2 or more evicts its own inputs.
+  CHECK(rotation_sets(100 * MB, l2, spare) == 1);
+  CHECK(rotation_sets(537 * MB, l2, spare) == 1);
+  // One sequence's KV cache at 8k keys (33.6 MB): the 3 runs between two uses of a set move
+  // 100.8 MB.
+  CHECK(rotation_sets(int64_t{33'554'432} + 8192 * 2 * 2, l2, spare) == 4);
+  CHECK(rotation_sets(99 * MB, l2, spare) == 3);
+  // Small runs: at most 64 sets, and no more copies than the spare memory holds.
+  CHECK(rotation_sets(4 * MB, l2, spare) == 26);
+  CHECK(rotation_sets(1000, l2, spare) == 64);
+  CHECK(rotation_sets(4 * MB, l2, 10 * MB) == 3);
+  CHECK(rotation_sets(4 * MB, l2, 0) == 1);
+  // Unknown sizes: one set.
+  CHECK(rotation_sets(0, l2, spare) == 1);
+  CHECK(rotation_sets(4 * MB, 0, spare) == 1);
+  CHECK(rotation_sets(4 * MB, l2, -1) == 1);
+}
+
 TEST_CASE("time_trace and check_against_reference on the GPU", "[gpu][jit][profile]") {
   fj::Context ctx(quiet());
   if (!ctx.has_gpu()) {
@@ -109,6 +131,7 @@ TEST_CASE("time_trace and check_against_reference on the GPU", "[gpu][jit][profi
   const fj::Tensor x = ctx.from_vector(ramp(rows * cols), {rows, cols});
   const fj::Tensor w = ctx.from_vector(ramp(cols), {cols});
   const fj::Tensor y = fj::rms_norm(x, w);
+  // 4.2 MB a run: timed over copies of x and w in turn (the check after it reads x and w).
   const fj::TraceTiming t = fj::time_trace({y}, 5, 1);
   CHECK(t.ms > 0.0);
   CHECK(t.bytes == (2 * rows * cols + cols) * 4);  // x and w read, y written

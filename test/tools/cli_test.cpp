@@ -345,7 +345,18 @@ TEST_CASE("run --json: one JSON object with the check and each step's figures", 
     }
     CHECK(doc.at("total").at("time_ms").get<double>() > 0);
     CHECK(doc.at("total").at("gbps").get<double>() > 0);
+    CHECK(doc.at("total").at("input_sets").get<int>() >= 1);
   }
+  // 2.6 MB a run, far less than any L2: the runs take copies of the input in turn, one a run
+  // (3 warm-up runs and 3 timed), and the check, run before them on the input itself, passes.
+  const std::string small =
+      std::string(FUSEJIT_SOURCE_DIR) + "/test/traces/odd/softmax_13x50257_bf16.trace";
+  const Result r = run("run --json --check --iters 3 " + small, "", "2>/dev/null");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  CHECK(doc.at("result") == "pass");
+  CHECK(doc.at("total").at("input_sets") == 6);
 }
 
 TEST_CASE("a bad command line exits 2 and names the option, the value and what is accepted",
