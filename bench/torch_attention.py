@@ -20,7 +20,10 @@ import sys
 from rotation import input_sets
 
 
-def median_ms(torch, fn, sets, iters=30, warmup=5):
+ITERS, WARMUP = 30, 5
+
+
+def median_ms(torch, fn, sets, iters=ITERS, warmup=WARMUP):
     """The median of `iters` timed calls after `warmup`, the calls taking their arguments from
     `sets` in turn (bench/rotation.py)."""
     for i in range(warmup):
@@ -62,7 +65,8 @@ def main(argv):
         v = torch.randn(b, kvh, skv, d, device="cuda", dtype=torch.bfloat16)
         scale = 1 / math.sqrt(d)
 
-        sets = input_sets(torch, [q, k, v], out_bytes=q.numel() * q.element_size(), runs=35)
+        sets = input_sets(torch, [q, k, v], out_bytes=q.numel() * q.element_size(),
+                          runs=ITERS + WARMUP)
 
         def sdpa(q, k, v):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal,

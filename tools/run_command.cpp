@@ -181,12 +181,13 @@ Totals report_steps(jit::Runtime& runtime, const jit::Executable& exe, const ir:
   for (size_t s = 0; s < exe.steps.size(); ++s) {
     steps.push_back(step_row(exe, exe.steps[s], timing.step_ms[s], copy_bw, report));
   }
-  const double bw = static_cast<double>(jit::io_bytes(g)) / (timing.total_ms * 1e-3);
+  const auto bytes = static_cast<double>(jit::io_bytes(g));
+  const double bw = bytes / (timing.total_ms * 1e-3);
   if (timing.input_sets > 1) {
     report.print(
         "timed over {} copies of the inputs in turn: a run's {:.1f} MB would otherwise "
         "be read partly from the {:.0f} MB L2 the run before filled\n",
-        timing.input_sets, static_cast<double>(jit::io_bytes(g)) / 1e6,
+        timing.input_sets, bytes / 1e6,
         static_cast<double>(runtime.device().info().l2_bytes) / 1e6);
   }
   report.doc["steps"] = std::move(steps);
