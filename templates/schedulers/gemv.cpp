@@ -259,8 +259,16 @@ void multiply(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars&
   const ExprP wf = units.array("float", "wf", {p.rows, V});
   {
     const auto [rows, r] = units.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
-    const auto [lanes, e] = rows.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
-    lanes.assign(sub(wf, r, e), widen(gemv_weight_dtype(s), sub(sub(wv, r, u), e)));
+    if (gemv_weight_dtype(s) == DType::i8 && V % 4 == 0) {
+      // A word of four weights at a time (fj_gemv_i8x4_to_f32).
+      const auto [words, q] = rows.loop_line("int", "q", lit(0), lit(V / 4), nullptr, 1);
+      const ExprP first = mul(q, lit(4));
+      words.eval(kir::call("fj_gemv_i8x4_to_f32", {kir::prefix("&", sub(wf, r, first)),
+                                                   kir::prefix("&", sub(sub(wv, r, u), first))}));
+    } else {
+      const auto [lanes, e] = rows.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
+      lanes.assign(sub(wf, r, e), widen(gemv_weight_dtype(s), sub(sub(wv, r, u), e)));
+    }
   }
   const auto [each, m] = units.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
   ExprP at = mul(kir::group(add(mul(u, lit(32)), v.lane)), lit(V));

@@ -64,6 +64,26 @@ TEST_CASE("gemv kernel: int8 weights widen to f32 exactly", "[gemv][templates]")
   }
 }
 
+TEST_CASE("gemv kernel: a word of four int8 weights widens to four f32 exactly",
+          "[gemv][templates]") {
+  // Every value in every byte of the word, beside neighbours of every sign.
+  const signed char others[] = {-128, -1, 0, 1, 127, 85};
+  int wrong = 0;
+  for (int at = 0; at < 4; ++at)
+    for (int x = -128; x <= 127; ++x)
+      for (const signed char other : others) {
+        signed char in[4] = {other, static_cast<signed char>(-other - 1), other, 3};
+        in[at] = static_cast<signed char>(x);
+        float out[4];
+        fj_gemv_i8_host::fj_gemv_i8x4_to_f32(out, in);
+        for (int i = 0; i < 4; ++i) {
+          wrong += out[i] != static_cast<float>(in[i]);
+          wrong += std::signbit(out[i]) != (in[i] < 0);  // a zero weight is +0, as the cast gives
+        }
+      }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("gemv kernel: pairs of int8 weights become bf16x2 and f16x2 words exactly",
           "[gemv][templates]") {
   using namespace fj_gemv_i8_host;

@@ -58,6 +58,10 @@ inline void fj_stage_wait() {
 }
 // fj_gemv_i8.cuh: an int8 weight as f32.
 inline float fj_gemv_i8_to_f32(signed char x) { return static_cast<float>(x); }
+// fj_gemv_i8.cuh: four int8 weights (a word of the vector) as f32.
+inline void fj_gemv_i8x4_to_f32(float* out, const signed char* in) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<float>(in[i]);
+}
 
 // The tensor-core variant: cuda_shim.h's mma (fragments rebuilt by the documented layouts), a
 // join of two 16-bit elements, and two floats narrowed into one register.
