@@ -43,3 +43,21 @@ __device__ __forceinline__ unsigned fj_gemv_i8x2_to_f16x2(signed char lo, signed
                           ((static_cast<unsigned char>(hi) ^ 0x80u) << 16);
   return fj_gemv_f16x2_sub(biased, 0x64806480u);
 }
+
+// The same for a word of four int8 weights (lowest byte first) at once, into two registers, the
+// words the pairs (0, 1) and (2, 3) give above. bf16: the four f32 of fj_gemv_i8x4_to_f32,
+// each pair's high halves joined by a byte permute. f16: one XOR flips the four sign bits, then
+// one byte permute places two bytes under 1024's pattern and one f16x2 subtraction leaves them.
+__device__ __forceinline__ void fj_gemv_i8x4_to_bf16x2(unsigned* out, const signed char* in) {
+  float f[4];
+  fj_gemv_i8x4_to_f32(f, in);
+  out[0] = __byte_perm(__float_as_uint(f[0]), __float_as_uint(f[1]), 0x7632);
+  out[1] = __byte_perm(__float_as_uint(f[2]), __float_as_uint(f[3]), 0x7632);
+}
+__device__ __forceinline__ void fj_gemv_i8x4_to_f16x2(unsigned* out, const signed char* in) {
+  unsigned w;
+  memcpy(&w, in, 4);
+  w ^= 0x80808080u;
+  out[0] = fj_gemv_f16x2_sub(__byte_perm(w, 0x64006400u, 0x7150), 0x64806480u);
+  out[1] = fj_gemv_f16x2_sub(__byte_perm(w, 0x64006400u, 0x7352), 0x64806480u);
+}

@@ -570,17 +570,20 @@ void finish_split(kir::Block& b, const GemvSpec& s, const GemvParams& p, const V
 
 // Four 32-bit words (pairs of K) of the 8 elements `v`: 16-bit ones joined, int8 ones
 // (`int8`) widened to the spec's dtype, exactly, by bit patterns (fj_gemv_i8.cuh), not by the
-// conversion unit.
+// conversion unit, a word of four at a time.
 std::vector<ExprP> words(kir::Block& b, const GemvSpec& s, ExprP v, const std::string& name,
                          bool int8) {
   const ExprP w = b.array("unsigned", name, {4});
-  const auto [pairs, i] = b.loop("int", "i", lit(0), lit(4), nullptr, 1);
-  const ExprP lo = sub(v, mul(i, lit(2))), hi = sub(v, add(mul(i, lit(2)), lit(1)));
   if (int8) {
-    const std::string pair =
-        s.dtype == DType::bf16 ? "fj_gemv_i8x2_to_bf16x2" : "fj_gemv_i8x2_to_f16x2";
-    pairs.assign(sub(w, i), kir::call(pair, {lo, hi}));
+    // Four weights (a 32-bit word of int8) into two words at a time.
+    const std::string quad =
+        s.dtype == DType::bf16 ? "fj_gemv_i8x4_to_bf16x2" : "fj_gemv_i8x4_to_f16x2";
+    const auto [quads, q] = b.loop("int", "q", lit(0), lit(2), nullptr, 1);
+    quads.eval(kir::call(quad, {kir::prefix("&", sub(w, mul(q, lit(2)))),
+                                kir::prefix("&", sub(v, mul(q, lit(4))))}));
   } else {
+    const auto [pairs, i] = b.loop("int", "i", lit(0), lit(4), nullptr, 1);
+    const ExprP lo = sub(v, mul(i, lit(2))), hi = sub(v, add(mul(i, lit(2)), lit(1)));
     pairs.assign(sub(w, i), kir::call("fj_gemv_join", {lo, hi}));
   }
   return {sub(w, lit(0)), sub(w, lit(1)), sub(w, lit(2)), sub(w, lit(3))};

@@ -84,6 +84,29 @@ TEST_CASE("gemv kernel: a word of four int8 weights widens to four f32 exactly",
   CHECK(wrong == 0);
 }
 
+TEST_CASE("gemv kernel: a word of four int8 weights becomes two bf16x2 or f16x2 words exactly",
+          "[gemv][templates]") {
+  using namespace fj_gemv_i8_host;
+  // Every value in every byte of the word, beside neighbours of every sign, against the pairs'
+  // conversion (checked exhaustively below).
+  const signed char others[] = {-128, -1, 0, 1, 127, 85};
+  int wrong = 0;
+  for (int at = 0; at < 4; ++at)
+    for (int x = -128; x <= 127; ++x)
+      for (const signed char other : others) {
+        signed char in[4] = {other, static_cast<signed char>(-other - 1), 3, other};
+        in[at] = static_cast<signed char>(x);
+        unsigned bf[2], f16[2];
+        fj_gemv_i8x4_to_bf16x2(bf, in);
+        fj_gemv_i8x4_to_f16x2(f16, in);
+        for (int i = 0; i < 2; ++i) {
+          wrong += bf[i] != fj_gemv_i8x2_to_bf16x2(in[2 * i], in[2 * i + 1]);
+          wrong += f16[i] != fj_gemv_i8x2_to_f16x2(in[2 * i], in[2 * i + 1]);
+        }
+      }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("gemv kernel: pairs of int8 weights become bf16x2 and f16x2 words exactly",
           "[gemv][templates]") {
   using namespace fj_gemv_i8_host;

@@ -87,6 +87,14 @@ inline unsigned fj_gemv_i8x2_to_bf16x2(signed char lo, signed char hi) {
 inline unsigned fj_gemv_i8x2_to_f16x2(signed char lo, signed char hi) {
   return fj_f32x2_to_f16x2(static_cast<float>(lo), static_cast<float>(hi));
 }
+inline void fj_gemv_i8x4_to_bf16x2(unsigned* out, const signed char* in) {
+  out[0] = fj_gemv_i8x2_to_bf16x2(in[0], in[1]);
+  out[1] = fj_gemv_i8x2_to_bf16x2(in[2], in[3]);
+}
+inline void fj_gemv_i8x4_to_f16x2(unsigned* out, const signed char* in) {
+  out[0] = fj_gemv_i8x2_to_f16x2(in[0], in[1]);
+  out[1] = fj_gemv_i8x2_to_f16x2(in[2], in[3]);
+}
 
 // A prologue's ops (fj_math.cuh) and a normalization's block reduction (fj_reduce.cuh): the
 // ones the prologue emulation test's regions use.
