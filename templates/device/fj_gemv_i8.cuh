@@ -13,15 +13,20 @@ __device__ __forceinline__ float fj_gemv_i8_to_f32(signed char x) {
   return __uint_as_float(0x4B000000u | (static_cast<unsigned char>(x) ^ 0x80u)) - 8388736.0f;
 }
 
-// Four int8 weights, one 32-bit word of a weight vector (lowest byte first), as four f32, the
-// values fj_gemv_i8_to_f32 gives, in fewer instructions: the four sign bits flip in one XOR of
-// the word, then one byte permute (PRMT) puts each byte into the low byte of 2^23's pattern,
-// and one add takes 2^23 + 128 off. Where the bytes come one by one, each costs a shift or
-// mask of its own besides.
-__device__ __forceinline__ void fj_gemv_i8x4_to_f32(float* out, const signed char* in) {
+// Four int8 weights, one 32-bit word of a weight vector (lowest byte first), with their four
+// sign bits flipped by one XOR: each byte is then x + 128, as the conversions below want it.
+__device__ __forceinline__ unsigned fj_gemv_i8x4_biased(const signed char* in) {
   unsigned w;
   memcpy(&w, in, 4);
-  w ^= 0x80808080u;
+  return w ^ 0x80808080u;
+}
+
+// Those four weights as four f32, the values fj_gemv_i8_to_f32 gives, in fewer instructions:
+// after the one XOR, one byte permute (PRMT) puts each byte into the low byte of 2^23's pattern,
+// and one add takes 2^23 + 128 off. Where the bytes come one by one, each costs a shift or mask
+// of its own besides.
+__device__ __forceinline__ void fj_gemv_i8x4_to_f32(float* out, const signed char* in) {
+  const unsigned w = fj_gemv_i8x4_biased(in);
   out[0] = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440)) - 8388736.0f;
   out[1] = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7441)) - 8388736.0f;
   out[2] = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7442)) - 8388736.0f;
@@ -46,8 +51,8 @@ __device__ __forceinline__ unsigned fj_gemv_i8x2_to_f16x2(signed char lo, signed
 
 // The same for a word of four int8 weights (lowest byte first) at once, into two registers, the
 // words the pairs (0, 1) and (2, 3) give above. bf16: the four f32 of fj_gemv_i8x4_to_f32,
-// each pair's high halves joined by a byte permute. f16: one XOR flips the four sign bits, then
-// one byte permute places two bytes under 1024's pattern and one f16x2 subtraction leaves them.
+// each pair's high halves joined by a byte permute. f16: after the one XOR, one byte permute
+// places two bytes under 1024's pattern and one f16x2 subtraction leaves them.
 __device__ __forceinline__ void fj_gemv_i8x4_to_bf16x2(unsigned* out, const signed char* in) {
   float f[4];
   fj_gemv_i8x4_to_f32(f, in);
@@ -55,9 +60,7 @@ __device__ __forceinline__ void fj_gemv_i8x4_to_bf16x2(unsigned* out, const sign
   out[1] = __byte_perm(__float_as_uint(f[2]), __float_as_uint(f[3]), 0x7632);
 }
 __device__ __forceinline__ void fj_gemv_i8x4_to_f16x2(unsigned* out, const signed char* in) {
-  unsigned w;
-  memcpy(&w, in, 4);
-  w ^= 0x80808080u;
+  const unsigned w = fj_gemv_i8x4_biased(in);
   out[0] = fj_gemv_f16x2_sub(__byte_perm(w, 0x64006400u, 0x7150), 0x64806480u);
   out[1] = fj_gemv_f16x2_sub(__byte_perm(w, 0x64006400u, 0x7352), 0x64806480u);
 }
