@@ -23,13 +23,6 @@ void sort_unique(std::vector<NodeId>& ids) {
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
 }
 
-// Views, constants and random sources (rand, randn: a pure function of the element's position
-// and of the two values of their key input) cost nothing to evaluate again where they are read.
-bool is_view_or_constant(const Node& n) {
-  const OpKind kind = ir::op_kind(n.op);
-  return n.op == Op::constant || kind == OpKind::view || kind == OpKind::random;
-}
-
 std::vector<bool> live_nodes(const Graph& g) {
   std::vector<bool> live(g.size(), false);
   for (NodeId out : g.outputs()) live[static_cast<size_t>(out)] = true;
@@ -169,6 +162,12 @@ void absorb_int8_cast(Dataflow& df, NodeId matmul, GemmOperands& ops) {
 }
 
 }  // namespace
+
+bool is_view_or_constant(const Node& n) {
+  const OpKind kind = ir::op_kind(n.op);
+  return n.op == Op::constant || n.op == Op::arange || kind == OpKind::view ||
+         kind == OpKind::random;
+}
 
 bool is_last_two_swap(const std::vector<int64_t>& perm) {
   const size_t r = perm.size();

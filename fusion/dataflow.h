@@ -13,7 +13,7 @@ namespace fusejit::fusion::detail {
 enum class NodeRole {
   dead,     // no output needs it
   input,    // a graph input: read from memory, never in a region
-  free,     // a view or constant: replicated into every region that reads it
+  free,     // a view or constant (is_view_or_constant): replicated into every region that reads it
   compute,  // elementwise, reduce, or a view/constant that must be written to memory
   gemm,     // a matmul: a library call of its own
 };
@@ -59,6 +59,13 @@ struct Dataflow {
 // again in every region that reads them (fusion/recompute.h). A graph output or a matmul
 // operand among them is still written by a region.
 Dataflow analyze(const ir::Graph& g, const std::vector<bool>& recomputed = {});
+
+// True for what costs nothing to evaluate again where it is read, and so is replicated into
+// every region that reads it (NodeRole::free): views, constants, aranges (start + step *
+// position) and random sources (rand, randn: a pure function of the element's position and of
+// the two values of their key input). An arange read by several regions (the candidate positions
+// of a sampling search, read by each of its rounds) would otherwise be a kernel of its own.
+bool is_view_or_constant(const ir::Node& n);
 
 // True when `perm` swaps the last two axes and keeps the others.
 bool is_last_two_swap(const std::vector<int64_t>& perm);

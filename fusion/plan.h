@@ -66,8 +66,9 @@
 //                the pattern (attention_layout); otherwise the pattern is planned as GEMM,
 //                normalization, GEMM.
 //
-// Constants and views are never inputs or outputs of their own accord: they are replicated into
-// every region that reads them (index arithmetic, free to recompute). A view or constant that is
+// Constants and views (and aranges and random sources: fusion/dataflow.h, is_view_or_constant)
+// are never inputs or outputs of their own accord: they are replicated into every region that
+// reads them (index arithmetic, free to recompute). A view or constant that is
 // itself a graph output, or a non-transpose view feeding a matmul, is materialized by a region
 // like any other value. A graph output that is a graph input is in no region: the executor copies
 // the input (a decision records it).

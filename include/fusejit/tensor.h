@@ -250,11 +250,11 @@ Tensor sample(const Tensor& logits, double temperature, uint64_t seed, uint64_t 
               int64_t axis = -1);
 // The same with {seed, offset} as data, an i64 tensor of shape [2] (Context::rand(shape, key)).
 Tensor sample(const Tensor& logits, double temperature, const Tensor& key, int64_t axis = -1);
-// Logit filters for sampling, along the last axis, each a few row kernels (a threshold search
-// of 4 rounds of 256 candidates, then the filter): the logits kept as they are, the others
-// -inf, so that sample() draws among the kept ones. top_k_filter keeps every logit at or above
-// the row's k-th largest (ties with it included); top_p_filter keeps the smallest set of
-// largest logits whose softmax probability reaches p (nucleus sampling; apply the temperature
+// Logit filters for sampling, along the last axis, each a few kernels (a threshold search
+// of 4 rounds of 256 candidates, two kernels a round, then the filter): the logits kept as they
+// are, the others -inf, so that sample() draws among the kept ones. top_k_filter keeps every logit
+// at or above the row's k-th largest (ties with it included); top_p_filter keeps the smallest set
+// of largest logits whose softmax probability reaches p (nucleus sampling; apply the temperature
 // first, as logits / t). k >= the vocabulary and p = 1 keep everything. Throws
 // fusejit::UsageError for integer logits, k < 1 or p outside (0, 1].
 Tensor top_k_filter(const Tensor& logits, int64_t k);

@@ -269,30 +269,43 @@ constexpr int kBins = 256;
 
 // Per row of x (the last axis; shape [..., 1]): the largest threshold t found by the search such
 // that sum(weight * (x >= t)) >= target, weight [..., V] or empty (1 per element), target a
-// number or [..., 1]. Each round counts, in one reduction kernel, the weight at or above
-// kBins evenly spaced candidates between the current bounds, then keeps the interval of the
-// last candidate that still reaches the target (the first always does: it is the row's min,
-// or the bound kept before, where the weight was already reached).
+// number or [..., 1]. Each round counts the weight at or above kBins evenly spaced candidates
+// between the current bounds, then keeps the interval of the last candidate that still reaches
+// the target (the first always does: it is the row's min, or the bound kept before, where the
+// weight was already reached).
+// How it is written decides its kernels (a round is two: the count, then the candidates that
+// reached the target, counted):
+//   - the count is a column reduction: the row as a column [..., V, 1] against the candidates
+//     as a row [..., 1, kBins], summed over V. A block then loads each logit once and tests it
+//     against a tile of candidates; summed along the row instead ([..., kBins, V] over V), each
+//     candidate's block read the whole row again, kBins times the row's bytes a round;
+//   - the bounds and the step keep the shape of the reductions that give them ([..., 1], as the
+//     counts' sum with keepdim), so that their updates are those reductions' epilogues, not
+//     kernels of one element each;
+//   - the candidates' positions are an arange, an index computed where it is read.
 Tensor search_threshold(const Tensor& x, const Tensor& weight, const Tensor& target) {
   Context& ctx = x.context();
-  const Tensor row = unsqueeze(x, -2);  // [..., 1, V]
-  const Tensor w = weight.defined() ? unsqueeze(weight, -2) : Tensor();
-  const Tensor step = reshape(ctx.arange(0, kBins, 1) * (1.0 / kBins), {kBins, 1});
-  // The bounds of the finite logits (an earlier filter's -inf are never kept).
+  const Tensor column = unsqueeze(x, -1);  // [..., V, 1]
+  const Tensor w = weight.defined() ? unsqueeze(weight, -1) : Tensor();
+  const Tensor position = ctx.arange(0, kBins, 1);  // [kBins]
+  // The bounds of the finite logits (an earlier filter's -inf are never kept): two reductions
+  // of x alone, siblings that one kernel computes; a row of -inf only gets lo = top = -inf.
   const Tensor top = max(x, {-1}, true);
-  Tensor lo = unsqueeze(min(where(eq(x, ctx.scalar(-INFINITY)), top, x), {-1}, true), -1);
-  Tensor width = unsqueeze(top, -1) - lo;  // [..., 1, 1]
+  const Tensor finite_min =
+      min(where(eq(x, ctx.scalar(-INFINITY)), ctx.scalar(INFINITY), x), {-1}, true);
+  Tensor lo = minimum(finite_min, top);  // [..., 1]
+  Tensor step = (top - lo) * (1.0 / kBins);
   for (int round = 0; round < kSearchRounds; ++round) {
-    const Tensor t = lo + width * step;  // [..., kBins, 1]
-    const Tensor above = cast(ge(row, t), DType::f32);
-    const Tensor mass = sum(w.defined() ? above * w : above, {-1});  // [..., kBins]
+    const Tensor t = unsqueeze(lo + step * position, -2);            // [..., 1, kBins]
+    const Tensor above = cast(ge(column, t), DType::f32);            // [..., V, kBins]
+    const Tensor mass = sum(w.defined() ? above * w : above, {-2});  // [..., kBins]
     const Tensor reached = ge(mass, target);
     // (At least 0: fewer finite logits than the target keep them all.)
     const Tensor last = maximum(sum(cast(reached, DType::f32), {-1}, true) - 1.0, ctx.scalar(0.0));
-    lo = lo + width * unsqueeze(last * (1.0 / kBins), -1);
-    width = width * (1.0 / kBins);
+    lo = lo + step * last;
+    step = step * (1.0 / kBins);
   }
-  return squeeze(lo, -1);
+  return lo;
 }
 
 Tensor keep_at_or_above(const Tensor& logits, const Tensor& threshold) {

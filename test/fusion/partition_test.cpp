@@ -537,6 +537,25 @@ TEST_CASE("a decode step's RoPE of q and k, and the k and v cache writes, are on
   CHECK(plan.kernel_count() == 18);  // 23 before sibling sweeps (2 a layer and 3 of the rest)
 }
 
+TEST_CASE("an arange read by regions of different iteration spaces is evaluated in each",
+          "[fusion][partition]") {
+  // x * arange(C) summed along the rows and along the columns: two reductions of [R, C] that
+  // no one kernel computes. The arange is index arithmetic, replicated into both like a constant;
+  // it used to be a kernel of its own, written for the two to read.
+  Graph g;
+  const NodeId x = ir::add_input(g, DType::f32, {R, C});
+  const NodeId position = ir::add_arange(g, C, DType::f32);
+  const NodeId y = bin(g, Op::mul, x, position);
+  g.set_outputs({ir::add_reduce(g, Op::sum, y, {0}, false),
+                 ir::add_reduce(g, Op::sum, bin(g, Op::add, x, position), {1}, false)});
+  const Plan plan = plan_of(g);
+  CHECK(plan.kernel_count() == 2);
+  for (const Region& r : plan.regions) {
+    CHECK(r.inputs == std::vector<NodeId>{x});
+    CHECK(contains(r.nodes, position));
+  }
+}
+
 TEST_CASE("a value several consumers need is computed once and written once, or recomputed",
           "[fusion][partition]") {
   // e is needed by a pointwise consumer over [R,C] and by a column sum. Without recomputation

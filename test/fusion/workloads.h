@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fusion/dataflow.h"
 #include "fusion/pipeline.h"
 #include "fusion/plan.h"
 #include "ir/graph.h"
@@ -254,8 +255,7 @@ inline void check_plan(const Plan& plan) {
     for (NodeId id : r.nodes) {
       const ir::Node& n = g.node(id);
       CHECK(n.op != Op::input);
-      if (n.op != Op::constant && ir::op_kind(n.op) != ir::OpKind::view)
-        ++computed_in[static_cast<size_t>(id)];
+      if (!fusion::detail::is_view_or_constant(n)) ++computed_in[static_cast<size_t>(id)];
     }
     CHECK_FALSE(r.outputs.empty());
     for (NodeId out : r.outputs) {

@@ -118,6 +118,14 @@ TEST_CASE("every kernel of the layout suite compiles for sm_90", "[jit][nvrtc]")
   CHECK(kernels >= 72);
 }
 
+// bench/sampling: top-k 200 and a draw over a 128k vocabulary, the search as it is (columns) and
+// as it was (rows), batch 1 and 8: 13 + 13 + 18 + 19 kernels, deduplicated by the compile.
+TEST_CASE("every kernel of the sampling traces compiles for sm_90", "[jit][nvrtc]") {
+  const auto [traces, kernels] = compile_folder("bench/sampling");
+  CHECK(traces == 4);
+  CHECK(kernels >= 26);
+}
+
 TEST_CASE("every kernel of the odd-shapes suite compiles for sm_90", "[jit][nvrtc]") {
   const auto [traces, kernels] = compile_folder("test/traces/odd");
   CHECK(traces >= 78);

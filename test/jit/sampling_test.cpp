@@ -3,7 +3,10 @@
 // one kernel for a vocabulary row, and sampled frequencies against softmax(logits / t).
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "fusejit/fusejit.h"
@@ -59,9 +62,61 @@ TEST_CASE("argmax over a vocabulary row is one kernel", "[jit][sampling]") {
   const ir::Graph f = ir::parse(ctx.trace_text({fj::sample(filtered, 0.8, 1, 2)}), "filters");
   const fusion::Plan filters = fusion::make_plan(f);
   WARN("top-k, top-p and a draw over 128256 logits: " << filters.kernel_count() << " kernels");
-  CHECK(filters.kernel_count() <= 40);  // 35 today: each search round is two reductions
+  CHECK(filters.kernel_count() <= 25);  // 35 before the search's kernels were cut (below)
   for (const fusion::Region& r : filters.regions) {
     fusejit::test::generate_and_compile(filters.graph, r);
+  }
+}
+
+// The threshold search of top_k_filter (jit/api/ops.cpp, search_threshold), as planned: the row's
+// bounds one kernel (max and min are siblings), each of the 4 rounds two kernels (the count of
+// the row at or above 256 candidates, a column reduction, then the candidates that reached k,
+// counted, with the next bounds as its epilogue), and no kernel of one element or of the
+// candidates' positions. Before, a round was three kernels and the row's bounds three, and the
+// counts summed along the row, reading it once per candidate.
+TEST_CASE("top-k's threshold search is two kernels a round, its counts column reductions",
+          "[jit][sampling]") {
+  fj::Context ctx(fusejit::testing::quiet());
+  for (int64_t batch : {1, 8}) {
+    INFO("batch " << batch);
+    const fj::Tensor logits = ctx.placeholder({batch, 128256}, DType::bf16);
+    const ir::Graph g = ir::parse(ctx.trace_text({fj::top_k_filter(logits, 200)}), "top_k_filter");
+    const fusion::Plan plan = fusion::make_plan(g);
+    INFO(fusion::plan_to_text(plan));
+    // The cast of the bf16 logits to f32, the bounds, 4 x 2 rounds, the filter.
+    CHECK(plan.kernel_count() == 11);
+    int counts = 0;
+    for (const fusion::Region& r : plan.regions) {
+      CHECK(ir::numel(r.shape) >= 256);
+      if (r.shape == fj::Shape{batch, 128256, 256}) {
+        ++counts;
+        CHECK(r.kind == fusion::RegionKind::reduction);
+        CHECK(r.reduce_axes == std::vector<int64_t>{1});
+      }
+      for (ir::NodeId o : r.outputs) CHECK(plan.graph.node(o).op != ir::Op::arange);
+    }
+    CHECK(counts == 4);
+  }
+}
+
+// bench/sampling holds the trace of top-k 200 and a draw as the API records it (the "columns"
+// files, timed by `fusejit run` against the "rows" ones, the search as it was before): they must
+// stay what the API records, or the timing says nothing about it.
+TEST_CASE("bench/sampling's top-k traces are what the API records", "[jit][sampling]") {
+  fj::Context ctx(fusejit::testing::quiet());
+  for (int64_t batch : {1, 8}) {
+    const fj::Tensor logits = ctx.placeholder({batch, 128256}, DType::bf16);
+    const std::string recorded =
+        ctx.trace_text({fj::sample(fj::top_k_filter(logits, 200), 0.8, 1, 2)});
+    const std::string path = std::string(FUSEJIT_SOURCE_DIR) +
+                             "/bench/sampling/topk200_sample_columns_b" + std::to_string(batch) +
+                             "_bf16.trace";
+    INFO(path << " (write the recorded text there when the API's search changes)");
+    std::ifstream file(path);
+    REQUIRE(file);
+    const std::string saved((std::istreambuf_iterator<char>(file)),
+                            std::istreambuf_iterator<char>());
+    CHECK(saved == recorded);
   }
 }
 
