@@ -33,17 +33,20 @@ std::vector<std::vector<NodeId>> users_of(const Dataflow& df) {
 
 // Every use of `id` reads each element it reaches once: through reshapes, permutes and slices
 // (a part of it: RoPE's even and odd halves), elementwise nodes of the same element count and
-// reductions; no expand, no matmul.
+// reductions; no expand, no matmul. With `broadcast`, elementwise nodes of more elements (a
+// broadcast operand) are uses too: for a cast, which costs such a reader one conversion per
+// element, next to the op it evaluates there anyway.
 bool read_whole(const Dataflow& df, const std::vector<std::vector<NodeId>>& users, NodeId id,
-                int64_t count) {
+                int64_t count, bool broadcast) {
   for (NodeId u : users[static_cast<size_t>(id)]) {
     const Node& n = df.node(u);
     if (n.op == Op::reshape || n.op == Op::permute) {
-      if (!read_whole(df, users, u, count)) return false;
+      if (!read_whole(df, users, u, count, broadcast)) return false;
     } else if (n.op == Op::slice) {
-      if (!read_whole(df, users, u, ir::numel(n.shape))) return false;
+      if (!read_whole(df, users, u, ir::numel(n.shape), broadcast)) return false;
     } else if (ir::is_elementwise(n.op)) {
-      if (ir::numel(n.shape) != count) return false;
+      const int64_t reads = ir::numel(n.shape);
+      if (reads != count && !(broadcast && reads > count)) return false;
     } else if (ir::op_kind(n.op) != ir::OpKind::reduce) {
       return false;
     }
@@ -79,7 +82,7 @@ struct Search {
     for (NodeId r : df.readers[i]) {
       if (df.role_of(r) == NodeRole::gemm || library_values.count(r) != 0) return false;
     }
-    return read_whole(df, users, id, ir::numel(n.shape));
+    return read_whole(df, users, id, ir::numel(n.shape), n.op == Op::cast);
   }
 
   // `id` and, recursively, the eligible values of its region of the same element count it is

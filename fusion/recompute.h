@@ -11,8 +11,11 @@
 //     result its region writes (not what its epilogue evaluates without writing), and are read
 //     whole: every reader, through reshapes, permutes and slices, is elementwise of the same
 //     element count or a reduction of them (no expand: a broadcast value would be recomputed
-//     per element of its readers). A candidate is tried alone and with the candidates of its
-//     own region it is computed from (its chain: exp and sub together);
+//     per element of its readers), except that a cast may also be read by elementwise nodes of
+//     more elements (one conversion an element of theirs: the 4 rounds of a sampling search
+//     read the f32 cast of a bf16 row broadcast against 256 thresholds). A candidate is tried
+//     alone and with the candidates of its own region it is computed from (its chain: exp and
+//     sub together);
 //   - bounds: a recomputed value is evaluated from what is read from memory with at most
 //     kMaxRecomputedOps elementwise ops, none of them costly (ir/op.h kCostly: pow, sin, cos,
 //     gelu); reductions and matmuls are never recomputed;

@@ -240,6 +240,34 @@ TEST_CASE("a value broadcast to its reader is not recomputed per element", "[fus
   CHECK(regions_computing(plan, e) == 1);
 }
 
+TEST_CASE("a cast broadcast to its readers is recomputed by them; exp of it is not",
+          "[fusion][recompute]") {
+  // A sampling search's round: the bf16 row cast to f32, its max, and its count at or above a
+  // row of thresholds (a column reduction of [C, R] over C, the row broadcast along R). A cast
+  // costs the count one conversion per element, next to its compare: recomputed, both regions
+  // read the bf16 row and no f32 copy is written. exp costs more than that per element: the
+  // max's region writes it for the count to read.
+  for (const Op op : {Op::cast, Op::exp}) {
+    INFO(ir::op_name(op));
+    Graph g;
+    const NodeId x = ir::add_input(g, DType::bf16, {C});
+    const NodeId t = ir::add_input(g, DType::f32, {1, R});
+    const NodeId wide = op == Op::cast ? ir::add_cast(g, x, DType::f32)
+                                       : un(g, Op::exp, ir::add_cast(g, x, DType::f32));
+    const NodeId above =
+        ir::add_cast(g, bin(g, Op::ge, ir::add_reshape(g, wide, {C, 1}), t), DType::f32);
+    g.set_outputs({ir::add_reduce(g, Op::max, wide, {0}, false),
+                   ir::add_reduce(g, Op::sum, above, {0}, false)});
+    const Plan plan = plan_of(g);
+    CHECK(plan.kernel_count() == 2);
+    CHECK(written(plan, wide) == (op == Op::exp));
+    if (op == Op::cast) {
+      CHECK(regions_computing(plan, wide) == 2);
+      for (const Region& r : plan.regions) CHECK(r.inputs.front() == x);
+    }
+  }
+}
+
 TEST_CASE("a graph output is written by the region that computes it", "[fusion][recompute]") {
   Graph g;
   const NodeId x = ir::add_input(g, DType::f32, {R, C});

@@ -62,7 +62,7 @@ TEST_CASE("argmax over a vocabulary row is one kernel", "[jit][sampling]") {
   const ir::Graph f = ir::parse(ctx.trace_text({fj::sample(filtered, 0.8, 1, 2)}), "filters");
   const fusion::Plan filters = fusion::make_plan(f);
   WARN("top-k, top-p and a draw over 128256 logits: " << filters.kernel_count() << " kernels");
-  CHECK(filters.kernel_count() <= 25);  // 35 before the search's kernels were cut (below)
+  CHECK(filters.kernel_count() <= 23);  // 35 before the search's kernels were cut (below)
   for (const fusion::Region& r : filters.regions) {
     fusejit::test::generate_and_compile(filters.graph, r);
   }
@@ -83,8 +83,9 @@ TEST_CASE("top-k's threshold search is two kernels a round, its counts column re
     const ir::Graph g = ir::parse(ctx.trace_text({fj::top_k_filter(logits, 200)}), "top_k_filter");
     const fusion::Plan plan = fusion::make_plan(g);
     INFO(fusion::plan_to_text(plan));
-    // The cast of the bf16 logits to f32, the bounds, 4 x 2 rounds, the filter.
-    CHECK(plan.kernel_count() == 11);
+    // The bounds, 4 x 2 rounds, the filter; the cast of the bf16 logits to f32 is evaluated in
+    // each of them (fusion/recompute.h), not written by a kernel of its own.
+    CHECK(plan.kernel_count() == 10);
     int counts = 0;
     for (const fusion::Region& r : plan.regions) {
       CHECK(ir::numel(r.shape) >= 256);
