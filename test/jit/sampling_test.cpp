@@ -98,6 +98,21 @@ TEST_CASE("top-k's threshold search is two kernels a round, its counts column re
     }
     CHECK(counts == 4);
   }
+  // Other vocabularies and batches (GPT-2's, Llama-2's, Qwen's; odd, one, many rows), f16 and
+  // f32 logits, top-p's weighted counts: every kernel compiles for sm_90.
+  struct Shape {
+    int64_t batch, vocab;
+    DType dtype;
+  };
+  for (const Shape& s : {Shape{3, 50257, DType::bf16}, Shape{64, 32000, DType::f16},
+                         Shape{1, 151936, DType::f32}, Shape{5, 1000, DType::bf16}}) {
+    INFO(s.batch << " x " << s.vocab << " " << fj::dtype_name(s.dtype));
+    const fj::Tensor logits = ctx.placeholder({s.batch, s.vocab}, s.dtype);
+    const fj::Tensor kept = fj::top_p_filter(fj::top_k_filter(logits, 50), 0.9);
+    const ir::Graph g = ir::parse(ctx.trace_text({kept}), "filters");
+    const fusion::Plan plan = fusion::make_plan(g);
+    for (const fusion::Region& r : plan.regions) fusejit::test::generate_and_compile(plan.graph, r);
+  }
 }
 
 // bench/sampling holds the trace of top-k 200 and a draw as the API records it (the "columns"
