@@ -100,12 +100,12 @@ TEST_CASE("top-k's threshold search is two kernels a round, its counts column re
   }
   // Other vocabularies and batches (GPT-2's, Llama-2's, Qwen's; odd, one, many rows), f16 and
   // f32 logits, top-p's weighted counts: every kernel compiles for sm_90.
-  struct Shape {
+  struct Logits {
     int64_t batch, vocab;
     DType dtype;
   };
-  for (const Shape& s : {Shape{3, 50257, DType::bf16}, Shape{64, 32000, DType::f16},
-                         Shape{1, 151936, DType::f32}, Shape{5, 1000, DType::bf16}}) {
+  for (const Logits& s : {Logits{3, 50257, DType::bf16}, Logits{64, 32000, DType::f16},
+                          Logits{1, 151936, DType::f32}, Logits{5, 1000, DType::bf16}}) {
     INFO(s.batch << " x " << s.vocab << " " << fj::dtype_name(s.dtype));
     const fj::Tensor logits = ctx.placeholder({s.batch, s.vocab}, s.dtype);
     const fj::Tensor kept = fj::top_p_filter(fj::top_k_filter(logits, 50), 0.9);
