@@ -802,11 +802,11 @@ void report(fj::Context& ctx, Model& m, const Run& r, const Generated& g) {
               c.name.c_str(), (long long)c.layers, (long long)c.hidden, (long long)c.heads,
               (long long)c.kv_heads, (long long)c.ffn, (long long)c.vocab);
   const fj::Options& o = ctx.options();
-  std::printf("engine: FUSEJIT_PDL=%s FUSEJIT_GEMV_RING=%d\n",
+  std::printf("engine: FUSEJIT_PDL=%s FUSEJIT_GEMV_RING=%d%s\n",
               o.pdl == fj::PdlMode::all    ? "all"
               : o.pdl == fj::PdlMode::gemv ? "gemv"
                                            : "off",
-              o.gemv_ring ? 1 : 0);
+              o.gemv_ring ? 1 : 0, o.gemv_epilogue ? " FUSEJIT_GEMV_EPILOGUE=1" : "");
   std::printf("memory: weights %.2f GB%s, KV cache %.3f GB (batch %lld, %lld positions)\n",
               gigabytes(weights), m.lm_head.int8() ? " (projections int8)" : "", gigabytes(cache),
               (long long)r.batch, (long long)r.capacity());

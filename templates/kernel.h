@@ -151,6 +151,11 @@ struct CodegenOptions {
   // so far it makes the decode step slower (FUSEJIT_GEMV_PROLOGUE=1 turns it on); the tests
   // generate, emulate and compile it.
   bool gemv_prologue = false;
+  // The same at the GEMM's other end: the pointwise region that alone reads a skinny GEMM's D,
+  // evaluated at the store (templates::GemvEpilogue; jit/libs/prologue.h), D never written. Off
+  // by default until timed (FUSEJIT_GEMV_EPILOGUE=1); the tests generate, emulate and compile
+  // it.
+  bool gemv_epilogue = false;
   // The skinny-GEMM kernel's CUDA-core variant streams its weights through a ring of stages in
   // shared memory where the SM has room (GemvParams::ring; FUSEJIT_GEMV_RING=1). Off by default
   // (Options::gemv_ring says why); the tests generate, emulate and compile it.

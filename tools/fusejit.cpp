@@ -35,7 +35,7 @@ values it takes):
   FUSEJIT_REQUIRE_WARM  1: a kernel missing from the cache is an error, not a compile
 and FUSEJIT_DUMP_DIR, FUSEJIT_RECORD_DIR, FUSEJIT_MEMO_MAX, FUSEJIT_KERNELS_MAX, FUSEJIT_TF32,
 FUSEJIT_ROUNDING, FUSEJIT_ATTENTION, FUSEJIT_CUDNN_PATH, FUSEJIT_GEMV_PROLOGUE,
-FUSEJIT_GEMV_RING.
+FUSEJIT_GEMV_EPILOGUE, FUSEJIT_GEMV_RING.
 `fusejit COMMAND --help` describes a command.)";
 
 constexpr int kUsageStatus = 2;

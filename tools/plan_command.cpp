@@ -105,7 +105,7 @@ int plan(const PlanArgs& args) {
     text = fusion::json_line(doc);
   } else {
     text = jit::plan_text(plan, options.allow_tf32, options.gemv, options.gemv_prologue,
-                          options.gemv_ring);
+                          options.gemv_ring, options.gemv_epilogue);
     if (dp) text += dynamic_text(trace, *dp, values);
   }
   std::fwrite(text.data(), 1, text.size(), stdout);

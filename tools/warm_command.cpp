@@ -232,9 +232,11 @@ std::vector<templates::Kernel> trace_kernels(const ir::SymbolicGraph& trace,
   }
   fusion::Plan plan = fusion::make_plan(trace.graph, jit::plan_options(options));
   library_calls = plan.library_call_count();
-  // As build_executable: the regions a skinny GEMM computes as its prologue are no kernels.
-  const std::map<size_t, fusion::Region> producers =
-      jit::absorb_prologues(plan, build.codegen, build.allow_tf32);
+  // As build_executable: the regions a skinny GEMM computes as its prologue, or at its store,
+  // are no kernels.
+  const jit::AbsorbedRegions absorbed = jit::absorb_regions(plan, build.codegen, build.allow_tf32);
+  const std::map<size_t, fusion::Region>& producers = absorbed.producers;
+  const std::map<size_t, fusion::Region>& consumers = absorbed.consumers;
   std::vector<templates::Kernel> kernels;
   for (size_t i = 0; i < plan.regions.size(); ++i) {
     const fusion::Region& region = plan.regions[i];
@@ -246,8 +248,10 @@ std::vector<templates::Kernel> trace_kernels(const ir::SymbolicGraph& trace,
     // (FUSEJIT_GEMV): the one a run would build.
     const jit::GemmCall call = jit::describe_gemm_call(plan, region, build.allow_tf32);
     const auto producer = producers.find(i);
+    const auto consumer = consumers.find(i);
     if (auto k = jit::gemv_kernel(call, build.codegen, nullptr, &plan.graph,
-                                  producer == producers.end() ? nullptr : &producer->second)) {
+                                  producer == producers.end() ? nullptr : &producer->second,
+                                  consumer == consumers.end() ? nullptr : &consumer->second)) {
       kernels.push_back(std::move(*k));
       --library_calls;  // a kernel now, not cuBLASLt's call
     }

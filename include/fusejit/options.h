@@ -110,6 +110,11 @@ struct Options {
   // (docs/gemm.md, "Prologues"). Off by default: as timed on H100s and H200s so far, it makes
   // the decode step slower.
   bool gemv_prologue = false;
+  // FUSEJIT_GEMV_EPILOGUE=1: a skinny GEMM that the generated kernel runs evaluates the pointwise
+  // region that alone reads its output at its store, so that the output is never written
+  // (docs/gemm.md, "Epilogue regions"): silu(gate) * up after a fused gate/up projection. Off by
+  // default until timed on a GPU.
+  bool gemv_epilogue = false;
   // FUSEJIT_GEMV_RING=1: the skinny-GEMM kernel streams its weights through a ring of stages in
   // shared memory where the SM has room, instead of keeping two stages in registers
   // (docs/gemm.md, "The weights' ring"). Off by default: alone it is no faster; with pdl it made

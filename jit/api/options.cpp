@@ -305,6 +305,8 @@ Options Options::parse(const std::vector<std::pair<std::string, std::string>>& v
       o.pdl = parse_pdl(value);
     else if (name == "FUSEJIT_GEMV_PROLOGUE")
       o.gemv_prologue = parse_bool(name, value);
+    else if (name == "FUSEJIT_GEMV_EPILOGUE")
+      o.gemv_epilogue = parse_bool(name, value);
     else if (name == "FUSEJIT_GEMV_RING")
       o.gemv_ring = parse_bool(name, value);
     else if (name == "FUSEJIT_ATTENTION") o.attention = parse_attention(value);

@@ -132,7 +132,8 @@ std::string plan_text(const std::vector<Tensor>& outputs) {
   const ir::Graph trace = ir::prune(p.graph, p.graph.outputs());
   const fusion::Plan plan = fusion::make_plan(trace, jit::plan_options(p.ctx.options));
   return jit::plan_text(plan, p.ctx.options.allow_tf32, p.ctx.options.gemv,
-                        p.ctx.options.gemv_prologue, p.ctx.options.gemv_ring);
+                        p.ctx.options.gemv_prologue, p.ctx.options.gemv_ring,
+                        p.ctx.options.gemv_epilogue);
 }
 
 DeviceSummary describe_device(Context& ctx) {

@@ -235,11 +235,14 @@ std::vector<ir::NodeId> gemv_arguments(const GemmCall& call, const fusion::Regio
 std::optional<templates::Kernel> gemv_kernel(const GemmCall& call,
                                              const templates::CodegenOptions& codegen,
                                              std::string* why, const ir::Graph* graph,
-                                             const fusion::Region* producer) {
+                                             const fusion::Region* producer,
+                                             const fusion::Region* consumer) {
   std::optional<templates::GemvSpec> spec = gemv_spec(call, codegen.gemv, why);
   if (!spec) return std::nullopt;
   templates::GemvPrologue prologue{graph, producer, codegen};
   if (producer) spec->prologue = &prologue;
+  templates::GemvEpilogue epilogue{graph, consumer, codegen};
+  if (consumer) spec->epilogue = &epilogue;
   spec->ring = codegen.gemv_ring;
   templates::Kernel k = templates::generate_gemv(
       *spec, codegen.target, codegen.grid_dependency || codegen.gemv_grid_dependency);

@@ -90,13 +90,16 @@ std::vector<ir::NodeId> gemv_arguments(const GemmCall& call,
 // The skinny-GEMM kernel a run generates for the call under `codegen` (its gemv mode, target
 // and grid dependency), its params gemv_arguments; nothing, and `why`, where cuBLASLt runs it.
 // With `producer` (a region of `graph` that absorb_prologues, jit/libs/prologue.h, merged into
-// the call's region), the kernel computes A from it (templates::GemvPrologue). The executor and
+// the call's region), the kernel computes A from it (templates::GemvPrologue); with `consumer`
+// (one that absorb_epilogues merged), it evaluates that region at its store
+// (templates::GemvEpilogue), and the call's D is that region's output. The executor and
 // `fusejit warm` both make it here, so that a warmed cache holds the kernel a run asks for.
 std::optional<templates::Kernel> gemv_kernel(const GemmCall& call,
                                              const templates::CodegenOptions& codegen,
                                              std::string* why = nullptr,
                                              const ir::Graph* graph = nullptr,
-                                             const fusion::Region* producer = nullptr);
+                                             const fusion::Region* producer = nullptr,
+                                             const fusion::Region* consumer = nullptr);
 
 // "cublasLt 512x512x64 x16 (8 calls) bf16+bias+relu": M x N x K, the batch count of each call,
 // how many calls (when more than one), the dtype and what the epilogue adds ("gemm ...

@@ -1,6 +1,7 @@
 // jit/plan_text: see plan_text.h.
 #include "jit/libs/plan_text.h"
 
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -40,10 +41,29 @@ std::set<ir::NodeId> prologue_operands(const fusion::Plan& plan, bool allow_tf32
   return out;
 }
 
+// The region (its index in `plan`) whose work each gemm region does at its store, by the gemm
+// region's index: absorb_epilogues of a copy.
+std::map<size_t, size_t> epilogue_regions(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv,
+                                          bool epilogue) {
+  std::map<size_t, size_t> out;
+  if (!epilogue) return out;
+  fusion::Plan copy = plan;
+  templates::CodegenOptions codegen;
+  codegen.gemv = gemv;
+  codegen.gemv_epilogue = true;
+  for (const auto& [i, consumer] : absorb_epilogues(copy, codegen, allow_tf32)) {
+    for (size_t j = 0; j < plan.regions.size(); ++j) {  // (consumers follow their GEMM: i stays)
+      if (plan.regions[j].outputs == consumer.outputs) out.emplace(i, j);
+    }
+  }
+  return out;
+}
+
 // How the executor will issue each gemm region (jit/libs/gemm_call.h).
 std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv,
-                               bool prologue, bool ring) {
+                               bool prologue, bool ring, bool epilogue) {
   const std::set<ir::NodeId> computed = prologue_operands(plan, allow_tf32, gemv, prologue);
+  const std::map<size_t, size_t> stored = epilogue_regions(plan, allow_tf32, gemv, epilogue);
   std::string out;
   for (size_t i = 0; i < plan.regions.size(); ++i) {
     if (plan.regions[i].kind != fusion::RegionKind::gemm) continue;
@@ -56,6 +76,12 @@ std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, GemvMo
           "region {} runs no kernel)",
           call.a, i - 1, i - 1);
     }
+    if (const auto j = stored.find(i); j != stored.end()) {
+      out += fmt::format(
+          ", evaluating region {} at its store (an epilogue region: region {} runs no kernel, %{} "
+          "is never written)",
+          j->second, j->second, call.d);
+    }
     if (p.batch > 1) {
       out += fmt::format(", batch strides A {} B {} D {}", p.stride_a, p.stride_b, p.stride_d);
     }
@@ -67,8 +93,9 @@ std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, GemvMo
 }  // namespace
 
 std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv, bool prologue,
-                      bool ring) {
-  return fusion::plan_to_text(plan) + library_calls_text(plan, allow_tf32, gemv, prologue, ring);
+                      bool ring, bool epilogue) {
+  return fusion::plan_to_text(plan) +
+         library_calls_text(plan, allow_tf32, gemv, prologue, ring, epilogue);
 }
 
 }  // namespace fusejit::jit

@@ -17,8 +17,10 @@ namespace fusejit::jit {
 // parameters; with GemvMode::on each other one says why not. With `prologue`
 // (Options::gemv_prologue), one that computes its A from the region before it says so
 // (jit/libs/prologue.h): that region is then no kernel of its own. `ring` (Options::gemv_ring):
-// whether the kernel's parameters may stream the weights through shared memory.
+// whether the kernel's parameters may stream the weights through shared memory. With `epilogue`
+// (Options::gemv_epilogue), one that evaluates the region reading its D at its store says so:
+// that region is then no kernel of its own either.
 std::string plan_text(const fusion::Plan& plan, bool allow_tf32, GemvMode gemv = GemvMode::large,
-                      bool prologue = false, bool ring = false);
+                      bool prologue = false, bool ring = false, bool epilogue = false);
 
 }  // namespace fusejit::jit

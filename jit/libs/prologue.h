@@ -1,4 +1,5 @@
-// jit/prologue: which skinny GEMMs compute their A themselves (templates::GemvPrologue). A
+// jit/prologue: which skinny GEMMs compute their A themselves (templates::GemvPrologue), and
+// which evaluate the region that reads their D at their store (templates::GemvEpilogue). A
 // decode step at batch 1 runs, per layer, an RMS norm before q/k/v and before gate/up, and
 // silu(gate) * up before down: each a kernel of a few microseconds that writes A for the GEMM
 // kernel right after it to read back. The GEMM kernel can compute those elements as it stages
@@ -28,5 +29,27 @@ namespace fusejit::jit {
 std::map<size_t, fusion::Region> absorb_prologues(fusion::Plan& plan,
                                                   const templates::CodegenOptions& codegen,
                                                   bool allow_tf32);
+
+// The mirror image, at the other end of the GEMM (templates::GemvEpilogue): merges into each gemm
+// region that the skinny-GEMM kernel runs under `codegen` the one region that reads its D, where
+// nothing else reads D, D is no graph output, and templates::refuse_epilogue takes that region
+// (silu(gate) * up after a fused gate/up projection). The merged region's outputs become that
+// region's (D then has no buffer: describe_gemm_call's D is the region's output, which the
+// kernel writes), its nodes both regions'; the consumer leaves the plan. Decisions as above.
+// Returns the consumers by the index of the gemm region they merged into, in the plan as it is
+// after. Nothing with codegen.gemv_epilogue off. Only for static plans.
+std::map<size_t, fusion::Region> absorb_epilogues(fusion::Plan& plan,
+                                                  const templates::CodegenOptions& codegen,
+                                                  bool allow_tf32);
+
+// Both, as a run builds its executable (and `fusejit warm` its kernels): epilogue regions first,
+// so that a region that both follows one skinny GEMM and feeds another (silu(gate) * up) goes
+// into the first one's store; then prologues. Each map by the gemm region's index in the plan as
+// it is after both.
+struct AbsorbedRegions {
+  std::map<size_t, fusion::Region> producers, consumers;
+};
+AbsorbedRegions absorb_regions(fusion::Plan& plan, const templates::CodegenOptions& codegen,
+                               bool allow_tf32);
 
 }  // namespace fusejit::jit

@@ -121,11 +121,13 @@ namespace {
 // (its arguments in the kernel's params), and a decision saying which runs the region.
 void plan_gemv(fusion::Plan& plan, size_t i, const GemmCall& call,
                const templates::CodegenOptions& codegen, templates::Kernel& kernel,
-               const fusion::Region* producer) {
+               const fusion::Region* producer, const fusion::Region* consumer) {
   std::string why;
-  std::optional<templates::Kernel> made = gemv_kernel(call, codegen, &why, &plan.graph, producer);
-  if (!made && producer) {  // absorb_prologues merged it for this kernel only
-    throw InternalError(fmt::format("region {}: a prologue without the gemv kernel: {}", i, why));
+  std::optional<templates::Kernel> made =
+      gemv_kernel(call, codegen, &why, &plan.graph, producer, consumer);
+  if (!made && (producer || consumer)) {  // absorb_regions merged them for this kernel only
+    throw InternalError(fmt::format(
+        "region {}: a prologue or epilogue region without the gemv kernel: {}", i, why));
   }
   if (!made && call.int8_b) {
     // The plan keeps int8 weights only for calls the kernel takes; sizes that changed since
@@ -151,11 +153,13 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
                             const BuildOptions& options, const PrebuiltKernel& prebuilt) {
   Executable exe;
   exe.plan = std::move(plan);
-  // Prologues change which regions there are: before the steps point at them. (A dynamic
-  // plan's kernels, `prebuilt`, are by region index: its regions stay as planned.)
-  const std::map<size_t, fusion::Region> producers =
-      prebuilt ? std::map<size_t, fusion::Region>{}
-               : absorb_prologues(exe.plan, options.codegen, options.allow_tf32);
+  // Prologues and epilogue regions change which regions there are: before the steps point at
+  // them. (A dynamic plan's kernels, `prebuilt`, are by region index: its regions stay as
+  // planned.)
+  const AbsorbedRegions absorbed =
+      prebuilt ? AbsorbedRegions{} : absorb_regions(exe.plan, options.codegen, options.allow_tf32);
+  const std::map<size_t, fusion::Region>& producers = absorbed.producers;
+  const std::map<size_t, fusion::Region>& consumers = absorbed.consumers;
   const fusion::Plan& p = exe.plan;
   exe.steps.resize(p.regions.size());
   std::vector<templates::Kernel> kernels(p.regions.size());
@@ -166,9 +170,11 @@ Executable build_executable(fusion::Plan plan, const KernelLoader& loader,
     if (r.kind == fusion::RegionKind::gemm) {
       step.gemm = describe_gemm_call(p, r, options.allow_tf32);
       const auto producer = producers.find(i);
+      const auto consumer = consumers.find(i);
       if (options.codegen.gemv != GemvMode::off || step.gemm.int8_b)
         plan_gemv(exe.plan, i, step.gemm, options.codegen, kernels[i],
-                  producer == producers.end() ? nullptr : &producer->second);
+                  producer == producers.end() ? nullptr : &producer->second,
+                  consumer == consumers.end() ? nullptr : &consumer->second);
     } else if (r.kind == fusion::RegionKind::attention && options.cudnn) {
       std::string why;
       step.attention = plan_attention_call(p.graph, r, options.cudnn, &why);

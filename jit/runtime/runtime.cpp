@@ -35,6 +35,7 @@ BuildOptions build_options(const Options& options, const templates::Target& targ
   b.codegen.rounding = options.rounding;
   b.codegen.gemv = options.gemv;
   b.codegen.gemv_prologue = options.gemv_prologue;
+  b.codegen.gemv_epilogue = options.gemv_epilogue;
   b.codegen.gemv_ring = options.gemv_ring;
   b.codegen.grid_dependency = options.pdl == PdlMode::all && target.cc >= 90;
   b.codegen.gemv_grid_dependency = options.pdl == PdlMode::gemv && target.cc >= 90;

@@ -14,6 +14,7 @@
 
 #include "fusejit/error.h"
 #include "templates/emit.h"
+#include "templates/schedulers/gemv_epilogue.h"
 #include "templates/schedulers/gemv_prologue.h"
 
 namespace fusejit::templates {
@@ -61,6 +62,7 @@ struct Vars {
   ExprP item;                    // the work item (w)
   ExprP tile, piece, row0, acc;  // per work item: row0 is the warp's first weight row
   GemvPrologueBuilder* prologue = nullptr;  // A computed, not loaded (GemvSpec::prologue)
+  GemvEpilogueBuilder* epilogue = nullptr;  // D read at the store (GemvSpec::epilogue)
   // Programmatic dependent launch with the ring: the block's first stages of weights are issued
   // before it waits for the grid ahead (ring_stages), A after.
   bool wait_in_ring = false;
@@ -93,7 +95,34 @@ void build_signature(kir::Function& f, const GemvSpec& s, const GemvParams& p, V
   if (s.scale) v.scale = f.param(t, "scale", true, "[N]: the int8 weights' scale per row");
   if (s.bias) v.bias = f.param(t, "bias", true, "[N]");
   if (s.residual) v.c = f.param(t, "c", true, "C: [M, N]");
-  v.d = f.param(t, "d", false, "D: [M, N]");
+  if (v.epilogue) {
+    v.d = f.param(std::string(dtype_code(v.epilogue->output_dtype()).storage), "d", false,
+                  "the epilogue region's output: [M, N / groups]");
+  } else {
+    v.d = f.param(t, "d", false, "D: [M, N]");
+  }
+}
+
+// Weight rows a warp takes in each of the epilogue region's runs (GemvParams::groups), and the
+// runs' length.
+int64_t run_rows(const GemvParams& p) { return p.rows / p.groups; }
+int64_t run_length(const GemvSpec& s, const GemvParams& p) { return s.n / p.groups; }
+
+// The weight row of the warp's row r (row0: the warp's first): row0 + r, or with runs
+// (GemvParams::groups) row r % h of run r / h, h = rows / groups.
+ExprP weight_row(const GemvSpec& s, const GemvParams& p, ExprP row0, ExprP r) {
+  if (p.groups == 1) return add(std::move(row0), std::move(r));
+  const int64_t h = run_rows(p);
+  return add(std::move(row0),
+             add(kir::group(kir::infix(r, "%", lit(h))),
+                 mul(kir::group(kir::infix(r, "/", lit(h))), lit(run_length(s, p)))));
+}
+
+// Whether the warp's row r (weight row n) is inside N: with runs, inside its run.
+ExprP row_inside(const GemvSpec& s, const GemvParams& p, ExprP row0, ExprP r, ExprP n) {
+  if (p.groups == 1) return less(std::move(n), s.n);
+  return less(add(std::move(row0), kir::group(kir::infix(r, "%", lit(run_rows(p))))),
+              run_length(s, p));
 }
 
 // Split K (split > 1): the block's verdict, the partials and the count of pieces arrived; then
@@ -146,7 +175,7 @@ kir::Block& work_items(kir::Function& f, const GemvParams& p, Vars& v) {
   v.tile = work.let("long long", "tile", kir::infix(w, "/", lit(p.split)));
   v.piece = work.let("long long", "piece", kir::infix(w, "%", lit(p.split)));
   v.row0 = work.let("long long", "row0",
-                    add(mul(v.tile, lit(p.warps * p.rows)), mul(v.warp, lit(p.rows))));
+                    add(mul(v.tile, lit(p.warps * run_rows(p))), mul(v.warp, lit(run_rows(p)))));
   return work;
 }
 
@@ -166,10 +195,10 @@ void load_weights(kir::Block& b, const GemvSpec& s, const GemvParams& p, const V
   const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
   const auto [zero, e] = units.loop_line("int", "e", lit(0), lit(V), nullptr, 1);
   zero.assign(sub(sub(wv, r, u), e), lit(0));
-  const ExprP n = units.let("long long", "n", add(v.row0, r));
+  const ExprP n = units.let("long long", "n", weight_row(s, p, v.row0, r));
   const ExprP k =
       units.let("long long", "k", add(k0, mul(kir::group(add(mul(u, lit(32)), v.lane)), lit(V))));
-  kir::Block& in = units.branch(both(less(n, s.n), less(k, s.k)));
+  kir::Block& in = units.branch(both(row_inside(s, p, v.row0, r, n), less(k, s.k)));
   in.eval(kir::load_vec(sub(wv, r, u), add(v.b, add(mul(n, lit(s.k)), k))));
 }
 
@@ -301,8 +330,8 @@ void prefetch_rows(kir::Block& b, const GemvSpec& s, const GemvParams& p, ExprP 
                    ExprP lane, ExprP k0, int64_t count) {
   const int64_t per_line = 128 / static_cast<int64_t>(dtype_size(gemv_weight_dtype(s)));
   const auto [rows, r] = b.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
-  const ExprP n = rows.let("long long", "n", add(row0, r));
-  kir::Block& in = rows.branch(less(n, s.n));
+  const ExprP n = rows.let("long long", "n", weight_row(s, p, row0, r));
+  kir::Block& in = rows.branch(row_inside(s, p, row0, r, n));
   const auto [lines, line] = in.loop("int", "line", lane, lit(ceil_div(count, per_line)), lit(32));
   const ExprP k = lines.let("long long", "k", add(k0, mul(line, lit(per_line))));
   lines.branch_line(less(k, s.k))
@@ -383,11 +412,11 @@ void copy_stage(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Var
   const std::string t(dtype_code(gemv_weight_dtype(s)).storage);
   const auto [rows, r] = b.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
   const auto [units, u] = rows.loop("int", "u", lit(0), lit(p.unroll), nullptr, 1);
-  const ExprP n = units.let("long long", "n", add(row0, r));
+  const ExprP n = units.let("long long", "n", weight_row(s, p, row0, r));
   const ExprP k =
       units.let("long long", "k", add(kq, mul(kir::group(add(mul(u, lit(32)), v.lane)), lit(V))));
   const ExprP dst = units.let_mut(t + "*", "dst", ring_vector(p, v, slot, r, u));
-  const ExprP inside = both(less(n, s.n), less(k, s.k));
+  const ExprP inside = both(row_inside(s, p, row0, r, n), less(k, s.k));
   units.branch(inside).eval(kir::call(fmt::format("fj_stage_vec<{}, {}>", t, V),
                                       {dst, add(v.b, add(mul(n, lit(s.k)), k))}));
   kir::Block& outside = units.branch(kir::prefix("!", kir::group(inside)));
@@ -414,7 +443,8 @@ void issue_stage(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Va
                             mul(kir::group(kir::infix(q, "/", lit(count))),
                                 kir::cast("long long", kir::grid_blocks())));
     kir::Block& in = b.branch(kir::infix(add(v.item, hop), "<", lit(p.work)));
-    const ExprP row0 = in.let("long long", "rows_at", add(v.row0, mul(hop, lit(p.warps * p.rows))));
+    const ExprP row0 =
+        in.let("long long", "rows_at", add(v.row0, mul(hop, lit(p.warps * run_rows(p)))));
     const ExprP kq =
         in.let("long long", "kq", mul(kir::group(kir::infix(q, "%", lit(count))), lit(p.chunk)));
     copy_stage(in, s, p, v, row0, kq, slot);
@@ -501,9 +531,8 @@ void accumulate(kir::Block& b, const GemvSpec& s, const GemvParams& p, Vars& v) 
     rows.assign(sub(v.acc, m, r), kir::call("fj_gemv_shfl_xor", {sub(v.acc, m, r), lit(o)}), "+=");
 }
 
-// act(alpha * sum * scale[n] + beta * C[m, n] + bias[n]), rounded into the output's dtype and
-// stored.
-void store(kir::Block& b, const GemvSpec& s, const Vars& v, ExprP sum, ExprP m, ExprP n) {
+// act(alpha * sum * scale[n] + beta * C[m, n] + bias[n]), as f32.
+ExprP epilogue_value(const GemvSpec& s, const Vars& v, ExprP sum, ExprP m, ExprP n) {
   ExprP value = s.alpha == 1.0 ? sum : mul(lit(literal(DType::f32, s.alpha)), sum);
   if (s.scale) value = mul(kir::group(value), widen(s.dtype, sub(v.scale, n)));
   const ExprP at = add(mul(m, lit(s.n)), n);
@@ -513,7 +542,32 @@ void store(kir::Block& b, const GemvSpec& s, const Vars& v, ExprP sum, ExprP m, 
   using Act = fusion::GemmEpilogue::Activation;
   if (s.activation == Act::relu) value = kir::call("fj_gemv_relu", {value});
   if (s.activation == Act::gelu_tanh) value = kir::call("fj_gemv_gelu_tanh", {value});
-  b.assign(sub(v.d, at), narrow(s.dtype, value));
+  return value;
+}
+
+// D[m, n] = epilogue_value, rounded into D's dtype.
+void store(kir::Block& b, const GemvSpec& s, const Vars& v, ExprP sum, ExprP m, ExprP n) {
+  b.assign(sub(v.d, add(mul(m, lit(s.n)), n)), narrow(s.dtype, epilogue_value(s, v, sum, m, n)));
+}
+
+// With an epilogue region (no split): its output element (m, j) for each of the warp's h = rows /
+// groups rows j = row0 + i of a run, by lane (m * h + i) % 32, from the sums of weight rows j + c
+// * N / groups (the warp's rows i + c * h), each through the GEMM's own epilogue first. Every
+// lane holds every sum of the warp's rows after the butterfly.
+void store_epilogue(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v) {
+  const int64_t h = run_rows(p), length = run_length(s, p);
+  const auto [each, m] = b.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
+  const auto [rows, i] = each.loop("int", "i", lit(0), lit(h), nullptr, 1);
+  const ExprP j = rows.let("long long", "j", add(v.row0, i));
+  const ExprP owner = kir::infix(kir::group(add(mul(m, lit(h)), i)), "%", lit(32));
+  kir::Block& mine = rows.branch(both(kir::infix(v.lane, "==", owner), less(j, length)));
+  std::vector<ExprP> sums;
+  for (int64_t c = 0; c < p.groups; ++c) {
+    const ExprP n = add(j, lit(c * length));
+    sums.push_back(mine.let("float", fmt::format("es{}", c),
+                            epilogue_value(s, v, sub(v.acc, m, add(i, lit(c * h))), m, n)));
+  }
+  v.epilogue->store(mine, v.d, m, j, sums);
 }
 
 // Each (m, r) sum is stored by one lane (lane (m * rows + r) % 32), in its row's bounds. `body`
@@ -736,8 +790,9 @@ kir::Block prefetch_weights(const GemvSpec& s, const GemvParams& p, ExprP b) {
   const ExprP tile = kir::group(kir::infix(w, "/", lit(p.split)));
   const ExprP k0 = mine.let("long long", "w0_k",
                             mul(kir::group(kir::infix(w, "%", lit(p.split))), lit(p.piece)));
-  const ExprP row0 = mine.let("long long", "w0_row",
-                              add(mul(tile, lit(p.warps * p.rows)), mul(warp, lit(p.rows))));
+  const ExprP row0 =
+      mine.let("long long", "w0_row",
+               add(mul(tile, lit(p.warps * run_rows(p))), mul(warp, lit(run_rows(p)))));
   prefetch_rows(mine, s, p, b, row0, lane, k0, p.chunk);
   return before;
 }
@@ -829,6 +884,7 @@ GemvParams gemv_params(const GemvSpec& s, const Target& target) {
   while (p.vector_width > 1 && s.k % p.vector_width != 0) p.vector_width /= 2;
   p.block = 32 * p.warps;
   p.rows = s.m <= 4 ? 4 : 2;
+  if (s.epilogue) p.groups = epilogue_reads(*s.epilogue->graph, *s.epilogue->region).groups;
   p.unroll = pow2_floor(std::clamp<int64_t>(kStageFloats / (s.m * 32 * p.vector_width), 1,
                                             kVectorsInFlight / p.rows));
   p.chunk = 32 * p.unroll * p.vector_width;
@@ -853,7 +909,8 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p, bool wai
                   p.vector_width * int64_t(dtype_size(gemv_weight_dtype(s))) != 16)))
     throw InternalError(fmt::format("gemv: params disagree: {}", params_text("gemv", p)));
   if (p.mma) {
-    if (s.prologue) throw InternalError("gemv: a prologue for the tensor-core variant");
+    if (s.prologue || s.epilogue)
+      throw InternalError("gemv: a prologue or epilogue region for the tensor-core variant");
     return build_gemv_mma_kernel(s, p);
   }
   kir::Function f;
@@ -861,6 +918,12 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p, bool wai
   v.wait_in_ring = wait_in_ring && p.ring;
   std::optional<GemvPrologueBuilder> prologue;
   if (s.prologue) v.prologue = &prologue.emplace(*s.prologue);
+  std::optional<GemvEpilogueBuilder> epilogue;
+  if (s.epilogue) {
+    v.epilogue = &epilogue.emplace(*s.epilogue);
+    if (p.split > 1 || p.groups != v.epilogue->groups() || p.rows % p.groups)
+      throw InternalError(fmt::format("gemv: an epilogue region under {}", params_text("gemv", p)));
+  }
   build_signature(f, s, p, v);
   declare_storage(f, s, p, v);
   if (v.prologue) v.prologue->declare_row(f.body);
@@ -872,6 +935,8 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p, bool wai
         body(mine, m, r, n, sub(v.acc, m, r));
       });
     });
+  } else if (v.epilogue) {
+    store_epilogue(work, s, p, v);
   } else {
     per_output(work, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n) {
       store(mine, s, v, sub(v.acc, m, r), m, n);
@@ -902,6 +967,7 @@ KernelBody gemv_body(const GemvSpec& s, const GemvParams& p, bool grid_dependenc
     body.helpers.push_back("fj_reduce.cuh");
     if (p.resident) body.helpers.push_back("fj_pdl.cuh");
   }
+  if (s.epilogue && !s.prologue) body.helpers.push_back("fj_math.cuh");  // the region's ops
   body.shared_bytes = static_cast<int>(p.ring * ring_stage_bytes(p));
   body.block = p.block;
   body.work_blocks = p.work;
@@ -918,8 +984,13 @@ Kernel generate_gemv(const GemvSpec& s, const Target& target, bool grid_dependen
         !why.empty())
       throw InternalError("generate_gemv: prologue: " + why);
   }
+  if (s.epilogue) {
+    if (const std::string why = refuse_epilogue(s, *s.epilogue->graph, *s.epilogue->region, target);
+        !why.empty())
+      throw InternalError("generate_gemv: epilogue: " + why);
+  }
   KernelBody body = gemv_body(s, gemv_params(s, target), grid_dependency);
-  kir::lower_indices(body.fn);  // a prologue's index arithmetic
+  kir::lower_indices(body.fn);  // a prologue's or epilogue region's index arithmetic
   kir::place_declarations(body.fn);
   kir::verify(body.fn);
   Kernel k = assemble_kernel(body, body.helpers, "");

@@ -27,6 +27,7 @@
 namespace fusejit::templates {
 
 struct GemvPrologue;
+struct GemvEpilogue;
 
 // One GEMM of the skinny kind: A [M, K] (or stored [K, M] when transpose_a), B the weights,
 // stored [N, K] when transpose_b (linear's weight: matmul(x, weight^T)), D [M, N] row-major; bias
@@ -48,6 +49,10 @@ struct GemvSpec {
   // Not null: A is not read from memory but computed as it is staged, from the region whose one
   // output it is (GemvPrologue). The kernel's A argument is then that region's inputs.
   const GemvPrologue* prologue = nullptr;
+  // Not null: D is not stored but read, as the kernel holds it, by the region whose one input it
+  // is (GemvEpilogue), which the kernel evaluates at its store. The kernel's D argument is then
+  // that region's output.
+  const GemvEpilogue* epilogue = nullptr;
   // The weights may stream through a ring in shared memory (GemvParams::ring) where it fits;
   // false keeps two stages in registers. The library sets it from CodegenOptions::gemv_ring.
   bool ring = true;
@@ -62,6 +67,19 @@ struct GemvSpec {
 // and `region` must outlive the generated kernel's making; `codegen` is what the region's own
 // kernel would have been generated with (rounding, fast math).
 struct GemvPrologue {
+  const ir::Graph* graph = nullptr;
+  const fusion::Region* region = nullptr;
+  CodegenOptions codegen;
+};
+
+// The region that reads a skinny GEMM's D, evaluated inside the GEMM's kernel at its store, so
+// that D is never written to memory and read back (a decode step's silu(gate) * up after the
+// fused gate/up projection). The region is pointwise, D is its only input, and each of its
+// output elements reads D as it is or through slices of D's last dim that are `groups` equal
+// runs of it: out[m, j] = f(D[m, j + c * N / groups] for c < groups). `graph` and `region` must
+// outlive the generated kernel's making; `codegen` is what the region's own kernel would have
+// been generated with.
+struct GemvEpilogue {
   const ir::Graph* graph = nullptr;
   const fusion::Region* region = nullptr;
   CodegenOptions codegen;
@@ -84,13 +102,20 @@ std::string refuse_gemv(const GemvSpec& spec);
 // GemvPrologue says.
 std::string refuse_prologue(const GemvSpec& spec, const ir::Graph& g,
                             const fusion::Region& producer);
+// Why the kernel cannot evaluate `consumer` (a region of `g` whose one input is D) at its
+// store, or "" when it can: the CUDA-core variant without a split K (a warp must hold each sum
+// whole), a pointwise region of one output whose nodes all have that output's shape and read D
+// as GemvEpilogue says, groups dividing the rows a warp takes.
+std::string refuse_epilogue(const GemvSpec& spec, const ir::Graph& g,
+                            const fusion::Region& consumer, const Target& target = {});
 // The parameters: vector width from K's divisibility, rows and unroll from M, the split from
 // the tiles; tensor cores (GemvParams::mma) for 2..16 rows of bf16/f16 with K a multiple of 8
 // (see gemv.cpp).
 GemvParams gemv_params(const GemvSpec& spec, const Target& target);
 // The kernel of those parameters as kernel IR (name: kKernelNameToken), and as a KernelBody.
 // Launch: params.block threads, any grid (a grid-stride loop over params.work items), arguments
-// a (with a prologue: its region's inputs, in order), b, [scale], [bias], [c], d in that order;
+// a (with a prologue: its region's inputs, in order), b, [scale], [bias], [c], d (with an
+// epilogue region: its output) in that order;
 // with split > 1 launches must not overlap (scratch).
 // `wait_in_ring`: with the ring, the block waits for the grid ahead (fj_grid_dependency_wait)
 // after it issues its first stages of weights, before it reads A.

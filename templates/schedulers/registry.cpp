@@ -119,6 +119,7 @@ ParamFields GemvParams::fields() const {
   if (prefetch) f.insert(f.end(), {{"prefetch", prefetch}});
   if (resident) f.insert(f.end(), {{"resident", resident}});
   if (ring) f.insert(f.end(), {{"ring", ring}, {"ring_blocks", ring_blocks}});
+  if (groups > 1) f.insert(f.end(), {{"groups", groups}});
   return f;
 }
 

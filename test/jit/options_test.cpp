@@ -71,6 +71,10 @@ TEST_CASE("valid values", "[jit][options]") {
   CHECK(
       fusejit::jit::build_options(parse1("FUSEJIT_GEMV_PROLOGUE", "1"), {}).codegen.gemv_prologue);
   CHECK_FALSE(fusejit::jit::build_options(Options{}, {}).codegen.gemv_prologue);
+  CHECK_FALSE(fusejit::Options{}.gemv_epilogue);  // off until timed
+  CHECK(
+      fusejit::jit::build_options(parse1("FUSEJIT_GEMV_EPILOGUE", "1"), {}).codegen.gemv_epilogue);
+  CHECK_FALSE(fusejit::jit::build_options(Options{}, {}).codegen.gemv_epilogue);
   CHECK(parse1("FUSEJIT_ARCH", "sm_90").arch == "sm_90");
   CHECK(parse1("FUSEJIT_ARCH", "sm_90a").arch == "sm_90a");
   CHECK(parse1("FUSEJIT_TF32", "1").allow_tf32);

@@ -4,8 +4,6 @@
 // interpreter on random inputs, its output poisoned first: an RMS norm before a projection (one
 // row; the statistics in every block), silu(gate) * up before a projection with a residual
 // (bf16), the same with 3 rows of f32 and a K that takes no vectors.
-#include <dlfcn.h>
-
 #include <cmath>
 #include <cstdio>
 
@@ -14,8 +12,7 @@
 #include "ir/interp.h"
 #include "jit/libs/gemm_call.h"
 #include "jit/libs/prologue.h"
-#include "test/templates/emulate/host_build.h"
-#include "test/templates/support.h"
+#include "test/templates/gemv_emulation.h"
 
 using namespace fusejit;
 using namespace fusejit::ir;
@@ -91,54 +88,21 @@ double emulated_error(const Graph& g, const std::string& tag,
   CHECK(kernel->params.front() == producer.inputs.front());  // A is never an argument
   CHECK(std::find(kernel->params.begin(), kernel->params.end(), call.a) == kernel->params.end());
 
-  std::string src = fmt::format("#include \"{}/gemv_shim.h\"\n", FUSEJIT_EMULATE_DIR);
-  src += test::emulated_kernel(*kernel, src);
-  void* so = test::open_shared_object(src, "gemv-prologue-" + tag);
-  Graph whole = plan.graph;
-  std::vector<NodeId> wanted(kernel->params.begin(), kernel->params.end() - 1);
-  wanted.push_back(call.d);
-  whole.set_outputs(wanted);
-  std::vector<HostTensor> values = interpret(whole, test::random_inputs(whole, 20261206, 1.0));
-  HostTensor out(plan.graph.node(call.d).dtype, plan.graph.node(call.d).shape);
-  for (int64_t i = 0; i < out.numel(); ++i) out.set(i, NAN);
-  std::vector<void*> args;
-  for (size_t i = 0; i + 1 < wanted.size(); ++i) args.push_back(values[i].bytes.data());
-  args.push_back(out.bytes.data());
-  using Entry = void (*)(void* const*, int);
-  auto entry = reinterpret_cast<Entry>(dlsym(so, ("run_" + kernel->name).c_str()));
-  REQUIRE(entry != nullptr);
-  auto prefetch_range =
-      reinterpret_cast<void (*)(const void*, size_t)>(dlsym(so, "fj_emu_prefetch_range"));
-  auto prefetches = reinterpret_cast<long (*)(int)>(dlsym(so, "fj_emu_prefetches"));
-  REQUIRE(prefetch_range != nullptr);
-  REQUIRE(prefetches != nullptr);
-  const size_t weights =
-      std::find(kernel->params.begin(), kernel->params.end(), call.b) - kernel->params.begin();
-  REQUIRE(weights + 1 < wanted.size());
-  prefetch_range(values[weights].bytes.data(), values[weights].bytes.size());
-  entry(args.data(), static_cast<int>(kernel->work_blocks));
+  REQUIRE(kernel->params.back() == call.d);
+  const test::GemvEmulation run =
+      test::emulate_gemv(*kernel, plan.graph, call.b, "gemv-prologue-" + tag, 20261206);
   // With A staged once, a piece of several stages prefetches the stages after its first into
   // L2 while A is computed: inside the weights only.
-  CHECK(prefetches(1) == 0);
+  CHECK(run.prefetches_outside == 0);
   // With PDL, the first weights are read before the grid dependency's wait (prefetched, or
   // copied into the ring): inside the weights only.
   const bool ahead =
       kernel->programmatic || (kernel->schedule.find("resident") != std::string::npos &&
                                kernel->source.find("fj_prefetch_l2(b") != std::string::npos);
-  CHECK((prefetches(0) > 0) == ahead);
-  std::printf("gemv prologue emulation (%s): %ld prefetches\n", tag.c_str(), prefetches(0));
-  const HostTensor& ref = values.back();
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    if (std::isnan(out.get(i))) return INFINITY;  // unwritten
-    diff += std::pow(out.get(i) - ref.get(i), 2);
-    norm += std::pow(ref.get(i), 2);
-  }
-  auto misaligned = reinterpret_cast<long (*)()>(dlsym(so, "fj_emu_misaligned"));
-  REQUIRE(misaligned != nullptr);
-  CHECK(misaligned() == 0);
-  dlclose(so);
-  return std::sqrt(diff / norm);
+  CHECK((run.prefetches_inside > 0) == ahead);
+  std::printf("gemv prologue emulation (%s): %ld prefetches\n", tag.c_str(), run.prefetches_inside);
+  CHECK(run.misaligned == 0);
+  return run.error;
 }
 
 }  // namespace gemv_prologue_test

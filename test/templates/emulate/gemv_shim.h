@@ -96,9 +96,12 @@ inline void fj_gemv_i8x4_to_f16x2(unsigned* out, const signed char* in) {
   out[1] = fj_gemv_i8x2_to_f16x2(in[2], in[3]);
 }
 
-// A prologue's ops (fj_math.cuh) and a normalization's block reduction (fj_reduce.cuh): the
-// ones the prologue emulation test's regions use.
+// A prologue's or epilogue region's ops (fj_math.cuh) and a normalization's block reduction
+// (fj_reduce.cuh): the ones the prologue and epilogue emulation tests' regions use.
 inline float fj_silu(float x) { return static_cast<float>(x / (1.0 + std::exp(-double{x}))); }
+inline float fj_gelu(float x) {
+  return static_cast<float>(0.5 * x * (1.0 + std::erf(double{x} * 0.70710678118654752)));
+}
 inline float fj_rsqrt(float x) { return static_cast<float>(1.0 / std::sqrt(double{x})); }
 struct fj_op_sum {
   float operator()(float a, float b) const { return a + b; }
