@@ -550,24 +550,37 @@ void store(kir::Block& b, const GemvSpec& s, const Vars& v, ExprP sum, ExprP m, 
   b.assign(sub(v.d, add(mul(m, lit(s.n)), n)), narrow(s.dtype, epilogue_value(s, v, sum, m, n)));
 }
 
-// With an epilogue region (no split): its output element (m, j) for each of the warp's h = rows /
-// groups rows j = row0 + i of a run, by lane (m * h + i) % 32, from the sums of weight rows j + c
-// * N / groups (the warp's rows i + c * h), each through the GEMM's own epilogue first. Every
-// lane holds every sum of the warp's rows after the butterfly.
-void store_epilogue(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v) {
-  const int64_t h = run_rows(p), length = run_length(s, p);
+// With an epilogue region: `f`(block, m, j, rows, sums) for each of its output elements (m, j) a
+// lane of the CUDA-core variant owns: the warp's h = rows / groups rows j = row0 + i of a run,
+// each by lane (m * h + i) % 32, in bounds; rows[c] is the warp row holding run c's sum (weight
+// row j + c * N / groups: i + c * h), sums[c] that sum (every lane holds every sum of the warp's
+// rows after the butterfly).
+template <class F>
+void epilogue_elements(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, F f) {
+  const int64_t h = run_rows(p);
   const auto [each, m] = b.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
   const auto [rows, i] = each.loop("int", "i", lit(0), lit(h), nullptr, 1);
   const ExprP j = rows.let("long long", "j", add(v.row0, i));
   const ExprP owner = kir::infix(kir::group(add(mul(m, lit(h)), i)), "%", lit(32));
-  kir::Block& mine = rows.branch(both(kir::infix(v.lane, "==", owner), less(j, length)));
-  std::vector<ExprP> sums;
+  kir::Block& mine = rows.branch(both(kir::infix(v.lane, "==", owner), less(j, run_length(s, p))));
+  std::vector<ExprP> at, sums;
   for (int64_t c = 0; c < p.groups; ++c) {
-    const ExprP n = add(j, lit(c * length));
-    sums.push_back(mine.let("float", fmt::format("es{}", c),
-                            epilogue_value(s, v, sub(v.acc, m, add(i, lit(c * h))), m, n)));
+    at.push_back(kir::group(add(i, lit(c * h))));
+    sums.push_back(sub(v.acc, m, at.back()));
   }
-  v.epilogue->store(mine, v.d, m, j, sums);
+  f(mine, m, j, at, sums);
+}
+
+// The epilogue region's element (m, j) from its runs' sums (f32), each through the GEMM's own
+// epilogue first.
+void store_element(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, ExprP m,
+                   ExprP j, const std::vector<ExprP>& sums) {
+  std::vector<ExprP> values;
+  for (size_t c = 0; c < sums.size(); ++c) {
+    const ExprP n = add(j, lit(static_cast<int64_t>(c) * run_length(s, p)));
+    values.push_back(b.let("float", fmt::format("es{}", c), epilogue_value(s, v, sums[c], m, n)));
+  }
+  v.epilogue->store(b, v.d, m, j, values);
 }
 
 // Each (m, r) sum is stored by one lane (lane (m * rows + r) % 32), in its row's bounds. `body`
@@ -576,9 +589,10 @@ template <class Body>
 void per_output(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v, Body body) {
   const auto [each, m] = b.loop("int", "m", lit(0), lit(s.m), nullptr, 1);
   const auto [rows, r] = each.loop("int", "r", lit(0), lit(p.rows), nullptr, 1);
-  const ExprP n = rows.let("long long", "n", add(v.row0, r));
+  const ExprP n = rows.let("long long", "n", weight_row(s, p, v.row0, r));
   const ExprP owner = kir::infix(kir::group(add(mul(m, lit(p.rows)), r)), "%", lit(32));
-  kir::Block& mine = rows.branch(both(kir::infix(v.lane, "==", owner), less(n, s.n)));
+  kir::Block& mine =
+      rows.branch(both(kir::infix(v.lane, "==", owner), row_inside(s, p, v.row0, r, n)));
   body(mine, m, r, n);
 }
 
@@ -608,6 +622,33 @@ void finish_split(kir::Block& b, const GemvSpec& s, const GemvParams& p, const V
                 kir::call("fj_gemv_partial", {kir::prefix("&", partial_slot(s, p, v, q, m, r))}),
                 "+=");
     store(mine, s, v, sum, m, n);
+  });
+  reset_split_count(last, count);
+}
+
+// The same with an epilogue region: each piece writes its partials as above (`each`); the tile's
+// last block adds, for each element its lanes own (`elements`, as epilogue_elements calls f),
+// each run's sum from its pieces in order, and stores the element.
+template <class Each, class Elements>
+void finish_split_epilogue(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v,
+                           Each each, Elements elements) {
+  each(b, [&](kir::Block& mine, ExprP m, ExprP r, ExprP, ExprP sum) {
+    mine.assign(partial_slot(s, p, v, v.piece, m, r), sum);
+  });
+  const ExprP count = sub(v.arrivals, v.tile);
+  kir::Block& last = last_block_to_arrive(b, count, v.last, p.split);
+  elements(last, [&](kir::Block& mine, ExprP m, ExprP j, const std::vector<ExprP>& rows,
+                     const std::vector<ExprP>&) {
+    std::vector<ExprP> sums;
+    for (size_t c = 0; c < rows.size(); ++c) {
+      sums.push_back(mine.let_mut("float", fmt::format("sum{}", c), lit("0.0f")));
+      const auto [fold, q] = mine.loop("int", fmt::format("q{}", c), lit(0), lit(p.split));
+      fold.assign(
+          sums.back(),
+          kir::call("fj_gemv_partial", {kir::prefix("&", partial_slot(s, p, v, q, m, rows[c]))}),
+          "+=");
+    }
+    store_element(mine, s, p, v, m, j, sums);
   });
   reset_split_count(last, count);
 }
@@ -652,12 +693,12 @@ void load_mma_weights(kir::Block& b, const GemvSpec& s, const GemvParams& p, con
   const ExprP k = us.let("long long", "k", add(k0, add(mul(u, lit(32)), mul(t, lit(8)))));
   const auto [rs, r] = us.loop("int", "r", lit(0), lit(p.rows / 16), nullptr, 1);
   const auto [hs, h] = rs.loop("int", "h", lit(0), lit(2), nullptr, 1);
-  const ExprP n =
-      hs.let("long long", "n", add(v.row0, add(mul(r, lit(16)), add(g, mul(h, lit(8))))));
+  const ExprP row = kir::group(add(mul(r, lit(16)), add(g, mul(h, lit(8)))));  // the warp's
+  const ExprP n = hs.let("long long", "n", weight_row(s, p, v.row0, row));
   const ExprP dst = sub(sub(sub(wv, u), r), h);
   const auto [zero, e] = hs.loop_line("int", "e", lit(0), lit(8), nullptr, 1);
   zero.assign(sub(dst, e), lit(0));
-  hs.branch(both(less(n, s.n), less(k, s.k)))
+  hs.branch(both(row_inside(s, p, v.row0, row, n), less(k, s.k)))
       .eval(kir::load_vec(dst, add(v.b, add(mul(n, lit(s.k)), k))));
 }
 
@@ -740,39 +781,76 @@ void each_mma_output(kir::Block& b, const GemvSpec& s, const GemvParams& p, cons
   const auto [rs, r] = b.loop("int", "r", lit(0), lit(p.rows / 16), nullptr, 1);
   const auto [ms, mt] = rs.loop("int", "mt", lit(0), lit(p.m_tiles), nullptr, 1);
   const auto [es, e] = ms.loop("int", "e", lit(0), lit(4), nullptr, 1);
-  const ExprP n = es.let(
-      "long long", "n",
-      add(v.row0,
-          add(mul(r, lit(16)), add(g, mul(kir::group(kir::infix(e, ">>", lit(1))), lit(8))))));
+  const ExprP row = kir::group(
+      add(mul(r, lit(16)), add(g, mul(kir::group(kir::infix(e, ">>", lit(1))), lit(8)))));
+  const ExprP n = es.let("long long", "n", weight_row(s, p, v.row0, row));
   const ExprP m =
       es.let("int", "m",
              add(mul(mt, lit(8)), add(mul(t, lit(2)), kir::group(kir::infix(e, "&", lit(1))))));
-  kir::Block& in = es.branch(both(less(n, s.n), less(m, s.m)));
-  body(in, m, n, sub(sub(sub(acc, r), mt), e));
+  kir::Block& in = es.branch(both(row_inside(s, p, v.row0, row, n), less(m, s.m)));
+  body(in, m, row, n, sub(sub(sub(acc, r), mt), e));
+}
+
+// With an epilogue region: `f` as epilogue_elements calls it, for each of the lane's sums in
+// the first run: the same place in each run's 16-row tiles (tile qt + c * R / groups of the
+// warp's R holds run c's rows 16 qt .. 16 qt + 15) holds that element's sum of run c.
+template <class F>
+void mma_epilogue_elements(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v,
+                           ExprP g, ExprP t, ExprP acc, F f) {
+  const int64_t tiles = p.rows / 16 / p.groups;
+  const auto [qs, qt] = b.loop("int", "qt", lit(0), lit(tiles), nullptr, 1);
+  const auto [ms, mt] = qs.loop("int", "mt", lit(0), lit(p.m_tiles), nullptr, 1);
+  const auto [es, e] = ms.loop("int", "e", lit(0), lit(4), nullptr, 1);
+  const ExprP place = kir::group(add(g, mul(kir::group(kir::infix(e, ">>", lit(1))), lit(8))));
+  const ExprP j = es.let("long long", "j", add(v.row0, add(mul(qt, lit(16)), place)));
+  const ExprP m =
+      es.let("int", "m",
+             add(mul(mt, lit(8)), add(mul(t, lit(2)), kir::group(kir::infix(e, "&", lit(1))))));
+  kir::Block& in = es.branch(both(less(j, run_length(s, p)), less(m, s.m)));
+  std::vector<ExprP> rows, sums;
+  for (int64_t c = 0; c < p.groups; ++c) {
+    const ExprP tile = kir::group(add(qt, lit(c * tiles)));
+    rows.push_back(kir::group(add(mul(tile, lit(16)), place)));
+    sums.push_back(sub(sub(sub(acc, tile), mt), e));
+  }
+  f(in, m, j, rows, sums);
 }
 
 // The tensor-core kernel: a grid-stride loop over (tile, piece) work items as the other; each
 // warp takes `rows` weight rows of the tile over the piece; pieces combine as the other's do.
-kir::Function build_gemv_mma_kernel(const GemvSpec& s, const GemvParams& p) {
+kir::Function build_gemv_mma_kernel(const GemvSpec& s, const GemvParams& p,
+                                    GemvEpilogueBuilder* epilogue) {
   kir::Function f;
   Vars v;
+  v.epilogue = epilogue;
   build_signature(f, s, p, v);
   declare_split_and_lanes(f, s, p, v);
   const ExprP g = f.body.let("int", "g", kir::infix(v.lane, ">>", lit(2)));
   const ExprP t = f.body.let("int", "t", kir::infix(v.lane, "&", lit(3)));
   kir::Block& work = work_items(f, p, v);
   const ExprP acc = accumulate_mma(work, s, p, v, g, t);
-  if (p.split == 1) {
-    each_mma_output(work, s, p, v, g, t, acc, [&](kir::Block& in, ExprP m, ExprP n, ExprP value) {
-      store(in, s, v, value, m, n);
-    });
-    return f;
+  const auto partials = [&](kir::Block& b, auto&& body) {
+    each_mma_output(b, s, p, v, g, t, acc,
+                    [&](kir::Block& in, ExprP m, ExprP row, ExprP n, ExprP value) {
+                      body(in, m, row, n, value);
+                    });
+  };
+  const auto elements = [&](kir::Block& b, auto&& fn) {
+    mma_epilogue_elements(b, s, p, v, g, t, acc, fn);
+  };
+  if (v.epilogue && p.split > 1) {
+    finish_split_epilogue(work, s, p, v, partials, elements);
+  } else if (v.epilogue) {
+    elements(work, [&](kir::Block& in, ExprP m, ExprP j, const std::vector<ExprP>&,
+                       const std::vector<ExprP>& sums) { store_element(in, s, p, v, m, j, sums); });
+  } else if (p.split == 1) {
+    each_mma_output(work, s, p, v, g, t, acc,
+                    [&](kir::Block& in, ExprP m, ExprP, ExprP n, ExprP value) {
+                      store(in, s, v, value, m, n);
+                    });
+  } else {
+    finish_split(work, s, p, v, partials);
   }
-  finish_split(work, s, p, v, [&](kir::Block& b, auto&& body) {
-    each_mma_output(b, s, p, v, g, t, acc, [&](kir::Block& in, ExprP m, ExprP n, ExprP value) {
-      body(in, m, kir::group(kir::infix(n, "-", v.row0)), n, value);
-    });
-  });
   return f;
 }
 
@@ -875,6 +953,7 @@ GemvParams gemv_params(const GemvSpec& s, const Target& target) {
     p.chunk = 4 * p.unroll * p.vector_width;  // 32 of K a step
     p.m_tiles = ceil_div(s.m, 8);
     p.prefetch = true;
+    if (s.epilogue) p.groups = epilogue_reads(*s.epilogue->graph, *s.epilogue->region).groups;
     split_k(s, p);
     p.shared_bytes = 0;
     return p;
@@ -908,35 +987,42 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p, bool wai
       (p.ring && (!p.resident || p.ring < 2 || p.ring_blocks < 1 ||
                   p.vector_width * int64_t(dtype_size(gemv_weight_dtype(s))) != 16)))
     throw InternalError(fmt::format("gemv: params disagree: {}", params_text("gemv", p)));
+  std::optional<GemvEpilogueBuilder> epilogue;
+  if (s.epilogue) {
+    epilogue.emplace(*s.epilogue);
+    if (p.groups != epilogue->groups() || p.rows % (p.mma ? 16 * p.groups : p.groups))
+      throw InternalError(fmt::format("gemv: an epilogue region under {}", params_text("gemv", p)));
+  }
+  GemvEpilogueBuilder* const store_region = epilogue ? &*epilogue : nullptr;
   if (p.mma) {
-    if (s.prologue || s.epilogue)
-      throw InternalError("gemv: a prologue or epilogue region for the tensor-core variant");
-    return build_gemv_mma_kernel(s, p);
+    if (s.prologue) throw InternalError("gemv: a prologue for the tensor-core variant");
+    return build_gemv_mma_kernel(s, p, store_region);
   }
   kir::Function f;
   Vars v;
   v.wait_in_ring = wait_in_ring && p.ring;
   std::optional<GemvPrologueBuilder> prologue;
   if (s.prologue) v.prologue = &prologue.emplace(*s.prologue);
-  std::optional<GemvEpilogueBuilder> epilogue;
-  if (s.epilogue) {
-    v.epilogue = &epilogue.emplace(*s.epilogue);
-    if (p.split > 1 || p.groups != v.epilogue->groups() || p.rows % p.groups)
-      throw InternalError(fmt::format("gemv: an epilogue region under {}", params_text("gemv", p)));
-  }
+  v.epilogue = store_region;
   build_signature(f, s, p, v);
   declare_storage(f, s, p, v);
   if (v.prologue) v.prologue->declare_row(f.body);
   kir::Block& work = work_items(f, p, v);
   accumulate(work, s, p, v);
-  if (p.split > 1) {
-    finish_split(work, s, p, v, [&](kir::Block& b, auto&& body) {
-      per_output(b, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n) {
-        body(mine, m, r, n, sub(v.acc, m, r));
-      });
+  const auto partials = [&](kir::Block& b, auto&& body) {
+    per_output(b, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n) {
+      body(mine, m, r, n, sub(v.acc, m, r));
     });
+  };
+  const auto elements = [&](kir::Block& b, auto&& fn) { epilogue_elements(b, s, p, v, fn); };
+  if (p.split > 1 && v.epilogue) {
+    finish_split_epilogue(work, s, p, v, partials, elements);
+  } else if (p.split > 1) {
+    finish_split(work, s, p, v, partials);
   } else if (v.epilogue) {
-    store_epilogue(work, s, p, v);
+    elements(work,
+             [&](kir::Block& mine, ExprP m, ExprP j, const std::vector<ExprP>&,
+                 const std::vector<ExprP>& sums) { store_element(mine, s, p, v, m, j, sums); });
   } else {
     per_output(work, s, p, v, [&](kir::Block& mine, ExprP m, ExprP r, ExprP n) {
       store(mine, s, v, sub(v.acc, m, r), m, n);

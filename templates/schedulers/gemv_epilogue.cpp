@@ -77,10 +77,6 @@ EpilogueReads epilogue_reads(const ir::Graph& g, const fusion::Region& consumer)
 
 std::string refuse_epilogue(const GemvSpec& spec, const ir::Graph& g,
                             const fusion::Region& consumer, const Target& target) {
-  GemvSpec plain = spec;
-  plain.epilogue = nullptr;
-  if (gemv_params(plain, target).mma)
-    return "the tensor-core variant (2..16 rows of bf16/f16) stores sums that other lanes hold";
   const EpilogueReads reads = epilogue_reads(g, consumer);
   if (!reads.refusal.empty()) return reads.refusal;
   const ir::Node& d = g.node(reads.d);
@@ -93,10 +89,10 @@ std::string refuse_epilogue(const GemvSpec& spec, const ir::Graph& g,
   GemvSpec with = spec;
   with.epilogue = &probe;
   const GemvParams p = gemv_params(with, target);
-  if (p.rows % reads.groups != 0)
+  // A warp's rows in one piece per run: rows / groups of the CUDA-core variant's, whole 16-row
+  // tiles of the tensor-core one's (whose lanes then hold the same place of each).
+  if (p.rows % (p.mma ? 16 * reads.groups : reads.groups) != 0)
     return fmt::format("a warp's {} rows do not hold its {} runs", p.rows, reads.groups);
-  if (p.split > 1)
-    return fmt::format("K is split in {} pieces (a warp must hold each sum whole)", p.split);
   return "";
 }
 

@@ -154,9 +154,9 @@ struct GemvParams {
   int64_t ring_blocks = 0;
   // An epilogue region (GemvSpec::epilogue) whose every output element reads `groups` outputs of
   // the GEMM N / groups apart (silu(gate) * up of a fused gate/up projection: 2): each warp's
-  // `rows` weight rows are rows / groups runs of that many, one run in each of the groups, so
-  // that a warp holds every sum an element reads. tiles then counts runs: ceil(N / (warps *
-  // rows)) still.
+  // `rows` weight rows are `groups` pieces of rows / groups, one in each run of N / groups, so
+  // that a warp holds every sum an element reads (the tensor-core variant: whole 16-row tiles
+  // a run). tiles is ceil(N / (warps * rows)) still.
   int64_t groups = 1;
   ParamFields fields() const;
 };
