@@ -10,12 +10,15 @@
 //                                         and --no-replay
 //
 // The engine's options: the environment's FUSEJIT_* variables, and where it does not name them,
-// two that a decode loop wants and the library leaves off by default: programmatic dependent launch
-// (FUSEJIT_PDL=all) and the skinny-GEMM kernel's ring of weights (FUSEJIT_GEMV_RING=1), with
-// which each one-row GEMM copies its first weights while the kernel ahead of it still runs. On an
-// H100 they make the 8B decode step at batch 1 6.1% faster, 4.8% with int8 weights, and batch 8
-// 0.7% slower (bench/RESULTS.md, "Skinny GEMMs"). FUSEJIT_PDL=0 FUSEJIT_GEMV_RING=0 gives the
-// library's defaults. The report's first line says which are in force.
+// three that a decode loop wants and the library leaves off by default: programmatic dependent
+// launch (FUSEJIT_PDL=all) and the skinny-GEMM kernel's ring of weights (FUSEJIT_GEMV_RING=1),
+// with which each one-row GEMM copies its first weights while the kernel ahead of it still runs
+// (on an H100 they make the 8B decode step at batch 1 6.1% faster, 4.8% with int8 weights, and
+// batch 8 0.7% slower: bench/RESULTS.md, "Skinny GEMMs"), and the skinny-GEMM kernel's epilogue
+// regions (FUSEJIT_GEMV_EPILOGUE=1: silu(gate) * up computed where the gate/up projection stores;
+// on an H100 1.2% faster at batch 1, 2.4% with int8 weights). FUSEJIT_PDL=0 FUSEJIT_GEMV_RING=0
+// FUSEJIT_GEMV_EPILOGUE=0 gives the library's defaults. The report's first line says which are in
+// force.
 //
 // The decode step is recorded once and replayed (fusejit::Replay): on a GPU each token costs one
 // CUDA graph launch. The step reads its token, position and random key from device buffers that
@@ -802,11 +805,11 @@ void report(fj::Context& ctx, Model& m, const Run& r, const Generated& g) {
               c.name.c_str(), (long long)c.layers, (long long)c.hidden, (long long)c.heads,
               (long long)c.kv_heads, (long long)c.ffn, (long long)c.vocab);
   const fj::Options& o = ctx.options();
-  std::printf("engine: FUSEJIT_PDL=%s FUSEJIT_GEMV_RING=%d%s\n",
+  std::printf("engine: FUSEJIT_PDL=%s FUSEJIT_GEMV_RING=%d FUSEJIT_GEMV_EPILOGUE=%d\n",
               o.pdl == fj::PdlMode::all    ? "all"
               : o.pdl == fj::PdlMode::gemv ? "gemv"
                                            : "off",
-              o.gemv_ring ? 1 : 0, o.gemv_epilogue ? " FUSEJIT_GEMV_EPILOGUE=1" : "");
+              o.gemv_ring ? 1 : 0, o.gemv_epilogue ? 1 : 0);
   std::printf("memory: weights %.2f GB%s, KV cache %.3f GB (batch %lld, %lld positions)\n",
               gigabytes(weights), m.lm_head.int8() ? " (projections int8)" : "", gigabytes(cache),
               (long long)r.batch, (long long)r.capacity());
@@ -902,8 +905,9 @@ The run:
   --help               print this and exit
 
 The engine reads its FUSEJIT_* environment variables; where they do not name them, this program
-turns on FUSEJIT_PDL=all and FUSEJIT_GEMV_RING=1 (FUSEJIT_PDL=0 FUSEJIT_GEMV_RING=0 gives the
-library's defaults). The report's first line says which are in force.
+turns on FUSEJIT_PDL=all, FUSEJIT_GEMV_RING=1 and FUSEJIT_GEMV_EPILOGUE=1 (FUSEJIT_PDL=0
+FUSEJIT_GEMV_RING=0 FUSEJIT_GEMV_EPILOGUE=0 gives the library's defaults). The report's first
+line says which are in force.
 )";
 
 // A flag's value as a whole number of at least `lo`, or an error naming the flag and the value.
@@ -1032,6 +1036,7 @@ fj::Options decode_options() {
   fj::Options o = fj::Options::from_env();
   if (std::getenv("FUSEJIT_PDL") == nullptr) o.pdl = fj::PdlMode::all;
   if (std::getenv("FUSEJIT_GEMV_RING") == nullptr) o.gemv_ring = true;
+  if (std::getenv("FUSEJIT_GEMV_EPILOGUE") == nullptr) o.gemv_epilogue = true;
   return o;
 }
 

@@ -791,38 +791,11 @@ void each_mma_output(kir::Block& b, const GemvSpec& s, const GemvParams& p, cons
   body(in, m, row, n, sub(sub(sub(acc, r), mt), e));
 }
 
-// With an epilogue region: `f` as epilogue_elements calls it, for each of the lane's sums in
-// the first run: the same place in each run's 16-row tiles (tile qt + c * R / groups of the
-// warp's R holds run c's rows 16 qt .. 16 qt + 15) holds that element's sum of run c.
-template <class F>
-void mma_epilogue_elements(kir::Block& b, const GemvSpec& s, const GemvParams& p, const Vars& v,
-                           ExprP g, ExprP t, ExprP acc, F f) {
-  const int64_t tiles = p.rows / 16 / p.groups;
-  const auto [qs, qt] = b.loop("int", "qt", lit(0), lit(tiles), nullptr, 1);
-  const auto [ms, mt] = qs.loop("int", "mt", lit(0), lit(p.m_tiles), nullptr, 1);
-  const auto [es, e] = ms.loop("int", "e", lit(0), lit(4), nullptr, 1);
-  const ExprP place = kir::group(add(g, mul(kir::group(kir::infix(e, ">>", lit(1))), lit(8))));
-  const ExprP j = es.let("long long", "j", add(v.row0, add(mul(qt, lit(16)), place)));
-  const ExprP m =
-      es.let("int", "m",
-             add(mul(mt, lit(8)), add(mul(t, lit(2)), kir::group(kir::infix(e, "&", lit(1))))));
-  kir::Block& in = es.branch(both(less(j, run_length(s, p)), less(m, s.m)));
-  std::vector<ExprP> rows, sums;
-  for (int64_t c = 0; c < p.groups; ++c) {
-    const ExprP tile = kir::group(add(qt, lit(c * tiles)));
-    rows.push_back(kir::group(add(mul(tile, lit(16)), place)));
-    sums.push_back(sub(sub(sub(acc, tile), mt), e));
-  }
-  f(in, m, j, rows, sums);
-}
-
 // The tensor-core kernel: a grid-stride loop over (tile, piece) work items as the other; each
 // warp takes `rows` weight rows of the tile over the piece; pieces combine as the other's do.
-kir::Function build_gemv_mma_kernel(const GemvSpec& s, const GemvParams& p,
-                                    GemvEpilogueBuilder* epilogue) {
+kir::Function build_gemv_mma_kernel(const GemvSpec& s, const GemvParams& p) {
   kir::Function f;
   Vars v;
-  v.epilogue = epilogue;
   build_signature(f, s, p, v);
   declare_split_and_lanes(f, s, p, v);
   const ExprP g = f.body.let("int", "g", kir::infix(v.lane, ">>", lit(2)));
@@ -835,15 +808,7 @@ kir::Function build_gemv_mma_kernel(const GemvSpec& s, const GemvParams& p,
                       body(in, m, row, n, value);
                     });
   };
-  const auto elements = [&](kir::Block& b, auto&& fn) {
-    mma_epilogue_elements(b, s, p, v, g, t, acc, fn);
-  };
-  if (v.epilogue && p.split > 1) {
-    finish_split_epilogue(work, s, p, v, partials, elements);
-  } else if (v.epilogue) {
-    elements(work, [&](kir::Block& in, ExprP m, ExprP j, const std::vector<ExprP>&,
-                       const std::vector<ExprP>& sums) { store_element(in, s, p, v, m, j, sums); });
-  } else if (p.split == 1) {
+  if (p.split == 1) {
     each_mma_output(work, s, p, v, g, t, acc,
                     [&](kir::Block& in, ExprP m, ExprP, ExprP n, ExprP value) {
                       store(in, s, v, value, m, n);
@@ -953,7 +918,6 @@ GemvParams gemv_params(const GemvSpec& s, const Target& target) {
     p.chunk = 4 * p.unroll * p.vector_width;  // 32 of K a step
     p.m_tiles = ceil_div(s.m, 8);
     p.prefetch = true;
-    if (s.epilogue) p.groups = epilogue_reads(*s.epilogue->graph, *s.epilogue->region).groups;
     split_k(s, p);
     p.shared_bytes = 0;
     return p;
@@ -987,23 +951,22 @@ kir::Function build_gemv_kernel(const GemvSpec& s, const GemvParams& p, bool wai
       (p.ring && (!p.resident || p.ring < 2 || p.ring_blocks < 1 ||
                   p.vector_width * int64_t(dtype_size(gemv_weight_dtype(s))) != 16)))
     throw InternalError(fmt::format("gemv: params disagree: {}", params_text("gemv", p)));
-  std::optional<GemvEpilogueBuilder> epilogue;
-  if (s.epilogue) {
-    epilogue.emplace(*s.epilogue);
-    if (p.groups != epilogue->groups() || p.rows % (p.mma ? 16 * p.groups : p.groups))
-      throw InternalError(fmt::format("gemv: an epilogue region under {}", params_text("gemv", p)));
-  }
-  GemvEpilogueBuilder* const store_region = epilogue ? &*epilogue : nullptr;
   if (p.mma) {
-    if (s.prologue) throw InternalError("gemv: a prologue for the tensor-core variant");
-    return build_gemv_mma_kernel(s, p, store_region);
+    if (s.prologue || s.epilogue)
+      throw InternalError("gemv: a prologue or epilogue region for the tensor-core variant");
+    return build_gemv_mma_kernel(s, p);
   }
   kir::Function f;
   Vars v;
   v.wait_in_ring = wait_in_ring && p.ring;
   std::optional<GemvPrologueBuilder> prologue;
   if (s.prologue) v.prologue = &prologue.emplace(*s.prologue);
-  v.epilogue = store_region;
+  std::optional<GemvEpilogueBuilder> epilogue;
+  if (s.epilogue) {
+    v.epilogue = &epilogue.emplace(*s.epilogue);
+    if (p.groups != v.epilogue->groups() || p.rows % p.groups)
+      throw InternalError(fmt::format("gemv: an epilogue region under {}", params_text("gemv", p)));
+  }
   build_signature(f, s, p, v);
   declare_storage(f, s, p, v);
   if (v.prologue) v.prologue->declare_row(f.body);

@@ -103,10 +103,10 @@ std::string refuse_gemv(const GemvSpec& spec);
 std::string refuse_prologue(const GemvSpec& spec, const ir::Graph& g,
                             const fusion::Region& producer);
 // Why the kernel cannot evaluate `consumer` (a region of `g` whose one input is D) at its
-// store, or "" when it can: a pointwise region of one output whose nodes all have that output's
-// shape and read D as GemvEpilogue says, its runs dividing the rows a warp takes (the
-// tensor-core variant's in whole 16-row tiles). With K split, the tile's last block evaluates it
-// from the pieces' partials.
+// store, or "" when it can: the CUDA-core variant (the tensor-core one ran slower with it), a
+// pointwise region of one output whose nodes all have that output's shape and read D as
+// GemvEpilogue says, its runs dividing the rows a warp takes. With K split, the tile's last
+// block evaluates it from the pieces' partials.
 std::string refuse_epilogue(const GemvSpec& spec, const ir::Graph& g,
                             const fusion::Region& consumer, const Target& target = {});
 // The parameters: vector width from K's divisibility, rows and unroll from M, the split from

@@ -155,8 +155,8 @@ struct GemvParams {
   // An epilogue region (GemvSpec::epilogue) whose every output element reads `groups` outputs of
   // the GEMM N / groups apart (silu(gate) * up of a fused gate/up projection: 2): each warp's
   // `rows` weight rows are `groups` pieces of rows / groups, one in each run of N / groups, so
-  // that a warp holds every sum an element reads (the tensor-core variant: whole 16-row tiles
-  // a run). tiles is ceil(N / (warps * rows)) still.
+  // that a warp holds every sum an element reads (the CUDA-core variant only). tiles is
+  // ceil(N / (warps * rows)) still.
   int64_t groups = 1;
   ParamFields fields() const;
 };

@@ -473,42 +473,43 @@ TEST_CASE("kernels of programmatic dependent launch give the reference's results
 
 TEST_CASE("a skinny GEMM's epilogue region gives the reference's results on the GPU",
           "[gpu][jit][gemv]") {
-  // FUSEJIT_GEMV_EPILOGUE=1: silu(gate) * up evaluated at the gate/up projection's store (6400
-  // outputs: one row, 400 tiles, K not split; 4 rows, the tensor-core variant, K split), bf16
-  // and int8 weights, with and without PDL and the ring, fed back over evals as in the test
-  // above. The region then runs no kernel: the run obtains one kernel fewer than with it off.
+  // FUSEJIT_GEMV_EPILOGUE=1: silu(gate) * up evaluated at the gate/up projection's store (one
+  // row: 6400 outputs, 400 tiles, K not split; 600 outputs, 38 tiles, K split), bf16 and int8
+  // weights, with and without PDL and the ring, fed back over evals as in the test above. The
+  // region then runs no kernel: the run obtains one kernel fewer than with it off.
   FUSEJIT_REQUIRE_GPU();
-  constexpr int64_t kHidden = 256, kFfn = 3200;
+  constexpr int64_t kHidden = 256;
   const auto run = [](Context& ctx, const std::vector<double>& x0, const std::vector<double>& w1,
                       const std::vector<double>& w2, bool int8) {
-    const int64_t rows = static_cast<int64_t>(x0.size()) / kHidden;
-    Tensor up = ctx.from_vector(w1, {2 * kFfn, kHidden}, DType::bf16);
+    const int64_t ffn = static_cast<int64_t>(w2.size()) / kHidden;
+    Tensor up = ctx.from_vector(w1, {2 * ffn, kHidden}, DType::bf16);
     Tensor scale;
     if (int8) {  // per output row, scale = max |w| / 127 (bf16), q = w / scale truncated
       scale = cast(max(abs(cast(up, DType::f32)), {1}) * (1.0 / 127.0), DType::bf16).eval();
       up = cast(cast(up, DType::f32) / unsqueeze(cast(scale, DType::f32), 1), DType::i8).eval();
     }
-    const Tensor down = ctx.from_vector(w2, {kHidden, kFfn}, DType::bf16);
-    Tensor x = ctx.from_vector(x0, {rows, kHidden}, DType::bf16);
+    const Tensor down = ctx.from_vector(w2, {kHidden, ffn}, DType::bf16);
+    Tensor x = ctx.from_vector(x0, {1, kHidden}, DType::bf16);
     for (int step = 0; step < 6; ++step) {
-      Tensor h = int8 ? linear(x, cast(up, DType::bf16)) * scale : linear(x, up);  // [rows, 2 ffn]
-      h = silu(slice(h, -1, 0, kFfn)) * slice(h, -1, kFfn, 2 * kFfn);
+      Tensor h = int8 ? linear(x, cast(up, DType::bf16)) * scale : linear(x, up);  // [1, 2 ffn]
+      h = silu(slice(h, -1, 0, ffn)) * slice(h, -1, ffn, 2 * ffn);
       x = (tanh(linear(h, down)) + x * 0.5).eval();
     }
     return x.to_host();
   };
   std::mt19937 rng(static_cast<uint32_t>(fresh_seed()));
-  const std::vector<double> w1 = draw_uniform(rng, 2 * kFfn * kHidden, 0.12),
-                            w2 = draw_uniform(rng, kHidden * kFfn, 0.03);
-  for (const auto& [rows, int8] : {std::pair{1, false}, {1, true}, {4, false}, {4, true}}) {
-    const std::vector<double> x0 = draw_uniform(rng, rows * kHidden, 1.0);
+  const std::vector<double> x0 = draw_uniform(rng, kHidden, 1.0);
+  for (const auto& [ffn, int8] :
+       {std::pair{3200, false}, {3200, true}, {300, false}, {300, true}}) {
+    const std::vector<double> w1 = draw_uniform(rng, 2 * ffn * kHidden, 0.12),
+                              w2 = draw_uniform(rng, kHidden * ffn, 0.03 * std::sqrt(3200.0 / ffn));
     Context cpu(Options::parse({{"FUSEJIT_LOG", "error"}}), Placement{.device = Placement::kCpu});
     const std::vector<double> want = run(cpu, x0, w1, w2, int8);
     for (const auto& [pdl, ring] : {std::pair{"0", "0"}, {"all", "1"}}) {
       int64_t kernels[2] = {0, 0};  // compiled or found in a cache
       for (int epilogue : {0, 1}) {
-        INFO(rows << " rows, int8 " << int8 << " FUSEJIT_PDL=" << pdl
-                  << " FUSEJIT_GEMV_RING=" << ring << " FUSEJIT_GEMV_EPILOGUE=" << epilogue);
+        INFO("ffn " << ffn << ", int8 " << int8 << " FUSEJIT_PDL=" << pdl
+                    << " FUSEJIT_GEMV_RING=" << ring << " FUSEJIT_GEMV_EPILOGUE=" << epilogue);
         Context gpu(Options::parse({{"FUSEJIT_PDL", pdl},
                                     {"FUSEJIT_GEMV_RING", ring},
                                     {"FUSEJIT_GEMV", "1"},
