@@ -14,12 +14,16 @@ namespace fusejit::jit {
 
 namespace {
 
-// With the gemv option, the skinny-GEMM kernel that runs a gemm region (its parameters), or why
-// cuBLASLt still does; "" when it does not say.
-std::string gemv_text(const GemmCall& call, GemvMode gemv, bool ring) {
+// With the gemv option, the skinny-GEMM kernel that runs a gemm region (its parameters, with
+// `consumer` evaluated at its store where not null), or why cuBLASLt still does; "" when it does
+// not say.
+std::string gemv_text(const fusion::Plan& plan, const GemmCall& call, GemvMode gemv, bool ring,
+                      const fusion::Region* consumer) {
   std::string why;
   if (auto spec = gemv_spec(call, gemv, &why)) {
     spec->ring = ring;
+    const templates::GemvEpilogue epilogue{&plan.graph, consumer, {}};
+    if (consumer) spec->epilogue = &epilogue;
     return fmt::format(", run instead by the generated kernel {}",
                        templates::params_text("gemv", templates::gemv_params(*spec, {})));
   }
@@ -69,14 +73,17 @@ std::string library_calls_text(const fusion::Plan& plan, bool allow_tf32, GemvMo
     if (plan.regions[i].kind != fusion::RegionKind::gemm) continue;
     const GemmCall call = describe_gemm_call(plan, plan.regions[i], allow_tf32);
     const GemmProblem& p = call.problem;
-    out += fmt::format("  region {}: {}{}", i, gemm_call_label(call), gemv_text(call, gemv, ring));
+    const auto j = stored.find(i);
+    const fusion::Region* consumer = j == stored.end() ? nullptr : &plan.regions[j->second];
+    out += fmt::format("  region {}: {}{}", i, gemm_call_label(call),
+                       gemv_text(plan, call, gemv, ring, consumer));
     if (computed.count(call.a) != 0) {
       out += fmt::format(
           ", computing A (%{}) as region {} would, as it stages it (a prologue: "
           "region {} runs no kernel)",
           call.a, i - 1, i - 1);
     }
-    if (const auto j = stored.find(i); j != stored.end()) {
+    if (consumer) {
       out += fmt::format(
           ", evaluating region {} at its store (an epilogue region: region {} runs no kernel, %{} "
           "is never written)",

@@ -124,6 +124,7 @@ TEST_CASE("gemv epilogue region: silu(gate) * up merges into the gate/up project
   const std::string text =
       jit::plan_text(fusion::make_plan(g), false, GemvMode::on, false, false, true);
   CHECK_THAT(text, ContainsSubstring("evaluating region 1 at its store"));
+  CHECK_THAT(text, ContainsSubstring("groups=2"));  // the parameters of the kernel that runs
 
   // Off (the default until timed: FUSEJIT_GEMV_EPILOGUE), or where cuBLASLt runs the GEMM: the
   // region stays a kernel of its own.
