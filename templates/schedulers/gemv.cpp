@@ -693,12 +693,12 @@ void load_mma_weights(kir::Block& b, const GemvSpec& s, const GemvParams& p, con
   const ExprP k = us.let("long long", "k", add(k0, add(mul(u, lit(32)), mul(t, lit(8)))));
   const auto [rs, r] = us.loop("int", "r", lit(0), lit(p.rows / 16), nullptr, 1);
   const auto [hs, h] = rs.loop("int", "h", lit(0), lit(2), nullptr, 1);
-  const ExprP row = kir::group(add(mul(r, lit(16)), add(g, mul(h, lit(8)))));  // the warp's
-  const ExprP n = hs.let("long long", "n", weight_row(s, p, v.row0, row));
+  const ExprP n =
+      hs.let("long long", "n", add(v.row0, add(mul(r, lit(16)), add(g, mul(h, lit(8))))));
   const ExprP dst = sub(sub(sub(wv, u), r), h);
   const auto [zero, e] = hs.loop_line("int", "e", lit(0), lit(8), nullptr, 1);
   zero.assign(sub(dst, e), lit(0));
-  hs.branch(both(row_inside(s, p, v.row0, row, n), less(k, s.k)))
+  hs.branch(both(less(n, s.n), less(k, s.k)))
       .eval(kir::load_vec(dst, add(v.b, add(mul(n, lit(s.k)), k))));
 }
 
@@ -781,14 +781,15 @@ void each_mma_output(kir::Block& b, const GemvSpec& s, const GemvParams& p, cons
   const auto [rs, r] = b.loop("int", "r", lit(0), lit(p.rows / 16), nullptr, 1);
   const auto [ms, mt] = rs.loop("int", "mt", lit(0), lit(p.m_tiles), nullptr, 1);
   const auto [es, e] = ms.loop("int", "e", lit(0), lit(4), nullptr, 1);
-  const ExprP row = kir::group(
-      add(mul(r, lit(16)), add(g, mul(kir::group(kir::infix(e, ">>", lit(1))), lit(8)))));
-  const ExprP n = es.let("long long", "n", weight_row(s, p, v.row0, row));
+  const ExprP n = es.let(
+      "long long", "n",
+      add(v.row0,
+          add(mul(r, lit(16)), add(g, mul(kir::group(kir::infix(e, ">>", lit(1))), lit(8))))));
   const ExprP m =
       es.let("int", "m",
              add(mul(mt, lit(8)), add(mul(t, lit(2)), kir::group(kir::infix(e, "&", lit(1))))));
-  kir::Block& in = es.branch(both(row_inside(s, p, v.row0, row, n), less(m, s.m)));
-  body(in, m, row, n, sub(sub(sub(acc, r), mt), e));
+  kir::Block& in = es.branch(both(less(n, s.n), less(m, s.m)));
+  body(in, m, n, sub(sub(sub(acc, r), mt), e));
 }
 
 // The tensor-core kernel: a grid-stride loop over (tile, piece) work items as the other; each
@@ -802,20 +803,17 @@ kir::Function build_gemv_mma_kernel(const GemvSpec& s, const GemvParams& p) {
   const ExprP t = f.body.let("int", "t", kir::infix(v.lane, "&", lit(3)));
   kir::Block& work = work_items(f, p, v);
   const ExprP acc = accumulate_mma(work, s, p, v, g, t);
-  const auto partials = [&](kir::Block& b, auto&& body) {
-    each_mma_output(b, s, p, v, g, t, acc,
-                    [&](kir::Block& in, ExprP m, ExprP row, ExprP n, ExprP value) {
-                      body(in, m, row, n, value);
-                    });
-  };
   if (p.split == 1) {
-    each_mma_output(work, s, p, v, g, t, acc,
-                    [&](kir::Block& in, ExprP m, ExprP, ExprP n, ExprP value) {
-                      store(in, s, v, value, m, n);
-                    });
-  } else {
-    finish_split(work, s, p, v, partials);
+    each_mma_output(work, s, p, v, g, t, acc, [&](kir::Block& in, ExprP m, ExprP n, ExprP value) {
+      store(in, s, v, value, m, n);
+    });
+    return f;
   }
+  finish_split(work, s, p, v, [&](kir::Block& b, auto&& body) {
+    each_mma_output(b, s, p, v, g, t, acc, [&](kir::Block& in, ExprP m, ExprP n, ExprP value) {
+      body(in, m, kir::group(kir::infix(n, "-", v.row0)), n, value);
+    });
+  });
   return f;
 }
 

@@ -79,7 +79,8 @@ std::string refuse_epilogue(const GemvSpec& spec, const ir::Graph& g,
                             const fusion::Region& consumer, const Target& target) {
   GemvSpec plain = spec;
   plain.epilogue = nullptr;
-  if (gemv_params(plain, target).mma) {
+  const GemvParams p = gemv_params(plain, target);  // the runs change neither rows nor variant
+  if (p.mma) {
     // Written and emulated, it made an 8B model's int8 decode at batch 8 slower on an H100
     // (1,338.8 against 1,524.5 tokens/s, one call): the CUDA-core variant only.
     return "the tensor-core variant (2..16 rows of bf16/f16) takes none: it ran slower with one";
@@ -92,10 +93,6 @@ std::string refuse_epilogue(const GemvSpec& spec, const ir::Graph& g,
   const ir::Node& out = g.node(consumer.outputs[0]);
   if (out.dtype != DType::f32 && out.dtype != DType::bf16 && out.dtype != DType::f16)
     return fmt::format("its output is {} (takes f32, bf16, f16)", dtype_name(out.dtype));
-  GemvEpilogue probe{&g, &consumer, {}};
-  GemvSpec with = spec;
-  with.epilogue = &probe;
-  const GemvParams p = gemv_params(with, target);
   if (p.rows % reads.groups != 0)  // a warp's rows in one piece per run
     return fmt::format("a warp's {} rows do not hold its {} runs", p.rows, reads.groups);
   return "";
